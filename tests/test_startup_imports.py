@@ -245,7 +245,6 @@ def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
 RULES_CHECKER = (
     "cassettes.matching._rules",
     "cassettes.matching._ruletable",
-    "cassettes.matching._userrules",
     "cassettes.matching._volatile",
     "cassettes.patterns",
     "cassettes.providers",

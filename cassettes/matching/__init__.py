@@ -5,8 +5,9 @@ surface, pinned by tests/matching/test_surface.py):
 - what is volatile between two runs of one agent (dates, clocks, ids, temp paths, the working
   directory, ports), found by shape (``_volatile``, its patterns ``_detectors``), and where a
   run was recorded (``_places``);
-- the user's rules (``_rules``), read from a table or flags (``_ruletable``), a project's and a
-  command line's together (``_userrules``); the file they live in, and the flags, are
+- the user's rules (``_rules``; the path syntax is :mod:`cassettes.jsonpath`'s), a project's and
+  a command line's read together from a table or flags (``_ruletable``); the file they live in,
+  and the flags, are
   :mod:`cassettes.project`'s (re-exported here: ``RuleError``, ``find_config``,
   ``project_table``);
 - the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
@@ -22,9 +23,10 @@ same way through it. Plain imports: the pytest plugin's start, and ``looptap --h
 
 from __future__ import annotations
 
+from cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path
 from cassettes.matching._detectors import slug
 from cassettes.matching._indexed import IndexedRecordings
-from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
+from cassettes.matching._jsondiff import Change, clip, json_diff, short, window
 from cassettes.matching._matcher import Matcher, tolerated_notes
 from cassettes.matching._miss import Miss
 from cassettes.matching._places import (
@@ -37,17 +39,19 @@ from cassettes.matching._places import (
 from cassettes.matching._recording import EXCHANGE_CACHE, InMemory, Recorded
 from cassettes.matching._requestkey import RequestKey, bare_text, request_key
 from cassettes.matching._rules import (
-    ANY_INDEX,
-    ANY_KEY,
     MAX_MATCHES,
     Rules,
-    format_rule_path,
     parse_ignore,
-    parse_path,
     parse_substitution,
     substitute,
 )
-from cassettes.matching._ruletable import from_flags, from_table, rules_from_config
+from cassettes.matching._ruletable import (
+    from_flags,
+    from_table,
+    project_rules,
+    rules_from_config,
+    rules_of_args,
+)
 from cassettes.matching._tolerated import (
     MAX_TURNS,
     entries_of,
@@ -55,10 +59,6 @@ from cassettes.matching._tolerated import (
     report_lines,
     tool_result_changes,
     turn_entries,
-)
-from cassettes.matching._userrules import (
-    project_rules,
-    rules_of_args,
 )
 from cassettes.matching._verdicts import Verdict, attribute
 from cassettes.matching._volatile import (
@@ -101,7 +101,6 @@ __all__ = [
     "entry_line",
     "find_config",
     "format_path",
-    "format_rule_path",
     "from_flags",
     "from_table",
     "here",

@@ -9,33 +9,16 @@ removed items.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
 
+from cassettes.jsonpath import PathItem, format_path
+
 __all__ = ["Change", "format_path", "json_diff", "short", "window"]
 
-PathItem = str | int
 ChangeKind = Literal["changed", "added", "removed"]
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-
-
-def format_path(path: Sequence[object]) -> str:
-    """``("messages", 4, "content")`` → ``messages[4].content``; odd keys as ``["a b"]``; a user
-    rule's wildcards (:data:`~cassettes.matching.ANY_KEY`, ``ANY_INDEX``) as ``*`` and ``[*]``."""
-    out = ""
-    for p in path:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif isinstance(p, str) and not _IDENT.match(p):
-            out += "[" + orjson.dumps(p).decode() + "]"
-        else:
-            t = p if isinstance(p, str) else repr(p)
-            out += t if t.startswith("[") or not out else f".{t}"
-    return out or "(body)"
 
 
 class Shown(str):

@@ -71,7 +71,7 @@ class Miss:
         )
 
     def note(self) -> MissNote:
-        """The miss as the analysis reads it off the answer (:mod:`cassettes.wire._miss_note`):
+        """The miss as the analysis reads it off the answer (:mod:`cassettes.wire._own_headers`):
         the closest turn, the verdicts and the differences, shown as :meth:`lines` shows them."""
         return MissNote(
             closest=self.closest.label if self.closest is not None else None,

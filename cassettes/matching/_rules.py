@@ -32,20 +32,16 @@ from typing import Any, Final
 
 import orjson
 
-from cassettes.matching._jsondiff import format_path
-from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
+from cassettes.jsonpath import ANY_INDEX, ANY_KEY, PathItem, Segment, format_path, parse_path
+from cassettes.matching._volatile import IGNORED, TOOL_RESULT, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 from cassettes.project import RuleError
 
 __all__ = [
-    "ANY_INDEX",
-    "ANY_KEY",
     "IgnorePath",
     "Rules",
     "Substitution",
-    "format_rule_path",
     "parse_ignore",
-    "parse_path",
     "parse_substitution",
     "parse_volatile_tool",
 ]
@@ -58,92 +54,13 @@ SUBSTITUTED: Final = "substituted"
 IGNORED_MARK: Final = "<ignored>"
 TOOL_RESULT_MARK: Final = "<tool result>"
 
-#: Bounds on what a rule may be: a path's length and segments, a pattern's length, rules in all.
-MAX_PATH = 1000
-MAX_SEGMENTS = 64
+#: Bounds on a rule: a pattern's length, rules in all (a path's: :mod:`cassettes.jsonpath`).
 MAX_PATTERN = 1000
 MAX_RULES = 500
 #: The longest text a span keeps of an ignored value or a tool result (the rest is summarised).
 MAX_SHOWN = 4096
 #: Matches of one substitution in one string kept as spans (the rest counted in one).
 MAX_MATCHES = 200
-
-
-class _Any:
-    """A wildcard segment of a rule's path: any key (``*``) or any index (``[*]``)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-ANY_KEY: Final = _Any("*")
-ANY_INDEX: Final = _Any("[*]")
-Segment = str | int | _Any
-
-
-# ---------------------------------------------------------------------------------------------
-# Paths
-
-_SEGMENT = re.compile(
-    r"""(?P<dot>\.)?(?:
-        (?P<key>\*|[A-Za-z_$@][A-Za-z0-9_$@\-]*)
-      | \[(?P<index>\*|\d{1,9})\]
-      | \[(?P<quoted>"(?:[^"\\]|\\.){0,200}")\]
-    )""",
-    re.X,
-)
-
-
-def parse_path(text: str) -> tuple[Segment, ...]:
-    """``messages[*].content[*].cache_control`` → ``("messages", ANY_INDEX, "content", ANY_INDEX,
-    "cache_control")``; keys that are not identifiers are written ``["a b"]`` (JSON strings), a
-    leading ``$.`` is allowed. Raises :class:`RuleError`."""
-    src = text.strip()
-    if src.startswith("$"):
-        src = src[1:].lstrip(".")
-    if not src:
-        raise RuleError(
-            f"ignore path {text[:80]!r}: empty (write a path such as metadata.user_id or "
-            "messages[*].content[*].cache_control)"
-        )
-    if len(src) > MAX_PATH:
-        raise RuleError(f"ignore path {text[:80]!r}…: longer than {MAX_PATH} characters")
-    out: list[Segment] = []
-    at = 0
-    while at < len(src):
-        m = _SEGMENT.match(src, at)
-        dotted = m is not None and m.group("dot") is not None
-        if (
-            m is None
-            or (dotted != bool(out) and m.group("key") is not None)
-            or (dotted and m.group("key") is None)
-            or m.end() == at
-        ):
-            raise RuleError(
-                f"ignore path {text[:80]!r}: cannot read it at character {at + 1} "
-                f"({src[at : at + 20]!r}); write keys as a.b, indexes as [0] or [*], other keys as "
-                '["a b"]'
-            )
-        if m.group("key") is not None:
-            out.append(ANY_KEY if m.group("key") == "*" else m.group("key"))
-        elif m.group("index") is not None:
-            out.append(ANY_INDEX if m.group("index") == "*" else int(m.group("index")))
-        else:
-            out.append(orjson.loads(m.group("quoted")))
-        at = m.end()
-    if len(out) > MAX_SEGMENTS:
-        raise RuleError(f"ignore path {text[:80]!r}: more than {MAX_SEGMENTS} segments")
-    return tuple(out)
-
-
-def format_rule_path(path: Sequence[Segment]) -> str:
-    """A path as :func:`parse_path` reads it (``messages[*].content``)."""
-    return format_path(path) if path else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +77,7 @@ class IgnorePath:
 
     @property
     def text(self) -> str:
-        return f"ignore {self.family + ':' if self.family else ''}{format_rule_path(self.path)}"
+        return f"ignore {self.family + ':' if self.family else ''}{format_path(self.path, '')}"
 
 
 @dataclass(frozen=True)

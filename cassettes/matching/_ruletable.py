@@ -1,5 +1,12 @@
-"""Reading the user's rules where they are written: a ``[tool.looptap]`` table (or a
-``looptap.toml``) and flags (``--ignore`` …, pytest's ini lines and marker arguments)."""
+"""The user rules of one replay, fork or pytest test, read where they are written: a
+``[tool.looptap]`` table (or a ``looptap.toml``) and flags (``--ignore`` …, pytest's ini lines and
+marker arguments), in one place, checked before anything listens or is sent.
+
+``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags
+(:func:`cassettes.project.add_rule_flags`); the fork hands them to its replay server in the fork
+plan (:mod:`cassettes.replay.forking._plan`), which reads the project's file itself from the same
+run and working directory, so both read the same rules.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cassettes import providers
 from cassettes.matching._rules import (
     MAX_RULES,
     Rules,
@@ -16,7 +24,7 @@ from cassettes.matching._rules import (
 )
 from cassettes.project import RuleError, project_table
 
-__all__ = ["from_flags", "from_table", "rules_from_config"]
+__all__ = ["from_flags", "from_table", "project_rules", "rules_from_config", "rules_of_args"]
 
 _T = TypeVar("_T")
 
@@ -125,3 +133,32 @@ def from_flags(
     if rules:
         rules.sources.append(where)
     return Rules().extend(rules)
+
+
+def project_rules(
+    cassette: str | Path | None,
+    ignore: Iterable[str] = (),
+    substitute: Iterable[str] = (),
+    volatile_tools: Iterable[str] = (),
+    where: str = "the command line",
+) -> Rules:
+    """The project's rules for ``cassette`` (its ``looptap.toml`` or ``pyproject.toml``
+    ``[tool.looptap]``) with the given ones added; a rule scoped to an API family no adapter
+    speaks is refused. Raises :class:`~cassettes.matching.RuleError` (one line)."""
+    rules = rules_from_config(cassette).extend(
+        from_flags(ignore, substitute, volatile_tools, where)
+    )
+    if rules.scoped():  # the adapters loaded only then
+        rules.check_families(set(providers.FAMILIES))
+    return rules
+
+
+def rules_of_args(args: Any, cassette: str | Path | None) -> Rules:
+    """:func:`project_rules` for a command line with the flags of
+    :func:`~cassettes.project.add_rule_flags`."""
+    return project_rules(
+        cassette,
+        getattr(args, "ignore", ()) or (),
+        getattr(args, "substitute", ()) or (),
+        getattr(args, "volatile_tool", ()) or (),
+    )

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from cassettes.jsonpath import PathItem
 from cassettes.matching._detectors import TMP, detectors
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     "this_process",
     "tolerated",
 ]
-
-PathItem = str | int
 
 
 @dataclass(frozen=True, slots=True)

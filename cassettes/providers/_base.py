@@ -63,6 +63,7 @@ from cassettes.providers._values import (
     azure_deployment,
     compact_json,
     error_from_body,
+    filled_usage,
     finish_lookup,
     function_spec,
     json_events,
@@ -103,6 +104,7 @@ __all__ = [
     "call_arguments_text",
     "compact_json",
     "error_from_body",
+    "filled_usage",
     "finish_lookup",
     "function_spec",
     "inline_history",
@@ -159,7 +161,13 @@ class Provider:
         self, response: NormalisedResponse, header: Callable[[str], str | None]
     ) -> None:
         """Complete a parsed response from the response headers (some APIs report usage only
-        there). ``header`` looks a header up by name, case-insensitively."""
+        there: :attr:`Profile.usage_headers`, :attr:`Profile.model_header`). ``header`` looks a
+        header up by name, case-insensitively."""
+        names = self.profile.usage_headers
+        if names:
+            response.usage = filled_usage(response.usage, *(as_int(header(h)) for h in names))
+        if self.profile.model_header:
+            response.model = response.model or header(self.profile.model_header)
 
     def history_key(self, body: Any) -> str | None:
         """The top-level key of the resent history (what delta encoding stores incrementally): the

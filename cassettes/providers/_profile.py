@@ -136,6 +136,11 @@ class Profile:
     #: failed or declined call; without one such a call can only be said in the result's text.
     tool_error_flag: bool = False
 
+    #: The response headers that carry the input and output counts when the body may not (TGI
+    #: containers), and the served model (``None``: the API reports neither there).
+    usage_headers: tuple[str, str] | None = None
+    model_header: str | None = None
+
     # -- pricing with genai-prices -------------------------------------------------------------
 
     #: genai-prices' provider id for this family's own API, used to price a call whose host

@@ -13,6 +13,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes import bounds
+from cassettes.jsonpath import walk
 from cassettes.models import USAGE_COUNTS, ApiError, FinishReason, Part, ToolCall, ToolSpec, Usage
 from cassettes.wire import Event, Framed
 
@@ -110,6 +111,19 @@ def summed_usage(inp: int | None, out: int | None, raw: Any) -> Usage | None:
         total_tokens=inp + out if inp is not None and out is not None else None,
         raw=raw or None,
     )
+
+
+def filled_usage(usage: Usage | None, inp: int | None, out: int | None) -> Usage | None:
+    """``usage`` with the counts it lacks taken from elsewhere (response headers, invocation
+    metrics), and its total when it has none; ``usage`` as it is when there are none."""
+    if inp is None and out is None:
+        return usage
+    u = usage or Usage()
+    u.input_tokens = u.input_tokens if u.input_tokens is not None else inp
+    u.output_tokens = u.output_tokens if u.output_tokens is not None else out
+    if u.input_tokens is not None and u.output_tokens is not None and u.total_tokens is None:
+        u.total_tokens = u.input_tokens + u.output_tokens
+    return u
 
 
 def latest_count(before: int | None, now: int | None) -> int | None:
@@ -317,13 +331,17 @@ _LOCATE_NODES = 200_000
 def locate_results(
     body: Any, results: list[tuple[str | None, str | None, str]]
 ) -> list[tuple[tuple[str | int, ...], str | None]]:
-    """For :meth:`Provider.tool_result_paths`: each result's content path, found in body order."""
+    """For :meth:`Provider.tool_result_paths`: each result's content path, found in body order
+    (:func:`cassettes.jsonpath.walk`), no deeper than ``_LOCATE_DEPTH`` and within
+    ``_LOCATE_NODES`` objects and lists looked at."""
     out: list[tuple[tuple[str | int, ...], str | None]] = []
     pending = [r for r in results if r[2] and (r[0] or r[1])]
-    for node, path in _objects_in_order(body):
-        if not pending:
+    seen = 0
+    for node, path, _, _ in walk(body, _LOCATE_DEPTH + 1):
+        if not pending or seen >= _LOCATE_NODES:
             break
-        if _CALL_KEYS & node.keys():
+        seen += isinstance(node, dict | list)
+        if len(path) > _LOCATE_DEPTH or not isinstance(node, dict) or _CALL_KEYS & node.keys():
             continue
         found = _result_in(node, pending)
         if found is not None:
@@ -331,33 +349,6 @@ def locate_results(
             out.append(((*path, key), pending[j][1]))
             del pending[j]
     return out
-
-
-def _objects_in_order(body: Any) -> list[tuple[dict[str, Any], tuple[str | int, ...]]]:
-    """The objects of ``body`` with their paths, in document order (a pre-order walk), no deeper
-    than ``_LOCATE_DEPTH`` and within ``_LOCATE_NODES`` nodes visited."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(body, ())]
-    seen = 0
-    order: list[tuple[dict[str, Any], tuple[str | int, ...]]] = []
-    while stack and seen < _LOCATE_NODES:
-        node, path = stack.pop()
-        seen += 1
-        if len(path) > _LOCATE_DEPTH:
-            continue
-        if isinstance(node, dict):
-            order.append((node, path))
-            stack.extend(
-                (v, (*path, k))
-                for k, v in reversed(list(node.items()))
-                if isinstance(v, (dict, list))
-            )
-        elif isinstance(node, list):
-            stack.extend(
-                (v, (*path, i))
-                for i, v in reversed(list(enumerate(node)))
-                if isinstance(v, (dict, list))
-            )
-    return order
 
 
 def _result_in(

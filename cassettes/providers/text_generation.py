@@ -21,7 +21,6 @@ chunks). SageMaker bills instance time, not tokens: the cost is unknown.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -30,7 +29,6 @@ from cassettes.models import (
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
-    Usage,
 )
 from cassettes.providers._base import (
     Profile,
@@ -61,6 +59,8 @@ JSON = dict[str, Any]
 
 _CHAT = OpenAIChat()
 
+#: The response headers TGI sends its input and output counts in.
+_COUNT_HEADERS = ("x-prompt-tokens", "x-generated-tokens")
 _TGI_FINISH = {
     "eos_token": FinishReason.COMPLETE,
     "stop_sequence": FinishReason.COMPLETE,
@@ -174,23 +174,13 @@ class _TgiStream(StreamParts):
         return self.final
 
 
-def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None) -> None:
-    i, o = as_int(inp), as_int(out)
-    if i is None and o is None:
-        return
-    u = response.usage or Usage()
-    u.input_tokens = u.input_tokens if u.input_tokens is not None else i
-    u.output_tokens = u.output_tokens if u.output_tokens is not None else o
-    if u.input_tokens is not None and u.output_tokens is not None:
-        u.total_tokens = u.input_tokens + u.output_tokens
-    response.usage = u
-
-
 class TextGenerationInference(Provider):
     family = "tgi"
     history_keys = ()
     profile = Profile(
         finishes=_TGI_FINISH,
+        usage_headers=_COUNT_HEADERS,
+        model_header="x-model-id",
         otel_provider="huggingface",
         otel_operation="text_completion",
         api_key_env=("HF_TOKEN",),
@@ -247,12 +237,6 @@ class TextGenerationInference(Provider):
             return resp
         return _TgiStream().read(framed)
 
-    def add_header_facts(
-        self, response: NormalisedResponse, header: Callable[[str], str | None]
-    ) -> None:
-        _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
-        response.model = response.model or header("x-model-id")
-
 
 # -- SageMaker ---------------------------------------------------------------------------------
 
@@ -271,7 +255,9 @@ def _endpoint(url: SplitResult) -> tuple[str, str] | None:
 class SageMaker(Provider):
     family = "sagemaker"
     history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
-    profile = Profile(finishes=_TGI_FINISH, otel_provider="aws.sagemaker")
+    profile = Profile(
+        finishes=_TGI_FINISH, usage_headers=_COUNT_HEADERS, otel_provider="aws.sagemaker"
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or _endpoint(url) is None:
@@ -325,11 +311,6 @@ class SageMaker(Provider):
         if inner.kind == "json":  # a container that streams one JSON body
             return self.parse_response(inner.value)
         return _TgiStream().read(inner)
-
-    def add_header_facts(
-        self, response: NormalisedResponse, header: Callable[[str], str | None]
-    ) -> None:
-        _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
 
 
 def _unwrap(framed: Framed) -> tuple[Framed, list[Event]]:

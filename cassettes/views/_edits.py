@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from cassettes.models import user_messages
-from cassettes.wire import item_of
+from cassettes.wire import item_of, target_of
 
 __all__ = [
     "CONTINUED",
@@ -59,12 +59,13 @@ def edited_messages(request: Any, marks: list[dict[str, Any]]) -> dict[int, list
 def _edited_index(msgs: list[Any], label: str) -> int | None:
     """The index of the message an edit ``label`` names (``-1``: the system prompt sent apart),
     ``None`` when no message is that one or the label is of no kind known here."""
-    if label.startswith("tool_result[") and label.endswith("]"):
-        return _result_index(msgs, label[len("tool_result[") : -1])
-    if label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
+    kind, key = target_of(label) or ("", None)
+    if kind == "tool_result":
+        return _result_index(msgs, key or "")
+    if kind == "user":
         users = user_messages(msgs)
-        return users[int(label[5:-1])] if int(label[5:-1]) < len(users) else None
-    if label == "system":
+        return users[int(key or 0)] if int(key or 0) < len(users) else None
+    if kind == "system":
         return next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
     return None
 

@@ -5,8 +5,8 @@ names below are its whole surface, pinned by tests/cassettes/test_wire_surface.p
   (``_decoding``) and its stream framed: SSE, NDJSON, JSON arrays, AWS event streams
   (``_framing``);
 - the marks looptap itself writes on it: a fork's what-if edit marks (``_edit_marks``), the
-  response headers only looptap writes (``_own_headers``) and a replay miss's note
-  (``_miss_note``).
+  response headers only looptap writes and a replay miss's note in one of them
+  (``_own_headers``).
 
 Plain imports: what the package adds to a command that reads a run is two small modules
 (``_edit_marks``, ``_own_headers``); its dependencies (hashlib, secrets) are loaded anyway.
@@ -27,6 +27,7 @@ from cassettes.wire._edit_marks import (
     EDIT_HEADER,
     KEY_ENV,
     MAX_HEADER,
+    TARGET,
     authentic,
     checked,
     client_body,
@@ -35,6 +36,7 @@ from cassettes.wire._edit_marks import (
     mark,
     new_key,
     seal,
+    target_of,
     to_header,
 )
 from cassettes.wire._exchange import (
@@ -56,15 +58,16 @@ from cassettes.wire._framing import (
     parse_sse,
     reseal_aws_eventstream,
 )
-from cassettes.wire._miss_note import (
+from cassettes.wire._own_headers import (
     MAX_NOTE,
     NOTE_HEADER,
+    OWN_RESPONSE_HEADERS,
     REPLAY_HEADER,
     MissNote,
     MissVerdict,
     read_miss,
+    without_own,
 )
-from cassettes.wire._own_headers import OWN_RESPONSE_HEADERS, without_own
 
 __all__ = [
     "AGENT_CLOSED",
@@ -77,6 +80,7 @@ __all__ = [
     "NOTE_HEADER",
     "OWN_RESPONSE_HEADERS",
     "REPLAY_HEADER",
+    "TARGET",
     "UNSET",
     "Chunk",
     "Decoder",
@@ -107,6 +111,7 @@ __all__ = [
     "reseal_aws_eventstream",
     "salvage",
     "seal",
+    "target_of",
     "to_header",
     "without_own",
 ]

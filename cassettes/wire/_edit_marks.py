@@ -38,12 +38,14 @@ from typing import Any, TypeGuard
 import orjson
 
 from cassettes import bounds
+from cassettes.jsonpath import MAX_SEGMENTS, format_path, put
 
 __all__ = [
     "EDIT_AUTH_HEADER",
     "EDIT_HEADER",
     "KEY_ENV",
     "MAX_HEADER",
+    "TARGET",
     "authentic",
     "checked",
     "client_body",
@@ -52,6 +54,7 @@ __all__ = [
     "mark",
     "new_key",
     "seal",
+    "target_of",
     "to_header",
 ]
 
@@ -67,11 +70,13 @@ KEY_ENV = "LOOPTAP_EDIT_KEY"
 MAX_HEADER = 1 << 20
 #: Marks per request.
 MAX_MARKS = 256
-_LABEL = re.compile(
-    r"((?:restore_result|restore_answer|tool_result)\[[^\]\r\n]{1,200}\]|"
-    r"user\[[0-9]{1,6}\]|system|max_tokens|continue)"
+#: What an edit targets (docs/fork.md), as ``--edit`` is written and a mark's label says it: a
+#: kind keyed by an id or a name (groups 1, 2), ``user[N]`` (3, 4) or a kind without a key (5).
+TARGET = (
+    r"(?:(restore_result|restore_answer|tool_result|tool_schema)\[([^\]\r\n]{1,200})\]"
+    r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))"
 )
-_PATH_LEN = 64
+_LABEL = re.compile(TARGET)
 _KEY_LEN = 200
 
 
@@ -103,12 +108,18 @@ def mark(label: str, selector: str | None, path: list[str | int], before: Any) -
     return {"edit": label, "selector": selector, "path": list(path), "before": before}
 
 
+def target_of(label: Any) -> tuple[str, str | None] | None:
+    """An edit's label (``tool_result[call_A1]``, ``user[2]``, ``system``) as its kind and key;
+    ``None`` when it is not one (:data:`TARGET`)."""
+    m = _LABEL.fullmatch(label) if isinstance(label, str) else None
+    if m is None:
+        return None
+    return m.group(1) or m.group(3) or m.group(5), m.group(2) or m.group(4)
+
+
 def item_of(m: dict[str, Any]) -> str:
     """The edited item, as a reader names it: ``messages[3]`` (the path's first two steps)."""
-    path = m.get("path") or []
-    if len(path) >= 2 and isinstance(path[1], int):
-        return f"{path[0]}[{path[1]}]"
-    return ".".join(str(p) for p in path[:2]) or "?"
+    return format_path((m.get("path") or [])[:2], "?")
 
 
 def to_header(marks: list[dict[str, Any]]) -> str:
@@ -137,8 +148,8 @@ def from_header(value: str) -> list[dict[str, Any]] | None:
 
 def checked(value: Any) -> list[dict[str, Any]] | None:
     """``value`` when it is a list of marks in the shape above (unknown keys dropped), else
-    ``None``. Bounded: at most :data:`MAX_MARKS` marks, paths of :data:`_PATH_LEN` steps, values
-    no deeper than the walk bound."""
+    ``None``. Bounded: at most :data:`MAX_MARKS` marks, paths of
+    :data:`~cassettes.jsonpath.MAX_SEGMENTS` steps, values no deeper than the walk bound."""
     if not isinstance(value, list) or not 0 < len(value) <= MAX_MARKS:
         return None
     out: list[dict[str, Any]] = []
@@ -157,7 +168,7 @@ def _checked_mark(m: Any) -> dict[str, Any] | None:
     if not isinstance(m, dict):
         return None
     label, sel, path = m.get("edit"), m.get("selector"), m.get("path")
-    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+    if target_of(label) is None:
         return None
     if sel is not None and not (isinstance(sel, str) and len(sel) <= _KEY_LEN):
         return None
@@ -174,8 +185,8 @@ def _checked_mark(m: Any) -> dict[str, Any] | None:
 
 
 def _checked_path(path: Any) -> TypeGuard[list[Any]]:
-    """A path of 1 to :data:`_PATH_LEN` steps, each a short key or a non-negative 31-bit index."""
-    if not isinstance(path, list) or not 0 < len(path) <= _PATH_LEN:
+    """A path of 1 to ``MAX_SEGMENTS`` steps, each a short key or a non-negative 31-bit index."""
+    if not isinstance(path, list) or not 0 < len(path) <= MAX_SEGMENTS:
         return False
     return all(
         (isinstance(p, str) and len(p) <= _KEY_LEN)
@@ -190,30 +201,7 @@ def client_body(doc: Any, marks: list[dict[str, Any]]) -> Any:
     copied). ``None`` when a mark's value was not carried or its path is not in ``doc``."""
     out = doc
     for m in marks:
-        if "before" not in m:
-            return None
-        out = _put(out, m["path"], m["before"])
-        if out is _MISSING:
+        out = put(out, m["path"], m["before"]) if "before" in m else None
+        if out is None:
             return None
     return out
-
-
-_MISSING: Any = object()
-
-
-def _put(node: Any, path: list[str | int], value: Any) -> Any:
-    """``node`` with ``value`` at ``path`` (copied along it), or :data:`_MISSING`."""
-    if not path:
-        return value
-    step, rest = path[0], path[1:]
-    if isinstance(node, dict) and isinstance(step, str) and step in node:
-        inner = _put(node[step], rest, value)
-        return _MISSING if inner is _MISSING else {**node, step: inner}
-    if isinstance(node, list) and isinstance(step, int) and step < len(node):
-        inner = _put(node[step], rest, value)
-        if inner is _MISSING:
-            return _MISSING
-        copy = list(node)
-        copy[step] = inner
-        return copy
-    return _MISSING

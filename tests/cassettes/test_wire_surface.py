@@ -11,13 +11,13 @@ import cassettes.wire as wire
 
 EXPORTED = [
     "AGENT_CLOSED", "EDIT_AUTH_HEADER", "EDIT_HEADER", "KEY_ENV", "MAX_HEADER", "MAX_NOTE",
-    "NEXT_TURN", "NOTE_HEADER", "OWN_RESPONSE_HEADERS", "REPLAY_HEADER", "UNSET",
+    "NEXT_TURN", "NOTE_HEADER", "OWN_RESPONSE_HEADERS", "REPLAY_HEADER", "TARGET", "UNSET",
     "Chunk", "Decoder", "Event", "Exchange", "Framed", "Headers", "MissNote", "MissVerdict",
     "OverBudget",
     "authentic", "body_cut", "checked", "client_body", "cut_by_client", "decode_chunks",
     "decode_exchange", "frame", "from_header", "header", "is_aws_eventstream", "item_of", "mark",
     "new_key", "parse_aws_eventstream", "parse_sse", "read_miss", "reseal_aws_eventstream",
-    "salvage", "seal", "to_header", "without_own",
+    "salvage", "seal", "target_of", "to_header", "without_own",
 ]  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from cassettes.matching import (
     Rules,
     Tolerated,
     find_config,
-    format_rule_path,
+    format_path,
     from_flags,
     from_table,
     parse_path,
@@ -85,7 +85,7 @@ def test_paths_parse_with_wildcards_quoted_keys_and_a_leading_dollar() -> None:
     assert parse_path("metadata.*") == ("metadata", ANY_KEY)
     assert parse_path('$.a["b c"][2].d-e') == ("a", "b c", 2, "d-e")
     for text in ("messages[*].content[*].cache_control", "metadata.*", 'a["b c"][2]'):
-        assert format_rule_path(parse_path(text)) == text
+        assert format_path(parse_path(text)) == text
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_an_ignored_key_is_tolerated_with_its_presence_and_an_index_keeps_its_pl
     }
     got, tol = match(CHAT, rec, live, rules)
     assert isinstance(got, Recorded)
-    assert {(format_rule_path(t.path), t.recorded, t.live, t.rule) for t in tol} == {
+    assert {(format_path(t.path), t.recorded, t.live, t.rule) for t in tol} == {
         (
             "messages[0].content[0].cache_control",
             '{"type":"ephemeral"}',
@@ -192,23 +192,26 @@ def test_a_substitution_applies_to_both_sides_and_names_itself() -> None:
     )
 
 
-@pytest.mark.parametrize(("spec", "why"), [
-    ("x*=y", "matches the empty string"),
-    (r"\b=y", "matches the empty string"),
-    ("(?=a)b=y", "'(?=' at position 0 (no look-around or backreference"),
-    (r"(?<=id=)[0-9a-f]{8}=<id>", "'(?<=' at position 0 (no look-around"),
-    (r"x(?!y)=z", "'(?!' at position 1"),
-    (r"(a)\1=x", "'\\\\1' at position 3 (no look-around or backreference"),
-    (r"(?P<n>a)(?P=n)=x", "'(?P=' at position 8"),
-    (r"end\Z=x", "at position 3 (write \\z)"),
-    ("a++=x", "bad repetition operator '++' at position 1"),
-    ("[a-=y", "not a pattern looptap takes: missing ]"),
-    (r"(a)=\2", "the replacement '\\\\2' cannot be used: the replacement names group '2'"),
-    (r"(a)=\n", "neither a group"),
-    ("noequals", "write REGEX=REPLACEMENT"),
-    ("=x", "the pattern is empty"),
-    ("a" * 1001 + "=x", "longer than 1000"),
-])
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("x*=y", "matches the empty string"),
+        (r"\b=y", "matches the empty string"),
+        ("(?=a)b=y", "'(?=' at position 0 (no look-around or backreference"),
+        (r"(?<=id=)[0-9a-f]{8}=<id>", "'(?<=' at position 0 (no look-around"),
+        (r"x(?!y)=z", "'(?!' at position 1"),
+        (r"(a)\1=x", "'\\\\1' at position 3 (no look-around or backreference"),
+        (r"(?P<n>a)(?P=n)=x", "'(?P=' at position 8"),
+        (r"end\Z=x", "at position 3 (write \\z)"),
+        ("a++=x", "bad repetition operator '++' at position 1"),
+        ("[a-=y", "not a pattern looptap takes: missing ]"),
+        (r"(a)=\2", "the replacement '\\\\2' cannot be used: the replacement names group '2'"),
+        (r"(a)=\n", "neither a group"),
+        ("noequals", "write REGEX=REPLACEMENT"),
+        ("=x", "the pattern is empty"),
+        ("a" * 1001 + "=x", "longer than 1000"),
+    ],
+)
 def test_a_pattern_re2_cannot_take_is_refused_in_one_line_naming_where(spec: str, why: str) -> None:
     with pytest.raises(RuleError, match=r"^substitute ") as e:
         parse_substitution(spec)
@@ -327,12 +330,16 @@ ANTHROPIC_RESULT = {
         },
     ],
 }
-RESPONSES_RESULT = {"model": "gpt-5", "input": [
-    {"role": "user", "content": "ls"},
-    {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
-    {"type": "function_call", "call_id": "call_2", "name": "cat", "arguments": "{}"},
-    {"type": "function_call_output", "call_id": "call_1", "output": "a.txt b.txt"},
-    {"type": "function_call_output", "call_id": "call_2", "output": "hello"}]}
+RESPONSES_RESULT = {
+    "model": "gpt-5",
+    "input": [
+        {"role": "user", "content": "ls"},
+        {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call", "call_id": "call_2", "name": "cat", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.txt b.txt"},
+        {"type": "function_call_output", "call_id": "call_2", "output": "hello"},
+    ],
+}
 GEMINI_RESULT = {
     "contents": [
         {"role": "user", "parts": [{"text": "ls"}]},

@@ -16,7 +16,7 @@ EXPORTED = [
     "Recorded", "RequestKey", "RuleError", "Rules", "Span", "Tolerated", "Verdict",
     "VolatileSpans",
     "attribute", "bare_text", "clip", "entries_of", "entry_line", "find_config",
-    "format_path", "format_rule_path", "from_flags", "from_table", "here", "json_diff",
+    "format_path", "from_flags", "from_table", "here", "json_diff",
     "parse_ignore", "parse_path", "parse_substitution", "path_value", "project_rules",
     "project_table", "recorded", "report_lines", "request_key",
     "rules_from_config", "rules_of_args", "short", "slug", "substitute", "this_process",

@@ -76,28 +76,7 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         # the new model's call ids are not the recording's (a fresh fake numbers from 0 again)
         fake2._ids = itertools.count(900)
         with fake2:
-            proc = progress.run(
-                [
-                    *RECORDER,
-                    "run",
-                    "--from",
-                    f"{run}@turn=1",
-                    *edits,
-                    "-o",
-                    str(branch),
-                    "--confdir",
-                    str(confdir),
-                    *_upstreams(fake2.url),
-                    "--",
-                    sys.executable,
-                    str(AGENT),
-                    *AGENTS,
-                ],
-                env=_env(),
-                capture_output=True,
-                text=True,
-                cwd=tmp,
-            )
+            proc = _fork(run, edits, branch, confdir, fake2.url)
         yield {
             "proc": proc,
             "run": run,
@@ -108,6 +87,33 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             "calls": calls,
             "origin": origin,
         }
+
+
+def _fork(run: Path, edits: list[str], branch: Path, confdir: Path, url: str) -> Any:
+    """``looptap run --from RUN@turn=1`` with ``edits`` (``@file`` values beside ``branch``), both
+    agents, onto the fake at ``url``."""
+    return progress.run(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=1",
+            *edits,
+            "-o",
+            str(branch),
+            "--confdir",
+            str(confdir),
+            *_upstreams(url),
+            "--",
+            sys.executable,
+            str(AGENT),
+            *AGENTS,
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd=branch.parent,
+    )
 
 
 def _client_sent(ex: Any) -> Any:
@@ -391,3 +397,35 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
             tools=orjson.loads(ex.request_body)["tools"],
         )  # type: ignore[list-item]
     assert r.choices[0].message.content == "Stay home: a storm." and not srv.misses
+
+
+@needs_recorder
+def test_a_tool_schema_edit_is_marked_in_the_branch(forked: dict[str, Any], tmp_path: Path) -> None:
+    """The recorder keeps the marks of every target ``--edit`` takes: a ``tool_schema[NAME]``
+    edit's were refused as unreadable ('edits: the request's edit marks could not be read;
+    dropped'), so the branch could not give the client's own schema back."""
+    from cassettes.reading import open_run
+
+    schema = {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}}}
+    (tmp_path / "schema.json").write_text(orjson.dumps(schema).decode())
+    branch = tmp_path / "schema-branch.jsonl"
+    fake = ScriptedUpstream(new_model_route, validate=True)
+    fake._ids = itertools.count(900)
+    with fake:
+        proc = _fork(
+            forked["run"],
+            ["--edit", "turn=1:tool_schema[get_weather]=@schema.json"],
+            branch,
+            tmp_path / "conf",
+            fake.url,
+        )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    exchanges = open_run(branch, whole=True).exchanges
+    assert exchanges and all(
+        orjson.dumps(schema) in orjson.dumps(ex.request_json()) for ex in exchanges
+    )
+    for ex in exchanges:
+        assert not [n for n in ex.notes if n.startswith("edits:")], ex.notes
+        assert {m["edit"] for m in ex.edits} == {"tool_schema[get_weather]"}, ex.edits
+        mine = _client_sent(ex)  # the client's own schema back
+        assert mine is not None and orjson.dumps(schema) not in orjson.dumps(mine)

@@ -1,7 +1,7 @@
 """C — a replayed agent that diverged from its recording (``C.diverged_from_recording``).
 
 A request the replay server could not answer from the cassette gets an error in the API's shape
-from looptap itself (:mod:`cassettes.wire._miss_note`): the API was never asked, so the error is
+from looptap itself (:mod:`cassettes.wire._own_headers`): the API was never asked, so the error is
 no API finding. What it says is the client's divergence — the request differs from the recorded
 one, as the matcher attributes it (every request difference is the client's dispatch) — on the
 turn it happened, with the JSON path and the differences the pytest failure prints.

@@ -11,6 +11,7 @@ from typing import Any
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
 from cassettes.providers._base import as_int, as_obj, as_str, finish_lookup, latest_count
+from cassettes.providers._values import filled_usage
 from cassettes.providers.openai_chat import OpenAIChat
 
 TEXT_FINISH = {
@@ -141,14 +142,9 @@ _TEXT_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], TextChunk]], ...] = (
 def metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
     m = as_obj(metrics)
     inp, out = as_int(m.get("inputTokenCount")), as_int(m.get("outputTokenCount"))
-    if inp is None and out is None:
-        return usage
-    u = usage or Usage()
-    u.input_tokens = u.input_tokens if u.input_tokens is not None else inp
-    u.output_tokens = u.output_tokens if u.output_tokens is not None else out
-    if u.input_tokens is not None and u.output_tokens is not None and u.total_tokens is None:
-        u.total_tokens = u.input_tokens + u.output_tokens
-    u.raw = {**(u.raw or {}), "invocationMetrics": m}
+    u = filled_usage(usage, inp, out)
+    if u is not None and (inp is not None or out is not None):
+        u.raw = {**(u.raw or {}), "invocationMetrics": m}
     return u
 
 

@@ -36,7 +36,6 @@ from cassettes.matching import (
     VolatileSpans,
     clip,
     format_path,
-    format_rule_path,
     json_diff,
     parse_ignore,
     parse_substitution,
@@ -346,7 +345,7 @@ def _classify(
         return d
     read = bool(c.path) and (c.path[0] in _READ or c.path[0] == history)
     if not read and tool is None:
-        path = format_rule_path(c.path)
+        path = format_path(c.path, "")
         d.rules, d.verdict = [f"ignore {family + ':' if family else ''}{path}"], "rule"
         return d
     if subs:

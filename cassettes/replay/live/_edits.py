@@ -47,7 +47,7 @@ import orjson
 
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.storage import read_input
-from cassettes.wire import EDIT_AUTH_HEADER, EDIT_HEADER, item_of, seal, to_header
+from cassettes.wire import EDIT_AUTH_HEADER, EDIT_HEADER, TARGET, item_of, seal, to_header
 
 __all__ = [
     "MAX_CONTINUE",
@@ -60,12 +60,9 @@ __all__ = [
     "parse_edits",
 ]
 
-#: The target (after an optional ``SELECTOR:``): its kind and key, and whether the value is
-#: ``@file``.
-_SPEC = re.compile(
-    r"(?:^|(?<=:))(?:(restore_result|restore_answer|tool_result|tool_schema)\[([^\]]{1,200})\]"
-    r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))=(@?)"
-)
+#: The target (after an optional ``SELECTOR:``; :data:`cassettes.wire.TARGET`: groups 1 to 5) and
+#: whether the value is ``@file`` (group 6).
+_SPEC = re.compile(rf"(?:^|(?<=:)){TARGET}=(@?)")
 #: The most continuation requests ``continue=N`` may ask for per answer.
 MAX_CONTINUE = 8
 #: Bytes read from an ``@file``.

@@ -8,13 +8,13 @@ from, replaced where they occur.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from cassettes import bounds, providers
+from cassettes.jsonpath import walk
 from cassettes.models import user_messages
 from cassettes.replay.live._edits import Edit
 from cassettes.wire import mark
@@ -24,7 +24,8 @@ __all__ = ["apply_edits", "carried"]
 #: The fields that hold a tool's schema, in the tool itself, its ``function`` or one of its function
 #: declarations: field names of the wire (docs/WIRE.md), whichever API the request is in.
 _SCHEMA_KEYS = ("parameters", "input_schema", "parametersJsonSchema", "parameters_json_schema")
-#: Depth of the JSON walk (a request nested deeper is not edited below it).
+#: Depth of the JSON walk (:func:`cassettes.jsonpath.walk`: a request nested deeper is not edited
+#: below it).
 _DEPTH = 64
 _CONTENT_KEYS = ("content", "output", "response")
 
@@ -93,8 +94,8 @@ def _restore_result(
     shape. A request that already carries the result, or carries no sibling result to copy (all
     the answer's results dropped), is left as it is. The mark's path is the list and its
     ``before`` the list the client sent, so the client's request is that list put back."""
-    for node, path, _, _ in _walk(doc):
-        if not isinstance(node, list) or len(path) > _DEPTH:
+    for node, path, _, _ in walk(doc, _DEPTH):
+        if not isinstance(node, list):
             continue
         calls = _calls_with(node, call_id)
         if calls is None:
@@ -128,8 +129,8 @@ def _restore_answer(
     the first result of the call, in the first list (in document order: the history) that holds
     the result but not the call. A request that carries the call, or no result of it, is left as
     it is. The mark's path is the list and its ``before`` the list the client sent."""
-    for node, path, _, _ in _walk(doc):
-        if not isinstance(node, list) or len(path) > _DEPTH:
+    for node, path, _, _ in walk(doc, _DEPTH):
+        if not isinstance(node, list):
             continue
         at = next((i for i, x in enumerate(node) if _result_of(x, {call_id})), None)
         if at is None:
@@ -141,31 +142,13 @@ def _restore_answer(
         return
 
 
-def _walk(
-    doc: Any, path: list[str | int] | None = None
-) -> Iterator[tuple[Any, list[str | int], Any, str | int | None]]:
-    """``doc`` and every value in it, each with its path, the object or list holding it and its
-    key there, in document order: a value before what it holds, which is read after the caller
-    had the value (what it replaced is walked as replaced). Values nested deeper than
-    :data:`_DEPTH` are not walked (a request nested deeper is not edited below it)."""
-    if path is None:
-        yield doc, [], None, None
-        path = []
-    if len(path) > _DEPTH:
-        return
-    keys = list(doc) if isinstance(doc, dict) else range(len(doc)) if isinstance(doc, list) else ()
-    for k in keys:
-        yield doc[k], [*path, k], doc, k
-        yield from _walk(doc[k], [*path, k])
-
-
 def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
     """The ids of the calls made beside ``call_id`` (the answer that made it: the calls in the
     same object, or, where each call is an item of its own, the call items of ``items``), when
     ``items`` holds that answer or its calls; else ``None``."""
     found: set[str] | None = None
 
-    def walk(x: Any, depth: int, group: set[str]) -> None:
+    def look(x: Any, depth: int, group: set[str]) -> None:
         nonlocal found
         if depth > _DEPTH or found is not None:
             return
@@ -174,11 +157,11 @@ def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
                 found = group
                 return
             for v in x.values():
-                walk(v, depth + 1, group)
+                look(v, depth + 1, group)
         elif isinstance(x, list):
             calls = {i for y in x if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)}
             for y in x:
-                walk(y, depth + 1, calls or group)
+                look(y, depth + 1, calls or group)
 
     for item in items:
         # a call item of its own
@@ -186,7 +169,7 @@ def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
             return {i for y in items if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)} - {
                 call_id
             }
-        walk(item, 0, set())
+        look(item, 0, set())
         if found is not None:
             return found - {call_id}
     return None
@@ -261,8 +244,8 @@ def _tool_result(
     doc: Any, call_id: str, value: str, hits: list[tuple[list[str | int], Any, Any]]
 ) -> None:
     """Replace the content of every object carrying ``call_id`` as a result (not as a call)."""
-    for node, path, _, _ in _walk(doc):
-        if not isinstance(node, dict) or len(path) > _DEPTH or not _carries_id(node, call_id):
+    for node, path, _, _ in walk(doc, _DEPTH):
+        if not isinstance(node, dict) or not _carries_id(node, call_id):
             continue
         slot = next((k for k in _CONTENT_KEYS if k in node), None)
         if not _is_call(node) and slot is not None:
@@ -310,10 +293,10 @@ def _replace_string(
     doc: Any, old: str, new: str, hits: list[tuple[list[str | int], Any, Any]]
 ) -> None:
     """Replace every string value equal to ``old`` (and a text part holding it) with ``new``."""
-    for v, path, holder, k in _walk(doc):
+    for v, path, holder, k in walk(doc, _DEPTH):
         if holder is not None and isinstance(v, str) and v == old:
             holder[k] = new
-            hits.append((path, old, new))
+            hits.append((list(path), old, new))
 
 
 def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
