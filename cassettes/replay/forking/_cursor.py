@@ -175,14 +175,20 @@ class Cursor:
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
         answer = self._route(req, found, websocket)
-        if len(self.lived) < LIVED_MAX:
-            if isinstance(answer, Play):
-                self.lived.append(answer.rec.seq)
-            elif isinstance(answer, Forward):
-                self.lived.append(None)
-            elif answer is None and isinstance(found, Recorded):
-                self.lived.append(found.seq)
+        if isinstance(answer, Play):
+            self.note_lived(answer.rec.seq)
+        elif isinstance(answer, Forward):
+            self.note_lived(None)
+        elif answer is None and isinstance(found, Recorded):
+            self.note_lived(found.seq)
         return answer
+
+    def note_lived(self, seq: int | None) -> None:
+        """One request answered, in order (:attr:`lived`): the recorded ``seq`` served, or
+        ``None``: sent live. :meth:`route` notes each request it is asked about; a WebSocket
+        session past the cursor notes each later turn it relays live (they reach no route)."""
+        if len(self.lived) < LIVED_MAX:
+            self.lived.append(seq)
 
     def lived_order(self) -> list[int | None] | None:
         """:attr:`lived`, or ``None`` when it reached its cap (the rest is not known)."""
