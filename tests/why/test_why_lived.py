@@ -150,6 +150,30 @@ def test_a_group_chat_whose_second_agent_drops_a_result_is_not_the_models(
     assert doc["verdict"]["flips"] == 0, doc["verdict"]
 
 
+def test_a_repair_in_a_group_chat_counts_the_next_speaker_that_hears_its_answer(
+    runs: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The group chat's weather agent (c2) drops Lyon's result; putting it back changes its
+    answer, which the planner hears in its next request (c3: "the weather agent said: …"), though
+    no call links the two: that request goes live too. The budget counts it: 2 requests a sample,
+    2 sent (:func:`tests.why.test_why.budget_kept` checks the estimate within 10% of what was
+    sent, and never more sent than the at-most). Before, 1 was estimated, and at most 1, and 2
+    were sent (the group chat's 20 → 25 in bench/why_cases.py at K=5)."""
+    run = runs("chat", "group")
+    call, conversation, _ = dropped(run)
+    with ScriptedUpstream(route) as fake:
+        rc, out, err = _why(
+            tmp_path, run, fake, "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
+            "-o", str(tmp_path / "w"), "--json",
+            agent=("--drop-second", "--expect", "rain", "--shape", "group"),
+        )  # fmt: skip
+    assert rc == 0, err[-4000:]
+    (repair,) = orjson.loads(out)["interventions"]
+    assert repair["conversation"] == conversation and repair["flips"] == 1, repair
+    assert repair["live_requests_per_sample"] == 2 == repair["at_most_per_sample"], repair
+    assert [b["sent"] for b in repair["branches"]] == [2], repair["branches"]
+
+
 #: An agent that runs only the last loop of the recorded run (as the agent of an imported trace
 #: may): it sends the run's last recorded request again, as recorded, and fails.
 LAST_LOOP = """
