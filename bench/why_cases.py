@@ -47,9 +47,10 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 def _estimated(err: str, combined: bool) -> int | None:
     """The requests the budget lines on stderr count: the single interventions', plus the
-    combinations' "up to" when they were tried."""
+    combinations' first round (the pairs: what is sent when one flips it) when they were
+    tried."""
     singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? (?:expected )?\(", err)
-    more = re.search(r"and up to ([\d,]+) requests? more", err)
+    more = re.search(r"and ([\d,]+) requests? more for", err)
     if singles is None:
         return None
     n = int(singles.group(1).replace(",", ""))
