@@ -195,10 +195,10 @@ def versions() -> str:
 
     said.append(f"google-genai {genai.__version__}")
     npm = os.environ.get("LOOPTAP_NPM_AGENTS")
-    if npm:
-        pkg = Path(npm) / "node_modules/@anthropic-ai/claude-code/package.json"
-        if pkg.is_file():
-            said.append(f"Claude Code {orjson.loads(pkg.read_bytes())['version']}")
+    for name, where in (("Claude Code", "@anthropic-ai/claude-code"), ("Codex", "@openai/codex")):
+        pkg = Path(npm or "/nonexistent") / "node_modules" / where / "package.json"
+        if npm and pkg.is_file():
+            said.append(f"{name} {orjson.loads(pkg.read_bytes())['version']}")
     return ", ".join(said)
 
 
