@@ -175,18 +175,14 @@ class Cursor:
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
         answer = self._route(req, found, websocket)
-        if isinstance(answer, Play):
-            self.note_lived(answer.rec.seq)
-        elif isinstance(answer, Forward):
-            self.note_lived(None)
-        elif answer is None and isinstance(found, Recorded):
-            self.note_lived(found.seq)
+        served = answer.rec if isinstance(answer, Play) else found if answer is None else None
+        if isinstance(answer, Forward) or isinstance(served, Recorded):
+            self.note_lived(served.seq if isinstance(served, Recorded) else None)
         return answer
 
     def note_lived(self, seq: int | None) -> None:
-        """One request answered, in order (:attr:`lived`): the recorded ``seq`` served, or
-        ``None``: sent live. :meth:`route` notes each request it is asked about; a WebSocket
-        session past the cursor notes each later turn it relays live (they reach no route)."""
+        """One request answered (:attr:`lived`): ``seq`` served, or ``None``: sent live (a live
+        WebSocket session's later turns, which reach no :meth:`route`, are noted by wsserve)."""
         if len(self.lived) < LIVED_MAX:
             self.lived.append(seq)
 
