@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from bench.why_cases_agent import STEP_CITIES
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.scripted import (
@@ -38,21 +40,28 @@ Route = Callable[[ScriptedRequest], Reply]
 #: The Claude Code case's fix: its sub-agents on another model (the line before ``exec``).
 FIX = "CLAUDE_CODE_SUBAGENT_MODEL=claude-opus-4-5 exec "
 CODEX_TASK = "What is the weather in Paris?"
+#: The Codex case's fix: the task asks the model not to guess (a change of model would change
+#: Codex's prewarm too, a request before the verdict's turn the confirm serves as recorded).
+CODEX_FIX = " Never guess."
 
 
 def codex_env(tmp: Path, keys: dict[str, str]) -> dict[str, str]:
-    """tests/replay/test_fork_ws.py's wrapper: Codex on its default settings but ``openai_base_url``
-    (read from ``OPENAI_BASE_URL``, as a fork sets it), its own home."""
+    """tests/replay/test_fork_ws.py's wrapper: Codex on its default settings, its own home, but
+    ``openai_base_url`` (read from ``OPENAI_BASE_URL``, as a fork sets it) given on its command
+    line (``-c``). Written into the home's config.toml, as it was, ``why --jobs 2``'s second branch
+    overwrote the first's base URL and sent the first's Codex to the second's fork (each then saw
+    the other's requests or none: 4 of 5 samples were no sample); a home per run is no way out,
+    Codex's instructions name its home's path."""
     exe = Path(os.environ["LOOPTAP_NPM_AGENTS"]) / "node_modules" / ".bin" / "codex"
     home = tmp / "codex-home"
     home.mkdir(exist_ok=True)
     (tmp / "home").mkdir(exist_ok=True)
+    (home / "config.toml").write_text(
+        "[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
+    )
     wrapper = tmp / "codex.sh"
     wrapper.write_text(
-        "#!/bin/sh\nset -e\n"
-        'printf \'openai_base_url = "%s"\\n\\n[analytics]\\nenabled = '
-        'false\\n\\n[features]\\nplugins = false\\n\' "$OPENAI_BASE_URL" > '
-        f'"$CODEX_HOME/config.toml"\nexec "{exe}" "$@"\n'
+        f'#!/bin/sh\nexec "{exe}" -c "openai_base_url=\\"$OPENAI_BASE_URL\\"" "$@"\n'
     )
     wrapper.chmod(0o755)
     return clean_env(**keys, CODEX_HOME=str(home), HOME=str(tmp / "home"))
@@ -190,7 +199,7 @@ def claude(recording: bool) -> Route:
 
 def codex(recording: bool) -> Callable[[dict[str, Any], str], Any]:
     """A Responses-over-WebSocket model for Codex: it answers the task at once, wrongly 40% of the
-    time on the recorded model (the recording: the first time), right on o3 (the fix: ``-m o3``).
+    time (the recording: the first time), right when the task says not to guess (the fix).
     Codex's prewarm (``generate: false``) gets the empty answer of tests/support/ws_upstream.py."""
     from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
     from tests.support.ws_upstream import spawn_script
@@ -201,7 +210,8 @@ def codex(recording: bool) -> Callable[[dict[str, Any], str], Any]:
         model = str(req.get("model") or "gpt-5")
         if req.get("generate") is False:
             return prewarm(req, rid)
-        said = "raining" if model != "o3" and flaky.wrong() else "sunny"
+        told = CODEX_FIX.strip() in orjson.dumps(req.get("input")).decode()
+        said = "raining" if not told and flaky.wrong() else "sunny"
         return NormalisedResponse(
             id=rid,
             model=model,
@@ -247,7 +257,10 @@ class Case:
             from tests.support.ws_upstream import WsResponsesUpstream
 
             return WsResponsesUpstream(answer=self.route(recording))  # type: ignore[arg-type]
-        return ScriptedUpstream(self.route(recording))
+        # the live model's ids are its own (as a real API's are): with the recording's fake's
+        # counter restarted, a live call was once given a recorded call's id (call_s0008), and
+        # the repair that puts that call's result back found it answered
+        return ScriptedUpstream(self.route(recording), ids="" if recording else "live")
 
     @staticmethod
     def sent(fake: Any) -> int:
@@ -260,8 +273,8 @@ class Case:
 
     def command(self, tmp: Path, fixed: bool = False) -> list[str]:
         if self.key == "codex":
-            fix = ["-m", "o3"] if fixed else []
-            return [str(tmp / "codex.sh"), "exec", "--skip-git-repo-check", *fix, CODEX_TASK]
+            task = CODEX_TASK + (CODEX_FIX if fixed else "")
+            return [str(tmp / "codex.sh"), "exec", "--skip-git-repo-check", task]
         if self.key == "claude":
             return [str(tmp / ("claude-fixed.sh" if fixed else "claude.sh"))]
         return [self.python, str(self.script), *(self.fixed if fixed else self.agent)]

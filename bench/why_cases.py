@@ -47,9 +47,10 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 def _estimated(err: str, combined: bool) -> int | None:
     """The requests the budget lines on stderr count: the single interventions', plus the
-    combinations' "up to" when they were tried."""
+    combinations' first round (the pairs: what is sent when one flips it) when they were
+    tried."""
     singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? (?:expected )?\(", err)
-    more = re.search(r"and up to ([\d,]+) requests? more", err)
+    more = re.search(r"and ([\d,]+) requests? more for", err)
     if singles is None:
         return None
     n = int(singles.group(1).replace(",", ""))
@@ -194,10 +195,10 @@ def versions() -> str:
 
     said.append(f"google-genai {genai.__version__}")
     npm = os.environ.get("LOOPTAP_NPM_AGENTS")
-    if npm:
-        pkg = Path(npm) / "node_modules/@anthropic-ai/claude-code/package.json"
-        if pkg.is_file():
-            said.append(f"Claude Code {orjson.loads(pkg.read_bytes())['version']}")
+    for name, where in (("Claude Code", "@anthropic-ai/claude-code"), ("Codex", "@openai/codex")):
+        pkg = Path(npm or "/nonexistent") / "node_modules" / where / "package.json"
+        if npm and pkg.is_file():
+            said.append(f"{name} {orjson.loads(pkg.read_bytes())['version']}")
     return ", ".join(said)
 
 

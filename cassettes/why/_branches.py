@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.reading import fork_notes, open_run
 from cassettes.replay.serving import replay_env
 from cassettes.storage import open_regular
@@ -192,7 +193,7 @@ class Branches:
                     self.running.discard(proc)
         said = _tail(log)
         base = {"branch": out.name, "log": log.name, "status": rc, **_sent(out)}
-        broken = _fork_failed(out, said) or _unreached(out)
+        broken = _fork_failed(out, said) or _unreached(out) or _never_live(out, base, i)
         if rc == 127 or broken is not None or not out.exists():
             return {
                 **base,
@@ -251,6 +252,21 @@ def _sent(branch: Path) -> dict[str, int]:
             return {"sent": sum(1 for line in f if line.startswith(b'{"type":"exchange"'))}
     except OSError:
         return {}
+
+
+def _never_live(branch: Path, base: dict[str, Any], i: Intervention) -> str | None:
+    """Why ``branch`` is no sample when it sent nothing live: the agent never made the request at
+    the cursor (it re-ran only some of the recorded conversations: an imported trace whose agent
+    runs only its last loop, a sub-agent not started again), so the intervention never happened
+    and whatever the agent did says nothing of it; else ``None``."""
+    if not branch.exists() or base.get("sent") != 0:
+        return None
+    lived = fork_notes(branch)["lived"]
+    served = f" ({count(len(lived), 'request')} served from the recording)" if lived else ""
+    return (
+        f"the intervention never happened: the agent never sent {i.conversation} turn "
+        f"{i.turn}, nothing went live{served}"
+    )
 
 
 def _fork_failed(branch: Path, said: list[str]) -> str | None:

@@ -45,10 +45,12 @@ from cassettes.why._intervention import Intervention
 from cassettes.why._refusal import refusal_or_context
 from cassettes.why._suspects import (
     answered_back,
+    heard,
     last_turns,
     later_turns,
     live_turns,
     named_turns,
+    newest_texts,
     serious_findings,
 )
 
@@ -118,10 +120,13 @@ def interventions(
                     hold=held_here,
                 )
             )
+    newest = newest_texts(run)
     for i in out:  # what the fork puts live, as far as the recording tells; the rest at most
-        i.reach = i.seqs
+        i.reach = heard(a, i.seqs, newest)
         where = (i.conversation, i.turn)
         i.seqs = live_turns(a, where, held=i.hold, repair=i.layer != "E") or i.seqs
+        if i.layer != "E":  # a repair changes the answers: who hears one goes live as well
+            i.seqs = heard(a, i.seqs, newest)
     return out
 
 

@@ -313,10 +313,12 @@ def _together_budget(
 ) -> bool:
     """Whether the combinations tried when no single change flips the outcome fit the limits
     (:mod:`cassettes.why._together`); a line said either way (``lines``)."""
-    extra = [c for r in rounds(runnable) for c in r]
+    tried = rounds(runnable)
+    extra = [c for r in tried for c in r]
     if not extra:
         return False
     more = sum(c.live_requests for c in extra) * args.samples
+    first = sum(c.live_requests for c in tried[0]) * args.samples
     try:
         check_budget(
             run, runnable + extra, args.samples, bases, args.max_requests, max_cost,
@@ -328,9 +330,12 @@ def _together_budget(
             f"it ({count(more, 'request')} more) would go over the limits: not tried"
         )
         return False
+    later = len(extra) - len(tried[0])  # the three together: only if no pair flipped it
+    bound = f" (up to {count(more, 'request')} with {count(later, 'combination')} more, tried "
     lines.append(
-        f"and up to {count(more, 'request')} more for {count(len(extra), 'combination')} of "
-        "repairs, sent only if no single change flips it"
+        f"and {count(first, 'request')} more for {count(len(tried[0]), 'combination')} of repairs"
+        f"{bound + 'only if none of those flips it)' if later else ''}, sent only if no single "
+        "change flips it"
     )
     return True
 

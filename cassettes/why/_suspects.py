@@ -9,15 +9,21 @@ from typing import Any
 
 __all__ = [
     "answered_back",
+    "heard",
     "last_turns",
     "later_turns",
     "live_turns",
     "named_turns",
+    "newest_texts",
     "serious_findings",
 ]
 
 #: E re-samples at most this many turns of the conversation that gave the final answer (its last).
 _LAST_TURNS = 6
+#: The shortest answer taken as heard by another conversation when its text is in a request there
+#: (a shorter one, "Yes.", would be found by chance), and the characters of a request's newest
+#: message searched.
+_HEARD_MIN, _NEWEST_CHARS = 12, 20_000
 
 
 def serious_findings(a: Any) -> list[Any]:
@@ -91,6 +97,44 @@ def live_turns(a: Any, where: tuple[str, int], *, held: bool, repair: bool) -> l
             if after:
                 todo.append((parent.conversation, a.turns[after[0]].index))
     return sorted(out)
+
+
+def newest_texts(run: Any) -> dict[int, str]:
+    """Per recorded seq, the text of its request's newest message (where an agent hears what
+    another said: a group chat's next speaker told the last one's answer), at most
+    :data:`_NEWEST_CHARS` characters."""
+    out: dict[int, str] = {}
+    for rt in run.roundtrips:
+        messages = rt.request.messages if rt.request is not None else []
+        if rt.seq is not None and messages:
+            out[rt.seq] = messages[-1].text[:_NEWEST_CHARS]
+    return out
+
+
+def heard(a: Any, seqs: list[int], newest: dict[int, str]) -> list[int]:
+    """``seqs`` (turns a fork puts live) and the turns of other conversations that hear one of
+    their answers, though no call links them: from the first turn whose request's newest message
+    (``newest``: :func:`newest_texts`) holds a recorded answer of theirs, given before it, that
+    conversation's turns (a changed answer changes that request: the fork's cursor puts it live,
+    :mod:`cassettes.replay.forking._cursor`); and so on from those."""
+    out = {s for s in seqs if s in a.turns}
+    while True:
+        said = [(s, text) for s in out if len(text := str(a.turns[s].e.text or "")) >= _HEARD_MIN]
+        live = {a.turns[s].conversation for s in out}
+        reached = next(
+            (
+                (c, s)
+                for c in a.conversations
+                if c.id not in live
+                for s in c.turns
+                if any(t < s and text in newest.get(s, "") for t, text in said)
+            ),
+            None,
+        )
+        if reached is None:
+            return sorted(out)
+        c, first = reached
+        out |= {s for s in c.turns if s >= first and s in a.turns}
 
 
 def _seqs(a: Any, conversation: str) -> list[int]:

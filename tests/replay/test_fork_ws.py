@@ -254,9 +254,9 @@ def test_the_branch_names_its_origin_and_diff_names_the_first_differing_turn(
     )
 
 
-def agent(base_url: str) -> list[Any]:
+def agent(base_url: str, ask: str = "Weather in Paris?") -> list[Any]:
     """The openai SDK's tool loop over one WebSocket (tests/replay/test_websocket_replay.py's),
-    every turn ending at its terminal event or an error message."""
+    every turn ending at its terminal event or an error message; ``ask``: the user's turn."""
     import openai
 
     from tests.replay.test_websocket_replay import TOOLS
@@ -272,7 +272,7 @@ def agent(base_url: str) -> list[Any]:
             input=[],
         )
         prev = next(ev.response.id for ev in conn if ev.type == "response.completed")
-        turn: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+        turn: list[Any] = [{"role": "user", "content": ask}]
         for _ in range(2):
             conn.response.create(model="gpt-5", previous_response_id=prev, tools=TOOLS, input=turn)
             text = ""
@@ -436,3 +436,49 @@ def test_client_side_frames_are_masked_and_a_servers_are_read_unmasked() -> None
     for data, from_server in ((masked, True), (ws.frame(ws.TEXT, payload), False)):
         with pytest.raises(ws.WsProtocolError):
             asyncio.run(read(data, from_server))
+
+
+def test_each_turn_a_live_session_relays_is_noted_in_the_order_the_agent_lived_it(
+    sdk_cassette: tuple[Path, list[Any], int],
+) -> None:
+    """The cursor at turn 0: the prewarm is served, then the session goes live and both of its
+    turns (the call, the answer after its result) are relayed. The fork notes each in order (the
+    prewarm's seq, then a live turn each), as it notes HTTP round trips, so ``looptap why``
+    rebuilds the run the agent lived. Before, only the turn that opened the live session was
+    noted: [0, None], the answer's turn missing (issue 68)."""
+    pytest.importorskip("websockets")
+    from cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from cassettes.replay.serving import ReplayServer
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    path = sdk_cassette[0]
+    with WsResponsesUpstream() as fake2:
+        cursor = Cursor(parse_cursor("turn=0"), live_router({"openai": fake2.url}))
+        with ReplayServer(path, cursor=cursor) as srv:
+            assert agent(srv.url) == [("get_weather", '{"city":"Paris"}'), "It is sunny in Paris."]
+            prewarm = srv.matcher.recorded[0].seq
+    assert len(fake2.received) == 2 and cursor.sent == 2
+    assert cursor.lived_order() == [prewarm, None, None], cursor.lived
+
+
+def test_a_turn_at_the_cursor_that_differs_from_the_recording_goes_live_and_is_no_miss(
+    sdk_cassette: tuple[Path, list[Any], int],
+) -> None:
+    """A fixed agent (``why --confirm``) asks otherwise at the cursor's turn: the prewarm before
+    it is served, the turn goes live, and the replay counts no miss, as for an HTTP request past
+    the cursor. Before, the turn stayed a miss after it was answered live, so the fork said the
+    client diverged before the cursor and every confirm run of Codex was no sample (issue 68)."""
+    pytest.importorskip("websockets")
+    from cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from cassettes.replay.serving import ReplayServer
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    path = sdk_cassette[0]
+    with WsResponsesUpstream() as fake2:
+        cursor = Cursor(parse_cursor("turn=0"), live_router({"openai": fake2.url}))
+        with ReplayServer(path, cursor=cursor) as srv:
+            got = agent(srv.url, ask="Weather in Paris? Never guess.")
+            misses = srv.misses
+    assert got == [("get_weather", '{"city":"Paris"}'), "It is sunny in Paris."]
+    assert fake2.received[0]["input"][-1]["content"] == "Weather in Paris? Never guess."
+    assert misses == [] and cursor.sent == 2, [m.headline for m in misses]

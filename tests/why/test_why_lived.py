@@ -11,6 +11,7 @@ Chat and Anthropic Messages, the versions in .venv) through the real recorder an
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,3 +148,89 @@ def test_a_group_chat_whose_second_agent_drops_a_result_is_not_the_models(
         (i["conversation"], i["turn"], i["flips"], i["samples"]) for i in es
     ]
     assert doc["verdict"]["flips"] == 0, doc["verdict"]
+
+
+def test_a_repair_in_a_group_chat_counts_the_next_speaker_that_hears_its_answer(
+    runs: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The group chat's weather agent (c2) drops Lyon's result; putting it back changes its
+    answer, which the planner hears in its next request (c3: "the weather agent said: …"), though
+    no call links the two: that request goes live too. The budget counts it: 2 requests a sample,
+    2 sent (:func:`tests.why.test_why.budget_kept` checks the estimate within 10% of what was
+    sent, and never more sent than the at-most). Before, 1 was estimated, and at most 1, and 2
+    were sent (the group chat's 20 → 25 in bench/why_cases.py at K=5)."""
+    run = runs("chat", "group")
+    call, conversation, _ = dropped(run)
+    with ScriptedUpstream(route) as fake:
+        rc, out, err = _why(
+            tmp_path, run, fake, "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
+            "-o", str(tmp_path / "w"), "--json",
+            agent=("--drop-second", "--expect", "rain", "--shape", "group"),
+        )  # fmt: skip
+    assert rc == 0, err[-4000:]
+    (repair,) = orjson.loads(out)["interventions"]
+    assert repair["conversation"] == conversation and repair["flips"] == 1, repair
+    assert repair["live_requests_per_sample"] == 2 == repair["at_most_per_sample"], repair
+    assert [b["sent"] for b in repair["branches"]] == [2], repair["branches"]
+
+
+#: An agent that runs only the last loop of the recorded run (as the agent of an imported trace
+#: may): it sends the run's last recorded request again, as recorded, and fails.
+LAST_LOOP = """
+import os, sys, urllib.request
+from urllib.parse import urlsplit
+from cassettes.reading import open_run
+last = list(open_run(sys.argv[1], whole=True).exchanges)[-1]
+base = urlsplit(os.environ["OPENAI_BASE_URL"])
+req = urllib.request.Request(
+    f"{base.scheme}://{base.netloc}{urlsplit(last.url).path}", data=last.request_body,
+    headers={"content-type": "application/json", "authorization": "Bearer sk-test-why"},
+)
+urllib.request.urlopen(req, timeout=120).read()
+sys.exit(1)
+"""
+
+
+def test_a_branch_at_a_conversation_the_agent_never_re_runs_is_no_sample(
+    runs: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The agent re-runs only the main agent's last turn, never its sub-agents: re-sampling a
+    sub-agent sends nothing live (the intervention never happened), so the branch is no sample,
+    said so, and no flip rate is counted for it; re-sampling the main agent's last turn sends it
+    live and is judged. Before, each sub-agent's branch was judged on the agent's exit: "0/1
+    flipped" for an intervention that never happened (issue 68)."""
+    from cassettes.reading import open_run
+    from tests.support import progress
+    from tests.why.test_why import WHY, why_env
+
+    run = runs("chat", "sub-agents")
+    opened = open_run(run, whole=True)
+    last = list(opened.exchanges)[-1].seq
+    main = next(c for c, seqs in _conversations(opened).items() if last in seqs)
+    script = tmp_path / "last_loop.py"
+    script.write_text(LAST_LOOP)
+    with ScriptedUpstream(route) as fake:
+        proc = progress.run(
+            [
+                *WHY, str(run), "--upstream", f"openai={fake.url}", "--confdir",
+                str(tmp_path / "conf"), "--layer", "E", "--samples", "1", "--jobs", "2", "-o",
+                str(tmp_path / "w"), "--json", "--", sys.executable, str(script), str(run),
+            ],
+            env=why_env(), capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    es = _es(orjson.loads(proc.stdout))
+    never = [i for i in es if i["conversation"] != main]
+    assert never, es  # the sub-agents' turns were suspects
+    for i in never:
+        (b,) = i["branches"]
+        assert i["samples"] == 0 and i["flips"] == 0 and b["result"] == "invalid", i
+        assert b["why"].startswith("the intervention never happened"), b
+    ran = [i for i in es if i["conversation"] == main and i["samples"] == 1]
+    assert ran and all(i["flips"] == 0 for i in ran), es
+
+
+def _conversations(opened: object) -> dict[str, list[int]]:
+    """Each conversation's recorded seqs, as why labels them."""
+    a = opened.analysis  # type: ignore[attr-defined]
+    return {c.id: list(c.turns) for c in a.conversations}

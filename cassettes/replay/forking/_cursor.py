@@ -175,14 +175,16 @@ class Cursor:
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
         answer = self._route(req, found, websocket)
-        if len(self.lived) < LIVED_MAX:
-            if isinstance(answer, Play):
-                self.lived.append(answer.rec.seq)
-            elif isinstance(answer, Forward):
-                self.lived.append(None)
-            elif answer is None and isinstance(found, Recorded):
-                self.lived.append(found.seq)
+        served = answer.rec if isinstance(answer, Play) else found if answer is None else None
+        if isinstance(answer, Forward) or isinstance(served, Recorded):
+            self.note_lived(served.seq if isinstance(served, Recorded) else None)
         return answer
+
+    def note_lived(self, seq: int | None) -> None:
+        """One request answered (:attr:`lived`): ``seq`` served, or ``None``: sent live (a live
+        WebSocket session's later turns, which reach no :meth:`route`, are noted by wsserve)."""
+        if len(self.lived) < LIVED_MAX:
+            self.lived.append(seq)
 
     def lived_order(self) -> list[int | None] | None:
         """:attr:`lived`, or ``None`` when it reached its cap (the rest is not known)."""

@@ -343,8 +343,9 @@ class ForkReplay:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
         tolerated and, for ``@divergence``, where each conversation went live: a ``note`` record
         (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say."""
-        if not any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed", "lived")):
-            return
+        said = any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed"))
+        if not said and self.tolerated.get("lived") is None:
+            return  # an empty lived is said: the agent made no request the fork answered
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
         with CassetteFile(path) as f:
             f.append(orjson.dumps(record) + b"\n")

@@ -234,6 +234,8 @@ class WebSocketReplay:
             miss = answer.miss or Miss(turn.method, turn.target, why, answer.rec)
             await self.player.ws_miss(turn, writer, adapter, miss, status=502)
             return None
+        if answer.miss is not None:  # a turn that differs from the recording, answered live
+            self.planner.matcher.resolve(answer.miss)
         live = Live(sock)
         live.pump = asyncio.create_task(self._pump(live, writer, rules))
         await self.live_turn(live, turn, msg, rules, answer.rec)
@@ -252,6 +254,8 @@ class WebSocketReplay:
             body = orjson.dumps(doc) if doc is not msg else body
         cursor = self.planner.cursor
         if cursor is not None:
+            if rec is None:  # a later turn of the live session: the cursor routed only the first
+                cursor.note_lived(None)
             _, body, more, _ = cursor.outgoing(
                 Request(turn.method, turn.target, turn.headers, body)
             )
