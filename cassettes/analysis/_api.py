@@ -68,6 +68,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
+from cassettes.analysis import codes
 from cassettes.analysis._api_errors import check_error_in_200, check_http_error
 from cassettes.analysis._context import Check, FinalCheck, TurnContext, call_label, provider_detail
 from cassettes.analysis._emission import cut_calls
@@ -156,8 +157,7 @@ def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
         yield _truncated_length(ctx, r)
     elif r.finish_reason is FinishReason.TRUNCATED_CONTEXT:
         yield ctx.finding(
-            "A.truncated_context",
-            Severity.WARNING,
+            codes.TRUNCATED_CONTEXT,
             "Generation stopped because the context window is full (finish reason "
             f"{r.finish_reason_raw!r}) after {_output(r)}; the answer is incomplete. Trim or "
             "summarise the history.",
@@ -180,15 +180,15 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
             else "they are cut short"
         )
         return ctx.finding(
-            "A.truncated_length",
-            Severity.ERROR,
+            codes.TRUNCATED_LENGTH,
             f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing "
             f"the arguments of {names}: {how}. Raise the cap or ask for less.",
+            severity=Severity.ERROR,
             tool_call_id=cut[0].id,
             finish_reason=r.finish_reason_raw,
             cap=cap[1] if cap else None,
             cut_calls=[c.id or c.name for c in cut],
-            effect="E.arguments_not_json",
+            effect=codes.ARGUMENTS_NOT_JSON,
         )
     if e.text or e.tool_calls:
         tail = " The answer is incomplete."
@@ -197,10 +197,10 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
     else:
         tail = " No visible output was produced."
     return ctx.finding(
-        "A.truncated_length",
-        Severity.WARNING,
+        codes.TRUNCATED_LENGTH,
         f"The output was cut by the token cap{cap_s} after {_output(r)} "
         f"(finish reason {r.finish_reason_raw!r}).{tail}",
+        severity=Severity.WARNING,
         finish_reason=r.finish_reason_raw,
         cap=cap[1] if cap else None,
     )
@@ -219,8 +219,7 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
             if isinstance(x, dict) and x.get("blocked") is True
         ]
         yield ctx.finding(
-            "A.filtered",
-            Severity.WARNING,
+            codes.FILTERED,
             f"A content filter stopped the output (finish reason {r.finish_reason_raw!r})"
             + (f": {why.rstrip('.')}." if isinstance(why, str) else ".")
             + (f" Blocked categories: {', '.join(blocked)}." if blocked else "")
@@ -235,11 +234,11 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
     elif r.finish_reason is FinishReason.PROMPT_BLOCKED:
         why = provider_detail(r, "blockReasonMessage")
         yield ctx.finding(
-            "A.prompt_blocked",
-            Severity.WARNING,
+            codes.PROMPT_BLOCKED,
             f"The prompt was blocked before generation (reason {r.finish_reason_raw!r})"
             + (f": {why}" if isinstance(why, str) else ".")
             + " Nothing was generated.",
+            severity=Severity.WARNING,
             finish_reason=r.finish_reason_raw,
         )
 
@@ -262,8 +261,7 @@ def check_guardrail_masked(ctx: TurnContext) -> Iterator[Finding]:
     ]
     if where:
         yield ctx.finding(
-            "A.guardrail_masked",
-            Severity.INFO,
+            codes.GUARDRAIL_MASKED,
             "A guardrail masked personal data and blocked nothing ("
             + "; ".join(where)
             + "): the answer is whole, the masked values replaced by tags such as {EMAIL}.",
@@ -286,8 +284,7 @@ def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
     if e.tool_calls:
         got.append(f"{len(e.tool_calls)} tool call(s)")
     yield ctx.finding(
-        "A.stream_truncated",
-        Severity.ERROR,
+        codes.STREAM_TRUNCATED,
         f"The stream ended without its terminal event after {r.events or 0} events"
         + (f" ({', '.join(got)} received)" if got else "")
         + f"; the answer is incomplete.{why}",
@@ -302,8 +299,7 @@ def check_transport_error(ctx: TurnContext) -> Iterator[Finding]:
         return
     partial = "no response" if rt.status is None else f"HTTP {rt.status}, a partial body"
     yield ctx.finding(
-        "A.transport_error",
-        Severity.ERROR,
+        codes.TRANSPORT_ERROR,
         f"The connection failed ({rt.transport_error}); the "
         f"round trip is partial ({partial} was recorded).",
         transport_error=rt.transport_error,
@@ -320,8 +316,7 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
     ):
         return
     yield ctx.finding(
-        "A.tool_calls_without_calls",
-        Severity.WARNING,
+        codes.TOOL_CALLS_WITHOUT_CALLS,
         f"The finish reason {r.finish_reason_raw!r} says the model called tools, but the response "
         "carries no tool call. A client that trusts the finish reason will look for calls that "
         "are not there.",
@@ -342,9 +337,9 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
     ):
         # a non-terminal snapshot (usage comes with the final one), no response, a blocked prompt
         return
-    if ctx.conv.state.get("A.usage_missing"):
+    if ctx.conv.state.get(codes.USAGE_MISSING):
         return
-    ctx.conv.state["A.usage_missing"] = True
+    ctx.conv.state[codes.USAGE_MISSING] = True
     hint = ""
     if rt.stream:
         opts = ctx.request.params.get("stream_options") if ctx.request else None
@@ -357,8 +352,7 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
             else " The request asked for usage in the stream, but none came."
         )
     yield ctx.finding(
-        "A.usage_missing",
-        Severity.INFO,
+        codes.USAGE_MISSING,
         f"The API reported no token usage for this {'streamed ' if rt.stream else ''}call; tokens "
         "and cost are estimated for it (later turns of this conversation are not flagged "
         f"again).{hint}",
@@ -379,16 +373,14 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
         and r.complete is True
     ):
         yield ctx.finding(
-            "A.malformed_response",
-            Severity.WARNING,
+            codes.MALFORMED_RESPONSE,
             f"The API answered HTTP {ctx.rt.status} with a body that holds no response: no output, "
             "no finish reason, no error. The client has nothing to act on.",
         )
         return
     if f is FinishReason.PAUSED:
         yield ctx.finding(
-            "A.paused",
-            Severity.INFO,
+            codes.PAUSED,
             f"The API paused this long-running turn (finish reason {r.finish_reason_raw!r}); the "
             "client must send the conversation back, with this response appended, to let it "
             "continue.",
@@ -396,8 +388,7 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
         )
     elif f is FinishReason.TOOL_LOOP_LIMIT:
         yield ctx.finding(
-            "A.tool_loop_limit",
-            Severity.WARNING,
+            codes.TOOL_LOOP_LIMIT,
             f"The API ended the turn because the model made too many tool calls (finish reason "
             f"{r.finish_reason_raw!r}).",
             finish_reason=r.finish_reason_raw,
@@ -413,8 +404,7 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
             FinishReason.NO_GENERATION: "no text was generated (e.g. a model load or unload)",
         }.get(f, "looptap does not know this value")
         yield ctx.finding(
-            "A.unusual_finish",
-            Severity.INFO,
+            codes.UNUSUAL_FINISH,
             f"The finish reason is {r.finish_reason_raw!r}: {meaning}.",
             finish_reason=r.finish_reason_raw,
             finish_class=f.value,

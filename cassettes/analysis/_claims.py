@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from cassettes.analysis import codes
 from cassettes.analysis._context import Check, TurnContext, short
 from cassettes.analysis._grounding import unsourced
 from cassettes.analysis._model import Finding, Severity
@@ -79,8 +80,7 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
         if before is not None:
             p, content = errors[before.id]
             yield ctx.finding(
-                "E.ignored_tool_error",
-                Severity.WARNING,
+                codes.IGNORED_TOOL_ERROR,
                 f"The model called {c.name} again with the same arguments right after it "
                 f"answered with an error ({before.id or 'no id'}, turn {prev.index}: "
                 f"{short(content, 100)!r}): it did not act on the error.",
@@ -98,8 +98,7 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
         return
     p, content = next(iter(errors.values()))
     yield ctx.finding(
-        "E.ignored_tool_error",
-        Severity.WARNING,
+        codes.IGNORED_TOOL_ERROR,
         f"The model answered {claim.group(0)!r} right after {p.name or 'a tool'} "
         f"({p.call_id or 'no id'}) answered with an error ({short(content, 100)!r}), and says "
         "nothing of it: the answer claims a success the tools did not report.",
@@ -184,8 +183,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         return
     listed = ", ".join(repr(short(s, 60)) for s in spans[:5]) + ("…" if len(spans) > 5 else "")
     yield ctx.finding(
-        "E.ungrounded_claim",
-        Severity.WARNING if again else Severity.INFO,
+        codes.UNGROUNDED_CLAIM,
         (
             "Called again with nothing new, the model answered with "
             if again
@@ -193,6 +191,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         )
         + f"{count(len(spans), 'claim')} found in no message, tool result or prompt it was "
         f"given: {listed}.",
+        severity=Severity.WARNING if again else Severity.INFO,
         related_turn=ctx.prev.index if again and ctx.prev is not None else None,
         spans=spans,
     )

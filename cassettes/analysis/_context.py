@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import CallCheck, Finding, Layer, Severity, Turn
+from cassettes.analysis._model import CallCheck, Finding, Severity, Turn
+from cassettes.analysis.codes import ROWS
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange, MissNote, read_miss
@@ -104,27 +105,30 @@ class TurnContext:
     def finding(
         self,
         code: str,
-        severity: Severity,
         message: str,
         *,
+        severity: Severity | None = None,
         path: str | None = None,
         tool_call_id: str | None = None,
         related_turn: int | None = None,
         **details: Any,
     ) -> Finding:
-        """A finding on this turn. ``code`` is ``<layer>.<name>``; the layer is taken from it."""
-        layer = code.split(".", 1)[0]
-        assert layer in ("E", "A", "C"), code
-        lay: Layer = layer  # type: ignore[assignment]
+        """A finding of ``code`` (a constant of :mod:`cassettes.analysis.codes`) on this turn: its
+        layer and severity are its row's; a check that grades names one of the row's
+        ``severities`` (another is a bug: refused)."""
+        row = ROWS[code]
+        severity = row.severity if severity is None else severity
+        if severity not in row.severities:
+            raise ValueError(f"{code} is never {severity.value}")
         # looptap replay --fault made the API fail here, or rewrote what the model said: never the
         # API's or the model's own doing. (How the client then coped, C, is the client's.)
-        injected = self.ex.response_header("x-looptap-fault") if layer in ("A", "E") else None
+        injected = self.ex.response_header("x-looptap-fault") if row.layer != "C" else None
         if injected:
             message = f"[injected by looptap: {injected}] {message}"
             details["injected"] = injected
         return Finding(
             code=code,
-            layer=lay,
+            layer=row.layer,
             severity=severity,
             message=message,
             conversation=self.conv.id,

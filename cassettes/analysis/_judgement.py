@@ -14,6 +14,7 @@ import cassettes.analysis._rule_check as rule_check
 import cassettes.analysis._rules as rules
 import cassettes.analysis._tokens as tokens
 import cassettes.analysis.dispatch as dispatch
+from cassettes.analysis import codes
 from cassettes.analysis._context import Check, ConversationState, FinalCheck, TurnContext, failed
 from cassettes.analysis._evidence import demote_inferred
 from cassettes.analysis._mcp import McpLinker
@@ -22,7 +23,6 @@ from cassettes.analysis._model import (
     Dispatch,
     Emission,
     Finding,
-    Severity,
     TokenCount,
     Turn,
 )
@@ -135,8 +135,7 @@ def judge(
     if link.ambiguous > 1:
         turn.findings.append(
             ctx.finding(
-                "C.thread_ambiguous",
-                Severity.INFO,
+                codes.THREAD_AMBIGUOUS,
                 "This request's history is identical, tool-call ids included, to that of "
                 f"{link.ambiguous} conversations waiting for their next turn; nothing on the "
                 "wire tells which one it continues, so looptap took the most recent "

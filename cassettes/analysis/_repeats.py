@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from cassettes.analysis import codes
 from cassettes.analysis._context import CLIENT_KINDS, TurnContext, call_label, clipped
 from cassettes.analysis._message_keys import _canon, squashed, stable
 from cassettes.analysis._model import CallCheck, Finding, Severity
@@ -54,7 +55,9 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or r.complete is False or ctx.rt.transport_error:
         return
     # key → [(turn, call id)] of earlier identical calls (one per turn)
-    seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault("E.repeated_call", {})
+    seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault(
+        codes.REPEATED_CALL, {}
+    )
     if _new_task(ctx):
         seen.clear()  # the same question in a new task is asked afresh, not a loop
     here: set[str] = set()
@@ -139,11 +142,11 @@ def _repeated(
     else:
         tail = "; a second try can be legitimate (a retry or a poll)."
     return ctx.finding(
-        "E.repeated_call",
-        Severity.WARNING if loop else Severity.INFO,
+        codes.REPEATED_CALL,
         f"The model called {call_label(c)} with the same arguments {clipped(c.arguments, 80)} "
         f"for the {_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} "
         f"{', '.join(map(str, turns))}){tail}",
+        severity=Severity.WARNING if loop else Severity.INFO,
         path=f"tool_calls[{i}]",
         tool_call_id=c.id,
         related_turn=turns[-1],

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cassettes.analysis import codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._model import CallCheck, Finding
 from cassettes.analysis._rules import Rule, Rules
@@ -242,10 +243,10 @@ def check_rules(ctx: TurnContext, rules: Rules) -> Iterator[Finding]:
         return
     for c, rule, why in judged(rules, ctx.messages, calls):
         yield ctx.finding(
-            "E.rule_broken",
-            rule.severity,
+            codes.RULE_BROKEN,
             f"The model called {c.name}, which breaks the rule {rule.name!r} "
             f"({rules.path}): {why}.",
+            severity=rule.severity,
             tool_call_id=c.id,
             rule=rule.name,
             kind=rule.kind,

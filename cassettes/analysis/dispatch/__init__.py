@@ -109,7 +109,7 @@ from cassettes.analysis.dispatch._blocked import (
     check_message_blocked,
     check_tool_result_blocked,
 )
-from cassettes.analysis.dispatch._divergence import CODE, check_diverged_from_recording, replay_miss
+from cassettes.analysis.dispatch._divergence import check_diverged_from_recording, replay_miss
 from cassettes.analysis.dispatch._history import (
     GROUP_CHAT,
     TEXT_ACTION,
@@ -148,7 +148,6 @@ from cassettes.analysis.dispatch._shared import speaker
 __all__ = [
     "CAUSES",
     "CHECKS",
-    "CODE",
     "FINAL_CHECKS",
     "GROUP_CHAT",
     "TEXT_ACTION",

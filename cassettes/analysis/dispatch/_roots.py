@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cassettes.analysis import codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._model import Finding, Severity
 
@@ -26,26 +27,26 @@ from cassettes.analysis._model import Finding, Severity
 #: none).
 CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
     # the API's pairing 400 is its reaction to what the client did to the calls and results
-    "C.pairing_error": (
-        ("C.wrong_tool_call_id", "turn"),
-        ("C.tool_results_split", "turn"),
-        ("C.tool_result_as_text", "turn"),
-        ("C.dropped_tool_result", "turn"),
-        ("C.orphan_tool_result", "turn"),
-        ("C.duplicate_tool_result", "turn"),
-        ("C.tool_result_wrong_name", "turn"),
+    codes.PAIRING_ERROR: (
+        (codes.WRONG_TOOL_CALL_ID, "turn"),
+        (codes.TOOL_RESULTS_SPLIT, "turn"),
+        (codes.TOOL_RESULT_AS_TEXT, "turn"),
+        (codes.DROPPED_TOOL_RESULT, "turn"),
+        (codes.ORPHAN_TOOL_RESULT, "turn"),
+        (codes.DUPLICATE_TOOL_RESULT, "turn"),
+        (codes.TOOL_RESULT_WRONG_NAME, "turn"),
         # the answer that made the calls dropped from the history, its results sent anyway
-        ("C.assistant_not_echoed", "turn"),
+        (codes.ASSISTANT_NOT_ECHOED, "turn"),
     ),
     # a result sent as text leaves its call unanswered
-    "C.dropped_tool_result": (("C.tool_result_as_text", "call"),),
+    codes.DROPPED_TOOL_RESULT: ((codes.TOOL_RESULT_AS_TEXT, "call"),),
     # the model calls again what the client never ran: retrying is right, the drop is the cause
-    "E.repeated_call": (("C.dropped_tool_result", "unrun"),),
+    codes.REPEATED_CALL: ((codes.DROPPED_TOOL_RESULT, "unrun"),),
     # a tool that failed because the model called it wrongly
-    "C.tool_result_error": (
-        ("E.tool_not_offered", "call"),
-        ("E.arguments_not_json", "call"),
-        ("E.arguments_schema", "call"),
+    codes.TOOL_RESULT_ERROR: (
+        (codes.TOOL_NOT_OFFERED, "call"),
+        (codes.ARGUMENTS_NOT_JSON, "call"),
+        (codes.ARGUMENTS_SCHEMA, "call"),
     ),
 }
 
@@ -134,12 +135,12 @@ def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     orphans = [
         f
         for f in findings
-        if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR
+        if f.code == codes.ORPHAN_TOOL_RESULT and f.tool_call_id and f.severity is Severity.ERROR
     ]
     dropped = [
         f
         for f in findings
-        if f.code == "C.dropped_tool_result"
+        if f.code == codes.DROPPED_TOOL_RESULT
         and f.related_turn == prev.index
         and f.severity is Severity.ERROR
     ]
@@ -170,8 +171,7 @@ def _wrong_ids(
         for o, d in pairs
     )
     return ctx.finding(
-        "C.wrong_tool_call_id",
-        Severity.ERROR,
+        codes.WRONG_TOOL_CALL_ID,
         f"The client sent tool results under ids the model never gave: {listing}. The calls of "
         f"turn {prev_turn} therefore look unanswered and the results orphaned; the API pairs "
         "results by id.",
