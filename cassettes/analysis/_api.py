@@ -7,59 +7,8 @@ ends in ``request-id``/``requestid``/``correlation-id`` or is ``x-generation-id`
 headers are those whose name contains ``ratelimit``, ``rate-limit``, ``retry-after`` or
 ``x-should-retry``.
 
-Findings (layer A — reported by the service about the call):
-
-=============================  ==========  ===========================================================
-code                           severity    fires when
-=============================  ==========  ===========================================================
-``A.truncated_length``         warning /   the output hit the token cap (``length``, ``max_tokens``,
-                               error       ``MAX_TOKENS``, ``incomplete:max_output_tokens``); *error*
-                                           when a tool call's arguments were cut (invalid JSON).
-``A.truncated_context``        warning     generation stopped because the context window was full.
-``A.filtered``                 warning     a content filter / safety system blocked the output.
-``A.prompt_blocked``           warning /   the prompt itself was blocked before generation; *error*
-                               error       when the API refused the request for it (an HTTP 400 whose
-                                           code is ``content_filter``, Azure's): what the filter
-                                           flagged (``innererror.content_filter_result`` or
-                                           ``inner_error.content_filter_results``), and the message
-                                           that brought the newest text in: a tool result, another
-                                           agent's message (by its ``name``) or a user message.
-``A.guardrail_masked``         info        a guardrail only masked personal data (Bedrock's
-                                           ``ANONYMIZED``, nothing blocked): which kinds, in the
-                                           prompt or the answer; the answer is whole.
-``A.http_error``               error       HTTP 4xx/5xx, with the provider's message — except pairing
-                                           errors (``C.*``: caused by the client's dispatch), a
-                                           replay's answer to a request its cassette has not
-                                           (``C.diverged_from_recording``: the API was not asked),
-                                           429 and overload statuses (below).
-``A.rate_limited``             warning     HTTP 429 (with ``retry-after`` / retry delay when sent).
-``A.overloaded``               warning     HTTP 529 or 503: the service was overloaded/unavailable.
-``A.error_in_200``             error       a 2xx response carries an error: an error event inside a
-                                           stream, an error body, or an ``error`` finish.
-``A.stream_truncated``         error       a stream ended without its terminal event (also fired when
-                                           a transport error explains it; the message says so; not
-                                           when the client cut it: ``C.abandoned_answer``).
-``A.transport_error``          error       the connection failed: the round trip is partial (not
-                                           when the client cut it: ``C.abandoned_answer``).
-``A.tool_calls_without_calls`` warning     the finish reason promises tool calls (``tool_calls``,
-                                           ``tool_use``) but the response carries none.
-``A.model_mismatch``           info /      the served model is not the requested one (dated
-                               warning     snapshots, ``-latest``, path/region prefixes and version
-                                           suffixes do not count, nor an Azure deployment name);
-                                           *warning* when the body named a published model and a
-                                           model of another family answered; info when the name is
-                                           an alias or a router's. Once per
-                                           conversation per pair.
-``A.usage_missing``            info        a complete 2xx response without usage (once per
-                                           conversation); for streams, says how to ask for it.
-``A.tool_loop_limit``          warning     the API ended the turn because of too many tool calls.
-``A.paused``                   info        the API paused a long turn (``pause_turn``): the client
-                                           must send the history back to continue.
-``A.malformed_response``       warning     a 2xx body with no output, no finish reason and no error.
-``A.unusual_finish``           info        a finish reason outside the known classes (``other``,
-                                           ``unknown``, ``cancelled``, ``no_generation``).
-=============================  ==========  ===========================================================
-"""  # noqa: E501
+Its findings are the rows of layer A in :mod:`cassettes.analysis.codes` (docs/findings.md).
+"""
 
 from __future__ import annotations
 

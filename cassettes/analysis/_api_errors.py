@@ -1,4 +1,4 @@
-"""A's findings of a failed call (catalogue: :mod:`cassettes.analysis._api`): an HTTP error status,
+"""A's findings of a failed call (:mod:`cassettes.analysis.codes`): an HTTP error status,
 a prompt the API's filter refused, an error inside a 2xx."""
 
 from __future__ import annotations

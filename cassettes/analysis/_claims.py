@@ -1,24 +1,7 @@
 """E — what the model made of what it saw: a tool's error ignored, a claim with no source.
 
-Findings (layer E, read against the request the answer was made from):
-
-============================  ========  ==========================================================
-``E.ignored_tool_error``      warning   a tool answered the previous turn's call with an error, and
-                                        the model called the same tool with the same arguments
-                                        again, or answered (text, no call) with words that claim
-                                        success and none that own the failure
-``E.ungrounded_claim``        warning   an answer to the user (text, no call, not a text-protocol
-                              / info    step) asserts claims (:mod:`cassettes.analysis._grounding`:
-                                        URLs given as sources, quotes, whole dates, numbers with
-                                        their units or signs, numbers of 100 or more) that no
-                                        message, tool result, call or system prompt of its request
-                                        holds, nor its own arithmetic on grounded numbers: each is
-                                        listed. *Warning* when the model was called again with
-                                        nothing new after its final answer (a re-prompt: it had
-                                        nothing to add); *info* on an answer made from tools'
-                                        results or other agents' messages. An answer with no such
-                                        material (the model's own knowledge) is not judged
-============================  ========  ==========================================================
+Read against the request the answer was made from: ``E.ignored_tool_error`` and
+``E.ungrounded_claim`` (:mod:`cassettes.analysis.codes`, docs/findings.md).
 """
 
 from __future__ import annotations

@@ -4,41 +4,11 @@ The layer (:func:`build`) lists the text, reasoning, refusal and tool calls of a
 Each tool call is checked against the tool the request offered under that name: are the arguments
 JSON, do they satisfy the tool's JSON Schema (:mod:`cassettes.analysis._tool_schema`).
 
-Findings (layer E — caused by what the model produced):
-
-===========================  ==========  ================================================================
-code                         severity    fires when
-===========================  ==========  ================================================================
-``E.arguments_not_json``     error       a tool call's arguments are not valid JSON. On a turn cut by
-                                         the token cap or a broken stream the cut is the cause: then
-                                         *info*, linked (``details.caused_by``) to ``A.truncated_length``
-                                         / ``A.stream_truncated``, which carry the error.
-``E.arguments_schema``       warning     parsed arguments violate the offered tool's schema (missing
-                                         required property, wrong type, value outside ``enum``,
-                                         unexpected property …); each violation with its JSON path.
-``E.tool_not_offered``       error       a client-executed call (``function``/``custom``) names a tool
-                                         that is not among the request's tools, or no tools were sent.
-``E.repeated_call``          info /      the same call (tool + canonical arguments) was emitted on an
-                             warning     earlier turn of the same task (a user message after a final
-                                         answer starts a new one): *info* the 2nd time (a retry or a
-                                         poll is often legitimate), *warning* from the 3rd (a loop);
-                                         folded under ``C.dropped_tool_result`` when the client never
-                                         ran the earlier calls (the model retrying them is right).
-``E.empty_response``         warning     a complete 2xx turn that ended normally carries no text, no
-                                         tool call and no refusal (reasoning alone does not count).
-``E.refusal``                warning     the model refused: a refusal part, or a ``refused`` finish.
-``E.tool_call_error``        error       the API says the model's tool call was malformed or unexpected
-                                         (finish class ``tool_call_error``: Gemini
-                                         ``MALFORMED_FUNCTION_CALL``/``UNEXPECTED_TOOL_CALL``, Bedrock
-                                         ``malformed_tool_use`` …) — reported by A, emitted by E.
-``E.tool_choice_violated``   warning     ``tool_choice`` required a call (or a named tool) and the model
-                                         ended the turn without one / called another tool; or it was
-                                         ``none`` and the model called a tool anyway.
-===========================  ==========  ================================================================
+Its findings are rows of layer E in :mod:`cassettes.analysis.codes` (docs/findings.md).
 
 Calls executed by the provider itself (``server``, ``mcp``, hosted tool kinds) are not checked for
 being offered nor counted as loops: the client never dispatched them.
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``A.model_mismatch`` (catalogue: :mod:`cassettes.analysis._api`): is the model that served a call
+"""``A.model_mismatch`` (:mod:`cassettes.analysis.codes`): is the model that served a call
 the one the request asked for, by the names' core (:func:`same_model`)."""
 
 from __future__ import annotations

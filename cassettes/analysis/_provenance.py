@@ -1,24 +1,8 @@
 """Where a call's arguments came from, and an agent that says it is looping while the loop goes on.
 
-Findings (read against the request the answer was made from):
-
-================================  ========  ======================================================
-``E.invented_argument``           warning   an identifier the model passed to a tool (an argument
-                                            named ``…_id``, ``…Id``, ``…number``, ``…code``,
-                                            ``sku``… whose value has a digit) appears nowhere
-                                            earlier in the conversation: no system prompt, user
-                                            message, other agent's message, tool result, tool
-                                            description or earlier call holds it; the model made
-                                            it up
-``E.placeholder_argument``        warning   an argument is a placeholder (``path_to_…``,
-                                            ``/path/to/``, a whole ``<…>``, ``YOUR_…``,
-                                            ``example.com``, ``xxx``) that nothing the model was
-                                            given holds: it acted on a template, not a value
-``C.loop_reported_not_stopped``   warning   the agent said, twice in a row, that it is stuck or
-                                            looping (an orchestrator's ledger
-                                            ``"is_in_loop": true``, "I am stuck in a loop"), and
-                                            the client called it again all the same
-================================  ========  ======================================================
+Read against the request the answer was made from: ``E.invented_argument``,
+``E.placeholder_argument`` and ``C.loop_reported_not_stopped`` (:mod:`cassettes.analysis.codes`,
+docs/findings.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``E.repeated_call`` (catalogue: :mod:`cassettes.analysis._emission`): the same tool call again
+"""``E.repeated_call`` (:mod:`cassettes.analysis.codes`): the same tool call again
 within a task — a retry, a poll, or a loop."""
 
 from __future__ import annotations

@@ -134,12 +134,13 @@ def doc_table() -> str:
     """docs/findings.md's tables, one per layer, generated from :data:`ROWS`."""
     out: list[str] = []
     for layer, title in _LAYERS.items():
-        out += [f"### {title}", "", "| code | severity | fires when | see |", "|---|---|---|---|"]
+        out += [f"### {title}", "", "| code | severity | fires when | rests on | see |"]
+        out.append("|---|---|---|---|---|")
         for r in ROWS.values():
             if r.layer == layer:
                 sev = " / ".join(s.value for s in r.severities)
                 see = f"[{r.see.removesuffix('.md')}]({r.see})" if r.see else ""
-                out.append(f"| `{r.code}` | {sev} | {r.text} | {see} |")
+                out.append(f"| `{r.code}` | {sev} | {r.text} | {r.rests_on} | {see} |")
         out.append("")
     return "\n".join(out)
 

@@ -1,0 +1,183 @@
+"""Findings as one registry (issue 72 item 3): every code is a row of cassettes/analysis/codes.py,
+the checks name it by the row's constant, a finding's layer and severity are its row's, and
+docs/findings.md is generated from the rows."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from real_corpus import corpus_files, load, rel
+from scenarios import LENGTH, WEATHER, Call, Script
+
+import cassettes.analysis._judgement as judgement
+from cassettes.analysis import Finding, Severity, analyse, codes
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis.codes import ROWS, doc_table
+
+ROOT = Path(__file__).resolve().parents[3]
+CODE = re.compile(r"^[ACE]\.[a-z][a-z_0-9]*$")
+#: Conversation-state keys of checks that are named like codes (kept: a continued analysis'
+#: saved state holds them), never a finding's code.
+STATE = {"E.loaded_tools", "E.results_by_id", "E.results_by_name", "C.prefix", "C.loop_reported",
+         "C.loop_reported_said"}  # fmt: skip
+
+
+def _product() -> Iterator[Path]:
+    for package in ("cassettes", "proxy", "inspector"):
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def _state_keys(tree: ast.AST) -> set[int]:
+    """The ids of the string constants used as a key of some ``….state``."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute):
+            if n.value.attr == "state" and isinstance(n.slice, ast.Constant):
+                out.add(id(n.slice))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
+            owner = n.func.value
+            if isinstance(owner, ast.Attribute) and owner.attr == "state":
+                out.add(id(n.args[0]))
+    return out
+
+
+def test_no_code_is_written_but_in_the_registry() -> None:
+    """The analysis names a code only by its constant (a misspelt one is an import error, not a
+    silent new code); a reader elsewhere that compares a code written out names a real row."""
+    found: list[str] = []
+    for path in _product():
+        if path == ROOT / "cassettes" / "analysis" / "codes.py":
+            continue
+        tree = ast.parse(path.read_text())
+        keys = _state_keys(tree)
+        in_analysis = path.is_relative_to(ROOT / "cassettes" / "analysis")
+        for n in ast.walk(tree):
+            if not (isinstance(n, ast.Constant) and isinstance(n.value, str)):
+                continue
+            if not CODE.match(n.value) or id(n) in keys:
+                continue
+            if in_analysis or n.value not in ROWS:
+                found.append(f"{path.relative_to(ROOT)}:{n.lineno}: {n.value!r}")
+    assert found == []
+
+
+def test_state_keys_named_like_codes_are_no_codes() -> None:
+    assert not STATE & set(ROWS)
+    text = "\n".join(p.read_text() for p in (ROOT / "cassettes" / "analysis").rglob("*.py"))
+    assert all(f'"{k}"' in text for k in STATE)
+
+
+def test_every_row_is_whole() -> None:
+    names = {v: k for k, v in vars(codes).items() if isinstance(v, str) and v in ROWS}
+    for code, row in ROWS.items():
+        assert row.code == code and code in names, code
+        assert code.split(".", 1)[0] == row.layer, code  # the code's name says its layer
+        assert row.severities[0] is row.severity and len(set(row.severities)) == len(row.severities)
+        assert row.text and "|" not in row.text and "\n" not in row.text, code
+        assert not row.see or (ROOT / "docs" / row.see).exists(), (code, row.see)
+    assert len(ROWS) == 65
+
+
+def test_the_docs_page_is_generated_from_the_registry() -> None:
+    page = (ROOT / "docs" / "findings.md").read_text()
+    marker = "<!-- generated from cassettes/analysis/codes.py by `python -m cassettes.analysis.codes` -->\n"  # noqa: E501
+    assert page.split(marker, 1)[1] == doc_table()
+    for code in ROWS:
+        assert page.count(f"| `{code}` |") == 1, code
+
+
+def test_the_docs_name_no_code_that_is_not_a_row() -> None:
+    """A code written in the docs (in backticks) is a row's: none renamed or invented."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for m in re.finditer(r"`([ACE]\.[a-z][a-z_0-9]*)[`:]", page.read_text()):
+            assert m.group(1) in ROWS, f"{page.name}: {m.group(1)}"
+
+
+def _run_with(
+    check: judgement.Check, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Finding], list[str]]:
+    """The findings and errors of a two-turn run analysed with ``check`` among the checks."""
+    monkeypatch.setattr(judgement, "CHECKS", (*judgement.CHECKS, check))
+    s = Script("openai_chat", tools=[WEATHER])
+    s.user("Weather in Paris?")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    run = s.analyse()
+    return run.findings, run.errors
+
+
+def test_a_finding_takes_its_layer_and_severity_from_its_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def check(ctx: TurnContext) -> Iterator[Finding]:
+        yield ctx.finding(codes.RETRY, "made up")
+        yield ctx.finding(codes.REPEATED_CALL, "graded", severity=Severity.WARNING)
+
+    findings, errors = _run_with(check, monkeypatch)
+    assert errors == []
+    mine = [f for f in findings if f.message in ("made up", "graded")]
+    assert sorted((f.code, f.layer, f.severity) for f in mine) == [
+        ("C.retry", "C", Severity.INFO),
+        ("E.repeated_call", "E", Severity.WARNING),
+    ]
+
+
+def test_a_severity_the_row_does_not_allow_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check that gives a code a severity its row does not list is a bug: the finding is not
+    made, and the analysis says which check failed (never a silent change of severity)."""
+
+    def check(ctx: TurnContext) -> Iterator[Finding]:
+        yield ctx.finding(codes.RETRY, "too grave", severity=Severity.ERROR)
+
+    findings, errors = _run_with(check, monkeypatch)
+    assert not any(f.message == "too grave" for f in findings)
+    assert len(errors) == 1 and "C.retry is never error" in errors[0]
+
+
+def test_every_finding_of_the_scenarios_is_its_rows() -> None:
+    """Findings of several kinds from real wire shapes: each one's layer is its row's, and its
+    severity one its row allows (a consequence folded under its cause is info)."""
+    runs = []
+    for family in ("openai_chat", "anthropic", "gemini"):
+        s = Script(family, tools=[WEATHER])
+        s.user("Weather in Paris?")
+        s.reply(calls=[Call("get_weather", {"town": "Paris"}), Call("get_time", {})])
+        s.results("sunny")
+        s.reply("It is", finish=LENGTH[family], max_tokens=2)
+        s.user("And tomorrow?")
+        s.fail(429, {"error": {"message": "slow down", "type": "rate_limit"}})
+        s.fail(429, {"error": {"message": "slow down", "type": "rate_limit"}})
+        runs.append(s.analyse())
+    seen = set()
+    for run in runs:
+        assert run.errors == []
+        for f in run.findings:
+            row = ROWS[f.code]
+            assert f.layer == row.layer, f.code
+            assert f.severity in row.severities or f.details.get("caused_by"), f
+            seen.add(f.code)
+    assert len(seen) >= 4, seen
+
+
+@pytest.mark.corpus
+def test_every_finding_of_the_corpus_is_its_rows() -> None:
+    """The shared corpus (1,099 recordings of real SDKs and frameworks): no check fails, every
+    finding's layer is its row's and its severity one the row allows, or it is a consequence
+    (info) or a cause carrying the graver severity of what it caused."""
+    codes_seen: set[str] = set()
+    for path in corpus_files():
+        exchanges = load(path)
+        for i, ex in enumerate(exchanges):
+            ex.seq = i
+        run = analyse(exchanges)
+        assert run.errors == [], rel(path)
+        for f in run.findings:
+            row = ROWS[f.code]
+            assert f.layer == row.layer, (rel(path), f.code)
+            carried = any(g.details.get("caused_by") == f.code for g in run.findings)
+            assert f.severity in row.severities or f.details.get("caused_by") or carried, f
+            codes_seen.add(f.code)
+    assert len(codes_seen) >= 30, sorted(codes_seen)
