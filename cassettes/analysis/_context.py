@@ -2,7 +2,9 @@
 
 Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in its module's
 ``CHECKS`` (:mod:`cassettes.analysis._emission`, :mod:`cassettes.analysis._api`,
-:mod:`cassettes.analysis.dispatch`), gathered in :data:`cassettes.analysis._judgement.CHECKS`.
+:mod:`cassettes.analysis.dispatch`; the agent's own rules, :mod:`cassettes.analysis._rule_check`,
+are one more), gathered in :data:`cassettes.analysis._judgement.CHECKS`. Each finding is made by
+:meth:`TurnContext.finding` with its code's constant (:mod:`cassettes.analysis.codes`).
 They run in recording order, once per generation round trip, after the turn's E/A/C layers are
 built. A check that needs memory across turns keeps it in ``ctx.conv.state`` under its own key.
 Checks never raise out: the runner catches and reports.
@@ -18,6 +20,7 @@ import orjson
 
 from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._model import CallCheck, Finding, Severity, Turn
+from cassettes.analysis._rules import Rules
 from cassettes.analysis.codes import ROWS
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing import RoundTrip
@@ -78,6 +81,8 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
+    #: The agent's own rules in force (docs/rules.md), checked like any other check's.
+    rules: Rules | None = None
 
     @property
     def request(self) -> NormalisedRequest | None:

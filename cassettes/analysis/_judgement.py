@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 
 import cassettes.analysis._api as api
@@ -11,7 +10,6 @@ import cassettes.analysis._claims as claims
 import cassettes.analysis._emission as emission
 import cassettes.analysis._provenance as provenance
 import cassettes.analysis._rule_check as rule_check
-import cassettes.analysis._rules as rules
 import cassettes.analysis._tokens as tokens
 import cassettes.analysis.dispatch as dispatch
 from cassettes.analysis import codes
@@ -51,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     *dispatch.CHECKS,
     *claims.CHECKS,
     *provenance.CHECKS,
+    *rule_check.CHECKS,
 )
 FINAL_CHECKS: tuple[FinalCheck, ...] = (
     *emission.FINAL_CHECKS,
@@ -111,13 +110,7 @@ def run_check(
         return []
 
 
-def judge(
-    ctx: TurnContext,
-    link: Link,
-    rules_in_force: rules.Rules | None,
-    mcp: McpLinker,
-    errors: list[str],
-) -> None:
+def judge(ctx: TurnContext, link: Link, mcp: McpLinker, errors: list[str]) -> None:
     """The turn's E/A/C layers and token accounting, then every check, root causes first."""
     turn = ctx.turn
     turn.c = dispatch.build(ctx, link)
@@ -126,9 +119,6 @@ def judge(
     turn.tokens = tokens.build(ctx)
     for check in CHECKS:
         turn.findings.extend(run_check(check, ctx, errors))
-    if rules_in_force is not None:
-        agent = functools.partial(rule_check.check_rules, rules=rules_in_force)
-        turn.findings.extend(run_check(agent, ctx, errors))
     turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
     demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
     mcp.model_turn(turn, ctx.rt.response)

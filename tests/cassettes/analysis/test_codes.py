@@ -14,7 +14,8 @@ from real_corpus import corpus_files, load, rel
 from scenarios import LENGTH, WEATHER, Call, Script
 
 import cassettes.analysis._judgement as judgement
-from cassettes.analysis import Finding, Severity, analyse, codes
+import cassettes.analysis._rule_check as rule_check
+from cassettes.analysis import Finding, Severity, analyse, codes, parse_rules, using
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis.codes import ROWS, doc_table
 
@@ -180,4 +181,33 @@ def test_every_finding_of_the_corpus_is_its_rows() -> None:
             carried = any(g.details.get("caused_by") == f.code for g in run.findings)
             assert f.severity in row.severities or f.details.get("caused_by") or carried, f
             codes_seen.add(f.code)
-    assert len(codes_seen) >= 30, sorted(codes_seen)
+    assert len(codes_seen) >= 25, sorted(codes_seen)
+
+
+def test_the_agent_rules_are_one_check_among_the_others() -> None:
+    """The agent's rules are no second engine: their check is in the one list every turn runs
+    (last, as before), takes the turn alone, and makes ``E.rule_broken`` by its row, the rule's
+    severity grading it (a rule without one gets the row's)."""
+    assert judgement.CHECKS[-1] is rule_check.check_rules
+    rules = parse_rules(
+        '[[rule]]\nname = "lookup first"\nkind = "order"\nfirst = "find_city"\n'
+        'then = "get_weather"\n\n[[rule]]\nname = "never"\nkind = "forbidden"\n'
+        'tool = "get_weather"\nafter = "get_weather"\nseverity = "error"\n',
+        "rules.toml",
+    )
+    assert rules.rules[0].severity is ROWS[codes.RULE_BROKEN].severity
+    s = Script("openai_chat", tools=[WEATHER])
+    s.user("Weather in Paris?")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.results("sunny")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    with using(rules):
+        run = s.analyse()
+    assert run.errors == []
+    broken = [(f.turn, f.details["rule"], f.layer, f.severity) for f in run.findings
+              if f.code == codes.RULE_BROKEN]  # fmt: skip
+    assert sorted(broken) == [
+        (0, "lookup first", "E", Severity.WARNING),
+        (1, "lookup first", "E", Severity.WARNING),
+        (1, "never", "E", Severity.ERROR),
+    ]
