@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
-from cassettes.analysis import codes
 from cassettes.analysis._api_errors import check_error_in_200, check_http_error
 from cassettes.analysis._context import Check, FinalCheck, TurnContext, call_label, provider_detail
 from cassettes.analysis._emission import cut_calls

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
-from cassettes.analysis import codes
 from cassettes.analysis._context import TurnContext, short
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch import speaker

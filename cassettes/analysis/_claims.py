@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import Check, TurnContext, short
 from cassettes.analysis._grounding import unsourced
 from cassettes.analysis._model import Finding, Severity

@@ -21,7 +21,7 @@ import orjson
 from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._model import CallCheck, Finding, Severity, Turn
 from cassettes.analysis._rules import Rules
-from cassettes.analysis.codes import ROWS
+from cassettes.analysis.codes import ROWS, severity_of
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange, MissNote, read_miss
@@ -122,9 +122,7 @@ class TurnContext:
         layer and severity are its row's; a check that grades names one of the row's
         ``severities`` (another is a bug: refused)."""
         row = ROWS[code]
-        severity = row.severity if severity is None else severity
-        if severity not in row.severities:
-            raise ValueError(f"{code} is never {severity.value}")
+        severity = severity_of(code, severity)
         # looptap replay --fault made the API fail here, or rewrote what the model said: never the
         # API's or the model's own doing. (How the client then coped, C, is the client's.)
         injected = self.ex.response_header("x-looptap-fault") if row.layer != "C" else None

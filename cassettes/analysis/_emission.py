@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import (
     CLIENT_KINDS,
     Check,

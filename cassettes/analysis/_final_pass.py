@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import cassettes.analysis.codes as codes
 import cassettes.analysis.dispatch as dispatch
-from cassettes.analysis import codes
 from cassettes.analysis._judgement import FINAL_CHECKS, run_check
 from cassettes.analysis._model import Finding, RunAnalysis
 from cassettes.analysis._state import AnalyserState

@@ -11,8 +11,8 @@ import cassettes.analysis._emission as emission
 import cassettes.analysis._provenance as provenance
 import cassettes.analysis._rule_check as rule_check
 import cassettes.analysis._tokens as tokens
+import cassettes.analysis.codes as codes
 import cassettes.analysis.dispatch as dispatch
-from cassettes.analysis import codes
 from cassettes.analysis._context import Check, ConversationState, FinalCheck, TurnContext, failed
 from cassettes.analysis._evidence import demote_inferred
 from cassettes.analysis._mcp import McpLinker

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import Check, TurnContext, short
 from cassettes.analysis._model import CallCheck, Finding
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import CLIENT_KINDS, TurnContext, call_label, clipped
 from cassettes.analysis._message_keys import _canon, squashed, stable
 from cassettes.analysis._model import CallCheck, Finding, Severity
@@ -128,7 +128,7 @@ def _repeated(
     from the :data:`_LOOP_AT`-th time when the results did not differ, else a note. ``never_run``:
     the earlier calls' ids (``""`` for none) when none of them got a result — the model retrying
     calls the client never ran is right, and folds under the client's ``C.dropped_tool_result``
-    (``roots.CAUSES``)."""
+    (its row's ``under``)."""
     extra: dict[str, Any] = {"never_run": never_run} if never_run is not None else {}
     n = len(turns) + 1
     varying = len(results) > 1

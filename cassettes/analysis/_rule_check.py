@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import CLIENT_KINDS, Check, TurnContext
 from cassettes.analysis._model import CallCheck, Finding
 from cassettes.analysis._rules import Rule, Rules

@@ -2,12 +2,13 @@
 
 A row is the code (``<layer>.<name>``, stable: it is in users' cassettes, rules and fleet
 indexes), its layer, its severity, the other severities a check that grades may give it, what it
-says (one line of docs/findings.md), the page that explains it further, and the field looptap may
-have inferred that it rests on (:mod:`cassettes.analysis._evidence`). A check names its code by
-the constant here (a misspelt one is an import error) and :meth:`TurnContext.finding
-<cassettes.analysis._context.TurnContext.finding>` takes the layer and severity from its row,
-refusing a severity the row does not allow. docs/findings.md's table is generated from
-:data:`ROWS` (``python -m cassettes.analysis.codes``) and a test pins it.
+says (one line of docs/findings.md), the page that explains it further, the field looptap may
+have inferred that it rests on (:mod:`cassettes.analysis._evidence`) and the codes it folds under
+(:mod:`cassettes.analysis.dispatch._roots`). A check names its code by the constant here (a
+misspelt one is an import error) and :meth:`TurnContext.finding
+<cassettes.analysis._context.TurnContext.finding>` takes the layer from its row and the severity
+from :func:`severity_of`, which refuses one the row does not allow. docs/findings.md's tables are
+generated from :data:`ROWS` (``python -m cassettes.analysis.codes``) and a test pins them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import NamedTuple
 
 from cassettes.analysis._model import Layer, Severity
 
-__all__ = ["ROWS", "Row", "doc_table"]
+__all__ = ["ROWS", "Row", "doc_table", "severity_of"]
 
 INFO, WARNING, ERROR = Severity.INFO, Severity.WARNING, Severity.ERROR
 
@@ -32,6 +33,12 @@ class Row(NamedTuple):
     see: str
     #: The field it rests on that looptap may have inferred (``output``, ``tools`` …), or "".
     rests_on: str
+    #: The codes it folds under, most specific first, each with its scope
+    #: (:mod:`cassettes.analysis.dispatch._roots`): ``turn``, a finding of that code on the same
+    #: turn; ``call``, one about the same tool call (``tool_call_id``; by tool name where calls
+    #: have no ids), on this turn or the previous one; ``unrun``, about one of the earlier calls a
+    #: repeated call repeats, none of which got a result (``details.never_run``).
+    under: tuple[tuple[str, str], ...]
 
 
 #: Every code, by code, in the docs' order (E, A, C).
@@ -47,8 +54,9 @@ def _row(
     also: tuple[Severity, ...] = (),
     see: str = "",
     rests_on: str = "",
+    under: tuple[tuple[str, str], ...] = (),
 ) -> str:
-    ROWS[code] = Row(code, layer, severity, (severity, *also), text, see, rests_on)
+    ROWS[code] = Row(code, layer, severity, (severity, *also), text, see, rests_on, under)
     return code
 
 
@@ -57,7 +65,7 @@ def _row(
 ARGUMENTS_NOT_JSON = _row("E", "E.arguments_not_json", ERROR, "a tool call's arguments are not valid JSON; *info* on a turn cut by the token cap, a broken stream or the client hanging up, linked (`details.caused_by`) to the cut, which carries the error", also=(INFO,), see="faults.md")  # fmt: skip
 ARGUMENTS_SCHEMA = _row("E", "E.arguments_schema", WARNING, "parsed arguments violate the offered tool's JSON schema (a required property missing, a wrong type, a value outside `enum` …), each violation with its JSON path; *info* when the only violations are unexpected extra properties, or the arguments were cut by the token cap", also=(INFO,), see="faults.md")  # fmt: skip
 TOOL_NOT_OFFERED = _row("E", "E.tool_not_offered", ERROR, "a client-executed call (`function`/`custom`) names a tool that is not among the request's tools (nor loaded by a tool search earlier), or no tools were sent", rests_on="tools")  # fmt: skip
-REPEATED_CALL = _row("E", "E.repeated_call", INFO, "the same call (tool and canonical arguments) was emitted on an earlier turn of the same task (a user message after a final answer starts a new one): *info* the 2nd time (a retry or a poll is often legitimate), *warning* from the 3rd (a loop); folded under `C.dropped_tool_result` when the client never ran the earlier calls", also=(WARNING,))  # fmt: skip
+REPEATED_CALL = _row("E", "E.repeated_call", INFO, "the same call (tool and canonical arguments) was emitted on an earlier turn of the same task (a user message after a final answer starts a new one): *info* the 2nd time (a retry or a poll is often legitimate), *warning* from the 3rd (a loop)", also=(WARNING,), under=(("C.dropped_tool_result", "unrun"),))  # fmt: skip
 EMPTY_RESPONSE = _row("E", "E.empty_response", WARNING, "a complete 2xx turn that ended normally carries no text, no tool call and no refusal (reasoning alone does not count)", rests_on="output")  # fmt: skip
 REFUSAL = _row("E", "E.refusal", WARNING, "the model refused: a refusal part, or a `refused` finish", see="faults.md")  # fmt: skip
 TOOL_CALL_ERROR = _row("E", "E.tool_call_error", ERROR, "the API says the model's tool call was malformed or unexpected (finish class `tool_call_error`: Gemini `MALFORMED_FUNCTION_CALL`/`UNEXPECTED_TOOL_CALL`, Bedrock `malformed_tool_use` …): reported by A, emitted by E")  # fmt: skip
@@ -91,14 +99,14 @@ UNUSUAL_FINISH = _row("A", "A.unusual_finish", INFO, "a finish reason outside th
 
 # --- C: what the client dispatched -------------------------------------------------------------
 
-DROPPED_TOOL_RESULT = _row("C", "C.dropped_tool_result", ERROR, "a call of the previous answer, or a call the client put in the history, has no result in this request", see="threading.md")  # fmt: skip
+DROPPED_TOOL_RESULT = _row("C", "C.dropped_tool_result", ERROR, "a call of the previous answer, or a call the client put in the history, has no result in this request", see="threading.md", under=(("C.tool_result_as_text", "call"),))  # fmt: skip
 ORPHAN_TOOL_RESULT = _row("C", "C.orphan_tool_result", ERROR, "a result whose call id matches no call of the conversation or of the history sent")  # fmt: skip
 DUPLICATE_TOOL_RESULT = _row("C", "C.duplicate_tool_result", WARNING, "two results carry the same call id")  # fmt: skip
 TOOL_RESULT_WRONG_NAME = _row("C", "C.tool_result_wrong_name", WARNING, "a result answers a call by id but names another function (Gemini's `functionResponse.name`)")  # fmt: skip
 ASSISTANT_NOT_ECHOED = _row("C", "C.assistant_not_echoed", WARNING, "the previous answer is not in the history sent back (tolerated: a stream's chunks sent back as streamed, as separate text parts; typographic normalisation; reasoning inlined as `<think>` text; a text-protocol answer re-rendered with the same words — JSON's literals as Python's `True`/`None` — or its observation replaced)", see="threading.md")  # fmt: skip
 HISTORY_MUTATED = _row("C", "C.history_mutated", WARNING, "an earlier message was changed in place", see="threading.md")  # fmt: skip
 HISTORY_TRIMMED = _row("C", "C.history_trimmed", INFO, "the history was shortened or compacted (intentional); also when it starts with the previous answer, the question before it dropped", see="threading.md")  # fmt: skip
-PAIRING_ERROR = _row("C", "C.pairing_error", ERROR, "the API rejected the request with a pairing text (WIRE.md §G.2): reported by A, caused by C, linked to the turn whose calls were mishandled")  # fmt: skip
+PAIRING_ERROR = _row("C", "C.pairing_error", ERROR, "the API rejected the request with a pairing text (WIRE.md §G.2): reported by A, caused by C, linked to the turn whose calls were mishandled", under=(("C.wrong_tool_call_id", "turn"), ("C.tool_results_split", "turn"), ("C.tool_result_as_text", "turn"), ("C.dropped_tool_result", "turn"), ("C.orphan_tool_result", "turn"), ("C.duplicate_tool_result", "turn"), ("C.tool_result_wrong_name", "turn"), ("C.assistant_not_echoed", "turn")))  # fmt: skip
 CONTINUED_AFTER_FINAL_ANSWER = _row("C", "C.continued_after_final_answer", WARNING, "a text-only final answer was followed by another request with no new input (a text-protocol action, `Action:` / `Code:`, is not a final answer); *info* in a group chat — user-side messages from two named speakers or more, or conversations the threader linked as one — once for a run of re-prompts of the same agent, naming it (`details.agent`)", also=(INFO,), see="threading.md")  # fmt: skip
 TRUNCATED_TREATED_AS_COMPLETE = _row("C", "C.truncated_treated_as_complete", WARNING, "a cut-off answer (token cap, cut stream) was echoed or its calls executed as if whole", see="faults.md", rests_on="finish_reason")  # fmt: skip
 REFUSAL_TREATED_AS_ANSWER = _row("C", "C.refusal_treated_as_answer", WARNING, "a refused or filtered answer was echoed and the loop went on with no new input, as if the model had answered", see="faults.md")  # fmt: skip
@@ -112,12 +120,12 @@ RETRY_STORM = _row("C", "C.retry_storm", WARNING, "five attempts at one request,
 GAVE_UP_ON_RETRYABLE_ERROR = _row("C", "C.gave_up_on_retryable_error", INFO, "the conversation ended on a 429, 5xx or transport error", see="faults.md")  # fmt: skip
 ABANDONED_ANSWER = _row("C", "C.abandoned_answer", WARNING, "the client cut the answer before its end: closed its connection (a timeout, a cancel) or, on a WebSocket, sent its next turn first; *info* for an interruption, or after an error status; never blamed on the API", also=(INFO,), see="faults.md")  # fmt: skip
 ANSWER_DISCARDED = _row("C", "C.answer_discarded", INFO, "a turn's messages sent again (the same text, calls and results) after it was answered: the answer thrown away (a parse or validation retry), paid for twice", see="threading.md")  # fmt: skip
-TOOL_RESULT_AS_TEXT = _row("C", "C.tool_result_as_text", ERROR, "a call's result sent as user text, not as a tool result (the dropped call it makes folds under it)")  # fmt: skip
+TOOL_RESULT_AS_TEXT = _row("C", "C.tool_result_as_text", ERROR, "a call's result sent as user text, not as a tool result")  # fmt: skip
 TOOL_CALLS_AS_TEXT = _row("C", "C.tool_calls_as_text", INFO, "the client echoed the answer's calls as text and sends the results as text: a transcript (smolagents), no call left pending for the API", see="clients.md")  # fmt: skip
 OUTPUT_TOOL_AS_TEXT = _row("C", "C.output_tool_as_text", INFO, "the answer's one call (an output tool: `final_result`) came back as assistant text, its arguments, with no result: a framework resuming a run that ended on it", see="threading.md")  # fmt: skip
 TOOL_RESULTS_SPLIT = _row("C", "C.tool_results_split", ERROR, "one turn's results spread over several messages where the API wants them in one (Anthropic)")  # fmt: skip
 WRONG_TOOL_CALL_ID = _row("C", "C.wrong_tool_call_id", ERROR, "results sent under ids the model never gave: the root of the orphan results and dropped calls it explains, which stay as info with `caused_by`", see="concurrency.md")  # fmt: skip
-TOOL_RESULT_ERROR = _row("C", "C.tool_result_error", INFO, "a tool result is an error (its flag, or a text that opens as one: `Error: …`, `{\"error\": …}`)")  # fmt: skip
+TOOL_RESULT_ERROR = _row("C", "C.tool_result_error", INFO, "a tool result is an error (its flag, or a text that opens as one: `Error: …`, `{\"error\": …}`)", under=(("E.tool_not_offered", "call"), ("E.arguments_not_json", "call"), ("E.arguments_schema", "call")))  # fmt: skip
 TOOL_RESULT_BLOCKED = _row("C", "C.tool_result_blocked", WARNING, "a tool result is a page that turned the tool away (a bot check, captcha wall, CDN block or 403 page): the environment failed, not the model; a long page counts only when its opening says so")  # fmt: skip
 MESSAGE_BLOCKED_PAGE = _row("C", "C.message_blocked_page", WARNING, "another agent's message, or a user turn, carries a block page (two of its phrases at least, in a short text: a web agent passing on the Cloudflare check it was shown); names the agent (its `name`)")  # fmt: skip
 CACHE_PREFIX_BROKEN = _row("C", "C.cache_prefix_broken", INFO, "the system prompt, tool definitions or an early message changed mid-conversation; *warning* when the reported cache reads dropped that turn", also=(WARNING,), see="threading.md")  # fmt: skip
@@ -126,8 +134,30 @@ LOOP_REPORTED_NOT_STOPPED = _row("C", "C.loop_reported_not_stopped", WARNING, "t
 DIVERGED_FROM_RECORDING = _row("C", "C.diverged_from_recording", ERROR, "a replayed request matched no recorded round trip: looptap's replay answered with its own error (the API was not asked); says what differs, where", see="testing.md")  # fmt: skip
 THREAD_AMBIGUOUS = _row("C", "C.thread_ambiguous", INFO, "the request's history, tool-call ids included, is identical to that of several conversations waiting for their next turn: looptap took the most recent (unique tool-call ids or an `X-Looptap-Conversation` header make it certain)", see="threading.md")  # fmt: skip
 
+#: How the docs page says a cause's scope.
+_SCOPE = {"turn": "", "call": " (about the same call, this turn or the one before)", "unrun": " (about a call it repeats that the client never ran)"}  # fmt: skip
 #: The layers' titles on the docs page.
 _LAYERS = {"E": "E — what the model emitted", "A": "A — what the API reported", "C": "C — what the client dispatched"}  # fmt: skip
+
+
+def severity_of(code: str, graded: Severity | None = None) -> Severity:
+    """The severity of a finding of ``code``: its row's, or ``graded`` by a check that grades,
+    which must be one the row allows (another is a bug: :class:`ValueError`)."""
+    row = ROWS[code]
+    if graded is None:
+        return row.severity
+    if graded not in row.severities:
+        raise ValueError(f"{code} is never {graded.value}")
+    return graded
+
+
+def _under(under: tuple[tuple[str, str], ...]) -> str:
+    """What a row folds under, in words (its causes share one scope)."""
+    if not under:
+        return ""
+    names = ", ".join(f"`{c}`" for c, _ in under)
+    first = "the first found of " if len(under) > 1 else ""
+    return f". Folds under {first}{names}{_SCOPE[under[0][1]]}"
 
 
 def doc_table() -> str:
@@ -140,7 +170,8 @@ def doc_table() -> str:
             if r.layer == layer:
                 sev = " / ".join(s.value for s in r.severities)
                 see = f"[{r.see.removesuffix('.md')}]({r.see})" if r.see else ""
-                out.append(f"| `{r.code}` | {sev} | {r.text} | {r.rests_on} | {see} |")
+                text = r.text + _under(r.under)
+                out.append(f"| `{r.code}` | {sev} | {text} | {r.rests_on} | {see} |")
         out.append("")
     return "\n".join(out)
 

@@ -3,9 +3,10 @@
 The layer (``_layer.build``) and the checks by theme: ``_results`` (tool results and their calls),
 ``_history`` (what the history sent back kept, echoed and changed), ``_mcp_results`` (against what
 an MCP tool server returned), ``_retry``, ``_divergence`` (a replay's request the recording has
-not), and ``_roots`` (root causes first: a finding that follows from another, by the table
-``CAUSES``, is folded under it as info with ``details.caused_by``, everywhere). The names below
-are the whole surface, pinned by tests/cassettes/analysis/test_dispatch_surface.py.
+not), and ``_roots`` (root causes first: a finding that follows from another, by its code's
+``under`` in :mod:`cassettes.analysis.codes`, is folded under it as info with
+``details.caused_by``, everywhere). The names below are the whole surface, pinned by
+tests/cassettes/analysis/test_dispatch_surface.py.
 
 The layer compares each request with the previous turn of its conversation: what was kept, what
 was appended (the answer echoed back, tool results, new input), what was dropped or rewritten, and
@@ -53,7 +54,6 @@ from cassettes.analysis.dispatch._results import (
 )
 from cassettes.analysis.dispatch._retry import check_abandoned, check_retry, final_gave_up
 from cassettes.analysis.dispatch._roots import (
-    CAUSES,
     fold_root_causes,
     is_consequence,
     ordered_findings,
@@ -61,7 +61,6 @@ from cassettes.analysis.dispatch._roots import (
 from cassettes.analysis.dispatch._shared import speaker
 
 __all__ = [
-    "CAUSES",
     "CHECKS",
     "FINAL_CHECKS",
     "GROUP_CHAT",

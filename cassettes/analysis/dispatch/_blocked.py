@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext, short
 from cassettes.analysis._message_keys import squashed
 from cassettes.analysis._model import Finding

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._model import Finding
 

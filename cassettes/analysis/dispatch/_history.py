@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._message_keys import message_key, response_message, stable
 from cassettes.analysis._model import Finding, Severity

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
-from cassettes.analysis import codes
 from cassettes.analysis._context import ConversationState, TurnContext, short
 from cassettes.analysis._message_keys import response_message
 from cassettes.analysis._model import Finding, Pairing
@@ -122,7 +122,7 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
             related_turn=prev_turn,
             tool=c.name,
         )
-    yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
+    yield ctx.finding(  # under C.tool_result_as_text when its result went as text (its row's under)
         codes.DROPPED_TOOL_RESULT,
         f"The model called {c.name}({short(c.arguments_raw)}) on turn {prev_turn} "
         f"(id {c.id or 'none'}), but this request carries no result for it"

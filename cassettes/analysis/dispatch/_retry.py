@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import ConversationState, TurnContext, failed
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch._shared import attempts

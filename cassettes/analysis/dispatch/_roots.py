@@ -7,48 +7,18 @@ the cause carries it. The analysis keeps each turn's findings and the run's in t
 shows them in that order (``show`` text and JSON, the inspector, the HTML page, ``looptap mcp``,
 the pytest helpers): none sorts them again.
 
-Which finding follows from which is the table :data:`CAUSES`; wrong tool-call ids are also
-*named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it
-explains)."""
+Which finding follows from which is each code's ``under`` (:mod:`cassettes.analysis.codes`);
+wrong tool-call ids are also *named* here (``C.wrong_tool_call_id``, made from the orphan results
+and dropped calls it explains)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cassettes.analysis import codes
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._model import Finding, Severity
-
-#: consequence code → its possible causes, most specific first: (cause code, scope). Scope
-#: ``turn``: a finding of that code on the same turn; ``call``: one about the same tool call
-#: (``tool_call_id``), on this turn or on the previous turn of the conversation (the model's call,
-#: then the client's result); ``unrun``: about one of the earlier calls a repeated call repeats,
-#: none of which got a result (``details.never_run``: their ids; by tool name where calls have
-#: none).
-CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
-    # the API's pairing 400 is its reaction to what the client did to the calls and results
-    codes.PAIRING_ERROR: (
-        (codes.WRONG_TOOL_CALL_ID, "turn"),
-        (codes.TOOL_RESULTS_SPLIT, "turn"),
-        (codes.TOOL_RESULT_AS_TEXT, "turn"),
-        (codes.DROPPED_TOOL_RESULT, "turn"),
-        (codes.ORPHAN_TOOL_RESULT, "turn"),
-        (codes.DUPLICATE_TOOL_RESULT, "turn"),
-        (codes.TOOL_RESULT_WRONG_NAME, "turn"),
-        # the answer that made the calls dropped from the history, its results sent anyway
-        (codes.ASSISTANT_NOT_ECHOED, "turn"),
-    ),
-    # a result sent as text leaves its call unanswered
-    codes.DROPPED_TOOL_RESULT: ((codes.TOOL_RESULT_AS_TEXT, "call"),),
-    # the model calls again what the client never ran: retrying is right, the drop is the cause
-    codes.REPEATED_CALL: ((codes.DROPPED_TOOL_RESULT, "unrun"),),
-    # a tool that failed because the model called it wrongly
-    codes.TOOL_RESULT_ERROR: (
-        (codes.TOOL_NOT_OFFERED, "call"),
-        (codes.ARGUMENTS_NOT_JSON, "call"),
-        (codes.ARGUMENTS_SCHEMA, "call"),
-    ),
-}
+from cassettes.analysis.codes import ROWS
 
 
 def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
@@ -78,8 +48,8 @@ def _rank(s: Severity) -> int:
 
 def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:
     """The first finding of this turn, then (scopes ``call`` and ``unrun``) of the previous one,
-    that is a cause of ``f`` by :data:`CAUSES`."""
-    for code, scope in CAUSES.get(f.code, ()):
+    that is a cause of ``f`` by its code's ``under``."""
+    for code, scope in ROWS[f.code].under:
         for c in here if scope == "turn" else here + before:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue

@@ -7,17 +7,15 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from real_corpus import corpus_files, load, rel
 from scenarios import LENGTH, WEATHER, Call, Script
 
-import cassettes.analysis._judgement as judgement
-import cassettes.analysis._rule_check as rule_check
-from cassettes.analysis import Finding, Severity, analyse, codes, parse_rules, using
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis.codes import ROWS, doc_table
+from cassettes.analysis import Rule, Severity, analyse, codes, parse_rules, using
+from cassettes.analysis.codes import ROWS, doc_table, severity_of
 
 ROOT = Path(__file__).resolve().parents[3]
 CODE = re.compile(r"^[ACE]\.[a-z][a-z_0-9]*$")
@@ -80,6 +78,9 @@ def test_every_row_is_whole() -> None:
         assert row.severities[0] is row.severity and len(set(row.severities)) == len(row.severities)
         assert row.text and "|" not in row.text and "\n" not in row.text, code
         assert not row.see or (ROOT / "docs" / row.see).exists(), (code, row.see)
+        for cause, scope in row.under:  # a cause is a row, and never the code itself
+            assert cause in ROWS and cause != code and scope in ("turn", "call", "unrun"), code
+        assert len({scope for _, scope in row.under}) <= 1, code  # (the docs say it once)
     assert len(ROWS) == 65
 
 
@@ -98,44 +99,15 @@ def test_the_docs_name_no_code_that_is_not_a_row() -> None:
             assert m.group(1) in ROWS, f"{page.name}: {m.group(1)}"
 
 
-def _run_with(
-    check: judgement.Check, monkeypatch: pytest.MonkeyPatch
-) -> tuple[list[Finding], list[str]]:
-    """The findings and errors of a two-turn run analysed with ``check`` among the checks."""
-    monkeypatch.setattr(judgement, "CHECKS", (*judgement.CHECKS, check))
-    s = Script("openai_chat", tools=[WEATHER])
-    s.user("Weather in Paris?")
-    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
-    run = s.analyse()
-    return run.findings, run.errors
-
-
-def test_a_finding_takes_its_layer_and_severity_from_its_row(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def check(ctx: TurnContext) -> Iterator[Finding]:
-        yield ctx.finding(codes.RETRY, "made up")
-        yield ctx.finding(codes.REPEATED_CALL, "graded", severity=Severity.WARNING)
-
-    findings, errors = _run_with(check, monkeypatch)
-    assert errors == []
-    mine = [f for f in findings if f.message in ("made up", "graded")]
-    assert sorted((f.code, f.layer, f.severity) for f in mine) == [
-        ("C.retry", "C", Severity.INFO),
-        ("E.repeated_call", "E", Severity.WARNING),
-    ]
-
-
-def test_a_severity_the_row_does_not_allow_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A check that gives a code a severity its row does not list is a bug: the finding is not
-    made, and the analysis says which check failed (never a silent change of severity)."""
-
-    def check(ctx: TurnContext) -> Iterator[Finding]:
-        yield ctx.finding(codes.RETRY, "too grave", severity=Severity.ERROR)
-
-    findings, errors = _run_with(check, monkeypatch)
-    assert not any(f.message == "too grave" for f in findings)
-    assert len(errors) == 1 and "C.retry is never error" in errors[0]
+def test_a_severity_the_row_does_not_allow_is_refused() -> None:
+    """A finding's severity is its row's; a check that grades gives one the row lists, and another
+    is a bug, refused (the analysis reports the check as failed: never a silent change)."""
+    assert severity_of(codes.RETRY) is Severity.INFO
+    assert severity_of(codes.REPEATED_CALL, Severity.WARNING) is Severity.WARNING
+    with pytest.raises(ValueError, match=r"^C\.retry is never error$"):
+        severity_of(codes.RETRY, Severity.ERROR)
+    with pytest.raises(KeyError):
+        severity_of("C.retyr")
 
 
 def test_every_finding_of_the_scenarios_is_its_rows() -> None:
@@ -185,10 +157,9 @@ def test_every_finding_of_the_corpus_is_its_rows() -> None:
 
 
 def test_the_agent_rules_are_one_check_among_the_others() -> None:
-    """The agent's rules are no second engine: their check is in the one list every turn runs
-    (last, as before), takes the turn alone, and makes ``E.rule_broken`` by its row, the rule's
-    severity grading it (a rule without one gets the row's)."""
-    assert judgement.CHECKS[-1] is rule_check.check_rules
+    """The agent's rules are no second engine: their check runs among the others, makes
+    ``E.rule_broken`` by its row (the rule's severity grading it; a rule without one gets the
+    row's), and one that fails is reported by its name like any check's."""
     rules = parse_rules(
         '[[rule]]\nname = "lookup first"\nkind = "order"\nfirst = "find_city"\n'
         'then = "get_weather"\n\n[[rule]]\nname = "never"\nkind = "forbidden"\n'
@@ -210,4 +181,13 @@ def test_the_agent_rules_are_one_check_among_the_others() -> None:
         (0, "lookup first", "E", Severity.WARNING),
         (1, "lookup first", "E", Severity.WARNING),
         (1, "never", "E", Severity.ERROR),
+    ]
+    # a rule its check cannot judge (no sources: a Rule made in code, not parsed) fails as a check
+    bad = replace(rules, rules=(Rule("bad", "provenance", tool=("get_weather",), argument="city",
+                                     sources=None),))  # type: ignore[arg-type]  # fmt: skip
+    with using(bad):
+        run = s.analyse()
+    assert [e.split(":", 1)[0] for e in run.errors] == [
+        "check check_rules failed on turn 0",
+        "check check_rules failed on turn 1",
     ]
