@@ -206,8 +206,9 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
+            rules=self._rules,
         )
-        judge(ctx, link, self._rules, st.mcp, st.result.errors)
+        judge(ctx, link, st.mcp, st.result.errors)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:

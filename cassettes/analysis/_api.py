@@ -7,59 +7,8 @@ ends in ``request-id``/``requestid``/``correlation-id`` or is ``x-generation-id`
 headers are those whose name contains ``ratelimit``, ``rate-limit``, ``retry-after`` or
 ``x-should-retry``.
 
-Findings (layer A — reported by the service about the call):
-
-=============================  ==========  ===========================================================
-code                           severity    fires when
-=============================  ==========  ===========================================================
-``A.truncated_length``         warning /   the output hit the token cap (``length``, ``max_tokens``,
-                               error       ``MAX_TOKENS``, ``incomplete:max_output_tokens``); *error*
-                                           when a tool call's arguments were cut (invalid JSON).
-``A.truncated_context``        warning     generation stopped because the context window was full.
-``A.filtered``                 warning     a content filter / safety system blocked the output.
-``A.prompt_blocked``           warning /   the prompt itself was blocked before generation; *error*
-                               error       when the API refused the request for it (an HTTP 400 whose
-                                           code is ``content_filter``, Azure's): what the filter
-                                           flagged (``innererror.content_filter_result`` or
-                                           ``inner_error.content_filter_results``), and the message
-                                           that brought the newest text in: a tool result, another
-                                           agent's message (by its ``name``) or a user message.
-``A.guardrail_masked``         info        a guardrail only masked personal data (Bedrock's
-                                           ``ANONYMIZED``, nothing blocked): which kinds, in the
-                                           prompt or the answer; the answer is whole.
-``A.http_error``               error       HTTP 4xx/5xx, with the provider's message — except pairing
-                                           errors (``C.*``: caused by the client's dispatch), a
-                                           replay's answer to a request its cassette has not
-                                           (``C.diverged_from_recording``: the API was not asked),
-                                           429 and overload statuses (below).
-``A.rate_limited``             warning     HTTP 429 (with ``retry-after`` / retry delay when sent).
-``A.overloaded``               warning     HTTP 529 or 503: the service was overloaded/unavailable.
-``A.error_in_200``             error       a 2xx response carries an error: an error event inside a
-                                           stream, an error body, or an ``error`` finish.
-``A.stream_truncated``         error       a stream ended without its terminal event (also fired when
-                                           a transport error explains it; the message says so; not
-                                           when the client cut it: ``C.abandoned_answer``).
-``A.transport_error``          error       the connection failed: the round trip is partial (not
-                                           when the client cut it: ``C.abandoned_answer``).
-``A.tool_calls_without_calls`` warning     the finish reason promises tool calls (``tool_calls``,
-                                           ``tool_use``) but the response carries none.
-``A.model_mismatch``           info /      the served model is not the requested one (dated
-                               warning     snapshots, ``-latest``, path/region prefixes and version
-                                           suffixes do not count, nor an Azure deployment name);
-                                           *warning* when the body named a published model and a
-                                           model of another family answered; info when the name is
-                                           an alias or a router's. Once per
-                                           conversation per pair.
-``A.usage_missing``            info        a complete 2xx response without usage (once per
-                                           conversation); for streams, says how to ask for it.
-``A.tool_loop_limit``          warning     the API ended the turn because of too many tool calls.
-``A.paused``                   info        the API paused a long turn (``pause_turn``): the client
-                                           must send the history back to continue.
-``A.malformed_response``       warning     a 2xx body with no output, no finish reason and no error.
-``A.unusual_finish``           info        a finish reason outside the known classes (``other``,
-                                           ``unknown``, ``cancelled``, ``no_generation``).
-=============================  ==========  ===========================================================
-"""  # noqa: E501
+Its findings are the rows of layer A in :mod:`cassettes.analysis.codes` (docs/findings.md).
+"""
 
 from __future__ import annotations
 
@@ -67,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
 from cassettes.analysis._api_errors import check_error_in_200, check_http_error
 from cassettes.analysis._context import Check, FinalCheck, TurnContext, call_label, provider_detail
@@ -156,8 +106,7 @@ def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
         yield _truncated_length(ctx, r)
     elif r.finish_reason is FinishReason.TRUNCATED_CONTEXT:
         yield ctx.finding(
-            "A.truncated_context",
-            Severity.WARNING,
+            codes.TRUNCATED_CONTEXT,
             "Generation stopped because the context window is full (finish reason "
             f"{r.finish_reason_raw!r}) after {_output(r)}; the answer is incomplete. Trim or "
             "summarise the history.",
@@ -180,15 +129,15 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
             else "they are cut short"
         )
         return ctx.finding(
-            "A.truncated_length",
-            Severity.ERROR,
+            codes.TRUNCATED_LENGTH,
             f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing "
             f"the arguments of {names}: {how}. Raise the cap or ask for less.",
+            severity=Severity.ERROR,
             tool_call_id=cut[0].id,
             finish_reason=r.finish_reason_raw,
             cap=cap[1] if cap else None,
             cut_calls=[c.id or c.name for c in cut],
-            effect="E.arguments_not_json",
+            effect=codes.ARGUMENTS_NOT_JSON,
         )
     if e.text or e.tool_calls:
         tail = " The answer is incomplete."
@@ -197,10 +146,10 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
     else:
         tail = " No visible output was produced."
     return ctx.finding(
-        "A.truncated_length",
-        Severity.WARNING,
+        codes.TRUNCATED_LENGTH,
         f"The output was cut by the token cap{cap_s} after {_output(r)} "
         f"(finish reason {r.finish_reason_raw!r}).{tail}",
+        severity=Severity.WARNING,
         finish_reason=r.finish_reason_raw,
         cap=cap[1] if cap else None,
     )
@@ -219,8 +168,7 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
             if isinstance(x, dict) and x.get("blocked") is True
         ]
         yield ctx.finding(
-            "A.filtered",
-            Severity.WARNING,
+            codes.FILTERED,
             f"A content filter stopped the output (finish reason {r.finish_reason_raw!r})"
             + (f": {why.rstrip('.')}." if isinstance(why, str) else ".")
             + (f" Blocked categories: {', '.join(blocked)}." if blocked else "")
@@ -235,11 +183,11 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
     elif r.finish_reason is FinishReason.PROMPT_BLOCKED:
         why = provider_detail(r, "blockReasonMessage")
         yield ctx.finding(
-            "A.prompt_blocked",
-            Severity.WARNING,
+            codes.PROMPT_BLOCKED,
             f"The prompt was blocked before generation (reason {r.finish_reason_raw!r})"
             + (f": {why}" if isinstance(why, str) else ".")
             + " Nothing was generated.",
+            severity=Severity.WARNING,
             finish_reason=r.finish_reason_raw,
         )
 
@@ -262,8 +210,7 @@ def check_guardrail_masked(ctx: TurnContext) -> Iterator[Finding]:
     ]
     if where:
         yield ctx.finding(
-            "A.guardrail_masked",
-            Severity.INFO,
+            codes.GUARDRAIL_MASKED,
             "A guardrail masked personal data and blocked nothing ("
             + "; ".join(where)
             + "): the answer is whole, the masked values replaced by tags such as {EMAIL}.",
@@ -286,8 +233,7 @@ def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
     if e.tool_calls:
         got.append(f"{len(e.tool_calls)} tool call(s)")
     yield ctx.finding(
-        "A.stream_truncated",
-        Severity.ERROR,
+        codes.STREAM_TRUNCATED,
         f"The stream ended without its terminal event after {r.events or 0} events"
         + (f" ({', '.join(got)} received)" if got else "")
         + f"; the answer is incomplete.{why}",
@@ -302,8 +248,7 @@ def check_transport_error(ctx: TurnContext) -> Iterator[Finding]:
         return
     partial = "no response" if rt.status is None else f"HTTP {rt.status}, a partial body"
     yield ctx.finding(
-        "A.transport_error",
-        Severity.ERROR,
+        codes.TRANSPORT_ERROR,
         f"The connection failed ({rt.transport_error}); the "
         f"round trip is partial ({partial} was recorded).",
         transport_error=rt.transport_error,
@@ -320,8 +265,7 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
     ):
         return
     yield ctx.finding(
-        "A.tool_calls_without_calls",
-        Severity.WARNING,
+        codes.TOOL_CALLS_WITHOUT_CALLS,
         f"The finish reason {r.finish_reason_raw!r} says the model called tools, but the response "
         "carries no tool call. A client that trusts the finish reason will look for calls that "
         "are not there.",
@@ -342,9 +286,9 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
     ):
         # a non-terminal snapshot (usage comes with the final one), no response, a blocked prompt
         return
-    if ctx.conv.state.get("A.usage_missing"):
+    if ctx.conv.state.get(codes.USAGE_MISSING):
         return
-    ctx.conv.state["A.usage_missing"] = True
+    ctx.conv.state[codes.USAGE_MISSING] = True
     hint = ""
     if rt.stream:
         opts = ctx.request.params.get("stream_options") if ctx.request else None
@@ -357,8 +301,7 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
             else " The request asked for usage in the stream, but none came."
         )
     yield ctx.finding(
-        "A.usage_missing",
-        Severity.INFO,
+        codes.USAGE_MISSING,
         f"The API reported no token usage for this {'streamed ' if rt.stream else ''}call; tokens "
         "and cost are estimated for it (later turns of this conversation are not flagged "
         f"again).{hint}",
@@ -379,16 +322,14 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
         and r.complete is True
     ):
         yield ctx.finding(
-            "A.malformed_response",
-            Severity.WARNING,
+            codes.MALFORMED_RESPONSE,
             f"The API answered HTTP {ctx.rt.status} with a body that holds no response: no output, "
             "no finish reason, no error. The client has nothing to act on.",
         )
         return
     if f is FinishReason.PAUSED:
         yield ctx.finding(
-            "A.paused",
-            Severity.INFO,
+            codes.PAUSED,
             f"The API paused this long-running turn (finish reason {r.finish_reason_raw!r}); the "
             "client must send the conversation back, with this response appended, to let it "
             "continue.",
@@ -396,8 +337,7 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
         )
     elif f is FinishReason.TOOL_LOOP_LIMIT:
         yield ctx.finding(
-            "A.tool_loop_limit",
-            Severity.WARNING,
+            codes.TOOL_LOOP_LIMIT,
             f"The API ended the turn because the model made too many tool calls (finish reason "
             f"{r.finish_reason_raw!r}).",
             finish_reason=r.finish_reason_raw,
@@ -413,8 +353,7 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
             FinishReason.NO_GENERATION: "no text was generated (e.g. a model load or unload)",
         }.get(f, "looptap does not know this value")
         yield ctx.finding(
-            "A.unusual_finish",
-            Severity.INFO,
+            codes.UNUSUAL_FINISH,
             f"The finish reason is {r.finish_reason_raw!r}: {meaning}.",
             finish_reason=r.finish_reason_raw,
             finish_class=f.value,

@@ -1,4 +1,4 @@
-"""A's findings of a failed call (catalogue: :mod:`cassettes.analysis._api`): an HTTP error status,
+"""A's findings of a failed call (:mod:`cassettes.analysis.codes`): an HTTP error status,
 a prompt the API's filter refused, an error inside a 2xx."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
 from cassettes.analysis._context import TurnContext, short
 from cassettes.analysis._model import Finding, Severity
@@ -65,8 +66,7 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         return
     if status in _OVERLOADED:
         yield ctx.finding(
-            "A.overloaded",
-            Severity.WARNING,
+            codes.OVERLOADED,
             "The service was overloaded or unavailable (HTTP "
             f"{status}){text}. Retrying later usually works.",
             status=status,
@@ -74,8 +74,7 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         )
         return
     yield ctx.finding(
-        "A.http_error",
-        Severity.ERROR,
+        codes.HTTP_ERROR,
         f"The API answered HTTP {status}{text or ' with no error message'}.",
         status=status,
         type=err.type if err else None,
@@ -129,12 +128,12 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
     flagged = _flagged(err.raw)
     what, text, call_id, name = _carrier(ctx)
     return ctx.finding(
-        "A.prompt_blocked",
-        Severity.ERROR,
+        codes.PROMPT_BLOCKED,
         f"The API's content filter refused the prompt (HTTP {status}, content_filter)"
         + (f": flagged {', '.join(flagged)}." if flagged else ".")
         + (f" The newest text came in with {what}: {short(text, 120)!r}." if what else "")
         + " Nothing was generated.",
+        severity=Severity.ERROR,
         tool_call_id=call_id,
         status=status,
         flagged=flagged,
@@ -156,8 +155,7 @@ def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
     )
     limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
     return ctx.finding(
-        "A.rate_limited",
-        Severity.WARNING,
+        codes.RATE_LIMITED,
         f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
         status=429,
         retry_after=after or delay,
@@ -180,8 +178,7 @@ def check_error_in_200(ctx: TurnContext) -> Iterator[Finding]:
         where = "inside the stream" if err.in_stream else "in the body"
         overloaded = "overload" in f"{err.type} {err.message}".lower()
         yield ctx.finding(
-            "A.error_in_200",
-            Severity.ERROR,
+            codes.ERROR_IN_200,
             f"The API sent HTTP {rt.status} but reported an error {where}{_err_text(err)}"
             + (". The service was overloaded; a retry usually works." if overloaded else ".")
             + (" Output before the error is partial." if r.parts else ""),
@@ -192,8 +189,7 @@ def check_error_in_200(ctx: TurnContext) -> Iterator[Finding]:
         )
     else:
         yield ctx.finding(
-            "A.error_in_200",
-            Severity.ERROR,
+            codes.ERROR_IN_200,
             f"The API sent HTTP {rt.status} but ended the turn with an error finish "
             f"({r.finish_reason_raw!r}).",
             finish_reason=r.finish_reason_raw,

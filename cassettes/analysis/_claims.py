@@ -1,24 +1,7 @@
 """E — what the model made of what it saw: a tool's error ignored, a claim with no source.
 
-Findings (layer E, read against the request the answer was made from):
-
-============================  ========  ==========================================================
-``E.ignored_tool_error``      warning   a tool answered the previous turn's call with an error, and
-                                        the model called the same tool with the same arguments
-                                        again, or answered (text, no call) with words that claim
-                                        success and none that own the failure
-``E.ungrounded_claim``        warning   an answer to the user (text, no call, not a text-protocol
-                              / info    step) asserts claims (:mod:`cassettes.analysis._grounding`:
-                                        URLs given as sources, quotes, whole dates, numbers with
-                                        their units or signs, numbers of 100 or more) that no
-                                        message, tool result, call or system prompt of its request
-                                        holds, nor its own arithmetic on grounded numbers: each is
-                                        listed. *Warning* when the model was called again with
-                                        nothing new after its final answer (a re-prompt: it had
-                                        nothing to add); *info* on an answer made from tools'
-                                        results or other agents' messages. An answer with no such
-                                        material (the model's own knowledge) is not judged
-============================  ========  ==========================================================
+Read against the request the answer was made from: ``E.ignored_tool_error`` and
+``E.ungrounded_claim`` (:mod:`cassettes.analysis.codes`, docs/findings.md).
 """
 
 from __future__ import annotations
@@ -26,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import Check, TurnContext, short
 from cassettes.analysis._grounding import unsourced
 from cassettes.analysis._model import Finding, Severity
@@ -79,8 +63,7 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
         if before is not None:
             p, content = errors[before.id]
             yield ctx.finding(
-                "E.ignored_tool_error",
-                Severity.WARNING,
+                codes.IGNORED_TOOL_ERROR,
                 f"The model called {c.name} again with the same arguments right after it "
                 f"answered with an error ({before.id or 'no id'}, turn {prev.index}: "
                 f"{short(content, 100)!r}): it did not act on the error.",
@@ -98,8 +81,7 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
         return
     p, content = next(iter(errors.values()))
     yield ctx.finding(
-        "E.ignored_tool_error",
-        Severity.WARNING,
+        codes.IGNORED_TOOL_ERROR,
         f"The model answered {claim.group(0)!r} right after {p.name or 'a tool'} "
         f"({p.call_id or 'no id'}) answered with an error ({short(content, 100)!r}), and says "
         "nothing of it: the answer claims a success the tools did not report.",
@@ -184,8 +166,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         return
     listed = ", ".join(repr(short(s, 60)) for s in spans[:5]) + ("…" if len(spans) > 5 else "")
     yield ctx.finding(
-        "E.ungrounded_claim",
-        Severity.WARNING if again else Severity.INFO,
+        codes.UNGROUNDED_CLAIM,
         (
             "Called again with nothing new, the model answered with "
             if again
@@ -193,6 +174,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         )
         + f"{count(len(spans), 'claim')} found in no message, tool result or prompt it was "
         f"given: {listed}.",
+        severity=Severity.WARNING if again else Severity.INFO,
         related_turn=ctx.prev.index if again and ctx.prev is not None else None,
         spans=spans,
     )

@@ -2,7 +2,9 @@
 
 Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in its module's
 ``CHECKS`` (:mod:`cassettes.analysis._emission`, :mod:`cassettes.analysis._api`,
-:mod:`cassettes.analysis.dispatch`), gathered in :data:`cassettes.analysis._judgement.CHECKS`.
+:mod:`cassettes.analysis.dispatch`; the agent's own rules, :mod:`cassettes.analysis._rule_check`,
+are one more), gathered in :data:`cassettes.analysis._judgement.CHECKS`. Each finding is made by
+:meth:`TurnContext.finding` with its code's constant (:mod:`cassettes.analysis.codes`).
 They run in recording order, once per generation round trip, after the turn's E/A/C layers are
 built. A check that needs memory across turns keeps it in ``ctx.conv.state`` under its own key.
 Checks never raise out: the runner catches and reports.
@@ -17,7 +19,9 @@ from typing import Any
 import orjson
 
 from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import CallCheck, Finding, Layer, Severity, Turn
+from cassettes.analysis._model import CallCheck, Finding, Severity, Turn
+from cassettes.analysis._rules import Rules
+from cassettes.analysis.codes import ROWS, severity_of
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange, MissNote, read_miss
@@ -77,6 +81,8 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
+    #: The agent's own rules in force (docs/rules.md), checked like any other check's.
+    rules: Rules | None = None
 
     @property
     def request(self) -> NormalisedRequest | None:
@@ -104,27 +110,28 @@ class TurnContext:
     def finding(
         self,
         code: str,
-        severity: Severity,
         message: str,
         *,
+        severity: Severity | None = None,
         path: str | None = None,
         tool_call_id: str | None = None,
         related_turn: int | None = None,
         **details: Any,
     ) -> Finding:
-        """A finding on this turn. ``code`` is ``<layer>.<name>``; the layer is taken from it."""
-        layer = code.split(".", 1)[0]
-        assert layer in ("E", "A", "C"), code
-        lay: Layer = layer  # type: ignore[assignment]
+        """A finding of ``code`` (a constant of :mod:`cassettes.analysis.codes`) on this turn: its
+        layer and severity are its row's; a check that grades names one of the row's
+        ``severities`` (another is a bug: refused)."""
+        row = ROWS[code]
+        severity = severity_of(code, severity)
         # looptap replay --fault made the API fail here, or rewrote what the model said: never the
         # API's or the model's own doing. (How the client then coped, C, is the client's.)
-        injected = self.ex.response_header("x-looptap-fault") if layer in ("A", "E") else None
+        injected = self.ex.response_header("x-looptap-fault") if row.layer != "C" else None
         if injected:
             message = f"[injected by looptap: {injected}] {message}"
             details["injected"] = injected
         return Finding(
             code=code,
-            layer=lay,
+            layer=row.layer,
             severity=severity,
             message=message,
             conversation=self.conv.id,

@@ -4,47 +4,18 @@ The layer (:func:`build`) lists the text, reasoning, refusal and tool calls of a
 Each tool call is checked against the tool the request offered under that name: are the arguments
 JSON, do they satisfy the tool's JSON Schema (:mod:`cassettes.analysis._tool_schema`).
 
-Findings (layer E — caused by what the model produced):
-
-===========================  ==========  ================================================================
-code                         severity    fires when
-===========================  ==========  ================================================================
-``E.arguments_not_json``     error       a tool call's arguments are not valid JSON. On a turn cut by
-                                         the token cap or a broken stream the cut is the cause: then
-                                         *info*, linked (``details.caused_by``) to ``A.truncated_length``
-                                         / ``A.stream_truncated``, which carry the error.
-``E.arguments_schema``       warning     parsed arguments violate the offered tool's schema (missing
-                                         required property, wrong type, value outside ``enum``,
-                                         unexpected property …); each violation with its JSON path.
-``E.tool_not_offered``       error       a client-executed call (``function``/``custom``) names a tool
-                                         that is not among the request's tools, or no tools were sent.
-``E.repeated_call``          info /      the same call (tool + canonical arguments) was emitted on an
-                             warning     earlier turn of the same task (a user message after a final
-                                         answer starts a new one): *info* the 2nd time (a retry or a
-                                         poll is often legitimate), *warning* from the 3rd (a loop);
-                                         folded under ``C.dropped_tool_result`` when the client never
-                                         ran the earlier calls (the model retrying them is right).
-``E.empty_response``         warning     a complete 2xx turn that ended normally carries no text, no
-                                         tool call and no refusal (reasoning alone does not count).
-``E.refusal``                warning     the model refused: a refusal part, or a ``refused`` finish.
-``E.tool_call_error``        error       the API says the model's tool call was malformed or unexpected
-                                         (finish class ``tool_call_error``: Gemini
-                                         ``MALFORMED_FUNCTION_CALL``/``UNEXPECTED_TOOL_CALL``, Bedrock
-                                         ``malformed_tool_use`` …) — reported by A, emitted by E.
-``E.tool_choice_violated``   warning     ``tool_choice`` required a call (or a named tool) and the model
-                                         ended the turn without one / called another tool; or it was
-                                         ``none`` and the model called a tool anyway.
-===========================  ==========  ================================================================
+Its findings are rows of layer E in :mod:`cassettes.analysis.codes` (docs/findings.md).
 
 Calls executed by the provider itself (``server``, ``mcp``, hosted tool kinds) are not checked for
 being offered nor counted as loops: the client never dispatched them.
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import (
     CLIENT_KINDS,
     Check,
@@ -244,16 +215,16 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
         tail = raw[-40:] if len(raw) > 40 else raw
         if cut_by_cap or cut_by_stream:
             if cut_by_cap:
-                cause, why = "A.truncated_length", "the output hit the token cap"
+                cause, why = codes.TRUNCATED_LENGTH, "the output hit the token cap"
             elif ctx.rt.cut_by_client:
-                cause, why = "C.abandoned_answer", "the client hung up on the stream"
+                cause, why = codes.ABANDONED_ANSWER, "the client hung up on the stream"
             else:
-                cause, why = "A.stream_truncated", "the stream ended early"
+                cause, why = codes.STREAM_TRUNCATED, "the stream ended early"
             yield ctx.finding(
-                "E.arguments_not_json",
-                Severity.INFO,
+                codes.ARGUMENTS_NOT_JSON,
                 f"The arguments of {call_label(c)} are not valid JSON because {why} mid-call "
                 f"(they end with {tail!r}); see {cause} on this turn.",
+                severity=Severity.INFO,
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
                 caused_by=cause,
@@ -262,11 +233,11 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
             )
             continue
         yield ctx.finding(
-            "E.arguments_not_json",
-            Severity.ERROR,
+            codes.ARGUMENTS_NOT_JSON,
             f"The model called {call_label(c)} with arguments that are not valid JSON "
             f"({c.parse_error.removeprefix('arguments are not valid JSON: ')}); they end with "
             f"{tail!r}. The client cannot run this call as emitted.",
+            severity=Severity.ERROR,
             path=f"tool_calls[{i}].arguments",
             tool_call_id=c.id,
             tool=c.name,
@@ -282,14 +253,14 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
             continue
         if i in cut:
             yield ctx.finding(
-                "E.arguments_schema",
-                Severity.INFO,
+                codes.ARGUMENTS_SCHEMA,
                 f"The arguments of {call_label(c)} are incomplete because the output hit the "
                 f"token cap mid-call ({'; '.join(c.schema_errors[:2])}"
                 "); see A.truncated_length on this turn.",
+                severity=Severity.INFO,
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
-                caused_by="A.truncated_length",
+                caused_by=codes.TRUNCATED_LENGTH,
                 tool=c.name,
                 errors=c.schema_errors,
             )
@@ -300,10 +271,10 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
         # the call.
         extra_only = all(_EXTRA in e for e in c.schema_errors)
         yield ctx.finding(
-            "E.arguments_schema",
-            Severity.INFO if extra_only else Severity.WARNING,
+            codes.ARGUMENTS_SCHEMA,
             f"The arguments of {call_label(c)} do not match the tool's schema: {listing}"
             + (" (extra arguments only; a tool usually ignores them)." if extra_only else "."),
+            severity=Severity.INFO if extra_only else Severity.WARNING,
             path=f"tool_calls[{i}].arguments{first[1:]}",
             tool_call_id=c.id,
             tool=c.name,
@@ -326,8 +297,7 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
         if c.offered is False:
             names = ", ".join(f"`{n}`" for n in offered[:12]) + (" …" if len(offered) > 12 else "")
             yield ctx.finding(
-                "E.tool_not_offered",
-                Severity.ERROR,
+                codes.TOOL_NOT_OFFERED,
                 f"The model called {call_label(c)}, which is not among "
                 f"the tools offered in this request ({names}).",
                 path=f"tool_calls[{i}].name",
@@ -342,8 +312,7 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
             and not _raw_mentions_tools(ctx)
         ):
             yield ctx.finding(
-                "E.tool_not_offered",
-                Severity.ERROR,
+                codes.TOOL_NOT_OFFERED,
                 f"The model called {call_label(c)}, but the request offered no tools at all.",
                 path=f"tool_calls[{i}].name",
                 tool_call_id=c.id,
@@ -375,8 +344,7 @@ def check_empty_response(ctx: TurnContext) -> Iterator[Finding]:
     reasoning = " (it produced reasoning only)" if ctx.turn.e.reasoning else ""
     out = r.usage.output_tokens if r.usage is not None else None
     yield ctx.finding(
-        "E.empty_response",
-        Severity.WARNING,
+        codes.EMPTY_RESPONSE,
         f"The model ended the turn normally (finish reason {r.finish_reason_raw!r}) with no text "
         f"and no tool call{reasoning}"
         + (f"; {out} output tokens were reported." if out is not None else "."),
@@ -393,8 +361,7 @@ def check_refusal(ctx: TurnContext) -> Iterator[Finding]:
     said = f": “{e.refusal[:200]}”" if e.refusal else ""
     raw = r.finish_reason_raw if r is not None else None
     yield ctx.finding(
-        "E.refusal",
-        Severity.WARNING,
+        codes.REFUSAL,
         f"The model refused to answer{said}" + (f" (finish reason {raw!r})." if raw else "."),
         refusal=e.refusal,
         finish_reason=raw,
@@ -409,8 +376,7 @@ def check_tool_call_error(ctx: TurnContext) -> Iterator[Finding]:
     names = ", ".join(call_label(c) for c in ctx.turn.e.tool_calls)
     offered = [t.name for t in ctx.tools]
     yield ctx.finding(
-        "E.tool_call_error",
-        Severity.ERROR,
+        codes.TOOL_CALL_ERROR,
         f"The API stopped the turn because the model's tool call was malformed or unexpected "
         f"(finish reason {r.finish_reason_raw!r})"
         + (f": {why}" if why else "")
@@ -438,7 +404,7 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
         return  # truncated, filtered … : their own findings
     broken = _choice_broken(mode, calls, hosted=hosted)
     if broken is not None:
-        yield ctx.finding("E.tool_choice_violated", Severity.WARNING, broken, tool_choice=mode)
+        yield ctx.finding(codes.TOOL_CHOICE_VIOLATED, broken, tool_choice=mode)
 
 
 def _choice_broken(mode: str, calls: list[CallCheck], *, hosted: bool) -> str | None:

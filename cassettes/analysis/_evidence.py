@@ -9,31 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis.codes import ROWS
 
 __all__ = ["demote_inferred"]
-
-#: What a finding rests on, by code, where that may be a field looptap inferred.
-RESTS_ON = {
-    "A.tool_calls_without_calls": "output",
-    "E.empty_response": "output",
-    "E.tool_not_offered": "tools",
-    "E.tool_choice_violated": "tools",
-    "A.truncated_length": "finish_reason",
-    "C.truncated_treated_as_complete": "finish_reason",
-    "A.stream_truncated": "framing",
-    "A.usage_missing": "usage",
-}
 
 
 def demote_inferred(findings: list[Finding], reconstructed: dict[str, Any] | None) -> None:
     """Make each finding that rests on a field the source did not give an info note saying it
-    is no evidence (``details.inferred`` names the field)."""
+    is no evidence (``details.inferred`` names the field; what a finding rests on is its
+    row's ``rests_on``)."""
     if not reconstructed:
         return
     given = set(reconstructed.get("from") or ())
     for f in findings:
-        field = RESTS_ON.get(f.code)
-        if field is not None and field not in given:
+        field = ROWS[f.code].rests_on
+        if field and field not in given:
             f.severity = Severity.INFO
             f.details["inferred"] = field
             f.message = f"not evidence: rests on the {field} looptap inferred. {f.message}"

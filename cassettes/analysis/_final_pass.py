@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import cassettes.analysis.codes as codes
 import cassettes.analysis.dispatch as dispatch
 from cassettes.analysis._judgement import FINAL_CHECKS, run_check
 from cassettes.analysis._model import Finding, RunAnalysis
@@ -60,7 +61,7 @@ def _final_findings(state: AnalyserState, conv_id: str, last: _Last) -> Iterable
 def _handed_over(state: AnalyserState, f: Finding) -> bool:
     """``f`` says a turn's calls were left pending, but the turn handed the run to another
     agent, which went on (a ``handoff`` conversation branched from it)."""
-    return f.code == "C.stopped_with_pending_calls" and f.seq in state.handed_off
+    return f.code == codes.STOPPED_WITH_PENDING_CALLS and f.seq in state.handed_off
 
 
 def _apply_final(state: AnalyserState, f: Finding, last: _Last) -> None:

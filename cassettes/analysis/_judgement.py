@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 
 import cassettes.analysis._api as api
@@ -11,8 +10,8 @@ import cassettes.analysis._claims as claims
 import cassettes.analysis._emission as emission
 import cassettes.analysis._provenance as provenance
 import cassettes.analysis._rule_check as rule_check
-import cassettes.analysis._rules as rules
 import cassettes.analysis._tokens as tokens
+import cassettes.analysis.codes as codes
 import cassettes.analysis.dispatch as dispatch
 from cassettes.analysis._context import Check, ConversationState, FinalCheck, TurnContext, failed
 from cassettes.analysis._evidence import demote_inferred
@@ -22,7 +21,6 @@ from cassettes.analysis._model import (
     Dispatch,
     Emission,
     Finding,
-    Severity,
     TokenCount,
     Turn,
 )
@@ -51,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     *dispatch.CHECKS,
     *claims.CHECKS,
     *provenance.CHECKS,
+    *rule_check.CHECKS,
 )
 FINAL_CHECKS: tuple[FinalCheck, ...] = (
     *emission.FINAL_CHECKS,
@@ -111,13 +110,7 @@ def run_check(
         return []
 
 
-def judge(
-    ctx: TurnContext,
-    link: Link,
-    rules_in_force: rules.Rules | None,
-    mcp: McpLinker,
-    errors: list[str],
-) -> None:
+def judge(ctx: TurnContext, link: Link, mcp: McpLinker, errors: list[str]) -> None:
     """The turn's E/A/C layers and token accounting, then every check, root causes first."""
     turn = ctx.turn
     turn.c = dispatch.build(ctx, link)
@@ -126,17 +119,13 @@ def judge(
     turn.tokens = tokens.build(ctx)
     for check in CHECKS:
         turn.findings.extend(run_check(check, ctx, errors))
-    if rules_in_force is not None:
-        agent = functools.partial(rule_check.check_rules, rules=rules_in_force)
-        turn.findings.extend(run_check(agent, ctx, errors))
     turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
     demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
     mcp.model_turn(turn, ctx.rt.response)
     if link.ambiguous > 1:
         turn.findings.append(
             ctx.finding(
-                "C.thread_ambiguous",
-                Severity.INFO,
+                codes.THREAD_AMBIGUOUS,
                 "This request's history is identical, tool-call ids included, to that of "
                 f"{link.ambiguous} conversations waiting for their next turn; nothing on the "
                 "wire tells which one it continues, so looptap took the most recent "

@@ -1,4 +1,4 @@
-"""``A.model_mismatch`` (catalogue: :mod:`cassettes.analysis._api`): is the model that served a call
+"""``A.model_mismatch`` (:mod:`cassettes.analysis.codes`): is the model that served a call
 the one the request asked for, by the names' core (:func:`same_model`)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis._price_data import known_model
@@ -97,7 +98,7 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     req, served = a.model_requested, a.model_served
     if not req or not served or _not_swapped(ctx, req, served):
         return
-    seen: set[tuple[str, str]] = ctx.conv.state.setdefault("A.model_mismatch", set())
+    seen: set[tuple[str, str]] = ctx.conv.state.setdefault(codes.MODEL_MISMATCH, set())
     if (req, served) in seen:
         return
     seen.add((req, served))
@@ -119,9 +120,9 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     )
     how = _mismatch_how(req, known_req, fallback=fallback, warn=warn)
     yield ctx.finding(
-        "A.model_mismatch",
-        Severity.WARNING if warn else Severity.INFO,
+        codes.MODEL_MISMATCH,
         f"The request asked for `{req}` but `{served}` served it{how}",
+        severity=Severity.WARNING if warn else Severity.INFO,
         requested=req,
         served=served,
         fallback=fallback,

@@ -1,24 +1,8 @@
 """Where a call's arguments came from, and an agent that says it is looping while the loop goes on.
 
-Findings (read against the request the answer was made from):
-
-================================  ========  ======================================================
-``E.invented_argument``           warning   an identifier the model passed to a tool (an argument
-                                            named ``…_id``, ``…Id``, ``…number``, ``…code``,
-                                            ``sku``… whose value has a digit) appears nowhere
-                                            earlier in the conversation: no system prompt, user
-                                            message, other agent's message, tool result, tool
-                                            description or earlier call holds it; the model made
-                                            it up
-``E.placeholder_argument``        warning   an argument is a placeholder (``path_to_…``,
-                                            ``/path/to/``, a whole ``<…>``, ``YOUR_…``,
-                                            ``example.com``, ``xxx``) that nothing the model was
-                                            given holds: it acted on a template, not a value
-``C.loop_reported_not_stopped``   warning   the agent said, twice in a row, that it is stuck or
-                                            looping (an orchestrator's ledger
-                                            ``"is_in_loop": true``, "I am stuck in a loop"), and
-                                            the client called it again all the same
-================================  ========  ======================================================
+Read against the request the answer was made from: ``E.invented_argument``,
+``E.placeholder_argument`` and ``C.loop_reported_not_stopped`` (:mod:`cassettes.analysis.codes`,
+docs/findings.md).
 """
 
 from __future__ import annotations
@@ -27,8 +11,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import Check, TurnContext, short
-from cassettes.analysis._model import CallCheck, Finding, Severity
+from cassettes.analysis._model import CallCheck, Finding
 
 __all__ = ["CHECKS"]
 
@@ -144,8 +129,7 @@ def check_invented_argument(ctx: TurnContext) -> Iterator[Finding]:
     """E.invented_argument — an identifier in a call that nothing earlier holds."""
     for c, key, _, v in _suspects(ctx, _identifier, _seen):
         yield ctx.finding(
-            "E.invented_argument",
-            Severity.WARNING,
+            codes.INVENTED_ARGUMENT,
             f"The model called {c.name or 'a tool'} with {key}={short(v, 60)!r}, an "
             "identifier found in no message, tool result or prompt before it: it made the "
             "value up.",
@@ -160,8 +144,7 @@ def check_placeholder_argument(ctx: TurnContext) -> Iterator[Finding]:
     """E.placeholder_argument — a template's placeholder passed as a value."""
     for c, key, value, found in _suspects(ctx, _placeholder, _holds):
         yield ctx.finding(
-            "E.placeholder_argument",
-            Severity.WARNING,
+            codes.PLACEHOLDER_ARGUMENT,
             f"The model called {c.name or 'a tool'} with {key or 'an argument'}="
             f"{short(value, 80)!r}: {found!r} is a placeholder, not a value it was given.",
             tool_call_id=c.id,
@@ -192,8 +175,7 @@ def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
         return
     ctx.conv.state["C.loop_reported_said"] = True
     yield ctx.finding(
-        "C.loop_reported_not_stopped",
-        Severity.WARNING,
+        codes.LOOP_REPORTED_NOT_STOPPED,
         f"The agent said in {said} answers in a row, the last on turn {prev.index}, that it is "
         "stuck or looping, and the client called it again all the same: the loop was not "
         "stopped, replanned or handed to a person.",

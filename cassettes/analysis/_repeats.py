@@ -1,4 +1,4 @@
-"""``E.repeated_call`` (catalogue: :mod:`cassettes.analysis._emission`): the same tool call again
+"""``E.repeated_call`` (:mod:`cassettes.analysis.codes`): the same tool call again
 within a task — a retry, a poll, or a loop."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import CLIENT_KINDS, TurnContext, call_label, clipped
 from cassettes.analysis._message_keys import _canon, squashed, stable
 from cassettes.analysis._model import CallCheck, Finding, Severity
@@ -54,7 +55,9 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or r.complete is False or ctx.rt.transport_error:
         return
     # key → [(turn, call id)] of earlier identical calls (one per turn)
-    seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault("E.repeated_call", {})
+    seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault(
+        codes.REPEATED_CALL, {}
+    )
     if _new_task(ctx):
         seen.clear()  # the same question in a new task is asked afresh, not a loop
     here: set[str] = set()
@@ -125,7 +128,7 @@ def _repeated(
     from the :data:`_LOOP_AT`-th time when the results did not differ, else a note. ``never_run``:
     the earlier calls' ids (``""`` for none) when none of them got a result — the model retrying
     calls the client never ran is right, and folds under the client's ``C.dropped_tool_result``
-    (``roots.CAUSES``)."""
+    (its row's ``under``)."""
     extra: dict[str, Any] = {"never_run": never_run} if never_run is not None else {}
     n = len(turns) + 1
     varying = len(results) > 1
@@ -139,11 +142,11 @@ def _repeated(
     else:
         tail = "; a second try can be legitimate (a retry or a poll)."
     return ctx.finding(
-        "E.repeated_call",
-        Severity.WARNING if loop else Severity.INFO,
+        codes.REPEATED_CALL,
         f"The model called {call_label(c)} with the same arguments {clipped(c.arguments, 80)} "
         f"for the {_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} "
         f"{', '.join(map(str, turns))}){tail}",
+        severity=Severity.WARNING if loop else Severity.INFO,
         path=f"tool_calls[{i}]",
         tool_call_id=c.id,
         related_turn=turns[-1],

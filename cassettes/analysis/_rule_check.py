@@ -9,7 +9,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cassettes.analysis._context import TurnContext
+import cassettes.analysis.codes as codes
+from cassettes.analysis._context import CLIENT_KINDS, Check, TurnContext
 from cassettes.analysis._model import CallCheck, Finding
 from cassettes.analysis._rules import Rule, Rules
 from cassettes.analysis.dispatch import is_error_result
@@ -17,7 +18,7 @@ from cassettes.hints import count
 from cassettes.models import Message, ToolCall
 
 __all__ = [
-    "JUDGED",
+    "CHECKS",
     "Done",
     "History",
     "broken",
@@ -30,8 +31,6 @@ __all__ = [
     "made",
 ]
 
-#: The kinds of call the rules judge: the client's tools (not a provider's hosted ones).
-JUDGED = ("function", "custom")
 #: The longest value a per-argument key or a provenance check reads (longer: not judged).
 LONGEST_VALUE = 1000
 
@@ -235,20 +234,27 @@ def judged(
         h.calls.append(made(name, c.arguments))
 
 
-def check_rules(ctx: TurnContext, rules: Rules) -> Iterator[Finding]:
-    """E.rule_broken — a call of this turn's answer breaks one of ``rules``."""
-    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in JUDGED]
-    if not calls or not rules.rules:
+def check_rules(ctx: TurnContext) -> Iterator[Finding]:
+    """E.rule_broken — a call of this turn's answer breaks one of the agent's rules in force
+    (``ctx.rules``); the rule's severity grades it."""
+    rules = ctx.rules
+    if rules is None or not rules.rules:
+        return
+    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
+    if not calls:
         return
     for c, rule, why in judged(rules, ctx.messages, calls):
         yield ctx.finding(
-            "E.rule_broken",
-            rule.severity,
+            codes.RULE_BROKEN,
             f"The model called {c.name}, which breaks the rule {rule.name!r} "
             f"({rules.path}): {why}.",
+            severity=rule.severity,
             tool_call_id=c.id,
             rule=rule.name,
             kind=rule.kind,
             tool=c.name,
             why=why,
         )
+
+
+CHECKS: tuple[Check, ...] = (check_rules,)

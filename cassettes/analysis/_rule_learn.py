@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
+from cassettes.analysis._context import CLIENT_KINDS
 from cassettes.analysis._rule_check import (
-    JUDGED,
     History,
     broken,
     found_in,
@@ -79,7 +79,7 @@ def _answers(traces: Sequence[Trace]) -> list[_Answer]:
             calls = [
                 (c.name, c.arguments)
                 for c in (p.tool_call for p in t.messages[i].parts)
-                if c is not None and c.name and c.kind in JUDGED
+                if c is not None and c.name and c.kind in CLIENT_KINDS
             ]
             if calls:
                 out.append(_Answer(t.ref, h, calls))

@@ -22,9 +22,10 @@ that names tools takes one name or a list of them (any of them):
 ``conversation``; by default ``conversation`` for order and provenance, ``task`` for count and
 forbidden. ``per``: an argument the calls are keyed on (order, count, forbidden): only calls with
 the same value of it count ("at most one item change per order_id"). ``severity``: ``info``,
-``warning`` (the default) or ``error``. A file that cannot be read, or a rule that is wrong, raises
-:class:`RulesError` in one line naming the file, the line and what is wrong. The rules are checked
-by :mod:`~cassettes.analysis._rule_check`.
+``warning`` (the default: ``E.rule_broken``'s row) or ``error``. A file that cannot be read, or a
+rule that is wrong, raises :class:`RulesError` in one line naming the file, the line and what is
+wrong. A broken rule is the finding ``E.rule_broken`` of the check
+:func:`~cassettes.analysis._rule_check.check_rules`, one of the analysis' checks.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.analysis._model import Severity
+from cassettes.analysis.codes import ROWS, RULE_BROKEN
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
@@ -190,7 +192,7 @@ def _rule(r: Any, where: str) -> Rule:
     if "pending" in r and not isinstance(r["pending"], bool):
         raise RulesError(f"{where}: pending must be true or false, not {r['pending']!r}")
     try:
-        severity = Severity(r.get("severity", "warning"))
+        severity = Severity(r.get("severity", ROWS[RULE_BROKEN].severity))
     except ValueError as exc:
         raise RulesError(f"{where}: {exc}") from None
     yes = _yes_of(r["yes"], where) if "yes" in r else None

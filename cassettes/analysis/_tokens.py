@@ -1,7 +1,6 @@
 """Token accounting and cost per turn: what the input was made of, what it cost, how it grew.
 
-No findings are emitted here (catalogue: none); this module fills :class:`TokenCount` for every
-turn.
+No findings are emitted here; this module fills :class:`TokenCount` for every turn.
 
 **Counts.** The adapters already convert usage to the inclusive convention (see
 :mod:`cassettes.models`): ``input`` is every input token, cached or not — OpenAI's

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cassettes.analysis import Conversation, Finding, McpCall, Turn
-from cassettes.analysis.dispatch import CODE as DIVERGED
+from cassettes.analysis.codes import DIVERGED_FROM_RECORDING as DIVERGED
 from cassettes.errors import problem_lines
 from cassettes.hints import count
 from cassettes.views._edits import CONTINUED, edit_text, reconstructed_said

@@ -64,7 +64,6 @@ _RETRY = (
     "A.transport_error",
     "A.malformed_response",
     "A.stream_truncated",
-    "A.empty_response",
 )
 #: The lifted cap: this many times the recorded one, and at least this many tokens more.
 _CAP_FACTOR, _CAP_MORE = 4, 4096

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext, short
 from cassettes.analysis._message_keys import squashed
-from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis._model import Finding
 from cassettes.analysis.dispatch._results import result_texts
 from cassettes.analysis.dispatch._shared import speaker
 
@@ -73,8 +74,7 @@ def check_tool_result_blocked(ctx: TurnContext) -> Iterator[Finding]:
         phrase = blocked_page(content)
         if phrase is not None:
             yield ctx.finding(
-                "C.tool_result_blocked",
-                Severity.WARNING,
+                codes.TOOL_RESULT_BLOCKED,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is a page that "
                 f"blocked the tool ({short(phrase, 60)!r}: a bot check, captcha or block "
                 "page): the environment failed, not the model.",
@@ -99,8 +99,7 @@ def check_message_blocked(ctx: TurnContext) -> Iterator[Finding]:
             continue
         who = speaker(m)
         yield ctx.finding(
-            "C.message_blocked_page",
-            Severity.WARNING,
+            codes.MESSAGE_BLOCKED_PAGE,
             (f"Agent {who!r}'s message" if who else "A user message")
             + f" (history item {start + k}) carries a page that blocked whoever fetched it ("
             + ", ".join(repr(short(p, 60)) for p in phrases[:3])

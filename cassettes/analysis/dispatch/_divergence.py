@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
-from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis._model import Finding
 
-__all__ = ["CODE", "check_diverged_from_recording", "replay_miss"]
-
-CODE = "C.diverged_from_recording"
+__all__ = ["check_diverged_from_recording", "replay_miss"]
 
 
 def check_diverged_from_recording(ctx: TurnContext) -> Iterator[Finding]:
@@ -34,8 +33,7 @@ def check_diverged_from_recording(ctx: TurnContext) -> Iterator[Finding]:
     )
     where = f" The closest recorded turn is {note.closest}." if note.closest else ""
     yield ctx.finding(
-        CODE,
-        Severity.ERROR,
+        codes.DIVERGED_FROM_RECORDING,
         f"The request diverged from the recording: {what}.{where} looptap's replay answered it "
         f"with an error of its own (HTTP {ctx.rt.status}): the API was not asked.",
         path=first.path if first is not None else None,
@@ -50,4 +48,4 @@ def replay_miss(findings: Iterable[Finding]) -> Finding | None:
     """The turn's ``C.diverged_from_recording`` finding, if any: every view asks this one question
     to say "replay miss" where it would say the API's error (the page's row and panes, ``show``,
     the inspector's turn list and A pane)."""
-    return next((f for f in findings if f.code == CODE), None)
+    return next((f for f in findings if f.code == codes.DIVERGED_FROM_RECORDING), None)

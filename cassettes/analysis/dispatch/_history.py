@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._message_keys import message_key, response_message, stable
 from cassettes.analysis._model import Finding, Severity
@@ -32,8 +33,7 @@ def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
     prev = ctx.prev
     assert prev is not None
     yield ctx.finding(
-        "C.assistant_not_echoed",
-        Severity.WARNING,
+        codes.ASSISTANT_NOT_ECHOED,
         f"The assistant message of turn {prev.index} is not appended verbatim after the history: "
         "the client changed or dropped what the model said before sending the next request.",
         path=f"{ctx.history_key}[{c.kept}]",
@@ -86,8 +86,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
         asked = " (the user's question among them)" if dropped and dropped[1] else ""
         cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
         yield ctx.finding(
-            "C.history_trimmed",
-            Severity.INFO,
+            codes.HISTORY_TRIMMED,
             f"The history starts with turn {ctx.prev.index}'s answer: the {dropped[0]} message(s) "
             f"of its request before it were dropped{asked}, so the model no longer sees what it "
             "was asked."
@@ -115,8 +114,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             else ""
         )
         yield ctx.finding(
-            "C.history_mutated",
-            Severity.WARNING,
+            codes.HISTORY_MUTATED,
             f"History item {path} differs from what was sent on turn {ctx.prev.index}{what}: "
             "the client rewrote earlier history instead of appending to it.",
             path=path,
@@ -233,25 +231,25 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
     prev = ctx.prev
     assert prev is not None
     if multi_agent(ctx):
-        said = ctx.conv.state.get("C.continued_after_final_answer")
-        ctx.conv.state["C.continued_after_final_answer"] = ctx.index
+        said = ctx.conv.state.get(codes.CONTINUED_AFTER_FINAL_ANSWER)
+        ctx.conv.state[codes.CONTINUED_AFTER_FINAL_ANSWER] = ctx.index
         if said != prev.index:
             name = agent_name(ctx)
             yield ctx.finding(
-                "C.continued_after_final_answer",
-                Severity.INFO,
+                codes.CONTINUED_AFTER_FINAL_ANSWER,
                 f"Turn {prev.index} ended with a final answer, and the group chat gave "
                 + (f"agent {name!r}" if name else "this agent")
                 + " the floor again with nothing new to answer.",
+                severity=Severity.INFO,
                 related_turn=prev.index,
                 **({"agent": name} if name else {}),
             )
         return
     yield ctx.finding(
-        "C.continued_after_final_answer",
-        Severity.WARNING,
+        codes.CONTINUED_AFTER_FINAL_ANSWER,
         f"Turn {prev.index} ended with a final answer, yet the client called the model again "
         "without adding any new input.",
+        severity=Severity.WARNING,
         related_turn=prev.index,
     )
 
@@ -284,8 +282,7 @@ def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
         else "appended the cut-off answer to the history"
     )
     yield ctx.finding(
-        "C.truncated_treated_as_complete",
-        Severity.WARNING,
+        codes.TRUNCATED_TREATED_AS_COMPLETE,
         f"Turn {prev.index} was truncated ({r.finish_reason_raw or 'stream cut'}), but the client "
         f"{what} and carried on as if it were complete.",
         related_turn=prev.index,
@@ -314,8 +311,7 @@ def check_refusal_treated_as_answer(ctx: TurnContext) -> Iterator[Finding]:
         else f"the API's content filter withheld the answer ({r.finish_reason_raw or 'filtered'})"
     )
     yield ctx.finding(
-        "C.refusal_treated_as_answer",
-        Severity.WARNING,
+        codes.REFUSAL_TREATED_AS_ANSWER,
         f"On turn {prev.index} {what}, but the client appended that answer to the history and "
         "called the model again with no new input, as if it were a step of the work.",
         related_turn=prev.index,
@@ -367,10 +363,10 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens)
     )
     yield ctx.finding(
-        "C.cache_prefix_broken",
-        Severity.WARNING if lost else Severity.INFO,
+        codes.CACHE_PREFIX_BROKEN,
         f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer "
         "a cached prefix" + (", and cache reads dropped this turn." if lost else "."),
+        severity=Severity.WARNING if lost else Severity.INFO,
         related_turn=ctx.prev.index,
         changed=changed,
     )

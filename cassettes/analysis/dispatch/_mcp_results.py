@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
 from cassettes.analysis._context import TurnContext, short
 from cassettes.analysis._model import Finding, Severity
@@ -41,8 +42,7 @@ def _mcp_result(
         said_n = _norm(str(said or ""))[:60]
         if tr.is_error is not True and said_n and said_n not in sent:
             yield ctx.finding(
-                "C.mcp_error_hidden",
-                Severity.WARNING,
+                codes.MCP_ERROR_HIDDEN,
                 f"The MCP server answered the model's call {tr.call_id} ({tool}, #{seq}) with an "
                 f"error (“{short(str(said), 120)}”), but the client sent it back to the model as "
                 "a success: no error flag and none of the error's text.",
@@ -57,8 +57,7 @@ def _mcp_result(
     if got in sent or (len(cut) >= 20 and got.startswith(cut[: len(cut) - 1])):
         return  # the same, wrapped, or a cut of it
     yield ctx.finding(
-        "C.tool_result_altered",
-        Severity.INFO,
+        codes.TOOL_RESULT_ALTERED,
         f"The result sent back to the model for {tr.call_id} ({tool}) is not what the MCP server "
         f"returned at #{seq}: the server said “{short(str(side.get('result')), 100)}”, the model "
         f"was sent “{short(tr.content, 100)}”.",
@@ -81,8 +80,7 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
     adapter = providers.by_family(ctx.rt.family)
     flagged = adapter is not None and adapter.profile.tool_error_flag
     yield ctx.finding(
-        "C.tool_call_not_executed",
-        Severity.WARNING if flagged else Severity.INFO,
+        codes.TOOL_CALL_NOT_EXECUTED,
         f"The model's call {tr.call_id} ({name}, #{model_seq}) was never run on the MCP server "
         f"that offers {tool}: no tools/call for it was recorded, yet the client sent the model a "
         f"result (“{short(tr.content, 100)}”)"
@@ -91,6 +89,7 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
             if flagged
             else "; this API has no error flag, so a declined call may be said in that text."
         ),
+        severity=Severity.WARNING if flagged else Severity.INFO,
         tool_call_id=tr.call_id,
         tool=tool,
     )

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes import providers
 from cassettes.analysis._context import ConversationState, TurnContext, short
 from cassettes.analysis._message_keys import response_message
-from cassettes.analysis._model import Finding, Pairing, Severity
+from cassettes.analysis._model import Finding, Pairing
 from cassettes.analysis.dispatch._layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.dispatch._shared import (
     _continues,
@@ -38,8 +39,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         return
     if answer is not None and appended and calls_as_text(answer, appended[0]):
         yield ctx.finding(
-            "C.tool_calls_as_text",
-            Severity.INFO,
+            codes.TOOL_CALLS_AS_TEXT,
             f"The client echoed the tool calls of turn {prev.index} as text, not as calls, and "
             "sends their results as text too (a transcript, as smolagents and text-protocol "
             "agents keep it): the API sees no pending call, and the model reads its calls and "
@@ -58,8 +58,7 @@ def _output_call_as_text(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]
     that ends on an output tool, when the conversation is resumed."""
     c = next(c for c in calls if c.kind in ("function", "custom"))
     return ctx.finding(
-        "C.output_tool_as_text",
-        Severity.INFO,
+        codes.OUTPUT_TOOL_AS_TEXT,
         f"The client sent turn {prev_turn}'s call to {c.name} back as assistant text, its "
         "arguments as the answer, with no result for it: a framework whose output tool ends the "
         f"run writes the structured output back this way when it resumes. Fine when {c.name} is "
@@ -114,8 +113,7 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
     as_text = _result_as_text(ctx, c)
     if as_text is not None:
         yield ctx.finding(
-            "C.tool_result_as_text",
-            Severity.ERROR,
+            codes.TOOL_RESULT_AS_TEXT,
             f"The result of {c.name} (call {c.id or 'without id'}, turn {prev_turn}) was sent as "
             f"plain {ctx.messages[as_text].role} text in message [{as_text}], not as a tool "
             "result: the API does not pair it with the call, which stays unanswered.",
@@ -124,9 +122,8 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
             related_turn=prev_turn,
             tool=c.name,
         )
-    yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
-        "C.dropped_tool_result",
-        Severity.ERROR,
+    yield ctx.finding(  # under C.tool_result_as_text when its result went as text (its row's under)
+        codes.DROPPED_TOOL_RESULT,
         f"The model called {c.name}({short(c.arguments_raw)}) on turn {prev_turn} "
         f"(id {c.id or 'none'}), but this request carries no result for it"
         + (
@@ -174,8 +171,7 @@ def check_results_split(ctx: TurnContext) -> Iterator[Finding]:
         return
     listing = ", ".join(f"[{i}]" for i in where)
     yield ctx.finding(
-        "C.tool_results_split",
-        Severity.ERROR,
+        codes.TOOL_RESULTS_SPLIT,
         f"The results of turn {prev.index}'s calls are spread over messages {listing}; this API "
         "wants all of them in the one user message right after the calls, and answers anything "
         "else with a 400.",
@@ -212,8 +208,7 @@ def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
                 continue
             if tc.id not in results:
                 yield ctx.finding(
-                    "C.dropped_tool_result",
-                    Severity.ERROR,
+                    codes.DROPPED_TOOL_RESULT,
                     f"This request's history holds a call to {tc.name} "
                     f"(id {tc.id}) with no result after it.",
                     path=_item(ctx, c.appended_from + offset, k),
@@ -232,8 +227,7 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             seen[p.call_id] = seen.get(p.call_id, 0) + 1
             if seen[p.call_id] == 2:
                 yield ctx.finding(
-                    "C.duplicate_tool_result",
-                    Severity.WARNING,
+                    codes.DUPLICATE_TOOL_RESULT,
                     f"Two tool results carry the same call id {p.call_id} ({p.name or 'tool'}): "
                     "the API cannot tell which call each one answers (a result sent twice, or an "
                     "id reused).",
@@ -243,8 +237,7 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         if p.in_history or ctx.index == ctx.conv.first:
             continue
         yield ctx.finding(
-            "C.orphan_tool_result",
-            Severity.ERROR,
+            codes.ORPHAN_TOOL_RESULT,
             f"A tool result for call {p.call_id or p.name} was sent, but no call with that "
             f"{'id' if p.call_id else 'name'} was made earlier in this conversation.",
             path=_item(ctx, *_result_part(ctx, n)),
@@ -263,8 +256,7 @@ def check_result_name(ctx: TurnContext) -> Iterator[Finding]:
         if p.call_name is None:
             continue
         yield ctx.finding(
-            "C.tool_result_wrong_name",
-            Severity.WARNING,
+            codes.TOOL_RESULT_WRONG_NAME,
             f"The result for call {p.call_id} was sent under the name {p.name!r}, but that call "
             f"was to {p.call_name!r}: the model reads it as another function's output.",
             path=_item(ctx, *_result_part(ctx, n)),
@@ -285,8 +277,7 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     *_, attempt = attempts(ctx)  # a re-sent copy of a rejected request: blame the turn it answers
     related = attempt.prev.index if attempt.prev is not None else None
     yield ctx.finding(
-        "C.pairing_error",
-        Severity.ERROR,
+        codes.PAIRING_ERROR,
         f"The API rejected this request (HTTP {ctx.rt.status}) because tool calls and results are "
         f'mis-paired: "{short(r.error.message, 200)}". '
         "Reported by the API, caused by the client's "
@@ -328,8 +319,7 @@ def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
     for p, content in result_texts(ctx):
         if is_error_result(p, content):
             yield ctx.finding(
-                "C.tool_result_error",
-                Severity.INFO,
+                codes.TOOL_RESULT_ERROR,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: "
                 f"{short(content, 160)!r}",
                 path=f"{ctx.history_key}[{p.message_index}]",
@@ -351,8 +341,7 @@ def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
         return
     names = ", ".join(sorted({c.name or "?" for c in calls}))
     yield last.finding(
-        "C.stopped_with_pending_calls",
-        Severity.INFO,
+        codes.STOPPED_WITH_PENDING_CALLS,
         f"The run ended after the model called {names}; no request with the results followed. "
         "Fine when the call is the agent's final output "
         "(e.g. a final_result tool), a bug otherwise.",

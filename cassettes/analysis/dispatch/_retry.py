@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import ConversationState, TurnContext, failed
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch._shared import attempts
@@ -65,8 +66,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
     changes = _request_changes(p.request, ctx.rt.request)
     if changes:
         yield ctx.finding(
-            "C.retry",
-            Severity.INFO,
+            codes.RETRY,
             f"After turn {ctx.prev.index} failed ({why}) the client sent the same history again "
             f"with {', '.join(changes)} changed: a changed request, not a blind retry.",
             related_turn=ctx.prev.index,
@@ -74,8 +74,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         )
     elif 400 <= status < 500 and status not in (408, 409, 429):
         yield ctx.finding(
-            "C.retry_of_rejected_request",
-            Severity.WARNING,
+            codes.RETRY_OF_REJECTED_REQUEST,
             f"The client re-sent the identical request after turn {ctx.prev.index} was rejected "
             f"with {why}; an invalid request fails the same way again.",
             related_turn=ctx.prev.index,
@@ -85,8 +84,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         if storm is not None:
             n, span = storm
             yield ctx.finding(
-                "C.retry_storm",
-                Severity.WARNING,
+                codes.RETRY_STORM,
                 f"The client sent the same failed request {n} times within {span:.1f} s, each "
                 f"retry less than {_STORM_GAP:g} s after the last failure ({why}): a retry storm, "
                 "with no backoff. It makes a rate limit or an overloaded API worse; back off "
@@ -105,8 +103,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             and waited < asked * 0.9 - 0.05
         ):
             yield ctx.finding(
-                "C.retry_before_retry_after",
-                Severity.WARNING,
+                codes.RETRY_BEFORE_RETRY_AFTER,
                 f"The client re-sent the request {waited:.2f} s after turn {ctx.prev.index} failed "
                 f"({why}), though the API asked it to wait {asked:g} s (retry-after): a retry "
                 "that comes too soon is usually refused again.",
@@ -116,8 +113,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             )
             return
         yield ctx.finding(
-            "C.retry",
-            Severity.INFO,
+            codes.RETRY,
             f"The identical request was re-sent after turn {ctx.prev.index} failed ({why}).",
             related_turn=ctx.prev.index,
         )
@@ -134,8 +130,7 @@ def _answer_discarded(ctx: TurnContext) -> Finding:
         else "its answer"
     )
     return ctx.finding(
-        "C.answer_discarded",
-        Severity.INFO,
+        codes.ANSWER_DISCARDED,
         f"The client sent turn {ctx.prev.index}'s messages again (the same text, tool calls and "
         "results; reasoning is not compared), though the model had answered it "
         f"({what}): that answer was thrown away and paid for twice. A retry after a parse or "
@@ -199,8 +194,7 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
         return
     n = sum(1 for _ in itertools.islice(attempts(last), 1000))
     yield last.finding(
-        "C.gave_up_on_retryable_error",
-        Severity.INFO,
+        codes.GAVE_UP_ON_RETRYABLE_ERROR,
         f"The conversation ended on {why}, an error a later attempt usually gets past, after "
         f"{n} attempt{'s' if n > 1 else ''}: the client gave up (its retries were "
         "off or ran out), or the run was stopped.",
@@ -239,9 +233,9 @@ def check_abandoned(ctx: TurnContext) -> Iterator[Finding]:
         causes = "a client-side timeout, a cancelled stream, or an agent that stopped reading"
     quiet = interrupted or (rt.status is not None and rt.status >= 400)
     yield ctx.finding(
-        "C.abandoned_answer",
-        Severity.INFO if quiet else Severity.WARNING,
+        codes.ABANDONED_ANSWER,
         f"The client {did} {got}{when}, before the answer's end: the round trip is cut by the "
         f"client, not by the API or the network ({causes}).",
+        severity=Severity.INFO if quiet else Severity.WARNING,
         status=rt.status,
     )

@@ -7,47 +7,18 @@ the cause carries it. The analysis keeps each turn's findings and the run's in t
 shows them in that order (``show`` text and JSON, the inspector, the HTML page, ``looptap mcp``,
 the pytest helpers): none sorts them again.
 
-Which finding follows from which is the table :data:`CAUSES`; wrong tool-call ids are also
-*named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it
-explains)."""
+Which finding follows from which is each code's ``under`` (:mod:`cassettes.analysis.codes`);
+wrong tool-call ids are also *named* here (``C.wrong_tool_call_id``, made from the orphan results
+and dropped calls it explains)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import cassettes.analysis.codes as codes
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._model import Finding, Severity
-
-#: consequence code → its possible causes, most specific first: (cause code, scope). Scope
-#: ``turn``: a finding of that code on the same turn; ``call``: one about the same tool call
-#: (``tool_call_id``), on this turn or on the previous turn of the conversation (the model's call,
-#: then the client's result); ``unrun``: about one of the earlier calls a repeated call repeats,
-#: none of which got a result (``details.never_run``: their ids; by tool name where calls have
-#: none).
-CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
-    # the API's pairing 400 is its reaction to what the client did to the calls and results
-    "C.pairing_error": (
-        ("C.wrong_tool_call_id", "turn"),
-        ("C.tool_results_split", "turn"),
-        ("C.tool_result_as_text", "turn"),
-        ("C.dropped_tool_result", "turn"),
-        ("C.orphan_tool_result", "turn"),
-        ("C.duplicate_tool_result", "turn"),
-        ("C.tool_result_wrong_name", "turn"),
-        # the answer that made the calls dropped from the history, its results sent anyway
-        ("C.assistant_not_echoed", "turn"),
-    ),
-    # a result sent as text leaves its call unanswered
-    "C.dropped_tool_result": (("C.tool_result_as_text", "call"),),
-    # the model calls again what the client never ran: retrying is right, the drop is the cause
-    "E.repeated_call": (("C.dropped_tool_result", "unrun"),),
-    # a tool that failed because the model called it wrongly
-    "C.tool_result_error": (
-        ("E.tool_not_offered", "call"),
-        ("E.arguments_not_json", "call"),
-        ("E.arguments_schema", "call"),
-    ),
-}
+from cassettes.analysis.codes import ROWS
 
 
 def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
@@ -77,8 +48,8 @@ def _rank(s: Severity) -> int:
 
 def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:
     """The first finding of this turn, then (scopes ``call`` and ``unrun``) of the previous one,
-    that is a cause of ``f`` by :data:`CAUSES`."""
-    for code, scope in CAUSES.get(f.code, ()):
+    that is a cause of ``f`` by its code's ``under``."""
+    for code, scope in ROWS[f.code].under:
         for c in here if scope == "turn" else here + before:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue
@@ -134,12 +105,12 @@ def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     orphans = [
         f
         for f in findings
-        if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR
+        if f.code == codes.ORPHAN_TOOL_RESULT and f.tool_call_id and f.severity is Severity.ERROR
     ]
     dropped = [
         f
         for f in findings
-        if f.code == "C.dropped_tool_result"
+        if f.code == codes.DROPPED_TOOL_RESULT
         and f.related_turn == prev.index
         and f.severity is Severity.ERROR
     ]
@@ -170,8 +141,7 @@ def _wrong_ids(
         for o, d in pairs
     )
     return ctx.finding(
-        "C.wrong_tool_call_id",
-        Severity.ERROR,
+        codes.WRONG_TOOL_CALL_ID,
         f"The client sent tool results under ids the model never gave: {listing}. The calls of "
         f"turn {prev_turn} therefore look unanswered and the results orphaned; the API pairs "
         "results by id.",

@@ -1,8 +1,8 @@
 """cassettes.analysis is one façade over private modules (issue 56): its exported names are pinned
 here, as httpx pins its ``__all__``: a name added to or dropped from the surface is a decision seen
-in review. Public beside it: the subpackages (their own façades) and ``spill`` and ``pricing``,
-whose ``KEEP`` and ``calc_price`` tests set (read at call time, where a façade's copy would not
-reach)."""
+in review. Public beside it: the subpackages (their own façades), ``codes`` (the finding codes'
+table, whose constants every reader of a finding names), and ``spill`` and ``pricing``, whose
+``KEEP`` and ``calc_price`` tests set (read at call time, where a façade's copy would not reach)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ EXPORTED = [
     "normalise_schema", "parse_rules", "provider_for_url", "restore", "same_model",
     "schema_errors", "sections", "surely_valid", "table_identity", "unsourced", "using",
 ]  # fmt: skip
-PUBLIC = ["dispatch", "pricing", "spill", "threading"]
+PUBLIC = ["codes", "dispatch", "pricing", "spill", "threading"]
 
 
 def test_the_exported_names_are_pinned() -> None:

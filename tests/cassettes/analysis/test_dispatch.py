@@ -29,7 +29,7 @@ from scenarios import (
 )
 
 from cassettes.analysis import Finding, RunAnalysis, Severity, analyse
-from cassettes.analysis.dispatch import CAUSES
+from cassettes.analysis.codes import ROWS
 
 #: Wires whose tool calls and results carry ids (Gemini may; Ollama never does).
 ID_FAMILIES = ("openai_chat", "openai_responses", "anthropic", "bedrock")
@@ -709,7 +709,7 @@ def test_pairing_400_is_blamed_on_c(family: str, text: str, how: str) -> None:
     f = one(run, "C.pairing_error")
     # the client's own pairing bug on that turn, where looptap sees one, is the root cause: the
     # API's 400 is folded under it as info (issue 27 item 4), else the 400 is the error
-    causes = {code for code, _ in CAUSES["C.pairing_error"]}
+    causes = {code for code, _ in ROWS["C.pairing_error"].under}
     roots = [
         g
         for g in run.findings
