@@ -31,7 +31,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 
 from cassettes.analysis import analyse  # noqa: E402
-from cassettes.recording import CassetteWriter  # noqa: E402
+from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
 from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault  # noqa: E402
 from cassettes.wire import Exchange  # noqa: E402
 

@@ -209,7 +209,7 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
 
 def template(path: Path) -> None:
     """One conversation of TURNS turns, recorded with the real writer."""
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     history: list[dict[str, Any]] = [
         {"role": "user", "content": f"{MARK.decode()}: fix the failing tests in src/."}

@@ -38,7 +38,7 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cassettes.recording import CassetteWriter  # noqa: E402
+from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
 from cassettes.wire import Exchange  # noqa: E402
 
 URL = "https://api.openai.com/v1/chat/completions"

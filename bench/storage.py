@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from cassettes.parsing import parse_all
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.wire import Exchange
 

@@ -36,7 +36,7 @@ _EXPORTS = {
     "Redactor": "cassettes.recording",
     "RoundTrip": "cassettes.parsing",
     "parse_exchange": "cassettes.parsing",
-    "CassetteWriter": "cassettes.recording",
+    "CassetteWriter": "cassettes.recording.pipeline",
     "Run": "cassettes.reading",
     "open_run": "cassettes.reading",
     "roundtrip_json": "cassettes.views",
@@ -65,7 +65,8 @@ if TYPE_CHECKING:
     )
     from cassettes.parsing import RoundTrip, parse_exchange
     from cassettes.reading import Run, open_run
-    from cassettes.recording import CassetteWriter, Redactor
+    from cassettes.recording import Redactor
+    from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage import FORMAT_VERSION
     from cassettes.views import roundtrip_json
     from cassettes.wire import Exchange

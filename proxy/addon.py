@@ -388,7 +388,7 @@ class LooptapRecorder:
 
     # -- WebSocket sessions (Responses over a WebSocket, …) ----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
-        from cassettes.recording import WsSession
+        from cassettes.recording.websocket import WsSession
 
         assert flow.response is not None
         flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip

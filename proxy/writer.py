@@ -16,7 +16,7 @@ from proxy import messages
 from proxy.pipe import PIPE_SIZE, FrameReader, frame, write_parts
 
 if TYPE_CHECKING:
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
 __all__ = ["writer_main"]
 
@@ -65,7 +65,8 @@ def writer_main(
     import signal
 
     from cassettes.errors import CassetteError
-    from cassettes.recording import CassetteWriter, Redactor, run_about
+    from cassettes.recording import Redactor, run_about
+    from cassettes.recording.pipeline import CassetteWriter
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
     # Niced: on a 2-core machine an un-niced writer competes with the proxy and raised its added

@@ -65,7 +65,8 @@ def test_a_concatenation_of_cassettes_is_refused_by_every_reader(
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert said in err and str(joined) in err, (argv, err)
-    from cassettes.mcp import QueryError, Runs, run_summary
+    from cassettes.mcp import QueryError
+    from cassettes.mcp.query import Runs, run_summary
 
     with pytest.raises(QueryError) as exc:
         run_summary(Runs([str(tmp_path)]), "joined.jsonl", 6000)

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from cassettes.cli import main
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import private_open, write_private
 from cassettes.wire import Exchange
 

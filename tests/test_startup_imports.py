@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 from tests.support import progress
 

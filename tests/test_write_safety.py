@@ -565,7 +565,7 @@ def test_the_mcp_comparison_tool_serves_the_report_redacted(
     """The MCP ``comparison`` tool served the report's answers as stored: a candidate that echoed
     the user's key put it in what an MCP client reads. It reads the redacted report now."""
     from cassettes.cli import main
-    from cassettes.mcp import Runs, comparison
+    from cassettes.mcp.query import Runs, comparison
 
     # without "Bearer ", which the MCP text cleaner masks on its own
     def echo_bare_key(req: ScriptedRequest) -> Reply:
@@ -609,7 +609,7 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
     and an OUT.i.jsonl an earlier run left was counted as the model's variance."""
     from cassettes.matching import Matcher
     from cassettes.reading import open_run
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
     from cassettes.replay.forking import Cursor, origin_meta, parse_from
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
 

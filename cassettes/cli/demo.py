@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from cassettes.errors import CassetteError
 from cassettes.hints import INVOKED_AS, count, found_recorder, looptap_command
 from cassettes.reading import open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage import (
     UnsafePath,

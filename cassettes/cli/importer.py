@@ -13,7 +13,7 @@ from cassettes.hints import count
 from cassettes.interop import import_runs, runs_in, sniff
 from cassettes.parsing import parse_exchange
 from cassettes.reading import open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import Target, UnsafePath, check_target, staged
 
 __all__ = ["cmd_import"]

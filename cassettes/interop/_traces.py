@@ -25,7 +25,7 @@ from cassettes.hints import count
 from cassettes.interop._documents import read_docs
 from cassettes.interop._otlp_in import otlp_calls
 from cassettes.providers import Call, chat_ids, exchange, link_items
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import staged
 
 __all__ = ["import_runs", "runs_in", "sniff"]

@@ -1,6 +1,6 @@
 """Answers in bounded, safe JSON: the fence around recorded text and the byte budget.
 
-Every answer of :mod:`cassettes.mcp._query` is a plain dict, at most about ``max_bytes`` of JSON:
+Every answer of :mod:`cassettes.mcp.query` is a plain dict, at most about ``max_bytes`` of JSON:
 lists are paged (:func:`page`), long texts are clipped with their full length said (:func:`text`),
 and :func:`encode` enforces the hard cap, shortening texts, then lists, then leaving out the
 recorded part. Recorded text goes into a *model*: every recorded string is returned as data under

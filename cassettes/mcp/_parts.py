@@ -1,4 +1,4 @@
-"""What :mod:`cassettes.mcp._query` answers with about recorded things: findings, messages, a
+"""What :mod:`cassettes.mcp.query` answers with about recorded things: findings, messages, a
 conversation's row, a turn's three layers and what a diff tolerated, every recorded string made
 safe (:mod:`.answers`).
 """

@@ -1,7 +1,7 @@
 """``looptap mcp``: a read-only MCP server over recorded runs, for the coding agent that debugs an
 agent (Claude Code, Codex, Cursor). Built on the official ``mcp`` SDK (``pip install
 'looptap[mcp]'``), imported only when the command runs. The answers come from
-:mod:`cassettes.mcp._query`: bounded, paged, recorded text delimited and made safe.
+:mod:`cassettes.mcp.query`: bounded, paged, recorded text delimited and made safe.
 
     looptap mcp --root ./runs                        # stdio (what coding agents start)
     looptap mcp --root ./runs --http 127.0.0.1:8765  # streamable HTTP on loopback
@@ -66,10 +66,10 @@ def build_server(roots: list[str]) -> Any:
 
     def ask(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The answer to the tool ``name`` called with ``arguments``: the function of that name in
-        :mod:`cassettes.mcp._query`. It is imported, and the runs made, by the first tool call:
+        :mod:`cassettes.mcp.query`. It is imported, and the runs made, by the first tool call:
         the analysis, the readers and the providers are loaded then, not before the server
         answers ``initialize`` (a coding agent waits for that answer at its own start)."""
-        import cassettes.mcp._query as query
+        import cassettes.mcp.query as query
 
         if not opened:
             opened.append(query.Runs(checked))

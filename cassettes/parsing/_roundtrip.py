@@ -274,7 +274,7 @@ def _parse_into(
         return
     rt.family = adapter.family
     rt.operation = adapter.body_operation(adapter.operation(ex.method, url), body)
-    # a WebSocket session's messages outside any turn (cassettes.recording._websocket): kept, not a
+    # a WebSocket session's messages outside any turn (cassettes.recording.websocket): kept, not a
     # call
     if ex.status == 101:
         rt.operation = "websocket"
@@ -364,7 +364,7 @@ def parse_response_side(
             and providers.is_ws_turn(body)
             and isinstance(body.get("turn_id"), str)
         ):
-            # a WebSocket turn of an API without ids (cassettes.recording._websocket)
+            # a WebSocket turn of an API without ids (cassettes.recording.websocket)
             rt.response.id = body["turn_id"]
 
 

@@ -6,7 +6,7 @@ A Realtime session keeps the conversation on the server: the client adds items
 streams ``response.*`` events and ends each answer with ``response.done``, which carries the whole
 response (output items, status, usage). The recorder gathers a turn's client messages into one
 request envelope (``{"type": "looptap.ws_turn", "previous_response_id", "events": [...]}``, see
-``cassettes.recording._websocket``) and the server's events into its stream. Audio is stored by size
+``cassettes.recording.websocket``) and the server's events into its stream. Audio is stored by size
 and hash (``{"looptap_audio": {"bytes", "sha256"}}``); transcripts and text are read.
 
 The request holds only what the turn added (the server keeps the rest), threaded to the

@@ -35,7 +35,7 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
     import shutil
     import tempfile
 
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     run = _read(p, kind, whole=True)  # the format told above, not told again
     tmp = Path(tempfile.mkdtemp(prefix="looptap-"))

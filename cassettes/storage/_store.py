@@ -1,6 +1,6 @@
 """Cassette files: append-only writing and forgiving reading. Which records go in (redacted,
 delta-encoded, with the writer's parse of the response) is the recording pipeline's job
-(:mod:`cassettes.recording._pipeline`); this module knows lines and records, not providers or
+(:mod:`cassettes.recording.pipeline`); this module knows lines and records, not providers or
 parses.
 
 **Writing.** Each round trip becomes one JSON line, written with a single ``write`` on a file
@@ -259,7 +259,7 @@ class CassetteFile:
     one has a torn tail sealed off with a newline (never overwritten). Each record goes out in one
     ``write`` on a file opened ``O_APPEND`` (``fsync``-ed if asked); a record only partly written
     (a full disk) is taken back, so the file ends with whole records. Not thread-safe: the
-    recording pipeline (:class:`cassettes.recording._pipeline.CassetteWriter`) serialises its
+    recording pipeline (:class:`cassettes.recording.pipeline.CassetteWriter`) serialises its
     appends."""
 
     def __init__(

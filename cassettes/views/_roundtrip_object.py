@@ -78,7 +78,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
 
 
 def _transport(ex: Exchange | None) -> str:
-    # A turn recorded from a WebSocket session (cassettes.recording._websocket) says so in its
+    # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its
     # notes.
     return (
         "websocket"

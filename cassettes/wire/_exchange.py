@@ -42,7 +42,7 @@ def header(headers: Headers, name: str) -> str | None:
 #: HTTP/2 stream reset is not told apart from the upstream's by mitmproxy's message, and stays a
 #: transport error.
 CLIENT_CLOSED = "Client disconnected."
-#: How looptap's WebSocket recorder (:mod:`cassettes.recording._websocket`) begins the transport
+#: How looptap's WebSocket recorder (:mod:`cassettes.recording.websocket`) begins the transport
 #: error of a turn the agent cut: it closed the connection, or sent its next turn first.
 AGENT_CLOSED = "the agent closed the connection"
 NEXT_TURN = "the client started the next turn"

@@ -29,7 +29,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import RecordFile, read_records
 from cassettes.wire import Exchange
 

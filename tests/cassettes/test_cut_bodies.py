@@ -21,7 +21,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.recording import CassetteWriter, Redactor
+from cassettes.recording import Redactor
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.verify import scan_file
 from cassettes.wire import Exchange, decode_exchange

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 from tests.replay.conftest import chat_exchange, chat_response, sse_exchange
 from tests.support import progress

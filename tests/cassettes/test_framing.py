@@ -145,7 +145,7 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     decoded there, once (decode_exchange is idempotent), and unmarked ones are left alone."""
     from pathlib import Path
 
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage import read_records
     from cassettes.wire import Exchange, decode_exchange
 

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from cassettes.reading import APPLICATION_ID, SCHEMA, RunReader, analyser_digest, keep, open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 

@@ -34,7 +34,8 @@ from real_corpus import CORPUS, corpus_exchanges
 
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing import MAX_PARSE_BYTES, RoundTrip, parse_exchange
-from cassettes.recording import CassetteWriter, Redactor
+from cassettes.recording import Redactor
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records, read_vcr
 from cassettes.wire import Exchange, decode_chunks, parse_sse
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from cassettes.analysis import analyse
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 from tests.support import progress
 

@@ -17,7 +17,7 @@ from real_corpus import corpus_files
 
 import cassettes.parsing as parsing
 from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import load_vcr
 from cassettes.wire import Exchange
 
@@ -423,7 +423,7 @@ def test_the_mcp_run_summary_reads_each_turn_once(
 ) -> None:
     """``run_summary`` read each conversation's last turn three times (for its row, again for the
     row's findings, again for the run's cost): once now, its cost the same."""
-    from cassettes.mcp import Runs, run_summary
+    from cassettes.mcp.query import Runs, run_summary
 
     _interleaved_run(tmp_path / "run.jsonl")
     runs = Runs([tmp_path])

@@ -1,7 +1,8 @@
-"""cassettes.recording is one façade over private modules (issue 56): its exported names are
-pinned here, as httpx pins its ``__all__``, so that a name added to or dropped from the surface is
-a decision seen in review. Importing the façade loads no module of it: the recorder's proxy
-process and ``show`` load only what they use."""
+"""cassettes.recording's exported names are pinned here, as httpx pins its ``__all__``, so that a
+name added to or dropped from the surface is a decision seen in review. The package imports its
+names plainly (no lazy table, issue 72); the two heavy modules, the pipeline and the WebSocket
+session, are public and imported by name: the recorder's proxy process and ``show`` never load
+them through the package."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import cassettes.recording as recording
 
 EXPORTED = [
     "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
-    "CassetteWriter", "Redactor", "WsSession",
+    "Redactor",
     "agent_name", "credential_values", "cut_credential", "default_detector", "detector",
     "looks_secret", "program_at", "run_about", "secret_name", "stream_texts", "valid_agent",
 ]  # fmt: skip
@@ -24,28 +25,25 @@ def test_the_exported_names_are_pinned() -> None:
     assert recording.__all__ == sorted(EXPORTED, key=lambda s: (not s.isupper(), s))
 
 
-def test_every_exported_name_resolves_and_every_module_is_private() -> None:
+def test_every_exported_name_resolves_and_only_the_two_heavy_modules_are_public() -> None:
     for name in recording.__all__:
         assert getattr(recording, name) is not None, name
     modules = [m.name for m in pkgutil.iter_modules(recording.__path__)]
-    assert modules and all(m.startswith("_") for m in modules), modules
+    public = sorted(m for m in modules if not m.startswith("_"))
+    assert public == ["pipeline", "websocket"], modules
     for m in modules:
         importlib.import_module(f"cassettes.recording.{m}")
 
 
-def test_an_unknown_name_is_an_attribute_error() -> None:
-    try:
-        recording.nothing_here  # noqa: B018
-    except AttributeError as exc:
-        assert "nothing_here" in str(exc)
-    else:
-        raise AssertionError("cassettes.recording.nothing_here resolved")
-
-
-def test_the_placeholder_loads_the_credential_names_only() -> None:
+def test_the_package_loads_neither_the_pipeline_nor_the_websocket_session() -> None:
+    """``show`` takes the placeholder, the recorder's proxy process the redactor: neither loads
+    the pipeline (pydantic's models, the providers, the store) or the WebSocket session."""
     code = (
-        "import sys\nfrom cassettes.recording import REDACTED\n"
-        "print(sorted(m for m in sys.modules if m.startswith('cassettes.recording.')))"
+        "import sys\nfrom cassettes.recording import REDACTED, Redactor\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cassettes.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["['cassettes.recording._credentials']"]
+    loaded = out.stdout
+    for heavy in ("recording.pipeline", "recording.websocket", "providers", "storage", "parsing"):
+        assert f"'cassettes.{heavy}'" not in loaded, (heavy, loaded)
+    assert "'cassettes.recording._redactor'" in loaded

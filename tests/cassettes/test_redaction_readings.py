@@ -27,7 +27,8 @@ import orjson
 import pytest
 
 from cassettes.reading import open_run
-from cassettes.recording import REDACTED, CassetteWriter
+from cassettes.recording import REDACTED
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 from tests.support.upstream import event_json, synth_stream
 

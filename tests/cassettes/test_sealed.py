@@ -14,7 +14,7 @@ import orjson
 from real_corpus import corpus_exchanges
 
 from cassettes.parsing import RoundTrip, parse_all
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.wire import Exchange
 

@@ -29,7 +29,8 @@ import pytest
 from real_corpus import corpus_exchanges
 
 from cassettes.parsing import parse_exchange
-from cassettes.recording import REDACTED, CassetteWriter, Redactor
+from cassettes.recording import REDACTED, Redactor
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.wire import Exchange, parse_aws_eventstream
 

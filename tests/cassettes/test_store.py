@@ -11,7 +11,8 @@ import pytest
 from real_corpus import corpus_files, load, rel
 
 from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.recording import CassetteWriter, Redactor
+from cassettes.recording import Redactor
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import header_record, read_records
 from cassettes.wire import Exchange
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from cassettes.reading import Run, open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import header_record, load_vcr, read_records
 from cassettes.views import turn_json
 from cassettes.views.schema import roundtrip_json

@@ -22,7 +22,9 @@ import orjson
 import pytest
 
 from cassettes.parsing import parse_exchange
-from cassettes.recording import REDACTED, CassetteWriter, Redactor, WsSession
+from cassettes.recording import REDACTED, Redactor
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording.websocket import WsSession
 from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support.secret_streams import (

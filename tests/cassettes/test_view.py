@@ -22,7 +22,7 @@ from cassettes.errors import CassetteError
 from cassettes.models import Part, emitted_calls
 from cassettes.parsing import RoundTrip, parse_all, parse_exchange, side_call
 from cassettes.reading import open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.views.schema import (
     SCHEMA,
     RoundTripJson,

@@ -1,4 +1,4 @@
-"""cassettes.recording._websocket.WsSession: a WebSocket session read as round trips, message by
+"""cassettes.recording.websocket.WsSession: a WebSocket session read as round trips, message by
 message."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from cassettes.analysis import Severity, analyse
 from cassettes.parsing import parse_all, parse_exchange
 from cassettes.providers import is_llm_host
-from cassettes.recording import WsSession
+from cassettes.recording.websocket import WsSession
 from tests.support.ws_upstream import events
 
 

@@ -184,7 +184,7 @@ def test_mcp_list_runs_reads_the_index_and_gives_the_same_answer(
     """With an index beside the root, ``list_runs`` takes each up-to-date run's figures from it
     (no run is opened) and answers exactly as when it reads the runs; a run changed since the
     index is read."""
-    from cassettes.mcp import Runs, list_runs
+    from cassettes.mcp.query import Runs, list_runs
 
     runs, _ = indexed
     shutil.rmtree(runs.parent / ".looptap", ignore_errors=True)

@@ -264,7 +264,7 @@ def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> N
 def test_mcp_search_reaches_an_old_run_through_the_index(tmp_path: Path) -> None:
     """The MCP search reads the 50 newest runs; with an index, the runs whose findings mention the
     query are read first, whatever their age."""
-    from cassettes.mcp import Runs, search
+    from cassettes.mcp.query import Runs, search
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -380,7 +380,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
 
     import cassettes.reading as reading
     from cassettes.fleet import connect, stamp_of, update
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import header_record
 from cassettes.wire import Exchange
 from tests.support.tnetstring import tnet

@@ -390,7 +390,7 @@ def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None
     """Recorded live, the deep request keeps its exact bytes, and every reader says why it is
     cut."""
     from cassettes.parsing import parse_exchange
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage import read_records
     from tests.hostile.corpus import _OK, _chat, _deep_param_body
 

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cassettes" / "anal
 
 from scenarios import WEATHER, Call, Script, Tokens
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 
 #: Seconds between the pieces of a re-paced stream.

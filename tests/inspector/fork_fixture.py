@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange, mark
 
 URL = "https://api.openai.com/v1/chat/completions"

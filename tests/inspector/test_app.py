@@ -510,7 +510,7 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
     a system prompt that travels in the history is shown there, not pinned above it as well."""
     import orjson
 
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage import load_vcr
 
     corpus = Path(__file__).resolve().parents[2] / "tests" / "corpus"

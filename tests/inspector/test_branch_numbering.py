@@ -18,7 +18,7 @@ import orjson
 import pytest
 from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from cassettes.wire import Exchange
 
@@ -186,7 +186,7 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     assert {d["turn"] for d in doc["divergences"] if d["seq_b"] == 1} == {seen["diff"]}
 
     # MCP: fork_diff, and the turn tool named by conversation and that number
-    from cassettes.mcp import Runs, fork_diff, turn
+    from cassettes.mcp.query import Runs, fork_diff, turn
 
     runs = Runs([str(tmp_path)])
     answer = fork_diff(runs, str(branch), None, None, 20, 6000)

@@ -14,7 +14,7 @@ from helpers import until
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.untrusted import has_unsafe
 from inspector.app import InspectorApp
 from inspector.safe import wire, wire_line

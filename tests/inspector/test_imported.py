@@ -12,7 +12,7 @@ from fixture_run import exchanges
 from helpers import loaded, pane_text
 
 from cassettes.cli import main
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from inspector.app import build_app
 
 pytestmark = pytest.mark.anyio

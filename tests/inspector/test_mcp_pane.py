@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import loaded, pane_text
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from inspector.app import build_app
 from tests.cassettes.test_mcp_calls import run_exchanges
 

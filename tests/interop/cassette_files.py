@@ -7,7 +7,7 @@ from typing import Any
 
 from cassettes.interop import iter_requests
 from cassettes.reading import Run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import load_vcr
 
 REPO = Path(__file__).resolve().parents[2]

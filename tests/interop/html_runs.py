@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 
 URL = "https://api.openai.com/v1/chat/completions"

@@ -281,7 +281,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command
     names."""
     pytest.importorskip("jinja2")
-    from cassettes.mcp import Runs, web_report
+    from cassettes.mcp.query import Runs, web_report
 
     run = tmp_path / "demo.jsonl"
     run.write_bytes(demo_cassette.read_bytes())
@@ -289,7 +289,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     assert "html extra" not in here["how"] and "install" not in here["how"], here["how"]
     code = (
         "import sys, json; sys.modules['jinja2'] = None\n"
-        "from cassettes.mcp import Runs, web_report\n"
+        "from cassettes.mcp.query import Runs, web_report\n"
         f"print(json.dumps(web_report(Runs([{str(tmp_path)!r}]), 'demo.jsonl', 6000)))\n"
     )
     done = subprocess.run(

@@ -487,7 +487,7 @@ def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(
     fleet alike) does not take a field looptap inferred as evidence; the clean twin is the same
     run as recorded, where the finish reason came off the wire."""
     from cassettes.reading import open_run
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
     from tests.inspector import fixture_run
 
     recorded, imported = tmp_path / "recorded.jsonl", tmp_path / "imported.jsonl"

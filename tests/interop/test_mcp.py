@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from cassettes.mcp import DEFAULT_BYTES, UNTRUSTED_NOTE, build_server
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.cassette_files import write_cassette
 from tests.real_corpus import corpus_files
@@ -261,7 +261,7 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
     with CassetteWriter(live) as w:
         for ex in exchanges[:3]:
             w.append(ex)
-    from cassettes.mcp import Runs, tail
+    from cassettes.mcp.query import Runs, tail
 
     runs = Runs([d])
     first = tail(runs, "live.jsonl", -1, 20, DEFAULT_BYTES)

@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp import Runs, diff, encode, run_summary, text
-from cassettes.recording import CassetteWriter
+from cassettes.mcp import encode, text
+from cassettes.mcp.query import Runs, diff, run_summary
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from tests.support import progress
 

@@ -27,7 +27,7 @@ from mcp import Client
 
 from cassettes.fleet import RUN_SUFFIXES
 from cassettes.mcp import UNTRUSTED_NOTE, build_server
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
 
@@ -279,7 +279,8 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
 
 
 def test_a_turn_asked_for_a_billion_characters_stays_under_max_bytes(root: Path) -> None:
-    from cassettes.mcp import Runs, encode, turn
+    from cassettes.mcp import encode
+    from cassettes.mcp.query import Runs, turn
 
     runs = Runs([root])
     asked = {"seq": None, "conversation": None, "turn": None, "message": None}

@@ -19,7 +19,7 @@ HEAVY = (
     "cassettes.providers",
     "cassettes.recording",
     "cassettes.parsing",
-    "cassettes.mcp._query",
+    "cassettes.mcp.query",
 )
 
 
@@ -81,7 +81,7 @@ def test_initialize_and_tools_list_load_nothing_heavy_the_first_call_does(tmp_pa
     }
     answers, modules = _session(tmp_path, INIT, READY, call)
     assert "error" not in answers[1] and answers[1]["result"].get("isError") is not True, answers[1]
-    assert "cassettes.mcp._query" in modules  # loaded where it is needed
+    assert "cassettes.mcp.query" in modules  # loaded where it is needed
 
 
 def test_a_root_that_is_not_a_directory_is_still_refused_at_start(tmp_path: Path) -> None:

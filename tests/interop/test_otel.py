@@ -22,7 +22,7 @@ from cassettes import providers
 from cassettes.cli import main
 from cassettes.interop import encode_request
 from cassettes.reading import Run, open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import load_flows
 from tests.interop.cassette_files import (
     CACHE_WRITE,

@@ -14,7 +14,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.interop import render
 from cassettes.reading import Run, open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests.support import progress
 
 

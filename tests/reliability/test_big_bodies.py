@@ -7,7 +7,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.wire import Exchange
 

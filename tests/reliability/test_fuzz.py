@@ -42,7 +42,7 @@ from real_corpus import CORPUS
 
 from cassettes.errors import CassetteFormatError, ImportFormatError
 from cassettes.parsing import parse_all, parse_exchange
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import load_vcr, read_records, read_vcr
 from cassettes.wire import Exchange, decode_chunks, frame
 

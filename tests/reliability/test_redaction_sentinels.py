@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from cassettes.matching import Matcher
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support import progress

@@ -17,7 +17,7 @@ import pytest
 from real_corpus import CORPUS
 
 from cassettes.cli import main
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import load_vcr
 from cassettes.verify import scan_file, scan_lines
 from cassettes.wire import Exchange

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from cassettes.wire import Exchange, mark
 from tests.inspector.fork_fixture import (

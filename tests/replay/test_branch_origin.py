@@ -17,7 +17,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.reading import origin_of
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking import ForkSource, branch_meta, origin_meta, parse_cursor
 from cassettes.storage import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
@@ -120,7 +120,8 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(
         r.part == "prefix" for r in view.rows
     )
     assert all(not r.divergences for r in view.rows)  # no false divergence beside the rows
-    from cassettes.mcp import QueryError, Runs, fork_diff
+    from cassettes.mcp import QueryError
+    from cassettes.mcp.query import Runs, fork_diff
 
     with pytest.raises(QueryError) as exc:
         fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
@@ -168,7 +169,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
     for name in ("run.jsonl", "branch.jsonl"):
         shutil.copy(made.parent / name, sent / name)
     shutil.rmtree(made.parent)
-    from cassettes.mcp import Runs, fork_diff
+    from cassettes.mcp.query import Runs, fork_diff
     from cassettes.replay.forking import fork_view
 
     answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"), None, None, 20, 6000)

@@ -347,7 +347,8 @@ def test_a_saved_report_is_what_the_mcp_comparison_tool_reads(
 ) -> None:
     """``--report`` (no file: beside the run) saves what ``--json`` prints; ``looptap mcp``'s
     ``comparison`` answers from it, by the report's path or the run's, and sends nothing."""
-    from cassettes.mcp import QueryError, Runs, comparison
+    from cassettes.mcp import QueryError
+    from cassettes.mcp.query import Runs, comparison
 
     run = _schema_run(tmp_path)
     with shaky as fake:
@@ -945,7 +946,7 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(
 ) -> None:
     """Overall agreement, cost ratio candidate/recorded, latency ratio, E and A differences: the
     first line of the text report, ``verdict`` in the JSON, and what ``comparison`` answers."""
-    from cassettes.mcp import Runs, comparison
+    from cassettes.mcp.query import Runs, comparison
 
     run = _priced_run(tmp_path)
     # turn 1: the wrong city in both samples

@@ -186,7 +186,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     # not blamed on the client (issue 42)
     assert "C: the model requested changed" not in diff.stdout
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
-    from cassettes.mcp import Runs, fork_diff
+    from cassettes.mcp.query import Runs, fork_diff
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert (

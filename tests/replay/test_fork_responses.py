@@ -153,7 +153,7 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
     """The divergences of ``branch`` from ``run`` as ``looptap diff --json`` lists them, checked to
     be those MCP's ``fork_diff`` and the inspector's Fork tab list, turn for turn; and the
     tolerated turns of the three alike."""
-    from cassettes.mcp import Runs, fork_diff
+    from cassettes.mcp.query import Runs, fork_diff
     from cassettes.replay.forking import fork_view
 
     diff = progress.run(

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from tests.cassettes.test_mcp_calls import run_exchanges
 

@@ -328,7 +328,7 @@ def test_readme_example_replays_and_fails_when_the_tool_changes(
     pytest.importorskip("openai")
     import importlib.util
 
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     code = _readme_example()
     src = pytester.path / "test_weather_agent.py"

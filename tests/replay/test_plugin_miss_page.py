@@ -58,7 +58,7 @@ def test_a_replay_miss_is_the_clients_divergence_in_the_analysis(tmp_path: Path)
 
 def test_a_forged_or_cut_note_still_reads_as_a_miss_never_as_the_apis_error(tmp_path: Path) -> None:
     """The note is a header of a cassette: untrusted. Unreadable, the miss stays the client's."""
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     exchanges = open_run(served_miss_run(tmp_path / "served.jsonl"), whole=True).exchanges
     miss = exchanges[1]

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cassettes.parsing import parse_exchange
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage import read_records
 from cassettes.wire import Exchange

@@ -11,7 +11,7 @@ import pytest
 from real_corpus import corpus_files
 
 from cassettes.errors import CassetteError
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.testing.recorder import SessionCassette
 from cassettes.storage import load_vcr, read_records
 from cassettes.wire import Exchange

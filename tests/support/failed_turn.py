@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from cassettes.reading import open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 
 
 def with_a_400(src: Path, out: Path, seq: int = 2) -> Path:

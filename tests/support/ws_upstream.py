@@ -322,7 +322,7 @@ class WsResponsesUpstream:
         http: HttpHandler | None = None,
         answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None,
     ) -> None:
-        from cassettes.recording import WsSession
+        from cassettes.recording.websocket import WsSession
         from cassettes.wire import Exchange
 
         #: What a recorder would have written: the session's turns, read by looptap's own WsSession.

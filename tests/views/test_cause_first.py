@@ -32,7 +32,7 @@ from helpers import loaded, until
 from textual.widgets import TabbedContent
 
 from cassettes.cli import main
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 
 pytestmark = pytest.mark.anyio
 

@@ -32,7 +32,7 @@ from textual.widgets import Static
 
 from cassettes.cli import main
 from cassettes.reading import open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.views import growth_bars
 from tests.real_corpus import CORPUS, load
 

@@ -17,7 +17,7 @@ from test_agents import adk_handoff, agent_as_tool
 
 from cassettes.cli import main
 from cassettes.reading import open_run
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from scenarios import WEATHER, Call, Script
 
 pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
 
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests.interop.test_html_browser import browser, clean_run, open_page, write_page
 
 __all__ = ["browser"]  # the module's browser fixture, shared

@@ -8,7 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp import QueryError, Runs, why_report
+from cassettes.mcp import QueryError
+from cassettes.mcp.query import Runs, why_report
 from cassettes.why import Intervention, Tally, verdict
 
 

@@ -9,7 +9,7 @@ comes) and ``toolResponse`` (function results). The server answers with ``server
 ``toolCall`` (function calls the client must run) and ``usageMetadata``. A turn opens with a
 ``clientContent`` or ``toolResponse`` message and closes with ``turnComplete`` or a ``toolCall``;
 the client messages before it (``setup``, ``realtimeInput``) are gathered into its request
-envelope (``cassettes.recording._websocket``). Audio and video are stored by size and hash. Live has
+envelope (``cassettes.recording.websocket``). Audio and video are stored by size and hash. Live has
 no response ids: the recorder numbers the turns of a connection to thread them.
 """
 

@@ -252,7 +252,7 @@ class ReplayServer(BackgroundServer):
         ``path``, redacted as every cassette is, with this machine's cwd and home in its header: the
         evidence ``looptap rules propose`` reads against the recording. Raises :class:`OSError`,
         :class:`~cassettes.errors.CassetteError`."""
-        from cassettes.recording import CassetteWriter
+        from cassettes.recording.pipeline import CassetteWriter
 
         with (
             staged(check_target(path, "the failed run's cassette", force=True)) as s,

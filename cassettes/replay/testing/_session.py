@@ -357,7 +357,7 @@ def _write(path: Path, exchanges: Iterable[Exchange], meta: dict[str, Any] | Non
     """``exchanges`` written into the cassette at ``path`` (appended to one that exists; ``meta``
     in the header of one made now; the recording pipeline loads when a test records). Raises
     :class:`CassetteError`."""
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     with CassetteWriter(path, meta=meta) as w:
         for ex in exchanges:

@@ -33,7 +33,7 @@ from cassettes.reading import (
     packed,
     show_pairs,
 )
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import RecordIndex, read_records
 from cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run

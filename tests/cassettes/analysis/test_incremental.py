@@ -9,7 +9,7 @@ from real_corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
 from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 
 pytestmark = pytest.mark.corpus

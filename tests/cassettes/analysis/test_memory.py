@@ -27,7 +27,7 @@ from scenarios import (
 
 from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, analyse
 from cassettes.reading import RunReader
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire import Exchange
 
 

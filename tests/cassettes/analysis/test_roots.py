@@ -134,9 +134,9 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
 
 
 def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
-    from cassettes.mcp import Runs, run_summary
+    from cassettes.mcp.query import Runs, run_summary
     from cassettes.reading import open_run
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     s = Script("openai_chat", tools=[WEATHER])
     s.user("Weather in Paris?")

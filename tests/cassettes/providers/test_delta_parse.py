@@ -25,7 +25,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support.concurrency import (
