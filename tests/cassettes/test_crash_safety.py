@@ -146,7 +146,7 @@ def build(paths, seed):
 
 
 def main(argv):
-    from cassettes.recording import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     path, seed, fsync = argv[0], int(argv[1]), argv[2] == "1"
     paths = argv[3:]

@@ -193,7 +193,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import cassettes.recording as s\n"
+        "import cassettes.recording.pipeline as s\n"
         "_orig = s.CassetteWriter.append\n"
         "def append(self, ex):\n"
         "    if '&n=2&' in ex.url:\n"

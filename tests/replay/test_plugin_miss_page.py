@@ -33,7 +33,7 @@ KEEP_SERVED = CHANGED.replace('''    finally:
         RESULT = "sunny, 21 C"
 ''', '''    finally:
         RESULT = "sunny, 21 C"
-        from cassettes.recording import CassetteWriter
+        from cassettes.recording.pipeline import CassetteWriter
         with CassetteWriter("served.jsonl") as w:
             for ex in looptap.server.served:
                 w.append(ex)
