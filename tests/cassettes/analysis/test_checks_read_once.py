@@ -18,12 +18,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis._claims import check_ungrounded_claim
-from cassettes.analysis._model import CallCheck
-from cassettes.analysis._provenance import (
-    check_invented_argument,
-    check_placeholder_argument,
-)
+from cassettes.analysis import CHECKS, CallCheck
 from cassettes.models import (
     FinishReason,
     Message,
@@ -32,6 +27,11 @@ from cassettes.models import (
     Part,
     ToolResult,
 )
+
+_BY_NAME = {c.__name__: c for c in CHECKS}
+check_invented_argument = _BY_NAME["check_invented_argument"]
+check_placeholder_argument = _BY_NAME["check_placeholder_argument"]
+check_ungrounded_claim = _BY_NAME["check_ungrounded_claim"]
 
 
 class _Unread:

@@ -15,11 +15,10 @@ from collections.abc import Callable
 import pytest
 
 from cassettes.models import NormalisedResponse
-from cassettes.providers.anthropic._stream import MessagesStream
-from cassettes.providers.bedrock._stream import ConverseStream
-from cassettes.providers.gemini._stream import GenerateStream
-from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.providers.openai_responses._stream import ResponsesStream
+from cassettes.providers.anthropic import MessagesStream
+from cassettes.providers.bedrock import ConverseStream
+from cassettes.providers.gemini import GenerateStream
+from cassettes.providers.openai_responses import OpenAIResponses, ResponsesStream
 
 N = 2000
 PIECE = "word "
@@ -95,7 +94,8 @@ def _gemini() -> NormalisedResponse:
 
 
 def _responses(event: str, item: dict[str, object]) -> NormalisedResponse:
-    s = ResponsesStream(OpenAIResponses()._response)
+    adapter = OpenAIResponses()
+    s = ResponsesStream(lambda r, in_stream: adapter.parse_response(r))
     s.on(None, {"type": "response.output_item.added", "output_index": 0, "item": item})
     for p in _pieces():
         s.on(None, {"type": event, "output_index": 0, "content_index": 0, "delta": p})
