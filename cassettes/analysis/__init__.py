@@ -20,6 +20,7 @@ from __future__ import annotations
 from cassettes.analysis._analyser import ACTIVE, RunAnalyser, analyse
 from cassettes.analysis._continuation import capture, restore
 from cassettes.analysis._grounding import unsourced
+from cassettes.analysis._judgement import CHECKS
 from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._message_keys import message_key
 from cassettes.analysis._model import (
@@ -63,6 +64,7 @@ from cassettes.analysis._tool_schema import normalise_schema, schema_errors
 
 __all__ = [
     "ACTIVE",
+    "CHECKS",
     "FILE",
     "PRICES_VERSION",
     "ApiReport",

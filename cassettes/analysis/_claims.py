@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import cassettes.analysis.codes as codes
 from cassettes.analysis._context import Check, TurnContext, short
-from cassettes.analysis._grounding import unsourced
+from cassettes.analysis._grounding import may_claim, unsourced
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis._repeats import canonical_call
 from cassettes.analysis.dispatch import (
@@ -154,6 +154,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         or r.finish_reason is not FinishReason.COMPLETE
         or ctx.turn.e.tool_calls
         or TEXT_ACTION.search(text[:20000])
+        or not may_claim(text)
     ):
         return
     again = reprompted(ctx)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from itertools import combinations
 
-__all__ = ["unsourced"]
+__all__ = ["may_claim", "unsourced"]
 
 #: Bounds: an answer's first characters read, and the numbers of it tried by arithmetic.
 _MAX_ANSWER = 20_000
@@ -47,6 +47,8 @@ _QUERY = re.compile(
     r"|keywords?|prompt(?:ed)?)\b[^.\n]{0,30}$",
     re.IGNORECASE,
 )
+#: What a claim holds (:data:`URL`, :data:`QUOTE`, :data:`DATE` and :data:`NUMBER` each need one).
+_CLAIM_STUFF = re.compile(r"http|\"|“|\d")
 _CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
 NUMBER = re.compile(r"(?<![\w.,/-])[$€£]?\d[\d,]*(?:\.\d+)?%?(?![\w-]|[.,/:]\d)")
 #: A unit after a number makes it a claim however small (``45 seconds``, ``3 kg``).
@@ -176,6 +178,13 @@ def _url_whole(url: str) -> str:
 def _claims_text(answer: str) -> str:
     """The answer as read for claims: its code (fenced or inline) blanked."""
     return _CODE.sub(" ", answer[:_MAX_ANSWER])
+
+
+def may_claim(answer: str) -> bool:
+    """The answer holds what a claim is made of: a URL's ``http``, a quote mark or a digit (every
+    date and number has one); without any, :func:`unsourced` finds none whatever it was given,
+    and the sources (the whole history) need not be read."""
+    return _CLAIM_STUFF.search(_claims_text(answer)) is not None
 
 
 def unsourced(answer: str, sources: str) -> list[str]:

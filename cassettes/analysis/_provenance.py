@@ -8,7 +8,7 @@ docs/findings.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import cassettes.analysis.codes as codes
@@ -58,47 +58,51 @@ def _strings(value: Any, key: str = "", depth: int = 0) -> Iterator[tuple[str, s
             yield from _strings(v, key, depth + 1)
 
 
-def _given(ctx: TurnContext) -> str:
-    """What the model was given before this answer: system prompt, tools' descriptions, every
-    message's text but the model's own words, tools' results and the calls it made earlier."""
-    req = ctx.request
-    bits = [p.text or "" for p in (req.system if req is not None else [])]
-    bits += [t.description or "" for t in ctx.tools]
-    for m in ctx.messages:
+def _given(ctx: TurnContext) -> Iterator[str]:
+    """What the model was given before this answer, newest first: every message's text but the
+    model's own words, tools' results and the calls it made earlier, then the tools' descriptions
+    and the system prompt. Each text is its own (never joined to the others): an argument is
+    usually in a recent tool's result, found there without reading the whole history again,
+    which each request re-sends."""
+    for m in reversed(ctx.messages):
         own = m.role in ("assistant", "model")
-        for p in m.parts:
+        for p in reversed(m.parts):
             if p.tool_call is not None:
-                bits.append(p.tool_call.arguments_raw or "")
+                yield p.tool_call.arguments_raw or ""
             elif p.tool_result is not None:
-                bits.append(p.tool_result.content)
+                yield p.tool_result.content
             elif not own:
-                bits.append(p.text or "")
-    return "\n".join(bits)
+                yield p.text or ""
+    yield from (t.description or "" for t in ctx.tools)
+    req = ctx.request
+    yield from (p.text or "" for p in (req.system if req is not None else []))
 
 
-def _seen(value: str, given: str) -> bool:
-    token = value.lstrip("#")
-    return bool(
-        re.search(rf"(?<![A-Za-z0-9]){re.escape(token)}(?![A-Za-z0-9])", given, re.IGNORECASE)
+def _seen(value: str, given: Iterable[str]) -> bool:
+    """``value`` (its ``#`` aside) in one of the texts, as a whole token (no letter or digit
+    either side), in any case. A token holds no line break, so each text answers alone as the
+    texts joined by line breaks would."""
+    token = re.compile(
+        rf"(?<![A-Za-z0-9]){re.escape(value.lstrip('#'))}(?![A-Za-z0-9])", re.IGNORECASE
     )
+    return any(token.search(text) for text in given)
 
 
 def _suspects(
     ctx: TurnContext,
     hit: Callable[[str, str], str | None],
-    seen: Callable[[str, str], bool],
+    seen: Callable[[str, Iterable[str]], bool],
 ) -> Iterator[tuple[CallCheck, str, str, str]]:
     """(call, argument, value, what is suspect) for the first argument of each of the answer's
     calls that ``hit`` finds suspect (by its name and value) and ``seen`` does not find in what
-    the model was given (:func:`_given`, built once, only when needed)."""
-    given: str | None = None
+    the model was given (:func:`_given`, read only when needed, newest first, up to the first
+    text that holds it)."""
     for c in [c for c in ctx.turn.e.tool_calls if c.kind in ("function", "custom")][:20]:
         for key, value in _strings(c.arguments):
             suspect = hit(key, value)
             if suspect is None:
                 continue
-            given = _given(ctx) if given is None else given
-            if not seen(suspect, given):
+            if not seen(suspect, _given(ctx)):
                 yield c, key, value, suspect
                 break
 
@@ -121,8 +125,11 @@ def _placeholder(key: str, value: str) -> str | None:
     return m.group(0).strip() if m else None
 
 
-def _holds(span: str, given: str) -> bool:
-    return span.strip(" '\"").lower() in given.lower()
+def _holds(span: str, given: Iterable[str]) -> bool:
+    """``span`` (its quotes aside) in one of the texts, in any case (a placeholder holds no line
+    break: each text answers alone as the texts joined by line breaks would)."""
+    needle = span.strip(" '\"").lower()
+    return any(needle in text.lower() for text in given)
 
 
 def check_invented_argument(ctx: TurnContext) -> Iterator[Finding]:

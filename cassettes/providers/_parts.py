@@ -27,6 +27,7 @@ import orjson
 from cassettes import bounds
 from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
 from cassettes.providers._values import (
+    as_str,
     compact_json,
     finish_lookup,
     json_events,
@@ -36,9 +37,34 @@ from cassettes.providers._values import (
 )
 from cassettes.wire import Framed
 
-__all__ = ["Slot", "StreamParts", "TextStream"]
+__all__ = ["Pieces", "Slot", "StreamParts", "TextStream", "grow", "settled"]
 
 Key = Hashable
+
+
+class Pieces(list[str]):
+    """A text field of a wire block that grows by the stream's deltas: each piece appended in
+    place, the whole joined once when the block is read (:func:`settled`). Joining as they come
+    (``block[key] = block[key] + piece``) copies the text so far on every delta: a long answer's
+    thousands of deltas cost the square of its length."""
+
+
+def grow(block: dict[str, Any], key: str, piece: str) -> None:
+    """Add ``piece`` to the text ``block[key]`` (a value there that is not text is read as
+    :func:`~cassettes.providers._values.as_str` reads it, none as empty)."""
+    got = block.get(key)
+    if type(got) is Pieces:
+        got.append(piece)
+    else:
+        block[key] = Pieces((as_str(got) or "", piece))
+
+
+def settled(block: dict[str, Any]) -> dict[str, Any]:
+    """``block`` with each field grown by :func:`grow` joined into its text (in place)."""
+    for key, value in block.items():
+        if type(value) is Pieces:
+            block[key] = "".join(value)
+    return block
 
 
 @dataclass
@@ -273,8 +299,13 @@ class StreamParts:
             parts = self.parts() if parts is None else parts
             finish = self.classify(parts)  # first: a class may come with its own raw value
             response = NormalisedResponse(
-                id=self.id, model=self.model, role=self.role, parts=parts,
-                finish_reason_raw=self.finish_raw, finish_reason=finish, usage=self.usage,
+                id=self.id,
+                model=self.model,
+                role=self.role,
+                parts=parts,
+                finish_reason_raw=self.finish_raw,
+                finish_reason=finish,
+                usage=self.usage,
             )
         if self.error is not None:
             response.error = self.error

@@ -18,7 +18,7 @@ from cassettes.providers._base import (
     as_int,
     as_str,
 )
-from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers._parts import Slot, StreamParts, grow, settled
 from cassettes.providers.anthropic._body import (
     JSONObject,
     anthropic_error,
@@ -133,7 +133,7 @@ class MessagesStream(StreamParts):
         # block indices (all of the keys)
         order = sorted(i for i in self.slots if isinstance(i, int))
         blocks = [self.slots[i] for i in order]
-        self.snapshot["content"] = [st.block for st in blocks]
+        self.snapshot["content"] = [settled(st.block) for st in blocks]
         if self.usage_raw is not None:
             self.snapshot["usage"] = self.usage_raw
         bufs = {pos: st.arguments for pos, st in enumerate(blocks) if st.arguments is not None}
@@ -162,16 +162,20 @@ def _grow_block(st: Slot, delta: JSONObject) -> None:
     b = st.block
     dtype = delta.get("type")
     if dtype == "text_delta":
-        b["text"] = (as_str(b.get("text")) or "") + (as_str(delta.get("text")) or "")
+        grow(b, "text", as_str(delta.get("text")) or "")
     elif dtype == "input_json_delta":
         st.add_args(as_str(delta.get("partial_json")) or "")
     elif dtype == "thinking_delta":
-        b["thinking"] = (as_str(b.get("thinking")) or "") + (as_str(delta.get("thinking")) or "")
+        grow(b, "thinking", as_str(delta.get("thinking")) or "")
     elif dtype == "signature_delta":
         b["signature"] = delta.get("signature")
     elif dtype == "citations_delta":
+        # In place (the list is the block's, or a parsed event's nobody keeps): a copy on each
+        # delta would cost the square of the citations' count.
         cites = b.get("citations")
-        b["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
+        if not isinstance(cites, list):
+            cites = b["citations"] = []
+        cites.append(delta.get("citation"))
     else:
         # compaction_delta and future delta types carry the block's fields whole: set them.
         b.update((k, v) for k, v in delta.items() if k != "type")

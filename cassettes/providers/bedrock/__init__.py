@@ -19,5 +19,6 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 from cassettes.providers.bedrock._agents import BedrockAgents
 from cassettes.providers.bedrock._converse import BedrockConverse
 from cassettes.providers.bedrock._invoke import BedrockInvoke
+from cassettes.providers.bedrock._stream import ConverseStream
 
-__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke"]
+__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke", "ConverseStream"]

@@ -24,7 +24,7 @@ from cassettes.providers._base import (
     as_str,
     tool_call_from_string,
 )
-from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers._parts import StreamParts, grow, has_calls, settled
 from cassettes.providers.bedrock._body import (
     Block,
     converse_finish,
@@ -97,16 +97,16 @@ class ConverseStream(StreamParts):
         delta = as_obj(d.get("delta"))
         idx = d.get("contentBlockIndex")
         if isinstance(delta.get("text"), str):
-            st = self.block(idx, "text")
-            st["text"] = st.get("text", "") + delta["text"]
+            grow(self.block(idx, "text"), "text", delta["text"])
         elif isinstance(delta.get("citation"), dict):
             # A cited passage: its text comes in the block's text deltas, before or after this.
             self.block(idx, "text").setdefault("citations", []).append(delta["citation"])
         elif isinstance(delta.get("toolUse"), dict):
-            st = self.block(idx, "toolUse")
             piece = delta["toolUse"].get("input")
-            st["input"] = st.get("input", "") + (
-                piece if isinstance(piece, str) else orjson.dumps(piece).decode()
+            grow(
+                self.block(idx, "toolUse"),
+                "input",
+                piece if isinstance(piece, str) else orjson.dumps(piece).decode(),
             )
         elif isinstance(delta.get("reasoningContent"), dict):
             _reasoning_delta(self.block(idx, "reasoning"), delta["reasoningContent"])
@@ -139,7 +139,7 @@ class ConverseStream(StreamParts):
         if self.done and not self.have_metadata:
             self.details["metadata_missing"] = True
         self.details = with_masks(self.details)
-        return self.finish(parts=self.parts(convert=lambda st: _stream_part(st.block)))
+        return self.finish(parts=self.parts(convert=lambda st: _stream_part(settled(st.block))))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
         return converse_finish(self.finish_raw, self.details.get("trace"), has_calls(parts))
@@ -159,11 +159,11 @@ CONVERSE_EVENTS: dict[str, Callable[[ConverseStream, Block], None]] = {
 
 def _reasoning_delta(st: Block, rc: Block) -> None:
     if isinstance(rc.get("text"), str):
-        st["text"] = st.get("text", "") + rc["text"]
+        grow(st, "text", rc["text"])
     if rc.get("signature") is not None:
         st["signature"] = rc["signature"]
     if rc.get("redactedContent") is not None:
-        st["redacted"] = st.get("redacted", "") + str(rc["redactedContent"])
+        grow(st, "redacted", str(rc["redactedContent"]))
 
 
 def _stream_part(st: Block) -> Part:

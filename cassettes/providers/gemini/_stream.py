@@ -24,7 +24,7 @@ from cassettes.providers._base import (
     as_str,
     error_from_body,
 )
-from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers._parts import Pieces, StreamParts, grow, has_calls, settled
 from cassettes.providers.gemini._body import (
     JSON,
     camel,
@@ -196,7 +196,7 @@ class GenerateStream(StreamParts):
         last = self.last()
         prev = last.block if last is not None else None
         if prev is not None and _joins(prev, thought, sig):
-            prev["text"] += text
+            grow(prev, "text", text)
             if sig is not None:
                 prev["thoughtSignature"] = sig
         elif text != "" or sig is not None:  # not the empty text that rides on the final chunk
@@ -261,7 +261,7 @@ class GenerateStream(StreamParts):
         return self.finish(
             parts=self.parts(
                 convert=lambda st: part_of(
-                    st.block.get("_raw") if set(st.block) == {"_raw"} else st.block
+                    st.block.get("_raw") if set(st.block) == {"_raw"} else settled(st.block)
                 )
             )
         )
@@ -290,7 +290,7 @@ class GenerateStream(StreamParts):
 def _joins(prev: JSON, thought: bool, sig: Any) -> bool:
     """A text part continues the one before: both text, both thoughts or neither, not two signed."""
     return (
-        isinstance(prev.get("text"), str)
+        isinstance(prev.get("text"), str | Pieces)
         and (prev.get("thought") is True) == thought
         and not (sig is not None and prev.get("thoughtSignature") is not None)
     )

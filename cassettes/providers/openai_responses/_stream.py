@@ -12,7 +12,7 @@ from typing import Any
 
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 from cassettes.providers._base import as_int, as_str, error_from_body
-from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers._parts import Slot, StreamParts, grow, settled
 
 __all__ = ["ResponsesStream"]
 
@@ -20,6 +20,7 @@ Item = dict[str, Any]
 
 _TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 _LIFECYCLE = {"response.created", "response.in_progress", "response.queued"}
+
 
 class ResponsesStream(StreamParts):
     """Responses events → the terminal response, its output rebuilt from the item events (keyed
@@ -75,7 +76,10 @@ class ResponsesStream(StreamParts):
             grow(self.slots[idx].block, d)
 
     def close(self) -> NormalisedResponse:
-        items = [self.slots[i].block for i in sorted(i for i in self.slots if isinstance(i, int))]
+        items = [
+            _settled(self.slots[i].block)
+            for i in sorted(i for i in self.slots if isinstance(i, int))
+        ]
         if self.terminal is not None:
             resp = dict(self.terminal)
             if resp.get("output") is None or (resp.get("output") == [] and items):
@@ -101,7 +105,19 @@ def _summary_index(d: Item) -> int:
 
 
 def _append(slot: Item, key: str, d: Item) -> None:
-    slot[key] = (as_str(slot.get(key)) or "") + (as_str(d.get("delta")) or "")
+    grow(slot, key, as_str(d.get("delta")) or "")
+
+
+def _settled(item: Item) -> Item:
+    """The item with its grown texts joined: its own (arguments, input) and its content's and
+    summary's parts' (where :func:`_append` grows them)."""
+    for key in ("content", "summary"):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            for part in parts:
+                if isinstance(part, dict):
+                    settled(part)
+    return settled(item)
 
 
 def _content_part(item: Item, d: Item) -> None:

@@ -12,7 +12,7 @@ import pkgutil
 import cassettes.analysis as analysis
 
 EXPORTED = [
-    "ACTIVE", "FILE", "PRICES_VERSION",
+    "ACTIVE", "CHECKS", "FILE", "PRICES_VERSION",
     "ApiReport", "CallCheck", "Conversation", "Dispatch", "Finding", "Layer", "McpCall",
     "McpLinker", "Proposal", "Rule", "RulesError", "RunAnalyser", "RunAnalysis", "Severity",
     "TokenCount", "Trace", "Turn",
