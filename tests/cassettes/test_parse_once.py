@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import orjson
 import pytest
 from real_corpus import corpus_files
 
@@ -439,3 +440,28 @@ def test_the_mcp_run_summary_reads_each_turn_once(
         sum(float(x) for x in lasts if x is not None), 6
     )
     assert len(got["recorded"]["conversations"]) == 3
+
+
+def test_the_store_of_parses_holds_plain_rows_not_pickles(tmp_path: Path) -> None:
+    """Each kept parse is a plain row (a JSON head line, then the parse's JSON), never a pickle:
+    a cache holds plain rows (issue 72 item 4). Each row reads as JSON and validates to the parse
+    the store gives back."""
+    path = tmp_path / "run.jsonl"
+    _record(path, _multi_turn())
+    run = _opened(path)
+    parses = run._reader.parses
+    where = parses._where
+    rows = 0
+    for pos in range(len(where) // 3):
+        if where[3 * pos] < 0:
+            continue
+        row = parses._store.get_data(where[3 * pos], where[3 * pos + 1], where[3 * pos + 2])
+        assert not row.startswith(b"\x80"), f"row {pos} is a pickle"
+        head, _, body = row.partition(b"\n")
+        assert isinstance(orjson.loads(head), list)
+        rt = parsing.RoundTrip.model_validate_json(body)
+        got = parses.get(pos)
+        assert got is not None and rt.model_dump() == got[2].model_dump()
+        rows += 1
+    assert rows > 20
+    run.close()
