@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 from cassettes.analysis._context import ConversationState, TurnContext
 from cassettes.analysis._items import Deliveries, ItemReferences
-from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import Finding, RunAnalysis, Turn
+from cassettes.analysis._mcp import McpLinker, ModelCall
+from cassettes.analysis._model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from cassettes.analysis._records import Conversations
+from cassettes.analysis._tokens import _ConvTokens
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Threader
+from cassettes.models import Part, ToolSpec
 from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange
 
@@ -40,6 +42,15 @@ class Parked:
     #: What the end-of-run checks found on it, and the errors they raised (``None``: nothing).
     final: list[Finding] | None
     errors: list[str] | None
+
+
+#: The classes the analysis' state holds in its tables and its checks' memory, by name: what its
+#: spilled rows and its continued state (:mod:`._continuation`) are read back into.
+CLASSES: dict[str, type] = {
+    c.__qualname__: c
+    for c in (Finding, McpCall, ModelCall, Part, ToolSpec, _ConvTokens, Conversation, Parked)
+}
+CLASSES["ConversationState"] = ConversationState
 
 
 def _unreferenced(_: str, conv: ConversationState) -> bool:
@@ -113,7 +124,7 @@ class AnalyserState:
         cls, reload: Reload | None, keep_turns: bool, active: int, keep: int
     ) -> AnalyserState:
         """The state before the first round trip."""
-        spill, result = Spill(), RunAnalysis()
+        spill, result = Spill(CLASSES), RunAnalysis()
         result.conversations = conversations = Conversations(spill=spill, keep=keep)
         return cls(
             reload, keep_turns, active, keep, spill, result, conversations, Threader(keep=keep)
