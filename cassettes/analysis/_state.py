@@ -44,6 +44,13 @@ class Parked:
     errors: list[str] | None
 
 
+#: Conversations' states held in memory (the live ones, referred to by their latest turn's
+#: context, are held whatever their number): a quiet one's checks' memory and token sums grow
+#: with its length (about 60 KB for 100 turns of a coding agent), so thousands of quiet ones
+#: were most of a long run's memory (4,096 held: 80 MB at 1 GB); past this many, the least
+#: recently used go to the spill file, read back if the conversation goes on.
+QUIET_KEEP = 256
+
 #: The classes the analysis' state holds in its tables and its checks' memory, by name: what its
 #: spilled rows and its continued state (:mod:`._continuation`) are read back into.
 CLASSES: dict[str, type] = {
@@ -115,7 +122,7 @@ class AnalyserState:
     def __post_init__(self) -> None:
         spill, keep = self.spill, self.keep
         self.latest = SpillMap(spill, keep)
-        self.convs = SpillMap(spill, keep, _unreferenced)
+        self.convs = SpillMap(spill, min(keep, QUIET_KEEP), _unreferenced)
         self.records = SpillMap(spill, keep)
         self.parked = SpillMap(spill, keep, _unshared)
 

@@ -10,7 +10,7 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
 import orjson
@@ -355,23 +355,66 @@ class ParseStore:
         self._store.close()
 
 
+#: A turn's usage, as a kept analysis' row holds it: conversation, input and output tokens, cost
+#: (a decimal's text).
+Usage = tuple[str, int | None, int | None, str | None]
+
+
 class Places:
-    """Where each turn sits in the store, by seq: four integers per turn in arrays (a dict of
-    tuples costs ten times that), looked up by bisection while seqs come in increasing order (a
-    cassette's do), through a dict once one does not."""
+    """Where each turn sits in the store, by seq, and its usage (:data:`Usage`, for the rows of a
+    kept analysis): seven integers and a cost's text per turn in arrays (a dict of tuples costs
+    ten times that), looked up by bisection while seqs come in increasing order (a cassette's
+    do), through a dict once one does not."""
 
     def __init__(self) -> None:
         self._seqs = array("q")
         self._where = array("q")  # block, offset, length per turn
         self._dict: dict[int, int] | None = None  # seq → position, once seqs stop increasing
+        # usage per turn: conversation (0: none, else 1 + its number), tokens (-1: none), cost
+        self._convs: dict[str, int] = {}
+        self._names: list[str] = []
+        self._conv = array("q")
+        self._tokens = array("q")
+        self._costs: list[str | None] = []
 
-    def put(self, seq: int, where: tuple[int, int, int]) -> None:
+    def put(self, seq: int, where: tuple[int, int, int], usage: Usage | None = None) -> None:
         if self._dict is None and self._seqs and seq <= self._seqs[-1]:
             self._dict = {s: i for i, s in enumerate(self._seqs)}
         if self._dict is not None:
             self._dict[seq] = len(self._seqs)
         self._seqs.append(seq)
         self._where.extend(where)
+        self._conv.append(0)
+        self._tokens.extend((-1, -1))
+        self._costs.append(None)
+        if usage is not None:
+            self._set(len(self._seqs) - 1, usage)
+
+    def _set(self, i: int, usage: Usage) -> None:
+        conv, tokens_in, tokens_out, cost = usage
+        number = self._convs.get(conv)
+        if number is None:
+            self._names.append(conv)
+            number = self._convs[conv] = len(self._names)
+        self._conv[i] = number
+        for k, n in enumerate((tokens_in, tokens_out)):
+            self._tokens[2 * i + k] = n if n is not None and n >= 0 else -1
+        self._costs[i] = cost
+
+    def add_usage(self, usage: Mapping[int, Usage]) -> None:
+        """The usage of turns already placed (a kept analysis' rows)."""
+        for seq, row in usage.items():
+            i = self._pos(seq)
+            if i is not None:
+                self._set(i, row)
+
+    def usage(self, seq: int) -> Usage | None:
+        """The turn's usage (``None``: none given)."""
+        i = self._pos(seq)
+        if i is None or not self._conv[i]:
+            return None
+        tokens_in, tokens_out = (n if n >= 0 else None for n in self._tokens[2 * i : 2 * i + 2])
+        return self._names[self._conv[i] - 1], tokens_in, tokens_out, self._costs[i]
 
     def _pos(self, seq: int) -> int | None:
         # a round trip read without a seq (a malformed record) has no place
