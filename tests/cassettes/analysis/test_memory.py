@@ -181,38 +181,28 @@ def test_memory_per_turn_does_not_grow_with_the_run(tmp_path: Path) -> None:
     assert large / n_large <= small / n_small, "memory per turn grows with the run"
 
 
-def test_quiet_conversations_states_go_to_disk_past_a_few_hundred(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_quiet_conversations_states_go_to_disk_past_a_few_hundred(tmp_path: Path) -> None:
     """A quiet (parked) conversation's state — its checks' memory and token sums, tens of KB for a
-    long one — goes to the spill file once more than ``QUIET_KEEP`` of them are held, not once
-    4,096 are (80 MB at 1 GB of 100-turn conversations, issue 73); the findings and the turns'
-    tokens are the same as with every state in memory."""
+    long one — goes to the spill file once more than 256 of them are held, not once 4,096 are
+    (80 MB at 1 GB of 100-turn conversations, issue 73); the findings and the turns' tokens are
+    those of an analysis that keeps everything in memory."""
     from support.huge import write_huge
 
-    import cassettes.analysis._state as state_module
+    from cassettes.storage import read_records
 
-    path = write_huge(tmp_path / "run.jsonl", 60 * 3, "long", turns=3)
-
-    def read(quiet_keep: int) -> tuple[RunReader, int]:
-        monkeypatch.setattr(state_module, "QUIET_KEEP", quiet_keep, raising=False)
-        reader = RunReader(path)
-        held, at_end = 0, False
-        while not at_end:
-            at_end = reader.step(16 * 1024).at_end
-            held = max(held, sum(1 for _ in reader.analyser.state.convs.hot_items()))
-        reader.finish()
-        return reader, held
-
-    small, held = read(8)
-    whole, held_all = read(1_000_000)
-    assert held_all >= 60
-    assert held <= 8 + 4 + 17, held  # (the keep, half of it between trims, the live ones)
-    assert small.analyser.state.spill.used
-    got, want = small.whole(), whole.whole()
+    path = write_huge(tmp_path / "run.jsonl", 400 * 2, "long", turns=2)
+    reader = RunReader(path)
+    held, at_end = 0, False
+    while not at_end:
+        at_end = reader.step(64 * 1024).at_end
+        held = max(held, sum(1 for _ in reader.analyser.state.convs.hot_items()))
+    reader.finish()
+    assert held <= 256 + 17 + 17, held  # (the keep, the live ones, and those not yet trimmed)
+    assert reader.analyser.state.spill.used
+    got, want = reader.whole(), _keep_everything(read_records(path).exchanges)
+    assert len(want.conversations) == 400
     assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
     assert [t.tokens.model_dump() for t in got.turns.values()] == [
         t.tokens.model_dump() for t in want.turns.values()
     ]
-    small.close()
-    whole.close()
+    reader.close()

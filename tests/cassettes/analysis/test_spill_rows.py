@@ -6,19 +6,34 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
 import orjson
 
-from cassettes.analysis import spill
-from cassettes.analysis._context import ConversationState
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis._state import CLASSES, Parked
-from cassettes.analysis.threading._data import CLASSES as THREADS
-from cassettes.analysis.threading._data import Keys, TurnInfo
+from cassettes.analysis import Finding, Severity, spill
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass(eq=False)
+class Memory:
+    """A value of the kind the analysis spills: a dataclass of plain values and models."""
+
+    id: str
+    count: int = 0
+    state: dict[str, object] = field(default_factory=dict)
+    final: list[Finding] | None = None
+
+
+@dataclass(slots=True)
+class Slotted:
+    ids: frozenset[str]
+    parts: list[tuple[int, int]] | None
+
+
+CLASSES: dict[str, type] = {c.__qualname__: c for c in (Memory, Slotted, Finding)}
 
 
 def _rows(table: spill.SpillMap[int, object]) -> list[bytes]:
@@ -33,8 +48,8 @@ def test_spilled_entries_are_plain_rows_read_back_as_written() -> None:
         (3, 4),
         {"a": {1, 2}, 7: frozenset({"x"}), "d": Decimal("0.125")},
         OrderedDict([("k", [1, (2, "t")])]),
-        ConversationState(id="c1", family="openai", count=3, state={"E.results_by_id": {"id": 5}}),
-        Parked(tid=2, seq=9, findings=[], final=[finding], errors=None),
+        Memory(id="c1", count=3, state={"E.results_by_id": {"id": 5}}, final=[finding]),
+        Slotted(ids=frozenset({"call_1"}), parts=[(1, 2)]),
     ]
     s = spill.Spill(CLASSES)
     table: spill.SpillMap[int, object] = spill.SpillMap(s, keep=1)
@@ -52,56 +67,21 @@ def test_spilled_entries_are_plain_rows_read_back_as_written() -> None:
     for k, want in enumerate(values):
         got = table.peek(k)
         assert type(got) is type(want)
-        if isinstance(want, ConversationState):
-            assert isinstance(got, ConversationState)
-            assert (got.id, got.family, got.count, got.state) == (
+        if isinstance(want, Memory):
+            assert isinstance(got, Memory)
+            assert (got.id, got.count, got.state, got.final) == (
                 want.id,
-                want.family,
                 want.count,
                 want.state,
-            )
-        elif isinstance(want, Parked):
-            assert isinstance(got, Parked)
-            assert (got.tid, got.seq, got.findings, got.final, got.errors) == (
-                want.tid,
-                want.seq,
-                want.findings,
                 want.final,
-                want.errors,
             )
             assert got.final is not None and got.final[0].severity is Severity.INFO
+        elif isinstance(want, Slotted):
+            assert isinstance(got, Slotted)
+            assert (got.ids, got.parts) == (want.ids, want.parts)
         else:
             assert got == want
     assert [k for k, _ in table.entries()] == list(range(len(values) + 1))
-    s.close()
-
-
-def test_threading_turns_spill_as_plain_rows() -> None:
-    info = TurnInfo(
-        conversation="c",
-        keys=Keys(),
-        system=1,
-        tools=2,
-        length=3,
-        last_parts=None,
-        echo_parts=[(1, 2)],
-        echo_key=None,
-        echo_ids=frozenset({"call_1"}),
-        response_id="r",
-        failed=False,
-        family="anthropic",
-    )
-    s = spill.Spill(THREADS)
-    table: spill.SpillMap[int, TurnInfo] = spill.SpillMap(s, keep=1)
-    for k in range(4):
-        table[k] = info
-        table.trim()
-    assert s.used
-    for row in _rows(table):  # type: ignore[arg-type]
-        orjson.loads(row)
-    got = table.peek(0)
-    assert type(got) is TurnInfo and got.echo_ids == info.echo_ids
-    assert got.echo_parts == [(1, 2)] and type(got.keys) is Keys
     s.close()
 
 
