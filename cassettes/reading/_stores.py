@@ -184,9 +184,10 @@ def _part_lists(rt: RoundTrip) -> Iterator[list[Part]]:
 def _row(base_seq: int | None, keep: int, rt: RoundTrip) -> bytes | None:
     """A parse as a plain row: a head line (base seq, messages kept from it, the parse's
     incremental base, the poll it was read from, and where a tool result names itself: a field
-    the parse's JSON leaves out) and the parse's JSON, its unset fields left out (so that it is
-    read back with the same fields set); ``None`` for one JSON cannot hold (text with a lone
-    surrogate: the pass parses that round trip again)."""
+    the parse's JSON leaves out) and the parse's JSON, every field (a list a parser appends to
+    after making its model is not among the fields "set": leaving those out lost them); ``None``
+    for one JSON cannot hold (text with a lone surrogate: the pass parses that round trip
+    again). Read back, every field is set: nothing reads which fields of a parse were."""
     private = rt.__pydantic_private__ or {}
     named = [
         [i, j]
@@ -198,7 +199,7 @@ def _row(base_seq: int | None, keep: int, rt: RoundTrip) -> bytes | None:
         [base_seq, keep, private.get("_reused"), private.get("_polled_from"), named]
     )
     try:
-        return head + b"\n" + rt.__pydantic_serializer__.to_json(rt, exclude_unset=True)
+        return head + b"\n" + rt.__pydantic_serializer__.to_json(rt)
     except PydanticSerializationError:
         return None
 
