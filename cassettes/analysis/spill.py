@@ -304,10 +304,8 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
                     row = orjson.dumps(dump(value, classes))
                 except TypeError:  # (orjson's JSONEncodeError is one)
                     pass
-            if row is None:
-                hot[key] = hot.pop(
-                    key
-                )  # still referred to, or no plain row: kept, as recently used
+            if row is None:  # still referred to, or no plain row: kept, as recently used
+                hot[key] = hot.pop(key)
                 continue
             del hot[key]
             out.append((key, row))
