@@ -62,6 +62,9 @@ KEEP = int(_KEEP) if _KEEP.isdigit() and int(_KEEP) > 0 else 4096
 
 _BLOOM_BITS = 1 << 24  # 2 MB: a few % of false positives at a few million spilled keys
 _MASK = _BLOOM_BITS - 1
+#: Rows written at a time: a row of JSON is longer than a pickle was, and a trim's half of ``keep``
+#: held at once raised a 100 MB run's peak by 10 MB (114 MB, against 103 MB with this).
+_BATCH = 256
 
 
 #: How a spill directory's name starts (then ``<pid>-<start time>-`` and mkdtemp's random part).
@@ -297,6 +300,9 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         out: list[tuple[K, bytes]] = []
         ok, classes = self._evictable, self._spill.classes
         for key in list(itertools.islice(iter(hot), over)):
+            if len(out) >= _BATCH:
+                self._write(out)
+                out = []
             value = hot[key]
             row = None
             if ok is None or ok(key, value):
@@ -311,8 +317,11 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
             out.append((key, row))
         # (past entries ``evictable`` kept, so that a table of many such is not scanned each time)
         self._limit = max(self._keep, len(hot) + self._keep // 2)
-        if not out:
-            return
+        if out:
+            self._write(out)
+
+    def _write(self, out: list[tuple[K, bytes]]) -> None:
+        """Rows to the table, in one transaction."""
         if self._bloom is None:
             self._bloom = bytearray(_BLOOM_BITS // 8)
         for key, _ in out:
