@@ -23,24 +23,20 @@ from cassettes.analysis._analyser import RunAnalyser
 from cassettes.analysis._context import ConversationState, TurnContext
 from cassettes.analysis._items import Deliveries, ItemReferences
 from cassettes.analysis._judgement import NO_EXCHANGE, slim
-from cassettes.analysis._mcp import McpLinker, ModelCall
+from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._model import Finding, McpCall, RunAnalysis
 from cassettes.analysis._parking import reloaded
 from cassettes.analysis._plain_values import dump, load
 from cassettes.analysis._records import Conversations
-from cassettes.analysis._state import AnalyserState, Parked
-from cassettes.analysis._tokens import _ConvTokens
+from cassettes.analysis._state import CLASSES, AnalyserState, Parked
 from cassettes.analysis.threading import restore_threads, threads_state
-from cassettes.models import Part, ToolSpec
 
 __all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
 VERSION = 2
 
-_CLASSES: dict[str, type] = {
-    c.__qualname__: c for c in (Finding, McpCall, ModelCall, Part, ToolSpec, _ConvTokens)
-}
+_CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
 _OWN = {"mcp": McpLinker, "items": ItemReferences, "delivered": Deliveries}
 

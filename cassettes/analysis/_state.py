@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 from cassettes.analysis._context import ConversationState, TurnContext
 from cassettes.analysis._items import Deliveries, ItemReferences
-from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import Finding, RunAnalysis, Turn
+from cassettes.analysis._mcp import McpLinker, ModelCall
+from cassettes.analysis._model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from cassettes.analysis._records import Conversations
+from cassettes.analysis._tokens import _ConvTokens
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Threader
+from cassettes.models import Part, ToolSpec
 from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange
 
@@ -40,6 +42,22 @@ class Parked:
     #: What the end-of-run checks found on it, and the errors they raised (``None``: nothing).
     final: list[Finding] | None
     errors: list[str] | None
+
+
+#: Conversations' states held in memory (the live ones, referred to by their latest turn's
+#: context, are held whatever their number): a quiet one's checks' memory and token sums grow
+#: with its length (about 60 KB for 100 turns of a coding agent), so thousands of quiet ones
+#: were most of a long run's memory (4,096 held: 80 MB at 1 GB); past this many, the least
+#: recently used go to the spill file, read back if the conversation goes on.
+QUIET_KEEP = 256
+
+#: The classes the analysis' state holds in its tables and its checks' memory, by name: what its
+#: spilled rows and its continued state (:mod:`._continuation`) are read back into.
+CLASSES: dict[str, type] = {
+    c.__qualname__: c
+    for c in (Finding, McpCall, ModelCall, Part, ToolSpec, _ConvTokens, Conversation, Parked)
+}
+CLASSES["ConversationState"] = ConversationState
 
 
 def _unreferenced(_: str, conv: ConversationState) -> bool:
@@ -104,7 +122,7 @@ class AnalyserState:
     def __post_init__(self) -> None:
         spill, keep = self.spill, self.keep
         self.latest = SpillMap(spill, keep)
-        self.convs = SpillMap(spill, keep, _unreferenced)
+        self.convs = SpillMap(spill, min(keep, QUIET_KEEP), _unreferenced)
         self.records = SpillMap(spill, keep)
         self.parked = SpillMap(spill, keep, _unshared)
 
@@ -113,7 +131,7 @@ class AnalyserState:
         cls, reload: Reload | None, keep_turns: bool, active: int, keep: int
     ) -> AnalyserState:
         """The state before the first round trip."""
-        spill, result = Spill(), RunAnalysis()
+        spill, result = Spill(CLASSES), RunAnalysis()
         result.conversations = conversations = Conversations(spill=spill, keep=keep)
         return cls(
             reload, keep_turns, active, keep, spill, result, conversations, Threader(keep=keep)

@@ -89,6 +89,7 @@ class RoundTrip(BaseModel):
         """This round trip is no longer a base for parsing a later request incrementally (its
         history was released); a request that extends it is parsed in full."""
         self._raw_history_len = None
+        self._history_system = None
 
     @property
     def cut_by_client(self) -> bool:

@@ -105,11 +105,9 @@ class RunReader:
         #: read from the store only, which keeps memory at a few integers per turn).
         self.summaries: dict[int, TurnSummary] = {}
         self.summarising = summaries
-        #: Where each turn's full JSON is in :attr:`turn_store`, by seq.
+        #: Where each turn's full JSON is in :attr:`turn_store`, by seq, and (a run to be kept)
+        #: its usage, for the rows of a kept analysis.
         self.places = Places()
-        #: seq → conversation, input and output tokens, cost (a decimal's text) of each turn, for
-        #: the rows of a kept analysis.
-        self.usage: dict[int, tuple[str, int | None, int | None, str | None]] = {}
         #: Every turn's full JSON (:meth:`full_turn`).
         self.turn_store = TurnStore()
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
@@ -280,11 +278,12 @@ class RunReader:
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
-                self.places.put(turn.seq, self.turn_store.put(turn))
+                usage = None
                 if self.index.digest is not None:  # (to be kept: its row says so much of it)
                     t = turn.tokens
                     cost = str(t.cost) if t.cost is not None else None
-                    self.usage[turn.seq] = (turn.conversation, t.input, t.output, cost)
+                    usage = (turn.conversation, t.input, t.output, cost)
+                self.places.put(turn.seq, self.turn_store.put(turn), usage)
                 if self.summarising:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
@@ -445,7 +444,7 @@ def _continue(reader: RunReader, taken: _snapshot.Taken) -> None:
     try:
         data = sections(found.continuation)
         _stand_on(reader, taken)
-        reader.usage = dict(found.usage)
+        reader.places.add_usage(found.usage)
         restore(reader.analyser, data, taken.result, taken.flagged)
     except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError too)
         if found.views is not None:
@@ -494,4 +493,4 @@ def keep(reader: RunReader) -> None:
         "skipped": sorted(reader.source.skipped),
     }  # fmt: skip
     reader.kept_as = _snapshot.keep(index, result, flagged, reader.turn_store.kept(), state,
-                                 reader.places, reader.usage, reader.continuation)  # fmt: skip
+                                 reader.places, reader.continuation)  # fmt: skip

@@ -199,13 +199,12 @@ def keep(
     turns: tuple[IO[bytes] | None, int, dict[str, Any]],
     state: dict[str, Any],
     places: Places,
-    usage: Mapping[int, tuple[str, int | None, int | None, str | None]],
     more: bytes | None,
 ) -> bytes | None:
     """A finished reader's analysis kept, for the next reader of the same bytes (its file, hashed
     from its first byte as it was read: :func:`take`, ``index``): its analyser's ``result`` and
     ``flagged``, its store of turns (``turns``), where it stands (``state``: a
-    :class:`ReaderState` but its version), its turns' ``places`` and ``usage``, its analysis
+    :class:`ReaderState` but its version), its turns' ``places`` (with their usage), its analysis
     before the end-of-run pass (``more``: :func:`continuation_of`). The generation of the rows
     (``None``: not kept). Never raises."""
     assert index.digest is not None
@@ -218,7 +217,7 @@ def keep(
             result.model_copy(update={"conversations": []}).model_dump_json().encode(),
             ((c.id, c.model_dump_json().encode()) for c in result.conversations),
             {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
-            ((seq, usage.get(seq), places.get(seq)) for seq in places),
+            ((seq, places.usage(seq), places.get(seq)) for seq in places),
             (turns_file, blocks["blocks"]), more,
         )  # fmt: skip
     except (TypeError, ValueError):  # (not kept: analysed again next time)

@@ -5,21 +5,19 @@ blocks (gone when closed), and :class:`Places` (where each turn sits in the firs
 
 from __future__ import annotations
 
-import io
-import pickle
 import tempfile
 import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from enum import Enum
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
-from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
+import orjson
+from pydantic_core import PydanticSerializationError
 
 from cassettes.analysis import Turn, spill
+from cassettes.models import Part
 from cassettes.parsing import RoundTrip
 from cassettes.reading._compression import compressor, decompressor
 
@@ -31,7 +29,7 @@ __all__: list[str] = []
 #: appended since the previous checkpoint, so restoring a round trip reads at most
 #: ``2 * CHECKPOINT - 1`` records, and a conversation of n turns keeps its history whole
 #: ``n / CHECKPOINT²`` times, not ``n / CHECKPOINT`` (whole lists were most of what a long
-#: conversation pickled: 114 of 178 MB for a 101 MB run of 100-turn conversations).
+#: conversation stored: 114 of 178 MB for a 101 MB run of 100-turn conversations).
 CHECKPOINT = 16
 #: Parses restored lately (their request side), kept as bases for restoring the next one's
 #: request (its kept messages are its base's): the latest turn of that many conversations.
@@ -173,51 +171,55 @@ class TurnStore:
             self._filling = bytearray()
 
 
-def _model(
-    cls: type[BaseModel],
-    fields: dict[str, Any],
-    fields_set: set[str],
-    extra: dict[str, Any] | None,
-    private: dict[str, Any] | None,
-) -> BaseModel:
-    """A model as :class:`_Pickler` took it apart (what pydantic's ``__setstate__`` does)."""
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(obj, "__pydantic_extra__", extra)
-    object.__setattr__(obj, "__pydantic_private__", private)
-    object.__setattr__(obj, "__dict__", fields)
-    return obj
+def _part_lists(rt: RoundTrip) -> Iterator[list[Part]]:
+    """The lists of parts a parse holds, in a fixed order: the request's system parts, each
+    request message's parts, the response's."""
+    if rt.request is not None:
+        yield rt.request.system
+        yield from (m.parts for m in rt.request.messages)
+    if rt.response is not None:
+        yield rt.response.parts
 
 
-class _Pickler(pickle.Pickler):
-    """The pickler of :class:`ParseStore`: a model is its fields, fields set, extra and private
-    attributes, as with pydantic's own ``__getstate__``, but without a state dict built per model
-    by a Python method, and an enum member is its value. What it writes unpickles to an equal
-    tree (the same types, fields set and private attributes; ``tests/cassettes/test_parse_once.py``)
-    in half the time (the parse store was a seventh of a batch read's CPU, most of it in
-    ``BaseModel.__getstate__``)."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, BaseModel):
-            private = obj.__pydantic_private__
-            if private:
-                private = {k: v for k, v in private.items() if v is not PydanticUndefined}
-            return _model, (
-                type(obj),
-                obj.__dict__,
-                obj.__pydantic_fields_set__,
-                obj.__pydantic_extra__,
-                private,
-            )
-        if isinstance(obj, Enum):
-            return type(obj), (obj._value_,)
-        return NotImplemented
+def _row(base_seq: int | None, keep: int, rt: RoundTrip) -> bytes | None:
+    """A parse as a plain row: a head line (base seq, messages kept from it, the parse's
+    incremental base, the poll it was read from, and where a tool result names itself: a field
+    the parse's JSON leaves out) and the parse's JSON, every field (a list a parser appends to
+    after making its model is not among the fields "set": leaving those out lost them); ``None``
+    for one JSON cannot hold (text with a lone surrogate: the pass parses that round trip
+    again). Read back, every field is set: nothing reads which fields of a parse were."""
+    private = rt.__pydantic_private__ or {}
+    named = [
+        [i, j]
+        for i, parts in enumerate(_part_lists(rt))
+        for j, p in enumerate(parts)
+        if p.tool_result is not None and p.tool_result.named
+    ]
+    head = orjson.dumps(
+        [base_seq, keep, private.get("_reused"), private.get("_polled_from"), named]
+    )
+    try:
+        return head + b"\n" + rt.__pydantic_serializer__.to_json(rt)
+    except PydanticSerializationError:
+        return None
 
 
-def _dumps(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    _Pickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)
-    return buf.getvalue()
+def _parse(row: bytes) -> tuple[int | None, int, RoundTrip]:
+    """What :func:`_row` made ``row`` of (read by the process that wrote it)."""
+    head, _, body = row.partition(b"\n")
+    base_seq, keep, reused, polled_from, named = orjson.loads(head)
+    rt = RoundTrip.model_validate_json(body)
+    private = rt.__pydantic_private__
+    assert private is not None
+    private["_reused"] = tuple(reused) if reused is not None else None
+    private["_polled_from"] = polled_from
+    if named:
+        lists = list(_part_lists(rt))
+        for i, j in named:
+            result = lists[i][j].tool_result
+            assert result is not None
+            result.named = True
+    return base_seq, keep, rt
 
 
 class _Chain(NamedTuple):
@@ -231,8 +233,8 @@ class _Chain(NamedTuple):
 class ParseStore:
     """Each round trip's parse as the analysis made it (:attr:`RunAnalyser.on_parse`), by position
     in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
-    temporary file of this process: what is read back is what this process wrote, so it is
-    pickled). A request parsed against the one it extends keeps only the messages it appended
+    temporary file of this process), as plain rows (:func:`_row`: JSON, read back by validating
+    it). A request parsed against the one it extends keeps only the messages it appended
     and names its base (seq, messages kept). Every :data:`CHECKPOINT`-th link of such a chain is
     a checkpoint: it names the previous checkpoint as its base instead (keeping what every link
     since kept of its own base), and every :data:`CHECKPOINT`-th checkpoint keeps its messages
@@ -291,7 +293,8 @@ class ParseStore:
             req = req.model_copy(update={"messages": req.messages[keep:]})
         packed = rt.model_copy(update={"request": req})
         packed.forget_history_base()  # (a restored parse is no base for parsing a request)
-        self._where.extend(self._store.put_data(_dumps((base_seq, keep, packed))))
+        row = _row(base_seq, keep, packed)
+        self._where.extend(self._store.put_data(row) if row is not None else (-1, 0, 0))
         self._depth.append(depth)
 
     def get(self, pos: int) -> tuple[int | None, int, RoundTrip] | None:
@@ -299,10 +302,7 @@ class ParseStore:
         if not 0 <= pos < len(self._depth) or self._where[3 * pos] < 0:
             return None
         w = self._where
-        got: tuple[int | None, int, RoundTrip] = pickle.loads(
-            self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2])
-        )
-        return got
+        return _parse(self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2]))
 
     def restore(self, pos: int, position: Callable[[int], int | None]) -> RoundTrip | None:
         """The parse at ``pos``, restored with its request's whole message history from the chain
@@ -356,23 +356,66 @@ class ParseStore:
         self._store.close()
 
 
+#: A turn's usage, as a kept analysis' row holds it: conversation, input and output tokens, cost
+#: (a decimal's text).
+Usage = tuple[str, int | None, int | None, str | None]
+
+
 class Places:
-    """Where each turn sits in the store, by seq: four integers per turn in arrays (a dict of
-    tuples costs ten times that), looked up by bisection while seqs come in increasing order (a
-    cassette's do), through a dict once one does not."""
+    """Where each turn sits in the store, by seq, and its usage (:data:`Usage`, for the rows of a
+    kept analysis): seven integers and a cost's text per turn in arrays (a dict of tuples costs
+    ten times that), looked up by bisection while seqs come in increasing order (a cassette's
+    do), through a dict once one does not."""
 
     def __init__(self) -> None:
         self._seqs = array("q")
         self._where = array("q")  # block, offset, length per turn
         self._dict: dict[int, int] | None = None  # seq → position, once seqs stop increasing
+        # usage per turn: conversation (0: none, else 1 + its number), tokens (-1: none), cost
+        self._convs: dict[str, int] = {}
+        self._names: list[str] = []
+        self._conv = array("q")
+        self._tokens = array("q")
+        self._costs: list[str | None] = []
 
-    def put(self, seq: int, where: tuple[int, int, int]) -> None:
+    def put(self, seq: int, where: tuple[int, int, int], usage: Usage | None = None) -> None:
         if self._dict is None and self._seqs and seq <= self._seqs[-1]:
             self._dict = {s: i for i, s in enumerate(self._seqs)}
         if self._dict is not None:
             self._dict[seq] = len(self._seqs)
         self._seqs.append(seq)
         self._where.extend(where)
+        self._conv.append(0)
+        self._tokens.extend((-1, -1))
+        self._costs.append(None)
+        if usage is not None:
+            self._set(len(self._seqs) - 1, usage)
+
+    def _set(self, i: int, usage: Usage) -> None:
+        conv, tokens_in, tokens_out, cost = usage
+        number = self._convs.get(conv)
+        if number is None:
+            self._names.append(conv)
+            number = self._convs[conv] = len(self._names)
+        self._conv[i] = number
+        for k, n in enumerate((tokens_in, tokens_out)):
+            self._tokens[2 * i + k] = n if n is not None and n >= 0 else -1
+        self._costs[i] = cost
+
+    def add_usage(self, usage: Mapping[int, Usage]) -> None:
+        """The usage of turns already placed (a kept analysis' rows)."""
+        for seq, row in usage.items():
+            i = self._pos(seq)
+            if i is not None:
+                self._set(i, row)
+
+    def usage(self, seq: int) -> Usage | None:
+        """The turn's usage (``None``: none given)."""
+        i = self._pos(seq)
+        if i is None or not self._conv[i]:
+            return None
+        tokens_in, tokens_out = (n if n >= 0 else None for n in self._tokens[2 * i : 2 * i + 2])
+        return self._names[self._conv[i] - 1], tokens_in, tokens_out, self._costs[i]
 
     def _pos(self, seq: int) -> int | None:
         # a round trip read without a seq (a malformed record) has no place

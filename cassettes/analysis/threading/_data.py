@@ -120,6 +120,11 @@ class TurnInfo:
     ended: float | None = None
 
 
+#: The classes threading's tables hold, by name: what its spilled rows and its continued state
+#: (:mod:`._plain`) are read back into.
+CLASSES: dict[str, type] = {c.__qualname__: c for c in (TurnInfo, Keys, Registered, Fields, Step)}
+
+
 class TurnInfos:
     """The threaded turns by id: a list whose older entries live in a :class:`SpillMap`."""
 

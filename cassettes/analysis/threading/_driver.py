@@ -14,6 +14,7 @@ from cassettes.analysis._message_keys import (
 from cassettes.analysis._trajectory import step_of
 from cassettes.analysis.spill import KEEP, Spill
 from cassettes.analysis.threading._data import (
+    CLASSES,
     Attempt,
     Link,
     Registered,
@@ -39,7 +40,7 @@ class Threader:
 
     def __init__(self, keep: int = KEEP) -> None:
         #: Where the threads' tables keep what does not fit in memory.
-        self._spill = Spill()
+        self._spill = Spill(CLASSES)
         #: What threading knows (:class:`~._data.Threads`): the turns and their indexes.
         self.threads = Threads(self._spill, keep)
 

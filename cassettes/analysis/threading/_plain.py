@@ -8,14 +8,13 @@ from collections import OrderedDict
 from typing import Any
 
 from cassettes.analysis._plain_values import dump, load
-from cassettes.analysis._trajectory import Fields, Step
 from cassettes.analysis.spill import SpillMap
-from cassettes.analysis.threading._data import Keys, Registered, Threads, TurnInfo
+from cassettes.analysis.threading._data import CLASSES as _CLASSES
+from cassettes.analysis.threading._data import Registered, Threads, TurnInfo
 from cassettes.analysis.threading._driver import Threader
 
 __all__ = ["restore_threads", "threads_state"]
 
-_CLASSES: dict[str, type] = {c.__qualname__: c for c in (TurnInfo, Keys, Registered, Fields, Step)}
 #: The indexes kept in spilled tables, and the type of their keys.
 _MAPS = {
     "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,

@@ -179,3 +179,30 @@ def test_memory_per_turn_does_not_grow_with_the_run(tmp_path: Path) -> None:
     per_added_turn = (large - small) / (n_large - n_small)
     assert per_added_turn < 5_000, f"{per_added_turn:.0f} bytes retained per added turn"
     assert large / n_large <= small / n_small, "memory per turn grows with the run"
+
+
+def test_quiet_conversations_states_go_to_disk_past_a_few_hundred(tmp_path: Path) -> None:
+    """A quiet (parked) conversation's state — its checks' memory and token sums, tens of KB for a
+    long one — goes to the spill file once more than 256 of them are held, not once 4,096 are
+    (80 MB at 1 GB of 100-turn conversations, issue 73); the findings and the turns' tokens are
+    those of an analysis that keeps everything in memory."""
+    from support.huge import write_huge
+
+    from cassettes.storage import read_records
+
+    path = write_huge(tmp_path / "run.jsonl", 400 * 2, "long", turns=2)
+    reader = RunReader(path)
+    held, at_end = 0, False
+    while not at_end:
+        at_end = reader.step(64 * 1024).at_end
+        held = max(held, sum(1 for _ in reader.analyser.state.convs.hot_items()))
+    reader.finish()
+    assert held <= 256 + 17 + 17, held  # (the keep, the live ones, and those not yet trimmed)
+    assert reader.analyser.state.spill.used
+    got, want = reader.whole(), _keep_everything(read_records(path).exchanges)
+    assert len(want.conversations) == 400
+    assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
+    assert [t.tokens.model_dump() for t in got.turns.values()] == [
+        t.tokens.model_dump() for t in want.turns.values()
+    ]
+    reader.close()
