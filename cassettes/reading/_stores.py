@@ -385,13 +385,15 @@ class Places:
             self._dict[seq] = len(self._seqs)
         self._seqs.append(seq)
         self._where.extend(where)
-        self._conv.append(0)
-        self._tokens.extend((-1, -1))
-        self._costs.append(None)
         if usage is not None:
             self._set(len(self._seqs) - 1, usage)
 
     def _set(self, i: int, usage: Usage) -> None:
+        grow = i + 1 - len(self._conv)  # (columns made for a run to be kept only)
+        if grow > 0:
+            self._conv.extend([0] * grow)
+            self._tokens.extend([-1] * 2 * grow)
+            self._costs.extend([None] * grow)
         conv, tokens_in, tokens_out, cost = usage
         number = self._convs.get(conv)
         if number is None:
@@ -412,7 +414,7 @@ class Places:
     def usage(self, seq: int) -> Usage | None:
         """The turn's usage (``None``: none given)."""
         i = self._pos(seq)
-        if i is None or not self._conv[i]:
+        if i is None or i >= len(self._conv) or not self._conv[i]:
             return None
         tokens_in, tokens_out = (n if n >= 0 else None for n in self._tokens[2 * i : 2 * i + 2])
         return self._names[self._conv[i] - 1], tokens_in, tokens_out, self._costs[i]
