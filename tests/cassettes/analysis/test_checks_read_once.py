@@ -56,7 +56,7 @@ def _ctx(messages: list[Any], *, calls: list[CallCheck] = (), text: str = "") ->
     )
     req = NormalisedRequest(family="anthropic", messages=[])
 
-    def finding(code: str, severity: Any, message: str, **details: Any) -> tuple[Any, ...]:
+    def finding(code: str, message: str, *, severity: Any = None, **details: Any) -> tuple[Any, ...]:
         return (code, details)
 
     return SimpleNamespace(
