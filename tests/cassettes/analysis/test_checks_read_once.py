@@ -56,7 +56,9 @@ def _ctx(messages: list[Any], *, calls: list[CallCheck] = (), text: str = "") ->
     )
     req = NormalisedRequest(family="anthropic", messages=[])
 
-    def finding(code: str, message: str, *, severity: Any = None, **details: Any) -> tuple[Any, ...]:
+    def finding(
+        code: str, message: str, *, severity: Any = None, **details: Any
+    ) -> tuple[Any, ...]:
         return (code, details)
 
     return SimpleNamespace(
