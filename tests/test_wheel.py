@@ -1,0 +1,121 @@
+"""One import package (issue 72, item 6): the wheel installs ``looptap`` and nothing else at the
+top of site-packages, so a user's own ``proxy`` or ``inspector`` (or proxy.py's ``proxy``) stands
+beside it. The wheel is built from this checkout by hatchling (pyproject.toml's ``sources``) and
+installed by uv into a fresh environment beside two tiny dists that own ``proxy`` and
+``inspector``; looptap's dependencies come from this test environment (a path line, so none is
+downloaded and the checkout's editable install is not read)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import progress
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytest.importorskip("hatchling")
+pytest.importorskip("uv")
+
+
+def _run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    done = progress.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{argv}: {done.stdout}\n{done.stderr}"
+    return done
+
+
+def _build(project: Path, out: Path) -> Path:
+    _run(sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", out, cwd=project)
+    name = project.name.replace("-", "_") if project != REPO else "looptap"
+    (wheel,) = out.glob(f"{name}-*.whl")
+    return wheel
+
+
+def _user_dist(tmp: Path, module: str) -> Path:
+    """A dist of the user's own that owns the top-level package ``module``."""
+    project = tmp / f"user-{module}"
+    (project / module).mkdir(parents=True)
+    (project / module / "__init__.py").write_text(f"WHO = 'the user\\'s {module}'\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        f'[project]\nname = "user-{module}"\nversion = "1.0"\n'
+        f'[tool.hatch.build.targets.wheel]\npackages = ["{module}"]\n'
+    )
+    return _build(project, tmp / "dist")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(REPO, tmp_path_factory.mktemp("dist"))
+
+
+def test_the_wheel_holds_looptap_alone(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"looptap", "looptap-0.1.0.dist-info"}, sorted(tops)
+    # the three folders under it, and no package of the repository's left at the top
+    assert {n.split("/")[1] for n in names if n.startswith("looptap/")} == {
+        "cassettes",
+        "proxy",
+        "inspector",
+    }
+    assert "looptap/cassettes/examples/tool_loop_anthropic.yaml" in names  # data moves with it
+    meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    points = zipfile.ZipFile(wheel).read(meta).decode()
+    assert "looptap = looptap.cassettes.cli:main" in points, points
+    assert "looptap = looptap.cassettes.replay.testing.plugin" in points, points
+
+
+def test_installed_beside_a_proxy_and_an_inspector_of_the_users(
+    wheel: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    _run(
+        sys.executable,
+        "-m",
+        "uv",
+        "venv",
+        "--quiet",
+        "--python",
+        sys.executable,
+        venv,
+        cwd=tmp_path,
+    )
+    python = venv / "bin" / "python"
+    theirs = [_user_dist(tmp_path, "proxy"), _user_dist(tmp_path, "inspector")]
+    _run(
+        sys.executable, "-m", "uv", "pip", "install", "--quiet", "--offline", "--no-deps",
+        "--python", python, wheel, *theirs, cwd=tmp_path,
+    )  # fmt: skip
+    site = Path(
+        _run(
+            python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path
+        ).stdout.strip()
+    )
+    # looptap's dependencies: this environment's (a path line, its .pth files not read)
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "zz_dependencies.pth").write_text("\n".join(sorted(deps)) + "\n")
+    tops = sorted(p.name for p in site.iterdir() if not p.name.endswith((".dist-info", ".pth")))
+    assert [t for t in tops if not t.startswith("_")] == ["inspector", "looptap", "proxy"], tops
+
+    code = (
+        "import proxy, inspector, looptap.cassettes, looptap.proxy.config, "
+        "looptap.inspector.layout\n"
+        "print(proxy.WHO); print(inspector.WHO)\n"
+        "print(looptap.cassettes.__file__)\n"
+        "from looptap.cassettes import open_run; print(open_run.__module__)\n"
+    )
+    said = _run(python, "-c", code, cwd=tmp_path).stdout.splitlines()
+    assert said[:2] == ["the user's proxy", "the user's inspector"], said
+    assert Path(said[2]).is_relative_to(site), said  # the wheel's, not the checkout's
+    assert said[3] == "looptap.cassettes.reading._run", said
+
+    helped = _run(venv / "bin" / "looptap", "--help", cwd=tmp_path)
+    assert helped.stdout.startswith("usage: looptap"), helped.stdout[:200]
+    # the pytest plugin's module, as its entry point names it, imports there too
+    _run(python, "-c", "import looptap.cassettes.replay.testing.plugin", cwd=tmp_path)
