@@ -87,6 +87,7 @@ IMPORT = re.compile(
 FROM_IMPORT = re.compile(rf"(?<![\w.])(from )({'|'.join(PACKAGES)}) import\b")
 
 
+SEVERAL = re.compile(rf"(?<![\w.])(import )({'|'.join(PACKAGES)})(?=, )")
 #: A call taking a top-level module's name: ``files("cassettes")``, ``startswith(("cassettes",``.
 NAMED = re.compile(
     rf"\b(files|startswith|import_module|find_spec)\((\(?)(['\"])({'|'.join(PACKAGES)})\3"
@@ -231,6 +232,8 @@ def rewrite(path: Path, text: str, pattern: re.Pattern[str], problems: list[str]
         new = pattern.sub(lambda m: f"{PREFIX}.{m[0]}", new)
     # an import statement inside a string or a line of prose: "from cassettes import x"
     new = FROM_IMPORT.sub(rf"\1{PREFIX}.\2 import", new)
+    # several modules in one import, in a string of code: "import cassettes, sys"
+    new = SEVERAL.sub(rf"\1{PREFIX}.\2", new)
     if path.suffix == ".py":
         new = NAMED.sub(rf"\1(\2\3{PREFIX}.\4\3", new)
     if path.name == "pyproject.toml":

@@ -104,8 +104,8 @@ def test_installed_beside_a_proxy_and_an_inspector_of_the_users(
     assert [t for t in tops if not t.startswith("_")] == ["inspector", "looptap", "proxy"], tops
 
     code = (
-        "import proxy, inspector, looptap.cassettes, looptap.proxy.config, "
-        "looptap.inspector.layout\n"
+        "import looptap.cassettes, looptap.proxy.config, looptap.inspector.layout\n"
+        "import inspector\nimport proxy\n"
         "print(proxy.WHO); print(inspector.WHO)\n"
         "print(looptap.cassettes.__file__)\n"
         "from looptap.cassettes import open_run; print(open_run.__module__)\n"
