@@ -63,7 +63,7 @@ PACKAGES: dict[str, str] = {
     "cassettes/wire": "What crossed the wire, uninterpreted: the raw exchange, Content-Encoding "
     "decoding and stream framing (SSE, NDJSON, JSON arrays, AWS event streams).",
     "cassettes/parsing": "Raw bytes to meaning: one exchange parsed through its provider "
-    "(``roundtrip``) into the normalised models (:mod:`cassettes.models`), and parse once "
+    "(``roundtrip``) into the normalised models (:mod:`looptap.cassettes.models`), and parse once "
     "(``sealed``: the writer's parse reused by readers). The adapters themselves live in "
     "``cassettes/providers/``.",
     "cassettes/storage": "Files of round trips: the cassette's record format and migrations "
@@ -75,16 +75,16 @@ PACKAGES: dict[str, str] = {
     "secret detector, and WebSocket sessions read as turns (``websocket``).",
     "cassettes/interop": """Interoperability: a run out to other tools, and the commands that move runs in and out.
 
-* :mod:`cassettes.interop._otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
-* :mod:`cassettes.interop._har` — HAR 1.2 (browser devtools, mitmweb);
-* :mod:`cassettes.interop._textconv` — a stable line-per-item rendering for ``git diff``;
-* :mod:`cassettes.interop._command` — ``looptap import`` / ``export`` / ``textconv``.
+* :mod:`looptap.cassettes.interop._otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
+* :mod:`looptap.cassettes.interop._har` — HAR 1.2 (browser devtools, mitmweb);
+* :mod:`looptap.cassettes.interop._textconv` — a stable line-per-item rendering for ``git diff``;
+* :mod:`looptap.cassettes.interop._command` — ``looptap import`` / ``export`` / ``textconv``.
 
-Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.storage`.
+Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`looptap.cassettes.storage`.
 """,  # noqa: E501
     "cassettes/views": "A run for people and tools: ``show`` text and the ``show --json`` object "
     "(``view``, ``schema``), turn summaries, search, timelines and token growth.",
-    "cassettes/reading": "Reading a run: ``open_run`` and :class:`~cassettes.reading.Run` "
+    "cassettes/reading": "Reading a run: ``open_run`` and :class:`~looptap.cassettes.reading.Run` "
     "(``run``), and the large or growing run read a batch at a time (``incremental``).",
     "cassettes/mcp": "``looptap mcp``: the MCP server (``server``), its stdio transport "
     "(``stdio``) and the queries it answers over a root of runs (``query``), in bounded safe JSON "
@@ -246,7 +246,7 @@ class Relayer:
             )
             rules.append((re.compile(rf"(?<![\w./-]){re.escape(rel_old)}(?![\w])"), rel_new, ()))
             # the short dotted names of the docs and of the contract (views.incremental)
-            short_old, short_new = od.removeprefix("cassettes."), nd.removeprefix("cassettes.")
+            short_old, short_new = od.removeprefix("looptap.cassettes."), nd.removeprefix("looptap.cassettes.")
             rules.append(
                 (
                     re.compile(rf"(?<![\w./]){re.escape(short_old)}(?![\w])"),

@@ -29,6 +29,7 @@ binaries, the virtual environments, ``.git``, the corpus, recorded cassettes (``
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import io
 import json
@@ -241,6 +242,58 @@ def rewrite(path: Path, text: str, pattern: re.Pattern[str], problems: list[str]
     return new
 
 
+def relative(path: Path, root: Path, text: str, problems: list[str]) -> str:
+    """Inside the three packages, their own imports made relative (``from ..models import
+    Message``), as httpx writes them: the code names no install prefix, and a reader or a tool
+    that follows imports by path finds every route. Read with ``ast``, so an import statement
+    inside a string (an agent script a test runs) is left as it is written."""
+    rel = path.relative_to(root)
+    if rel.parts[0] not in PACKAGES or path.suffix != ".py":
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        problems.append(f"{rel}: not parsed; its imports are left absolute")
+        return text
+    here = [PREFIX, *rel.with_suffix("").parts]
+    package = here if here[-1] == "__init__" else here[:-1]
+    package = [p for p in package if p != "__init__"]
+
+    def dots(target: list[str]) -> str:
+        k = 0
+        while k < min(len(package), len(target)) and package[k] == target[k]:
+            k += 1
+        return "." * (len(package) - k + 1) + ".".join(target[k:])
+
+    lines = text.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        row = node.lineno - 1 if isinstance(node, (ast.Import, ast.ImportFrom)) else None
+        if row is None:
+            continue
+        line = lines[row]
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            if node.module == PREFIX or node.module.startswith(f"{PREFIX}."):
+                new = re.sub(
+                    rf"\bfrom\s+{re.escape(node.module)}\s+import\b",
+                    f"from {dots(node.module.split('.'))} import",
+                    line,
+                    count=1,
+                )
+                lines[row] = new
+        elif isinstance(node, ast.Import) and node.lineno == node.end_lineno:
+            (alias,) = node.names if len(node.names) == 1 else (None,)
+            if alias is None or not alias.name.startswith(f"{PREFIX}."):
+                continue
+            if alias.asname is None:
+                problems.append(f"{rel}:{node.lineno}: import {alias.name} without `as`")
+                continue
+            parent, _, last = alias.name.rpartition(".")
+            indent = line[: len(line) - len(line.lstrip())]
+            tail = "\n" if line.endswith("\n") else ""
+            lines[row] = f"{indent}from {dots(parent.split('.'))} import {last} as {alias.asname}{tail}"
+    return "".join(lines)
+
+
 def files(root: Path) -> list[Path]:
     out = []
     for p in sorted(root.rglob("*")):
@@ -314,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
             continue
-        new = rewrite(path, text, pattern, problems)
+        new = relative(path, root, rewrite(path, text, pattern, problems), problems)
         rel = path.relative_to(root).as_posix()
         for where, old, hand in HAND:
             if where == rel:

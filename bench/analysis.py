@@ -22,8 +22,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import RunAnalyser
-from cassettes.storage import dumps_record, header_record, read_records
+from looptap.cassettes.analysis import RunAnalyser
+from looptap.cassettes.storage import dumps_record, header_record, read_records
 
 TOOLS = [
     {

@@ -81,7 +81,7 @@ def _cell(tree: Path, argv: list[str], cap: int, timeout: float, cwd: Path) -> s
 def _replay_argv(cassette: Path, enc: str, body: Path) -> list[str]:
     code = textwrap.dedent(f"""
         import signal, subprocess, sys, urllib.error, urllib.request
-        p = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", {str(cassette)!r}], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen([sys.executable, "-m", "looptap.cassettes.cli", "replay", {str(cassette)!r}], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         url = None
         for line in p.stdout:
             if line.startswith(b"export OPENAI_BASE_URL="):
@@ -116,7 +116,7 @@ def main() -> None:
     args = ap.parse_args()
     cap = int(args.cap_gb * (1 << 30))
     trees = [("after", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
-    py = [sys.executable, "-m", "cassettes.cli"]
+    py = [sys.executable, "-m", "looptap.cassettes.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         print(f"| bomb (1 GiB of output) | place | {' | '.join(name for name, _ in trees)} |")

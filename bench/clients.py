@@ -57,9 +57,9 @@ def _kinds(c: Client, reports: Path) -> str:
     """The clean run's conversations as threading labels them: each one's turns and kind (``main``
     for a conversation of its own, else its branch: ``sub_agent``, ``side_call``), from the run's
     recording kept beside its report."""
-    from cassettes.analysis import analyse
-    from cassettes.parsing import parse_all
-    from cassettes.storage import read_records
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.parsing import parse_all
+    from looptap.cassettes.storage import read_records
 
     rec = reports / f"{c.id.replace(' ', '_')}.clean.jsonl"
     if not rec.exists():

@@ -58,9 +58,9 @@ def by_order(path: Path) -> tuple[int, int]:
     cassette: a request of an agent's turn t >= 1 is ambiguous when, at its place in the recording,
     more than one agent (itself included) has had exactly t turns answered: their histories are
     identical, ids included."""
-    from cassettes.analysis import analyse
-    from cassettes.parsing import parse_all
-    from cassettes.storage import read_records
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.parsing import parse_all
+    from looptap.cassettes.storage import read_records
 
     cas = read_records(path)
     answered: dict[int, int] = {}

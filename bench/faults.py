@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from cassettes.analysis import analyse  # noqa: E402
-from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
-from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault  # noqa: E402
-from cassettes.wire import Exchange  # noqa: E402
+from looptap.cassettes.analysis import analyse  # noqa: E402
+from looptap.cassettes.recording.pipeline import CassetteWriter  # noqa: E402
+from looptap.cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault  # noqa: E402
+from looptap.cassettes.wire import Exchange  # noqa: E402
 
 FAULTS = [
     "rate_limit",

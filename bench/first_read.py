@@ -46,7 +46,7 @@ _CHILD = """
 import cProfile, sys, time
 out, target = sys.argv[1], sys.argv[2]
 sys.argv = ["looptap", "show", target]
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 p = cProfile.Profile(timer=time.process_time)
 p.enable()
 try:

@@ -95,7 +95,7 @@ def measure(argv: list[str]) -> tuple[float, int, str]:
     """Seconds, peak RSS (MB) and the last stderr line of ``looptap argv``."""
     t = time.monotonic()
     p = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", *argv],
+        [sys.executable, "-m", "looptap.cassettes.cli", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,7 +117,7 @@ def _sql(db: Path, q: list[str]) -> float:
     """Seconds the named question's query takes in DuckDB, without the command's start-up."""
     import duckdb
 
-    import cassettes.fleet as questions
+    import looptap.cassettes.fleet as questions
 
     opts = dict(zip(q[2::2], q[3::2], strict=False))
     window = questions.Window.of(opts.get("--since"), opts.get("--until"))
@@ -172,7 +172,7 @@ def _ask(db: Path, *q: str) -> list[dict[str, object]]:
     import orjson
 
     p = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "fleet", *q, "--fleet", str(db), "--json"],
+        [sys.executable, "-m", "looptap.cassettes.cli", "fleet", *q, "--fleet", str(db), "--json"],
         capture_output=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     return [orjson.loads(line) for line in p.stdout.splitlines()]
@@ -217,7 +217,7 @@ def _sampled(db: Path, files: list[Path], n: int = 20) -> str:
     sample = random.Random(69).sample(files, n)
     for f in sample:
         p = subprocess.run(
-            [sys.executable, "-m", "cassettes.cli", "show", "--json", str(f)],
+            [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(f)],
             capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
         shown = [orjson.loads(x) for x in p.stdout.splitlines()]

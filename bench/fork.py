@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 DOC = REPO / "docs" / "fork.md"
 BEGIN, END = "<!-- fork-cost:begin (bench/fork.py --write) -->", "<!-- fork-cost:end -->"
 
-from cassettes.replay.testing.recorder import RecorderProcess  # noqa: E402
+from looptap.cassettes.replay.testing.recorder import RecorderProcess  # noqa: E402
 from tests.support.recorder import children, proc_stats  # noqa: E402
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
 
@@ -131,7 +131,7 @@ def conversation(client: Client, i: int, times: list[list[float]]) -> None:
 
 def replay_server(run: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(run), *extra],
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(run), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -200,7 +200,7 @@ def main() -> int:
             c_prefix += cpu([proc.pid, live.pid]) - before
             times[0].append(t)
         # turn 1 exactly as recorded (with the recorded call's id): matched at the cursor, sent live
-        from cassettes.reading import open_run
+        from looptap.cassettes.reading import open_run
 
         recorded = [
             ex for ex in open_run(run, whole=True).exchanges if b'"tool"' in ex.request_body

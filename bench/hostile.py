@@ -43,7 +43,7 @@ def main() -> int:
         files = build(
             work / "files", [f for f in args.files.split(",") if f] or None, million=args.million
         )
-        from cassettes.recording.pipeline import CassetteWriter
+        from looptap.cassettes.recording.pipeline import CassetteWriter
 
         clean = work / "clean.jsonl"
         with CassetteWriter(clean) as w:

@@ -33,8 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cassettes.reading import open_run  # noqa: E402
-from cassettes.views import render_html, report_data  # noqa: E402
+from looptap.cassettes.reading import open_run  # noqa: E402
+from looptap.cassettes.views import render_html, report_data  # noqa: E402
 from tests.interop.cassette_files import write_cassette  # noqa: E402
 from tests.interop.html_runs import long_run  # noqa: E402
 
@@ -133,7 +133,7 @@ def main() -> None:
     results: list[tuple[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="looptap-bench-html-") as tmp:
         d = Path(tmp)
-        with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+        with as_file(files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:  # noqa: E501
             demo = write_cassette(Path(src), d / "demo.jsonl")
         runs = [("demo (11 turns)", demo), ("1,000 turns (10 × 100)", long_run(d / "long.jsonl"))]
         with sync_playwright() as p:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.huge import SHAPES, write_huge  # noqa: E402
 
-LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+LOOPTAP = [sys.executable, "-m", "looptap.cassettes.cli"]
 TREE = ROOT  # whose commands are measured (--tree)
 COMMANDS = (
     "show",

@@ -83,7 +83,7 @@ def _sse(events: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
 
 
 def _turn(i: int, history: list[dict[str, Any]]) -> Any:
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     text = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(260))
     call_id = f"toolu_{i:06d}"
@@ -209,7 +209,7 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
 
 def template(path: Path) -> None:
     """One conversation of TURNS turns, recorded with the real writer."""
-    from cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.recording.pipeline import CassetteWriter
 
     history: list[dict[str, Any]] = [
         {"role": "user", "content": f"{MARK.decode()}: fix the failing tests in src/."}
@@ -277,12 +277,12 @@ def _hwm_mb() -> float:
 def child_app(path: str) -> dict[str, Any]:
     import asyncio
 
-    from cassettes.cli import tune_gc
+    from looptap.cassettes.cli import tune_gc
 
     tune_gc()  # as the looptap command does before any subcommand
     t_start = time.perf_counter()
-    from inspector.app import build_app
-    from inspector.widgets import TurnList
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import TurnList
 
     t_import = time.perf_counter() - t_start
     out: dict[str, Any] = {"import_s": t_import}
@@ -322,9 +322,9 @@ def child_app(path: str) -> dict[str, Any]:
 
 
 def child_batch(path: str) -> dict[str, Any]:
-    from cassettes.analysis import analyse
-    from cassettes.cli import tune_gc
-    from cassettes.storage import read_records
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.cli import tune_gc
+    from looptap.cassettes.storage import read_records
 
     tune_gc()  # as the looptap command does before any subcommand
 
@@ -455,7 +455,7 @@ def main() -> None:
         template(tmpl)
     if not sealed_ok(tmpl):
         raise SystemExit(
-            "the writer's stored parses are not taken back by the reader (cassettes.parsing.sealed)"
+            "the writer's stored parses are not taken back by the reader (looptap.cassettes.parsing.sealed)"  # noqa: E501
         )
     rows: list[tuple[str, int, dict[str, Any], dict[str, Any] | None]] = []
     for mb in args.sizes:

@@ -74,7 +74,7 @@ def _show(
     load = perf._load()
     t0 = time.perf_counter()
     with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", "cassettes.cli", "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
+        proc = subprocess.Popen([perf.PY, "-m", "looptap.cassettes.cli", "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
                                 env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip  # noqa: E501
         _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0

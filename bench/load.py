@@ -205,8 +205,8 @@ def _start_upstream(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def check_cassette(path: Path, result: LoadResult) -> dict[str, Any]:
     """Zero lost, zero corrupted, every conversation threaded as its agent sent it."""
-    from cassettes.analysis import analyse
-    from cassettes.storage import read_records
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.storage import read_records
 
     cas = read_records(path)
     by_key: dict[tuple[int, int], Any] = {}

@@ -126,7 +126,7 @@ def one_kill(
     python: Path,
 ) -> Kill:
     """One ``looptap run`` killed (whole group, SIGKILL) after 1–3 s of traffic."""
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
     from tests.support.recorder import clean_env
 
     work.mkdir(parents=True)
@@ -135,7 +135,7 @@ def one_kill(
     argv = [
         str(python),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "run",
         "-o",
         str(out),

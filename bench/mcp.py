@@ -48,7 +48,7 @@ async def _session(root: Path, name: str, conv: str, seq: int) -> list[tuple[str
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cassettes.cli", "mcp", "--root", str(root)],
+        args=["-m", "looptap.cassettes.cli", "mcp", "--root", str(root)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     out: list[tuple[str, float]] = []
@@ -91,8 +91,8 @@ def main() -> int:
         generate(path, args.mb * 1024 * 1024, tmpl)
     size = path.stat().st_size / 2**20
     bare = _timed([sys.executable, "-c", "pass"])
-    show = _timed([sys.executable, "-m", "cassettes.cli", "show", str(path)])
-    from cassettes.reading import open_run
+    show = _timed([sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)])
+    from looptap.cassettes.reading import open_run
 
     run = open_run(path)
     conv = run.analysis.conversations[len(run.analysis.conversations) // 2]

@@ -33,7 +33,7 @@ COMMANDS = {
 }
 READER = (
     "import sys, time\n"
-    "from cassettes.reading import open_run\n"
+    "from looptap.cassettes.reading import open_run\n"
     "run = open_run(sys.argv[1], follow=True)\n"
     "while not run.step().at_end: pass\n"
     "print(len(run.analysis.turns), 'turns;', len(run.problems), 'problems')\n"

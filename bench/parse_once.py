@@ -55,10 +55,10 @@ try:
 except ImportError:  # an older tree: tests/_corpus.py
     from _corpus import corpus_files
 try:
-    from cassettes.storage import load_vcr
+    from looptap.cassettes.storage import load_vcr
 except ImportError:  # an older tree: before storage's façade
-    from cassettes.storage.vcr import load_vcr
-from cassettes import CassetteWriter
+    from looptap.cassettes.storage.vcr import load_vcr
+from looptap.cassettes import CassetteWriter
 
 files = [p for p in corpus_files("**/*.yaml") if "anthropic" in str(p) or "openai" in str(p)]
 exchanges = []
@@ -74,9 +74,9 @@ counted = json.loads(sys.argv[4])
 # Request messages parsed (a counting hook: all of a request's messages, or only those appended to
 # the base it was parsed against).
 try:
-    from cassettes.parsing import _roundtrip as roundtrip
+    from looptap.cassettes.parsing import _roundtrip as roundtrip
 except ImportError:  # an older tree: cassettes/parsing/roundtrip.py
-    from cassettes.parsing import roundtrip
+    from looptap.cassettes.parsing import roundtrip
 _name = "parse_request_side"
 if not hasattr(roundtrip, _name):  # an older tree
     _name = "_parse_request"
@@ -113,18 +113,18 @@ prof.disable()
 result["recorder"] = counts(prof)
 
 try:
-    from cassettes.views import text_timeline
+    from looptap.cassettes.views import text_timeline
 except ImportError:  # a tree before the views package's façade (issue 56)
-    from cassettes.views.timeline import text_timeline
+    from looptap.cassettes.views.timeline import text_timeline
 try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
     try:
-        from cassettes.reading import open_run
+        from looptap.cassettes.reading import open_run
     except ImportError:  # a tree before the reading package's façade (issue 56)
-        from cassettes.reading.run import open_run
+        from looptap.cassettes.reading.run import open_run
     open_run(out, follow=True).close()
     follow = lambda: open_run(out, follow=True)
 except TypeError:
-    from cassettes.reading.incremental import IncrementalRun
+    from looptap.cassettes.reading.incremental import IncrementalRun
     follow = lambda: IncrementalRun(out)
 prof = cProfile.Profile()
 prof.enable()
@@ -157,10 +157,10 @@ prof.disable()
 result["inspector: jump to every turn"] = counts(prof)
 run.close()
 
-from cassettes.cli import main
-import cassettes.reading as _reading
+from looptap.cassettes.cli import main
+import looptap.cassettes.reading as _reading
 if not hasattr(_reading, "open_run"):  # a tree before the reading package's façade (issue 56)
-    import cassettes.reading.run as _reading
+    import looptap.cassettes.reading.run as _reading
 # show in its two passes: open_run (the analysis) and what follows (the printing pass, which
 # reads the round trips again from disk, one at a time); cmd_show imports open_run when it runs.
 _open_run = _reading.open_run

@@ -239,7 +239,7 @@ def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
         [
             PY,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "import",
             str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"),
             "-o",
@@ -254,7 +254,7 @@ def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
     _compile(trees)
 
     def on(tree: Path, interp: str, *argv: str) -> tuple[list[str], dict[str, str]]:
-        return [interp, "-m", "cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
+        return [interp, "-m", "looptap.cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
 
     cmds: dict[str, Callable[[Path, int], tuple[float, float]]] = {
         "show": lambda t, i: _wall(*on(t, PY, "show", str(two)), cwd=work),
@@ -407,10 +407,10 @@ def _child(tree: Path, mode: str, path: Path) -> dict[str, Any]:
 #: analysed as a user's script does it, through the public entry point.
 _BATCH = """
 import json, os, sys, time
-from cassettes.cli import tune_gc
+from looptap.cassettes.cli import tune_gc
 tune_gc()  # as the looptap command does
 t0, c0 = time.perf_counter(), os.times()
-from cassettes import open_run
+from looptap.cassettes import open_run
 run = open_run(sys.argv[1])
 a = run.analysis
 out = {"findings": len(a.findings), "turns": len(a.turns), "conversations": len(a.conversations)}
@@ -425,15 +425,15 @@ print(json.dumps(out))
 
 #: :data:`_BATCH` for any tree, one from before ``open_run`` included (``own``).
 _BATCH_ANY = _BATCH.replace(
-    "from cassettes import open_run\nrun = open_run(sys.argv[1])\na = run.analysis\n",
+    "from looptap.cassettes import open_run\nrun = open_run(sys.argv[1])\na = run.analysis\n",
     """try:
-    from cassettes import open_run
+    from looptap.cassettes import open_run
 except ImportError:  # a tree from before open_run: its whole-run reader and analyse()
-    from cassettes.analysis import analyse
+    from looptap.cassettes.analysis import analyse
     try:
-        from cassettes.storage.store import read_records as read
+        from looptap.cassettes.storage.store import read_records as read
     except ImportError:
-        from cassettes.storage.store import read_cassette as read
+        from looptap.cassettes.storage.store import read_cassette as read
     a = analyse(read(sys.argv[1]).exchanges)
 else:
     a = open_run(sys.argv[1]).analysis
@@ -446,7 +446,7 @@ _OWN_RUN = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1] + "/bench")
-import inspector as b
+import looptap.inspector as b
 where, mb = Path(sys.argv[2]), int(sys.argv[3])
 where.mkdir(parents=True, exist_ok=True)
 tmpl = where / "template.jsonl"
@@ -484,7 +484,7 @@ def _show_big(tree: Path, path: Path) -> tuple[float, float, float]:
     """``looptap show FILE`` to /dev/null: seconds, CPU seconds and peak RSS (MB, by wait4)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [PY, "-m", "cassettes.cli", "show", str(path)],
+        [PY, "-m", "looptap.cassettes.cli", "show", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**ENV, "PYTHONPATH": _path(tree)},

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from real_corpus import corpus_files, rel  # noqa: E402
 
-from cassettes.analysis import analyse  # noqa: E402
-from cassettes.storage import load_vcr  # noqa: E402
+from looptap.cassettes.analysis import analyse  # noqa: E402
+from looptap.cassettes.storage import load_vcr  # noqa: E402
 
 #: (code, phrase in the message or "") → (true?, why). Judged from every finding's message and the
 #: test that recorded it (what the test provoked: a misspelt model, an edited history …), not by
@@ -180,7 +180,7 @@ def _show(path: Path) -> tuple[list[dict[str, Any]], set[str]]:
     streamed, parked conversations and all): each round trip's view, and the conversations with two
     turns or more."""
     out = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -252,7 +252,7 @@ async def _serve_ws(
 ) -> None:
     """A WebSocket session (RFC 6455 framing from looptap's replay server): each text message is
     a turn, answered with N_EVENTS messages GAP apart."""
-    from cassettes import net as wsframes
+    from looptap.cassettes import net as wsframes
 
     loop = asyncio.get_running_loop()
     key = next(
@@ -311,7 +311,7 @@ async def serve_bare(upstream_port: int, stream: bool, workdir: Path) -> None:
     from mitmproxy import master, options
     from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
-    from proxy.launcher import free_port
+    from looptap.proxy.launcher import free_port
 
     port = free_port()
     confdir = workdir / f"confdir-{'stream' if stream else 'bare'}"
@@ -391,8 +391,8 @@ async def serve_looptap(
     durable: bool = False,
     name: str = "looptap",
 ) -> None:
-    from proxy.config import RecorderConfig
-    from proxy.launcher import Recorder
+    from looptap.proxy.config import RecorderConfig
+    from looptap.proxy.launcher import Recorder
 
     cfg = RecorderConfig(
         output=workdir / f"{name}.jsonl",
@@ -804,8 +804,8 @@ class Child:
 def verify_cassette(
     path: Path, expected: int, sse_expected: int, ws_expected: int = 0
 ) -> dict[str, Any]:
-    from cassettes.parsing import parse_all
-    from cassettes.storage import read_records
+    from looptap.cassettes.parsing import parse_all
+    from looptap.cassettes.storage import read_records
 
     t = time.perf_counter()
     cas = read_records(path)
@@ -1009,7 +1009,7 @@ def report(
         and ver["sse_ok"] == ver["sse_expected"] == ver["sse_total"]
         and ver["ws_ok"] == ver["ws_expected"]
     )
-    print("recording (looptap cassette, read back with cassettes.storage.read_records):")
+    print("recording (looptap cassette, read back with looptap.cassettes.storage.read_records):")
     print(
         f"  round trips recorded {ver['recorded']} / requests sent {ver['expected']} "
         f"({ver['kinds']}); SSE streams complete {ver['sse_ok']}/{ver['sse_expected']} (20 events "

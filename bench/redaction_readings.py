@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from real_corpus import corpus_files, rel  # noqa: E402
 
-from cassettes.reading import Run, cassette_of, open_run  # noqa: E402
-from cassettes.storage import load_vcr  # noqa: E402
+from looptap.cassettes.reading import Run, cassette_of, open_run  # noqa: E402
+from looptap.cassettes.storage import load_vcr  # noqa: E402
 
 
 def reading(run: Run) -> dict[str, Any]:

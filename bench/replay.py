@@ -38,8 +38,8 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
-from cassettes.wire import Exchange  # noqa: E402
+from looptap.cassettes.recording.pipeline import CassetteWriter  # noqa: E402
+from looptap.cassettes.wire import Exchange  # noqa: E402
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [
@@ -245,7 +245,7 @@ def measure(
     """One server (``looptap replay`` from the checkout ``tree``) measured: load time, requests/s
     over 1 and 8 connections, chunk timing errors."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--pace", "recorded"],
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(cas), "--pace", "recorded"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

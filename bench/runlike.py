@@ -60,7 +60,7 @@ NAMED = re.compile(r"^Run|Runs?$|Cassette$")
 
 def _modules(root: Path) -> list[str]:
     names = ["cassettes"]
-    for info in pkgutil.walk_packages([str(root / "cassettes")], prefix="cassettes."):
+    for info in pkgutil.walk_packages([str(root / "cassettes")], prefix="looptap.cassettes."):
         if ".examples" in info.name:  # sample agents, not the library
             continue
         names.append(info.name)
@@ -99,13 +99,13 @@ def count(root: Path) -> tuple[dict[str, str], dict[str, str]]:
             obj = getattr(mod, attr, None)
             if (
                 inspect.isclass(obj)
-                and obj.__module__.startswith("cassettes")
+                and obj.__module__.startswith("looptap.cassettes")
                 and not issubclass(obj, BaseException)
             ):
                 marks = _marks(obj)
                 if marks:
                     classes.setdefault(obj.__qualname__, f"{obj.__module__} ({', '.join(marks)})")
-            elif inspect.isfunction(obj) and obj.__module__.startswith("cassettes"):
+            elif inspect.isfunction(obj) and obj.__module__.startswith("looptap.cassettes"):
                 funcs.append(obj)
     for fn in funcs:
         # a string under `from __future__ import annotations`
@@ -136,7 +136,10 @@ def holders(root: Path) -> dict[str, str]:
     names = (
         _modules(root)
         + ["inspector"]
-        + [i.name for i in pkgutil.walk_packages([str(root / "inspector")], prefix="inspector.")]
+        + [
+            i.name
+            for i in pkgutil.walk_packages([str(root / "inspector")], prefix="looptap.inspector.")
+        ]
     )
     for name in names:
         try:
@@ -200,7 +203,7 @@ def main() -> None:
         )
         return
     classes, entries = count(root)
-    import cassettes
+    from looptap import cassettes
 
     top = [
         n for n in cassettes.__all__ if n in classes or any(e.endswith("." + n) for e in entries)

@@ -41,7 +41,7 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPT
 #: is the output) and ``diff`` / ``diff --json`` of each input with the next.
 _CHILD = """
 import contextlib, io, os, sys, tempfile
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 out_path, files = sys.argv[1], [l for l in open(sys.argv[2]).read().splitlines() if l]
 exports = sys.argv[3:] == ["exports"]
 scratch = tempfile.mkdtemp()
@@ -135,7 +135,7 @@ def main() -> int:
                 [
                     sys.executable,
                     "-m",
-                    "cassettes.cli",
+                    "looptap.cassettes.cli",
                     "import",
                     str(args.corpus),
                     "-o",

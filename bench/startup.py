@@ -157,7 +157,7 @@ def _against(
         ]
 
         def on(tree: Path, interp: str, *argv: str) -> list[str]:
-            return ["env", f"PYTHONPATH={tree}", interp, "-m", "cassettes.cli", *argv]
+            return ["env", f"PYTHONPATH={tree}", interp, "-m", "looptap.cassettes.cli", *argv]
 
         def row(name: str, a: list[str], b: list[str], wall: Any = _wall, n: int = runs) -> None:
             xs, ys, cx, cy = [], [], [], []
@@ -269,7 +269,7 @@ HOW = """
   name the module (`replay.command`, `replay.serving`, `testing.ready`, `testing.recorder`), so
   the plugin's import still loads none of them. Where a light path needed two names of a heavy
   package, the names moved: a project's rule file and the rule flags to `cassettes/project.py`
-  (`--help` and the plugin's start), `user_messages` to `cassettes.models` (replay's live
+  (`--help` and the plugin's start), `user_messages` to `looptap.cassettes.models` (replay's live
   rewrite); the vcrpy reader imports PyYAML when it reads a cassette, and the HTML report reads
   `_version`'s metadata when it writes one. Against 9dbacc33 (before this, 12 packages with
   tables), CPU medians of 6 interleaved pairs: `show` of 2 round trips 1.03× before the last
@@ -290,7 +290,7 @@ HOW = """
   it serves.
 - `looptap` freezes the heap at exit (`gc.freeze` from `atexit`): the interpreter's last collection walked
   every object a command left, a fifth of a small `show`'s CPU time. `show` imports its modules (reader, analysis,
-  views, every provider adapter) with the collector paused and then freezes them (`cassettes.cli.loading`):
+  views, every provider adapter) with the collector paused and then freezes them (`looptap.cassettes.cli.loading`):
   no collection walks those classes and validators, then or later.
 
 `tests/test_startup_imports.py` holds these boundaries by the modules a fresh interpreter loads (no timings in tests).
@@ -308,7 +308,7 @@ def main() -> int:
     args = ap.parse_args()
     venv = Path(sys.prefix)
     py = str(venv / "bin" / "python") if (venv / "bin" / "python").exists() else sys.executable
-    looptap = [py, "-m", "cassettes.cli"]
+    looptap = [py, "-m", "looptap.cassettes.cli"]
     entry = venv / "bin" / "looptap"
     if entry.exists():
         looptap = [str(entry)]
@@ -397,10 +397,10 @@ def main() -> int:
         )
         rows.append(
             (
-                "`import pytest, cassettes.replay.testing.plugin`",
+                "`import pytest, looptap.cassettes.replay.testing.plugin`",
                 "`import pytest`",
                 _pairs(
-                    [py, "-c", "import pytest, cassettes.replay.testing.plugin"],
+                    [py, "-c", "import pytest, looptap.cassettes.replay.testing.plugin"],
                     [py, "-c", "import pytest"],
                     args.runs,
                     env,
@@ -424,7 +424,7 @@ def main() -> int:
             run = [
                 str(proxy_py),
                 "-m",
-                "cassettes.cli",
+                "looptap.cassettes.cli",
                 "run",
                 "-o",
                 str(work / "run.jsonl"),

@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing import parse_all
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 
 
 def _words(rng: random.Random, n: int) -> str:

@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from real_corpus import corpus_files, load  # noqa: E402
 
-from cassettes.matching import Matcher, Recorded, request_key  # noqa: E402
-from cassettes.wire import Exchange  # noqa: E402
+from looptap.cassettes.matching import Matcher, Recorded, request_key  # noqa: E402
+from looptap.cassettes.wire import Exchange  # noqa: E402
 
 ROUNDS = 3
 

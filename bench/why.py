@@ -101,7 +101,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-m",
-                "cassettes.cli",
+                "looptap.cassettes.cli",
                 "why",
                 str(run),
                 "--layer",

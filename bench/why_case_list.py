@@ -201,7 +201,7 @@ def codex(recording: bool) -> Callable[[dict[str, Any], str], Any]:
     """A Responses-over-WebSocket model for Codex: it answers the task at once, wrongly 40% of the
     time (the recording: the first time), right when the task says not to guess (the fix).
     Codex's prewarm (``generate: false``) gets the empty answer of tests/support/ws_upstream.py."""
-    from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
+    from looptap.cassettes.models import FinishReason, NormalisedResponse, Part, Usage
     from tests.support.ws_upstream import spawn_script
 
     flaky, prewarm = Flaky(0.4, recording), spawn_script()

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bench.why_case_list import CASES, Case  # noqa: E402
 from tests.support.recorder import RECORDER  # noqa: E402
 
-WHY = [sys.executable, "-m", "cassettes.cli", "why"]
+WHY = [sys.executable, "-m", "looptap.cassettes.cli", "why"]
 #: The markers between which docs/why.md holds the generated table.
 BEGIN, END = "<!-- why_cases: begin -->", "<!-- why_cases: end -->"
 

@@ -8,50 +8,50 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cassettes.lazy import on_first_use
+from .lazy import on_first_use
 
 # Exports are loaded on first use (PEP 562), so `import cassettes` (and the pytest plugin, which
 # every test session of every project that installs looptap loads) costs next to nothing. With
 # them imported plainly, `import pytest, cassettes.replay.testing.plugin` took 2.3x the CPU time
 # (0.37 s against 0.16 s; whole-process medians of 6 interleaved pairs, 2026-11-27).
 _EXPORTS = {
-    "__version__": "cassettes._version",
-    "FORMAT_VERSION": "cassettes.storage",
-    "CassetteError": "cassettes.errors",
-    "CassetteFormatError": "cassettes.errors",
-    "CassetteIOError": "cassettes.errors",
-    "ImportFormatError": "cassettes.errors",
-    "NewerFormatError": "cassettes.errors",
-    "Exchange": "cassettes.wire",
-    "ApiError": "cassettes.models",
-    "FinishReason": "cassettes.models",
-    "Message": "cassettes.models",
-    "NormalisedRequest": "cassettes.models",
-    "NormalisedResponse": "cassettes.models",
-    "Part": "cassettes.models",
-    "ToolCall": "cassettes.models",
-    "ToolResult": "cassettes.models",
-    "ToolSpec": "cassettes.models",
-    "Usage": "cassettes.models",
-    "Redactor": "cassettes.recording",
-    "RoundTrip": "cassettes.parsing",
-    "parse_exchange": "cassettes.parsing",
-    "CassetteWriter": "cassettes.recording.pipeline",
-    "Run": "cassettes.reading",
-    "open_run": "cassettes.reading",
-    "roundtrip_json": "cassettes.views",
+    "__version__": "looptap.cassettes._version",
+    "FORMAT_VERSION": "looptap.cassettes.storage",
+    "CassetteError": "looptap.cassettes.errors",
+    "CassetteFormatError": "looptap.cassettes.errors",
+    "CassetteIOError": "looptap.cassettes.errors",
+    "ImportFormatError": "looptap.cassettes.errors",
+    "NewerFormatError": "looptap.cassettes.errors",
+    "Exchange": "looptap.cassettes.wire",
+    "ApiError": "looptap.cassettes.models",
+    "FinishReason": "looptap.cassettes.models",
+    "Message": "looptap.cassettes.models",
+    "NormalisedRequest": "looptap.cassettes.models",
+    "NormalisedResponse": "looptap.cassettes.models",
+    "Part": "looptap.cassettes.models",
+    "ToolCall": "looptap.cassettes.models",
+    "ToolResult": "looptap.cassettes.models",
+    "ToolSpec": "looptap.cassettes.models",
+    "Usage": "looptap.cassettes.models",
+    "Redactor": "looptap.cassettes.recording",
+    "RoundTrip": "looptap.cassettes.parsing",
+    "parse_exchange": "looptap.cassettes.parsing",
+    "CassetteWriter": "looptap.cassettes.recording.pipeline",
+    "Run": "looptap.cassettes.reading",
+    "open_run": "looptap.cassettes.reading",
+    "roundtrip_json": "looptap.cassettes.views",
 }
 
 if TYPE_CHECKING:
-    from cassettes._version import __version__
-    from cassettes.errors import (
+    from ._version import __version__
+    from .errors import (
         CassetteError,
         CassetteFormatError,
         CassetteIOError,
         ImportFormatError,
         NewerFormatError,
     )
-    from cassettes.models import (
+    from .models import (
         ApiError,
         FinishReason,
         Message,
@@ -63,13 +63,13 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
-    from cassettes.parsing import RoundTrip, parse_exchange
-    from cassettes.reading import Run, open_run
-    from cassettes.recording import Redactor
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage import FORMAT_VERSION
-    from cassettes.views import roundtrip_json
-    from cassettes.wire import Exchange
+    from .parsing import RoundTrip, parse_exchange
+    from .reading import Run, open_run
+    from .recording import Redactor
+    from .recording.pipeline import CassetteWriter
+    from .storage import FORMAT_VERSION
+    from .views import roundtrip_json
+    from .wire import Exchange
 
 
 __getattr__ = on_first_use(__name__, _EXPORTS)

@@ -64,7 +64,7 @@ def looptap_command() -> str:
     found = shutil.which("looptap")
     if found is not None and Path(found).parent == Path(sys.executable).parent:
         return "looptap"
-    return f"{shlex.quote(sys.executable)} -m cassettes.cli"
+    return f"{shlex.quote(sys.executable)} -m looptap.cassettes.cli"
 
 
 def looptap_checkout() -> Path | None:

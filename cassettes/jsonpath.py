@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import orjson
 
-from cassettes.project import RuleError
+from .project import RuleError
 
 __all__ = [
     "ANY_INDEX",

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from cassettes.errors import CassetteError
+from .errors import CassetteError
 
 __all__ = ["PatternError", "Template", "UserPattern"]
 

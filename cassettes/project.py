@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
+from .errors import CassetteError
 
 __all__ = ["RuleError", "add_rule_flags", "find_config", "project_table"]
 

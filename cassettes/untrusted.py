@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from cassettes.unsafe_chars import RANGES as _RANGES
+from .unsafe_chars import RANGES as _RANGES
 
 __all__ = [
     "SafeBinaryStream",

@@ -36,11 +36,11 @@ from urllib.parse import unquote
 
 import orjson
 
-from cassettes.bounds import record_fits
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.patterns import PatternError, UserPattern
-from cassettes.recording import (
+from .bounds import record_fits
+from .errors import CassetteError
+from .hints import count
+from .patterns import PatternError, UserPattern
+from .recording import (
     REDACTED,
     credential_values,
     cut_credential,
@@ -49,9 +49,9 @@ from cassettes.recording import (
     secret_name,
     stream_texts,
 )
-from cassettes.storage import decode_chunks, open_regular
-from cassettes.untrusted import clean_line
-from cassettes.wire import body_cut, salvage
+from .storage import decode_chunks, open_regular
+from .untrusted import clean_line
+from .wire import body_cut, salvage
 
 __all__ = ["scan_file", "scan_lines"]
 

@@ -26,11 +26,11 @@ from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from cassettes.untrusted import clean, clean_line
-from inspector.bindings import APP_BINDINGS
-from inspector.playback import Clock
-from inspector.safe import UntrustedFilter
-from inspector.screens import HelpScreen, MainScreen, key_groups
+from ..cassettes.untrusted import clean, clean_line
+from .bindings import APP_BINDINGS
+from .playback import Clock
+from .safe import UntrustedFilter
+from .screens import HelpScreen, MainScreen, key_groups
 
 __all__ = ["InspectorApp", "build_app"]
 

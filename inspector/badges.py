@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
-from cassettes.analysis import Finding, Layer, Severity
-from cassettes.views import SEVERITY_MARK
+from ..cassettes.analysis import Finding, Layer, Severity
+from ..cassettes.views import SEVERITY_MARK
 
 __all__ = ["LAYERS", "RANK", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
 

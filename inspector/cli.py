@@ -10,9 +10,9 @@ import os
 import stat
 import sys
 
-from cassettes.reading import cassette_of
-from cassettes.storage import being_written
-from cassettes.untrusted import clean_line
+from ..cassettes.reading import cassette_of
+from ..cassettes.storage import being_written
+from ..cassettes.untrusted import clean_line
 
 __all__ = ["cmd_inspect"]
 
@@ -36,7 +36,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         # ``--live``: the user asked to see the run, and the run is not over yet.
         live = being_written(args.file)
 
-    from inspector.app import build_app
+    from .app import build_app
 
     # A vcrpy cassette or a mitmproxy flow file is opened as the other commands open it (told
     # apart by content) and shown from a temporary cassette; a looptap cassette is read as it is.

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from cassettes.analysis import Finding, Layer
-from inspector.badges import LAYERS, RANK, SEVERITY_MARK, worst
+from ..cassettes.analysis import Finding, Layer
+from .badges import LAYERS, RANK, SEVERITY_MARK, worst
 
 __all__ = [
     "FOCUS_NAMES",

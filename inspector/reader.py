@@ -15,8 +15,8 @@ from pathlib import Path
 
 from textual.message import Message
 
-from cassettes.reading import Batch, Run
-from cassettes.storage import being_written
+from ..cassettes.reading import Batch, Run
+from ..cassettes.storage import being_written
 
 __all__ = ["ChildExited", "RunRead", "read_run"]
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from textual.color import Color
 from textual.filter import LineFilter
 
-from cassettes.untrusted import clean, clean_line, has_unsafe, strip_unsafe
+from ..cassettes.untrusted import clean, clean_line, has_unsafe, strip_unsafe
 
 __all__ = ["UntrustedFilter", "wire", "wire_line"]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from textual.message import Message
 
-from cassettes.analysis import McpCall, Turn
-from cassettes.models import NormalisedRequest, ToolResult
-from cassettes.reading import Run
-from cassettes.views import TimelinePoint, text_timeline
-from inspector.turns import TurnIndex
+from ..cassettes.analysis import McpCall, Turn
+from ..cassettes.models import NormalisedRequest, ToolResult
+from ..cassettes.reading import Run
+from ..cassettes.views import TimelinePoint, text_timeline
+from .turns import TurnIndex
 
 __all__ = ["TurnLoaded", "TurnShown", "read_panes", "read_turn"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cassettes.analysis import Finding
-from cassettes.analysis.dispatch import ordered_findings
-from cassettes.reading import Run
-from cassettes.views import GrowthBar, TurnSummary
+from ..cassettes.analysis import Finding
+from ..cassettes.analysis.dispatch import ordered_findings
+from ..cassettes.reading import Run
+from ..cassettes.views import GrowthBar, TurnSummary
 
 __all__ = ["ALL", "Added", "TurnIndex"]
 

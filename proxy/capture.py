@@ -12,9 +12,9 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
-from cassettes.wire import Exchange
-from proxy import http1_fixes
-from proxy.marks import marks_into
+from ..cassettes.wire import Exchange
+from . import http1_fixes
+from .marks import marks_into
 
 __all__ = [
     "CAPPED",

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError, CassetteIOError
-from cassettes.hints import (
+from ..cassettes.errors import CassetteError, CassetteIOError
+from ..cassettes.hints import (
     HANDED_OFF,
     INVOKED_AS,
     count,
@@ -26,8 +26,8 @@ from cassettes.hints import (
     looptap_command,
     recorder_install_command,
 )
-from cassettes.recording import agent_name, run_about
-from cassettes.replay.forking import (
+from ..cassettes.recording import agent_name, run_about
+from ..cassettes.replay.forking import (
     agreement,
     agreement_lines,
     bases_of,
@@ -35,19 +35,19 @@ from cassettes.replay.forking import (
     parse_from,
     start_fork,
 )
-from cassettes.replay.serving import FaultSpecError
-from cassettes.replay.testing.ready import check_ready_path
-from cassettes.replay.testing.recorder import recorder_python
-from cassettes.storage import UnsafePath, check_target, is_cassette, same_path
-from proxy import messages
-from proxy.output import output_of, prepare_output, settle_earlier
-from proxy.summary import summary_lines
+from ..cassettes.replay.serving import FaultSpecError
+from ..cassettes.replay.testing.ready import check_ready_path
+from ..cassettes.replay.testing.recorder import recorder_python
+from ..cassettes.storage import UnsafePath, check_target, is_cassette, same_path
+from . import messages
+from .output import output_of, prepare_output, settle_earlier
+from .summary import summary_lines
 
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
-    from proxy.config import RecorderConfig, RecorderError
-    from proxy.faults import live_plan
-    from proxy.launcher import BusyPort, check_confdir
-    from proxy.session import record_forever, report_lost, run_child
+    from .config import RecorderConfig, RecorderError
+    from .faults import live_plan
+    from .launcher import BusyPort, check_confdir
+    from .session import record_forever, report_lost, run_child
 except ImportError:
     MITMPROXY = False
 else:
@@ -79,7 +79,7 @@ def hand_off(args: argparse.Namespace) -> str:
             "error: recording needs the looptap recorder (mitmproxy, in an environment of its "
             f"own), not found: create it with `{command}`, then run this again"
         )
-    argv = [python, "-m", "cassettes.cli", *getattr(args, "cli_argv", sys.argv[1:])]
+    argv = [python, "-m", "looptap.cassettes.cli", *getattr(args, "cli_argv", sys.argv[1:])]
     env = {**os.environ, HANDED_OFF: "1", INVOKED_AS: looptap_command()}
     sys.stdout.flush()
     sys.stderr.flush()
@@ -199,7 +199,7 @@ def _config(args: argparse.Namespace) -> Any:
 def _about(config: Any) -> dict[str, Any]:
     """The header's ``agent`` and ``command`` of a fork's branch, masked as the recorder's writer
     masks them (its redactor, with the extra names and patterns given)."""
-    from cassettes.recording import Redactor
+    from ..cassettes.recording import Redactor
 
     try:
         redactor = Redactor.configured(
@@ -451,7 +451,7 @@ def _inspecting(
         else ""
     )
     messages.emit(f"{chosen}the command's output goes to {child_log}")
-    inspect = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status"]
+    inspect = [sys.executable, "-m", "looptap.cassettes.cli", "inspect", "--live", "--child-status"]
     return [*inspect, str(child_status), str(config.output)], child_log, child_status
 
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cassettes.net import free_port
-from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.replay.testing.ready import bare_url
+from ..cassettes.net import free_port
+from ..cassettes.providers import REVERSE_UPSTREAMS
+from ..cassettes.replay.testing.ready import bare_url
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult

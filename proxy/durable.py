@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from proxy.handoff import Receipt
+from .handoff import Receipt
 
 __all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate"]
 

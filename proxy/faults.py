@@ -21,16 +21,16 @@ import orjson
 from mitmproxy import ctx, http
 from mitmproxy.proxy import mode_specs
 
-from cassettes.matching import request_key
-from cassettes.providers import Provider, is_llm_host
-from cassettes.replay.serving import (
+from ..cassettes.matching import request_key
+from ..cassettes.providers import Provider, is_llm_host
+from ..cassettes.replay.serving import (
     STATUS_KINDS,
     Fault,
     FaultPlan,
     FaultSpecError,
     parse_fault,
 )
-from proxy.marks import OWN_RESPONSE
+from .marks import OWN_RESPONSE
 
 __all__ = ["LiveFaults", "live_plan"]
 

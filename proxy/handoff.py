@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from proxy import messages
-from proxy.pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
-from proxy.writer import writer_main  # light: the writer process imports the pipeline, not this one
+from . import messages
+from .pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
+from .writer import writer_main  # light: the writer process imports the pipeline, not this one
 
 __all__ = ["Handoff", "HandoffError", "Receipt"]
 

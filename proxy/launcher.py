@@ -24,12 +24,12 @@ from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.proxy.mode_specs import ProxyMode
 
-from cassettes import __version__
-from cassettes.errors import CassetteIOError
-from cassettes.net import free_port
-from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
-from cassettes.replay.testing.ready import VERSION as READY_VERSION
-from cassettes.replay.testing.ready import (
+from ..cassettes import __version__
+from ..cassettes.errors import CassetteIOError
+from ..cassettes.net import free_port
+from ..cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
+from ..cassettes.replay.testing.ready import VERSION as READY_VERSION
+from ..cassettes.replay.testing.ready import (
     Ready,
     ReadyListener,
     bare_url,
@@ -38,12 +38,12 @@ from cassettes.replay.testing.ready import (
     remove_ready,
     write_ready,
 )
-from cassettes.storage import FileId, UnsafePath, check_dir, check_target, open_regular, write_new
-from proxy import messages
-from proxy.addon import LooptapRecorder
-from proxy.config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
-from proxy.durable import DurableGate
-from proxy.faults import LiveFaults
+from ..cassettes.storage import FileId, UnsafePath, check_dir, check_target, open_regular, write_new
+from . import messages
+from .addon import LooptapRecorder
+from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
+from .durable import DurableGate
+from .faults import LiveFaults
 
 __all__ = [
     "BusyPort",

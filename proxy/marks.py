@@ -8,7 +8,7 @@ from typing import Any
 
 from mitmproxy import http
 
-from cassettes.wire import (
+from ..cassettes.wire import (
     EDIT_AUTH_HEADER,
     EDIT_HEADER,
     OWN_RESPONSE_HEADERS,

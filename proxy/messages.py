@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cassettes.recording import Redactor
+    from ..cassettes.recording import Redactor
 
 __all__ = ["LOG", "emit", "error", "learn_headers", "safe", "set_redactor", "to_stderr"]
 
@@ -37,7 +37,7 @@ _redactor: Redactor | None = None
 def _get() -> Redactor:
     global _redactor
     if _redactor is None:
-        from cassettes.recording import Redactor
+        from ..cassettes.recording import Redactor
 
         _redactor = Redactor()
     return _redactor
@@ -61,7 +61,7 @@ def learn_headers(headers: Iterable[tuple[str, str]]) -> None:
 def safe(text: str) -> str:
     """``text`` fit for stderr: URLs redacted, learned values and key formats masked, one line,
     controls shown, at most :data:`MAX_CHARS` characters."""
-    from cassettes.untrusted import clean_line
+    from ..cassettes.untrusted import clean_line
 
     r = _get()
     try:

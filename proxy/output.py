@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cassettes.reading import open_run
-from cassettes.storage import FileId, is_cassette, remove_if_same
-from proxy import messages
+from ..cassettes.reading import open_run
+from ..cassettes.storage import FileId, is_cassette, remove_if_same
+from . import messages
 
 __all__ = ["output_of", "prepare_output", "settle_earlier"]
 

@@ -12,14 +12,14 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
-from cassettes import interrupts
-from cassettes.hints import HANDOVER, count
-from cassettes.providers import start_advice
-from cassettes.storage import private_open
-from proxy import messages
-from proxy.addon import LooptapRecorder
-from proxy.config import RecorderConfig, RecorderError
-from proxy.launcher import Recorder
+from ..cassettes import interrupts
+from ..cassettes.hints import HANDOVER, count
+from ..cassettes.providers import start_advice
+from ..cassettes.storage import private_open
+from . import messages
+from .addon import LooptapRecorder
+from .config import RecorderConfig, RecorderError
+from .launcher import Recorder
 
 __all__ = ["record_forever", "report_lost", "run_child"]
 

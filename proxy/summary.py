@@ -9,10 +9,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import analyse
-from cassettes.hints import count, looptap_command
-from cassettes.reading import open_run
-from cassettes.views import estimated_note, estimated_why, money
+from ..cassettes.analysis import analyse
+from ..cassettes.hints import count, looptap_command
+from ..cassettes.reading import open_run
+from ..cassettes.views import estimated_note, estimated_why, money
 
 __all__ = ["summary_lines"]
 

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proxy import messages
-from proxy.pipe import PIPE_SIZE, FrameReader, frame, write_parts
+from . import messages
+from .pipe import PIPE_SIZE, FrameReader, frame, write_parts
 
 if TYPE_CHECKING:
-    from cassettes.recording.pipeline import CassetteWriter
+    from ..cassettes.recording.pipeline import CassetteWriter
 
 __all__ = ["writer_main"]
 
@@ -64,9 +64,9 @@ def writer_main(
     for their file descriptors (the framing is :func:`frame`)."""
     import signal
 
-    from cassettes.errors import CassetteError
-    from cassettes.recording import Redactor, run_about
-    from cassettes.recording.pipeline import CassetteWriter
+    from ..cassettes.errors import CassetteError
+    from ..cassettes.recording import Redactor, run_about
+    from ..cassettes.recording.pipeline import CassetteWriter
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
     # Niced: on a 2-core machine an un-niced writer competes with the proxy and raised its added
@@ -138,13 +138,13 @@ def header_places(redactor: Any) -> dict[str, str]:
     which ``looptap run``'s child inherits), so that a replay elsewhere tolerates them
     (cassettes.matching). A path the redactor would mask (a key in a folder's name) is
     left out: nothing secret reaches the header."""
-    from cassettes.matching import here
+    from ..cassettes.matching import here
 
     return {k: v for k, v in here().items() if redactor.scrub(v) == v}
 
 
 def _store(writer: CassetteWriter, item: Any, answers: _Answers) -> None:
-    from cassettes.errors import CassetteError
+    from ..cassettes.errors import CassetteError
 
     try:
         writer.append(item)  # the pipeline removes the Content-Encoding the proxy left

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from real_corpus import corpus_exchanges, corpus_files, rel
 
-from cassettes.parsing import parse_exchange
+from looptap.cassettes.parsing import parse_exchange
 
 
 @dataclass

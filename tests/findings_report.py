@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from real_corpus import corpus_files, rel
 
-from cassettes.analysis import analyse
-from cassettes.storage import load_vcr
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.storage import load_vcr
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from cassettes.storage import load_vcr
-from cassettes.wire import Exchange
+from looptap.cassettes.storage import load_vcr
+from looptap.cassettes.wire import Exchange
 
 CORPUS = Path(os.environ.get("LOOPTAP_CORPUS") or Path(__file__).parent / "corpus")
 
@@ -30,7 +30,7 @@ def load(path: Path) -> list[Exchange]:
     walk the whole corpus: about 8 s each): a deep copy every call, so a test that changes its
     exchanges (``seq``, a parse it caches, a body it edits) changes nobody else's. A file
     ``load_vcr`` refuses raises every time."""
-    from cassettes.wire import UNSET
+    from looptap.cassettes.wire import UNSET
 
     # the "not parsed yet" marker stays itself
     return list(copy.deepcopy(_pristine(path), {id(UNSET): UNSET}))

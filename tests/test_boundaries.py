@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cassettes
-from cassettes.providers import FAMILIES
+from looptap import cassettes
+from looptap.cassettes.providers import FAMILIES
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_core_imports_neither_mitmproxy_nor_textual_nor_siblings() -> None:
     code = (
-        "import sys, pkgutil, importlib, cassettes\n"
-        "for m in pkgutil.walk_packages(cassettes.__path__, 'cassettes.'):\n"
+        "import sys, pkgutil, importlib, looptap.cassettes as cassettes\n"
+        "for m in pkgutil.walk_packages(cassettes.__path__, 'looptap.cassettes.'):\n"
         "    importlib.import_module(m.name)\n"
-        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'textual', "
+        "bad = sorted(n for n in sys.modules if n.removeprefix('looptap.').split('.')[0] in ('mitmproxy', 'textual', "  # noqa: E501
         "'proxy', 'inspector'))\nprint(','.join(bad))\n"
     )
     out = subprocess.run(
@@ -34,9 +34,9 @@ def _imports(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
+            names.update(a.name.removeprefix("looptap.").split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(node.module.removeprefix("looptap.").split(".")[0])
     return names
 
 
@@ -56,8 +56,8 @@ def test_the_hand_off_to_the_writer_needs_no_mitmproxy() -> None:
     """proxy/handoff.py (and the writer and logger it uses) run and are unit-tested where
     mitmproxy is not installed: only the addon, the launcher and the live faults import it."""
     code = (
-        "import sys, proxy.handoff\n"
-        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', "
+        "import sys, looptap.proxy.handoff\n"
+        "print(','.join(sorted(n for n in sys.modules if n.removeprefix('looptap.').split('.')[0] in ('mitmproxy', "  # noqa: E501
         "'textual', 'inspector'))))\n"
     )
     out = subprocess.run(
@@ -73,8 +73,8 @@ def test_the_proxy_process_imports_only_the_pipe_protocol() -> None:
     pipeline (pydantic, the parser, the codec, the store) is imported in the writer process only.
     Through proxy/handoff.py -> proxy/writer.py the proxy process imported twenty core modules."""
     code = (
-        "import sys, proxy.handoff, proxy.pipe, proxy.writer\n"
-        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('cassettes', "
+        "import sys, looptap.proxy.handoff, looptap.proxy.pipe, looptap.proxy.writer\n"
+        "print(','.join(sorted(n for n in sys.modules if n.removeprefix('looptap.').split('.')[0] in ('cassettes', "  # noqa: E501
         "'pydantic', 'pydantic_core'))))\n"
     )
     out = subprocess.run(
@@ -149,7 +149,7 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
     it added 1.4-2.0 s). Loading it must import no analysis, server, recorder, pydantic or models:
     a fixture or marker imports what it needs when a test uses it."""
     code = (
-        "import sys, pytest; before = set(sys.modules); import cassettes.replay.testing.plugin; "
+        "import sys, pytest; before = set(sys.modules); import looptap.cassettes.replay.testing.plugin; "  # noqa: E501
         "new = sorted(set(sys.modules) - before); print('\\n'.join(new))"
     )
     out = progress.run(
@@ -161,30 +161,33 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
         if m.split(".")[0]
         in ("pydantic", "jsonschema", "genai_prices", "yaml", "orjson", "httpx", "mcp")
     ]
-    ours = [m for m in out if m.startswith("cassettes")]
+    ours = [m for m in out if m.startswith("looptap.cassettes")]
     assert not heavy, heavy
-    assert sorted(ours) == [
-        "cassettes",
-        "cassettes.errors",
-        "cassettes.lazy",  # the façades' names on first use: importlib and sys only
-        "cassettes.project",  # where a project declares rules: pathlib and cassettes.errors only
-        "cassettes.replay",
-        "cassettes.replay.testing",
-        "cassettes.replay.testing._keys",  # pytest's stash keys: pytest and cassettes.errors only
-        "cassettes.replay.testing._rewrite",  # sys only: the core spared pytest's rewriting
-        "cassettes.replay.testing.plugin",
-    ], ours
+    assert (
+        sorted(ours)
+        == [
+            "looptap.cassettes",
+            "looptap.cassettes.errors",
+            "looptap.cassettes.lazy",  # the façades' names on first use: importlib and sys only
+            "looptap.cassettes.project",  # where a project declares rules: pathlib and cassettes.errors only  # noqa: E501
+            "looptap.cassettes.replay",
+            "looptap.cassettes.replay.testing",
+            "looptap.cassettes.replay.testing._keys",  # pytest's stash keys: pytest and cassettes.errors only  # noqa: E501
+            "looptap.cassettes.replay.testing._rewrite",  # sys only: the core spared pytest's rewriting  # noqa: E501
+            "looptap.cassettes.replay.testing.plugin",
+        ]
+    ), ours
 
 
 def test_the_package_exports_load_on_first_use() -> None:
     code = (
-        "import sys, cassettes; print(sorted(m for m in sys.modules "
-        "if m.startswith(('cassettes', 'pydantic'))))"
+        "import sys, looptap.cassettes; print(sorted(m for m in sys.modules "
+        "if m.startswith(('looptap.cassettes', 'pydantic'))))"
     )
     out = progress.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert out == "['cassettes', 'cassettes.lazy']", out
+    assert out == "['looptap.cassettes', 'looptap.cassettes.lazy']", out
     assert all(getattr(cassettes, name) is not None for name in cassettes.__all__)
 
 

@@ -25,7 +25,7 @@ def looptap(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -100,11 +100,11 @@ def test_import_directory(tmp_path: Path) -> None:
 def test_demo_without_the_recorder_shows_the_bundled_recording(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes import hints
-    from cassettes.cli.demo import cmd_demo
+    from looptap.cassettes import hints
+    from looptap.cassettes.cli.demo import cmd_demo
 
     # no recorder where set-up makes it either (the checkout's .venv-proxy): run in-process
-    monkeypatch.setattr("cassettes.cli.demo.found_recorder", lambda: None)
+    monkeypatch.setattr("looptap.cassettes.cli.demo.found_recorder", lambda: None)
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     said: list[str] = []
     rc = cmd_demo(argparse.Namespace(output=str(tmp_path / "demo.jsonl")), said.append)
@@ -147,7 +147,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     assert "root cause: ▲ E E.arguments_schema (#4 c2/turn 1): " in r.stdout
     assert "  ↳ · C C.tool_result_error (#5 c2/turn 2): " in r.stdout
     # the whole run one command away, as the user runs looptap (never ".../python -m cassettes.cli")
-    assert "next: looptap show demo.jsonl   (" in r.stdout and "-m cassettes.cli" not in r.stdout
+    assert "next: looptap show demo.jsonl   (" in r.stdout and "-m looptap.cassettes.cli" not in r.stdout  # noqa: E501
     assert "      looptap run -o run.jsonl -- python your_agent.py" in r.stdout
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
@@ -158,8 +158,8 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
     # user does not have): here against the user's own gateway (ANTHROPIC_BASE_URL), the same
     # recorded answers served by a loopback replay.
-    from cassettes.replay.serving import ReplayServer
-    from cassettes.storage import load_vcr, read_records
+    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.storage import load_vcr, read_records
 
     said = r.stdout.splitlines()
     at = said.index(next(ln for ln in said if ln.startswith("with your ANTHROPIC_API_KEY"))) + 1

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 from tests.support import progress
 
 SETTINGS = CORPUS / "pydantic-ai/tests/cassettes/test_settings"
@@ -27,7 +27,7 @@ ANTHROPIC_ONE = SETTINGS / "test_stop_settings[anthropic].yaml"
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's recording (4 conversations, an E finding and its C consequence) as a cassette."""
     out = tmp_path_factory.mktemp("demo") / "demo.jsonl"
-    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+    with as_file(files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         assert main(["import", "-q", str(src), "-o", str(out)]) == 0
     return out
 
@@ -65,13 +65,13 @@ def test_a_concatenation_of_cassettes_is_refused_by_every_reader(
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert said in err and str(joined) in err, (argv, err)
-    from cassettes.mcp import QueryError
-    from cassettes.mcp.query import Runs, run_summary
+    from looptap.cassettes.mcp import QueryError
+    from looptap.cassettes.mcp.query import Runs, run_summary
 
     with pytest.raises(QueryError) as exc:
         run_summary(Runs([str(tmp_path)]), "joined.jsonl", 6000)
     assert said in orjson.dumps(exc.value.answer()).decode()
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     with pytest.raises(Exception, match="second cassette header"):
         read_records(joined)
@@ -155,7 +155,7 @@ def test_show_filters_what_it_prints(demo: Path, capsys: pytest.CaptureFixture[s
 def test_hints_name_how_this_user_runs_looptap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes import hints
+    from looptap.cassettes import hints
 
     script = tmp_path / "bin" / "looptap"
     script.parent.mkdir()
@@ -167,7 +167,7 @@ def test_hints_name_how_this_user_runs_looptap(
     monkeypatch.setenv("PATH", str(script.parent))
     assert hints.looptap_command() == "looptap"  # on PATH: the name
     monkeypatch.setattr(sys, "argv", ["-m"])
-    assert hints.looptap_command().endswith(" -m cassettes.cli")
+    assert hints.looptap_command().endswith(" -m looptap.cassettes.cli")
     assert ".[" not in hints.install_command("mcp")
     # the recorder's environment is made in the checkout, entered first (never the user's project)
     made = hints.recorder_install_command()[0]
@@ -178,7 +178,7 @@ def test_hints_name_how_this_user_runs_looptap(
 
 
 def test_the_demo_next_line_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cassettes.cli import demo as demo_mod
+    from looptap.cassettes.cli import demo as demo_mod
 
     said: list[str] = []
     monkeypatch.setattr(demo_mod, "looptap_command", lambda: ".venv-proxy/bin/looptap")
@@ -210,7 +210,7 @@ def test_mcp_that_cannot_start_answers_the_client_with_the_reason(tmp_path: Path
 
         env = {**os.environ, **env_extra}
         proc = progress.run(
-            [sys.executable, "-m", "cassettes.cli", "mcp", "--root", root],
+            [sys.executable, "-m", "looptap.cassettes.cli", "mcp", "--root", root],
             input=init + note + init.replace(b'"id":1', b'"id":"x"'),
             capture_output=True,
             env=env,
@@ -230,7 +230,7 @@ def test_mcp_that_cannot_start_in_a_terminal_just_says_so(tmp_path: Path) -> Non
         [
             sys.executable,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "mcp",
             "--http",
             "127.0.0.1:1",

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import cassettes.commands as commands
-from cassettes.commands import (
+import looptap.cassettes.commands as commands
+from looptap.cassettes.commands import (
     COMMANDS,
     Arg,
     Args,
@@ -45,7 +45,7 @@ def test_every_declared_handler_names_a_function_that_exists() -> None:
 def test_the_names_are_unique_and_declared_finds_them() -> None:
     names = [c.name for c in COMMANDS]
     assert len(names) == len(set(names))
-    assert declared("why").run == "cassettes.why:cmd_why"
+    assert declared("why").run == "looptap.cassettes.why:cmd_why"
     with pytest.raises(KeyError):
         declared("no-such-command")
 

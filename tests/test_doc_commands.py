@@ -124,7 +124,7 @@ def test_every_looptap_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
     """Every ``looptap`` command the pages show, run or skipped (a TUI, your own key, your project),
     is a command line the CLI's argparse takes: a skipped block cannot hide a line that fails as
     written (``looptap run --inspect -- python agent.py`` lacked ``-o``)."""
-    from cassettes.cli import build_parser, subcommand_of
+    from looptap.cassettes.cli import build_parser, subcommand_of
 
     seen = 0
     refused = []
@@ -161,7 +161,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _stage(root: Path) -> None:
     """The files the docs' commands name, as each page expects to find them."""
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     for name in (
         "run.jsonl",
@@ -176,7 +176,7 @@ def _stage(root: Path) -> None:
         (root / name).unlink(missing_ok=True)
     for d in ("runs", "my_test_cassettes"):
         shutil.rmtree(root / d, ignore_errors=True)
-    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+    with as_file(files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         assert main(["import", "-q", str(src), "-o", str(root / "run.jsonl")]) == 0
         (root / "my_test_cassettes").mkdir()
         shutil.copy(src, root / "my_test_cassettes" / "test_agent.yaml")

@@ -89,7 +89,7 @@ def test_the_projects_looptap_hands_run_to_the_recorder(tmp_path: Path) -> None:
     env = clean_env(scrub=("LOOPTAP_PROXY_PYTHON",))
     # the looptap of an environment without mitmproxy (this one: the user's project's)
     r = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "run", "-o", "run.jsonl",
+        [sys.executable, "-m", "looptap.cassettes.cli", "run", "-o", "run.jsonl",
          "--confdir", str(tmp_path / "conf"), "--upstream", "openai=http://127.0.0.1:9",
          "--", sys.executable, "-c", _ONE_ROUND_TRIP],
         cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
@@ -99,7 +99,9 @@ def test_the_projects_looptap_hands_run_to_the_recorder(tmp_path: Path) -> None:
     assert "agent env:" in r.stdout and "HANDED" not in r.stdout, r.stdout
     assert "INVOKED" not in r.stdout, r.stdout
     details = next(ln for ln in r.stderr.splitlines() if "details:" in ln)
-    assert details == f"looptap: details: {sys.executable} -m cassettes.cli show run.jsonl", details
+    assert (
+        details == f"looptap: details: {sys.executable} -m looptap.cassettes.cli show run.jsonl"
+    ), details
 
 
 def test_no_recorder_says_the_exact_command_in_one_line_that_fits(
@@ -109,8 +111,8 @@ def test_no_recorder_says_the_exact_command_in_one_line_that_fits(
     (under the message cap, so nothing is cut) and that it is found from then on; when the
     recorder's environment is found but lacks mitmproxy, it says to repair that one, never to
     create it."""
-    from cassettes import hints
-    from proxy import cli, messages
+    from looptap.cassettes import hints
+    from looptap.proxy import cli, messages
 
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     monkeypatch.delenv(hints.HANDED_OFF, raising=False)
@@ -134,7 +136,7 @@ def test_no_recorder_says_the_exact_command_in_one_line_that_fits(
 def test_pytest_recording_finds_the_checkouts_recorder(monkeypatch: pytest.MonkeyPatch) -> None:
     """Item 2: recording from pytest without ``LOOPTAP_PROXY_PYTHON`` said to create the recorder
     environment that the README's first command had made; it is found."""
-    from cassettes.replay.testing.recorder import recorder_python
+    from looptap.cassettes.replay.testing.recorder import recorder_python
 
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     assert recorder_python() == str(_CHECKOUT_RECORDER)
@@ -166,8 +168,8 @@ def test_replay_prints_a_key_line_a_keyless_openai_sdk_works_with(tmp_path: Path
     import orjson
     from real_corpus import CORPUS
 
-    from cassettes.cli import main
-    from cassettes.reading import open_run
+    from looptap.cassettes.cli import main
+    from looptap.cassettes.reading import open_run
 
     src = CORPUS / "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[openai].yaml"
     run = tmp_path / "run.jsonl"
@@ -183,7 +185,7 @@ def test_replay_prints_a_key_line_a_keyless_openai_sdk_works_with(tmp_path: Path
     (tmp_path / "agent.py").write_text(agent)
     env = clean_env(scrub=("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"))
     server = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--port", "0"],
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(run), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
     )  # fmt: skip
     try:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import private_open, write_private
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import main
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import private_open, write_private
+from looptap.cassettes.wire import Exchange
 
 
 def _mode(p: Path) -> int:

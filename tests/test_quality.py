@@ -36,7 +36,14 @@ def test_mypy_strict_proxy_against_the_recorder_environment() -> None:
             "no recorder environment (LOOPTAP_PROXY_PYTHON or .venv-proxy; .ci/run creates it)"
         )
     out = progress.run(
-        [_tool("mypy"), "--strict", "--python-executable", str(PROXY_PYTHON), "-p", "proxy"],
+        [
+            _tool("mypy"),
+            "--strict",
+            "--python-executable",
+            str(PROXY_PYTHON),
+            "-p",
+            "looptap.proxy",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 
 URL = "https://api.openai.com/v1/chat/completions"
@@ -141,25 +141,31 @@ def _loaded(mods: set[str], names: tuple[str, ...]) -> list[str]:
 
 def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_path: Path) -> None:
     path = _run(tmp_path / "chat.jsonl", tools=False)
-    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
+    mods = _modules(f"from looptap.cassettes.cli import main\nmain(['show', {str(path)!r}])")
     # it did analyse and price the run
-    assert "cassettes.analysis._tokens" in mods and "genai_prices.data" in mods
+    assert "looptap.cassettes.analysis._tokens" in mods and "genai_prices.data" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     # a core command loads no other command's module (their entry points are not loaded)
     assert (
         _loaded(
             mods,
-            ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop"),
+            (
+                "looptap.proxy",
+                "looptap.inspector",
+                "looptap.cassettes.replay",
+                "looptap.cassettes.mcp",
+                "looptap.cassettes.interop",
+            ),
         )
         == []
     )
     # the objects it prints are built without the schema's model classes
     # (cassettes/views/_roundtrip_object.py)
-    assert "cassettes.views._roundtrip_object" in mods
-    assert _loaded(mods, ("cassettes.views.schema",)) == []
+    assert "looptap.cassettes.views._roundtrip_object" in mods
+    assert _loaded(mods, ("looptap.cassettes.views.schema",)) == []
     # nor PyYAML: the storage package's vcrpy reader loads it when it reads a cassette
-    assert "cassettes.storage._vcr" in mods and _loaded(mods, ("yaml",)) == []
+    assert "looptap.cassettes.storage._vcr" in mods and _loaded(mods, ("yaml",)) == []
 
 
 _PLUGIN = """
@@ -189,7 +195,7 @@ def test_a_declared_pydantic_plugin_is_loaded_by_show(tmp_path: Path) -> None:
     saw = tmp_path / "saw.txt"
     saw.touch()
     code = (
-        f"import sys\nsys.path.insert(0, {str(site)!r})\nfrom cassettes.cli import "
+        f"import sys\nsys.path.insert(0, {str(site)!r})\nfrom looptap.cassettes.cli import "
         f"main\nmain(['show', {str(path)!r}])"
     )
     mods = _modules(code, PLUGIN_SAW=str(saw))
@@ -202,14 +208,14 @@ def test_show_checks_a_plain_call_without_the_schema_validator(tmp_path: Path) -
     (cassettes/analysis/_plain_schema.py); one that does not is checked by jsonschema, whose words
     the finding carries."""
     mods = _modules(
-        "from cassettes.cli import main\nmain(['show', "
+        "from looptap.cassettes.cli import main\nmain(['show', "
         f"{str(_run(tmp_path / 'tools.jsonl', tools=True))!r}])"
     )
-    assert "cassettes.analysis._emission" in mods
+    assert "looptap.cassettes.analysis._emission" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     bad = _run(tmp_path / "bad.jsonl", tools=True, arguments='{"city":5}')
-    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(bad)!r}])")
+    mods = _modules(f"from looptap.cassettes.cli import main\nmain(['show', {str(bad)!r}])")
     assert "jsonschema" in mods
     assert _loaded(mods, NEVER) == []
 
@@ -219,23 +225,23 @@ def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
     the analysis (and pricing, schema checks) loads when a miss or the report needs it."""
     path = _run(tmp_path / "tools.jsonl", tools=True)
     mods = _modules(
-        "import cassettes.cli\nfrom cassettes.replay.command import cmd_replay\n"
-        "from cassettes.replay.serving import ReplayServer\n"
+        "import looptap.cassettes.cli\nfrom looptap.cassettes.replay.command import cmd_replay\n"
+        "from looptap.cassettes.replay.serving import ReplayServer\n"
         f"s = ReplayServer({str(path)!r})\n"
         "assert len(s.matcher.recorded) == 2\n"
     )
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
-    assert _loaded(mods, ("cassettes.analysis", "genai_prices")) == []
+    assert _loaded(mods, ("looptap.cassettes.analysis", "genai_prices")) == []
 
 
 def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
     """The pytest plugin loads no RE2 (every test run pays for what it loads); a substitution
     rule, a redaction pattern, do (the twin: the check can fail)."""
-    assert _loaded(_modules("import cassettes.replay.testing.plugin"), ("re2",)) == []
+    assert _loaded(_modules("import looptap.cassettes.replay.testing.plugin"), ("re2",)) == []
     for code in (
-        "from cassettes.matching import parse_substitution\nparse_substitution('a+=b')",
-        "from cassettes.recording import Redactor\nRedactor.configured(patterns=['k-.+'])",
+        "from looptap.cassettes.matching import parse_substitution\nparse_substitution('a+=b')",
+        "from looptap.cassettes.recording import Redactor\nRedactor.configured(patterns=['k-.+'])",
     ):
         assert "re2" in _modules(code), code
 
@@ -243,11 +249,11 @@ def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
 #: The rules' machinery: what checking a rule loads (its parser, the volatile detectors, the pattern
 #: engine's wrapper, the API families' adapters).
 RULES_CHECKER = (
-    "cassettes.matching._rules",
-    "cassettes.matching._ruletable",
-    "cassettes.matching._volatile",
-    "cassettes.patterns",
-    "cassettes.providers",
+    "looptap.cassettes.matching._rules",
+    "looptap.cassettes.matching._ruletable",
+    "looptap.cassettes.matching._volatile",
+    "looptap.cassettes.patterns",
+    "looptap.cassettes.providers",
 )
 
 
@@ -286,7 +292,7 @@ def test_the_pytest_plugin_loads_the_rules_checker_only_for_declared_rules(
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     mods, out = _pytest_session(tmp_path)
-    assert "cassettes.replay.testing.plugin" in mods and "cassettes.project" in mods
+    assert "looptap.cassettes.replay.testing.plugin" in mods and "looptap.cassettes.project" in mods
     assert bool(_loaded(mods, RULES_CHECKER)) is checked, _loaded(mods, RULES_CHECKER)
     assert said in out and out.splitlines()[-1] == ("4" if said != "0" else "0"), out
 
@@ -296,7 +302,7 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
     names."""
     code = (
         "import sys\n"
-        "from cassettes.analysis import calc_price, PRICES_VERSION\n"
+        "from looptap.cassettes.analysis import calc_price, PRICES_VERSION\n"
         "assert 'genai_prices.update_prices' not in sys.modules\n"
         "import genai_prices\n"
         "from genai_prices import Usage, UpdatePrices, calc_price as lib_calc\n"
@@ -317,13 +323,13 @@ def test_a_command_is_built_from_its_declaration_without_loading_its_handler() -
     """Every ``looptap`` command is declared once (:data:`cassettes.commands.COMMANDS`): its parser
     is built from the declaration without reading every installed package's entry points and
     without importing the handler's module (imported when the command runs)."""
-    from cassettes.commands import COMMANDS
+    from looptap.cassettes.commands import COMMANDS
 
     handlers = sorted({c.run.partition(":")[0] for c in COMMANDS if c.run})
-    assert "proxy.cli" in handlers and "cassettes.replay.command" in handlers
+    assert "looptap.proxy.cli" in handlers and "looptap.cassettes.replay.command" in handlers
     code = (
         "import sys\n"
-        "import cassettes.cli as c\n"
+        "import looptap.cassettes.cli as c\n"
         f"for name in {sorted(c.name for c in COMMANDS)!r}:\n"
         "    assert name in c.build_parser(name)._subparsers._group_actions[0].choices\n"
         f"print('LOADED', *sorted(n for n in ('importlib.metadata', *{handlers!r}) "
@@ -349,7 +355,7 @@ def test_the_command_line_does_not_collect_garbage_at_exit(tmp_path: Path) -> No
         "import atexit, gc, os\n"
         "atexit.register(lambda: os.write(2, f'FROZEN {gc.get_freeze_count()}\\n'.encode()))\n"
         "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
-        "from cassettes.cli import main\n"
+        "from looptap.cassettes.cli import main\n"
         f"main(['show', {str(path)!r}])\n"
         "main(['show', '--json', " + repr(str(path)) + "])\n"
     )
@@ -371,11 +377,11 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
         "import gc, os, sys\n"
         "during = []\n"
         "gc.callbacks.append(lambda phase, info: phase == 'start' and "
-        "during.append('cassettes.reading._run' in sys.modules and "
-        "'cassettes.providers.mcp' not in sys.modules))\n"
+        "during.append('looptap.cassettes.reading._run' in sys.modules and "
+        "'looptap.cassettes.providers.mcp' not in sys.modules))\n"
         "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\nfrom "
-        f"cassettes.cli import main\nmain(['show', {str(path)!r}])\n"
-        "import cassettes.providers.mcp as adapter, cassettes.analysis as analysis\n"
+        f"looptap.cassettes.cli import main\nmain(['show', {str(path)!r}])\n"
+        "import looptap.cassettes.providers.mcp as adapter, looptap.cassettes.analysis as analysis\n"  # noqa: E501
         "tracked = {id(o) for o in gc.get_objects()}\n"
         "os.write(real, f'{sum(during)} {len(during)} {gc.get_freeze_count()} {id(adapter.Mcp) in "
         "tracked} {id(analysis.RunAnalyser) in tracked}'.encode())\n"

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.untrusted import (
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.untrusted import (
     SafeTextStream,
     clean,
     clean_line,
@@ -180,7 +180,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _looptap(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args], cwd=cwd, capture_output=True
+        [sys.executable, "-m", "looptap.cassettes.cli", *args], cwd=cwd, capture_output=True
     )
 
 
@@ -244,7 +244,7 @@ def test_the_unsafe_table_is_unicodes_classes_for_this_python() -> None:
     nothing else."""
     import unicodedata
 
-    from cassettes import unsafe_chars
+    from looptap.cassettes import unsafe_chars
 
     assert unsafe_chars.UNIDATA_VERSION == unicodedata.unidata_version, (
         "regenerate with bench/unicode_unsafe.py"
@@ -310,8 +310,8 @@ def test_every_unsafe_character_is_found_in_ascii_and_other_text() -> None:
     most of show's printing; the ASCII part is tested by a small class, only the other characters
     by the whole one): for every code point, inside ASCII and inside non-ASCII text, exactly the
     characters of the table (newline and tab kept)."""
-    from cassettes.unsafe_chars import RANGES
-    from cassettes.untrusted import has_unsafe
+    from looptap.cassettes.unsafe_chars import RANGES
+    from looptap.cassettes.untrusted import has_unsafe
 
     unsafe = bytearray(0x110000)
     for lo, hi in RANGES:

@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.views import snippet_of
+from looptap.cassettes.views import snippet_of
 
 
 def test_a_search_snippet_keeps_whole_words() -> None:
@@ -44,7 +44,7 @@ def test_a_snippet_always_holds_the_whole_match_and_whole_words(
 
 
 def test_params_are_json_pairs_cut_whole() -> None:
-    from inspector.widgets import PARAMS_LIMIT, params_text
+    from looptap.inspector.widgets import PARAMS_LIMIT, params_text
 
     line = params_text(
         {

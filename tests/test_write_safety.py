@@ -36,7 +36,7 @@ from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 #: ``looptap`` of the test environment (the commands that need no recorder).
-CORE = [sys.executable, "-m", "cassettes.cli"]
+CORE = [sys.executable, "-m", "looptap.cassettes.cli"]
 
 #: An agent that sends the recorded run's two requests (the fork serves the first from the
 #: recording with ``turn=1``, the second goes live) and notes each start in ``argv[1]``; with
@@ -436,7 +436,7 @@ def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(
     )
     assert "appends to it instead" not in proc.stderr  # a fork never appends
     assert len(fake.log) == sent + 1  # turn 1 went live; turn 0 came from the recording
-    from cassettes.reading import origin_of
+    from looptap.cassettes.reading import origin_of
 
     o = origin_of(earlier)
     assert o is not None and o["run"] == str(run)
@@ -564,8 +564,8 @@ def test_the_mcp_comparison_tool_serves_the_report_redacted(
 ) -> None:
     """The MCP ``comparison`` tool served the report's answers as stored: a candidate that echoed
     the user's key put it in what an MCP client reads. It reads the redacted report now."""
-    from cassettes.cli import main
-    from cassettes.mcp.query import Runs, comparison
+    from looptap.cassettes.cli import main
+    from looptap.cassettes.mcp.query import Runs, comparison
 
     # without "Bearer ", which the MCP text cleaner masks on its own
     def echo_bare_key(req: ScriptedRequest) -> Reply:
@@ -607,10 +607,10 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
 ) -> None:
     """After the first failing branch no further branch ran while "run i of K" was still printed,
     and an OUT.i.jsonl an earlier run left was counted as the model's variance."""
-    from cassettes.matching import Matcher
-    from cassettes.reading import open_run
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.replay.forking import Cursor, origin_meta, parse_from
+    from looptap.cassettes.matching import Matcher
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.replay.forking import Cursor, origin_meta, parse_from
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
 
     run = _origin(tmp_path)

@@ -17,13 +17,13 @@ modules the recorder's start did not load before.
 
 from __future__ import annotations
 
-from cassettes.analysis._analyser import ACTIVE, RunAnalyser, analyse
-from cassettes.analysis._continuation import capture, restore
-from cassettes.analysis._grounding import unsourced
-from cassettes.analysis._judgement import CHECKS
-from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._message_keys import message_key
-from cassettes.analysis._model import (
+from ._analyser import ACTIVE, RunAnalyser, analyse
+from ._continuation import capture, restore
+from ._grounding import unsourced
+from ._judgement import CHECKS
+from ._mcp import McpLinker
+from ._message_keys import message_key
+from ._model import (
     ApiReport,
     CallCheck,
     Conversation,
@@ -37,19 +37,19 @@ from cassettes.analysis._model import (
     Turn,
     kind_text,
 )
-from cassettes.analysis._model_mismatch import same_model
-from cassettes.analysis._plain_schema import surely_valid
-from cassettes.analysis._plain_values import lines, sections
-from cassettes.analysis._price_data import (
+from ._model_mismatch import same_model
+from ._plain_schema import surely_valid
+from ._plain_values import lines, sections
+from ._price_data import (
     PRICES_VERSION,
     calc_price,
     get_snapshot,
     provider_for_url,
     table_identity,
 )
-from cassettes.analysis._repeats import canonical_call
-from cassettes.analysis._rule_learn import Proposal, Trace, learn
-from cassettes.analysis._rules import (
+from ._repeats import canonical_call
+from ._rule_learn import Proposal, Trace, learn
+from ._rules import (
     FILE,
     Rule,
     RulesError,
@@ -59,8 +59,8 @@ from cassettes.analysis._rules import (
     parse_rules,
     using,
 )
-from cassettes.analysis._tokens import apportion, estimate_text
-from cassettes.analysis._tool_schema import normalise_schema, schema_errors
+from ._tokens import apportion, estimate_text
+from ._tool_schema import normalise_schema, schema_errors
 
 __all__ = [
     "ACTIVE",

@@ -19,13 +19,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-import cassettes.analysis._final_pass as final_pass
-import cassettes.analysis._parking as parking
-import cassettes.analysis._retention as retention
-import cassettes.analysis._rules as rules
-import cassettes.analysis.spill as spill_tables
-from cassettes.analysis._context import ConversationState, TurnContext
-from cassettes.analysis._judgement import (
+from ..models import Message
+from ..parsing import RoundTrip, parse_exchange, side_call
+from ..wire import Exchange
+from . import _final_pass as final_pass
+from . import _parking as parking
+from . import _retention as retention
+from . import _rules as rules
+from . import spill as spill_tables
+from ._context import ConversationState, TurnContext
+from ._judgement import (
     EMPTY_A,
     EMPTY_C,
     EMPTY_E,
@@ -34,18 +37,15 @@ from cassettes.analysis._judgement import (
     judge,
     settle,
 )
-from cassettes.analysis._model import (
+from ._model import (
     Conversation,
     Finding,
     RunAnalysis,
     Turn,
 )
-from cassettes.analysis._state import AnalyserState, Reload, conversation_of
-from cassettes.analysis.dispatch import GROUP_CHAT
-from cassettes.analysis.threading import Attempt, Link, Threader
-from cassettes.models import Message
-from cassettes.parsing import RoundTrip, parse_exchange, side_call
-from cassettes.wire import Exchange
+from ._state import AnalyserState, Reload, conversation_of
+from .dispatch import GROUP_CHAT
+from .threading import Attempt, Link, Threader
 
 __all__ = ["ACTIVE", "RunAnalyser", "analyse"]
 

@@ -16,15 +16,15 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import cassettes.analysis.codes as codes
-from cassettes import providers
-from cassettes.analysis._api_errors import check_error_in_200, check_http_error
-from cassettes.analysis._context import Check, FinalCheck, TurnContext, call_label, provider_detail
-from cassettes.analysis._emission import cut_calls
-from cassettes.analysis._model import ApiReport, Finding, Severity
-from cassettes.analysis._model_mismatch import check_model_mismatch
-from cassettes.hints import count
-from cassettes.models import FinishReason, NormalisedResponse
+from .. import providers
+from ..hints import count
+from ..models import FinishReason, NormalisedResponse
+from . import codes as codes
+from ._api_errors import check_error_in_200, check_http_error
+from ._context import Check, FinalCheck, TurnContext, call_label, provider_detail
+from ._emission import cut_calls
+from ._model import ApiReport, Finding, Severity
+from ._model_mismatch import check_model_mismatch
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 

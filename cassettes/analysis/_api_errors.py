@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import cassettes.analysis.codes as codes
-from cassettes import providers
-from cassettes.analysis._context import TurnContext, short
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis.dispatch import speaker
-from cassettes.models import ApiError, FinishReason
+from .. import providers
+from ..models import ApiError, FinishReason
+from . import codes as codes
+from ._context import TurnContext, short
+from ._model import Finding, Severity
+from .dispatch import speaker
 
 __all__ = ["check_error_in_200", "check_http_error"]
 

@@ -9,20 +9,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import Check, TurnContext, short
-from cassettes.analysis._grounding import may_claim, unsourced
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis._repeats import canonical_call
-from cassettes.analysis.dispatch import (
+from ..hints import count
+from ..models import FinishReason
+from . import codes as codes
+from ._context import Check, TurnContext, short
+from ._grounding import may_claim, unsourced
+from ._model import Finding, Severity
+from ._repeats import canonical_call
+from .dispatch import (
     TEXT_ACTION,
     is_error_result,
     multi_agent,
     reprompted,
     result_texts,
 )
-from cassettes.hints import count
-from cassettes.models import FinishReason
 
 __all__ = ["CHECKS", "unsourced"]
 

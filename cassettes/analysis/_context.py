@@ -18,13 +18,13 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import CallCheck, Finding, Severity, Turn
-from cassettes.analysis._rules import Rules
-from cassettes.analysis.codes import ROWS, severity_of
-from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
-from cassettes.parsing import RoundTrip
-from cassettes.wire import Exchange, MissNote, read_miss
+from ..models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
+from ..parsing import RoundTrip
+from ..wire import Exchange, MissNote, read_miss
+from ._mcp import McpLinker
+from ._model import CallCheck, Finding, Severity, Turn
+from ._rules import Rules
+from .codes import ROWS, severity_of
 
 __all__ = [
     "CLIENT_KINDS",

@@ -19,17 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from cassettes.analysis._analyser import RunAnalyser
-from cassettes.analysis._context import ConversationState, TurnContext
-from cassettes.analysis._items import Deliveries, ItemReferences
-from cassettes.analysis._judgement import NO_EXCHANGE, slim
-from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import Finding, McpCall, RunAnalysis
-from cassettes.analysis._parking import reloaded
-from cassettes.analysis._plain_values import dump, load
-from cassettes.analysis._records import Conversations
-from cassettes.analysis._state import CLASSES, AnalyserState, Parked
-from cassettes.analysis.threading import restore_threads, threads_state
+from ._analyser import RunAnalyser
+from ._context import ConversationState, TurnContext
+from ._items import Deliveries, ItemReferences
+from ._judgement import NO_EXCHANGE, slim
+from ._mcp import McpLinker
+from ._model import Finding, McpCall, RunAnalysis
+from ._parking import reloaded
+from ._plain_values import dump, load
+from ._records import Conversations
+from ._state import CLASSES, AnalyserState, Parked
+from .threading import restore_threads, threads_state
 
 __all__ = ["capture", "restore"]
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import (
+from ..models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
+from . import codes as codes
+from ._context import (
     CLIENT_KINDS,
     Check,
     FinalCheck,
@@ -24,10 +25,9 @@ from cassettes.analysis._context import (
     call_label,
     provider_detail,
 )
-from cassettes.analysis._model import CallCheck, Emission, Finding, Severity
-from cassettes.analysis._repeats import check_repeated_call
-from cassettes.analysis._tool_schema import schema_errors
-from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
+from ._model import CallCheck, Emission, Finding, Severity
+from ._repeats import check_repeated_call
+from ._tool_schema import schema_errors
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 

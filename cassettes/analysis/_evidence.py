@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis.codes import ROWS
+from ._model import Finding, Severity
+from .codes import ROWS
 
 __all__ = ["demote_inferred"]
 

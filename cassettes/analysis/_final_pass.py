@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import cassettes.analysis.codes as codes
-import cassettes.analysis.dispatch as dispatch
-from cassettes.analysis._judgement import FINAL_CHECKS, run_check
-from cassettes.analysis._model import Finding, RunAnalysis
-from cassettes.analysis._state import AnalyserState
-from cassettes.analysis.spill import SpillMap
+from . import codes as codes
+from . import dispatch as dispatch
+from ._judgement import FINAL_CHECKS, run_check
+from ._model import Finding, RunAnalysis
+from ._state import AnalyserState
+from .spill import SpillMap
 
 __all__ = ["finish"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from cassettes import providers
-from cassettes.analysis._mcp import put
-from cassettes.models import Message, NormalisedResponse, Part
-from cassettes.parsing import RoundTrip
+from .. import providers
+from ..models import Message, NormalisedResponse, Part
+from ..parsing import RoundTrip
+from ._mcp import put
 
 __all__ = ["Deliveries", "ItemReferences"]
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import cassettes.analysis._api as api
-import cassettes.analysis._claims as claims
-import cassettes.analysis._emission as emission
-import cassettes.analysis._provenance as provenance
-import cassettes.analysis._rule_check as rule_check
-import cassettes.analysis._tokens as tokens
-import cassettes.analysis.codes as codes
-import cassettes.analysis.dispatch as dispatch
-from cassettes.analysis._context import Check, ConversationState, FinalCheck, TurnContext, failed
-from cassettes.analysis._evidence import demote_inferred
-from cassettes.analysis._mcp import McpLinker
-from cassettes.analysis._model import (
+from ..wire import Exchange
+from . import _api as api
+from . import _claims as claims
+from . import _emission as emission
+from . import _provenance as provenance
+from . import _rule_check as rule_check
+from . import _tokens as tokens
+from . import codes as codes
+from . import dispatch as dispatch
+from ._context import Check, ConversationState, FinalCheck, TurnContext, failed
+from ._evidence import demote_inferred
+from ._mcp import McpLinker
+from ._model import (
     ApiReport,
     Dispatch,
     Emission,
@@ -24,8 +25,7 @@ from cassettes.analysis._model import (
     TokenCount,
     Turn,
 )
-from cassettes.analysis.threading import Link
-from cassettes.wire import Exchange
+from .threading import Link
 
 __all__ = [
     "CHECKS",

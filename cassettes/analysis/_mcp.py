@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from cassettes.analysis._model import McpCall, Turn
-from cassettes.models import NormalisedResponse
+from ..models import NormalisedResponse
+from ._model import McpCall, Turn
 
 __all__ = ["McpLinker", "ModelCall", "put"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import Message, NormalisedResponse, Part
+from ..models import Message, NormalisedResponse, Part
 
 __all__ = ["message_key", "response_message", "squashed", "stable"]
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
-from cassettes.models import SERVER_KINDS, ApiError, FinishReason, Message, Usage
+from ..models import SERVER_KINDS, ApiError, FinishReason, Message, Usage
 
 __all__ = [
     "ApiReport",

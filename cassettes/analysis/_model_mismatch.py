@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis._price_data import known_model
+from . import codes as codes
+from ._context import TurnContext
+from ._model import Finding, Severity
+from ._price_data import known_model
 
 __all__ = ["check_model_mismatch", "same_model"]
 

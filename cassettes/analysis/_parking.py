@@ -9,13 +9,13 @@ stored)."""
 
 from __future__ import annotations
 
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
-from cassettes.analysis._model import Turn
-from cassettes.analysis._state import AnalyserState, Parked, conversation_of
-from cassettes.models import NormalisedRequest
-from cassettes.parsing import RoundTrip
-from cassettes.wire import Exchange
+from ..models import NormalisedRequest
+from ..parsing import RoundTrip
+from ..wire import Exchange
+from ._context import TurnContext
+from ._judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
+from ._model import Turn
+from ._state import AnalyserState, Parked, conversation_of
 
 __all__ = ["inherit", "park", "reloaded", "unpark"]
 

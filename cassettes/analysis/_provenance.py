@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import Check, TurnContext, short
-from cassettes.analysis._model import CallCheck, Finding
+from . import codes as codes
+from ._context import Check, TurnContext, short
+from ._model import CallCheck, Finding
 
 __all__ = ["CHECKS"]
 

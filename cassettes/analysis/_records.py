@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from cassettes.analysis._model import Conversation
-from cassettes.analysis.spill import KEEP, Spill, SpillMap
+from ._model import Conversation
+from .spill import KEEP, Spill, SpillMap
 
 __all__ = ["Conversations"]
 

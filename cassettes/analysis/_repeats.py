@@ -8,10 +8,10 @@ from typing import Any
 
 import orjson
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import CLIENT_KINDS, TurnContext, call_label, clipped
-from cassettes.analysis._message_keys import _canon, squashed, stable
-from cassettes.analysis._model import CallCheck, Finding, Severity
+from . import codes as codes
+from ._context import CLIENT_KINDS, TurnContext, call_label, clipped
+from ._message_keys import _canon, squashed, stable
+from ._model import CallCheck, Finding, Severity
 
 __all__ = ["canonical_call", "check_repeated_call"]
 

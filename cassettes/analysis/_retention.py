@@ -5,11 +5,11 @@ recent round trips to parse a later request against; functions over an
 
 from __future__ import annotations
 
-import cassettes.analysis._parking as parking
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._mcp import put
-from cassettes.analysis._state import AnalyserState
-from cassettes.parsing import RoundTrip
+from ..parsing import RoundTrip
+from . import _parking as parking
+from ._context import TurnContext
+from ._mcp import put
+from ._state import AnalyserState
 
 __all__ = ["context", "make_latest", "release_history", "remember"]
 

@@ -9,13 +9,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import CLIENT_KINDS, Check, TurnContext
-from cassettes.analysis._model import CallCheck, Finding
-from cassettes.analysis._rules import Rule, Rules
-from cassettes.analysis.dispatch import is_error_result
-from cassettes.hints import count
-from cassettes.models import Message, ToolCall
+from ..hints import count
+from ..models import Message, ToolCall
+from . import codes as codes
+from ._context import CLIENT_KINDS, Check, TurnContext
+from ._model import CallCheck, Finding
+from ._rules import Rule, Rules
+from .dispatch import is_error_result
 
 __all__ = [
     "CHECKS",

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
-from cassettes.analysis._context import CLIENT_KINDS
-from cassettes.analysis._rule_check import (
+from ..models import Message
+from ._context import CLIENT_KINDS
+from ._rule_check import (
     History,
     broken,
     found_in,
@@ -36,8 +37,7 @@ from cassettes.analysis._rule_check import (
     key_of,
     made,
 )
-from cassettes.analysis._rules import Rule, _default_yes
-from cassettes.models import Message
+from ._rules import Rule, _default_yes
 
 __all__ = ["MIN_SUPPORT", "Proposal", "Trace", "learn"]
 

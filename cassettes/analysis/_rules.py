@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis._model import Severity
-from cassettes.analysis.codes import ROWS, RULE_BROKEN
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.patterns import PatternError, UserPattern
-from cassettes.untrusted import clean_line
+from ..errors import CassetteError
+from ..hints import count
+from ..patterns import PatternError, UserPattern
+from ..untrusted import clean_line
+from ._model import Severity
+from .codes import ROWS, RULE_BROKEN
 
 __all__ = [
     "FILE",

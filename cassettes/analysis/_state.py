@@ -12,17 +12,17 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cassettes.analysis._context import ConversationState, TurnContext
-from cassettes.analysis._items import Deliveries, ItemReferences
-from cassettes.analysis._mcp import McpLinker, ModelCall
-from cassettes.analysis._model import Conversation, Finding, McpCall, RunAnalysis, Turn
-from cassettes.analysis._records import Conversations
-from cassettes.analysis._tokens import _ConvTokens
-from cassettes.analysis.spill import Spill, SpillMap
-from cassettes.analysis.threading import Threader
-from cassettes.models import Part, ToolSpec
-from cassettes.parsing import RoundTrip
-from cassettes.wire import Exchange
+from ..models import Part, ToolSpec
+from ..parsing import RoundTrip
+from ..wire import Exchange
+from ._context import ConversationState, TurnContext
+from ._items import Deliveries, ItemReferences
+from ._mcp import McpLinker, ModelCall
+from ._model import Conversation, Finding, McpCall, RunAnalysis, Turn
+from ._records import Conversations
+from ._tokens import _ConvTokens
+from .spill import Spill, SpillMap
+from .threading import Threader
 
 __all__ = ["AnalyserState", "Parked", "Reload", "conversation_of"]
 

@@ -49,11 +49,11 @@ from typing import Any
 
 import orjson
 
-from cassettes import providers
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._model import Segments, TokenCount
-from cassettes.analysis.pricing import price
-from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
+from .. import providers
+from ..models import Message, NormalisedResponse, Part, ToolSpec, Usage
+from ._context import TurnContext
+from ._model import Segments, TokenCount
+from .pricing import price
 
 __all__ = [
     "apportion",

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes.analysis._context import clipped
-from cassettes.analysis._plain_schema import surely_valid
-from cassettes.recording import REDACTED
+from ..recording import REDACTED
+from ._context import clipped
+from ._plain_schema import surely_valid
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator  # type: ignore[import-untyped]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cassettes.analysis._message_keys import squashed
+from ._message_keys import squashed
 
 __all__ = ["Fields", "Step", "fields_of", "follows", "step_of"]
 

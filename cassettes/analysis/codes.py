@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cassettes.analysis._model import Layer, Severity
+from ._model import Layer, Severity
 
 __all__ = ["ROWS", "Row", "doc_table", "severity_of"]
 

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
-from cassettes import providers
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._price_data import PRICES_VERSION, calc_price, provider_for_url
+from .. import providers
+from ._context import TurnContext
+from ._price_data import PRICES_VERSION, calc_price, provider_for_url
 
 __all__ = ["price"]
 

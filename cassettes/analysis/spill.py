@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import orjson
 
-from cassettes.analysis._plain_values import dump, load
-from cassettes.storage import orphans, process_start
+from ..storage import orphans, process_start
+from ._plain_values import dump, load
 
 if TYPE_CHECKING:
     import sqlite3

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cassettes import interrupts
-from cassettes.errors import CassetteError
+from .. import interrupts
+from ..errors import CassetteError
 
 interrupts.watch()  # first: a Ctrl-C swallowed by any later import is still honoured
 
@@ -39,7 +39,7 @@ finally:
     if _HELD is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
-from cassettes.commands import (  # noqa: E402 - after the interrupt watch
+from ..commands import (  # noqa: E402 - after the interrupt watch
     COMMANDS,
     EXIT_ERROR,
     EXIT_OK,
@@ -61,7 +61,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from cassettes._version import __version__
+        from .._version import __version__
 
         parser.exit(message=f"looptap {__version__}\n")
 
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     tune_gc()
-    from cassettes.untrusted import guard_stdio
+    from ..untrusted import guard_stdio
 
     # One output boundary: every line any command prints (its own, a plugin's, an error's) passes
     # through the sanitiser, so recorded text can never drive the terminal (cassettes/untrusted.py).

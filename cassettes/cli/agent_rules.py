@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import (
+from ..analysis import (
     Finding,
     Proposal,
     Rule,
@@ -22,12 +22,12 @@ from cassettes.analysis import (
     parse_rules,
     using,
 )
-from cassettes.commands import EXIT_ERROR, EXIT_OK, err
-from cassettes.errors import CassetteError, problem_lines
-from cassettes.hints import count
-from cassettes.models import Message, Part
-from cassettes.reading import Run, open_run
-from cassettes.storage import check_target, staged
+from ..commands import EXIT_ERROR, EXIT_OK, err
+from ..errors import CassetteError, problem_lines
+from ..hints import count
+from ..models import Message, Part
+from ..reading import Run, open_run
+from ..storage import check_target, staged
 
 __all__ = ["cmd_rules_check", "cmd_rules_learn", "proposals_toml", "traces"]
 

@@ -26,12 +26,12 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cassettes.errors import CassetteError
-from cassettes.hints import INVOKED_AS, count, found_recorder, looptap_command
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.serving import ReplayServer
-from cassettes.storage import (
+from ..errors import CassetteError
+from ..hints import INVOKED_AS, count, found_recorder, looptap_command
+from ..reading import open_run
+from ..recording.pipeline import CassetteWriter
+from ..replay.serving import ReplayServer
+from ..storage import (
     UnsafePath,
     check_target,
     is_cassette,
@@ -39,10 +39,10 @@ from cassettes.storage import (
     remove_if_same,
     staged,
 )
-from cassettes.views import estimated_why, money, root_cause_lines
+from ..views import estimated_why, money, root_cause_lines
 
 if TYPE_CHECKING:
-    from cassettes.storage import Target
+    from ..storage import Target
 
 __all__ = ["cmd_demo"]
 
@@ -79,8 +79,8 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
     except UnsafePath as exc:
         say(f"looptap demo: error: {exc}")
         return 2
-    recording = files("cassettes").joinpath(RECORDING)
-    agent = files("cassettes").joinpath(AGENT)
+    recording = files("looptap.cassettes").joinpath(RECORDING)
+    agent = files("looptap.cassettes").joinpath(AGENT)
     python = recorder_python()
     with as_file(recording) as rec_path, as_file(agent) as agent_path:
         exchanges = load_vcr(rec_path)
@@ -97,7 +97,7 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
             tempfile.TemporaryDirectory(prefix="looptap-demo-") as conf,
         ):
             cmd = [
-                python, "-m", "cassettes.cli", "run", "-o", str(dest),
+                python, "-m", "looptap.cassettes.cli", "run", "-o", str(dest),
                 "--upstream", f"{LISTENER}={upstream.url}", "--confdir", conf,
                 "--", sys.executable, str(agent_path),
             ]  # fmt: skip
@@ -136,7 +136,9 @@ def _looptap(python: str) -> str:
     environment, else by the recorder's interpreter (``LOOPTAP_PROXY_PYTHON``)."""
 
     return (
-        looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
+        looptap_command()
+        if python == sys.executable
+        else f"{shlex.quote(python)} -m looptap.cassettes.cli"
     )
 
 

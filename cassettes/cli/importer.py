@@ -7,14 +7,14 @@ import argparse
 import os
 from pathlib import Path
 
-from cassettes.commands import EXIT_ERROR, EXIT_OK, err
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.interop import import_runs, runs_in, sniff
-from cassettes.parsing import parse_exchange
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import Target, UnsafePath, check_target, staged
+from ..commands import EXIT_ERROR, EXIT_OK, err
+from ..errors import CassetteError
+from ..hints import count
+from ..interop import import_runs, runs_in, sniff
+from ..parsing import parse_exchange
+from ..reading import open_run
+from ..recording.pipeline import CassetteWriter
+from ..storage import Target, UnsafePath, check_target, staged
 
 __all__ = ["cmd_import"]
 

@@ -14,20 +14,20 @@ from typing import Any
 
 import orjson
 
-from cassettes import providers
-from cassettes.cli.showfilter import show_filter
-from cassettes.commands import EXIT_OK, err
-from cassettes.errors import problem_lines
-from cassettes.hints import count
-from cassettes.reading import branch_line, branch_origin, fork_notes, open_run, show_pairs
-from cassettes.untrusted import clean_line
-from cassettes.views import (
+from .. import providers
+from ..commands import EXIT_OK, err
+from ..errors import problem_lines
+from ..hints import count
+from ..reading import branch_line, branch_origin, fork_notes, open_run, show_pairs
+from ..untrusted import clean_line
+from ..views import (
     GrowthRows,
     analysis_lines,
     reading_line,
     roundtrip_json,  # noqa: F401 - show_pairs' (loaded here)
     summary_lines,
 )
+from .showfilter import show_filter
 
 __all__ = ["cmd_show"]
 
@@ -114,7 +114,7 @@ def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
     """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans
     them)."""
     # only a fork's branch has a prefix: a plain run's show loads no matching rules
-    from cassettes.matching import report_lines
+    from ..matching import report_lines
 
     notes = fork_notes(path)["tolerated"]
     if not notes:

@@ -7,8 +7,8 @@ import argparse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.untrusted import clean_line
+from ..errors import CassetteError
+from ..untrusted import clean_line
 
 __all__ = ["ShowFilter", "show_filter"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from cassettes.commands._fleet import FLEET, INDEX, QUERY
-from cassettes.commands._recording import RECORD, RUN
-from cassettes.commands._registry import (
+from ._fleet import FLEET, INDEX, QUERY
+from ._recording import RECORD, RUN
+from ._registry import (
     EXIT_ERROR,
     EXIT_OK,
     Arg,
@@ -132,7 +132,7 @@ COMMANDS = (
                 "docs/kept-analysis.md)"
             ),
         },
-        run="cassettes.cli.show:cmd_show",
+        run="looptap.cassettes.cli.show:cmd_show",
         loading=True,
     ),
     Command(
@@ -154,7 +154,7 @@ COMMANDS = (
             "-f --force": flag("replace existing output files"),
             "-q --quiet": flag("print nothing on success"),
         },
-        run="cassettes.cli.importer:cmd_import",
+        run="looptap.cassettes.cli.importer:cmd_import",
         description=(
             "Import other tools' recordings as looptap cassettes, each told by its content: "
             "vcrpy / pytest-recording cassettes (YAML, or vcrpy's JSON); LangChain's cassettes "
@@ -171,7 +171,7 @@ COMMANDS = (
         {
             "-o --output": Arg("where to write the demo cassette", default="looptap-demo.jsonl"),
         },
-        run="cassettes.cli.demo:cmd_demo",
+        run="looptap.cassettes.cli.demo:cmd_demo",
         loading=True,
     ),
     Command(
@@ -215,7 +215,7 @@ COMMANDS = (
                 const="",
             ),
         },
-        run="cassettes.replay.comparison:cmd_compare",
+        run="looptap.cassettes.replay.comparison:cmd_compare",
     ),
     Command(
         "diff",
@@ -226,8 +226,8 @@ COMMANDS = (
             "--json": flag("the divergences as JSON"),
             "--no-volatile": _NO_VOLATILE,
         },
-        Extend("cassettes.project:add_rule_flags", what="the requests"),
-        run="cassettes.replay.comparison:cmd_diff",
+        Extend("looptap.cassettes.project:add_rule_flags", what="the requests"),
+        run="looptap.cassettes.replay.comparison:cmd_diff",
     ),
     Command(
         "export",
@@ -283,7 +283,7 @@ COMMANDS = (
             ),
             "-q --quiet": flag("print nothing on success"),
         },
-        run="cassettes.interop:cmd_export",
+        run="looptap.cassettes.interop:cmd_export",
         description=(
             "Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) for "
             "other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
@@ -314,7 +314,7 @@ COMMANDS = (
                 default=None,
             ),
         },
-        run="inspector.cli:cmd_inspect",
+        run="looptap.inspector.cli:cmd_inspect",
         description=(
             "Open a run in the inspector (a looptap cassette; a vcrpy cassette or a mitmproxy flow "
             "file is imported on the fly). Press ? inside it for the key bindings."
@@ -330,7 +330,7 @@ COMMANDS = (
             ),
             "--http HOST:PORT": "serve streamable HTTP on this loopback address instead of stdio",
         },
-        run="cassettes.mcp:cmd_mcp",
+        run="looptap.cassettes.mcp:cmd_mcp",
         description=(
             "A read-only MCP server over the runs under --root: list runs, summaries, findings "
             "(root causes first), turns with E/A/C, search, token growth, diffs and a live tail. "
@@ -359,7 +359,7 @@ COMMANDS = (
             ),
             "--no-volatile": _NO_VOLATILE,
         },
-        Extend("cassettes.project:add_rule_flags"),
+        Extend("looptap.cassettes.project:add_rule_flags"),
         {
             "--fault SELECTOR:KIND": many(
                 "inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
@@ -406,7 +406,7 @@ COMMANDS = (
                 "sent live (repeatable; docs/fork.md)"
             ),
         },
-        run="cassettes.replay.command:cmd_replay",
+        run="looptap.cassettes.replay.command:cmd_replay",
     ),
     Command(
         "rules",
@@ -428,7 +428,7 @@ COMMANDS = (
                         "the differences, the proposed rules and what still differs, as JSON"
                     ),
                 },
-                run="cassettes.replay.comparison:cmd_rules_propose",
+                run="looptap.cassettes.replay.comparison:cmd_rules_propose",
             ),
             Command(
                 "check",
@@ -439,7 +439,7 @@ COMMANDS = (
                     "runs RUN": Arg("runs to check (the formats of looptap show)", nargs="+"),
                     "--json": flag("one JSON object per broken rule"),
                 },
-                run="cassettes.cli.agent_rules:cmd_rules_check",
+                run="looptap.cassettes.cli.agent_rules:cmd_rules_check",
             ),
             Command(
                 "learn",
@@ -455,7 +455,7 @@ COMMANDS = (
                         default=5,
                     ),
                 },
-                run="cassettes.cli.agent_rules:cmd_rules_learn",
+                run="looptap.cassettes.cli.agent_rules:cmd_rules_learn",
             ),
         ),
     ),
@@ -474,7 +474,7 @@ COMMANDS = (
                 "register the driver in the git repository here (.gitattributes and git config)"
             ),
         },
-        run="cassettes.interop:cmd_textconv",
+        run="looptap.cassettes.interop:cmd_textconv",
         description=(
             "Print a cassette one item per line (turns, appended messages, response parts, usage, "
             "findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what changed. "
@@ -499,7 +499,7 @@ COMMANDS = (
             ),
             "-q --quiet": flag("print only the finds"),
         },
-        run="cassettes.verify:cmd_verify",
+        run="looptap.cassettes.verify:cmd_verify",
     ),
     Command(
         "why",
@@ -513,7 +513,7 @@ COMMANDS = (
         {
             "cmd": Arg("the agent command, after --", nargs=argparse.REMAINDER),
         },
-        run="cassettes.why:cmd_why",
+        run="looptap.cassettes.why:cmd_why",
         epilog=(
             "exit status: 0 a verdict was reached or said to be undetermined; 1 no intervention "
             "could be run or judged; 2 refused (the run does not fail by the outcome, a budget "

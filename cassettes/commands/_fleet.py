@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cassettes.commands._registry import Arg, Command, Exclusive, flag
+from ._registry import Arg, Command, Exclusive, flag
 
 __all__ = ["FLEET", "INDEX", "QUERY"]
 
@@ -41,7 +41,7 @@ _WINDOW = {
 FLEET = Command(
     "fleet",
     "everyday questions of the fleet index (docs/fleet.md)",
-    run="cassettes.fleet:cmd_fleet",
+    run="looptap.cassettes.fleet:cmd_fleet",
     subparsers={"dest": "question", "metavar": "QUESTION", "required": True},
     subcommands=(
         Command(
@@ -113,7 +113,7 @@ INDEX = Command(
         ),
         "--jobs N": Arg("read runs in N processes (default 1)", type=int, default=1),
     },
-    run="cassettes.fleet:cmd_index",
+    run="looptap.cassettes.fleet:cmd_index",
     description=(
         "Build or update the fleet index: runs, conversations, turns, findings and tool calls "
         "of every run under the directories (docs/fleet.md). An unchanged run is not read "
@@ -129,5 +129,5 @@ QUERY = Command(
         "sql SQL": "a DuckDB SQL query",
     },
     *_FLEET_OUTPUT,
-    run="cassettes.fleet:cmd_query",
+    run="looptap.cassettes.fleet:cmd_query",
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from cassettes.commands._registry import Arg, Args, Command, Extend, add_args, flag, many
+from ._registry import Arg, Args, Command, Extend, add_args, flag, many
 
 __all__ = ["RECORD", "RUN", "recorder_options"]
 
@@ -13,7 +13,7 @@ __all__ = ["RECORD", "RUN", "recorder_options"]
 def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
     """The options of ``looptap record`` and ``looptap run``, on ``p`` (the built-in listeners'
     names, in one help text, are read only when one of these commands' parser is built)."""
-    from cassettes.providers import REVERSE_UPSTREAMS
+    from ..providers import REVERSE_UPSTREAMS
 
     options: Args = {
         "-o --output FILE": Arg(
@@ -88,8 +88,8 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
 RECORD = Command(
     "record",
     "run the recording proxy until Ctrl-C; prints the environment to export",
-    Extend("cassettes.commands._recording:recorder_options", output_required=True),
-    run="proxy.cli:cmd_record",
+    Extend("looptap.cassettes.commands._recording:recorder_options", output_required=True),
+    run="looptap.proxy.cli:cmd_record",
     epilog=(
         "exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 some "
         "round trips could NOT be stored (counted and named on stderr). See docs/recorder.md"
@@ -100,7 +100,7 @@ RECORD = Command(
 RUN = Command(
     "run",
     "record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
-    Extend("cassettes.commands._recording:recorder_options", output_required=False),
+    Extend("looptap.cassettes.commands._recording:recorder_options", output_required=False),
     {
         "--inspect": flag(
             "open the inspector on the run while it is recorded (the command's output goes to "
@@ -127,7 +127,7 @@ RUN = Command(
             "id, temp path, cwd or port tolerated; docs/testing.md)"
         ),
     },
-    Extend("cassettes.project:add_rule_flags", fork=True),
+    Extend("looptap.cassettes.project:add_rule_flags", fork=True),
     {
         "--repeat K": Arg(
             "with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) "
@@ -142,7 +142,7 @@ RUN = Command(
         ),
         "cmd": Arg("the command to run, after --", nargs=argparse.REMAINDER),
     },
-    run="proxy.cli:cmd_run",
+    run="looptap.proxy.cli:cmd_run",
     epilog=(
         "exit status: the command's own status; if it succeeded but some round trips could NOT "
         "be stored, 3 (they are counted and named on stderr whatever the status); 2 the "

@@ -13,12 +13,12 @@ Importing this package imports no DuckDB: only ``_index``'s functions do, when c
 
 from __future__ import annotations
 
-from cassettes.fleet._agent import agent_of, program
-from cassettes.fleet._command import cmd_fleet, cmd_index, cmd_query, export_parquet, open_fleet
-from cassettes.fleet._files import RUN_SUFFIXES, run_files
-from cassettes.fleet._index import connect, update
-from cassettes.fleet._mcp import overviews, runs_mentioning
-from cassettes.fleet._questions import (
+from ._agent import agent_of, program
+from ._command import cmd_fleet, cmd_index, cmd_query, export_parquet, open_fleet
+from ._files import RUN_SUFFIXES, run_files
+from ._index import connect, update
+from ._mcp import overviews, runs_mentioning
+from ._questions import (
     Window,
     cost,
     failing_turns,
@@ -28,8 +28,8 @@ from cassettes.fleet._questions import (
     since_time,
     weekly,
 )
-from cassettes.fleet._rows import stamp_of
-from cassettes.fleet.schema import TABLES, doc_table
+from ._rows import stamp_of
+from .schema import TABLES, doc_table
 
 __all__ = [
     "RUN_SUFFIXES",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cassettes.recording import program_at, valid_agent
+from ..recording import program_at, valid_agent
 
 __all__ = ["SOURCES", "agent_of", "command_text", "program"]
 

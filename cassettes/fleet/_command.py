@@ -19,8 +19,11 @@ from typing import Any
 
 import orjson
 
-import cassettes.fleet._questions as questions
-from cassettes.fleet._index import (
+from ..hints import count
+from ..untrusted import clean_line
+from ..views import reading_line
+from . import _questions as questions
+from ._index import (
     FLEET_NAME,
     FleetError,
     connect,
@@ -30,10 +33,7 @@ from cassettes.fleet._index import (
     parquet_views,
     update,
 )
-from cassettes.fleet._index import export_parquet as write
-from cassettes.hints import count
-from cassettes.untrusted import clean_line
-from cassettes.views import reading_line
+from ._index import export_parquet as write
 
 __all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "open_fleet"]
 
@@ -192,7 +192,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_fleet(args: argparse.Namespace) -> int:
     window = questions.Window.of(args.since, args.until)
     if args.question == "page":
-        from cassettes.fleet._page import write_page
+        from ._page import write_page
 
         return write_page(args, open_fleet(args.fleet), _plain)
     if args.question == "findings":

@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError
-from cassettes.fleet._files import run_stats
-from cassettes.fleet._rows import (
+from ..errors import CassetteError
+from ._files import run_stats
+from ._rows import (
     STAMP_COLUMNS,
     RunRows,
     Stamp,
@@ -38,7 +38,7 @@ from cassettes.fleet._rows import (
     stamp_of,
     stat_key,
 )
-from cassettes.fleet.schema import TABLES
+from .schema import TABLES
 
 __all__ = [
     "FleetError",
@@ -68,7 +68,7 @@ def duckdb_module() -> Any:
     try:
         import duckdb
     except ImportError:
-        from cassettes.hints import install_command
+        from ..hints import install_command
 
         # looptap is on no package index: the extra from the checkout, into this environment
         raise FleetError(
@@ -197,7 +197,7 @@ def update(
 def _rules_digest() -> str:
     """A digest of the agent rules in force (docs/rules.md), as ``fleet_meta`` keeps it."""
 
-    from cassettes.analysis import active_text  # (here: the questions never load the analysis)
+    from ..analysis import active_text  # (here: the questions never load the analysis)
 
     return hashlib.sha256(active_text().encode()).hexdigest()
 

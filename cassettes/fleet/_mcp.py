@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.fleet._index import FLEET_NAME
-from cassettes.fleet._rows import stamp_of
+from ..errors import CassetteError
+from ._index import FLEET_NAME
+from ._rows import stamp_of
 
 __all__ = ["find_index", "overviews", "runs_mentioning"]
 

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cassettes.fleet._questions as questions
-from cassettes.errors import CassetteError
-from cassettes.fleet._index import FleetError, duckdb_module
-from cassettes.hints import count
-from cassettes.storage import check_target, staged
-from cassettes.untrusted import clean_line
+from ..errors import CassetteError
+from ..hints import count
+from ..storage import check_target, staged
+from ..untrusted import clean_line
+from . import _questions as questions
+from ._index import FleetError, duckdb_module
 
 __all__ = ["write_page"]
 
@@ -61,7 +61,7 @@ def _days(w: questions.Window) -> str:
 
 def write_page(args: argparse.Namespace, con: Any, plain: Callable[[Any], Any]) -> int:
     """Write the page (and the reports of the runs it links) from the open fleet ``con``."""
-    from cassettes.views import render_fleet_html  # the html extra's seam (jinja2)
+    from ..views import render_fleet_html  # the html extra's seam (jinja2)
 
     window = questions.Window.of(args.since, args.until)
     target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
@@ -128,8 +128,8 @@ def _report_name(run: str) -> str:
 def _write_reports(where: Path, linked: dict[str, str]) -> set[str]:
     """Each linked run's report (``looptap export --html``'s page), unless one newer than the run
     is there; the names of those that could not be written (a line each on stderr)."""
-    from cassettes.reading import open_run
-    from cassettes.views import render_html, report_data
+    from ..reading import open_run
+    from ..views import render_html, report_data
 
     missing: set[str] = set()
     for run, name in linked.items():

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cassettes.errors import CassetteError
+from ..errors import CassetteError
 
 __all__ = [
     "Window",

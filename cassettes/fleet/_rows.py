@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.fleet._agent import agent_of, command_text
+from ..errors import CassetteError
+from ._agent import agent_of, command_text
 
 __all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "run_rows", "stamp_of", "stat_key"]
 
@@ -64,7 +64,7 @@ def stamp_of(path: Path) -> Stamp:
     meanwhile differs from it next time; an ``OSError`` when it cannot be read;
     :class:`~cassettes.analysis._rules.RulesError` when the rules file is wrong)."""
 
-    from cassettes.analysis import active_text  # (here: the questions never load the analysis)
+    from ..analysis import active_text  # (here: the questions never load the analysis)
 
     agent_rules = active_text()
     with open(path, "rb") as f:
@@ -122,7 +122,7 @@ def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> 
 
 
 def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
-    from cassettes.reading import origin_in, show_objects  # (as open_run, below)
+    from ..reading import origin_in, show_objects  # (as open_run, below)
 
     run = open_run(p)
     try:
@@ -181,7 +181,7 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
 def open_run(path: Path, **kw: Any) -> Any:
     """:func:`cassettes.reading.open_run`, loaded when a run is read: the questions and
     ``query``, which read no run, never load the reader and the analysis (0.8 s of start-up)."""
-    from cassettes.reading import open_run as reader
+    from ..reading import open_run as reader
 
     return reader(path, **kw)
 

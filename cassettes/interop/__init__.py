@@ -14,12 +14,12 @@ Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.sto
 
 from __future__ import annotations
 
-from cassettes.interop._command import cmd_export, cmd_textconv
-from cassettes.interop._har import har_chunks
-from cassettes.interop._otel import iter_requests
-from cassettes.interop._otlp import batches, encode_request, traces_url
-from cassettes.interop._textconv import render
-from cassettes.interop._traces import import_runs, runs_in, sniff
+from ._command import cmd_export, cmd_textconv
+from ._har import har_chunks
+from ._otel import iter_requests
+from ._otlp import batches, encode_request, traces_url
+from ._textconv import render
+from ._traces import import_runs, runs_in, sniff
 
 __all__ = [
     "batches",

@@ -17,18 +17,18 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError, CassetteFormatError, problem_lines
-from cassettes.fleet import export_parquet
-from cassettes.hints import count
-from cassettes.interop._har import har_chunks
-from cassettes.interop._otel import iter_requests
-from cassettes.interop._otlp import send, traces_url
-from cassettes.interop._textconv import render
-from cassettes.reading import open_run
-from cassettes.recording import Redactor
-from cassettes.storage import UnsafePath, check_target, same_path, staged
-from cassettes.untrusted import SafeBinaryStream
-from cassettes.views import reading_line
+from ..errors import CassetteError, CassetteFormatError, problem_lines
+from ..fleet import export_parquet
+from ..hints import count
+from ..reading import open_run
+from ..recording import Redactor
+from ..storage import UnsafePath, check_target, same_path, staged
+from ..untrusted import SafeBinaryStream
+from ..views import reading_line
+from ._har import har_chunks
+from ._otel import iter_requests
+from ._otlp import send, traces_url
+from ._textconv import render
 
 __all__ = ["cmd_export", "cmd_textconv"]
 
@@ -181,7 +181,7 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     (``None``: stdout); what was written, for the summary line."""
     # the html extra's seam: jinja2 and the report load only for a page (the other exports and
     # every other command never need them)
-    from cassettes.views import render_html, report_data
+    from ..views import render_html, report_data
 
     data = report_data(run)
     page = render_html(data).encode()
@@ -243,7 +243,7 @@ def _install_textconv(repo: Path) -> int:
         target = check_target(attrs, "the attributes file", owned=lambda _p: True)
     except UnsafePath as exc:
         raise _Refused(str(exc)) from None
-    command = f"{shlex.quote(sys.executable)} -m cassettes.cli textconv"
+    command = f"{shlex.quote(sys.executable)} -m looptap.cassettes.cli textconv"
     done = subprocess.run(
         ["git", "-C", str(root), "config", "diff.looptap.textconv", command],
         capture_output=True,

@@ -9,8 +9,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cassettes import bounds
-from cassettes.errors import ImportFormatError
+from .. import bounds
+from ..errors import ImportFormatError
 
 __all__ = ["read_docs"]
 

@@ -22,10 +22,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from cassettes._version import __version__
-from cassettes.parsing import RoundTrip
-from cassettes.reading import Run, timeline
-from cassettes.wire import Exchange, Headers
+from .._version import __version__
+from ..parsing import RoundTrip
+from ..reading import Run, timeline
+from ..wire import Exchange, Headers
 
 __all__ = ["har_chunks"]
 

@@ -29,11 +29,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes._version import __version__
-from cassettes.analysis import Conversation, Finding, TokenCount, Turn
-from cassettes.interop._span_attributes import AttrValue, span_attributes
-from cassettes.parsing import RoundTrip
-from cassettes.reading import Run, timeline
+from .._version import __version__
+from ..analysis import Conversation, Finding, TokenCount, Turn
+from ..parsing import RoundTrip
+from ..reading import Run, timeline
+from ._span_attributes import AttrValue, span_attributes
 
 __all__ = ["iter_requests"]
 

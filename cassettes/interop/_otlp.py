@@ -20,8 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from cassettes.errors import CassetteError
-from cassettes.recording import Redactor
+from ..errors import CassetteError
+from ..recording import Redactor
 
 __all__ = ["batches", "encode_request", "send", "traces_url"]
 

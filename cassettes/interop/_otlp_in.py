@@ -21,18 +21,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import ImportFormatError
-from cassettes.hints import count
-from cassettes.interop._otlp_merge import merged
-from cassettes.interop._otlp_numbered import numbered, numbered_tools
-from cassettes.interop._otlp_openinference import (
+from ..errors import ImportFormatError
+from ..hints import count
+from ..providers import REBUILT, Call, chat_ids, from_parts
+from ._otlp_merge import merged
+from ._otlp_numbered import numbered, numbered_tools
+from ._otlp_openinference import (
     echoed_tools,
     openinference,
     openinference_tools,
     response_echo,
 )
-from cassettes.interop._otlp_params import params
-from cassettes.interop._otlp_spans import (
+from ._otlp_params import params
+from ._otlp_spans import (
     SCOPE,
     SERVICE,
     attributes,
@@ -40,7 +41,6 @@ from cassettes.interop._otlp_spans import (
     read_spans,
     span_id,
 )
-from cassettes.providers import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["otlp_calls"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.interop._otlp_spans import span_id
-from cassettes.providers import Call
+from ..providers import Call
+from ._otlp_spans import span_id
 
 __all__ = ["merged"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cassettes.interop._otlp_spans import json_attribute
+from ._otlp_spans import json_attribute
 
 __all__ = ["openinference", "openinference_tools"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.interop._otlp_openinference import response_echo
-from cassettes.interop._otlp_spans import SCOPE, json_attribute
-from cassettes.providers import API_PARAMS, REQUEST_FIELDS, Call
+from ..providers import API_PARAMS, REQUEST_FIELDS, Call
+from ._otlp_openinference import response_echo
+from ._otlp_spans import SCOPE, json_attribute
 
 __all__ = ["params"]
 

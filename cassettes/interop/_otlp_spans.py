@@ -10,10 +10,10 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.errors import ImportFormatError
-from cassettes.interop._documents import read_docs
-from cassettes.recording import valid_agent
+from .. import bounds
+from ..errors import ImportFormatError
+from ..recording import valid_agent
+from ._documents import read_docs
 
 __all__ = ["SCOPE", "SERVICE", "attributes", "json_attribute", "read_spans", "span_id"]
 

@@ -19,11 +19,11 @@ from urllib.parse import SplitResult, urlsplit
 
 import orjson
 
-from cassettes import providers
-from cassettes.analysis import Turn
-from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.parsing import RoundTrip
-from cassettes.views import SPLIT, growth_bars
+from .. import providers
+from ..analysis import Turn
+from ..models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from ..parsing import RoundTrip
+from ..views import SPLIT, growth_bars
 
 __all__ = ["AttrValue", "span_attributes"]
 

@@ -30,12 +30,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes.analysis import Turn, kind_text
-from cassettes.hints import count
-from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.parsing import RoundTrip
-from cassettes.reading import Run
-from cassettes.views import SEVERITY_MARK, error_phrase, status_text
+from ..analysis import Turn, kind_text
+from ..hints import count
+from ..models import Message, NormalisedRequest, NormalisedResponse, Part
+from ..parsing import RoundTrip
+from ..reading import Run
+from ..views import SEVERITY_MARK, error_phrase, status_text
 
 __all__ = ["render"]
 

@@ -19,14 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cassettes import bounds
-from cassettes.errors import ImportFormatError
-from cassettes.hints import count
-from cassettes.interop._documents import read_docs
-from cassettes.interop._otlp_in import otlp_calls
-from cassettes.providers import Call, chat_ids, exchange, link_items
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import staged
+from .. import bounds
+from ..errors import ImportFormatError
+from ..hints import count
+from ..providers import Call, chat_ids, exchange, link_items
+from ..recording.pipeline import CassetteWriter
+from ..storage import staged
+from ._documents import read_docs
+from ._otlp_in import otlp_calls
 
 __all__ = ["import_runs", "runs_in", "sniff"]
 

@@ -23,36 +23,37 @@ same way through it. Plain imports: the pytest plugin's start, and ``looptap --h
 
 from __future__ import annotations
 
-from cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path
-from cassettes.matching._detectors import slug
-from cassettes.matching._indexed import IndexedRecordings
-from cassettes.matching._jsondiff import Change, clip, json_diff, short, window
-from cassettes.matching._matcher import Matcher, tolerated_notes
-from cassettes.matching._miss import Miss
-from cassettes.matching._places import (
+from ..jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path
+from ..project import RuleError, find_config, project_table
+from ._detectors import slug
+from ._indexed import IndexedRecordings
+from ._jsondiff import Change, clip, json_diff, short, window
+from ._matcher import Matcher, tolerated_notes
+from ._miss import Miss
+from ._places import (
     MAX_PATH,
     here,
     path_value,
     recorded,
     volatile_for,
 )
-from cassettes.matching._recording import EXCHANGE_CACHE, InMemory, Recorded
-from cassettes.matching._requestkey import RequestKey, bare_text, request_key
-from cassettes.matching._rules import (
+from ._recording import EXCHANGE_CACHE, InMemory, Recorded
+from ._requestkey import RequestKey, bare_text, request_key
+from ._rules import (
     MAX_MATCHES,
     Rules,
     parse_ignore,
     parse_substitution,
     substitute,
 )
-from cassettes.matching._ruletable import (
+from ._ruletable import (
     from_flags,
     from_table,
     project_rules,
     rules_from_config,
     rules_of_args,
 )
-from cassettes.matching._tolerated import (
+from ._tolerated import (
     MAX_TURNS,
     entries_of,
     entry_line,
@@ -60,8 +61,8 @@ from cassettes.matching._tolerated import (
     tool_result_changes,
     turn_entries,
 )
-from cassettes.matching._verdicts import Verdict, attribute
-from cassettes.matching._volatile import (
+from ._verdicts import Verdict, attribute
+from ._volatile import (
     IGNORED,
     Numbering,
     Span,
@@ -70,7 +71,6 @@ from cassettes.matching._volatile import (
     this_process,
     tolerated,
 )
-from cassettes.project import RuleError, find_config, project_table
 
 __all__ = [
     "ANY_INDEX",

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from cassettes.reading import memory_budget, open_run, within_budget
-from cassettes.storage import BLOCK, RecordSource
-from cassettes.wire import Exchange
+from ..reading import memory_budget, open_run, within_budget
+from ..storage import BLOCK, RecordSource
+from ..wire import Exchange
 
 __all__ = ["IndexedRecordings"]
 

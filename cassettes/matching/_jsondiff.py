@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
-from cassettes.jsonpath import PathItem, format_path
+from ..jsonpath import PathItem, format_path
 
 __all__ = ["Change", "format_path", "json_diff", "short", "window"]
 

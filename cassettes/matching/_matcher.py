@@ -20,9 +20,12 @@ from typing import overload
 
 import orjson
 
-from cassettes.matching._jsondiff import clip, format_path
-from cassettes.matching._miss import Miss, body_changes, learned, miss_of
-from cassettes.matching._recording import (
+from ..providers import INFERRED, inferred_fields, reduced
+from ..untrusted import clean_line
+from ..wire import Exchange, Headers, header
+from ._jsondiff import clip, format_path
+from ._miss import Miss, body_changes, learned, miss_of
+from ._recording import (
     InMemory,
     Recorded,
     Recordings,
@@ -32,14 +35,11 @@ from cassettes.matching._recording import (
     label_turns,
     rebased,
 )
-from cassettes.matching._requestkey import RequestKey, request_key
-from cassettes.matching._rules import Rules
-from cassettes.matching._tolerated import tool_result_changes
-from cassettes.matching._verdicts import attribute
-from cassettes.matching._volatile import Tolerated, VolatileSpans, tolerated
-from cassettes.providers import INFERRED, inferred_fields, reduced
-from cassettes.untrusted import clean_line
-from cassettes.wire import Exchange, Headers, header
+from ._requestkey import RequestKey, request_key
+from ._rules import Rules
+from ._tolerated import tool_result_changes
+from ._verdicts import attribute
+from ._volatile import Tolerated, VolatileSpans, tolerated
 
 __all__ = [
     "Matcher",

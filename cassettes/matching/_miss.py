@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cassettes.matching._jsondiff import ECHO, Change, Shown, clip, json_diff, window
-from cassettes.matching._requestkey import RequestKey
-from cassettes.matching._verdicts import Verdict, attribute
-from cassettes.recording import Redactor
-from cassettes.untrusted import clean_line
-from cassettes.wire import Exchange, Headers, MissNote, MissVerdict
+from ..recording import Redactor
+from ..untrusted import clean_line
+from ..wire import Exchange, Headers, MissNote, MissVerdict
+from ._jsondiff import ECHO, Change, Shown, clip, json_diff, window
+from ._requestkey import RequestKey
+from ._verdicts import Verdict, attribute
 
 if TYPE_CHECKING:
-    from cassettes.matching._recording import Recorded
+    from ._recording import Recorded
 
 __all__ = ["Miss", "body_changes", "learned", "miss_of"]
 

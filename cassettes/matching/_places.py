@@ -18,8 +18,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from cassettes.matching._volatile import VolatileSpans, this_process
-from cassettes.reading import header_time
+from ..reading import header_time
+from ._volatile import VolatileSpans, this_process
 
 __all__ = ["MAX_PATH", "here", "recorded", "volatile_for"]
 

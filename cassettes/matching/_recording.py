@@ -19,11 +19,11 @@ from typing import Protocol
 
 import orjson
 
-from cassettes.matching._requestkey import RequestKey, request_key
-from cassettes.matching._rules import Rules
-from cassettes.matching._volatile import VolatileSpans
-from cassettes.providers import InferredFields, inferred_fields, reduced
-from cassettes.wire import Exchange, client_body
+from ..providers import InferredFields, inferred_fields, reduced
+from ..wire import Exchange, client_body
+from ._requestkey import RequestKey, request_key
+from ._rules import Rules
+from ._volatile import VolatileSpans
 
 __all__ = [
     "EXCHANGE_CACHE",
@@ -78,7 +78,7 @@ class InMemory:
 
     def labels(self) -> Iterator[tuple[int, str, int]]:
         """(position, conversation, turn) of every round trip the run analysis places in a turn."""
-        from cassettes.analysis import analyse
+        from ..analysis import analyse
 
         analysis = analyse(self.exchanges, first_index=self.first_turn)
         for i, ex in enumerate(self.exchanges):

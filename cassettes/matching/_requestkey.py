@@ -21,10 +21,10 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 import orjson
 
-from cassettes import bounds, providers
-from cassettes.matching._rules import Rules, Substitution, substitute
-from cassettes.matching._volatile import IGNORED, Numbering, Span, VolatileSpans
-from cassettes.wire import Headers, header
+from .. import bounds, providers
+from ..wire import Headers, header
+from ._rules import Rules, Substitution, substitute
+from ._volatile import IGNORED, Numbering, Span, VolatileSpans
 
 __all__ = ["RequestKey", "bare_text", "request_key"]
 

@@ -32,10 +32,10 @@ from typing import Any, Final
 
 import orjson
 
-from cassettes.jsonpath import ANY_INDEX, ANY_KEY, PathItem, Segment, format_path, parse_path
-from cassettes.matching._volatile import IGNORED, TOOL_RESULT, Span
-from cassettes.patterns import PatternError, Template, UserPattern
-from cassettes.project import RuleError
+from ..jsonpath import ANY_INDEX, ANY_KEY, PathItem, Segment, format_path, parse_path
+from ..patterns import PatternError, Template, UserPattern
+from ..project import RuleError
+from ._volatile import IGNORED, TOOL_RESULT, Span
 
 __all__ = [
     "IgnorePath",

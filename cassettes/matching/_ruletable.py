@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cassettes import providers
-from cassettes.matching._rules import (
+from .. import providers
+from ..project import RuleError, project_table
+from ._rules import (
     MAX_RULES,
     Rules,
     parse_ignore,
     parse_substitution,
     parse_volatile_tool,
 )
-from cassettes.project import RuleError, project_table
 
 __all__ = ["from_flags", "from_table", "project_rules", "rules_from_config", "rules_of_args"]
 

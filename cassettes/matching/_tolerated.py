@@ -26,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cassettes.matching._jsondiff import Change, format_path, json_diff, window
-from cassettes.matching._verdicts import item_results
-from cassettes.matching._volatile import TOOL_RESULT, Tolerated
-from cassettes.recording import Redactor
+from ..recording import Redactor
+from ._jsondiff import Change, format_path, json_diff, window
+from ._verdicts import item_results
+from ._volatile import TOOL_RESULT, Tolerated
 
 if TYPE_CHECKING:
-    from cassettes.matching._recording import Recorded
-    from cassettes.matching._requestkey import RequestKey
+    from ._recording import Recorded
+    from ._requestkey import RequestKey
 
 __all__ = [
     "entries_of",

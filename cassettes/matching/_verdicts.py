@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cassettes.matching._jsondiff import Change, format_path, short
-from cassettes.matching._requestkey import RequestKey
+from ._jsondiff import Change, format_path, short
+from ._requestkey import RequestKey
 
 __all__ = ["Verdict", "attribute"]
 

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from cassettes.jsonpath import PathItem
-from cassettes.matching._detectors import TMP, detectors
+from ..jsonpath import PathItem
+from ._detectors import TMP, detectors
 
 __all__ = [
     "NUMBERED",

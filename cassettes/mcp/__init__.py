@@ -14,7 +14,7 @@ imported (tests/interop/test_mcp_start.py).
 
 from __future__ import annotations
 
-from cassettes.mcp._answers import (
+from ._answers import (
     DEFAULT_BYTES,
     UNTRUSTED_NOTE,
     QueryError,
@@ -22,7 +22,7 @@ from cassettes.mcp._answers import (
     read_json,
     text,
 )
-from cassettes.mcp._server import build_server, cmd_mcp
+from ._server import build_server, cmd_mcp
 
 __all__ = [
     "DEFAULT_BYTES",

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes.errors import CassetteError, CassetteIOError
-from cassettes.hints import count
-from cassettes.storage import read_input
-from cassettes.untrusted import clean
+from ..errors import CassetteError, CassetteIOError
+from ..hints import count
+from ..storage import read_input
+from ..untrusted import clean
 
 if TYPE_CHECKING:
-    from cassettes.recording import Redactor
+    from ..recording import Redactor
 
 __all__ = [
     "DEFAULT_BYTES",
@@ -94,7 +94,7 @@ def checked_roots(roots: Sequence[str | Path]) -> list[Path]:
 def _redactor() -> Redactor:
     """The redactor of every recorded string answered (made on the first answer: its rules are a
     large module, which ``initialize`` need not wait for)."""
-    from cassettes.recording import Redactor
+    from ..recording import Redactor
 
     return Redactor()
 

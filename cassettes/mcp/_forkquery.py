@@ -12,7 +12,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.mcp._answers import (
+from ..reading import locate, origin_of
+from ..replay.forking import branch_diff
+from ._answers import (
     DEFAULT_CHARS,
     QueryError,
     byte_budget,
@@ -23,10 +25,8 @@ from cassettes.mcp._answers import (
     text,
     wrap,
 )
-from cassettes.mcp._parts import tolerated_count, tolerated_lines
-from cassettes.mcp._runs import Runs
-from cassettes.reading import locate, origin_of
-from cassettes.replay.forking import branch_diff
+from ._parts import tolerated_count, tolerated_lines
+from ._runs import Runs
 
 __all__ = ["comparison", "fork_diff"]
 

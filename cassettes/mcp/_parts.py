@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from cassettes.analysis import Conversation, Finding, RunAnalysis, Turn
-from cassettes.matching import report_lines
-from cassettes.mcp._answers import byte_budget, json_size, safe_json, shrink, text
-from cassettes.models import Message
+from ..analysis import Conversation, Finding, RunAnalysis, Turn
+from ..matching import report_lines
+from ..models import Message
+from ._answers import byte_budget, json_size, safe_json, shrink, text
 
 __all__ = [
     "conversation_row",

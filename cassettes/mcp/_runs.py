@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.fleet import RUN_SUFFIXES, run_files
-from cassettes.matching import RuleError, find_config, rules_of_args
-from cassettes.mcp._answers import QueryError, checked_roots, text
-from cassettes.reading import Run, open_run
-from cassettes.replay.forking import comparing
+from ..errors import CassetteError
+from ..fleet import RUN_SUFFIXES, run_files
+from ..matching import RuleError, find_config, rules_of_args
+from ..reading import Run, open_run
+from ..replay.forking import comparing
+from ._answers import QueryError, checked_roots, text
 
 __all__ = ["RUN_SUFFIXES", "Runs"]
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes import interrupts
-from cassettes._version import __version__
-from cassettes.hints import install_command
-from cassettes.mcp._answers import (
+from .. import interrupts
+from .._version import __version__
+from ..hints import install_command
+from ..untrusted import clean
+from ._answers import (
     DEFAULT_BYTES,
     UNTRUSTED_NOTE,
     QueryError,
@@ -30,11 +31,10 @@ from cassettes.mcp._answers import (
     checked_roots,
     encode,
 )
-from cassettes.mcp._stdio import BoundedLines, serve_stdio, usable_id
-from cassettes.untrusted import clean
+from ._stdio import BoundedLines, serve_stdio, usable_id
 
 if TYPE_CHECKING:
-    from cassettes.mcp._runs import Runs
+    from ._runs import Runs
 
 __all__ = ["build_server", "cmd_mcp"]
 
@@ -69,7 +69,7 @@ def build_server(roots: list[str]) -> Any:
         :mod:`cassettes.mcp.query`. It is imported, and the runs made, by the first tool call:
         the analysis, the readers and the providers are loaded then, not before the server
         answers ``initialize`` (a coding agent waits for that answer at its own start)."""
-        import cassettes.mcp.query as query
+        from . import query as query
 
         if not opened:
             opened.append(query.Runs(checked))

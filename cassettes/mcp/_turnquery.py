@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.analysis import Turn
-from cassettes.hints import count
-from cassettes.mcp._answers import MAX_BYTES, QueryError, byte_budget, json_size, wrap
-from cassettes.mcp._parts import fit_turn, message_part, turn_body
-from cassettes.mcp._runs import Runs
-from cassettes.models import Message
-from cassettes.reading import Run
+from ..analysis import Turn
+from ..hints import count
+from ..models import Message
+from ..reading import Run
+from ._answers import MAX_BYTES, QueryError, byte_budget, json_size, wrap
+from ._parts import fit_turn, message_part, turn_body
+from ._runs import Runs
 
 __all__ = ["turn"]
 

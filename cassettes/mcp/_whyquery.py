@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.mcp._answers import QueryError, byte_budget, number, page, read_json, text, wrap
-from cassettes.mcp._runs import Runs
-from cassettes.why import STATE, wilson
+from ..why import STATE, wilson
+from ._answers import QueryError, byte_budget, number, page, read_json, text, wrap
+from ._runs import Runs
 
 __all__ = ["why_report"]
 

@@ -32,10 +32,15 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis.dispatch import is_consequence
-from cassettes.fleet import overviews, runs_mentioning
-from cassettes.hints import install_command
-from cassettes.mcp._answers import (
+from ..analysis.dispatch import is_consequence
+from ..fleet import overviews, runs_mentioning
+from ..hints import install_command
+from ..reading import Run
+from ..replay.comparison import different_apis
+from ..replay.forking import diff_analysed
+from ..untrusted import clean
+from ..views import growth_bars, money, search_turns, split_json
+from ._answers import (
     DEFAULT_CHARS,
     UNTRUSTED_NOTE,
     QueryError,
@@ -46,21 +51,16 @@ from cassettes.mcp._answers import (
     text,
     wrap,
 )
-from cassettes.mcp._forkquery import comparison, fork_diff
-from cassettes.mcp._parts import (
+from ._forkquery import comparison, fork_diff
+from ._parts import (
     conversation_row,
     finding_part,
     tolerated_count,
     tolerated_lines,
 )
-from cassettes.mcp._runs import Runs
-from cassettes.mcp._turnquery import turn
-from cassettes.mcp._whyquery import why_report
-from cassettes.reading import Run
-from cassettes.replay.comparison import different_apis
-from cassettes.replay.forking import diff_analysed
-from cassettes.untrusted import clean
-from cassettes.views import growth_bars, money, search_turns, split_json
+from ._runs import Runs
+from ._turnquery import turn
+from ._whyquery import why_report
 
 __all__ = [
     "Runs",
@@ -419,7 +419,16 @@ def web_report(runs: Runs, run: str, max_bytes: int) -> dict[str, Any]:
     path = runs.resolve(run)
     page = path.with_name(path.name + ".html")
     command = shlex.join(
-        [sys.executable, "-m", "cassettes.cli", "export", "--html", str(path), "-o", str(page)]
+        [
+            sys.executable,
+            "-m",
+            "looptap.cassettes.cli",
+            "export",
+            "--html",
+            str(path),
+            "-o",
+            str(page),
+        ]
     )
     exists = page.is_file() and not page.is_symlink()
     # The command runs with this interpreter: the extra is missing only if Jinja2 is not here.

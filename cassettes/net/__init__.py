@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cassettes.lazy import on_first_use
+from ..lazy import on_first_use
 
 _MODULES = {
     "_serve": "BackgroundServer Handler free_port",
@@ -36,20 +36,20 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.net._client import (
+    from ._client import (
         READ_TIMEOUT,
         Trust,
         Upstream,
         UpstreamError,
         UpstreamResponse,
     )
-    from cassettes.net._messages import (
+    from ._messages import (
         Answer,
         header_problem,
         recorded_request_headers,
         said_name,
     )
-    from cassettes.net._requests import (
+    from ._requests import (
         HOP_BY_HOP,
         MAX_BODY,
         BadRequest,
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
         read_request,
         refuse,
     )
-    from cassettes.net._serve import BackgroundServer, Handler, free_port
-    from cassettes.net._ws import (
+    from ._serve import BackgroundServer, Handler, free_port
+    from ._ws import (
         CLOSE,
         FRAME_COST,
         MAX_MESSAGE,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
         accept_key,
         frame,
     )
-    from cassettes.net._wsclient import LiveSocket
+    from ._wsclient import LiveSocket
 
 
 __getattr__ = on_first_use(__name__, _EXPORTS)

@@ -27,11 +27,11 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from cassettes.errors import CassetteError
-from cassettes.net._messages import sendable
-from cassettes.net._requests import HOP_BY_HOP
-from cassettes.untrusted import clean_line
-from cassettes.wire import Headers, without_own
+from ..errors import CassetteError
+from ..untrusted import clean_line
+from ..wire import Headers, without_own
+from ._messages import sendable
+from ._requests import HOP_BY_HOP
 
 __all__ = [
     "CONNECT_TIMEOUT",

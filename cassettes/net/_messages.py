@@ -23,9 +23,9 @@ from http import HTTPStatus
 
 import h11
 
-from cassettes.recording import SECRET_HEADERS
-from cassettes.untrusted import clean_line
-from cassettes.wire import Headers
+from ..recording import SECRET_HEADERS
+from ..untrusted import clean_line
+from ..wire import Headers
 
 __all__ = [
     "Answer",

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from cassettes.errors import CassetteError
-from cassettes.untrusted import clean_line
-from cassettes.wire import Headers, header
+from ..errors import CassetteError
+from ..untrusted import clean_line
+from ..wire import Headers, header
 
 if TYPE_CHECKING:
     import h11
@@ -344,7 +344,7 @@ async def _chunked(
 
 async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     """Answer a request that could not be read (the connection is to be closed after it)."""
-    from cassettes.net._messages import Answer
+    from ._messages import Answer
 
     body = f"{exc}\n".encode()
     answer = Answer("GET", close=True)

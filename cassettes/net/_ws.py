@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from cassettes.untrusted import clean_line
+from ..untrusted import clean_line
 
 if TYPE_CHECKING:
     from wsproto.events import Message

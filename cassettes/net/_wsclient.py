@@ -25,11 +25,11 @@ from wsproto.events import AcceptConnection, Request
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import RemoteProtocolError
 
-from cassettes.net._client import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
-from cassettes.net._messages import sendable
-from cassettes.net._requests import HOP_BY_HOP
-from cassettes.net._ws import MessageReader, frame
-from cassettes.untrusted import clean_line
+from ..untrusted import clean_line
+from ._client import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
+from ._messages import sendable
+from ._requests import HOP_BY_HOP
+from ._ws import MessageReader, frame
 
 __all__ = ["LiveSocket"]
 

@@ -6,7 +6,7 @@ tests/cassettes/test_parsing_surface.py)."""
 
 from __future__ import annotations
 
-from cassettes.parsing._roundtrip import (
+from ._roundtrip import (
     MAX_PARSE_BYTES,
     RoundTrip,
     parse_all,

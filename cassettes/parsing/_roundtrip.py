@@ -13,9 +13,9 @@ from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from cassettes import providers
-from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.wire import Exchange, Framed, cut_by_client, frame
+from .. import providers
+from ..models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from ..wire import Exchange, Framed, cut_by_client, frame
 
 __all__ = [
     "MAX_PARSE_BYTES",

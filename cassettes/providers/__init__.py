@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import (
+    from ._base import (
         WS_TURN,
         Chaining,
         Provider,
@@ -25,11 +25,11 @@ if TYPE_CHECKING:
         is_ws_turn,
         reset_at,
     )
-    from cassettes.providers._clients import GEMINI_CLI_AUTH, start_advice
-    from cassettes.providers._inferred import INFERRED, InferredFields, inferred_fields, reduced
-    from cassettes.providers._masked import masked_endpoint
-    from cassettes.providers._profile import REQUEST_FIELDS, Profile, request_field, request_places
-    from cassettes.providers._rebuild import (
+    from ._clients import GEMINI_CLI_AUTH, start_advice
+    from ._inferred import INFERRED, InferredFields, inferred_fields, reduced
+    from ._masked import masked_endpoint
+    from ._profile import REQUEST_FIELDS, Profile, request_field, request_places
+    from ._rebuild import (
         API_PARAMS,
         REBUILT,
         Call,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         exchange,
         link_items,
     )
-    from cassettes.providers._semconv_history import from_parts
+    from ._semconv_history import from_parts
 
 __all__ = [
     "API_PARAMS",
@@ -126,7 +126,8 @@ _PROVIDERS: list[Provider] = []
 def _providers() -> list[Provider]:
     if not _PROVIDERS:
         _PROVIDERS.extend(
-            getattr(importlib.import_module(f"cassettes.providers.{m}"), c)() for m, c in _ADAPTERS
+            getattr(importlib.import_module(f"looptap.cassettes.providers.{m}"), c)()
+            for m, c in _ADAPTERS
         )
     return _PROVIDERS
 
@@ -136,7 +137,7 @@ def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters 
         return tuple(p.family for p in _providers())
     if name in __all__:  # the rest of ``__all__`` is defined here, found before this is asked
         module = next((m for m, names in _MODULES.items() if name in names), "_base")
-        return getattr(importlib.import_module(f"cassettes.providers.{module}"), name)
+        return getattr(importlib.import_module(f"looptap.cassettes.providers.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

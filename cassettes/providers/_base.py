@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeGuard
 from urllib.parse import SplitResult
 
-from cassettes import bounds
-from cassettes.models import (
+from .. import bounds
+from ..models import (
     ApiError,
     FinishReason,
     Message,
@@ -41,8 +41,9 @@ from cassettes.models import (
     Part,
     ToolSpec,
 )
-from cassettes.providers._profile import FREE_FORM_FIELDS, Profile, usage_keys
-from cassettes.providers._replay import (
+from ..wire import Framed
+from ._profile import FREE_FORM_FIELDS, Profile, usage_keys
+from ._replay import (
     Rendered,
     ReplayShapes,
     answer_calls,
@@ -55,7 +56,7 @@ from cassettes.providers._replay import (
     retry_after_value,
     sse,
 )
-from cassettes.providers._values import (
+from ._values import (
     as_int,
     as_obj,
     as_str,
@@ -79,7 +80,6 @@ from cassettes.providers._values import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from cassettes.wire import Framed
 
 __all__ = [
     "FREE_FORM_FIELDS",

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.storage import open_regular
+from ..errors import CassetteError
+from ..storage import open_regular
 
 __all__ = ["start_advice"]
 

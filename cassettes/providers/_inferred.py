@@ -39,8 +39,8 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.wire import Exchange
+from .. import bounds
+from ..wire import Exchange
 
 __all__ = ["INFERRED", "InferredFields", "inferred_fields", "reduced"]
 

@@ -24,9 +24,10 @@ from typing import Any, ClassVar, cast
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
-from cassettes.providers._values import (
+from .. import bounds
+from ..models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
+from ..wire import Framed
+from ._values import (
     as_str,
     compact_json,
     finish_lookup,
@@ -35,7 +36,6 @@ from cassettes.providers._values import (
     text_parts,
     tool_call_from_string,
 )
-from cassettes.wire import Framed
 
 __all__ = ["Pieces", "Slot", "StreamParts", "TextStream", "grow", "settled"]
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.models import FinishReason, NormalisedResponse, Usage
-from cassettes.providers import OTEL_PROVIDER_HOSTS
+from ..models import FinishReason, NormalisedResponse, Usage
+from . import OTEL_PROVIDER_HOSTS
 
 __all__ = [
     "FREE_FORM_FIELDS",

@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from cassettes import providers
-from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from cassettes.providers._semconv_history import arguments_object, arguments_text, part_text
-from cassettes.wire import Exchange
+from .. import providers
+from ..models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from ..wire import Exchange
+from ._semconv_history import arguments_object, arguments_text, part_text
 
 __all__ = ["API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"]
 

@@ -14,8 +14,8 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.models import NormalisedResponse, ToolCall
-from cassettes.providers._values import compact_json
+from ..models import NormalisedResponse, ToolCall
+from ._values import compact_json
 
 __all__ = [
     "Rendered",

@@ -12,10 +12,10 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes import bounds
-from cassettes.jsonpath import walk
-from cassettes.models import USAGE_COUNTS, ApiError, FinishReason, Part, ToolCall, ToolSpec, Usage
-from cassettes.wire import Event, Framed
+from .. import bounds
+from ..jsonpath import walk
+from ..models import USAGE_COUNTS, ApiError, FinishReason, Part, ToolCall, ToolSpec, Usage
+from ..wire import Event, Framed
 
 
 def finish_lookup(

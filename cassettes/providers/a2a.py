@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.providers._base import Provider, as_obj, as_str, json_events
-from cassettes.wire import Framed
+from ..wire import Framed
+from ._base import Provider, as_obj, as_str, json_events
 
 __all__ = ["A2A"]
 

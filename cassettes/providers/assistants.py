@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ..models import (
     ApiError,
     FinishReason,
     Message,
@@ -45,7 +45,8 @@ from cassettes.models import (
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import (
+from ..wire import Framed
+from ._base import (
     Profile,
     Provider,
     as_obj,
@@ -55,9 +56,8 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_string,
 )
-from cassettes.providers._parts import StreamParts
-from cassettes.providers.openai_chat import usage_from
-from cassettes.wire import Framed
+from ._parts import StreamParts
+from .openai_chat import usage_from
 
 __all__ = ["OpenAIAssistants"]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ..models import (
     FinishReason,
     Message,
     NormalisedRequest,
@@ -36,7 +36,8 @@ from cassettes.models import (
     Part,
     Usage,
 )
-from cassettes.providers._base import (
+from ..wire import Framed
+from ._base import (
     Profile,
     Provider,
     as_int,
@@ -50,9 +51,8 @@ from cassettes.providers._base import (
     summed_usage,
     text_parts,
 )
-from cassettes.providers._parts import TextStream
-from cassettes.providers.openai_chat import usage_from
-from cassettes.wire import Framed
+from ._parts import TextStream
+from .openai_chat import usage_from
 
 __all__ = [
     "DIALECTS",

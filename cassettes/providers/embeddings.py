@@ -35,15 +35,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ..models import (
     Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
     Usage,
 )
-from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
-from cassettes.providers.completions import prompt_messages
+from ._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
+from .completions import prompt_messages
 
 __all__ = ["Embeddings", "vectors_summary"]
 

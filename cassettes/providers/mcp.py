@@ -17,7 +17,8 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.providers._base import (
+from ..wire import Framed
+from ._base import (
     Profile,
     Provider,
     ReplayShapes,
@@ -26,7 +27,6 @@ from cassettes.providers._base import (
     compact_json,
     json_events,
 )
-from cassettes.wire import Framed
 
 __all__ = ["Mcp"]
 

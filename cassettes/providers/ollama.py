@@ -27,8 +27,8 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from .. import bounds
+from ..models import (
     ApiError,
     FinishReason,
     Message,
@@ -39,7 +39,8 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from ..wire import Framed
+from ._base import (
     Profile,
     Provider,
     Rendered,
@@ -60,8 +61,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_object,
 )
-from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.wire import Framed
+from ._parts import StreamParts, has_calls
 
 __all__ = ["OllamaChat"]
 

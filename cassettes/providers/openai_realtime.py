@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
-from cassettes.models import (
+from ..models import (
     ApiError,
     Message,
     NormalisedResponse,
@@ -27,7 +27,8 @@ from cassettes.models import (
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import (
+from ..wire import Framed
+from ._base import (
     Profile,
     WsProvider,
     WsRequest,
@@ -41,9 +42,8 @@ from cassettes.providers._base import (
     function_spec,
     tool_call_from_string,
 )
-from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.openai_responses import finish_of, usage_from
-from cassettes.wire import Framed
+from ._parts import Slot, StreamParts
+from .openai_responses import finish_of, usage_from
 
 __all__ = ["OpenAIRealtime"]
 

@@ -17,11 +17,11 @@ import re
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import NormalisedRequest, NormalisedResponse
-from cassettes.providers._base import Profile, Provider, as_obj, as_str, json_events
-from cassettes.providers.completions import OpenAICompletions
-from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.wire import Framed
+from ..models import NormalisedRequest, NormalisedResponse
+from ..wire import Framed
+from ._base import Profile, Provider, as_obj, as_str, json_events
+from .completions import OpenAICompletions
+from .openai_chat import OpenAIChat
 
 __all__ = ["PortkeyPrompt"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ..models import (
     ApiError,
     FinishReason,
     Message,
@@ -28,7 +28,8 @@ from cassettes.models import (
     NormalisedResponse,
     Part,
 )
-from cassettes.providers._base import (
+from ..wire import Framed
+from ._base import (
     Profile,
     Provider,
     as_int,
@@ -38,7 +39,6 @@ from cassettes.providers._base import (
     summed_usage,
     text_of,
 )
-from cassettes.wire import Framed
 
 __all__ = ["Replicate"]
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from cassettes.models import (
+from ..models import (
     ApiError,
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
 )
-from cassettes.providers._base import (
+from ..wire import Event, Framed, frame
+from ._base import (
     Profile,
     Provider,
     as_int,
@@ -42,10 +43,9 @@ from cassettes.providers._base import (
     summed_usage,
     text_parts,
 )
-from cassettes.providers._parts import StreamParts
-from cassettes.providers.completions import prompt_messages
-from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.wire import Event, Framed, frame
+from ._parts import StreamParts
+from .completions import prompt_messages
+from .openai_chat import OpenAIChat
 
 __all__ = [
     "SageMaker",

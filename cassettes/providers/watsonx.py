@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse
-from cassettes.providers._base import (
+from ..models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse
+from ..wire import Framed
+from ._base import (
     Profile,
     as_int,
     as_obj,
@@ -28,14 +29,13 @@ from cassettes.providers._base import (
     json_events,
     summed_usage,
 )
-from cassettes.providers.completions import Answers, Completions
-from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.text_generation import (
+from .completions import Answers, Completions
+from .openai_chat import OpenAIChat
+from .text_generation import (
     chat_request,
     chat_stream_without_done,
     prompt_request,
 )
-from cassettes.wire import Framed
 
 __all__ = ["Watsonx"]
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Profile, Provider, as_obj, as_str
-from cassettes.providers.completions import OpenAICompletions, is_value_stream, value_stream
-from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.text_generation import chat_stream_without_done
-from cassettes.wire import Framed
+from ..models import NormalisedRequest, NormalisedResponse, Part
+from ..wire import Framed
+from ._base import Profile, Provider, as_obj, as_str
+from .completions import OpenAICompletions, is_value_stream, value_stream
+from .openai_chat import OpenAIChat
+from .text_generation import chat_stream_without_done
 
 __all__ = ["Writer"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cassettes.lazy import on_first_use
+from ..lazy import on_first_use
 
 # Each name with the private module that defines it, loaded on first use.
 _MODULES = {
@@ -41,8 +41,8 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.reading._analysis_cache import MAX_CONTINUATION, analyser_digest, keep, packed
-    from cassettes.reading._branch import (
+    from ._analysis_cache import MAX_CONTINUATION, analyser_digest, keep, packed
+    from ._branch import (
         Relation,
         branch_line,
         branch_origin,
@@ -56,16 +56,16 @@ if TYPE_CHECKING:
         relate,
         with_notes,
     )
-    from cassettes.reading._budget import RunTooLargeError, memory_budget, within_budget
-    from cassettes.reading._compression import compressor, decompressor
-    from cassettes.reading._conversion import cassette_of
-    from cassettes.reading._database import APPLICATION_ID, SCHEMA, location
-    from cassettes.reading._formats import detect, sniff
-    from cassettes.reading._incremental import Batch, RunReader
-    from cassettes.reading._run import Run, open_run
-    from cassettes.reading._show_objects import show_objects, show_pairs
-    from cassettes.reading._stores import CHECKPOINT, ParseStore, TurnStore
-    from cassettes.reading._timeline import header_time, timeline
+    from ._budget import RunTooLargeError, memory_budget, within_budget
+    from ._compression import compressor, decompressor
+    from ._conversion import cassette_of
+    from ._database import APPLICATION_ID, SCHEMA, location
+    from ._formats import detect, sniff
+    from ._incremental import Batch, RunReader
+    from ._run import Run, open_run
+    from ._show_objects import show_objects, show_pairs
+    from ._stores import CHECKPOINT, ParseStore, TurnStore
+    from ._timeline import header_time, timeline
 
 
 __getattr__ = on_first_use(__name__, _EXPORTS)

@@ -42,11 +42,11 @@ from typing import IO, Any, NamedTuple
 
 import orjson
 
-from cassettes.analysis import active_text, lines, table_identity
-from cassettes.errors import CassetteError
-from cassettes.reading import _database
-from cassettes.reading._compression import compressor, decompressor
-from cassettes.storage import open_regular
+from ..analysis import active_text, lines, table_identity
+from ..errors import CassetteError
+from ..storage import open_regular
+from . import _database
+from ._compression import compressor, decompressor
 
 __all__ = [
     "MAX_CONVERSATIONS",

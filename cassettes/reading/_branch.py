@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.storage import open_regular
-from cassettes.untrusted import clean_line
+from .. import bounds
+from ..storage import open_regular
+from ..untrusted import clean_line
 
 __all__ = [
     "Relation",

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cassettes.errors import CassetteError
-from cassettes.hints import count
+from ..errors import CassetteError
+from ..hints import count
 
 if TYPE_CHECKING:
-    from cassettes.storage import RecordIndex
+    from ..storage import RecordIndex
 
 __all__ = ["RunTooLargeError", "memory_budget", "rss", "within_budget"]
 

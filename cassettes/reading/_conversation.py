@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cassettes.hints import count
+from ..hints import count
 
 if TYPE_CHECKING:
-    from cassettes.analysis import Turn
+    from ..analysis import Turn
 
 __all__ = ["RunConversation"]
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cassettes.errors import CassetteError
-from cassettes.reading._formats import detect
-from cassettes.reading._run import _read
+from ..errors import CassetteError
+from ._formats import detect
+from ._run import _read
 
 __all__ = ["cassette_of"]
 
@@ -35,7 +35,7 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
     import shutil
     import tempfile
 
-    from cassettes.recording.pipeline import CassetteWriter
+    from ..recording.pipeline import CassetteWriter
 
     run = _read(p, kind, whole=True)  # the format told above, not told again
     tmp = Path(tempfile.mkdtemp(prefix="looptap-"))

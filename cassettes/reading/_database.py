@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from cassettes.storage import UnsafePath, check_dir
+from ..storage import UnsafePath, check_dir
 
 __all__ = [
     "APPLICATION_ID",

@@ -13,10 +13,10 @@ import zlib
 from collections.abc import Collection
 from pathlib import Path
 
-from cassettes.bounds import loads_or_none
-from cassettes.errors import CassetteFormatError
-from cassettes.storage import is_flow_file, open_regular
-from cassettes.wire import Exchange
+from ..bounds import loads_or_none
+from ..errors import CassetteFormatError
+from ..storage import is_flow_file, open_regular
+from ..wire import Exchange
 
 __all__ = ["FORMATS", "detect", "refused", "sniff", "unmasked"]
 
@@ -98,7 +98,7 @@ def unmasked(ex: Exchange) -> Exchange:
     (:func:`cassettes.providers.masked_endpoint`), noted as inferred on the round trip."""
     if "://" in ex.url:
         return ex
-    from cassettes.providers import masked_endpoint
+    from ..providers import masked_endpoint
 
     found = masked_endpoint(
         loads_or_none(ex.request_body), b"".join(c for _t, c in ex.response_chunks)

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, restore, sections
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.reading import _analysis_cache, _snapshot
-from cassettes.reading._branch import branch_origin, first_turn
-from cassettes.reading._reread import Column, Reread
-from cassettes.reading._stores import ParseStore, Places, TurnStore
-from cassettes.storage import BLOCK, BODY_CACHE, Problem, RecordSource
-from cassettes.views import TurnSummary, summarise
-from cassettes.wire import Exchange
+from ..analysis import RunAnalyser, RunAnalysis, Turn, restore, sections
+from ..parsing import RoundTrip, parse_exchange
+from ..storage import BLOCK, BODY_CACHE, Problem, RecordSource
+from ..views import TurnSummary, summarise
+from ..wire import Exchange
+from . import _analysis_cache, _snapshot
+from ._branch import branch_origin, first_turn
+from ._reread import Column, Reread
+from ._stores import ParseStore, Places, TurnStore
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []

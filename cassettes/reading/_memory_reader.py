@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cassettes.parsing import RoundTrip, parse_all
-from cassettes.wire import Exchange
+from ..parsing import RoundTrip, parse_all
+from ..wire import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.analysis import RunAnalysis, Turn
-    from cassettes.reading._incremental import Batch
-    from cassettes.storage import Problem
-    from cassettes.views import TurnSummary
+    from ..analysis import RunAnalysis, Turn
+    from ..storage import Problem
+    from ..views import TurnSummary
+    from ._incremental import Batch
 
 __all__: list[str] = []  # what Run holds for exchanges in memory: not a second way to read a run
 
@@ -59,7 +59,7 @@ class Held:
     @property
     def analysis(self) -> RunAnalysis:
         if self._analysis is None:
-            from cassettes.analysis import analyse
+            from ..analysis import analyse
 
             first = self._first_turn() if self._first_turn is not None else 0
             self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first)
@@ -90,7 +90,7 @@ class Held:
         return 1.0
 
     def step(self, max_bytes: int | None = None) -> Batch:
-        from cassettes.reading._incremental import Batch
+        from ._incremental import Batch
 
         return Batch(turns=[], records=0, problems=[], at_end=True)
 
@@ -107,7 +107,7 @@ class Held:
     @property
     def summaries(self) -> Mapping[int, TurnSummary]:
         if self._summaries is None:
-            from cassettes.views import summarise
+            from ..views import summarise
 
             turns = self.analysis.turns
             self._summaries = {s: summarise(turns[s]) for s in sorted(turns)}

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Siz
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from cassettes.analysis import RunAnalysis, Turn
-    from cassettes.parsing import RoundTrip
-    from cassettes.reading._incremental import Batch
-    from cassettes.storage import Problem
-    from cassettes.views import TurnSummary
-    from cassettes.wire import Exchange
+    from ..analysis import RunAnalysis, Turn
+    from ..parsing import RoundTrip
+    from ..storage import Problem
+    from ..views import TurnSummary
+    from ..wire import Exchange
+    from ._incremental import Batch
 
 #: Nothing: these are the interface a Run holds, not classes a reader of a run meets (as they
 #: were in :mod:`cassettes.reading._run`).

@@ -9,14 +9,14 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cassettes.analysis import Turn
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.storage import BODY_CACHE
-from cassettes.wire import Exchange
+from ..analysis import Turn
+from ..parsing import RoundTrip, parse_exchange
+from ..storage import BODY_CACHE
+from ..wire import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading._stores import Places
-    from cassettes.storage import RecordSource
+    from ..storage import RecordSource
+    from ._stores import Places
 
 # the reader's own passes (cassettes.reading._incremental): no public surface
 __all__: list[str] = []

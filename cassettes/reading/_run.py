@@ -34,23 +34,23 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cassettes.errors import CassetteFormatError
-from cassettes.hints import count
-from cassettes.parsing import RoundTrip
-from cassettes.reading import _timeline
-from cassettes.reading._branch import branch_origin, first_turn
-from cassettes.reading._budget import memory_budget, within_budget
-from cassettes.reading._conversation import RunConversation
-from cassettes.reading._formats import FORMATS, detect, refused, unmasked
-from cassettes.reading._memory_reader import Held
-from cassettes.reading._reader import Reader, Records
-from cassettes.storage import Problem, load_flows, load_vcr, read_records
-from cassettes.wire import Exchange
+from ..errors import CassetteFormatError
+from ..hints import count
+from ..parsing import RoundTrip
+from ..storage import Problem, load_flows, load_vcr, read_records
+from ..wire import Exchange
+from . import _timeline
+from ._branch import branch_origin, first_turn
+from ._budget import memory_budget, within_budget
+from ._conversation import RunConversation
+from ._formats import FORMATS, detect, refused, unmasked
+from ._memory_reader import Held
+from ._reader import Reader, Records
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
-    from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
-    from cassettes.reading._incremental import Batch, RunReader
-    from cassettes.views import TurnSummary
+    from ..analysis import Finding, RunAnalysis, Severity, Turn
+    from ..views import TurnSummary
+    from ._incremental import Batch, RunReader
 
 __all__ = ["Run", "open_run"]
 
@@ -330,7 +330,7 @@ class Run:
         self, layer: str | None = None, min_severity: str | Severity = "warning"
     ) -> list[Finding]:
         """Findings (of one layer, ``E``/``A``/``C``), at or above ``min_severity``."""
-        from cassettes.analysis import Severity
+        from ..analysis import Severity
 
         floor = _RANK[Severity(min_severity)]
         if layer is not None and layer not in ("E", "A", "C"):
@@ -369,7 +369,7 @@ class Run:
         """Fail (``AssertionError``) listing every call that broke one of the agent's rules
         (docs/rules.md: ``looptap-rules.toml`` in the working directory, or ``$LOOPTAP_RULES``);
         fail too when no rules file is in force, so the assertion is never vacuous."""
-        from cassettes.analysis import FILE, active
+        from ..analysis import FILE, active
 
         if active() is None:
             raise AssertionError(f"no agent rules in force: no {FILE} here and LOOPTAP_RULES unset")
@@ -438,7 +438,7 @@ def _read(
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
-    from cassettes.recording import Redactor
+    from ..recording import Redactor
 
     redact = Redactor().exchange
     if kind == "mitmproxy":
@@ -462,7 +462,7 @@ def _read_whole(path: Path) -> Run:
 
 def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
     """A run over the reader of a looptap cassette, nothing read yet (see :func:`open_run`)."""
-    from cassettes.reading._incremental import RunReader
+    from ._incremental import RunReader
 
     reader = RunReader(p, summaries=summaries, cache=cache)
     return Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
@@ -473,7 +473,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`~cassettes.reading._budget.RunTooLargeError` when the analysis outgrows
     :func:`~cassettes.reading._budget.memory_budget`."""
-    from cassettes.reading._incremental import RunReader, take
+    from ._incremental import RunReader, take
 
     p = Path(path)
     reader = RunReader(p, summaries=False)

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cassettes.reading._branch import fork_notes, origin_in, tolerated_by_conversation
-from cassettes.views import (
+from ..views import (
     conversation_json,
     edits_json,
     growth_row,
@@ -17,10 +16,11 @@ from cassettes.views import (
     roundtrip_json,
     turn_json,
 )
+from ._branch import fork_notes, origin_in, tolerated_by_conversation
 
 if TYPE_CHECKING:
-    from cassettes.parsing import RoundTrip
-    from cassettes.wire import Exchange
+    from ..parsing import RoundTrip
+    from ..wire import Exchange
 
 __all__ = ["show_objects", "show_pairs"]
 

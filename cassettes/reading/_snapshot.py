@@ -15,7 +15,7 @@ from typing import IO, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cassettes.analysis import (
+from ..analysis import (
     Conversation,
     Finding,
     McpCall,
@@ -23,10 +23,10 @@ from cassettes.analysis import (
     RunAnalysis,
     capture,
 )
-from cassettes.reading import _analysis_cache, _view_cache
-from cassettes.reading._reread import Reread
-from cassettes.reading._stores import Places
-from cassettes.storage import RecordIndex
+from ..storage import RecordIndex
+from . import _analysis_cache, _view_cache
+from ._reread import Reread
+from ._stores import Places
 
 # the reader's kept rows (cassettes.reading._incremental, cassettes.reading._run): no public surface
 __all__: list[str] = []

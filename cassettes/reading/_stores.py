@@ -16,10 +16,10 @@ from typing import IO, Any, NamedTuple
 import orjson
 from pydantic_core import PydanticSerializationError
 
-from cassettes.analysis import Turn, spill
-from cassettes.models import Part
-from cassettes.parsing import RoundTrip
-from cassettes.reading._compression import compressor, decompressor
+from ..analysis import Turn, spill
+from ..models import Part
+from ..parsing import RoundTrip
+from ._compression import compressor, decompressor
 
 # the reader's own stores (cassettes.reading._incremental): no public surface
 __all__: list[str] = []

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cassettes.wire import Exchange
+from ..wire import Exchange
 
 __all__ = ["epoch", "header_time", "timeline"]
 

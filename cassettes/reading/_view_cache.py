@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from cassettes.reading import _database
-from cassettes.reading._analysis_cache import disabled
-from cassettes.reading._compression import decompressor
-from cassettes.reading._stores import TurnStore
+from . import _database
+from ._analysis_cache import disabled
+from ._compression import decompressor
+from ._stores import TurnStore
 
 __all__ = ["KINDS", "ViewsWriter", "views"]
 

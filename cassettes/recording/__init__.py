@@ -19,8 +19,8 @@ redactor), and ``show`` loads it for its placeholder at a cost inside the noise 
 
 from __future__ import annotations
 
-from cassettes.recording._about import AGENT_ENV, agent_name, program_at, run_about, valid_agent
-from cassettes.recording._credentials import (
+from ._about import AGENT_ENV, agent_name, program_at, run_about, valid_agent
+from ._credentials import (
     EMBEDDED_MAX,
     REDACTED,
     SECRET_HEADERS,
@@ -29,10 +29,10 @@ from cassettes.recording._credentials import (
     looks_secret,
     secret_name,
 )
-from cassettes.recording._detector import WINDOW, default_detector
-from cassettes.recording._redactor import Redactor
-from cassettes.recording._scrubber import detector
-from cassettes.recording._streams import stream_texts
+from ._detector import WINDOW, default_detector
+from ._redactor import Redactor
+from ._scrubber import detector
+from ._streams import stream_texts
 
 __all__ = [
     "AGENT_ENV",

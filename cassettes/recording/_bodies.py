@@ -23,8 +23,9 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.recording._credentials import (
+from .. import bounds
+from ..wire import is_aws_eventstream, reseal_aws_eventstream
+from ._credentials import (
     _NAME_MARKERS,
     EMBEDDED_MAX,
     REDACTED,
@@ -34,8 +35,8 @@ from cassettes.recording._credentials import (
     named_spans,
     secret_name,
 )
-from cassettes.recording._scrubber import Scrubber, Secrets
-from cassettes.recording._streams import (
+from ._scrubber import Scrubber, Secrets
+from ._streams import (
     STREAM_BYTES,
     apply_edits,
     aws_frame,
@@ -46,7 +47,6 @@ from cassettes.recording._streams import (
     rewrite,
     string_leaves,
 )
-from cassettes.wire import is_aws_eventstream, reseal_aws_eventstream
 
 __all__ = ["JsonRedactor", "StreamRedactor"]
 

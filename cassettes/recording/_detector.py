@@ -23,7 +23,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from cassettes.patterns import UserPattern
+from ..patterns import UserPattern
 
 __all__ = ["WINDOW", "Detector", "default_detector"]
 
@@ -278,7 +278,7 @@ class Detector:
 
 @functools.cache
 def _rules() -> tuple[Rule, ...]:
-    from cassettes.recording._gitleaks_rules import RULES
+    from ._gitleaks_rules import RULES
 
     return (
         *(Rule(rid, rx, kws, ent, grp) for rid, rx, kws, ent, grp in LOOPTAP_RULES),

@@ -12,10 +12,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from cassettes import bounds
-from cassettes.recording._bodies import JsonRedactor
-from cassettes.recording._credentials import looks_secret, secret_name
-from cassettes.recording._scrubber import Secrets
+from .. import bounds
+from ._bodies import JsonRedactor
+from ._credentials import looks_secret, secret_name
+from ._scrubber import Secrets
 
 __all__ = ["BodyLearner"]
 

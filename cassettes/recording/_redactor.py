@@ -39,9 +39,10 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
-from cassettes.patterns import PatternError, UserPattern
-from cassettes.recording._bodies import Chunks, JsonRedactor, StreamRedactor
-from cassettes.recording._credentials import (
+from ..patterns import PatternError, UserPattern
+from ..wire import Exchange, Headers, body_cut, salvage
+from ._bodies import Chunks, JsonRedactor, StreamRedactor
+from ._credentials import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
     _SECRET_QUERY,
@@ -54,10 +55,9 @@ from cassettes.recording._credentials import (
     looks_secret,
     secret_name,
 )
-from cassettes.recording._learner import BodyLearner
-from cassettes.recording._scrubber import Scrubber, Secrets, detector
-from cassettes.recording._streams import stream_texts
-from cassettes.wire import Exchange, Headers, body_cut, salvage
+from ._learner import BodyLearner
+from ._scrubber import Scrubber, Secrets, detector
+from ._streams import stream_texts
 
 __all__ = [
     "REDACTED",

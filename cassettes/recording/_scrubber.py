@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterable, Iterator
 from urllib.parse import quote
 
-from cassettes.recording._credentials import REDACTED
-from cassettes.recording._detector import Detector, default_detector
-from cassettes.recording._streams import merge
+from ._credentials import REDACTED
+from ._detector import Detector, default_detector
+from ._streams import merge
 
 __all__ = ["Scrubber", "Secrets", "detector"]
 

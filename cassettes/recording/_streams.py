@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.wire import is_aws_eventstream
+from .. import bounds
+from ..wire import is_aws_eventstream
 
 __all__ = [
     "STREAM_BYTES",

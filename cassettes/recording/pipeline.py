@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import providers
-from cassettes.recording._redactor import Redactor
-from cassettes.storage import (
+from .. import providers
+from ..storage import (
     CassetteFile,
     HistoryEncoder,
     depth_safe_record,
@@ -32,7 +31,8 @@ from cassettes.storage import (
     exchange_to_record,
     read_records,
 )
-from cassettes.wire import Exchange, decode_exchange
+from ..wire import Exchange, decode_exchange
+from ._redactor import Redactor
 
 __all__ = ["CassetteWriter"]
 

@@ -33,13 +33,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from cassettes import bounds, providers
-from cassettes.hints import count
-from cassettes.providers import WS_TURN
-from cassettes.wire import AGENT_CLOSED, NEXT_TURN, Exchange, Headers
+from .. import bounds, providers
+from ..hints import count
+from ..providers import WS_TURN
+from ..wire import AGENT_CLOSED, NEXT_TURN, Exchange, Headers
 
 if TYPE_CHECKING:
-    from cassettes.providers import WsTurns
+    from ..providers import WsTurns
 
 __all__ = ["MAX_PENDING_BYTES", "WsSession"]
 

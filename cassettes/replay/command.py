@@ -17,11 +17,13 @@ from typing import Any
 
 import orjson
 
-from cassettes import interrupts
-from cassettes.errors import CassetteError, problem_lines
-from cassettes.hints import count
-from cassettes.matching import rules_of_args, turn_entries
-from cassettes.replay.forking import (
+from .. import interrupts
+from ..errors import CassetteError, problem_lines
+from ..hints import count
+from ..matching import rules_of_args, turn_entries
+from ..storage import write_private
+from ..wire import KEY_ENV
+from .forking import (
     Cursor,
     CursorError,
     PlanError,
@@ -30,8 +32,8 @@ from cassettes.replay.forking import (
     parse_cursor,
     read_plan,
 )
-from cassettes.replay.live import EditError, parse_edits
-from cassettes.replay.serving import (
+from .live import EditError, parse_edits
+from .serving import (
     IDLE_TIMEOUT,
     READ_TIMEOUT,
     FaultPlan,
@@ -41,8 +43,6 @@ from cassettes.replay.serving import (
     parse_pace,
     placeholder_keys,
 )
-from cassettes.storage import write_private
-from cassettes.wire import KEY_ENV
 
 __all__ = ["cmd_replay"]
 

@@ -17,13 +17,16 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes.errors import CassetteError, problem_lines
-from cassettes.hints import count
-from cassettes.matching import RuleError, rules_of_args
-from cassettes.net import header_problem, said_name
-from cassettes.reading import Relation, open_run, origin_of, relate
-from cassettes.recording import Redactor
-from cassettes.replay.forking import (
+from ..errors import CassetteError, problem_lines
+from ..hints import count
+from ..matching import RuleError, rules_of_args
+from ..net import header_problem, said_name
+from ..reading import Relation, open_run, origin_of, relate
+from ..recording import Redactor
+from ..storage import UnsafePath, check_target, open_regular, same_path, write_new
+from ..untrusted import clean_line
+from ..views import reading_line
+from .forking import (
     Divergence,
     comparing,
     diff_analysed,
@@ -32,7 +35,7 @@ from cassettes.replay.forking import (
     live_router,
     propose_files,
 )
-from cassettes.replay.forking.compare import (
+from .forking.compare import (
     BudgetError,
     check_budget,
     compare_run,
@@ -42,9 +45,6 @@ from cassettes.replay.forking.compare import (
     upstream_bases,
     where_sent,
 )
-from cassettes.storage import UnsafePath, check_target, open_regular, same_path, write_new
-from cassettes.untrusted import clean_line
-from cassettes.views import reading_line
 
 __all__ = ["cmd_compare", "cmd_diff", "cmd_rules_propose", "different_apis"]
 

@@ -15,7 +15,7 @@ loads PyYAML only when it reads a cassette.
 
 from __future__ import annotations
 
-from cassettes.storage._codec import (
+from ._codec import (
     FORMAT_VERSION,
     decode_chunks,
     depth_safe_record,
@@ -24,11 +24,11 @@ from cassettes.storage._codec import (
     header_record,
     record_to_exchange,
 )
-from cassettes.storage._delta import HistoryEncoder
-from cassettes.storage._dirs import check_dir
-from cassettes.storage._index import BLOCK, BODY_CACHE, RecordIndex
-from cassettes.storage._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
-from cassettes.storage._paths import (
+from ._delta import HistoryEncoder
+from ._dirs import check_dir
+from ._index import BLOCK, BODY_CACHE, RecordIndex
+from ._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
+from ._paths import (
     FileId,
     Target,
     UnsafePath,
@@ -45,8 +45,8 @@ from cassettes.storage._paths import (
     staged,
     write_new,
 )
-from cassettes.storage._source import RecordSource
-from cassettes.storage._store import (
+from ._source import RecordSource
+from ._store import (
     CassetteFile,
     Problem,
     RecordFile,
@@ -58,7 +58,7 @@ from cassettes.storage._store import (
     read_records,
     write_private,
 )
-from cassettes.storage._vcr import load_vcr, read_vcr
+from ._vcr import load_vcr, read_vcr
 
 __all__ = [
     "BLOCK",

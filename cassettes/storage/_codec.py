@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, record_fits, too_deep
-from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.storage._delta import HistoryDecoder
-from cassettes.storage._validation import check_exchange_record, check_number
-from cassettes.wire import Exchange, checked
+from .. import bounds
+from ..bounds import RECORD_DEPTH, STORE_DEPTH, record_fits, too_deep
+from ..errors import CassetteFormatError, NewerFormatError
+from ..wire import Exchange, checked
+from ._delta import HistoryDecoder
+from ._validation import check_exchange_record, check_number
 
 __all__ = [
     "FORMAT_VERSION",
@@ -45,7 +45,7 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def header_record(meta: dict[str, Any] | None = None, created: str | None = None) -> dict[str, Any]:
-    from cassettes._version import __version__
+    from .._version import __version__
 
     return {
         "type": "header",

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteFormatError
-from cassettes.hints import count
+from ..errors import CassetteFormatError
+from ..hints import count
 
 __all__ = ["HistoryDecoder", "HistoryEncoder"]
 

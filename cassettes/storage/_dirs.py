@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
-from cassettes.storage._paths import UnsafePath, describe
+from ._paths import UnsafePath, describe
 
 __all__ = ["check_dir"]
 

@@ -27,13 +27,13 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cassettes import interrupts
-from cassettes.errors import CassetteFormatError, CassetteIOError
-from cassettes.storage._codec import loads_record, migrate, record_to_exchange
-from cassettes.storage._delta import HistoryDecoder
-from cassettes.storage._store import Problem, exchange_record, open_regular, read_header
-from cassettes.storage._validation import check_exchange_record
-from cassettes.wire import Exchange
+from .. import interrupts
+from ..errors import CassetteFormatError, CassetteIOError
+from ..wire import Exchange
+from ._codec import loads_record, migrate, record_to_exchange
+from ._delta import HistoryDecoder
+from ._store import Problem, exchange_record, open_regular, read_header
+from ._validation import check_exchange_record
 
 __all__ = ["BLOCK", "BODY_CACHE", "RecordIndex", "RequestBodies"]
 

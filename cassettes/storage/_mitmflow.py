@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import ImportFormatError
-from cassettes.wire import Exchange, Headers, decode_exchange, header
+from ..errors import ImportFormatError
+from ..wire import Exchange, Headers, decode_exchange, header
 
 # FlowFile, load_flows and read_flows are the storage layer's reading of a flow file: a run is read
 # with cassettes.open_run, which takes a flow file too.

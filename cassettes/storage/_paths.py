@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from cassettes.errors import CassetteIOError
+from ..errors import CassetteIOError
 
 __all__ = [
     "FileId",

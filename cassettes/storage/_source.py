@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cassettes.errors import CassetteFormatError
-from cassettes.storage._index import BODY_CACHE, RecordIndex, RequestBodies
-from cassettes.storage._store import Problem, open_regular
-from cassettes.wire import Exchange
+from ..errors import CassetteFormatError
+from ..wire import Exchange
+from ._index import BODY_CACHE, RecordIndex, RequestBodies
+from ._store import Problem, open_regular
 
 __all__ = ["RecordSource"]
 

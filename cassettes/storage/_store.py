@@ -28,8 +28,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.storage._codec import (
+from ..errors import CassetteFormatError, CassetteIOError, NewerFormatError
+from ..wire import Exchange
+from ._codec import (
     check_header,
     dumps_record,
     header_record,
@@ -37,9 +38,8 @@ from cassettes.storage._codec import (
     migrate,
     record_to_exchange,
 )
-from cassettes.storage._delta import HistoryDecoder
-from cassettes.storage._paths import open_append
-from cassettes.wire import Exchange
+from ._delta import HistoryDecoder
+from ._paths import open_append
 
 __all__ = [
     "CassetteFile",

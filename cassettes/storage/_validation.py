@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.errors import CassetteFormatError
+from ..errors import CassetteFormatError
 
 __all__ = ["check_exchange_record", "check_number"]
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
-from cassettes.bounds import MAX_DECODED_BYTES
-from cassettes.errors import ImportFormatError
-from cassettes.hints import count
-from cassettes.wire import Decoder, Exchange, Headers, OverBudget, decode_exchange, header
+from ..bounds import MAX_DECODED_BYTES
+from ..errors import ImportFormatError
+from ..hints import count
+from ..wire import Decoder, Exchange, Headers, OverBudget, decode_exchange, header
 
 __all__ = ["load_vcr", "read_vcr"]
 

@@ -16,38 +16,38 @@ modules anyway; ``replay`` loads none of them.
 
 from __future__ import annotations
 
-from cassettes.views._edits import (
+from ._edits import (
     CONTINUED,
     edit_text,
     edited_messages,
     edits_json,
     reconstructed_said,
 )
-from cassettes.views._growth import SPLIT, GrowthBar, growth_bars, split_json
-from cassettes.views._htmlpage import (
+from ._growth import SPLIT, GrowthBar, growth_bars, split_json
+from ._htmlpage import (
     HtmlExtraMissing,
     embed_json,
     render_fleet_html,
     render_html,
 )
-from cassettes.views._layers import (
+from ._layers import (
     SEVERITY_MARK,
     GrowthRows,
     analysis_lines,
     growth_row,
     root_cause_lines,
 )
-from cassettes.views._money import (
+from ._money import (
     BY_HOST,
     BY_TOKENS,
     estimated_note,
     estimated_why,
     money,
 )
-from cassettes.views._progress import reading_line
-from cassettes.views._report import report_data
-from cassettes.views._roundtrip_object import roundtrip_json
-from cassettes.views._roundtrip_view import (
+from ._progress import reading_line
+from ._report import report_data
+from ._roundtrip_object import roundtrip_json
+from ._roundtrip_view import (
     conversation_json,
     edit_lines,
     error_phrase,
@@ -57,9 +57,9 @@ from cassettes.views._roundtrip_view import (
     summary_lines,
     turn_json,
 )
-from cassettes.views._search import SearchHit, search_turns, snippet_of
-from cassettes.views._summary import TurnSummary, summarise
-from cassettes.views._timeline import TimelinePoint, text_timeline
+from ._search import SearchHit, search_turns, snippet_of
+from ._summary import TurnSummary, summarise
+from ._timeline import TimelinePoint, text_timeline
 
 __all__ = [
     "BY_HOST",

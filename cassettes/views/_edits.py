@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.models import user_messages
-from cassettes.wire import item_of, target_of
+from ..models import user_messages
+from ..wire import item_of, target_of
 
 __all__ = [
     "CONTINUED",

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from cassettes.analysis import Turn
+from ..analysis import Turn
 
 __all__ = ["SPLIT", "GrowthBar", "growth_bars", "split_json"]
 

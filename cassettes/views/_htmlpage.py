@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError
-from cassettes.hints import count, install_command
+from ..errors import CassetteError
+from ..hints import count, install_command
 
 __all__ = ["embed_json", "render_fleet_html", "render_html"]
 
@@ -58,7 +58,9 @@ def embed_json(value: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return files("cassettes.views").joinpath("report_assets", name).read_text(encoding="utf-8")
+    return (
+        files("looptap.cassettes.views").joinpath("report_assets", name).read_text(encoding="utf-8")
+    )
 
 
 def _hash(text: str) -> str:
@@ -93,7 +95,7 @@ def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list
     _needs_jinja2("fleet page")
     import jinja2
 
-    from cassettes._version import __version__  # its metadata read, when a page is written
+    from .._version import __version__  # its metadata read, when a page is written
 
     style = _asset("page.css")
     csp = f"default-src 'none'; style-src {_hash(style)}; base-uri 'none'; form-action 'none'"
@@ -110,7 +112,7 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     _needs_jinja2()
     import jinja2
 
-    from cassettes._version import __version__  # as in render_fleet_html
+    from .._version import __version__  # as in render_fleet_html
 
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")

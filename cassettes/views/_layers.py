@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from cassettes.analysis import Conversation, Finding, RunAnalysis, Turn, kind_text, spill
-from cassettes.hints import count
-from cassettes.views._growth import growth_bars
-from cassettes.views._money import estimated_note, estimated_why, money
+from ..analysis import Conversation, Finding, RunAnalysis, Turn, kind_text, spill
+from ..hints import count
+from ._growth import growth_bars
+from ._money import estimated_note, estimated_why, money
 
 __all__ = [
     "SEVERITY_MARK",

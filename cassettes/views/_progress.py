@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
-from cassettes.hints import count
-from cassettes.untrusted import SafeTextStream, clean_line
+from ..hints import count
+from ..untrusted import SafeTextStream, clean_line
 
 #: Seconds before the line first appears, and between two of its updates.
 AFTER = 1.0

@@ -26,14 +26,14 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes.analysis import Finding, Turn, kind_text
-from cassettes.analysis.dispatch import replay_miss
-from cassettes.hints import count
-from cassettes.models import Message, Part
-from cassettes.untrusted import clean
-from cassettes.views._growth import growth_bars, split_json
-from cassettes.views._money import money
-from cassettes.views._roundtrip_view import link_text
+from ..analysis import Finding, Turn, kind_text
+from ..analysis.dispatch import replay_miss
+from ..hints import count
+from ..models import Message, Part
+from ..untrusted import clean
+from ._growth import growth_bars, split_json
+from ._money import money
+from ._roundtrip_view import link_text
 
 __all__ = ["report_data"]
 
@@ -357,7 +357,7 @@ def _total_cost(turns: list[Turn]) -> tuple[Decimal | None, bool, bool]:
 def report_data(run: Any) -> dict[str, Any]:
     """The page's data for ``run`` (a :class:`cassettes.reading.Run`), every string cleaned.
     One pass over the round trips (read from disk one at a time for a streamed cassette)."""
-    from cassettes._version import __version__  # its metadata read, when a report is made
+    from .._version import __version__  # its metadata read, when a report is made
 
     analysis = run.analysis
     turns_by_seq = analysis.turns

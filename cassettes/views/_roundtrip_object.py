@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cassettes.models import emitted_calls
-from cassettes.parsing import side_call
+from ..models import emitted_calls
+from ..parsing import side_call
 
 if TYPE_CHECKING:
-    from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, Usage
-    from cassettes.parsing import RoundTrip
-    from cassettes.wire import Exchange
+    from ..models import ApiError, NormalisedRequest, NormalisedResponse, Part, Usage
+    from ..parsing import RoundTrip
+    from ..wire import Exchange
 
 __all__ = ["SCHEMA", "roundtrip_json"]
 

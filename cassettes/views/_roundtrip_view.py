@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cassettes.analysis import Conversation, Finding, McpCall, Turn
-from cassettes.analysis.codes import DIVERGED_FROM_RECORDING as DIVERGED
-from cassettes.errors import problem_lines
-from cassettes.hints import count
-from cassettes.views._edits import CONTINUED, edit_text, reconstructed_said
-from cassettes.views._growth import growth_bars, split_json
-from cassettes.views._layers import finding_line
+from ..analysis import Conversation, Finding, McpCall, Turn
+from ..analysis.codes import DIVERGED_FROM_RECORDING as DIVERGED
+from ..errors import problem_lines
+from ..hints import count
+from ._edits import CONTINUED, edit_text, reconstructed_said
+from ._growth import growth_bars, split_json
+from ._layers import finding_line
 
 __all__ = [
     "LINK_MEANINGS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from cassettes.analysis import Turn
+from ..analysis import Turn
 
 __all__ = ["SearchHit", "search_turns"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from cassettes.analysis import Finding, Turn
-from cassettes.analysis.dispatch import replay_miss
-from cassettes.views._growth import GrowthBar, growth_bars
+from ..analysis import Finding, Turn
+from ..analysis.dispatch import replay_miss
+from ._growth import GrowthBar, growth_bars
 
 __all__ = ["TurnSummary", "summarise"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cassettes import providers
-from cassettes.parsing import RoundTrip
-from cassettes.wire import Exchange, Framed, frame
+from .. import providers
+from ..parsing import RoundTrip
+from ..wire import Exchange, Framed, frame
 
 __all__ = ["TimelinePoint", "text_timeline"]
 

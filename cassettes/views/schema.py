@@ -20,8 +20,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.models import FinishReason
-from cassettes.views._roundtrip_object import SCHEMA, roundtrip_json
+from ..models import FinishReason
+from ._roundtrip_object import SCHEMA, roundtrip_json
 
 __all__ = [
     "SCHEMA",
@@ -226,7 +226,7 @@ class RoundTripJson(_Object):
 #: The line of docs/show-json.md above the generated table.
 DOC_MARK = (
     "<!-- generated from cassettes/views/schema.py (RoundTripJson) by `python -m "
-    "cassettes.views.schema --doc`: edit the model, not this table -->"
+    "looptap.cassettes.views.schema --doc`: edit the model, not this table -->"
 )
 
 
@@ -320,7 +320,7 @@ def write_docs(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cassettes.views.schema",
+        prog="python -m looptap.cassettes.views.schema",
         description="The looptap.roundtrip/1 schema, from its model.",
     )
     what = parser.add_mutually_exclusive_group(required=True)

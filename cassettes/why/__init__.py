@@ -10,17 +10,17 @@ real fork, ``looptap run --from``, in the recorder's environment), ``_state`` (t
 directory), ``_verdict`` and ``_stats`` (its interval). Nothing here imports mitmproxy.
 """
 
-from cassettes.why._api import why
-from cassettes.why._budget import resumed_head
-from cassettes.why._command import cmd_why
-from cassettes.why._interventions import Intervention, interventions
-from cassettes.why._investigation import Refused, default_output, report_lines
-from cassettes.why._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
-from cassettes.why._refusal import refusal
-from cassettes.why._state import STATE, kept_flags
-from cassettes.why._stats import wilson
-from cassettes.why._together import rounds, together_verdict
-from cassettes.why._verdict import Tally, verdict
+from ._api import why
+from ._budget import resumed_head
+from ._command import cmd_why
+from ._interventions import Intervention, interventions
+from ._investigation import Refused, default_output, report_lines
+from ._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
+from ._refusal import refusal
+from ._state import STATE, kept_flags
+from ._stats import wilson
+from ._together import rounds, together_verdict
+from ._verdict import Tally, verdict
 
 __all__ = [
     "STATE",

@@ -1,7 +1,7 @@
 """``looptap why`` from Python: a pytest test (or any script) asks which layer made a recorded run
 fail, and asserts on the verdict (docs/why.md "From a pytest test, and from an MCP client")::
 
-    from cassettes.why._api import why
+    from looptap.cassettes.why._api import why
 
     def test_the_failure_is_the_clients(tmp_path):
         result = why("cassettes/loop.jsonl", ["python", "agent.py"], output=tmp_path / "why",
@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 
-from cassettes.commands import add_command, declared
-from cassettes.why._command import split_options
-from cassettes.why._confirm import confirm as run_confirm
-from cassettes.why._investigation import Refused, Result, investigate
+from ..commands import add_command, declared
+from ._command import split_options
+from ._confirm import confirm as run_confirm
+from ._investigation import Refused, Result, investigate
 
 __all__ = ["Refused", "Result", "why"]
 

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.reading import fork_notes, open_run
-from cassettes.replay.serving import replay_env
-from cassettes.storage import open_regular
-from cassettes.untrusted import clean_line
-from cassettes.why._interventions import Intervention
-from cassettes.why._outcome import Judged, Outcome, judged_from, lived_run
+from ..errors import CassetteError
+from ..hints import count
+from ..reading import fork_notes, open_run
+from ..replay.serving import replay_env
+from ..storage import open_regular
+from ..untrusted import clean_line
+from ._interventions import Intervention
+from ._outcome import Judged, Outcome, judged_from, lived_run
 
 __all__ = ["Branches", "WhyRunError", "baseline", "passed_flags"]
 
@@ -71,7 +71,7 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
 
     with tempfile.TemporaryFile() as err:
         server = subprocess.Popen(
-            [sys.executable, "-m", "cassettes.cli", "replay", str(run)],
+            [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(run)],
             stdout=subprocess.PIPE,
             stderr=err,
             stdin=subprocess.DEVNULL,
@@ -159,7 +159,8 @@ class Branches:
 
     def command(self, i: Intervention, k: int) -> list[str]:
         """The ``looptap run --from`` of sample ``k`` of ``i``."""
-        argv = [self.python, "-m", "cassettes.cli", "run", "--from", f"{self.run}@{i.cursor}"]
+        argv = [self.python, "-m", "looptap.cassettes.cli", "run"]
+        argv += ["--from", f"{self.run}@{i.cursor}"]
         for e in i.edits:
             argv += ["--edit", e]
         if i.model is not None:

@@ -21,15 +21,15 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from cassettes.hints import count
-from cassettes.replay.forking import live_router
-from cassettes.replay.forking.compare import (
+from ..hints import count
+from ..replay.forking import live_router
+from ..replay.forking.compare import (
     BudgetError,
     check_budget,
     estimate_costs,
     plan_requests,
 )
-from cassettes.why._interventions import Intervention
+from ._interventions import Intervention
 
 __all__ = ["check"]
 

@@ -12,9 +12,9 @@ import sys
 
 import orjson
 
-from cassettes.commands import WHY_OPTIONS, add_args
-from cassettes.why._confirm import confirm
-from cassettes.why._investigation import Refused, investigate, say
+from ..commands import WHY_OPTIONS, add_args
+from ._confirm import confirm
+from ._investigation import Refused, investigate, say
 
 __all__ = ["cmd_why", "split_options"]
 

@@ -16,20 +16,20 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.reading import Run, open_run
-from cassettes.replay.forking.compare import BudgetError, upstream_bases
-from cassettes.replay.testing.recorder import how_to_install, recorder_python
-from cassettes.untrusted import clean_line
-from cassettes.why._branches import Branches, passed_flags
-from cassettes.why._budget import check as check_budget
-from cassettes.why._interventions import Intervention
-from cassettes.why._investigation import Refused, Result, say
-from cassettes.why._outcome import Outcome, judged_from
-from cassettes.why._state import STATE, State, read_state, run_digest
-from cassettes.why._stats import wilson
-from cassettes.why._suspects import later_turns
+from ..errors import CassetteError
+from ..hints import count
+from ..reading import Run, open_run
+from ..replay.forking.compare import BudgetError, upstream_bases
+from ..replay.testing.recorder import how_to_install, recorder_python
+from ..untrusted import clean_line
+from ._branches import Branches, passed_flags
+from ._budget import check as check_budget
+from ._interventions import Intervention
+from ._investigation import Refused, Result, say
+from ._outcome import Outcome, judged_from
+from ._state import STATE, State, read_state, run_digest
+from ._stats import wilson
+from ._suspects import later_turns
 
 __all__ = ["confirm"]
 

@@ -38,12 +38,12 @@ from typing import Any
 
 import orjson
 
-from cassettes.hints import count
-from cassettes.providers import from_parts
-from cassettes.replay.live import apply_edits, carried, parse_edit
-from cassettes.why._intervention import Intervention
-from cassettes.why._refusal import refusal_or_context
-from cassettes.why._suspects import (
+from ..hints import count
+from ..providers import from_parts
+from ..replay.live import apply_edits, carried, parse_edit
+from ._intervention import Intervention
+from ._refusal import refusal_or_context
+from ._suspects import (
     answered_back,
     heard,
     last_turns,

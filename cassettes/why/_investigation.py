@@ -12,20 +12,20 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.reading import Run, open_run
-from cassettes.replay.forking.compare import BudgetError, upstream_bases
-from cassettes.replay.testing.recorder import how_to_install, recorder_python
-from cassettes.storage import check_input
-from cassettes.untrusted import clean_line
-from cassettes.why._branches import Branches, WhyRunError, baseline, passed_flags
-from cassettes.why._budget import check as check_budget
-from cassettes.why._interventions import Intervention, interventions
-from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_outcome
-from cassettes.why._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
-from cassettes.why._together import flips_alone, rounds, together_verdict
-from cassettes.why._verdict import Tally, Verdict, only_context, verdict
+from ..errors import CassetteError
+from ..hints import count
+from ..reading import Run, open_run
+from ..replay.forking.compare import BudgetError, upstream_bases
+from ..replay.testing.recorder import how_to_install, recorder_python
+from ..storage import check_input
+from ..untrusted import clean_line
+from ._branches import Branches, WhyRunError, baseline, passed_flags
+from ._budget import check as check_budget
+from ._interventions import Intervention, interventions
+from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
+from ._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
+from ._together import flips_alone, rounds, together_verdict
+from ._verdict import Tally, Verdict, only_context, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cassettes.patterns import PatternError, UserPattern
-from cassettes.reading import Run, fork_notes, open_run
-from cassettes.wire import Exchange
+from ..patterns import PatternError, UserPattern
+from ..reading import Run, fork_notes, open_run
+from ..wire import Exchange
 
 __all__ = ["Judged", "Outcome", "OutcomeError", "judged_from", "lived_run", "parse_outcome"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.why._intervention import Intervention
+from .. import bounds
+from ._intervention import Intervention
 
 __all__ = ["recovered", "refusal", "refusal_or_context"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cassettes.hints import count
-from cassettes.why._stats import wilson
+from ..hints import count
+from ._stats import wilson
 
 if TYPE_CHECKING:
-    from cassettes.why._verdict import Tally
+    from ._verdict import Tally
 
 __all__ = ["MOST", "advice", "needed", "why_alike"]
 

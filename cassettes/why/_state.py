@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError
-from cassettes.storage import check_target, describe, read_input, write_new
+from ..errors import CassetteError
+from ..storage import check_target, describe, read_input, write_new
 
 __all__ = ["STATE", "State", "WhyDirError", "kept_flags", "read_state", "run_digest"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from cassettes.hints import count
-from cassettes.why._interventions import Intervention
-from cassettes.why._verdict import Tally, Verdict
+from ..hints import count
+from ._interventions import Intervention
+from ._verdict import Tally, Verdict
 
 __all__ = ["candidates", "combined", "flips_alone", "rounds", "together_verdict"]
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.hints import count
-from cassettes.why._interventions import Intervention
-from cassettes.why._separating import advice, why_alike
-from cassettes.why._stats import wilson
+from ..hints import count
+from ._interventions import Intervention
+from ._separating import advice, why_alike
+from ._stats import wilson
 
 __all__ = ["Tally", "Verdict", "verdict"]
 

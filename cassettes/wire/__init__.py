@@ -14,7 +14,7 @@ Plain imports: what the package adds to a command that reads a run is two small 
 
 from __future__ import annotations
 
-from cassettes.wire._decoding import (
+from ._decoding import (
     Decoder,
     OverBudget,
     body_cut,
@@ -22,7 +22,7 @@ from cassettes.wire._decoding import (
     decode_exchange,
     salvage,
 )
-from cassettes.wire._edit_marks import (
+from ._edit_marks import (
     EDIT_AUTH_HEADER,
     EDIT_HEADER,
     KEY_ENV,
@@ -39,7 +39,7 @@ from cassettes.wire._edit_marks import (
     target_of,
     to_header,
 )
-from cassettes.wire._exchange import (
+from ._exchange import (
     AGENT_CLOSED,
     NEXT_TURN,
     UNSET,
@@ -48,7 +48,7 @@ from cassettes.wire._exchange import (
     cut_by_client,
     header,
 )
-from cassettes.wire._framing import (
+from ._framing import (
     Chunk,
     Event,
     Framed,
@@ -58,7 +58,7 @@ from cassettes.wire._framing import (
     parse_sse,
     reseal_aws_eventstream,
 )
-from cassettes.wire._own_headers import (
+from ._own_headers import (
     MAX_NOTE,
     NOTE_HEADER,
     OWN_RESPONSE_HEADERS,

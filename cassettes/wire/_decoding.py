@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.bounds import MAX_DECODED_BYTES
-from cassettes.wire._exchange import Exchange
+from ..bounds import MAX_DECODED_BYTES
+from ._exchange import Exchange
 
 __all__ = [
     "CUT_SHORT",

@@ -37,8 +37,8 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from cassettes import bounds
-from cassettes.jsonpath import MAX_SEGMENTS, format_path, put
+from .. import bounds
+from ..jsonpath import MAX_SEGMENTS, format_path, put
 
 __all__ = [
     "EDIT_AUTH_HEADER",

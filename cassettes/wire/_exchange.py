@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
+from .. import bounds
 
 __all__ = [
     "AGENT_CLOSED",

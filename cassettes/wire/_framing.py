@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from cassettes import bounds
+from .. import bounds
 
 __all__ = [
     "Event",

@@ -32,9 +32,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from cassettes import bounds
-from cassettes.untrusted import clean_line
-from cassettes.wire._exchange import Exchange
+from .. import bounds
+from ..untrusted import clean_line
+from ._exchange import Exchange
 
 __all__ = [
     "MAX_NOTE",

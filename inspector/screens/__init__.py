@@ -5,8 +5,8 @@ search (``_search``)."""
 
 from __future__ import annotations
 
-from inspector.screens._help import HelpScreen, key_groups
-from inspector.screens._main import MainScreen
-from inspector.screens._search import SearchScreen
+from ._help import HelpScreen, key_groups
+from ._main import MainScreen
+from ._search import SearchScreen
 
 __all__ = ["HelpScreen", "MainScreen", "SearchScreen", "key_groups"]

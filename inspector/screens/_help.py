@@ -12,9 +12,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from inspector.bindings import APP_BINDINGS, HELP_OTHER
-from inspector.screens._search import SearchScreen
-from inspector.widgets import LayerPane, MessagesView, TurnList
+from ..bindings import APP_BINDINGS, HELP_OTHER
+from ..widgets import LayerPane, MessagesView, TurnList
+from ._search import SearchScreen
 
 __all__ = ["HelpScreen", "key_groups"]
 

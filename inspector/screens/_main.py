@@ -25,15 +25,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from cassettes.views import SearchHit, TurnSummary, search_turns
-from inspector.layout import FOCUS_NAMES, View, api_quiet, layout_classes
-from inspector.playback import Clock
-from inspector.reader import ChildExited, RunRead
-from inspector.screens._player import Player
-from inspector.screens._reading import RunReading
-from inspector.screens._search import Matches, SearchScreen
-from inspector.selected import TurnLoaded, TurnShown
-from inspector.widgets import (
+from ...cassettes.views import SearchHit, TurnSummary, search_turns
+from ..layout import FOCUS_NAMES, View, api_quiet, layout_classes
+from ..playback import Clock
+from ..reader import ChildExited, RunRead
+from ..selected import TurnLoaded, TurnShown
+from ..widgets import (
     ErrorView,
     FindingsTable,
     FindingsView,
@@ -48,6 +45,9 @@ from inspector.widgets import (
     TurnList,
     TurnPane,
 )
+from ._player import Player
+from ._reading import RunReading
+from ._search import Matches, SearchScreen
 
 __all__ = ["MainScreen"]
 

@@ -21,9 +21,9 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
-from cassettes.untrusted import clean_line
-from cassettes.views import TimelinePoint, TurnSummary
-from inspector.playback import (
+from ...cassettes.untrusted import clean_line
+from ...cassettes.views import TimelinePoint, TurnSummary
+from ..playback import (
     Advance,
     Clock,
     Decision,
@@ -32,7 +32,7 @@ from inspector.playback import (
     StreamEnded,
     StreamStarted,
 )
-from inspector.widgets import TurnPane
+from ..widgets import TurnPane
 
 __all__ = ["Player"]
 

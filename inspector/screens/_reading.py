@@ -24,14 +24,14 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
-import inspector.selected
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.reading import Run, open_run
-from cassettes.views import TurnSummary
-from inspector.reader import ChildExited, RunRead, read_run
-from inspector.turns import Added, TurnIndex
-from inspector.widgets import RunState, read_fork
+from ...cassettes.errors import CassetteError
+from ...cassettes.hints import count
+from ...cassettes.reading import Run, open_run
+from ...cassettes.views import TurnSummary
+from .. import selected
+from ..reader import ChildExited, RunRead, read_run
+from ..turns import Added, TurnIndex
+from ..widgets import RunState, read_fork
 
 __all__ = ["RunReading"]
 
@@ -224,12 +224,12 @@ class RunReading(Widget):
         self._work(lambda: self._load_panes(seq), "panes")
 
     def _load_panes(self, seq: int) -> None:
-        shown = inspector.selected.read_panes(self.source, self.index, seq)
+        shown = selected.read_panes(self.source, self.index, seq)
         if shown is not None and not get_current_worker().is_cancelled:
             self.post_message(shown)
 
     def _load_turn(self, seq: int) -> None:
-        loaded = inspector.selected.read_turn(self.source, seq)
+        loaded = selected.read_turn(self.source, seq)
         if not get_current_worker().is_cancelled:
             self.post_message(loaded)
 

@@ -20,9 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cassettes.untrusted import clean_line
-from cassettes.views import SearchHit
-from inspector.safe import wire_line
+from ...cassettes.untrusted import clean_line
+from ...cassettes.views import SearchHit
+from ..safe import wire_line
 
 __all__ = ["Matches", "SearchScreen"]
 

@@ -12,12 +12,12 @@ are the whole surface (pinned by tests/inspector/test_surface.py):
 
 from __future__ import annotations
 
-from inspector.widgets._conversations import ConversationSwitcher, conversation_label
-from inspector.widgets._dispatch import PARAMS_LIMIT, params_text
-from inspector.widgets._emission import EmissionPane
-from inspector.widgets._findings import FindingsTable, FindingsView
-from inspector.widgets._fork import ForkPane, ForkRead, read_fork
-from inspector.widgets._growth import (
+from ._conversations import ConversationSwitcher, conversation_label
+from ._dispatch import PARAMS_LIMIT, params_text
+from ._emission import EmissionPane
+from ._findings import FindingsTable, FindingsView
+from ._fork import ForkPane, ForkRead, read_fork
+from ._growth import (
     COST_COLOUR,
     SERIES,
     GrowthChart,
@@ -27,14 +27,14 @@ from inspector.widgets._growth import (
     nice_ticks,
     token_label,
 )
-from inspector.widgets._keys import KEYS, KeyBar, key_line
-from inspector.widgets._layers import LayerPane
-from inspector.widgets._messages import MessagesView, client_sent
-from inspector.widgets._sidebar import Sidebar
-from inspector.widgets._status import ErrorView, RunState, RunStatus
-from inspector.widgets._tabs import RunTabs
-from inspector.widgets._turn_list import TurnList, short_finish, turn_line
-from inspector.widgets._turn_pane import TurnPane
+from ._keys import KEYS, KeyBar, key_line
+from ._layers import LayerPane
+from ._messages import MessagesView, client_sent
+from ._sidebar import Sidebar
+from ._status import ErrorView, RunState, RunStatus
+from ._tabs import RunTabs
+from ._turn_list import TurnList, short_finish, turn_line
+from ._turn_pane import TurnPane
 
 __all__ = [
     "COST_COLOUR",

@@ -6,13 +6,13 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from cassettes.analysis import ApiReport, Layer, TokenCount, Turn
-from cassettes.analysis.dispatch import replay_miss
-from cassettes.untrusted import clean
-from cassettes.views import money
-from inspector.layout import api_quiet
-from inspector.safe import wire_line
-from inspector.widgets._layers import LayerPane
+from ...cassettes.analysis import ApiReport, Layer, TokenCount, Turn
+from ...cassettes.analysis.dispatch import replay_miss
+from ...cassettes.untrusted import clean
+from ...cassettes.views import money
+from ..layout import api_quiet
+from ..safe import wire_line
+from ._layers import LayerPane
 
 __all__ = ["ApiPane"]
 

@@ -8,10 +8,10 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Select
 
-from cassettes.analysis import Conversation, kind_text
-from cassettes.hints import count
-from inspector.safe import wire_line
-from inspector.turns import ALL
+from ...cassettes.analysis import Conversation, kind_text
+from ...cassettes.hints import count
+from ..safe import wire_line
+from ..turns import ALL
 
 __all__ = ["ConversationSwitcher"]
 

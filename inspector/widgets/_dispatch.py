@@ -8,14 +8,14 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from cassettes.analysis import Dispatch, Layer, Turn
-from cassettes.analysis.dispatch import replay_miss
-from cassettes.hints import count
-from cassettes.untrusted import clean_line
-from cassettes.views import link_text
-from inspector.safe import wire_line
-from inspector.widgets._layers import PANE_ITEMS, LayerPane
-from inspector.widgets._messages import call_names, part_text
+from ...cassettes.analysis import Dispatch, Layer, Turn
+from ...cassettes.analysis.dispatch import replay_miss
+from ...cassettes.hints import count
+from ...cassettes.untrusted import clean_line
+from ...cassettes.views import link_text
+from ..safe import wire_line
+from ._layers import PANE_ITEMS, LayerPane
+from ._messages import call_names, part_text
 
 __all__ = ["PARAMS_LIMIT", "DispatchPane", "params_text"]
 

@@ -7,12 +7,12 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual.reactive import reactive
 
-from cassettes.analysis import CallCheck, Layer, McpCall, Turn
-from cassettes.hints import count
-from cassettes.models import ToolResult
-from cassettes.untrusted import clean, clean_line
-from inspector.safe import wire
-from inspector.widgets._layers import PANE_ITEMS, LayerPane
+from ...cassettes.analysis import CallCheck, Layer, McpCall, Turn
+from ...cassettes.hints import count
+from ...cassettes.models import ToolResult
+from ...cassettes.untrusted import clean, clean_line
+from ..safe import wire
+from ._layers import PANE_ITEMS, LayerPane
 
 __all__ = ["EmissionPane"]
 

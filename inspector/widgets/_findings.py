@@ -8,10 +8,10 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from cassettes.analysis import Finding
-from cassettes.untrusted import clean_line
-from inspector.badges import SEVERITY_MARK, severity_style
-from inspector.safe import wire, wire_line
+from ...cassettes.analysis import Finding
+from ...cassettes.untrusted import clean_line
+from ..badges import SEVERITY_MARK, severity_style
+from ..safe import wire, wire_line
 
 __all__ = ["FindingsTable", "FindingsView"]
 

@@ -17,10 +17,10 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.errors import CassetteError
-from cassettes.replay.forking import ForkComparison, ForkRow, fork_view
-from cassettes.untrusted import clean_line
-from inspector.safe import wire, wire_line
+from ...cassettes.errors import CassetteError
+from ...cassettes.replay.forking import ForkComparison, ForkRow, fork_view
+from ...cassettes.untrusted import clean_line
+from ..safe import wire, wire_line
 
 __all__ = ["ForkPane", "ForkRead", "read_fork"]
 

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from cassettes.views import GrowthBar, money
+from ...cassettes.views import GrowthBar, money
 
 __all__ = ["GrowthChart", "GrowthView"]
 

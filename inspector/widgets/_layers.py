@@ -18,10 +18,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from cassettes.analysis import Finding, Layer, Turn
-from cassettes.untrusted import clean, clean_line
-from inspector.badges import SEVERITY_MARK, severity_style, worst
-from inspector.safe import wire_line
+from ...cassettes.analysis import Finding, Layer, Turn
+from ...cassettes.untrusted import clean, clean_line
+from ..badges import SEVERITY_MARK, severity_style, worst
+from ..safe import wire_line
 
 __all__ = ["PANE_ITEMS", "LayerPane", "pane_bindings"]
 

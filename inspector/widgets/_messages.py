@@ -15,12 +15,12 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.hints import count
-from cassettes.models import Message, NormalisedRequest, Part, ToolResult
-from cassettes.untrusted import clean, clean_line
-from cassettes.views import CONTINUED, edit_text, edited_messages, reconstructed_said
-from inspector.safe import wire, wire_line
-from inspector.widgets._layers import pane_bindings
+from ...cassettes.hints import count
+from ...cassettes.models import Message, NormalisedRequest, Part, ToolResult
+from ...cassettes.untrusted import clean, clean_line
+from ...cassettes.views import CONTINUED, edit_text, edited_messages, reconstructed_said
+from ..safe import wire, wire_line
+from ._layers import pane_bindings
 
 __all__ = ["MessagesView", "call_names", "part_text"]
 

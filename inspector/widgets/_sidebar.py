@@ -19,11 +19,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 
-from cassettes.views import TurnSummary
-from inspector.layout import sidebar_width, width_sample
-from inspector.turns import ALL, TurnIndex
-from inspector.widgets._conversations import ConversationSwitcher
-from inspector.widgets._turn_list import TurnList, turn_width
+from ...cassettes.views import TurnSummary
+from ..layout import sidebar_width, width_sample
+from ..turns import ALL, TurnIndex
+from ._conversations import ConversationSwitcher
+from ._turn_list import TurnList, turn_width
 
 __all__ = ["Sidebar"]
 

@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.hints import count
-from cassettes.untrusted import clean, clean_line
+from ...cassettes.hints import count
+from ...cassettes.untrusted import clean, clean_line
 
 __all__ = ["ErrorView", "RunState", "RunStatus"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from textual.widgets import TabbedContent, TabPane
 
-from cassettes.replay.forking import ForkComparison
-from inspector.turns import ALL, TurnIndex
-from inspector.widgets._findings import FindingsTable
-from inspector.widgets._fork import ForkPane
-from inspector.widgets._growth import GrowthView
+from ...cassettes.replay.forking import ForkComparison
+from ..turns import ALL, TurnIndex
+from ._findings import FindingsTable
+from ._fork import ForkPane
+from ._growth import GrowthView
 
 __all__ = ["RunTabs"]
 

@@ -17,9 +17,9 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cassettes.untrusted import clean_line
-from cassettes.views import TurnSummary
-from inspector.badges import layer_badges
+from ...cassettes.untrusted import clean_line
+from ...cassettes.views import TurnSummary
+from ..badges import layer_badges
 
 __all__ = ["TurnList", "short_finish", "turn_line", "turn_width"]
 

@@ -18,15 +18,15 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tab, TabPane, Tabs
 
-from cassettes.analysis import Finding, Layer, McpCall, Turn
-from cassettes.models import NormalisedRequest, ToolResult
-from inspector.badges import LAYERS
-from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels
-from inspector.widgets._api import ApiPane
-from inspector.widgets._dispatch import DispatchPane
-from inspector.widgets._emission import EmissionPane
-from inspector.widgets._layers import LayerPane
-from inspector.widgets._messages import MessagesView
+from ...cassettes.analysis import Finding, Layer, McpCall, Turn
+from ...cassettes.models import NormalisedRequest, ToolResult
+from ..badges import LAYERS
+from ..layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels
+from ._api import ApiPane
+from ._dispatch import DispatchPane
+from ._emission import EmissionPane
+from ._layers import LayerPane
+from ._messages import MessagesView
 
 __all__ = ["TurnPane"]
 

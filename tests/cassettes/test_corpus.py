@@ -110,7 +110,7 @@ def test_hand_edited_recordings_are_flagged() -> None:
     crash."""
     from real_corpus import corpus_exchanges, rel
 
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.parsing import parse_exchange
 
     flagged = {
         (rel(p), i)

@@ -29,9 +29,9 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import RecordFile, read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import RecordFile, read_records
+from looptap.cassettes.wire import Exchange
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 KILLS = 200 if SLOW else 24
@@ -55,8 +55,8 @@ FILES = [
 CHILD_LIB = r'''
 import hashlib, random, sys
 import orjson
-from cassettes.wire import Exchange
-from cassettes.storage import load_vcr
+from looptap.cassettes.wire import Exchange
+from looptap.cassettes.storage import load_vcr
 
 HISTORY_KEYS = ("messages", "input", "contents")
 
@@ -146,7 +146,7 @@ def build(paths, seed):
 
 
 def main(argv):
-    from cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.recording.pipeline import CassetteWriter
 
     path, seed, fsync = argv[0], int(argv[1]), argv[2] == "1"
     paths = argv[3:]
@@ -396,7 +396,7 @@ def test_a_failed_write_is_kept_apart_from_the_next(
 ) -> None:
     """ENOSPC in the middle of a line: the next append starts on a new line, both neighbours
     load."""
-    from cassettes.errors import CassetteIOError
+    from looptap.cassettes.errors import CassetteIOError
 
     class DiskFull:
         """``os`` as the store sees it, with a disk that fills up in the middle of a line."""
@@ -435,7 +435,7 @@ def test_a_failed_write_is_kept_apart_from_the_next(
 
 def test_child_builder_is_realistic() -> None:
     """The child's round trips are multi-turn streams of several families, some delta-encoded."""
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.parsing import parse_exchange
 
     runs = _LIB["build"](_paths(), 1)
     sample: list[Exchange] = [next(runs) for _ in range(40)]

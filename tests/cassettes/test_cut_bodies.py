@@ -21,11 +21,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.recording import Redactor
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.verify import scan_file
-from cassettes.wire import Exchange, decode_exchange
+from looptap.cassettes.recording import Redactor
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.verify import scan_file
+from looptap.cassettes.wire import Exchange, decode_exchange
 from tests.support import progress
 from tests.support.huge import write_huge
 from tests.support.recorder import clean_env
@@ -129,7 +129,7 @@ def test_verify_reads_the_end_of_a_cut_body(stored: str, tmp_path: Path) -> None
     (find,) = scan_file(path)
     assert find.kind == "a credential cut short by the end of a cut body"
     assert key[:4] not in str(find) and "9 chars" in str(find), str(find)
-    r = progress.run([sys.executable, "-m", "cassettes.cli", "verify", str(path)],
+    r = progress.run([sys.executable, "-m", "looptap.cassettes.cli", "verify", str(path)],
                      capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 1 and "clean" not in r.stderr + r.stdout, r.stdout + r.stderr
     assert key[:4] not in r.stdout + r.stderr
@@ -142,7 +142,7 @@ def test_verify_reads_the_end_of_a_cut_body(stored: str, tmp_path: Path) -> None
 
 def _show(run: Path, cache: Path) -> tuple[int, str]:
     r = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(run)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(run)],
         capture_output=True,
         text=True,
         env=clean_env(LOOPTAP_CACHE_DIR=str(cache)),

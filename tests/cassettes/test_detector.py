@@ -7,8 +7,8 @@ import importlib.util
 import re
 from pathlib import Path
 
-from cassettes.recording import default_detector
-from cassettes.storage import load_vcr
+from looptap.cassettes.recording import default_detector
+from looptap.cassettes.storage import load_vcr
 from tests.support.secret_streams import spoken, vendor_keys
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -73,7 +73,7 @@ def test_real_traffic_has_no_finds() -> None:
 def test_a_keyword_across_the_search_windows_border_is_found() -> None:
     """The keyword search reads a window at a time (bounded memory): a key whose keyword straddles
     a window's border is found all the same, at every offset around it."""
-    from cassettes.recording import WINDOW
+    from looptap.cassettes.recording import WINDOW
 
     d = default_detector()
     key = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6"
@@ -93,7 +93,7 @@ def test_the_keyword_search_of_a_large_body_holds_a_bounded_memory() -> None:
 
     code = (
         "import resource\n"
-        "from cassettes.recording import default_detector\n"
+        "from looptap.cassettes.recording import default_detector\n"
         "d = default_detector(); d.spans('warm-up sk-')\n"
         "text = '0123456789abcdef' * (1 << 20)\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import chat_exchange, chat_response, sse_exchange
 from tests.support import progress
 
@@ -57,14 +57,16 @@ def _streamed() -> Exchange:
 
 def _verify(path: Path) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", "verify", str(path)], capture_output=True, text=True
+        [sys.executable, "-m", "looptap.cassettes.cli", "verify", str(path)],
+        capture_output=True,
+        text=True,
     )
 
 
 def test_short_values_under_credential_names_in_json_strings_are_redacted_and_verify_agrees(
     tmp_path: Path,
 ) -> None:
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     path = tmp_path / "run.jsonl"
     with CassetteWriter(path) as w:
@@ -146,8 +148,8 @@ def test_verify_reports_a_short_credential_left_in_json_in_a_string(tmp_path: Pa
 def test_an_edit_marks_client_value_is_redacted_like_the_request() -> None:
     """The mark's ``before`` (what the client sent, never sent upstream) goes through the same
     redaction as the cassette: a tool result holding ``{"password": "hunter2"}`` is masked there."""
-    from cassettes.recording import Redactor
-    from cassettes.replay.live import apply_edits, parse_edit
+    from looptap.cassettes.recording import Redactor
+    from looptap.cassettes.replay.live import apply_edits, parse_edit
 
     body = orjson.dumps(
         {
@@ -168,7 +170,7 @@ def test_an_edit_marks_client_value_is_redacted_like_the_request() -> None:
 
 
 def test_the_reader_of_json_in_strings_is_bounded() -> None:
-    from cassettes.recording import EMBEDDED_MAX, credential_values
+    from looptap.cassettes.recording import EMBEDDED_MAX, credential_values
 
     big = '{"password": "x", "pad": "' + "a" * EMBEDDED_MAX + '"}'
     assert credential_values(big) == []  # over the bound: not read (the scrub by format still runs)
@@ -182,7 +184,7 @@ def test_the_reader_of_json_in_strings_is_bounded() -> None:
 def test_a_document_is_redacted_as_a_cassette_is() -> None:
     """The public function a report written from recorded or live data goes through
     (Redactor.document): names, JSON in strings, learned values, formats."""
-    from cassettes.recording import Redactor
+    from looptap.cassettes.recording import Redactor
 
     key = "sk-proj-" + "Q7w9E2r4T6y8U1i3" * 3
     r = Redactor()

@@ -12,7 +12,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cassettes.wire import decode_chunks, frame, parse_sse
+from looptap.cassettes.wire import decode_chunks, frame, parse_sse
 
 SSE = (
     b'event: a\ndata: {"x":1}\n\n: keep-alive comment\ndata: '
@@ -145,9 +145,9 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     decoded there, once (decode_exchange is idempotent), and unmarked ones are left alone."""
     from pathlib import Path
 
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage import read_records
-    from cassettes.wire import Exchange, decode_exchange
+    from looptap.cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.storage import read_records
+    from looptap.cassettes.wire import Exchange, decode_exchange
 
     body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
     answer = SSE

@@ -13,10 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.analysis import ACTIVE, RunAnalyser, analyse
-from cassettes.cli import main
-from cassettes.reading import RunReader, RunTooLargeError, open_run
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import ACTIVE, RunAnalyser, analyse
+from looptap.cassettes.cli import main
+from looptap.cassettes.reading import RunReader, RunTooLargeError, open_run
+from looptap.cassettes.storage import read_records
 from tests.support.huge import write_huge
 
 _HEADER = (
@@ -244,7 +244,7 @@ def test_the_analysis_state_of_a_quiet_conversation_is_spilled(
     checks' memory) goes to disk past a fixed number of entries: memory per conversation is the
     offset indexes' few bytes per round trip (~70), not kilobytes (3.2 KB per one-turn
     conversation before; a million of them took 3 GB)."""
-    from cassettes.analysis import spill
+    from looptap.cassettes.analysis import spill
 
     monkeypatch.setattr(spill, "KEEP", 64)
     _peak_kept(write_huge(tmp_path / "warm.jsonl", 100))
@@ -264,7 +264,7 @@ def test_a_spilled_analysis_equals_the_one_held_in_memory(
 ) -> None:
     """With tables spilled after ``keep`` entries (history hashes, turns, records, parked
     conversations on disk and read back), the analysis is the one made holding everything."""
-    from cassettes.analysis import spill
+    from looptap.cassettes.analysis import spill
 
     n = ACTIVE * 3
     path = _interleaved(tmp_path / "run.jsonl", n, 3, stop_early={1, 7, 20, n - 1})
@@ -300,7 +300,7 @@ def test_the_tables_in_memory_stay_within_tens_of_megabytes(
     many again between trims) times what the analysis holds per conversation kept in memory: the
     part of a command's peak that grows with a run until the tables are full. With 20,000 entries
     it was ~120 MB (show: 104 MB at 10k round trips, 227 MB at 100k)."""
-    from cassettes.analysis import spill
+    from looptap.cassettes.analysis import spill
 
     keep = spill.KEEP
     monkeypatch.setattr(spill, "KEEP", 10**6)  # nothing spilled: every conversation's state held
@@ -319,8 +319,8 @@ def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_pa
     them from the run on each pass, and the findings and growth tables are printed a line at a
     time (a list of every conversation and of every line was ~2.5 KB per conversation: 2.5 GB
     at a million)."""
-    from cassettes.cli.showfilter import ShowFilter
-    from cassettes.views import analysis_lines
+    from looptap.cassettes.cli.showfilter import ShowFilter
+    from looptap.cassettes.views import analysis_lines
 
     run = open_run(write_huge(tmp_path / "run.jsonl", 400))
     lines = 0

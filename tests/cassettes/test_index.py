@@ -10,12 +10,12 @@ from pathlib import Path
 import fixture_run
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing import parse_all
-from cassettes.reading import RunReader
-from cassettes.storage import RecordIndex, read_records
-from cassettes.views import growth_bars, search_turns, text_timeline
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.reading import RunReader
+from looptap.cassettes.storage import RecordIndex, read_records
+from looptap.cassettes.views import growth_bars, search_turns, text_timeline
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
@@ -32,7 +32,7 @@ def fx(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Path:
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     out = tmp_path / "demo.jsonl"
     assert main(["import", str(DEMO), "-o", str(out), "-q"]) == 0
@@ -254,7 +254,7 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
     filled it (a compressor thread made a busy machine's reader wait for the interpreter lock)."""
     import threading
 
-    from cassettes.reading import TurnStore
+    from looptap.cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     want = analyse(read_records(fx).exchanges).turns
@@ -289,7 +289,7 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
 ) -> None:
     """A full disk fails the reader's put that fills a block, with the system's error."""
 
-    from cassettes.reading import TurnStore
+    from looptap.cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 1000)
 
@@ -308,7 +308,7 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
 def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
     fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.reading import TurnStore
+    from looptap.cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
@@ -323,7 +323,7 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
 def test_finish_compresses_the_last_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A finished run keeps no turn JSON in memory: the block being filled is compressed, and
     every full turn still comes back."""
-    from cassettes.reading import TurnStore
+    from looptap.cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     run = RunReader(fx)

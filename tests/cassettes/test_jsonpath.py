@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path, put, walk
-from cassettes.matching import RuleError, json_diff, parse_ignore
-from cassettes.replay.live import parse_edit
-from cassettes.wire import client_body, from_header, item_of, mark, target_of, to_header
+from looptap.cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path, put, walk
+from looptap.cassettes.matching import RuleError, json_diff, parse_ignore
+from looptap.cassettes.replay.live import parse_edit
+from looptap.cassettes.wire import client_body, from_header, item_of, mark, target_of, to_header
 
 _KEYS = st.text(max_size=30)
 _PATHS = st.lists(st.one_of(_KEYS, st.integers(0, 10**6)), min_size=1, max_size=8).filter(

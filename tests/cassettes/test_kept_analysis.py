@@ -16,9 +16,16 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import APPLICATION_ID, SCHEMA, RunReader, analyser_digest, keep, open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.reading import (
+    APPLICATION_ID,
+    SCHEMA,
+    RunReader,
+    analyser_digest,
+    keep,
+    open_run,
+)
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 
 URL = "https://api.openai.com/v1/chat/completions"
@@ -248,9 +255,9 @@ def test_a_keeping_that_fails_half_way_leaves_the_rows_it_would_replace(
 
 _KEEP = """
 import sys
-from cassettes.reading import keep
+from looptap.cassettes.reading import keep
 keep.__globals__["MIN_BYTES"] = 0
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 for _ in range(int(sys.argv[2])):
     run = open_run(sys.argv[1])
     print(sorted((f.code, f.seq) for f in run.analysis.findings))
@@ -301,7 +308,7 @@ def test_other_price_data_analyses_again(
 ) -> None:
     """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
     the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
-    from cassettes.analysis import pricing, table_identity
+    from looptap.cassettes.analysis import pricing, table_identity
 
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = cli_output("show", "--json", path)
@@ -493,7 +500,7 @@ def test_a_second_show_prints_the_kept_text_without_rendering_a_view(
     (``texts`` rows); the next one prints them, rendering no view and no analysis table, byte for
     byte what a fresh analysis prints. A filtered ``show`` renders its own (and keeps none), and
     text not kept whole is not taken."""
-    import cassettes.cli.show as show
+    import looptap.cassettes.cli.show as show
 
     path = str(_cassette(tmp_path / "run.jsonl", [200, 500, 200]))
     fresh = cli_output("show", "--no-cache", path)

@@ -32,12 +32,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_corpus import CORPUS, corpus_exchanges
 
-from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing import MAX_PARSE_BYTES, RoundTrip, parse_exchange
-from cassettes.recording import Redactor
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records, read_vcr
-from cassettes.wire import Exchange, decode_chunks, parse_sse
+from looptap.cassettes.errors import (
+    CassetteError,
+    CassetteFormatError,
+    CassetteIOError,
+    NewerFormatError,
+)
+from looptap.cassettes.parsing import MAX_PARSE_BYTES, RoundTrip, parse_exchange
+from looptap.cassettes.recording import Redactor
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records, read_vcr
+from looptap.cassettes.wire import Exchange, decode_chunks, parse_sse
 
 Chunks = list[tuple[float | None, bytes]]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.analysis import analyse
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,7 +227,7 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
         for ex in run_exchanges():
             w.append(ex)
     out = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(path)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -242,7 +242,7 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
         and "result: sunny, 21 C" in text
     )
     js = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(path)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -263,9 +263,9 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
 
 
 def test_a_json_rpc_error_is_shown() -> None:
-    from cassettes.parsing import parse_exchange
-    from cassettes.views import summary_lines
-    from cassettes.views.schema import roundtrip_json
+    from looptap.cassettes.parsing import parse_exchange
+    from looptap.cassettes.views import summary_lines
+    from looptap.cassettes.views.schema import roundtrip_json
 
     ex = _mcp(
         {
@@ -418,7 +418,7 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
         for ex in run_exchanges(meta=False):
             w.append(ex)
     out = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(path)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -431,7 +431,7 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
         "MCP tool server at #4 (get_weather)" in out.stdout
     )
     js = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(path)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -461,7 +461,7 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
 
 
 def test_a_server_tool_is_found_behind_any_client_prefix() -> None:
-    from cassettes.analysis import McpLinker
+    from looptap.cassettes.analysis import McpLinker
 
     linker = McpLinker()
     linker.side_call(0, {"method": "tools/list", "tools": ["get_weather", "get__time", "time"]})

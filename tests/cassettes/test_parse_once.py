@@ -16,11 +16,11 @@ import orjson
 import pytest
 from real_corpus import corpus_files
 
-import cassettes.parsing as parsing
-from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import load_vcr
-from cassettes.wire import Exchange
+import looptap.cassettes.parsing as parsing
+from looptap.cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import load_vcr
+from looptap.cassettes.wire import Exchange
 
 
 def _multi_turn(n: int = 12) -> list[Exchange]:
@@ -135,7 +135,7 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
 
 def _fresh(path: Path) -> dict[int, dict[str, Any]]:
     """Every round trip of the cassette at ``path`` parsed afresh, in full, by seq."""
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     return {
         rt.seq: rt.model_dump()
@@ -376,7 +376,7 @@ def test_a_command_restores_each_turn_at_most_once(
     page restored each turn again for its growth chart: its bars are made in its one pass. The
     OTLP export restored each conversation's turns again for its root span's totals: they are
     noted as its round-trip spans read the turns."""
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     path = _interleaved_run(tmp_path / "run.jsonl")
     out_file = tmp_path / "run.html"
@@ -394,9 +394,9 @@ def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(
 ) -> None:
     """The tables ``show`` prints from the rows its printing pass noted, most of them spilled to
     disk (a table of 3 kept in memory), are the tables made from the turns themselves."""
-    from cassettes.analysis import spill
-    from cassettes.cli import main
-    from cassettes.views import GrowthRows, analysis_lines
+    from looptap.cassettes.analysis import spill
+    from looptap.cassettes.cli import main
+    from looptap.cassettes.views import GrowthRows, analysis_lines
 
     path = _interleaved_run(tmp_path / "run.jsonl")
     expected = "\n".join(analysis_lines(open_run(path, whole=True).analysis)) + "\n"
@@ -425,7 +425,7 @@ def test_the_mcp_run_summary_reads_each_turn_once(
 ) -> None:
     """``run_summary`` read each conversation's last turn three times (for its row, again for the
     row's findings, again for the run's cost): once now, its cost the same."""
-    from cassettes.mcp.query import Runs, run_summary
+    from looptap.cassettes.mcp.query import Runs, run_summary
 
     _interleaved_run(tmp_path / "run.jsonl")
     runs = Runs([tmp_path])

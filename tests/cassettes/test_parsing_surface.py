@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.parsing as parsing
+import looptap.cassettes.parsing as parsing
 
 EXPORTED = [
     "MAX_PARSE_BYTES", "RoundTrip",
@@ -24,4 +24,4 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(parsing.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.parsing.{m}")
+        importlib.import_module(f"looptap.cassettes.parsing.{m}")

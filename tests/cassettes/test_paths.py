@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.errors import CassetteIOError
-from cassettes.replay.testing.ready import (
+from looptap.cassettes.errors import CassetteIOError
+from looptap.cassettes.replay.testing.ready import (
     SCHEMA,
     VERSION,
     Ready,
@@ -24,7 +24,7 @@ from cassettes.replay.testing.ready import (
     remove_ready,
     write_ready,
 )
-from cassettes.storage import (
+from looptap.cassettes.storage import (
     CassetteFile,
     FileId,
     Target,
@@ -240,7 +240,7 @@ def test_staged_cleans_up_on_failure(tmp_path: Path) -> None:
 def test_a_place_that_takes_no_file_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     """check_target tries the directory (issue 42): /proc, a missing directory, a path under a file
     are refused whoever runs the tests (root ignores modes), and the try leaves nothing behind."""
-    from cassettes.storage import UnsafePath, check_target
+    from looptap.cassettes.storage import UnsafePath, check_target
 
     (tmp_path / "file.txt").write_bytes(b"x")
     for path, why in (
@@ -261,7 +261,7 @@ def test_a_place_that_takes_no_file_is_refused_before_anything_is_written(tmp_pa
 
 def test_inputs_are_read_only_from_regular_files_without_blocking(tmp_path: Path) -> None:
     """A FIFO, a directory or a device named as an input is one line, never a block (issue 42)."""
-    from cassettes.storage import check_input, read_input
+    from looptap.cassettes.storage import check_input, read_input
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -287,7 +287,7 @@ def test_describe_names_each_kind_of_file_and_same_path_compares_files(tmp_path:
     resolved)."""
     import socket
 
-    from cassettes.storage import describe, same_path
+    from looptap.cassettes.storage import describe, same_path
 
     (tmp_path / "file").write_bytes(b"x")
     (tmp_path / "link").symlink_to(tmp_path / "file")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import keep, location
+from looptap.cassettes.reading import keep, location
 from tests.support import progress
 from tests.support.huge import write_huge
 from tests.support.recorder import clean_env
@@ -26,7 +26,7 @@ ROUND_TRIPS = 2000
 
 def _show(run: Path, env: dict[str, str]) -> str:
     r = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(run)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(run)],
         capture_output=True,
         text=True,
         env=env,
@@ -83,7 +83,7 @@ def test_show_ends_and_prints_the_run_past_a_fifo(
 
 _SWAPPED = """
 import os, sys
-from cassettes.reading import RunReader
+from looptap.cassettes.reading import RunReader
 reader = RunReader(sys.argv[1])
 while not reader.step().at_end:
     pass

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.huge import write_huge
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: many steps, as a large one is.
 _CHILD = """
 import sys
-import cassettes.reading as r, cassettes.views._progress as p
+import looptap.cassettes.reading as r, looptap.cassettes.views._progress as p
 r.open_run.__globals__["STEP_BYTES"], p.AFTER, p.EVERY = 2_000, 0.0, 0.0
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 raise SystemExit(main(sys.argv[1:]))
 """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.reading as reading
+import looptap.cassettes.reading as reading
 
 EXPORTED = [
     "APPLICATION_ID", "CHECKPOINT", "MAX_CONTINUATION", "SCHEMA",
@@ -30,7 +30,7 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(reading.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.reading.{m}")
+        importlib.import_module(f"looptap.cassettes.reading.{m}")
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -39,4 +39,4 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     except AttributeError as exc:
         assert "nothing_here" in str(exc)
     else:
-        raise AssertionError("cassettes.reading.nothing_here resolved")
+        raise AssertionError("looptap.cassettes.reading.nothing_here resolved")

@@ -9,9 +9,9 @@ import fixture_run
 import orjson
 import pytest
 
-from cassettes.matching import IndexedRecordings
-from cassettes.reading import Run, open_run
-from cassettes.storage import RecordSource, read_records
+from looptap.cassettes.matching import IndexedRecordings
+from looptap.cassettes.reading import Run, open_run
+from looptap.cassettes.storage import RecordSource, read_records
 
 
 def _damaged(path: Path) -> Path:

@@ -11,7 +11,7 @@ import pkgutil
 import subprocess
 import sys
 
-import cassettes.recording as recording
+import looptap.cassettes.recording as recording
 
 EXPORTED = [
     "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
@@ -32,18 +32,18 @@ def test_every_exported_name_resolves_and_only_the_two_heavy_modules_are_public(
     public = sorted(m for m in modules if not m.startswith("_"))
     assert public == ["pipeline", "websocket"], modules
     for m in modules:
-        importlib.import_module(f"cassettes.recording.{m}")
+        importlib.import_module(f"looptap.cassettes.recording.{m}")
 
 
 def test_the_package_loads_neither_the_pipeline_nor_the_websocket_session() -> None:
     """``show`` takes the placeholder, the recorder's proxy process the redactor: neither loads
     the pipeline (pydantic's models, the providers, the store) or the WebSocket session."""
     code = (
-        "import sys\nfrom cassettes.recording import REDACTED, Redactor\n"
-        "print(sorted(m for m in sys.modules if m.startswith('cassettes.')))"
+        "import sys\nfrom looptap.cassettes.recording import REDACTED, Redactor\n"
+        "print(sorted(m for m in sys.modules if m.startswith('looptap.cassettes.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = out.stdout
     for heavy in ("recording.pipeline", "recording.websocket", "providers", "storage", "parsing"):
         assert f"'cassettes.{heavy}'" not in loaded, (heavy, loaded)
-    assert "'cassettes.recording._redactor'" in loaded
+    assert "'looptap.cassettes.recording._redactor'" in loaded

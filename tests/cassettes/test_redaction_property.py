@@ -25,9 +25,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.parsing import parse_exchange
-from cassettes.recording import REDACTED, Redactor
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.recording import REDACTED, Redactor
+from looptap.cassettes.wire import Exchange
 from tests.support.secret_streams import aws_frame
 from tests.support.upstream import cut, synth_stream
 

@@ -26,10 +26,10 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import open_run
-from cassettes.recording import REDACTED
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording import REDACTED
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 from tests.support.upstream import event_json, synth_stream
 
 SCHEMA = {
@@ -186,7 +186,7 @@ def _read(tmp_path: Path, name: str, exchanges: list[Exchange]) -> tuple[Any, Pa
 
 def _stored_arguments(path: Path) -> list[str]:
     """Each tool call's arguments as the stored stream carries them, its events' pieces joined."""
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     first = read_records(path).exchanges[0]
     out: dict[int, str] = {}

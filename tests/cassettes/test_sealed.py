@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing import RoundTrip, parse_all
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import RoundTrip, parse_all
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 
 
 def _view(rt: RoundTrip) -> dict[str, Any]:

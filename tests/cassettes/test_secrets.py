@@ -28,11 +28,11 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing import parse_exchange
-from cassettes.recording import REDACTED, Redactor
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.wire import Exchange, parse_aws_eventstream
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.recording import REDACTED, Redactor
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange, parse_aws_eventstream
 
 _ALNUM = string.ascii_letters + string.digits
 _URLSAFE = _ALNUM + "-_"
@@ -823,14 +823,14 @@ LOOK_ALIKES = (
 
 @pytest.mark.parametrize("name", CREDENTIAL_NAMES)
 def test_credential_names_are_classified(name: str) -> None:
-    from cassettes.recording import secret_name
+    from looptap.cassettes.recording import secret_name
 
     assert secret_name(name) is not None
 
 
 @pytest.mark.parametrize("name", LOOK_ALIKES)
 def test_look_alike_names_are_not(name: str) -> None:
-    from cassettes.recording import secret_name
+    from looptap.cassettes.recording import secret_name
 
     assert secret_name(name) is None
 
@@ -940,7 +940,7 @@ def test_a_bad_pyproject_table_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_otlp_endpoint_path_goes_before_the_query_and_is_printed_redacted() -> None:
-    from cassettes.interop import traces_url
+    from looptap.cassettes.interop import traces_url
 
     url = traces_url(
         "https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp?api_key=Q9f3ltA8b7c6d5e4f3g2h1"
@@ -959,7 +959,7 @@ def test_a_letters_only_token_under_a_token_key_is_redacted() -> None:
     0.003 %), while words and camelCase / PascalCase names there stay."""
     import secrets as _secrets
 
-    from cassettes.recording import looks_secret
+    from looptap.cassettes.recording import looks_secret
 
     alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
     found = sum(

@@ -25,11 +25,11 @@ import orjson
 import pytest
 from real_corpus import CORPUS, load
 
-from cassettes.analysis import analyse
-from cassettes.cli import main
-from cassettes.parsing import parse_exchange
-from cassettes.views import roundtrip_json
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.cli import main
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.views import roundtrip_json
+from looptap.cassettes.wire import Exchange
 
 P = "pydantic-ai/tests/models/cassettes/"
 RECORDED = {
@@ -67,7 +67,7 @@ def _recorded(name: str) -> list[Exchange]:
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_the_parse_and_show_json_say_the_api_ran_it(name: str) -> None:
-    from cassettes.models import emitted_calls  # (new in issue 54: the parse's every call)
+    from looptap.cassettes.models import emitted_calls  # (new in issue 54: the parse's every call)
 
     ex = _recorded(name)[RECORDED[name][1]]
     rt = parse_exchange(ex)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis import spill
-from cassettes.cli import main
-from cassettes.storage import process_start
+from looptap.cassettes.analysis import spill
+from looptap.cassettes.cli import main
+from looptap.cassettes.storage import process_start
 from tests.support.huge import write_huge
 
 _CHILD = """
 import sys, time
-from cassettes.analysis.spill import Spill, SpillMap
+from looptap.cassettes.analysis.spill import Spill, SpillMap
 s = Spill()
 m = SpillMap(s, keep=2)
 for k in range(50):

@@ -12,15 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cassettes.cli import main
-from cassettes.storage import check_target, process_start, reclaim_staged, staged
+from looptap.cassettes.cli import main
+from looptap.cassettes.storage import check_target, process_start, reclaim_staged, staged
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
 _CHILD = """
 import sys, time
-from cassettes.storage import check_target, staged
+from looptap.cassettes.storage import check_target, staged
 with staged(check_target(sys.argv[1], "the test's output")) as s:
     s.file.write(b"x" * 100_000)
     s.file.flush()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.storage as storage
+import looptap.cassettes.storage as storage
 
 EXPORTED = [
     "BLOCK", "BODY_CACHE", "FORMAT_VERSION",
@@ -32,4 +32,4 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(storage.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.storage.{m}")
+        importlib.import_module(f"looptap.cassettes.storage.{m}")

@@ -10,11 +10,11 @@ import orjson
 import pytest
 from real_corpus import corpus_files, load, rel
 
-from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.recording import Redactor
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import header_record, read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.errors import CassetteFormatError, NewerFormatError
+from looptap.cassettes.recording import Redactor
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import header_record, read_records
+from looptap.cassettes.wire import Exchange
 
 
 def _json_or_bytes(data: bytes) -> Any:
@@ -270,7 +270,7 @@ def test_a_failed_write_leaves_only_whole_records(
     line and the reader reports the partial one."""
     import os
 
-    from cassettes.errors import CassetteIOError
+    from looptap.cassettes.errors import CassetteIOError
 
     path = tmp_path / "run.jsonl"
     w = CassetteWriter(path)

@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import header_record, load_vcr, read_records
-from cassettes.views import turn_json
-from cassettes.views.schema import roundtrip_json
+from looptap.cassettes.reading import Run, open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import header_record, load_vcr, read_records
+from looptap.cassettes.views import turn_json
+from looptap.cassettes.views.schema import roundtrip_json
 from tests.hostile.corpus import hostile_exchanges, million_tiny
 from tests.real_corpus import corpus_files
 
@@ -153,8 +153,8 @@ def test_exports_written_in_pieces_hold_the_whole_documents(
     line: the same spans as the document built whole. The OTLP piece is made 10 spans here (the
     size is ``iter_requests``' parameter), so a run of 69 round trips is written in many pieces,
     round-trip spans and conversation roots alike (a run of 1,000+ round trips cost 30 s here)."""
-    from cassettes.cli import main
-    from cassettes.interop import cmd_export, iter_requests
+    from looptap.cassettes.cli import main
+    from looptap.cassettes.interop import cmd_export, iter_requests
     from tests.interop.cassette_files import build_request
 
     whole_requests = iter_requests

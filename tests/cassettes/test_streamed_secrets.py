@@ -21,12 +21,12 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.parsing import parse_exchange
-from cassettes.recording import REDACTED, Redactor
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.websocket import WsSession
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.recording import REDACTED, Redactor
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.recording.websocket import WsSession
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 from tests.support.secret_streams import (
     bedrock_converse,
     bedrock_invoke,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import orjson
 import yaml
 
-from cassettes.parsing import parse_exchange
-from cassettes.storage import read_vcr
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.storage import read_vcr
+from looptap.cassettes.wire import Exchange
 from tests.cassettes.test_malformed_input import anthropic_sse, openai_json, openai_sse
 
 

@@ -18,12 +18,12 @@ import pytest
 from pydantic import BaseModel
 from real_corpus import load
 
-from cassettes.errors import CassetteError
-from cassettes.models import Part, emitted_calls
-from cassettes.parsing import RoundTrip, parse_all, parse_exchange, side_call
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views.schema import (
+from looptap.cassettes.errors import CassetteError
+from looptap.cassettes.models import Part, emitted_calls
+from looptap.cassettes.parsing import RoundTrip, parse_all, parse_exchange, side_call
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.views.schema import (
     SCHEMA,
     RoundTripJson,
     doc_table,
@@ -31,12 +31,12 @@ from cassettes.views.schema import (
     schema_text,
     write_docs,
 )
-from cassettes.wire import Exchange
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
-REGENERATE = "python -m cassettes.views.schema --doc"
+REGENERATE = "python -m looptap.cassettes.views.schema --doc"
 
 
 # -- the builder as it was before the model (frozen copy of views/view.py at 95f0dc4) ----
@@ -263,7 +263,7 @@ def test_the_json_schema_validates_show_json_lines_with_their_analysis_additions
         / "pydantic-ai/tests/cassettes/test_temporal/test_mcptoolset_in_temporal_workflow.yaml"
     )
     r = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(path)],
         capture_output=True,
         cwd=ROOT,
     )

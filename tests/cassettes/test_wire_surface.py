@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.wire as wire
+import looptap.cassettes.wire as wire
 
 EXPORTED = [
     "AGENT_CLOSED", "EDIT_AUTH_HEADER", "EDIT_HEADER", "KEY_ENV", "MAX_HEADER", "MAX_NOTE",
@@ -31,4 +31,4 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(wire.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.wire.{m}")
+        importlib.import_module(f"looptap.cassettes.wire.{m}")

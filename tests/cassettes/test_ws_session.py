@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from cassettes.analysis import Severity, analyse
-from cassettes.parsing import parse_all, parse_exchange
-from cassettes.providers import is_llm_host
-from cassettes.recording.websocket import WsSession
+from looptap.cassettes.analysis import Severity, analyse
+from looptap.cassettes.parsing import parse_all, parse_exchange
+from looptap.cassettes.providers import is_llm_host
+from looptap.cassettes.recording.websocket import WsSession
 from tests.support.ws_upstream import events
 
 
@@ -137,7 +137,7 @@ def test_the_hosts_of_every_api_looptap_reads_are_recorded_by_default() -> None:
 def test_a_realtime_session_gathers_each_answers_request_and_drops_audio() -> None:
     """OpenAI Realtime: the client messages before each response.create make its request (an
     envelope), audio is stored by size and hash, and the turns thread by response id."""
-    from cassettes.analysis import analyse
+    from looptap.cassettes.analysis import analyse
     from tests.support.ws_upstream import realtime_answer
 
     s = WsSession("wss://api.openai.com/v1/realtime?model=gpt-realtime", [], [], started=0.0)

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.clients.clients import AGENTS, BUG_CAUSES, Client
 from tests.clients.test_matrix import INJECT, _keep, _report
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.storage import read_records
 from tests.clients.test_matrix import _SCRUB, AGENTS_PYTHON
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder

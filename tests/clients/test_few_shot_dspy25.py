@@ -38,9 +38,9 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.analysis import analyse
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 
 RECORDING = Path(__file__).parent / "recorded" / "dspy-2.5.43-bootstrap.run.jsonl"
 

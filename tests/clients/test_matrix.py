@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis import Severity, analyse
-from cassettes.parsing import parse_all
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import Severity, analyse
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.storage import read_records
 from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
 from tests.clients.route import route
 from tests.support import progress

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis import Finding
-from cassettes.reading import open_run
+from looptap.cassettes.analysis import Finding
+from looptap.cassettes.reading import open_run
 from tests.clients.test_matrix import _SCRUB, CLIENTS_PYTHON
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.fleet import TABLES, doc_table
+from looptap.cassettes.fleet import TABLES, doc_table
 from tests.support import progress
 
 duckdb = pytest.importorskip("duckdb")
@@ -41,7 +41,7 @@ IMPORTED = RUNS[:2]
 
 def looptap(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -184,7 +184,7 @@ def test_mcp_list_runs_reads_the_index_and_gives_the_same_answer(
     """With an index beside the root, ``list_runs`` takes each up-to-date run's figures from it
     (no run is opened) and answers exactly as when it reads the runs; a run changed since the
     index is read."""
-    from cassettes.mcp.query import Runs, list_runs
+    from looptap.cassettes.mcp.query import Runs, list_runs
 
     runs, _ = indexed
     shutil.rmtree(runs.parent / ".looptap", ignore_errors=True)

@@ -19,8 +19,8 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.fleet import agent_of, program
-from cassettes.recording import agent_name, run_about
+from looptap.cassettes.fleet import agent_of, program
+from looptap.cassettes.recording import agent_name, run_about
 from tests.fleet.test_fleet import looptap
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder

@@ -80,7 +80,7 @@ def test_query_cannot_read_or_write_files_attach_install_or_load(
 def test_the_lock_holds_without_the_statement_check(fleets: tuple[Path, Path], which: str) -> None:
     """The connection the commands read through is locked by DuckDB itself: what the statement
     check would refuse first is refused by DuckDB too, and no setting can be changed back."""
-    from cassettes.fleet import open_fleet
+    from looptap.cassettes.fleet import open_fleet
 
     con = open_fleet(str(fleets[0] if which == "index" else fleets[1]))
     try:

@@ -26,7 +26,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.fleet import since_time
+from looptap.cassettes.fleet import since_time
 from tests.fleet.test_fleet import RUNS, looptap
 from tests.support.huge import write_huge
 
@@ -57,7 +57,7 @@ def ask(db: Path, *question: str) -> list[dict[str, Any]]:
 def show_json(path: Path) -> list[dict[str, Any]]:
     """``looptap show --json PATH``'s objects (the command line's own code, run in this process:
     a process each would take most of the test's time)."""
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     with contextlib.redirect_stdout(out):

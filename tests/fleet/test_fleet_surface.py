@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.fleet as fleet
+import looptap.cassettes.fleet as fleet
 
 EXPORTED = [
     "RUN_SUFFIXES", "TABLES", "Window",
@@ -26,4 +26,4 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(fleet.__path__)]
     assert [m for m in modules if not m.startswith("_")] == PUBLIC_MODULES, modules
     for m in modules:
-        importlib.import_module(f"cassettes.fleet.{m}")
+        importlib.import_module(f"looptap.cassettes.fleet.{m}")

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.hints import install_command, looptap_checkout
+from looptap.cassettes.hints import install_command, looptap_checkout
 from tests.support import progress
 
 duckdb = pytest.importorskip("duckdb")
@@ -31,7 +31,7 @@ C = (
 
 def looptap(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -225,7 +225,7 @@ def test_query_output_never_drives_the_terminal(tmp_path: Path) -> None:
 
 _NO_DUCKDB = (
     "import sys; sys.modules['duckdb'] = None\n"  # an import of it raises ImportError
-    "from cassettes.cli import main; sys.exit(main(sys.argv[1:]))\n"
+    "from looptap.cassettes.cli import main; sys.exit(main(sys.argv[1:]))\n"
 )
 
 
@@ -250,8 +250,8 @@ def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> N
     run = shutil.copy(B, tmp_path / "b.yaml")
     code = (
         "import sys, os\n"
-        "import cassettes, cassettes.replay.testing.plugin, cassettes.fleet\n"
-        "from cassettes.cli import main\n"
+        "import looptap.cassettes, looptap.cassettes.replay.testing.plugin, looptap.cassettes.fleet\n"  # noqa: E501
+        "from looptap.cassettes.cli import main\n"
         f"main(['show', '--json', {str(run)!r}])\n"
         "os.write(2, str('duckdb' in sys.modules).encode())\n"
     )
@@ -264,7 +264,7 @@ def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> N
 def test_mcp_search_reaches_an_old_run_through_the_index(tmp_path: Path) -> None:
     """The MCP search reads the 50 newest runs; with an index, the runs whose findings mention the
     query are read first, whatever their age."""
-    from cassettes.mcp.query import Runs, search
+    from looptap.cassettes.mcp.query import Runs, search
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -304,7 +304,7 @@ def test_fleet_page(tmp_path: Path) -> None:
 def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
     """The progress callback (the command's progress line, views/_progress.py) is told after each
     run: bytes read grow to the total to read, round trips to those indexed."""
-    from cassettes.fleet import connect, update
+    from looptap.cassettes.fleet import connect, update
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -321,8 +321,8 @@ def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
 
 
 def test_since_takes_a_date_or_a_git_ref(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cassettes.errors import CassetteError
-    from cassettes.fleet import since_time
+    from looptap.cassettes.errors import CassetteError
+    from looptap.cassettes.fleet import since_time
 
     assert since_time("2026-11-25") == datetime(2026, 11, 25)
     assert since_time("2026-11-25T10:00:00+02:00") == datetime(2026, 11, 25, 8)  # as UTC
@@ -341,7 +341,7 @@ def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
     """As git's index: a run whose ``stat`` (size, mtime, ctime, inode, device) is the indexed
     one is not opened; a touched one (another mtime, same bytes) is hashed, not read, and its new
     ``stat`` kept, so the index after that opens nothing either."""
-    from cassettes.fleet import connect, stamp_of, update
+    from looptap.cassettes.fleet import connect, stamp_of, update
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -378,9 +378,9 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
     stamp the one before reading; the next index reads it again, whole."""
     import threading
 
-    import cassettes.reading as reading
-    from cassettes.fleet import connect, stamp_of, update
-    from cassettes.recording.pipeline import CassetteWriter
+    import looptap.cassettes.reading as reading
+    from looptap.cassettes.fleet import connect, stamp_of, update
+    from looptap.cassettes.recording.pipeline import CassetteWriter
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -437,7 +437,7 @@ def test_worker_processes_give_the_rows_one_process_gives(
 ) -> None:
     """``--jobs``: the pool is used only with enough runs for each worker (RUNS_PER_WORKER);
     made 1 here, two workers read three runs into the rows one process makes."""
-    from cassettes.fleet import TABLES, connect, update
+    from looptap.cassettes.fleet import TABLES, connect, update
 
     runs = tmp_path / "runs"
     runs.mkdir()

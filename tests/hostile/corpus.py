@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import header_record
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import header_record
+from looptap.cassettes.wire import Exchange
 from tests.support.tnetstring import tnet
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\x1b[1A\x1b[31mRED\x9b32m\r\u202eevil\u200b\x08"
@@ -151,7 +151,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
 def hostile_exchanges(hostile: str = HOSTILE) -> list[Exchange]:
-    from cassettes.storage import load_vcr
+    from looptap.cassettes.storage import load_vcr
 
     out: list[Exchange] = []
     for rel in SOURCES:

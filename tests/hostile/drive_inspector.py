@@ -24,8 +24,8 @@ from pathlib import Path
 
 from textual.widget import Widget
 
-from cassettes.untrusted import clean_line, has_unsafe
-from inspector.app import InspectorApp
+from looptap.cassettes.untrusted import clean_line, has_unsafe
+from looptap.inspector.app import InspectorApp
 from tests.hostile.corpus import PWNED_DIR
 
 

@@ -21,7 +21,7 @@ from tests.hostile.corpus import RAW_CONTROLS
 from tests.support.progress import POLL, STALL, Hung, Watch
 
 ROOT = Path(__file__).resolve().parents[2]
-LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+LOOPTAP = [sys.executable, "-m", "looptap.cassettes.cli"]
 INSPECT_DRIVER = Path(__file__).with_name("drive_inspector.py")
 #: Address-space cap per child: a bomb must fail inside looptap's bounds, never take the box down.
 AS_LIMIT = 6 * 1024**3
@@ -140,7 +140,7 @@ def warm():
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        from cassettes.cli import main
+        from looptap.cassettes.cli import main
         for cwd, argv in WARM:
             os.chdir(cwd)
             try:
@@ -168,7 +168,7 @@ def import_all(names):
     return names
 
 def serve():
-    import cassettes.cli
+    import looptap.cassettes.cli
     names = warm()
     os.write(1, ("ready " + json.dumps(names) + "\n").encode())
     buf = b""
@@ -195,10 +195,10 @@ resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 os.chdir(req["cwd"])
 for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["out"], os.O_WRONLY), (2, req["err"], os.O_WRONLY)):
     os.dup2(os.open(path, flags), fd)
-import cassettes.cli
-sys.argv = [cassettes.cli.__file__, *req["argv"]]
+import looptap.cassettes.cli
+sys.argv = [looptap.cassettes.cli.__file__, *req["argv"]]
 del req
-sys.exit(cassettes.cli.main())
+sys.exit(looptap.cassettes.cli.main())
 """  # noqa: E501
 
 

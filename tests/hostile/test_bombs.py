@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.bounds import MAX_DECODED_BYTES
+from looptap.cassettes.bounds import MAX_DECODED_BYTES
 from tests.hostile.corpus import BOMB_ENCODINGS, build
 from tests.hostile.matrix import INSPECT_DRIVER, LAUNCH, ROOT
 from tests.support import progress
@@ -81,7 +81,7 @@ def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, 
     )
 
 
-LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+LOOPTAP = [sys.executable, "-m", "looptap.cassettes.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_each_bomb_stops_at_the_budget_in_the_decoder_and_the_salvage(
     encoding: str, tmp_path: Path
 ) -> None:
     code = textwrap.dedent(f"""
-        from cassettes.wire import decode_chunks, salvage
+        from looptap.cassettes.wire import decode_chunks, salvage
         from tests.hostile.corpus import bomb
         raw = bomb({encoding!r})
         res = decode_chunks([(0.0, raw[:len(raw) // 2]), (0.5, raw[len(raw) // 2:])], {encoding!r})
@@ -134,7 +134,7 @@ def test_a_body_under_the_budget_decodes_whole_in_every_encoding() -> None:
     import brotli
     import zstandard
 
-    from cassettes.wire import decode_chunks
+    from looptap.cassettes.wire import decode_chunks
 
     plain = (
         b'{"model":"gpt-4o","messages":['
@@ -160,7 +160,7 @@ def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(
     limit: the fallback stops there too, and decodes a normal body whole."""
     import brotli
 
-    from cassettes.wire import Decoder, OverBudget, decode_chunks
+    from looptap.cassettes.wire import Decoder, OverBudget, decode_chunks
     from tests.hostile.corpus import bomb
 
     real = brotli.Decompressor
@@ -340,7 +340,7 @@ def test_mcp_lists_and_searches_a_root_of_deep_runs(
     code = textwrap.dedent(f"""
         import asyncio, sys
         from mcp import Client
-        from cassettes.mcp import build_server
+        from looptap.cassettes.mcp import build_server
         async def go():
             async with Client(build_server([{str(root)!r}])) as c:
                 for name, args in (("list_runs", {{}}), ("search", {{"query": "gpt-4o"}})):
@@ -359,7 +359,7 @@ def test_mcp_lists_and_searches_a_root_of_deep_runs(
 
 
 def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
-    from cassettes.bounds import MARKER, WALK_DEPTH, parse
+    from looptap.cassettes.bounds import MARKER, WALK_DEPTH, parse
 
     def json_depth(value: object) -> int:  # (iteratively: the value may be deep)
         deepest, stack = 0, [(value, 0)]
@@ -389,9 +389,9 @@ def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
     """Recorded live, the deep request keeps its exact bytes, and every reader says why it is
     cut."""
-    from cassettes.parsing import parse_exchange
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage import read_records
+    from looptap.cassettes.parsing import parse_exchange
+    from looptap.cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.storage import read_records
     from tests.hostile.corpus import _OK, _chat, _deep_param_body
 
     for depth in (200, 10_000):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import PWNED_DIR, build, hostile_exchanges
 from tests.hostile.matrix import COMMANDS, Cell, Zygote, run_cell, warm_argvs
 

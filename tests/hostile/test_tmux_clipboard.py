@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
 from tests.support import progress
 

@@ -22,7 +22,7 @@ def run_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled 11-turn example (4 conversations), imported as ``looptap demo`` does."""
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     out = tmp_path_factory.mktemp("demo") / "demo.jsonl"
     assert main(["import", str(DEMO), "-o", str(out), "-q"]) == 0

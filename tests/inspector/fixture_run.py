@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cassettes" / "anal
 
 from scenarios import WEATHER, Call, Script, Tokens
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 
 #: Seconds between the pieces of a re-paced stream.
 PACE = 0.08

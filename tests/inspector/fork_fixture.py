@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange, mark
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange, mark
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [

@@ -9,7 +9,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from inspector.app import InspectorApp
+from looptap.inspector.app import InspectorApp
 
 
 class FakeClock:
@@ -69,7 +69,7 @@ def shown(app: InspectorApp, seq: int) -> bool:
 def settled(app: InspectorApp) -> bool:
     """The messages view is where it stays until the user scrolls: on the selected turn's first
     new message (as far as the view scrolls), measured at the layout now on screen."""
-    from inspector.widgets import MessagesView
+    from looptap.inspector.widgets import MessagesView
 
     view = app.query_one(MessagesView)
     if not view.holding_new or not view.region:  # (not on screen: another tab is up)

@@ -19,9 +19,9 @@ import fixture_run
 import fork_fixture
 from helpers import loaded, until
 
-from cassettes.cli import main as looptap
-from inspector.app import build_app
-from inspector.widgets import TurnList
+from looptap.cassettes.cli import main as looptap
+from looptap.inspector.app import build_app
+from looptap.inspector.widgets import TurnList
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "inspector"

@@ -12,10 +12,10 @@ from fixture_run import ANSWER, PACE
 from helpers import FakeClock, Recording, loaded, pane_text, plain, until
 from textual.widgets import Input, OptionList, Static, TabbedContent
 
-from inspector.app import InspectorApp, build_app
-from inspector.screens import HelpScreen, SearchScreen
-from inspector.turns import ALL
-from inspector.widgets import (
+from looptap.inspector.app import InspectorApp, build_app
+from looptap.inspector.screens import HelpScreen, SearchScreen
+from looptap.inspector.turns import ALL
+from looptap.inspector.widgets import (
     ConversationSwitcher,
     EmissionPane,
     FindingsTable,
@@ -382,8 +382,8 @@ async def test_help_screen_and_command_palette(run_file: Path) -> None:
 
 
 async def test_every_binding_is_described() -> None:
-    from inspector.screens import SearchScreen
-    from inspector.widgets import LayerPane, MessagesView
+    from looptap.inspector.screens import SearchScreen
+    from looptap.inspector.widgets import LayerPane, MessagesView
 
     for owner in (InspectorApp, TurnList, MessagesView, LayerPane, HelpScreen, SearchScreen):
         for b in owner.BINDINGS:
@@ -484,7 +484,7 @@ async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_ma
 
 
 async def test_a_shows_all_messages_from_wherever_focus_is(run_file: Path) -> None:
-    from inspector.widgets import MessagesView
+    from looptap.inspector.widgets import MessagesView
 
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
@@ -510,8 +510,8 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
     a system prompt that travels in the history is shown there, not pinned above it as well."""
     import orjson
 
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage import load_vcr
+    from looptap.cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.storage import load_vcr
 
     corpus = Path(__file__).resolve().parents[2] / "tests" / "corpus"
     src = (
@@ -595,8 +595,8 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
 
     from rich.color import Color, ColorSystem
 
-    from cassettes.views import GrowthBar
-    from inspector.widgets import COST_COLOUR, SERIES, GrowthChart, legend_text
+    from looptap.cassettes.views import GrowthBar
+    from looptap.inspector.widgets import COST_COLOUR, SERIES, GrowthChart, legend_text
 
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:

@@ -18,9 +18,9 @@ import orjson
 import pytest
 from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
+from looptap.cassettes.wire import Exchange
 
 pytest_plugins = ["pytester"]
 
@@ -126,7 +126,7 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     run, branch = write_pair(tmp_path)
     seen: dict[str, int] = {}
@@ -158,8 +158,8 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     # the inspector's turn list
     from helpers import loaded
 
-    from inspector.app import build_app
-    from inspector.widgets import TurnList, turn_line
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import TurnList, turn_line
 
     async def inspector() -> int:
         app = build_app(branch)
@@ -186,7 +186,7 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     assert {d["turn"] for d in doc["divergences"] if d["seq_b"] == 1} == {seen["diff"]}
 
     # MCP: fork_diff, and the turn tool named by conversation and that number
-    from cassettes.mcp.query import Runs, fork_diff, turn
+    from looptap.cassettes.mcp.query import Runs, fork_diff, turn
 
     runs = Runs([str(tmp_path)])
     answer = fork_diff(runs, str(branch), None, None, 20, 6000)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from helpers import loaded, plain
 
-from inspector.app import build_app
-from inspector.widgets import TurnList
+from looptap.inspector.app import build_app
+from looptap.inspector.widgets import TurnList
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +60,7 @@ async def test_the_run_ended_notice_covers_no_pane(run_file: Path) -> None:
     """Item 12: in ``run --inspect`` the "run ended" toast was drawn over part of the E pane (and
     said what the status line says). Now it is said on the player line and the status line only:
     no toast."""
-    from inspector.reader import ChildExited
+    from looptap.inspector.reader import ChildExited
 
     app = build_app(run_file, live=True)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -78,7 +78,7 @@ async def test_the_a_pane_of_a_400_turn_never_says_ok(demo_file: Path, tmp_path:
     """Item 12: on a 400 turn whose findings are all another layer's (the client's bad request is
     the cause), the A pane's subtitle read "ok". It says the status; a turn the API answered well
     still reads "ok"."""
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
     from tests.support.failed_turn import with_a_400
 
     run = with_a_400(demo_file, tmp_path / "failed.jsonl")
@@ -92,7 +92,7 @@ async def test_the_a_pane_of_a_400_turn_never_says_ok(demo_file: Path, tmp_path:
         pane.show_turn(turns[1].model_copy(update={"findings": []}))
         assert pane.border_subtitle == "ok"
     # the narrow layout's A tab says so too, from the turn's summary
-    from inspector.layout import api_quiet, tab_labels
+    from looptap.inspector.layout import api_quiet, tab_labels
 
     summary = app.main.reading.summary(2)
     assert summary is not None and api_quiet(summary.status, summary.error) == "HTTP 400"

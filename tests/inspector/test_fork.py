@@ -11,8 +11,8 @@ import pytest
 from fork_fixture import CHANGED, EDITED, ORIGINAL, write, write_tolerant
 from helpers import loaded, pane_text, until
 
-from inspector.app import InspectorApp, build_app
-from inspector.widgets import ForkPane
+from looptap.inspector.app import InspectorApp, build_app
+from looptap.inspector.widgets import ForkPane
 
 pytestmark = pytest.mark.anyio
 

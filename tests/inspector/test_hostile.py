@@ -14,10 +14,10 @@ from helpers import until
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.untrusted import has_unsafe
-from inspector.app import InspectorApp
-from inspector.safe import wire, wire_line
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.untrusted import has_unsafe
+from looptap.inspector.app import InspectorApp
+from looptap.inspector.safe import wire, wire_line
 from tests.hostile.corpus import HOSTILE, PWNED_DIR, hostile_exchanges
 from tests.hostile.drive_inspector import rendered_lines
 

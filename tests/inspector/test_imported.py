@@ -11,9 +11,9 @@ import pytest
 from fixture_run import exchanges
 from helpers import loaded, pane_text
 
-from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
-from inspector.app import build_app
+from looptap.cassettes.cli import main
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.inspector.app import build_app
 
 pytestmark = pytest.mark.anyio
 

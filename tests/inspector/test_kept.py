@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from helpers import loaded
 
-from cassettes.analysis import RunAnalyser
-from cassettes.reading import RunReader, keep
-from inspector.app import build_app
-from inspector.widgets import TurnList, turn_line
+from looptap.cassettes.analysis import RunAnalyser
+from looptap.cassettes.reading import RunReader, keep
+from looptap.inspector.app import build_app
+from looptap.inspector.widgets import TurnList, turn_line
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,7 @@ async def test_every_turn_of_a_kept_analysis_is_listed_not_only_its_first_and_la
 ) -> None:
     """A kept analysis is summarised a few turns a step, and those steps read no record: each
     must still reach the screen (they were dropped, so the 1 GB run listed 888 of 52,600 turns)."""
-    from inspector import reader
+    from looptap.inspector import reader
 
     path = tmp_path / "run.jsonl"
     path.write_bytes(run_file.read_bytes())

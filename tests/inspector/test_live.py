@@ -11,9 +11,9 @@ import pytest
 from helpers import FakeClock, Recording, loaded, plain, until
 from textual.widgets import Static
 
-from cassettes.storage import CassetteFile, being_written
-from inspector.app import build_app
-from inspector.widgets import TurnList
+from looptap.cassettes.storage import CassetteFile, being_written
+from looptap.inspector.app import build_app
+from looptap.inspector.widgets import TurnList
 
 pytestmark = pytest.mark.anyio
 
@@ -119,8 +119,8 @@ def test_plain_inspect_follows_a_recording_in_progress(
 ) -> None:
     """`looptap inspect FILE` on a file a recorder has open follows it (as `--live` does) instead of
     reading what is there and saying "no turns yet"."""
-    import inspector.app
-    from cassettes.cli import main
+    import looptap.inspector.app
+    from looptap.cassettes.cli import main
 
     seen: list[bool] = []
 
@@ -133,7 +133,7 @@ def test_plain_inspect_follows_a_recording_in_progress(
 
         return App()
 
-    monkeypatch.setattr(inspector.app, "build_app", fake_build)
+    monkeypatch.setattr(looptap.inspector.app, "build_app", fake_build)
     path = tmp_path / "rec.jsonl"
     with CassetteFile(path):
         assert main(["inspect", str(path)]) == 0
@@ -174,13 +174,13 @@ async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(
 def test_inspect_of_a_missing_file_fails_before_the_ui_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import inspector.app
-    from cassettes.cli import main
+    import looptap.inspector.app
+    from looptap.cassettes.cli import main
 
     def no_ui(*a: object, **k: object) -> object:
         raise AssertionError("the terminal UI was started")
 
-    monkeypatch.setattr(inspector.app, "build_app", no_ui)
+    monkeypatch.setattr(looptap.inspector.app, "build_app", no_ui)
     for target, why in ((tmp_path / "missing.jsonl", "No such file"), (tmp_path, "Is a directory")):
         assert main(["inspect", str(target)]) == 2
         err = capsys.readouterr().err
@@ -274,7 +274,7 @@ def test_the_app_holds_no_copy_of_the_turns(run_file: Path) -> None:
 
 
 def test_growth_axis_ticks_are_whole_tokens_and_dollars() -> None:
-    from inspector.widgets import dollars, nice_ticks, token_label
+    from looptap.inspector.widgets import dollars, nice_ticks, token_label
 
     assert nice_ticks(1034.2) == [0, 500, 1000, 1500]
     assert [token_label(t) for t in nice_ticks(1034.2)] == ["0", "500", "1,000", "1,500"]
@@ -286,7 +286,7 @@ def test_growth_axis_ticks_are_whole_tokens_and_dollars() -> None:
 async def test_the_growth_chart_shows_whole_token_ticks_and_a_dollar_axis(demo_file: Path) -> None:
     import re
 
-    from inspector.widgets import GrowthChart
+    from looptap.inspector.widgets import GrowthChart
 
     app = build_app(demo_file)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from helpers import loaded, pane_text
 
-from cassettes.recording.pipeline import CassetteWriter
-from inspector.app import build_app
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.inspector.app import build_app
 from tests.cassettes.test_mcp_calls import run_exchanges
 
 pytestmark = pytest.mark.anyio

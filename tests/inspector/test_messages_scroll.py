@@ -17,9 +17,9 @@ from helpers import loaded, settled, shown, until
 from textual.geometry import Region
 from textual.widgets import Static
 
-import inspector.selected as selected_module
-from inspector.app import InspectorApp, build_app
-from inspector.widgets import MessagesView
+import looptap.inspector.selected as selected_module
+from looptap.inspector.app import InspectorApp, build_app
+from looptap.inspector.widgets import MessagesView
 
 pytestmark = pytest.mark.anyio
 

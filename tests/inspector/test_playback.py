@@ -11,8 +11,16 @@ from pathlib import Path
 
 from helpers import FakeClock
 
-from cassettes.views import TimelinePoint
-from inspector.playback import DWELL, SPEEDS, Advance, Playback, Reveal, StreamEnded, StreamStarted
+from looptap.cassettes.views import TimelinePoint
+from looptap.inspector.playback import (
+    DWELL,
+    SPEEDS,
+    Advance,
+    Playback,
+    Reveal,
+    StreamEnded,
+    StreamStarted,
+)
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,7 +212,7 @@ def test_playing_during_a_restream_carries_it_on() -> None:
 
 def test_playback_imports_no_textual() -> None:
     code = (
-        "import sys, inspector.playback; print(sorted(m for "
+        "import sys, looptap.inspector.playback; print(sorted(m for "
         "m in sys.modules if m.split('.')[0] == 'textual'))"
     )
     out = progress.run(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import loaded, pane_text, shown, until
 
-from inspector.app import build_app
-from inspector.widgets import turn_line
+from looptap.inspector.app import build_app
+from looptap.inspector.widgets import turn_line
 from tests.replay.conftest import served_miss_run
 
 pytestmark = pytest.mark.anyio

@@ -16,8 +16,8 @@ import pytest
 from helpers import loaded, pane_text
 from real_corpus import CORPUS
 
-from cassettes.cli import main
-from inspector.app import build_app
+from looptap.cassettes.cli import main
+from looptap.inspector.app import build_app
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ from helpers import loaded, pane_text, plain, until
 from rich.text import Text
 from textual.widgets import Static, Tab
 
-from inspector.app import InspectorApp, build_app
-from inspector.widgets import KEYS, TurnList, key_line, short_finish, turn_line
+from looptap.inspector.app import InspectorApp, build_app
+from looptap.inspector.widgets import KEYS, TurnList, key_line, short_finish, turn_line
 
 pytestmark = pytest.mark.anyio
 
@@ -246,8 +246,8 @@ async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_s
 
 
 def test_new_this_turn_names_one_message_once() -> None:
-    from cassettes.models import Message, NormalisedRequest, Part
-    from inspector.widgets import MessagesView
+    from looptap.cassettes.models import Message, NormalisedRequest, Part
+    from looptap.inspector.widgets import MessagesView
 
     view = MessagesView()
     req = NormalisedRequest(

@@ -13,7 +13,7 @@ from typing import Any
 from helpers import loaded, settled, shown, until
 from textual.pilot import Pilot
 
-from inspector.app import InspectorApp, build_app
+from looptap.inspector.app import InspectorApp, build_app
 
 SIZE = (160, 45)
 

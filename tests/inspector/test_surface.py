@@ -10,7 +10,7 @@ import pkgutil
 import pytest
 
 EXPORTED = {
-    "inspector.widgets": [
+    "looptap.inspector.widgets": [
         "COST_COLOUR", "KEYS", "PARAMS_LIMIT", "SERIES",
         "ConversationSwitcher", "EmissionPane", "ErrorView", "FindingsTable", "FindingsView",
         "ForkPane", "ForkRead", "GrowthChart", "GrowthView", "KeyBar", "LayerPane", "MessagesView",
@@ -18,7 +18,7 @@ EXPORTED = {
         "client_sent", "conversation_label", "dollars", "key_line", "legend_text", "nice_ticks",
         "params_text", "read_fork", "short_finish", "token_label", "turn_line",
     ],
-    "inspector.screens": ["HelpScreen", "MainScreen", "SearchScreen", "key_groups"],
+    "looptap.inspector.screens": ["HelpScreen", "MainScreen", "SearchScreen", "key_groups"],
 }  # fmt: skip
 
 

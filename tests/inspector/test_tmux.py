@@ -62,7 +62,7 @@ def _key_line_whole(tmux: Callable[..., str], width: int) -> None:
     """The last line is the key line, every key whole (issue 32: `space P▏^p palette`). Waited
     for: the key line is drawn again once the app has the terminal's final size, and a loaded
     machine can capture the screen between the two."""
-    from inspector.widgets import key_line
+    from looptap.inspector.widgets import key_line
 
     want = key_line(width - 2).plain.strip()
     screen = _wait_for(tmux, want)

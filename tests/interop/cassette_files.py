@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.interop import iter_requests
-from cassettes.reading import Run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import load_vcr
+from looptap.cassettes.interop import iter_requests
+from looptap.cassettes.reading import Run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import load_vcr
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus" / "pydantic-ai" / "tests" / "models" / "cassettes"

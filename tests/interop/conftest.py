@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import Run, open_run
+from looptap.cassettes.reading import Run, open_run
 from tests.interop.cassette_files import write_cassette
 
 
@@ -17,7 +17,7 @@ from tests.interop.cassette_files import write_cassette
 def demo_cassette(tmp_path: Path) -> Path:
     """The bundled example (4 Anthropic tool-loop conversations, findings on E and C) as a
     cassette."""
-    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+    with as_file(files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         return write_cassette(Path(src), tmp_path / "demo.jsonl")
 
 

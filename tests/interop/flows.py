@@ -16,7 +16,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from cassettes.net import free_port
+from looptap.cassettes.net import free_port
 from tests.support import progress
 from tests.support.upstream import FakeUpstream, Served
 

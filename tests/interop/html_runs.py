@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [

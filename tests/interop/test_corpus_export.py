@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from real_corpus import corpus_files, load
 
-from cassettes.interop import encode_request, har_chunks, render
-from cassettes.reading import Run
+from looptap.cassettes.interop import encode_request, har_chunks, render
+from looptap.cassettes.reading import Run
 from tests.interop.cassette_files import HAR_SCHEMA, build_request
 
 pytestmark = pytest.mark.corpus

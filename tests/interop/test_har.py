@@ -15,11 +15,11 @@ import jsonschema
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.interop import har_chunks
-from cassettes.reading import Run
-from cassettes.storage import load_flows
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import main
+from looptap.cassettes.interop import har_chunks
+from looptap.cassettes.reading import Run
+from looptap.cassettes.storage import load_flows
+from looptap.cassettes.wire import Exchange
 from tests.interop.cassette_files import FIXTURES, HAR_SCHEMA
 from tests.support import progress
 
@@ -145,7 +145,7 @@ def test_mitmproxy_opens_the_har(proxy_python: str, demo_cassette: Path, tmp_pat
         assert proc.returncode == 0, proc.stderr
         flows = [json.loads(line) for line in proc.stdout.splitlines()]
         har = json.loads(har_path.read_text())
-        from cassettes.reading import open_run
+        from looptap.cassettes.reading import open_run
 
         run = open_run(cassette)
         assert len(flows) == len(run.exchanges) == len(har["log"]["entries"])

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading import Run, open_run
-from cassettes.views import report_data
+from looptap.cassettes.reading import Run, open_run
+from looptap.cassettes.views import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run, long_exchanges
 
 pytest.importorskip("jinja2", reason="the html extra (jinja2) is not installed")
@@ -27,7 +27,7 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright (the test extra) is not installed"
 )
 
-from cassettes.views import render_html  # noqa: E402
+from looptap.cassettes.views import render_html  # noqa: E402
 
 
 def chromium() -> str | None:

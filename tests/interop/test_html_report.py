@@ -19,13 +19,13 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import open_run
-from cassettes.views import report_data
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.views import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
 
 jinja2 = pytest.importorskip("jinja2")
 
-from cassettes.views import embed_json, render_html  # noqa: E402
+from looptap.cassettes.views import embed_json, render_html  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -126,8 +126,8 @@ def test_recorded_text_is_data_only(tmp_path: Path) -> None:
 def _refused(*argv: str) -> str:
     """What the command says when it refuses ``argv`` (checked before anything is read or
     written, so in-process: no interpreter started)."""
-    from cassettes.cli import build_parser
-    from cassettes.errors import CassetteError
+    from looptap.cassettes.cli import build_parser
+    from looptap.cassettes.errors import CassetteError
 
     args = build_parser().parse_args(argv)
     with pytest.raises(CassetteError) as info:
@@ -137,7 +137,7 @@ def _refused(*argv: str) -> str:
 
 def _looptap(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -159,7 +159,16 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
     )
     assert out.read_bytes() == first, "the same run gives the same page"
     to_stdout = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "export", "--html", str(demo_cassette), "-o", "-"],
+        [
+            sys.executable,
+            "-m",
+            "looptap.cassettes.cli",
+            "export",
+            "--html",
+            str(demo_cassette),
+            "-o",
+            "-",
+        ],
         capture_output=True,
         cwd=REPO,
         check=False,
@@ -195,7 +204,7 @@ def test_mcp_points_to_the_page_and_its_command_writes_it(
     pytest.importorskip("mcp")
     import shlex
 
-    from cassettes.mcp import build_server
+    from looptap.cassettes.mcp import build_server
     from tests.interop.test_mcp import _calls, _ok
 
     root = tmp_path / "runs"
@@ -224,7 +233,7 @@ def test_without_the_html_extra_the_command_says_how_to_install(
 ) -> None:
     code = (
         "import sys; sys.modules['jinja2'] = None\n"
-        "from cassettes.cli import main\n"
+        "from looptap.cassettes.cli import main\n"
         f"sys.exit(main(['export', '--html', {str(demo_cassette)!r}, '-o', "
         f"{str(tmp_path / 'x.html')!r}]))\n"
     )
@@ -240,8 +249,8 @@ def test_start_up_imports_no_jinja2() -> None:
     """The report's modules load with the views package, imported plainly (issue 72: a small show
     measured 1.00x the CPU of 9dbacc33's); Jinja2 loads when a page is written."""
     code = (
-        "import sys, cassettes.cli, cassettes.interop, cassettes.replay.testing.plugin\n"
-        "from cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2',) "
+        "import sys, looptap.cassettes.cli, looptap.cassettes.interop, looptap.cassettes.replay.testing.plugin\n"  # noqa: E501
+        "from looptap.cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2',) "
         "if m in sys.modules))\n"
     )
     done = subprocess.run(
@@ -281,7 +290,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command
     names."""
     pytest.importorskip("jinja2")
-    from cassettes.mcp.query import Runs, web_report
+    from looptap.cassettes.mcp.query import Runs, web_report
 
     run = tmp_path / "demo.jsonl"
     run.write_bytes(demo_cassette.read_bytes())
@@ -289,7 +298,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     assert "html extra" not in here["how"] and "install" not in here["how"], here["how"]
     code = (
         "import sys, json; sys.modules['jinja2'] = None\n"
-        "from cassettes.mcp.query import Runs, web_report\n"
+        "from looptap.cassettes.mcp.query import Runs, web_report\n"
         f"print(json.dumps(web_report(Runs([{str(tmp_path)!r}]), 'demo.jsonl', 6000)))\n"
     )
     done = subprocess.run(

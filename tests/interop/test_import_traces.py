@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 from tests.interop.cassette_files import CORPUS, REPO, write_cassette
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route, origin_route
@@ -486,8 +486,8 @@ def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(
     """The analysis itself (so show, --json, the totals, why, exports, the inspector and the
     fleet alike) does not take a field looptap inferred as evidence; the clean twin is the same
     run as recorded, where the finish reason came off the wire."""
-    from cassettes.reading import open_run
-    from cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.recording.pipeline import CassetteWriter
     from tests.inspector import fixture_run
 
     recorded, imported = tmp_path / "recorded.jsonl", tmp_path / "imported.jsonl"

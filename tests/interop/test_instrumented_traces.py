@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 from tests.interop.cassette_files import REPO
 from tests.interop.make_traces import APIS
 from tests.interop.test_import_traces import show_json
@@ -238,7 +238,7 @@ def test_a_fork_at_turn_2_of_a_frameworks_trace(kind: str, framework: str, tmp_p
 
 
 def _recorded_requests(kind: str) -> list[Any]:
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     return list(open_run(TRACES / f"{kind}.run.jsonl", whole=True).exchanges)
 
@@ -254,8 +254,8 @@ def test_every_request_the_agent_sent_is_answered_by_the_imported_run(
     """Replay's matcher on the imported run, given the requests the agent really sent (the
     recording of the same run): each is answered by its own call, a field looptap inferred never
     the reason for a miss; what was left out of the comparison is on the record."""
-    from cassettes.matching import Matcher
-    from cassettes.reading import open_run
+    from looptap.cassettes.matching import Matcher
+    from looptap.cassettes.reading import open_run
 
     matcher = Matcher(open_run(imported(kind, tmp_path), whole=True).exchanges)
     for ex in _recorded_requests(kind):
@@ -270,8 +270,8 @@ def test_every_request_the_agent_sent_is_answered_by_the_imported_run(
 def test_only_what_was_inferred_is_left_out(tmp_path: Path) -> None:
     """A parameter the trace kept (max_tokens, sent as max_completion_tokens), changed, and a
     changed message are misses still; a parameter the trace has no word of is not."""
-    from cassettes.matching import Matcher
-    from cassettes.reading import open_run
+    from looptap.cassettes.matching import Matcher
+    from looptap.cassettes.reading import open_run
 
     ex = _recorded_requests("pydantic-ai")[0]
     body = orjson.loads(ex.request_body)

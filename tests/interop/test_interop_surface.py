@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.interop as interop
+import looptap.cassettes.interop as interop
 
 EXPORTED = [
     "batches", "cmd_export", "cmd_textconv", "encode_request", "har_chunks", "import_runs",
@@ -22,4 +22,4 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(interop.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.interop.{m}")
+        importlib.import_module(f"looptap.cassettes.interop.{m}")

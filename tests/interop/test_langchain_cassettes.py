@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import open_run, sniff
-from cassettes.replay.serving import ReplayServer
-from cassettes.storage import read_records
+from looptap.cassettes.reading import open_run, sniff
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.storage import read_records
 from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support import progress
 
@@ -28,7 +28,10 @@ SCHEMA = LANGCHAIN / "openai_test_schema_parsing_failures.yaml.gz"  # Chat, and 
 
 def looptap(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
     )
 
 

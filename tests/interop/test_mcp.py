@@ -19,8 +19,8 @@ pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from cassettes.mcp import DEFAULT_BYTES, UNTRUSTED_NOTE, build_server
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.mcp import DEFAULT_BYTES, UNTRUSTED_NOTE, build_server
+from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.cassette_files import write_cassette
 from tests.real_corpus import corpus_files
@@ -135,7 +135,7 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
 
 
 def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     exs = read_records(root / "demo.jsonl").exchanges
     last = exs[-1]
@@ -261,7 +261,7 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
     with CassetteWriter(live) as w:
         for ex in exchanges[:3]:
             w.append(ex)
-    from cassettes.mcp.query import Runs, tail
+    from looptap.cassettes.mcp.query import Runs, tail
 
     runs = Runs([d])
     first = tail(runs, "live.jsonl", -1, 20, DEFAULT_BYTES)
@@ -290,7 +290,7 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
 def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cassettes.cli", "mcp", "--root", str(root)],
+        args=["-m", "looptap.cassettes.cli", "mcp", "--root", str(root)],
         env=dict(os.environ),
     )
 
@@ -322,14 +322,14 @@ def test_streamable_http_on_loopback(root: Path) -> None:
     import socket
     import subprocess
 
-    from cassettes.net import free_port
+    from looptap.cassettes.net import free_port
 
     port = free_port()
     refused = progress.run(
         [
             sys.executable,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "mcp",
             "--root",
             str(root),
@@ -344,7 +344,7 @@ def test_streamable_http_on_loopback(root: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "mcp",
             "--root",
             str(root),

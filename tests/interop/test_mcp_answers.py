@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp import encode, text
-from cassettes.mcp.query import Runs, diff, run_summary
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
+from looptap.cassettes.mcp import encode, text
+from looptap.cassettes.mcp.query import Runs, diff, run_summary
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 
 WHOLE = "missing required property 'symbol'."
@@ -69,7 +69,7 @@ def test_the_diff_carries_both_values(root: Path) -> None:
 def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path: Path) -> None:
     from real_corpus import CORPUS
 
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     src = CORPUS / "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[openai].yaml"
     assert main(["import", "-q", str(src), "-o", str(root / "openai.jsonl")]) == 0
@@ -84,7 +84,7 @@ def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path
 _READ = """
 import os, sys
 from pathlib import Path
-from cassettes.mcp import QueryError, read_json
+from looptap.cassettes.mcp import QueryError, read_json
 path = Path(sys.argv[1])
 if sys.argv[2] == "fifo":
     os.mkfifo(path)

@@ -25,10 +25,10 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from cassettes.fleet import RUN_SUFFIXES
-from cassettes.mcp import UNTRUSTED_NOTE, build_server
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import header_record
+from looptap.cassettes.fleet import RUN_SUFFIXES
+from looptap.cassettes.mcp import UNTRUSTED_NOTE, build_server
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
 
 #: Marks every attacker-chosen string; it may appear only inside the fence.
@@ -133,7 +133,12 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _poisoned_comparison() -> bytes:
     """A comparison report (``looptap compare --report``) whose every string carries the marker:
     the run, the model, tool names, arguments, texts, errors, finish reasons, schema violations."""
-    from cassettes.replay.forking.compare import ArgumentCheck, Comparison, Sample, TurnComparison
+    from looptap.cassettes.replay.forking.compare import (
+        ArgumentCheck,
+        Comparison,
+        Sample,
+        TurnComparison,
+    )
 
     def sample(i: int) -> Sample:
         check = ArgumentCheck(
@@ -279,8 +284,8 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
 
 
 def test_a_turn_asked_for_a_billion_characters_stays_under_max_bytes(root: Path) -> None:
-    from cassettes.mcp import encode
-    from cassettes.mcp.query import Runs, turn
+    from looptap.cassettes.mcp import encode
+    from looptap.cassettes.mcp.query import Runs, turn
 
     runs = Runs([root])
     asked = {"seq": None, "conversation": None, "turn": None, "message": None}
@@ -333,7 +338,7 @@ def _serve(root: Path, feed: Any) -> tuple[list[dict[str, Any]], int]:
     """Run ``looptap mcp`` on stdio, let ``feed(write)`` write to its stdin, and return the replies
     and the server's peak RSS in KiB (VmHWM, read once its last reply arrived)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "mcp", "--root", str(root)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -434,7 +439,7 @@ def test_an_endless_line_on_stdin_is_read_in_bounded_memory(root: Path) -> None:
 )
 def test_bad_http_values_are_one_line_errors(value: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "mcp", "--http", value],
+        [sys.executable, "-m", "looptap.cassettes.cli", "mcp", "--http", value],
         capture_output=True,
         text=True,
     )

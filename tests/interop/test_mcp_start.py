@@ -14,12 +14,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = (
-    "cassettes.analysis",
-    "cassettes.reading",
-    "cassettes.providers",
-    "cassettes.recording",
-    "cassettes.parsing",
-    "cassettes.mcp.query",
+    "looptap.cassettes.analysis",
+    "looptap.cassettes.reading",
+    "looptap.cassettes.providers",
+    "looptap.cassettes.recording",
+    "looptap.cassettes.parsing",
+    "looptap.cassettes.mcp.query",
 )
 
 
@@ -31,7 +31,7 @@ def _session(root: Path, *requests: dict) -> tuple[list[dict], set[str]]:
     log = root / f"importtime.{len(list(root.glob('importtime.*')))}.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-X", "importtime", "-m", "cassettes.cli", "mcp", "--root", str(root)],
+            [sys.executable, "-X", "importtime", "-m", "looptap.cassettes.cli", "mcp", "--root", str(root)],  # noqa: E501
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink, cwd=REPO,
         )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
@@ -81,13 +81,13 @@ def test_initialize_and_tools_list_load_nothing_heavy_the_first_call_does(tmp_pa
     }
     answers, modules = _session(tmp_path, INIT, READY, call)
     assert "error" not in answers[1] and answers[1]["result"].get("isError") is not True, answers[1]
-    assert "cassettes.mcp.query" in modules  # loaded where it is needed
+    assert "looptap.cassettes.mcp.query" in modules  # loaded where it is needed
 
 
 def test_a_root_that_is_not_a_directory_is_still_refused_at_start(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     done = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(tmp_path / "nope")],
+        [sys.executable, "-m", "looptap.cassettes.cli", "mcp", "--root", str(tmp_path / "nope")],
         capture_output=True,
         text=True,
         cwd=REPO,

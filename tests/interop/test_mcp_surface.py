@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.mcp as mcp
-import cassettes.mcp.query as query
+import looptap.cassettes.mcp as mcp
+import looptap.cassettes.mcp.query as query
 
 EXPORTED = [
     "DEFAULT_BYTES", "UNTRUSTED_NOTE", "QueryError",
@@ -33,4 +33,4 @@ def test_every_exported_name_resolves_and_only_the_queries_are_public() -> None:
     modules = [m.name for m in pkgutil.iter_modules(mcp.__path__)]
     assert sorted(m for m in modules if not m.startswith("_")) == ["query"], modules
     for m in modules:
-        importlib.import_module(f"cassettes.mcp.{m}")
+        importlib.import_module(f"looptap.cassettes.mcp.{m}")

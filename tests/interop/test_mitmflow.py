@@ -13,10 +13,16 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.errors import ImportFormatError
-from cassettes.parsing import parse_all
-from cassettes.storage import is_flow_file, load_flows, read_flows, read_records, tnetstring_pop
+from looptap.cassettes.cli import main
+from looptap.cassettes.errors import ImportFormatError
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.storage import (
+    is_flow_file,
+    load_flows,
+    read_flows,
+    read_records,
+    tnetstring_pop,
+)
 from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support.tnetstring import tnet
 
@@ -178,7 +184,7 @@ def test_fixture_from_real_mitmdump_imports_as_exchanges() -> None:
 def test_cli_import_of_flow_file_writes_a_redacted_cassette(tmp_path: Path) -> None:
     out = tmp_path / "flows.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "import", str(FIXTURE), "-o", str(out)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "import", str(FIXTURE), "-o", str(out)],
         capture_output=True,
         text=True,
         cwd=REPO,

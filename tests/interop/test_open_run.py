@@ -14,11 +14,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-import cassettes
-from cassettes.errors import CassetteFormatError
-from cassettes.reading import Run, cassette_of, open_run, sniff
-from cassettes.replay.serving import ReplayServer
-from cassettes.storage import load_flows, read_records
+from looptap import cassettes
+from looptap.cassettes.errors import CassetteFormatError
+from looptap.cassettes.reading import Run, cassette_of, open_run, sniff
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.storage import load_flows, read_records
 from tests.interop.cassette_files import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress
 
@@ -28,7 +28,10 @@ GARBAGE = [b"not json at all\n", bytes(range(256)) * 10, b"# only a comment\n", 
 
 def looptap(*args: str) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
 
 
@@ -163,7 +166,7 @@ def test_replay_serves_a_flow_file(tmp_path: Path) -> None:
             assert resp.status == 200 and resp.read() == first.response_body
         assert len(server.matcher.recorded) == 4 and not server.misses
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(FLOWS)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(FLOWS)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -18,12 +18,12 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from cassettes import providers
-from cassettes.cli import main
-from cassettes.interop import encode_request
-from cassettes.reading import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import load_flows
+from looptap.cassettes import providers
+from looptap.cassettes.cli import main
+from looptap.cassettes.interop import encode_request
+from looptap.cassettes.reading import Run, open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import load_flows
 from tests.interop.cassette_files import (
     CACHE_WRITE,
     FIXTURES,
@@ -286,7 +286,7 @@ def test_findings_ride_as_events_and_layer_labels_as_attributes(demo_run: Run) -
 
 
 def test_errors_set_the_span_status(tmp_path: Path) -> None:
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     ex = Exchange(
         method="POST",
@@ -430,7 +430,7 @@ def test_an_unreachable_endpoint_is_one_line_without_its_credentials(
 def test_a_large_export_is_split_into_requests_that_together_hold_every_span(
     demo_run: Run, protocol: str
 ) -> None:
-    from cassettes.interop import batches
+    from looptap.cassettes.interop import batches
 
     req = build_request(demo_run)
     whole = batches(req, protocol)

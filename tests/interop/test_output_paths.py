@@ -40,7 +40,7 @@ def _dev_null_untouched() -> object:
 
 @pytest.fixture
 def vcr_yaml(tmp_path: Path) -> Path:
-    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+    with as_file(files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         dest = tmp_path / "in" / "loop.yaml"
         dest.parent.mkdir()
         shutil.copy(src, dest)
@@ -59,7 +59,7 @@ def _looptap(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # this checkout's looptap, wherever the command runs
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -272,7 +272,7 @@ def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
 
     def demo(out: Path) -> subprocess.CompletedProcess[str]:
         return progress.run(
-            [sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)],
+            [sys.executable, "-m", "looptap.cassettes.cli", "demo", "-o", str(out)],
             capture_output=True,
             text=True,
             cwd=tmp_path,

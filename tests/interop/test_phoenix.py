@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from cassettes.cli import main
-from cassettes.net import free_port
-from cassettes.reading import open_run
+from looptap.cassettes.cli import main
+from looptap.cassettes.net import free_port
+from looptap.cassettes.reading import open_run
 from tests.interop.cassette_files import REASONING, build_request, write_cassette
 from tests.support import progress
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.interop import render
-from cassettes.reading import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.cli import main
+from looptap.cassettes.interop import render
+from looptap.cassettes.reading import Run, open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.support import progress
 
 
@@ -118,7 +118,7 @@ def _installed_repo(tmp_path: Path, cassette: Path) -> tuple[Path, Path]:
     _git(repo, "init", "-q")
     # the documented registration, run as written (from this environment, wherever it lives)
     out = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "textconv", "--install"],
+        [sys.executable, "-m", "looptap.cassettes.cli", "textconv", "--install"],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -189,7 +189,7 @@ def test_a_rerecording_with_new_ids_shows_no_diff(demo_cassette: Path, tmp_path:
     assert _git_diff(repo) == "", "the same run with other ids must not diff"
     assert "toolu_RERECORDED" in _git_diff(repo, "--no-textconv")  # the bytes did change
     raw = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "textconv", "--raw-ids", str(run_file)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "textconv", "--raw-ids", str(run_file)],
         capture_output=True,
         text=True,
         check=True,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.cli import main
+from looptap.cassettes.cli import main
 from tests.interop.make_traces import APIS
 from tests.interop.test_import_traces import show_json
 from tests.interop.test_instrumented_traces import (
@@ -145,7 +145,7 @@ WHY_AGENTS: dict[str, tuple[bool, Path, tuple[str, ...]]] = {
 def _final_label(trace: Path, views: list[dict[str, Any]]) -> str:
     """The agent loop (fork_agent's label) whose answer is the run's final one: ``why`` judges
     the answer of the last turn that answered with text."""
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     last = max(v["seq"] for v in views if v["text"])
     ex = next(ex for ex in open_run(trace, whole=True).exchanges if ex.seq == last)
@@ -184,7 +184,7 @@ def test_why_runs_on_an_imported_trace(
     with ScriptedUpstream(origin_route) as fake:
         up = [f for api in APIS for f in ("--upstream", f"{api}={fake.url}")]
         proc = progress.run(
-            [sys.executable, "-m", "cassettes.cli", "why", str(trace), "--answer-matches", "Lyon",
+            [sys.executable, "-m", "looptap.cassettes.cli", "why", str(trace), "--answer-matches", "Lyon",  # noqa: E501
              "--samples", "1", "--jobs", "3", "-o", str(tmp_path / "why"), "--confdir",
              str(tmp_path / "conf"), *up, "--", *agent],
             env=env, capture_output=True, text=True, cwd=tmp_path,

@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.matching import Matcher
-from cassettes.reading import open_run
+from looptap.cassettes.cli import main
+from looptap.cassettes.matching import Matcher
+from looptap.cassettes.reading import open_run
 from tests.interop.test_import_traces import show_json
 from tests.interop.test_instrumented_traces import TRACES, imported
 

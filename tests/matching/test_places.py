@@ -10,9 +10,16 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.matching import MAX_PATH, VolatileSpans, here, path_value, recorded, volatile_for
-from cassettes.replay.forking import branch_meta, parse_from
-from cassettes.replay.serving import ReplayServer
+from looptap.cassettes.matching import (
+    MAX_PATH,
+    VolatileSpans,
+    here,
+    path_value,
+    recorded,
+    volatile_for,
+)
+from looptap.cassettes.replay.forking import branch_meta, parse_from
+from looptap.cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import (
     USER,
     chat_exchange,
@@ -150,8 +157,8 @@ def test_the_plugins_and_the_proxys_writers_put_them_in_the_header(
 ) -> None:
     """The recorder's writer process (proxy.writer) writes this process's places, less a path the
     redactor would mask (a key in a folder's name never reaches the header)."""
-    from cassettes.recording import Redactor
-    from proxy.writer import header_places
+    from looptap.cassettes.recording import Redactor
+    from looptap.proxy.writer import header_places
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", "/home/alice")

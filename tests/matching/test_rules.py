@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.matching import (
+from looptap.cassettes.matching import (
     ANY_INDEX,
     ANY_KEY,
     Matcher,
@@ -38,7 +38,7 @@ from cassettes.matching import (
     substitute,
     tolerated_notes,
 )
-from cassettes.wire import Exchange
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,8 +252,8 @@ def shaped(shape: str, n: int) -> str:
 #: that ran away would spin, and the budget ends it.
 _APPLY = """
 import json, sys
-from cassettes.matching import parse_substitution, substitute
-from cassettes.recording import Redactor
+from looptap.cassettes.matching import parse_substitution, substitute
+from looptap.cassettes.recording import Redactor
 from tests.matching.test_rules import RUNAWAY, shaped
 out = []
 for pattern, shape, _ in RUNAWAY:
@@ -561,7 +561,7 @@ def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then
 
 
 def test_a_substitution_matching_everywhere_keeps_a_bounded_record() -> None:
-    from cassettes.matching import MAX_MATCHES, substitute
+    from looptap.cassettes.matching import MAX_MATCHES, substitute
 
     subs = from_flags(substitute=[r"[0-9]=N"]).substitute
     text, spans = substitute(subs, "7" * 5000, ("system",))

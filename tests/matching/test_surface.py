@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.matching as matching
+import looptap.cassettes.matching as matching
 
 EXPORTED = [
     "ANY_INDEX", "ANY_KEY", "EXCHANGE_CACHE", "IGNORED", "MAX_MATCHES", "MAX_PATH",
@@ -34,4 +34,4 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(matching.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.matching.{m}")
+        importlib.import_module(f"looptap.cassettes.matching.{m}")

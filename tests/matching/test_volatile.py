@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cassettes.matching import Span, Tolerated, VolatileSpans, tolerated
+from looptap.cassettes.matching import Span, Tolerated, VolatileSpans, tolerated
 
 V = VolatileSpans(
     cwd="/home/bob/proj",
@@ -193,8 +193,8 @@ def test_an_epoch_near_the_recordings_time_is_volatile_without_its_word(
 
 
 def test_the_recordings_time_is_its_headers_created_time() -> None:
-    from cassettes.matching import volatile_for
-    from cassettes.reading import header_time as recorded_time
+    from looptap.cassettes.matching import volatile_for
+    from looptap.cassettes.reading import header_time as recorded_time
 
     header = {"created": "2026-11-25T21:58:26.000Z", "meta": {}}
     assert recorded_time(header) == RECORDED

@@ -17,7 +17,7 @@ import orjson
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cassettes.matching import VolatileSpans, request_key
+from looptap.cassettes.matching import VolatileSpans, request_key
 
 V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

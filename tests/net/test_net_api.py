@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-import cassettes.net as net
+import looptap.cassettes.net as net
 from tests.support import progress
 
 EXPORTED = [
@@ -51,11 +51,14 @@ def test_a_port_costs_no_http_client() -> None:
     """The recorder's launcher takes ``free_port`` from here: no HTTP or WebSocket library, no
     cassette code beyond the layer, is loaded for it."""
     code = (
-        "import sys; from cassettes.net import free_port; free_port(); "
+        "import sys; from looptap.cassettes.net import free_port; free_port(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('h11', 'wsproto', 'httpx2', 'httpcore2', 'pydantic') or m.startswith('cassettes')))"
+        "('h11', 'wsproto', 'httpx2', 'httpcore2', 'pydantic') or m.startswith('looptap.cassettes')))"  # noqa: E501
     )
     out = progress.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert out == "['cassettes', 'cassettes.lazy', 'cassettes.net', 'cassettes.net._serve']", out
+    assert (
+        out
+        == "['looptap.cassettes', 'looptap.cassettes.lazy', 'looptap.cassettes.net', 'looptap.cassettes.net._serve']"  # noqa: E501
+    ), out

@@ -32,13 +32,13 @@ from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
-import proxy.addon as addon_module
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
-from proxy import messages
-from proxy.addon import LooptapRecorder
-from proxy.capture import Tee
-from proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
+import looptap.proxy.addon as addon_module
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
+from looptap.proxy import messages
+from looptap.proxy.addon import LooptapRecorder
+from looptap.proxy.capture import Tee
+from looptap.proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
 from tests.support import progress
 
 CHAT = b"/v1/chat/completions"

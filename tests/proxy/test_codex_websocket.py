@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.proxy.test_e2e_node_agents import CODEX_CONFIG, explain, looptap_run, need, run_env
 from tests.support import progress
 from tests.support.recorder import needs_recorder
@@ -76,7 +76,7 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     # The same session replayed offline to Codex from the cassette: no recorder, no upstream.
     import subprocess
 
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving import ReplayServer
 
     with ReplayServer(out) as srv:
         (codex_home / "config.toml").write_text(

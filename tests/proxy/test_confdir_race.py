@@ -22,7 +22,7 @@ RACERS = 8
 SCRIPT = r"""
 import hashlib, json, os, sys
 from pathlib import Path
-from proxy.launcher import check_confdir, prepare_confdir
+from looptap.proxy.launcher import check_confdir, prepare_confdir
 from mitmproxy.certs import CertStore
 
 confdir, n = Path(sys.argv[1]), int(sys.argv[2])

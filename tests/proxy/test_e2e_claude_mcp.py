@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.proxy.test_e2e_node_agents import (
     CLAUDE_OFFLINE,
     REPO,
@@ -155,7 +155,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(
 
     # show, show --json and the inspector name the model's call each tools/call ran
     show = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(out)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(out)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -164,7 +164,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(
         f"runs the model's call id={call_id} from #{call_seq} {main.id}/turn {turn}" in show.stdout
     ), show.stdout
     js = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(out)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -184,7 +184,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(
     )
 
     # Offline: the model *and* the MCP server answered from the cassette; nothing else listens.
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving import ReplayServer
 
     with ReplayServer(out) as srv:
         env = {**_env(tmp_path, secret), "ANTHROPIC_BASE_URL": srv.url}
@@ -209,8 +209,8 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(
 
 def _inspector_pane(path: Path, seq: int) -> str:
     """The inspector's E pane on turn ``seq`` (Textual Pilot, headless)."""
-    from inspector.app import build_app
-    from inspector.widgets import TurnList
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import TurnList
     from tests.inspector.helpers import loaded, pane_text
 
     async def look() -> str:

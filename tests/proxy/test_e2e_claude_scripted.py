@@ -50,7 +50,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.interop.cassette_files import write_cassette
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.harness import outputs
@@ -112,7 +112,7 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(
 ) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
-    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+    with as_file(files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         # the bundled demo: its E finding is the cause
         write_cassette(Path(src), runs / "agent-run.jsonl")
     truth = open_run(runs / "agent-run.jsonl").analysis
@@ -128,7 +128,7 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(
                     "looptap": {
                         "type": "stdio",
                         "command": sys.executable,
-                        "args": ["-m", "cassettes.cli", "mcp", "--root", str(runs)],
+                        "args": ["-m", "looptap.cassettes.cli", "mcp", "--root", str(runs)],
                     }
                 }
             }

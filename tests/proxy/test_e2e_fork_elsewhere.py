@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, CODEX_CONFIG, explain, need, run_env
 from tests.support import progress
 from tests.support.clock import LIBFAKETIME, moved, needs_faketime
@@ -332,7 +332,7 @@ def _check_diff(f: Fork) -> None:
     """``looptap diff run branch`` compares the live turns with the recording's as the prefix was
     matched (each run's own cwd and home, the detectors): no C divergence (folded ones included)
     differs only in the checkout, the home or the date; those are listed as tolerated."""
-    from cassettes.matching import slug
+    from looptap.cassettes.matching import slug
 
     diff = progress.run(
         [*RECORDER, "diff", "--json", str(f.run), str(f.branch)],

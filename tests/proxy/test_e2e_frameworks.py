@@ -36,13 +36,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
-from cassettes.parsing import (  # noqa: E402
+from looptap.cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
+from looptap.cassettes.parsing import (  # noqa: E402
     RoundTrip,
     parse_all,
     parse_exchange,
 )
-from cassettes.storage import RecordFile, read_records  # noqa: E402
+from looptap.cassettes.storage import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402

@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from cassettes.analysis import analyse
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.clock import moved, needs_faketime
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cassettes.reading import open_run
-from cassettes.recording import REDACTED
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording import REDACTED
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

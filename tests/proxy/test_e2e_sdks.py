@@ -26,9 +26,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.analysis import Severity, analyse  # noqa: E402
-from cassettes.parsing import RoundTrip, parse_all, parse_exchange  # noqa: E402
-from cassettes.storage import RecordFile, read_records  # noqa: E402
+from looptap.cassettes.analysis import Severity, analyse  # noqa: E402
+from looptap.cassettes.parsing import RoundTrip, parse_all, parse_exchange  # noqa: E402
+from looptap.cassettes.storage import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, RecorderProcess, needs_recorder  # noqa: E402

@@ -8,7 +8,7 @@ import socket
 import struct
 from typing import Any
 
-from proxy import failures
+from looptap.proxy import failures
 
 
 class Conn:

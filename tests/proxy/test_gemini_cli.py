@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.providers import GEMINI_CLI_AUTH, start_advice
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.providers import GEMINI_CLI_AUTH, start_advice
+from looptap.cassettes.storage import read_records
 from tests.proxy.test_e2e_node_agents import explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

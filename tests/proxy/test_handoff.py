@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
-from proxy.handoff import Handoff, HandoffError, Receipt
-from proxy.pipe import FrameReader, frame, write_parts
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
+from looptap.proxy.handoff import Handoff, HandoffError, Receipt
+from looptap.proxy.pipe import FrameReader, frame, write_parts
 from tests.support import progress
 
 

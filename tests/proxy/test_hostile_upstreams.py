@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cassettes import open_run
+from looptap.cassettes import open_run
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

@@ -22,7 +22,7 @@ SCRIPT = r"""
 import json, socket
 from pathlib import Path
 import random
-import proxy.config as config
+import looptap.proxy.config as config
 
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -59,9 +59,9 @@ def test_each_listener_of_a_recorder_has_its_own_port() -> None:
 STOLEN = r"""
 import asyncio, json, socket, sys
 from pathlib import Path
-from cassettes.net import free_port
-import proxy.config as config
-import proxy.launcher as launcher
+from looptap.cassettes.net import free_port
+import looptap.proxy.config as config
+import looptap.proxy.launcher as launcher
 
 tmp = Path(sys.argv[1])
 # Someone binds the first port looptap draws between its test and mitmproxy's bind (another

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
 from tests.support.harness import outputs
 from tests.support.recorder import needs_recorder

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.net import free_port
+from looptap.cassettes.net import free_port
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 
@@ -34,7 +34,7 @@ EXAMPLE = REPO / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 #: Imports the CLI as the ``looptap`` script does, then has a Ctrl-C swallowed before main() runs.
 SWALLOWED = """
 import os, signal, sys
-from cassettes import cli
+from looptap.cassettes import cli
 
 class Swallowed:
     def __del__(self):
@@ -104,7 +104,7 @@ def test_a_swallowed_ctrl_c_stops_a_command_reading_a_run(tmp_path: Path) -> Non
     # show (like textconv, export, diff, verify) reads a looptap cassette block by block: a
     # swallowed Ctrl-C stops it at the first block instead of letting it run on (minutes on a
     # huge run).
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     run = tmp_path / "run.jsonl"
     assert main(["import", "-q", str(EXAMPLE), "-o", str(run)]) == 0
@@ -139,7 +139,7 @@ class Trip(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Trip())
 try:
-    from cassettes import cli
+    from looptap.cassettes import cli
 except KeyboardInterrupt:
     sys.exit(130)
 sys.exit(0)

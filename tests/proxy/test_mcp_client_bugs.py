@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
 from tests.support.harness import outputs
 from tests.support.mcp_server import McpServer

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RecorderProcess, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -304,7 +304,7 @@ def test_the_http1_patches_are_version_guarded() -> None:
     got = _in_recorder_env("""
 import json
 from mitmproxy.proxy.layers.http import _http1
-from proxy import http1_fixes
+from looptap.proxy import http1_fixes
 reader, read_headers = _http1.make_body_reader, _http1.Http1Client.read_headers
 refused = http1_fixes.apply("13.0.0")
 untouched = (_http1.make_body_reader, _http1.Http1Client.read_headers) == (reader, read_headers)
@@ -333,7 +333,7 @@ from mitmproxy.proxy import context, events
 from mitmproxy.proxy.layers.http import _http1
 from mitmproxy.proxy.layers.http._events import RequestEndOfMessage, RequestHeaders
 from mitmproxy.test import tflow, tutils
-from proxy import http1_fixes
+from looptap.proxy import http1_fixes
 
 assert http1_fixes.apply() is None
 hint = b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n"

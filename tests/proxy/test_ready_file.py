@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.errors import CassetteError, CassetteFormatError
-from cassettes.replay.testing.ready import SCHEMA, VERSION, bare_url, read_ready
-from cassettes.replay.testing.recorder import RecorderProcess
+from looptap.cassettes.errors import CassetteError, CassetteFormatError
+from looptap.cassettes.replay.testing.ready import SCHEMA, VERSION, bare_url, read_ready
+from looptap.cassettes.replay.testing.recorder import RecorderProcess
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -309,8 +309,8 @@ def test_a_fifo_at_the_ready_file_is_refused_not_waited_on(tmp_path: Path) -> No
     path = tmp_path / "ready.json"
     os.mkfifo(path)
     read = (
-        "import sys\nfrom cassettes.errors import CassetteFormatError\n"
-        "from cassettes.replay.testing.ready import read_ready\n"
+        "import sys\nfrom looptap.cassettes.errors import CassetteFormatError\n"
+        "from looptap.cassettes.replay.testing.ready import read_ready\n"
         "try:\n    read_ready(sys.argv[1])\nexcept CassetteFormatError as exc:\n    print(exc)\n"
     )  # (in a process of its own: one that waits must not hang the suite)
     r = progress.run([sys.executable, "-c", read, path], capture_output=True, text=True)

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import pytest
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
@@ -193,7 +193,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import cassettes.recording.pipeline as s\n"
+        "import looptap.cassettes.recording.pipeline as s\n"
         "_orig = s.CassetteWriter.append\n"
         "def append(self, ex):\n"
         "    if '&n=2&' in ex.url:\n"
@@ -253,7 +253,7 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
         "try:\n"
-        "    import proxy.addon as a\n"
+        "    import looptap.proxy.addon as a\n"
         "except ImportError:\n"
         "    a = None  # the agent's interpreter has no mitmproxy\n"
         "if a is not None:\n"
@@ -304,8 +304,8 @@ def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(
     traceback; without `to_stderr` (mitmdump/mitmweb) errors reach the root log at error level."""
     import logging
 
-    from cassettes.recording import Redactor
-    from proxy import messages
+    from looptap.cassettes.recording import Redactor
+    from looptap.proxy import messages
 
     key = "ltmsgQ" + secrets.token_hex(16)
     messages.set_redactor(Redactor())

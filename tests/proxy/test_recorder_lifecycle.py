@@ -20,12 +20,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.storage import read_records  # noqa: E402
+from looptap.cassettes.storage import read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
-RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
+RECORDER = [str(PROXY_PYTHON), "-m", "looptap.cassettes.cli"]
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and rlimits"),

@@ -16,8 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.replay.serving import ReplayServer  # noqa: E402
-from cassettes.storage import load_vcr, read_records  # noqa: E402
+from looptap.cassettes.replay.serving import ReplayServer  # noqa: E402
+from looptap.cassettes.storage import load_vcr, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
@@ -69,7 +69,7 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
         cmd = " ".join(
             shlex.quote(a)
             for a in [
-                str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect", "-o", str(out),
+                str(PROXY_PYTHON), "-m", "looptap.cassettes.cli", "run", "--inspect", "-o", str(out),  # noqa: E501
                 "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
                 "--", sys.executable, str(agent),
             ]
@@ -126,7 +126,7 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
         cmd = " ".join(
             shlex.quote(a)
             for a in [
-                str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect", "-o", str(out),
+                str(PROXY_PYTHON), "-m", "looptap.cassettes.cli", "run", "--inspect", "-o", str(out),  # noqa: E501
                 "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
                 "--", "sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))}; "
                 "sleep 12",
@@ -179,7 +179,7 @@ def test_run_inspect_without_o_records_into_a_new_file(tmp_path: Path) -> None:
         cmd = " ".join(
             shlex.quote(a)
             for a in [
-                str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect",
+                str(PROXY_PYTHON), "-m", "looptap.cassettes.cli", "run", "--inspect",
                 "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
                 "--", sys.executable, str(agent),
             ]
@@ -237,7 +237,7 @@ def test_run_without_o_or_inspect_says_o_is_needed(tmp_path: Path) -> None:
         [
             str(PROXY_PYTHON),
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "run",
             "--",
             sys.executable,

@@ -17,9 +17,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.net import free_port  # noqa: E402
-from cassettes.parsing import parse_all  # noqa: E402
-from cassettes.storage import read_records  # noqa: E402
+from looptap.cassettes.net import free_port  # noqa: E402
+from looptap.cassettes.parsing import parse_all  # noqa: E402
+from looptap.cassettes.storage import read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 

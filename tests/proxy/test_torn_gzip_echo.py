@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.storage import read_records
-from cassettes.verify import scan_file
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.verify import scan_file
 from tests.cassettes.test_cut_bodies import torn_gzip
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -183,7 +183,7 @@ def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
 def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
     """``looptap record`` too: its export lines point at its listener (the user's path kept), its
     listener forwards to the user's base URL, and it exports ``LOOPTAP_RECORDER``."""
-    from cassettes.replay.testing.recorder import RecorderProcess
+    from looptap.cassettes.replay.testing.recorder import RecorderProcess
     from tests.support.recorder import PROXY_PYTHON
     from tests.support.wire import http_request
 
@@ -220,7 +220,7 @@ def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
 def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
     """``--port P`` with ``OPENAI_BASE_URL`` at P (the export of an earlier ``looptap record
     --port P``): forwarding there would loop through the recorder forever."""
-    from cassettes.net import free_port
+    from looptap.cassettes.net import free_port
 
     port = free_port(set())
     rc, stdout, stderr, _out = _run(

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.storage import read_records
 from tests.clients.clients import NODE_PRELUDE, VERCEL_AI
 from tests.clients.route import route
 from tests.proxy.test_e2e_node_agents import looptap_run, run_env
@@ -87,7 +87,7 @@ def test_the_ai_sdk_anthropic_provider_records_and_replays(
     ]
 
     # The same client, offline, from the cassette: every request answered, none missed.
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving import ReplayServer
 
     with ReplayServer(out) as srv:
         again = progress.run(
@@ -109,7 +109,7 @@ def test_the_ai_sdk_anthropic_provider_records_and_replays(
 
 def test_anthropic_sdk_paths_and_other_apis_are_left_alone() -> None:
     """Only a path the API's own clients never send is touched, and only with that API's header."""
-    from cassettes.providers import versioned_path
+    from looptap.cassettes.providers import versioned_path
 
     assert versioned_path("/messages", ["Anthropic-Version"]) == "/v1/messages"
     assert versioned_path("/messages?beta=true", ["anthropic-version"]) == "/v1/messages?beta=true"

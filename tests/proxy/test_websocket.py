@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
 from tests.support import progress
 from tests.support.harness import outputs
@@ -412,7 +412,7 @@ def test_mcp_on_any_host_is_recorded_by_protocol(tmp_path, confdir, secret) -> N
     assert ops == ["mcp initialize", "mcp tools/call"], [
         (ex.method, ex.url, ex.status) for ex in run.exchanges
     ]
-    from cassettes.views.schema import roundtrip_json
+    from looptap.cassettes.views.schema import roundtrip_json
 
     call = roundtrip_json(run.roundtrips[1], run.exchanges[1])["mcp"]
     assert (call["tool"], call["arguments"], call["tool_use_id"], call["result"]) == (

@@ -7,9 +7,9 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 
 
 def _big_stream(i: int, mib: int) -> Exchange:

@@ -40,11 +40,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_corpus import CORPUS
 
-from cassettes.errors import CassetteFormatError, ImportFormatError
-from cassettes.parsing import parse_all, parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import load_vcr, read_records, read_vcr
-from cassettes.wire import Exchange, decode_chunks, frame
+from looptap.cassettes.errors import CassetteFormatError, ImportFormatError
+from looptap.cassettes.parsing import parse_all, parse_exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import load_vcr, read_records, read_vcr
+from looptap.cassettes.wire import Exchange, decode_chunks, frame
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 EXAMPLES = int(os.environ.get("LOOPTAP_FUZZ_EXAMPLES") or (2000 if SLOW else 40))

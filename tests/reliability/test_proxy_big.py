@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support.recorder import RecorderProcess
 from tests.support.reliability import Target, needs_recorder, wait_recorded
 from tests.support.upstream import FakeUpstream, Served

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
 from tests.support.reliability import needs_recorder
@@ -110,7 +110,7 @@ def _one_run(
     argv = [
         str(PROXY_PYTHON),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "run",
         "-o",
         str(out),
@@ -265,7 +265,7 @@ def test_writer_process_exits_when_the_recorder_is_killed(
     argv = [
         str(PROXY_PYTHON),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "run",
         "-o",
         str(out),
@@ -347,7 +347,7 @@ def test_round_trips_of_the_first_second_survive_a_kill(
     argv = [
         str(PROXY_PYTHON),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "run",
         "-o",
         str(out),

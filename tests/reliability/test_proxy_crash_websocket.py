@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
@@ -108,7 +108,7 @@ def kill_run(
     argv = [
         str(PROXY_PYTHON),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "run",
         "-o",
         str(out),

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env
 from tests.support.reliability import needs_recorder

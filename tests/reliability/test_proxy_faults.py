@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.recorder import RecorderProcess
 from tests.support.reliability import MODES, Target, chat_body, needs_recorder, wait_recorded

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import needs_recorder

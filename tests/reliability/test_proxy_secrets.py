@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import pytest
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import MODES, find_on_disk, needs_recorder
@@ -279,7 +279,9 @@ def test_redacted_cassette_keeps_what_debugging_needs(recorded: dict[str, Any]) 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True
+        [sys.executable, "-m", "looptap.cassettes.cli", "verify", *args],
+        capture_output=True,
+        text=True,
     )
 
 

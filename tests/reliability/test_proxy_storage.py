@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
@@ -45,7 +45,7 @@ def test_disk_full_mid_run_is_loud_and_keeps_what_was_written(
     argv = [
         str(PROXY_PYTHON),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "run",
         "-o",
         str(out),
@@ -96,7 +96,7 @@ def test_unwritable_output_is_one_clear_line(tmp_path: Path) -> None:
     argv = [
         str(PROXY_PYTHON),
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         command,
         "-o",
         str(out),

@@ -20,10 +20,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.matching import Matcher
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.matching import Matcher
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -384,7 +384,10 @@ def _leaks(text: str) -> list[str]:
 
 def _run(*args: str) -> str:
     p = progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert "Traceback" not in p.stderr, p.stderr
     return p.stdout + p.stderr
@@ -472,7 +475,7 @@ def test_verify_finds_the_sentinels_when_they_are_put_back(recorded: Path, tmp_p
     }
     leaky.write_bytes(b"\n".join([lines[0], orjson.dumps(rec)]) + b"\n")
     out = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "verify", str(leaky)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "verify", str(leaky)],
         capture_output=True,
         text=True,
         cwd=ROOT,

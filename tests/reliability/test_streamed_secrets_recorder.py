@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage import read_records
+from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env, needs_recorder
 from tests.support.secret_streams import (
@@ -389,7 +389,7 @@ def test_everything_was_recorded(recorded: dict[str, Any]) -> None:
 
 
 def _parsed(cas: Any) -> list[Any]:
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.parsing import parse_exchange
 
     return [parse_exchange(ex) for ex in cas.exchanges]
 

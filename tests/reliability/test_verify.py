@@ -16,11 +16,11 @@ from urllib.parse import quote
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import load_vcr
-from cassettes.verify import scan_file, scan_lines
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import main
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import load_vcr
+from looptap.cassettes.verify import scan_file, scan_lines
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.reliability import encoded_forms, find_on_disk
 
@@ -37,7 +37,9 @@ KEYS = {
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True
+        [sys.executable, "-m", "looptap.cassettes.cli", "verify", *args],
+        capture_output=True,
+        text=True,
     )
 
 
@@ -60,8 +62,8 @@ def _clean_cassette(path: Path) -> Path:
 
 def test_patterns_are_the_redactors() -> None:
     """One detector: verify scans with exactly the rules the redactor masks with."""
-    import cassettes.verify as verify
-    from cassettes.recording import Redactor
+    import looptap.cassettes.verify as verify
+    from looptap.cassettes.recording import Redactor
 
     def rules(d: Any) -> list[tuple[str, str]]:
         return [(r.id, r.source) for r in d.rules]

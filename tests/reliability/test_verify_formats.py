@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import dumps_record, exchange_to_record
-from cassettes.verify import scan_file
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import dumps_record, exchange_to_record
+from looptap.cassettes.verify import scan_file
+from looptap.cassettes.wire import Exchange
 from tests.support.secret_streams import chat_sse, pieces, spoken, vendor_keys
 
 FORMS = ("plain", "json-escaped", "u-escaped", "split", "data-url", "url-encoded")
@@ -133,7 +133,7 @@ def test_the_clean_twin_is_clean(tmp_path: Path) -> None:
 def test_a_key_split_across_websocket_session_messages_is_found(tmp_path: Path) -> None:
     """A session kept as its messages (``text/x-looptap-websocket``, one stored piece): its JSON
     messages are reassembled like a stream's events."""
-    from cassettes.recording.websocket import WsSession
+    from looptap.cassettes.recording.websocket import WsSession
 
     key = KEYS["gitlab"]
     session = WsSession("wss://example.com/v1/socket", [], started=1_700_000_000.0)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -238,7 +238,7 @@ def served_miss_run(path: Path) -> Path:
     import urllib.error
     import urllib.request
 
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving import ReplayServer
 
     cassette = write(path.with_name("recorded.jsonl"), tool_loop())
     with ReplayServer(cassette) as srv:

@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault
-from cassettes.storage import load_vcr
-from cassettes.wire import Exchange
+from looptap.cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault
+from looptap.cassettes.storage import load_vcr
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import write
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -60,7 +60,7 @@ class Seen:
 
 def recorded_answer(family: str, stream: bool) -> tuple[Exchange, str, dict[str, Any]]:
     """The recorded exchange, its call's name, and the tool schema to offer under that name."""
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.parsing import parse_exchange
 
     rel, _, idx = ANSWERS[(family, stream)].rpartition("#")
     ex = load_vcr(CORPUS / rel)[int(idx)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cassettes import providers
-from cassettes.replay.forking import bases_of
-from cassettes.replay.forking.compare import upstream_bases
+from looptap.cassettes import providers
+from looptap.cassettes.replay.forking import bases_of
+from looptap.cassettes.replay.forking.compare import upstream_bases
 
 
 def test_an_item_names_its_api_and_a_base_url() -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
-from cassettes.wire import Exchange, mark
+from looptap.cassettes.cli import main
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
+from looptap.cassettes.wire import Exchange, mark
 from tests.inspector.fork_fixture import (
     EDITED,
     ORIGINAL,
@@ -166,7 +166,7 @@ PROMPT = "You are a careful travel agent. " * 8  # 256 characters the two reques
 def test_a_divergence_shows_a_window_around_the_first_differing_character(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.matching import Matcher, Miss, json_diff
+    from looptap.cassettes.matching import Matcher, Miss, json_diff
 
     rec, got = (
         PROMPT + "Current mood of the user: calm and patient.",
@@ -268,7 +268,7 @@ def _parallel(paris: str, lyon: str) -> list[dict[str, object]]:
 def test_parallel_anthropic_results_name_the_call_whose_result_differs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.matching import Matcher, Miss
+    from looptap.cassettes.matching import Matcher, Miss
 
     recorded = _anthropic(_parallel("sunny, 21 C", "sunny, 19 C"))
     miss = Matcher([recorded]).match(

@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.views import money
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import main
+from looptap.cassettes.views import money
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import SYSTEM, chat_exchange, chat_response, write
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -279,9 +279,9 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
     """The schema comes from the recorded request as its family declares tools (Anthropic's
     ``input_schema``, Gemini's ``functionDeclarations`` with OpenAPI upper-case types, Responses'
     flat ``function`` tools)."""
-    from cassettes.models import ToolCall
-    from cassettes.replay.forking.compare import check_arguments, offered_tools
-    from cassettes.wire import Exchange
+    from looptap.cassettes.models import ToolCall
+    from looptap.cassettes.replay.forking.compare import check_arguments, offered_tools
+    from looptap.cassettes.wire import Exchange
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     url, body = {
@@ -347,8 +347,8 @@ def test_a_saved_report_is_what_the_mcp_comparison_tool_reads(
 ) -> None:
     """``--report`` (no file: beside the run) saves what ``--json`` prints; ``looptap mcp``'s
     ``comparison`` answers from it, by the report's path or the run's, and sends nothing."""
-    from cassettes.mcp import QueryError
-    from cassettes.mcp.query import Runs, comparison
+    from looptap.cassettes.mcp import QueryError
+    from looptap.cassettes.mcp.query import Runs, comparison
 
     run = _schema_run(tmp_path)
     with shaky as fake:
@@ -934,7 +934,7 @@ def test_text_answers_agree_by_a_stated_similarity(
         and f"of at least {TEXT_THRESHOLD:.2f}" in out
     )
     assert "  E text similarity to the recording " in out and "(3/4 at 0.70 or more)" in out
-    from cassettes.replay.forking import compare
+    from looptap.cassettes.replay.forking import compare
 
     assert compare.TEXT_THRESHOLD == TEXT_THRESHOLD and compare.text_similarity(
         recorded, other
@@ -946,7 +946,7 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(
 ) -> None:
     """Overall agreement, cost ratio candidate/recorded, latency ratio, E and A differences: the
     first line of the text report, ``verdict`` in the JSON, and what ``comparison`` answers."""
-    from cassettes.mcp.query import Runs, comparison
+    from looptap.cassettes.mcp.query import Runs, comparison
 
     run = _priced_run(tmp_path)
     # turn 1: the wrong city in both samples
@@ -1063,7 +1063,7 @@ def test_the_real_command_stops_on_a_401_with_one_line(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "cassettes.cli",
+                "looptap.cassettes.cli",
                 "compare",
                 str(run),
                 "--upstream",

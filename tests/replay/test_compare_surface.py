@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.replay.forking.compare as compare
+import looptap.cassettes.replay.forking.compare as compare
 
 EXPORTED = [
     "TEXT_MEASURE", "TEXT_THRESHOLD",
@@ -25,4 +25,4 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(compare.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.replay.forking.compare.{m}")
+        importlib.import_module(f"looptap.cassettes.replay.forking.compare.{m}")

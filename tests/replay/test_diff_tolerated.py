@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
+from looptap.cassettes.cli import main
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from tests.inspector.fork_fixture import answer_body, chat_exchange, tool_call, tool_result
 
 MONDAY = {
@@ -238,7 +238,7 @@ def test_a_working_directory_no_header_names_is_compared_as_sent(
 
 
 def test_mcp_diff_reads_it_as_the_cli_does(days: tuple[Path, Path]) -> None:
-    from cassettes.mcp.query import Runs, diff
+    from looptap.cassettes.mcp.query import Runs, diff
 
     runs = Runs([str(days[0].parent.parent)])
     answer = diff(runs, "a/monday.jsonl", "b/tuesday.jsonl", None, 20, 6000)
@@ -259,7 +259,7 @@ def _branch(folder: Path, day: dict[str, str], read: str | None = None) -> tuple
     meta = origin_meta(
         ForkSource(run, parse_cursor("turn=1")), None, {"c1": 1}, [], {"c1": 1}, branch
     )
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     with CassetteWriter(
         branch,
@@ -288,8 +288,8 @@ def test_past_a_forks_cursor_diff_mcp_and_the_fork_view_read_it_alike(
         MONDAY["cwd"],
         TUESDAY["cwd"],
     ) in found
-    from cassettes.mcp.query import Runs, fork_diff
-    from cassettes.replay.forking import fork_view
+    from looptap.cassettes.mcp.query import Runs, fork_diff
+    from looptap.cassettes.replay.forking import fork_view
 
     answer = fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert answer["divergences"] == 0 and answer["tolerated"] == len(found), answer

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from cassettes.errors import CassetteError
-from cassettes.replay.forking import start_fork
-from cassettes.replay.live import MAX_CONTINUE, EditError, parse_edit, parse_edits
+from looptap.cassettes.errors import CassetteError
+from looptap.cassettes.replay.forking import start_fork
+from looptap.cassettes.replay.live import MAX_CONTINUE, EditError, parse_edit, parse_edits
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
 from tests.support.recorder import clean_env
@@ -88,7 +88,7 @@ def test_replay_and_run_from_refuse_an_edit_at_another_selector_in_one_line(
     tmp_path: Path,
 ) -> None:
     run = write(tmp_path / "run.jsonl", tool_loop())
-    argv = [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--cursor", "turn=1"]
+    argv = [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(run), "--cursor", "turn=1"]
     argv += ["--live", "openai=http://127.0.0.1:9", "--edit", "turn=2:system=x"]
     proc = progress.run(argv, capture_output=True, text=True, env=clean_env())
     assert proc.returncode == 2 and proc.stderr == f"looptap: error: {SELECTOR}\n", proc.stderr

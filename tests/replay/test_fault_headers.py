@@ -10,8 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from cassettes import providers
-from cassettes.providers import reset_at
+from looptap.cassettes import providers
+from looptap.cassettes.providers import reset_at
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 _WAIT = re.compile(r"^(\d+(\.\d+)?)(ms|s)?$")

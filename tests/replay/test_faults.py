@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.serving import FaultPlan, FaultSpecError, ReplayServer, parse_fault
+from looptap.cassettes.replay.serving import FaultPlan, FaultSpecError, ReplayServer, parse_fault
 from tests.replay.conftest import (
     REPO,
     SYSTEM,
@@ -419,7 +419,15 @@ def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
         tmp_path / "run.jsonl", [chat_exchange([SYSTEM, USER], chat_response("It is sunny."))]
     )
     bad = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "turn=x:reset"],
+        [
+            sys.executable,
+            "-m",
+            "looptap.cassettes.cli",
+            "replay",
+            str(cas),
+            "--fault",
+            "turn=x:reset",
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -428,7 +436,15 @@ def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
         "looptap: error: --fault 'turn=x:reset': turn= wants a number in digits, not 'x'"
     ]
     bad = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "seq=1:reset*²"],
+        [
+            sys.executable,
+            "-m",
+            "looptap.cassettes.cli",
+            "replay",
+            str(cas),
+            "--fault",
+            "seq=1:reset*²",
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -441,7 +457,7 @@ def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "replay",
             str(cas),
             "--fault",

@@ -16,9 +16,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.reading import origin_of
-from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.serving import ReplayServer
+from looptap.cassettes.reading import origin_of
+from looptap.cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
+from looptap.cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import fork_agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -163,7 +163,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     ), show.stdout
     assert origin_of(run) is None  # a plain recording names no origin
     # The branch records what went live: the continuation only, with the model asked for.
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     recorded = list(open_run(branch, whole=True).exchanges)
     assert len(recorded) == 4 and all(
@@ -186,7 +186,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     # not blamed on the client (issue 42)
     assert "C: the model requested changed" not in diff.stdout
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
-    from cassettes.mcp.query import Runs, fork_diff
+    from looptap.cassettes.mcp.query import Runs, fork_diff
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert (
@@ -205,7 +205,7 @@ def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says
     origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
 ) -> None:
     run, fake1, _ = origin
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     r = open_run(run, whole=True)
     by_seq = {ex.seq: ex for ex in r.exchanges}
@@ -439,7 +439,7 @@ def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(
 def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_path: Path) -> None:
     from openai import OpenAI
 
-    from cassettes.replay.live import parse_edit
+    from looptap.cassettes.replay.live import parse_edit
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
 
     (tmp_path / "result.txt").write_text("STORM WARNING in Paris")
@@ -497,7 +497,7 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     import signal
     import subprocess
 
-    from cassettes.replay.live import EditError, parse_edit
+    from looptap.cassettes.replay.live import EditError, parse_edit
     from tests.replay.conftest import tool_loop, write
 
     run = write(tmp_path / "run.jsonl", tool_loop())
@@ -505,7 +505,7 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     argv = [
         sys.executable,
         "-m",
-        "cassettes.cli",
+        "looptap.cassettes.cli",
         "replay",
         str(run),
         "--cursor",

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
-from cassettes.replay.forking import Cursor, live_router, parse_cursor
-from cassettes.replay.live import EditError, parse_edit
-from cassettes.replay.serving import ReplayServer
-from cassettes.wire import Exchange
+from looptap.cassettes.models import FinishReason, NormalisedResponse, Part, Usage
+from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+from looptap.cassettes.replay.live import EditError, parse_edit
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.wire import Exchange
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 CUT = "The weather in Paris is"
@@ -57,7 +57,7 @@ APIS: dict[str, tuple[str, dict[str, Any], str]] = {
 
 
 def _adapter(family: str) -> Any:
-    from cassettes import providers
+    from looptap.cassettes import providers
 
     path, body, _ = APIS[family]
     adapter = providers.detect("POST", urlsplit(path), body)
@@ -85,7 +85,7 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(
     """Each API's cut answer (as it sends it: JSON or its event stream) is read as cut, the
     continuation asks in the API's own form, and the parts join into one answer rendered as the
     client asked; reading that answer back gives the whole text, finished, the usage summed."""
-    from cassettes.replay.live import (
+    from looptap.cassettes.replay.live import (
         Continuation,
         cut_text,
         joined,
@@ -133,7 +133,7 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(
     assert sent[history][: len(request[history])] == request[history] and {
         k: v for k, v in sent.items() if k != history
     } == {k: v for k, v in orjson.loads(client).items() if k != history}
-    from cassettes.wire import EDIT_HEADER, from_header
+    from looptap.cassettes.wire import EDIT_HEADER, from_header
 
     marks = from_header(dict(headers)[EDIT_HEADER])
     assert marks == [
@@ -306,8 +306,8 @@ def test_the_continuations_are_bounded() -> None:
 def test_a_continuation_mark_says_the_request_was_looptaps_not_the_clients() -> None:
     """show and the inspector's message pane: a ``continue`` mark's request is looptap's own (the
     client sent none of it), not "client sent → …" as an edit of the client's request reads."""
-    from cassettes.views import CONTINUED, edit_lines
-    from inspector.widgets import client_sent
+    from looptap.cassettes.views import CONTINUED, edit_lines
+    from looptap.inspector.widgets import client_sent
 
     marks = [
         {

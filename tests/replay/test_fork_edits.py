@@ -34,7 +34,7 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     tool result edited; the fakes' logs and the branch."""
     if RECORDER[0] == "None":
         pytest.skip("no recorder environment")
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     tmp = tmp_path_factory.mktemp("edits")
     confdir, run, branch = tmp / "conf", tmp / "run.jsonl", tmp / "branch.jsonl"
@@ -117,7 +117,7 @@ def _fork(run: Path, edits: list[str], branch: Path, confdir: Path, url: str) ->
 
 
 def _client_sent(ex: Any) -> Any:
-    from cassettes.wire import client_body
+    from looptap.cassettes.wire import client_body
 
     return client_body(ex.request_json(), ex.edits)
 
@@ -149,7 +149,7 @@ def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(
 def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(
     forked: dict[str, Any],
 ) -> None:
-    from cassettes.reading import open_run, origin_of
+    from looptap.cassettes.reading import open_run, origin_of
 
     branch = open_run(forked["branch"], whole=True)
     assert len(branch.exchanges) == 4
@@ -266,8 +266,8 @@ def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
 
 
 def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> None:
-    from cassettes.replay.live import apply_edits, edited_headers, parse_edit
-    from cassettes.wire import (
+    from looptap.cassettes.replay.live import apply_edits, edited_headers, parse_edit
+    from looptap.cassettes.wire import (
         EDIT_AUTH_HEADER,
         EDIT_HEADER,
         authentic,
@@ -330,7 +330,7 @@ def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> 
 
 
 def test_a_mark_too_large_for_the_header_travels_without_its_value() -> None:
-    from cassettes.wire import MAX_HEADER, client_body, from_header, mark, to_header
+    from looptap.cassettes.wire import MAX_HEADER, client_body, from_header, mark, to_header
 
     m = mark("system", "turn=0", ["system"], "x" * MAX_HEADER)
     (back,) = from_header(to_header([m])) or [None]
@@ -344,9 +344,9 @@ def test_a_mark_too_large_for_the_header_travels_without_its_value() -> None:
 
 
 def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_path: Path) -> None:
-    from cassettes.recording import Redactor
-    from cassettes.storage import exchange_to_record, record_to_exchange
-    from cassettes.wire import mark
+    from looptap.cassettes.recording import Redactor
+    from looptap.cassettes.storage import exchange_to_record, record_to_exchange
+    from looptap.cassettes.wire import mark
     from tests.replay.conftest import tool_loop
 
     ex = tool_loop()[1]
@@ -370,9 +370,9 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     the edit: the branch's marks give that request back, so replay matches it."""
     from openai import OpenAI
 
-    from cassettes.reading import open_run
-    from cassettes.replay.serving import ReplayServer
-    from cassettes.wire import mark
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.wire import mark
     from tests.replay.conftest import (
         CALL,
         RESULT,
@@ -404,7 +404,7 @@ def test_a_tool_schema_edit_is_marked_in_the_branch(forked: dict[str, Any], tmp_
     """The recorder keeps the marks of every target ``--edit`` takes: a ``tool_schema[NAME]``
     edit's were refused as unreadable ('edits: the request's edit marks could not be read;
     dropped'), so the branch could not give the client's own schema back."""
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     schema = {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}}}
     (tmp_path / "schema.json").write_text(orjson.dumps(schema).decode())

@@ -16,10 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.live import parse_edit
-from cassettes.replay.serving import ReplayServer
-from cassettes.wire import Exchange
+from looptap.cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
+from looptap.cassettes.replay.live import parse_edit
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -39,7 +39,7 @@ def new_model(req: ScriptedRequest) -> Reply:
 
 def _looptap(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *argv],
+        [sys.executable, "-m", "looptap.cassettes.cli", *argv],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -97,8 +97,8 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
     # the branch is read, and priced, as the model the deployment now names: gpt-5, as the URL says
     import genai_prices as gp
 
-    from cassettes.analysis import analyse
-    from cassettes.parsing import parse_all
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.parsing import parse_all
 
     run = analyse(served, parse_all(served))
     live_turn = run.turns[max(run.turns)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking import (
+from looptap.cassettes.replay.forking import (
     MAX_BYTES,
     VERSION,
     Cursor,
@@ -25,7 +25,7 @@ from cassettes.replay.forking import (
     parse_cursor,
     read_plan,
 )
-from cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
 from tests.support.recorder import clean_env
@@ -106,7 +106,7 @@ def test_a_bad_plan_is_one_line(tmp_path: Path, content: bytes | None, said: str
         [
             sys.executable,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "replay",
             str(tmp_path / "run.jsonl"),
             "--fork-plan",

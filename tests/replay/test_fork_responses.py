@@ -153,8 +153,8 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
     """The divergences of ``branch`` from ``run`` as ``looptap diff --json`` lists them, checked to
     be those MCP's ``fork_diff`` and the inspector's Fork tab list, turn for turn; and the
     tolerated turns of the three alike."""
-    from cassettes.mcp.query import Runs, fork_diff
-    from cassettes.replay.forking import fork_view
+    from looptap.cassettes.mcp.query import Runs, fork_diff
+    from looptap.cassettes.replay.forking import fork_view
 
     diff = progress.run(
         [*RECORDER, "diff", "--json", str(run), str(branch)],

@@ -146,7 +146,7 @@ def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_t
     ), err
     assert "tolerated at c1/turn 2 (seq 2): messages[3].content" in err, err
     # the branch keeps them (its note record), with the prefix mode in its header
-    from cassettes.reading import fork_notes, origin_of
+    from looptap.cassettes.reading import fork_notes, origin_of
 
     o = origin_of(branch)
     assert o is not None and o["prefix"] == "tolerant"
@@ -204,7 +204,7 @@ def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live
     assert len(fake.log) == before
     assert [len(x.request.tool_results()) for x in live.log] == [1, 2, 3]
     assert "live in c1: turns 1, 2, 3" in err, err
-    from cassettes.reading import fork_notes
+    from looptap.cassettes.reading import fork_notes
 
     assert fork_notes(branch)["starts"] == {"c1": [1, 1]}
     show = _looptap("show", str(branch), "--json")
@@ -235,7 +235,7 @@ def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(
         "--prefix tolerant answers a request that differs only in tool results with its recorded "
         f"turn; --from {said.group(2)}@divergence goes live" in err
     ), err
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     sent = open_run(kept, whole=True).exchanges
     # the miss, as the agent sent it

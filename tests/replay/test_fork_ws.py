@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from cassettes.reading import open_run, origin_of
+from looptap.cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from looptap.cassettes.reading import open_run, origin_of
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
@@ -318,9 +318,9 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     then replayed with the cursor at turn 1 (the result): turn 0 from the recording, turn 1 sent
     live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
     pytest.importorskip("websockets")
-    from cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from cassettes.replay.live import parse_edit
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from looptap.cassettes.replay.live import parse_edit
+    from looptap.cassettes.replay.serving import ReplayServer
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -381,8 +381,8 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
     pytest.importorskip("websockets")
     import socket
 
-    from cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from looptap.cassettes.replay.serving import ReplayServer
 
     path = sdk_cassette[0]
     with socket.socket() as s:  # a port nothing listens on
@@ -401,7 +401,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
 
 
 def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
-    from cassettes.replay.live import Threads
+    from looptap.cassettes.replay.live import Threads
 
     t = Threads(limit=3)
     t.add("r0", None, [])
@@ -421,7 +421,7 @@ def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
 def test_client_side_frames_are_masked_and_a_servers_are_read_unmasked() -> None:
     import asyncio
 
-    from cassettes import net as ws
+    from looptap.cassettes import net as ws
 
     async def read(data: bytes, from_server: bool) -> tuple[int, bytes]:
         r = asyncio.StreamReader()
@@ -447,8 +447,8 @@ def test_each_turn_a_live_session_relays_is_noted_in_the_order_the_agent_lived_i
     rebuilds the run the agent lived. Before, only the turn that opened the live session was
     noted: [0, None], the answer's turn missing (issue 68)."""
     pytest.importorskip("websockets")
-    from cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from looptap.cassettes.replay.serving import ReplayServer
     from tests.support.ws_upstream import WsResponsesUpstream
 
     path = sdk_cassette[0]
@@ -469,8 +469,8 @@ def test_a_turn_at_the_cursor_that_differs_from_the_recording_goes_live_and_is_n
     the cursor. Before, the turn stayed a miss after it was answered live, so the fork said the
     client diverged before the cursor and every confirm run of Codex was no sample (issue 68)."""
     pytest.importorskip("websockets")
-    from cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from looptap.cassettes.replay.serving import ReplayServer
     from tests.support.ws_upstream import WsResponsesUpstream
 
     path = sdk_cassette[0]

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from cassettes import net as http1
-from cassettes.net import BackgroundServer
-from cassettes.replay.serving import ReplayServer
-from cassettes.wire import Exchange
+from looptap.cassettes import net as http1
+from looptap.cassettes.net import BackgroundServer
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.wire import Exchange
 from tests.support.upstream import FakeUpstream
 
 

@@ -27,10 +27,10 @@ import h11
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.replay.forking import Cursor, live_router, parse_cursor
-from cassettes.replay.serving import ReplayServer
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import main
+from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import (
     SYSTEM,
     TOOLS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.replay.live as live
+import looptap.cassettes.replay.live as live
 
 EXPORTED = [
     "MAX_CONTINUE",
@@ -27,5 +27,5 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(live.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.replay.live.{m}")
+        importlib.import_module(f"looptap.cassettes.replay.live.{m}")
 

@@ -7,8 +7,8 @@ import copy
 import orjson
 import pytest
 
-from cassettes.errors import CassetteError, ReplayMiss
-from cassettes.matching import Matcher, Miss, Recorded, format_path, json_diff, request_key
+from looptap.cassettes.errors import CassetteError, ReplayMiss
+from looptap.cassettes.matching import Matcher, Miss, Recorded, format_path, json_diff, request_key
 from tests.replay.conftest import (
     CALL,
     RESULT,
@@ -94,7 +94,7 @@ def test_tool_call_ids_are_remapped_consistently() -> None:
 
 
 def test_timestamps_and_multipart_boundaries_are_normalised() -> None:
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     a = request_key(
         "POST", PATH, [], body([SYSTEM, USER], metadata={"sent": "2026-11-22T01:02:03.456Z"})
@@ -265,7 +265,7 @@ def test_a_client_at_another_base_path_is_read_under_the_recorded_one() -> None:
     """Codex signed in with ChatGPT records /backend-api/codex/responses; replayed through
     openai_base_url it asks /v1/responses. An unrecorded path is read under a recorded base that
     ends the same way, learned from the first exact match and kept; a recorded path means itself."""
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     rec = tool_loop()
     for ex in rec:
@@ -315,7 +315,7 @@ def test_a_client_at_another_base_path_is_read_under_the_recorded_one() -> None:
 def test_strict_compares_the_headers_an_adapter_names() -> None:
     """An API version header changes what the API does: strict replay compares it; telemetry
     headers are never compared."""
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     req = orjson.dumps(
         {

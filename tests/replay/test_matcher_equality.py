@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.matching import Matcher, Miss, Recorded
-from cassettes.wire import Exchange
+from looptap.cassettes.matching import Matcher, Miss, Recorded
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_request, tool_loop
 
 PATH = "/v1/chat/completions"

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.serving import ReplayServer
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.replay.serving import ReplayServer
 from tests.cassettes.test_mcp_calls import run_exchanges
 
 HEADERS = {

@@ -20,10 +20,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.parsing import parse_all
-from cassettes.storage import read_records
-from cassettes.wire import OWN_RESPONSE_HEADERS, without_own
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import OWN_RESPONSE_HEADERS, without_own
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
@@ -163,8 +163,8 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(
     import urllib.error
     import urllib.request
 
-    from cassettes.replay.serving import ReplayServer
-    from cassettes.storage import load_vcr
+    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.storage import load_vcr
 
     repo = Path(__file__).resolve().parents[2]
     with ReplayServer(

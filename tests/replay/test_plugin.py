@@ -189,7 +189,7 @@ def test_recording_without_the_recorder_says_how_to_install(
     # No LOOPTAP_PROXY_PYTHON (and no mitmproxy here), no recorder where set-up makes it (found
     # there: tests/test_newcomer.py); one that names no file is said as missing
     # (tests/replay/test_plugin_toy_project.py).
-    from cassettes import hints
+    from looptap.cassettes import hints
 
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     monkeypatch.setattr(hints, "found_recorder", lambda: None)
@@ -328,7 +328,7 @@ def test_readme_example_replays_and_fails_when_the_tool_changes(
     pytest.importorskip("openai")
     import importlib.util
 
-    from cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.recording.pipeline import CassetteWriter
 
     code = _readme_example()
     src = pytester.path / "test_weather_agent.py"
@@ -403,7 +403,7 @@ def test_record_modes_all_then_new_episodes(
     """``all`` records through the recorder; ``new_episodes`` replays what is recorded and sends
     the rest through the recorder, appended to the cassette; ``none`` then replays all of it."""
     pytest.importorskip("openai")
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -488,7 +488,7 @@ def test_a_session_records_every_test_through_one_recorder(
     Now one recorder serves the session, and each test's cassette holds exactly its own round
     trips, a failing test's included."""
     pytest.importorskip("openai")
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     seen = pytester.path / "seen.txt"
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)

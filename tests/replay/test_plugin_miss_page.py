@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.replay.conftest import served_miss_run
 from tests.replay.test_plugin import NOPLUG, SDK_LOOP, _clean_env, _inner
 from tests.replay.test_plugin_html import CHANGED
@@ -33,7 +33,7 @@ KEEP_SERVED = CHANGED.replace('''    finally:
         RESULT = "sunny, 21 C"
 ''', '''    finally:
         RESULT = "sunny, 21 C"
-        from cassettes.recording.pipeline import CassetteWriter
+        from looptap.cassettes.recording.pipeline import CassetteWriter
         with CassetteWriter("served.jsonl") as w:
             for ex in looptap.server.served:
                 w.append(ex)
@@ -58,7 +58,7 @@ def test_a_replay_miss_is_the_clients_divergence_in_the_analysis(tmp_path: Path)
 
 def test_a_forged_or_cut_note_still_reads_as_a_miss_never_as_the_apis_error(tmp_path: Path) -> None:
     """The note is a header of a cassette: untrusted. Unreadable, the miss stays the client's."""
-    from cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.recording.pipeline import CassetteWriter
 
     exchanges = open_run(served_miss_run(tmp_path / "served.jsonl"), whole=True).exchanges
     miss = exchanges[1]
@@ -89,7 +89,9 @@ def _show(path: Path) -> str:
     from tests.support import progress
 
     done = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -208,7 +210,7 @@ def test_the_page_in_a_browser_opens_at_the_miss_and_says_what_it_is(
 
 def test_the_note_stays_a_small_ascii_header_keeping_the_first_verdict_and_a_change() -> None:
     """Clients cap a response's head (Node's at 16 KiB): a miss with long differences still fits."""
-    from cassettes.wire import MAX_NOTE, Exchange, MissNote, MissVerdict, read_miss
+    from looptap.cassettes.wire import MAX_NOTE, Exchange, MissNote, MissVerdict, read_miss
 
     note = MissNote(
         "c" * 1000,

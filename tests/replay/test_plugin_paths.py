@@ -52,7 +52,7 @@ def test_recording_never_replaces_what_is_not_a_cassette(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("openai")
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.net import Trust, Upstream, UpstreamError
-from cassettes.replay.testing.plugin import NO_HOST_CA
+from looptap.cassettes.net import Trust, Upstream, UpstreamError
+from looptap.cassettes.replay.testing.plugin import NO_HOST_CA
 from tests.replay.conftest import tool_loop, write
 from tests.replay.test_fork import FORK_TEST, new_model_route
 from tests.replay.test_plugin import NOPLUG, expect

@@ -19,20 +19,20 @@ def _rewritten():
     return {
         name
         for name, mod in list(sys.modules.items())
-        if name.startswith("cassettes")
+        if name.startswith("looptap.cassettes")
         and type(getattr(mod.__spec__, "loader", None)).__name__ == "AssertionRewritingHook"
     }
 
 def test_core_is_not_rewritten():
-    import cassettes.providers
-    import cassettes.replay.serving._server
+    import looptap.cassettes.providers
+    import looptap.cassettes.replay.serving._server
 
-    cassettes.providers.detect  # the adapters, as a replay's first request loads them
+    looptap.cassettes.providers.detect  # the adapters, as a replay's first request loads them
     rewritten = _rewritten()
     # the session does rewrite the plugin's distribution: the plugin module itself
-    assert "cassettes.replay.testing.plugin" in rewritten
-    assert "cassettes.replay.serving._server" not in rewritten
-    assert "cassettes.providers" not in rewritten
+    assert "looptap.cassettes.replay.testing.plugin" in rewritten
+    assert "looptap.cassettes.replay.serving._server" not in rewritten
+    assert "looptap.cassettes.providers" not in rewritten
     print("REWRITTEN", sorted(rewritten))
 """
 

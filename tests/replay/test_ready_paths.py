@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from cassettes.replay.testing.ready import SCHEMA, VERSION, Ready, write_ready
+from looptap.cassettes.replay.testing.ready import SCHEMA, VERSION, Ready, write_ready
 
 
 def _ready() -> Ready:

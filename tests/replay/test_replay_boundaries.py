@@ -19,15 +19,15 @@ def test_replay_names_no_provider() -> None:
         text = f.read_text()
         hit = _NAMES.search(text)  # docstrings and comments included
         assert hit is None, f"{f.relative_to(ROOT)} names a provider: {hit.group(0) if hit else ''}"
-        assert "cassettes.providers." not in text, (
+        assert "looptap.cassettes.providers." not in text, (
             f"{f.relative_to(ROOT)} imports an adapter module directly"
         )
 
 
 def test_plugin_and_server_import_without_mitmproxy_or_the_proxy_package() -> None:
     code = (
-        "import sys, cassettes.replay.testing.plugin, cassettes.replay\n"
-        "from cassettes.replay.command import cmd_replay\n"
+        "import sys, looptap.cassettes.replay.testing.plugin, looptap.cassettes.replay\n"
+        "from looptap.cassettes.replay.command import cmd_replay\n"
         "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'proxy', "
         "'textual', 'inspector'))))\n"
     )

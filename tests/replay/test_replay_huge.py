@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.serving import UNPLAYED_LISTED, ReplayServer
+from looptap.cassettes.replay.serving import UNPLAYED_LISTED, ReplayServer
 from tests.support.huge import write_huge
 
 
@@ -64,7 +64,7 @@ def _ask(server: ReplayServer, k: int) -> tuple[int, bytes, str | None]:
 
 
 def test_answers_are_read_from_disk_by_offset(tmp_path: Path) -> None:
-    from cassettes.matching import EXCHANGE_CACHE
+    from looptap.cassettes.matching import EXCHANGE_CACHE
 
     path = write_huge(tmp_path / "run.jsonl", 3 * EXCHANGE_CACHE)
     n = 3 * EXCHANGE_CACHE
@@ -93,9 +93,9 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
 ) -> None:
     """Two runs that differ on every turn: the first MAX_DIVERGENCES are kept and printed, the
     others counted in one line (text) and ``left_out`` (JSON), never held."""
-    from cassettes.cli import main
-    from cassettes.replay import comparison
-    from cassettes.replay.forking import diff_analysed
+    from looptap.cassettes.cli import main
+    from looptap.cassettes.replay import comparison
+    from looptap.cassettes.replay.forking import diff_analysed
 
     a = write_huge(tmp_path / "a.jsonl", 12)
     b = tmp_path / "b.jsonl"
@@ -104,7 +104,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
     whole = capsys.readouterr().out
     assert "12 divergences" in whole and "more divergences" not in whole
     # the cap a diff keeps, patched where it is read: a name of a private module (no seam offers it)
-    monkeypatch.setattr("cassettes.replay.forking._divergence.MAX_DIVERGENCES", 5)
+    monkeypatch.setattr("looptap.cassettes.replay.forking._divergence.MAX_DIVERGENCES", 5)
     kept: list[int] = []
     real = diff_analysed
 
@@ -129,8 +129,8 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
 def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.cli import main
-    from cassettes.reading import RunTooLargeError
+    from looptap.cassettes.cli import main
+    from looptap.cassettes.reading import RunTooLargeError
 
     path = write_huge(tmp_path / "run.jsonl", 50)
     monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "1")
@@ -144,7 +144,7 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.matching import IndexedRecordings, InMemory
+    from looptap.cassettes.matching import IndexedRecordings, InMemory
 
     path = write_huge(tmp_path / "run.jsonl", 20)
     where = ReplayServer.__init__.__globals__  # the module-level threshold ReplayServer reads

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 from tests.support import progress
 from tests.support.clock import moved, needs_faketime
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
@@ -158,7 +158,15 @@ def test_a_dated_agent_recorded_once_replays_the_next_day_and_a_real_change_fail
     assert kept is not None, out[-4000:]
     assert f"looptap rules propose {cassette} {kept.group(1)}" in out, out[-4000:]
     proposed = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "rules", "propose", str(cassette), kept.group(1)],
+        [
+            sys.executable,
+            "-m",
+            "looptap.cassettes.cli",
+            "rules",
+            "propose",
+            str(cassette),
+            kept.group(1),
+        ],
         env=env,
         capture_output=True,
         text=True,

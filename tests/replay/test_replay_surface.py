@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-import cassettes.replay as replay
-from cassettes.commands import COMMANDS
+import looptap.cassettes.replay as replay
+from looptap.cassettes.commands import COMMANDS
 
 
 def test_the_package_exports_nothing() -> None:
@@ -20,6 +20,6 @@ def test_the_package_exports_nothing() -> None:
 
 def test_the_registry_names_the_handler_by_its_module() -> None:
     (run,) = [c.run for c in COMMANDS if c.name == "replay"]
-    assert run == "cassettes.replay.command:cmd_replay"
+    assert run == "looptap.cassettes.replay.command:cmd_replay"
     module, _, name = run.partition(":")
     assert callable(getattr(importlib.import_module(module), name))

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from cassettes.parsing import parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.serving import ReplayServer
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.harness import outputs
 from tests.support.upstream import FakeUpstream
@@ -190,7 +190,7 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
         argv = [
             _PROXY,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "run",
             "-o",
             str(again),

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.matching import Matcher, Miss, Recorded, Rules, from_table
-from cassettes.replay.forking import propose_files
-from cassettes.wire import Exchange
+from looptap.cassettes.matching import Matcher, Miss, Recorded, Rules, from_table
+from looptap.cassettes.replay.forking import propose_files
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import REPO, chat_response, write
 
 URL = "https://api.openai.com/v1/chat/completions"
@@ -186,7 +186,7 @@ def test_the_command_prints_the_block_and_writes_nothing(tmp_path: Path) -> None
     b = write(tmp_path / "tuesday.jsonl", agent(TUESDAY, lines=4))
     before = sorted(p.name for p in tmp_path.iterdir())
     out = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "rules", "propose", str(a), str(b)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "rules", "propose", str(a), str(b)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -202,7 +202,7 @@ def test_the_command_prints_the_block_and_writes_nothing(tmp_path: Path) -> None
         [
             sys.executable,
             "-m",
-            "cassettes.cli",
+            "looptap.cassettes.cli",
             "rules",
             "propose",
             str(a),

@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.matching import rules_of_args
-from cassettes.replay.forking import (
+from looptap.cassettes.matching import rules_of_args
+from looptap.cassettes.replay.forking import (
     Cursor,
     ForkReplay,
     live_router,
@@ -24,7 +24,7 @@ from cassettes.replay.forking import (
     parse_from,
     read_plan,
 )
-from cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
 from tests.replay.test_rules_propose import MONDAY, TUESDAY, agent
@@ -53,7 +53,7 @@ def tuesday(listing: str | None = None) -> list[bytes]:
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    from cassettes.cli import build_parser
+    from looptap.cassettes.cli import build_parser
 
     return build_parser("replay").parse_args(["replay", "run.jsonl", *argv])
 
@@ -123,7 +123,7 @@ def test_a_forks_prefix_applies_the_rules_and_passes_the_flags_to_its_replay_ser
 
 def _looptap(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *argv],
+        [sys.executable, "-m", "looptap.cassettes.cli", *argv],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import Run
+from looptap.cassettes.reading import Run
 from tests.replay.conftest import CALL, SYSTEM, USER, chat_exchange, chat_response, tool_loop, write
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.serving import MISS_CODE, ReplayServer, parse_pace
-from cassettes.wire import Exchange
+from looptap.cassettes.replay.serving import MISS_CODE, ReplayServer, parse_pace
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import (
     CALL,
     CHAT_URL,
@@ -290,7 +290,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape(
     API's own error (502, looptap_upstream_error), kept with the failure as its transport error."""
     import socket
 
-    from cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -337,7 +337,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     import contextlib
     import io
 
-    from cassettes.cli import main
+    from looptap.cassettes.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     buf = io.BytesIO()  # `looptap diff --json` writes bytes to sys.stdout.buffer
@@ -355,7 +355,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_replay_command_prints_exports_serves_and_reports(tmp_path: Path) -> None:
     cas = write(tmp_path / "run.jsonl", tool_loop())
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(cas)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(cas)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.replay.serving as serving
+import looptap.cassettes.replay.serving as serving
 
 EXPORTED = [
     "IDLE_TIMEOUT", "MISS_CODE", "PLACEHOLDER_KEY", "READ_TIMEOUT", "REFUSAL_TEXT", "STATUS_KINDS",
@@ -25,4 +25,4 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(serving.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.replay.serving.{m}")
+        importlib.import_module(f"looptap.cassettes.replay.serving.{m}")

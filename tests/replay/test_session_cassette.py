@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from real_corpus import corpus_files
 
-from cassettes.errors import CassetteError
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.testing.recorder import SessionCassette
-from cassettes.storage import load_vcr, read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.errors import CassetteError
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.replay.testing.recorder import SessionCassette
+from looptap.cassettes.storage import load_vcr, read_records
+from looptap.cassettes.wire import Exchange
 
 
 def _conversation() -> list[Exchange]:

@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from cassettes.cli import main
-from cassettes.replay.serving import ReplayServer
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import main
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import chat_response, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -74,7 +74,7 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     ):
         text = re.sub(rf'\["{name}","[^"]*"\]', f'["{name}","{value}"]', text)
     path.write_text(text)
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     # the hostile values are in the file, as a hand-made cassette has them
     got = next(iter(open_run(path, whole=True).exchanges))
@@ -316,7 +316,7 @@ def test_looptap_replay_never_splits_a_response(tmp_path: Path) -> None:
     """The same server as the ``looptap replay`` command runs it (a process, its own exports)."""
     run, exchanges = hostile(tmp_path)
     p = subprocess.Popen(
-        [sys.executable, "-m", "cassettes.cli", "replay", str(run)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(run)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -461,7 +461,7 @@ def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
     header value holding CR/LF is dropped and said, never written as a second request."""
     import asyncio
 
-    from cassettes.net import Upstream
+    from looptap.cassettes.net import Upstream
 
     body = b'{"model": "gpt-4o", "messages": []}'
     headers = [
@@ -497,7 +497,7 @@ def test_the_forwarder_sends_the_request_as_given_byte_for_byte() -> None:
     encodings), its own Host, Content-Length and Connection: close; one request per connection."""
     import asyncio
 
-    from cassettes.net import Upstream
+    from looptap.cassettes.net import Upstream
 
     body = b'{"model": "gpt-4o", "messages": []}'
     headers = [

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 import sys
 
-import cassettes.replay.testing as testing
+import looptap.cassettes.replay.testing as testing
 from tests.support import progress
 
 #: Each public module's names (the plugin's is named outside Python too: pyproject's
@@ -34,7 +34,7 @@ def test_the_public_modules_and_their_names_are_pinned() -> None:
     modules = [m.name for m in pkgutil.iter_modules(testing.__path__)]
     assert sorted(m for m in modules if not m.startswith("_")) == sorted(PUBLIC), modules
     for m in modules:
-        module = importlib.import_module(f"cassettes.replay.testing.{m}")
+        module = importlib.import_module(f"looptap.cassettes.replay.testing.{m}")
         if m in PUBLIC:
             names = PUBLIC[m]
             assert module.__all__ == sorted(names, key=lambda s: (not s.isupper(), s)), m
@@ -45,14 +45,14 @@ def test_the_ready_file_loads_alone() -> None:
     """The recorder's start (proxy/launcher.py, proxy/cli.py) takes the ready file by its module:
     the plugin's machinery, the recorder process and the server stay unloaded."""
     code = (
-        "import sys; from cassettes.replay.testing.ready import check_ready_path, write_ready; "
-        "print(sorted(m for m in sys.modules if m.startswith('cassettes.replay')))"
+        "import sys; from looptap.cassettes.replay.testing.ready import check_ready_path, write_ready; "  # noqa: E501
+        "print(sorted(m for m in sys.modules if m.startswith('looptap.cassettes.replay')))"
     )
     out = progress.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == [
-        "['cassettes.replay',",
-        "'cassettes.replay.testing',",
-        "'cassettes.replay.testing.ready']",
+        "['looptap.cassettes.replay',",
+        "'looptap.cassettes.replay.testing',",
+        "'looptap.cassettes.replay.testing.ready']",
     ], out

@@ -9,8 +9,14 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.matching import Matcher, Recorded, json_diff, request_key, tool_result_changes
-from cassettes.wire import Exchange
+from looptap.cassettes.matching import (
+    Matcher,
+    Recorded,
+    json_diff,
+    request_key,
+    tool_result_changes,
+)
+from looptap.cassettes.wire import Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 MESSAGES = "https://api.anthropic.com/v1/messages"
@@ -228,9 +234,9 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
 ):
     """Responses chains: the turn past the cursor continues an answer served in position; sent
     self-contained, its history holds the tool output the client sent, not the recorded one."""
-    from cassettes.net import Request
-    from cassettes.replay.forking import Cursor, parse_cursor
-    from cassettes.replay.serving import Forward, Planner, Play
+    from looptap.cassettes.net import Request
+    from looptap.cassettes.replay.forking import Cursor, parse_cursor
+    from looptap.cassettes.replay.serving import Forward, Planner, Play
 
     def call(cid: str) -> dict[str, Any]:
         return {"type": "function_call", "call_id": cid, "name": "ls", "arguments": "{}"}
@@ -287,7 +293,7 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
 def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
     """What is on the record is wire text: a key in a changed listing never reaches a report line
     or the branch, and a long value is kept around where the two differ."""
-    from cassettes.matching import Tolerated, entries_of, report_lines
+    from looptap.cassettes.matching import Tolerated, entries_of, report_lines
 
     key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
     found = entries_of(
@@ -311,8 +317,8 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
 
 
 def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> None:
-    from cassettes.replay.forking import Cursor, CursorError, parse_cursor
-    from cassettes.replay.live import parse_edit
+    from looptap.cassettes.replay.forking import Cursor, CursorError, parse_cursor
+    from looptap.cassettes.replay.live import parse_edit
 
     spec = parse_cursor("divergence")
     assert (
@@ -346,7 +352,7 @@ def test_a_prefix_mode_without_a_fork_is_refused(tmp_path: Any) -> None:
         (["replay", str(run), "--prefix", "tolerant"], "--prefix go with --cursor"),
     ):
         proc = progress.run(
-            [sys.executable, "-m", "cassettes.cli", *argv], capture_output=True, text=True
+            [sys.executable, "-m", "looptap.cassettes.cli", *argv], capture_output=True, text=True
         )
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert not (tmp_path / "b.jsonl").exists()

@@ -9,11 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.cli import build_parser
-from cassettes.matching import Matcher, Miss, Recorded, Tolerated, VolatileSpans, request_key
-from cassettes.replay.forking import Cursor, ForkReplay, live_router, parse_cursor, parse_from
-from cassettes.replay.serving import ReplayServer
-from cassettes.wire import Exchange
+from looptap.cassettes.cli import build_parser
+from looptap.cassettes.matching import (
+    Matcher,
+    Miss,
+    Recorded,
+    Tolerated,
+    VolatileSpans,
+    request_key,
+)
+from looptap.cassettes.replay.forking import (
+    Cursor,
+    ForkReplay,
+    live_router,
+    parse_cursor,
+    parse_from,
+)
+from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import (
     USER,
     chat_exchange,
@@ -228,7 +241,7 @@ def test_a_request_past_the_cursor_is_not_listed_as_tolerated() -> None:
     """At the cursor the request matches its recorded turn only through the date and goes live:
     its recorded answer was not served, so nothing of it is listed as tolerated (the prefix's
     turn 0 is); the branch's note and ``show`` read this list as turns served from the origin."""
-    from cassettes.matching import turn_entries
+    from looptap.cassettes.matching import turn_entries
     from tests.support.scripted import Reply, ScriptedUpstream
 
     with (

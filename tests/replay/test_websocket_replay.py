@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cassettes import net as wsframes
-from cassettes.replay.serving import ReplayServer
+from looptap.cassettes import net as wsframes
+from looptap.cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import write
 from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -93,7 +93,7 @@ def test_the_sdk_gets_the_recorded_session_back(cassette: tuple[Path, list[Any]]
         assert srv.misses == [] and srv.unplayed() == []
         assert [ex.status for ex in srv.served] == [200, 200, 200]
         assert all("websocket replay" in ex.notes for ex in srv.served)
-    from cassettes.analysis import analyse
+    from looptap.cassettes.analysis import analyse
 
     run = analyse(list(srv.served))  # the served session reads like the recorded one
     assert [c.turns for c in run.conversations] == [[1, 2]]
@@ -106,7 +106,7 @@ def test_a_turn_the_cassette_lacks_gets_the_apis_error_message(
     with ReplayServer(path) as srv:
         assert agent(srv.url, question="Weather in Rome?") == [("error", "looptap_replay_miss")]
         assert len(srv.misses) == 1 and "input[0].content" in "\n".join(srv.misses[0].lines())
-    from cassettes.analysis import analyse
+    from looptap.cassettes.analysis import analyse
 
     # The served session reads the miss as the client's divergence, never as the API's error.
     findings = analyse(list(srv.served)).findings
@@ -208,8 +208,8 @@ def test_faults_over_a_websocket(
     """``looptap replay --fault`` on a WebSocket session: a status fault is the API's error message
     with that status, a rewriting fault the rewritten answer's events; the served turn is
     labelled."""
-    from cassettes.analysis import analyse
-    from cassettes.replay.serving import FaultPlan, parse_fault
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.replay.serving import FaultPlan, parse_fault
 
     path, _ = cassette
     plan = FaultPlan([parse_fault(fault)])
@@ -229,8 +229,8 @@ def test_faults_over_a_websocket(
 def test_a_stream_cut_over_a_websocket_closes_the_connection_mid_turn(
     cassette: tuple[Path, list[Any]],
 ) -> None:
-    from cassettes.analysis import analyse
-    from cassettes.replay.serving import FaultPlan, parse_fault
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.replay.serving import FaultPlan, parse_fault
 
     path, _ = cassette
     plan = FaultPlan([parse_fault("request=2:stream_cut=2")])

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis import RunAnalyser
-from cassettes.cli import main
-from cassettes.reading import keep
+from looptap.cassettes.analysis import RunAnalyser
+from looptap.cassettes.cli import main
+from looptap.cassettes.reading import keep
 
 
 def cli_output(*argv: str) -> tuple[int, bytes, str]:

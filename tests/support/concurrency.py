@@ -437,7 +437,7 @@ def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1)
         score.error = f"looptap run exited {proc.returncode}: {proc.stderr[-1500:]}"
         return score
     show = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(out)],
         env=clean_env(),
         capture_output=True,
         text=True,

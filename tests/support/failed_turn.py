@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
 
 
 def with_a_400(src: Path, out: Path, seq: int = 2) -> Path:

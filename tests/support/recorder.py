@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cassettes.errors import CassetteError
-from cassettes.replay.testing.recorder import RecorderProcess as Shipped
+from looptap.cassettes.errors import CassetteError
+from looptap.cassettes.replay.testing.recorder import RecorderProcess as Shipped
 from tests.support import progress
 
 __all__ = [
@@ -68,7 +68,7 @@ def proxy_python() -> Path | None:
 
 PROXY_PYTHON = proxy_python()
 #: ``looptap`` from the recorder's environment.
-RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
+RECORDER = [str(PROXY_PYTHON), "-m", "looptap.cassettes.cli"]
 
 #: Skips a test when there is no recorder environment, saying how to make one.
 needs_recorder = pytest.mark.skipif(

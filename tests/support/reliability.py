@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from cassettes.storage import RecordFile, read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.storage import RecordFile, read_records
+from looptap.cassettes.wire import Exchange
 from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream
 from tests.support.wire import Response, http_request

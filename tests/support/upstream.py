@@ -106,11 +106,11 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-from cassettes import net as http1
-from cassettes.net import BackgroundServer
-from cassettes.parsing import parse_exchange
-from cassettes.storage import load_vcr
-from cassettes.wire import Exchange
+from looptap.cassettes import net as http1
+from looptap.cassettes.net import BackgroundServer
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.storage import load_vcr
+from looptap.cassettes.wire import Exchange
 
 __all__ = ["CORPUS", "SCENARIOS", "FakeUpstream", "Served", "main", "split_events"]
 
@@ -1018,7 +1018,7 @@ def parse_scenario(value: str | None) -> tuple[str, dict[str, str]]:
 
 def _offered_tools(family: str, target: str, body: Any) -> tuple[list[tuple[str, Any]], int]:
     """(function tools offered: name and schema, number of tool results in the history)."""
-    from cassettes.providers import by_family
+    from looptap.cassettes.providers import by_family
 
     adapter = by_family(family)
     if adapter is None or not isinstance(body, dict):

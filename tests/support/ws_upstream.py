@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from cassettes.providers.openai_responses import render_responses
+from looptap.cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from looptap.cassettes.providers.openai_responses import render_responses
 from tests.support import progress
 
 
@@ -322,8 +322,8 @@ class WsResponsesUpstream:
         http: HttpHandler | None = None,
         answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None,
     ) -> None:
-        from cassettes.recording.websocket import WsSession
-        from cassettes.wire import Exchange
+        from looptap.cassettes.recording.websocket import WsSession
+        from looptap.cassettes.wire import Exchange
 
         #: What a recorder would have written: the session's turns, read by looptap's own WsSession.
         self.exchanges: list[Exchange] = []

@@ -31,8 +31,8 @@ pytest.importorskip("mcp")
 from helpers import loaded, until
 from textual.widgets import TabbedContent
 
-from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.cli import main
+from looptap.cassettes.recording.pipeline import CassetteWriter
 
 pytestmark = pytest.mark.anyio
 
@@ -122,8 +122,8 @@ def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 async def _inspector(path: Path) -> None:
-    from inspector.app import build_app
-    from inspector.widgets import FindingsTable, TurnList
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import FindingsTable, TurnList
 
     app = build_app(path)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -156,7 +156,7 @@ def _html(path: Path, tmp_path: Path) -> None:
 async def _mcp(path: Path) -> None:
     from mcp import Client
 
-    from cassettes.mcp import build_server
+    from looptap.cassettes.mcp import build_server
 
     async with Client(build_server([str(path.parent)])) as c:
 
@@ -178,7 +178,7 @@ async def _mcp(path: Path) -> None:
 async def test_every_view_lists_the_root_cause_first(
     run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     analysis = open_run(run_file).analysis
     assert [(f.code, f.seq, bool(f.details.get("caused_by"))) for f in analysis.findings] == WANT

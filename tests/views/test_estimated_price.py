@@ -30,10 +30,10 @@ pytest.importorskip("mcp")
 from helpers import loaded, plain, shown, until
 from textual.widgets import Static
 
-from cassettes.cli import main
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views import growth_bars
+from looptap.cassettes.cli import main
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.views import growth_bars
 from tests.real_corpus import CORPUS, load
 
 EVAL = CORPUS / "pydantic-ai/tests/cassettes/test_tool_search"
@@ -115,8 +115,8 @@ def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 async def _inspector(path: Path, firsts: dict[str, int]) -> None:
     """The A pane's cost row of a turn of each family, and the Growth tab's detail line."""
-    from inspector.app import build_app
-    from inspector.widgets import TurnList
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import TurnList
 
     app = build_app(path)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -153,7 +153,7 @@ def _html(path: Path, tmp_path: Path) -> None:
 async def _mcp(path: Path) -> None:
     from mcp import Client
 
-    from cassettes.mcp import build_server
+    from looptap.cassettes.mcp import build_server
 
     async with Client(build_server([str(path.parent)])) as c:
 
@@ -184,7 +184,7 @@ def _otel(path: Path) -> None:
 
 def _closing_line(path: Path) -> None:
     """``looptap run``'s closing summary."""
-    from proxy.summary import summary_lines
+    from looptap.proxy.summary import summary_lines
 
     line = next(ln for ln in summary_lines(path) if ln.startswith("tokens in "))
     assert line.endswith(
@@ -212,8 +212,8 @@ def test_the_closing_line_says_which_estimate_in_one_pair_of_parentheses(
     (estimated cost, …; the host is not a provider looptap knows, or the API reported no usage …)":
     parentheses doubled, and an either/or. Now one pair, and the reason that holds; a price of
     looptap's token estimate says that one instead."""
-    from cassettes.views import BY_HOST, BY_TOKENS, estimated_note, estimated_why
-    from proxy.summary import summary_lines
+    from looptap.cassettes.views import BY_HOST, BY_TOKENS, estimated_note, estimated_why
+    from looptap.proxy.summary import summary_lines
 
     failed = tmp_path / "failed.jsonl"
     exchanges = list(open_run(run_file, whole=True).exchanges)

@@ -15,9 +15,9 @@ import orjson
 import pytest
 from test_agents import adk_handoff, agent_as_tool
 
-from cassettes.cli import main
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.cli import main
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ async def test_every_view_reads_the_kind_and_parent_the_core_found(
     }
     assert [by_conv[c.id] for c in convs] == WANT
 
-    from inspector.widgets import conversation_label
+    from looptap.inspector.widgets import conversation_label
 
     assert [conversation_label(c).rsplit(" · ", 1)[-1] for c in convs[1::2]] == [
         "handoff from #0",
@@ -103,7 +103,7 @@ async def _mcp_summary(path: Path) -> Any:
     pytest.importorskip("mcp")
     from mcp import Client
 
-    from cassettes.mcp import build_server
+    from looptap.cassettes.mcp import build_server
 
     async with Client(build_server([str(path.parent)])) as c:
         r = await c.call_tool("run_summary", {"run": path.name})

@@ -29,10 +29,10 @@ pytest.importorskip("mcp")
 from helpers import loaded, plain, shown, until
 from textual.widgets import Static, TabbedContent
 
-from cassettes.cli import main
-from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views import growth_bars, money
+from looptap.cassettes.cli import main
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.views import growth_bars, money
 from tests.real_corpus import CORPUS, load
 
 RECORDING = (
@@ -132,8 +132,8 @@ def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
 
 async def _inspector(path: Path) -> dict[str, Any]:
     """The Growth tab's line for the turn and the A pane's cost row, as the screen shows them."""
-    from inspector.app import build_app
-    from inspector.widgets import TurnList
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import TurnList
 
     app = build_app(path)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -186,7 +186,7 @@ async def _mcp(path: Path) -> dict[str, Any]:
     """The MCP server's ``growth`` tool, called as a client calls it."""
     from mcp import Client
 
-    from cassettes.mcp import build_server
+    from looptap.cassettes.mcp import build_server
 
     async def call(tool: str, args: dict[str, Any]) -> Any:
         async with Client(build_server([str(path.parent)])) as c:
@@ -288,8 +288,8 @@ async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
     it) reads ``linked by header — the X-Looptap-Conversation request header puts it after #1`` in
     the C pane and on the HTML page; on main the pane said ``link header (previous turn #1)`` and no
     doc said what that was. docs/reading.md explains every link kind."""
-    from inspector.app import build_app
-    from inspector.widgets import TurnList
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import TurnList
 
     if not RECORDING.exists():
         pytest.skip(f"the corpus recording is not here: {RECORDING}")
@@ -305,7 +305,7 @@ async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
         await until(pilot, lambda: shown(app, 2))
         c = " ".join(plain(app.query_one("#pane-c Static", Static)).split())
     assert "linked by header — the X-Looptap-Conversation request header puts it after #1" in c, c
-    from cassettes.views import report_data
+    from looptap.cassettes.views import report_data
 
     assert report_data(open_run(out))["detail"]["2"]["layers"]["C"]["link_text"].startswith(
         "header — the X-Looptap-Conversation"
@@ -379,7 +379,7 @@ def test_the_table_in_reading_md_is_what_show_prints(
 
 def test_the_recorders_closing_line_writes_the_run_cost_as_every_view(run_file: Path) -> None:
     """``looptap run``'s last lines give the run's cost with the same formatting and ``~``."""
-    from proxy.summary import summary_lines
+    from looptap.proxy.summary import summary_lines
 
     run = open_run(run_file)
     line = next(ln for ln in summary_lines(run_file) if ln.startswith("tokens in "))

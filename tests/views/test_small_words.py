@@ -15,7 +15,7 @@ from scenarios import WEATHER, Call, Script
 
 pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
 
-from cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.interop.test_html_browser import browser, clean_run, open_page, write_page
 
 __all__ = ["browser"]  # the module's browser fixture, shared
@@ -83,7 +83,7 @@ WIDER = """e => {
 def test_a_long_title_is_cut_at_a_word_with_an_ellipsis(browser: Any, tmp_path: Path) -> None:
     """The core cuts a title at a word and says so (…); where the menu is narrower than the
     option, the title is what is cut (it comes last) and the browser says so (…) too."""
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     path = _three_turns(tmp_path)
     (conv,) = open_run(path).analysis.conversations

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.views as views
+import looptap.cassettes.views as views
 
 EXPORTED = [
     "BY_HOST", "BY_TOKENS", "CONTINUED", "SEVERITY_MARK", "SPLIT",
@@ -35,4 +35,4 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     public = [m for m in modules if not m.startswith("_")]
     assert modules and public == PUBLIC_MODULES, modules
     for m in modules:
-        importlib.import_module(f"cassettes.views.{m}")
+        importlib.import_module(f"looptap.cassettes.views.{m}")

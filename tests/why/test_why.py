@@ -32,7 +32,7 @@ AGENT = Path(__file__).with_name("why_agent.py")
 SLOW = pytest.mark.skipif(
     os.environ.get("LOOPTAP_SLOW") != "1", reason="K=10 per intervention: LOOPTAP_SLOW=1 runs it"
 )
-WHY = [sys.executable, "-m", "cassettes.cli", "why"]
+WHY = [sys.executable, "-m", "looptap.cassettes.cli", "why"]
 #: The agent's API families (why_agent.py --family): the must-show cases run on each.
 FAMILIES = ["chat", "responses", "anthropic"]
 
@@ -223,7 +223,7 @@ def c_run(c_runs: Callable[[str], Path]) -> Iterator[Path]:
 
 
 def c_call(run: Path) -> str:
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     f = next(
         f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result"
@@ -691,7 +691,7 @@ def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(
     assert es and all(i["samples"] == 10 and i["flips"] <= 1 for i in es), es
     c = next(i for i in doc["interventions"] if i["layer"] == "C")
     branch = tmp_path / "w" / c["branches"][0]["branch"]
-    from cassettes.reading import open_run, origin_in
+    from looptap.cassettes.reading import open_run, origin_in
 
     # an ordinary branch cassette, its origin named
     origin = origin_in(open_run(branch, whole=True).header)
@@ -815,7 +815,7 @@ def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it
     ), v
     # the branch says the answer at turn 1 was continued by looptap: the continuation request marked
     # as the fork's edit, no C finding on the client
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     branch = open_run(tmp_path / "w" / c["branches"][0]["branch"], whole=True)
     marked = [ex for ex in branch.exchanges if ex.edits]
@@ -982,7 +982,7 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(
     c_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The helper a test calls (cassettes.why.why): the command's code, the verdict returned."""
-    from cassettes.why import Refused, why
+    from looptap.cassettes.why import Refused, why
 
     for k, v in why_env().items():
         monkeypatch.setenv(k, v)

@@ -103,7 +103,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
 
 def dropped(run: Path) -> tuple[str, str, int]:
     """The call whose result the client dropped, and where (conversation, turn)."""
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     f = next(
         f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result"

@@ -117,7 +117,7 @@ def _why(run: Path, script: Path, out: Path, *args: str, **env: str) -> tuple[in
             [
                 sys.executable,
                 "-m",
-                "cassettes.cli",
+                "looptap.cassettes.cli",
                 "why",
                 str(run),
                 "--answer-not-matches",

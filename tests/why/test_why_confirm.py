@@ -143,7 +143,7 @@ def test_a_confirm_is_refused_before_anything_is_sent(
 
 
 def test_an_upstream_with_credentials_is_not_kept() -> None:
-    from cassettes.why import kept_flags
+    from looptap.cassettes.why import kept_flags
 
     flags = ["--upstream", "openai=http://127.0.0.1:9/v1", "--confdir", "/c"]
     assert kept_flags(flags) == flags

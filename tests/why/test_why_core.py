@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.live import EditError, apply_edits, carried, parse_edit
-from cassettes.why import (
+from looptap.cassettes.replay.live import EditError, apply_edits, carried, parse_edit
+from looptap.cassettes.why import (
     Intervention,
     Judged,
     Outcome,
@@ -21,7 +21,7 @@ from cassettes.why import (
     verdict,
     wilson,
 )
-from cassettes.wire import checked, client_body
+from looptap.cassettes.wire import checked, client_body
 
 
 @pytest.mark.parametrize(
@@ -321,8 +321,8 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
     """Two results dropped at one turn: a C repair each (the one whose text is given runs, the other
     says what it needs); the last answer cut at the cap: the A intervention lifts it and the C side
     is listed as not run; every turn of the conversation re-sampled at E."""
-    from cassettes.reading import open_run
-    from cassettes.why import interventions
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.why import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 
     calls = [
@@ -485,7 +485,7 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
     assert "try K=" not in v.headline and v.as_json()["verdict"]["by"] == "refusal"
     assert v.as_json()["verdict"]["evidence"] == said
     # the text report spells out the fork that tests a fix
-    from cassettes.why import report_lines
+    from looptap.cassettes.why import report_lines
 
     lines = report_lines(v, Outcome("exit"), Path("w"), Path("run.jsonl"), ["python", "agent.py"])
     assert (
@@ -516,8 +516,8 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
 def _refusal_of(status: int, error: dict, request: dict, message: str = "") -> Intervention | None:
     from types import SimpleNamespace
 
-    from cassettes.analysis import Finding
-    from cassettes.why import refusal
+    from looptap.cassettes.analysis import Finding
+    from looptap.cassettes.why import refusal
 
     f = Finding(
         code="A.http_error",
@@ -654,7 +654,7 @@ def test_an_edit_file_loses_its_one_trailing_newline(tmp_path: Path) -> None:
 
 
 def test_the_default_output_is_a_new_directory_beside_the_run(tmp_path: Path) -> None:
-    from cassettes.why import default_output
+    from looptap.cassettes.why import default_output
 
     run = tmp_path / "run.jsonl"
     assert default_output(run) == tmp_path / "run.why"
@@ -665,8 +665,8 @@ def test_the_default_output_is_a_new_directory_beside_the_run(tmp_path: Path) ->
 
 @pytest.mark.parametrize("n", [1, 2, 1000])
 def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> None:
-    from cassettes.hints import count
-    from cassettes.why import resumed_head
+    from looptap.cassettes.hints import count
+    from looptap.cassettes.why import resumed_head
 
     line = f"{count(n, 'request')} (1 turn × {count(n, 'sample')}); at most $0.01"
     said = "1 request left to send (1 of 2 branches left to run; 1 kept from the earlier run)"
@@ -676,8 +676,8 @@ def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> N
 def test_a_turn_the_client_abandoned_is_awaited_to_its_end(tmp_path: Path) -> None:
     """``C.abandoned_answer``: the repair is the turn live again, its answer read to the end (as
     a retry), not "no repair"; and it stands for the turn's E re-sample (the same request)."""
-    from cassettes.reading import open_run
-    from cassettes.why import interventions
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.why import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 
     ex = chat_exchange([SYSTEM, USER], b"")

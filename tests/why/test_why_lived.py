@@ -179,7 +179,7 @@ def test_a_repair_in_a_group_chat_counts_the_next_speaker_that_hears_its_answer(
 LAST_LOOP = """
 import os, sys, urllib.request
 from urllib.parse import urlsplit
-from cassettes.reading import open_run
+from looptap.cassettes.reading import open_run
 last = list(open_run(sys.argv[1], whole=True).exchanges)[-1]
 base = urlsplit(os.environ["OPENAI_BASE_URL"])
 req = urllib.request.Request(
@@ -199,7 +199,7 @@ def test_a_branch_at_a_conversation_the_agent_never_re_runs_is_no_sample(
     said so, and no flip rate is counted for it; re-sampling the main agent's last turn sends it
     live and is judged. Before, each sub-agent's branch was judged on the agent's exit: "0/1
     flipped" for an intervention that never happened (issue 68)."""
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
     from tests.support import progress
     from tests.why.test_why import WHY, why_env
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp import QueryError
-from cassettes.mcp.query import Runs, why_report
-from cassettes.why import Intervention, Tally, verdict
+from looptap.cassettes.mcp import QueryError
+from looptap.cassettes.mcp.query import Runs, why_report
+from looptap.cassettes.why import Intervention, Tally, verdict
 
 
 def _why_dir(root: Path, finished: bool = True) -> Path:

@@ -90,8 +90,8 @@ def test_a_refusal_that_decided_the_run_is_still_named(name: str, turn: int, sai
     """Gemini's (Vertex 400, AI Studio 404) and Anthropic's 400 on real traffic, with no retry
     after them: the refusal is the client's request, named by the verdict when nothing that ran
     flipped the outcome (the other side of the recovered case above)."""
-    from cassettes.reading import open_run
-    from cassettes.why import Tally, interventions, verdict
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.why import Tally, interventions, verdict
     from tests.real_corpus import CORPUS
 
     path = CORPUS / name

@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.reading import open_run
-from cassettes.replay.live import EditError, apply_edits, parse_edit
-from cassettes.why import interventions
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.replay.live import EditError, apply_edits, parse_edit
+from looptap.cassettes.why import interventions
 from tests.cassettes.analysis.scenarios import Call, Script, edit_request
 from tests.replay.conftest import write
 

@@ -35,7 +35,7 @@ def route(req: ScriptedRequest) -> Reply:
 def test_a_sub_agent_asked_hi_is_linked_by_its_call_and_its_repair_reaches_the_parent(
     tmp_path: Path,
 ) -> None:
-    from cassettes.reading import open_run
+    from looptap.cassettes.reading import open_run
 
     run = record_run(tmp_path, route, *AGENT, "--family", "chat")
     a = open_run(run, whole=True).analysis

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.why as why
+import looptap.cassettes.why as why
 
 EXPORTED = [
     "STATE",
@@ -27,4 +27,4 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(why.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.why.{m}")
+        importlib.import_module(f"looptap.cassettes.why.{m}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.why import Intervention, Tally, rounds, together_verdict, verdict
+from looptap.cassettes.why import Intervention, Tally, rounds, together_verdict, verdict
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 from tests.why.test_why import CUT, _why, c_call, record_run

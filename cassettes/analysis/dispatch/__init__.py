@@ -19,14 +19,14 @@ Its findings are the rows of layer C in :mod:`cassettes.analysis.codes` (docs/fi
 
 from __future__ import annotations
 
-from cassettes.analysis._context import Check, FinalCheck
-from cassettes.analysis.dispatch._blocked import (
+from .._context import Check, FinalCheck
+from ._blocked import (
     blocked_page,
     check_message_blocked,
     check_tool_result_blocked,
 )
-from cassettes.analysis.dispatch._divergence import check_diverged_from_recording, replay_miss
-from cassettes.analysis.dispatch._history import (
+from ._divergence import check_diverged_from_recording, replay_miss
+from ._history import (
     GROUP_CHAT,
     TEXT_ACTION,
     check_assistant_echo,
@@ -38,9 +38,9 @@ from cassettes.analysis.dispatch._history import (
     multi_agent,
     reprompted,
 )
-from cassettes.analysis.dispatch._layer import build
-from cassettes.analysis.dispatch._mcp_results import check_mcp_results
-from cassettes.analysis.dispatch._results import (
+from ._layer import build
+from ._mcp_results import check_mcp_results
+from ._results import (
     check_dropped_tool_result,
     check_orphan_tool_result,
     check_pairing_error,
@@ -52,13 +52,13 @@ from cassettes.analysis.dispatch._results import (
     is_error_result,
     result_texts,
 )
-from cassettes.analysis.dispatch._retry import check_abandoned, check_retry, final_gave_up
-from cassettes.analysis.dispatch._roots import (
+from ._retry import check_abandoned, check_retry, final_gave_up
+from ._roots import (
     fold_root_causes,
     is_consequence,
     ordered_findings,
 )
-from cassettes.analysis.dispatch._shared import speaker
+from ._shared import speaker
 
 __all__ = [
     "CHECKS",

@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import TurnContext, short
-from cassettes.analysis._message_keys import squashed
-from cassettes.analysis._model import Finding
-from cassettes.analysis.dispatch._results import result_texts
-from cassettes.analysis.dispatch._shared import speaker
+from .. import codes as codes
+from .._context import TurnContext, short
+from .._message_keys import squashed
+from .._model import Finding
+from ._results import result_texts
+from ._shared import speaker
 
 #: What a page that turned a tool away says (a bot check, a captcha wall, a CDN's block page),
 #: as one pattern: each phrase is the page's own wording, never a topic word ("captcha" alone).

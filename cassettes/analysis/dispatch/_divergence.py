@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._model import Finding
+from .. import codes as codes
+from .._context import TurnContext
+from .._model import Finding
 
 __all__ = ["check_diverged_from_recording", "replay_miss"]
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import orjson
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._message_keys import message_key, response_message, stable
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis._trajectory import fields_of, follows, step_of
-from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok, speaker
-from cassettes.models import FinishReason, Message
+from ...models import FinishReason, Message
+from .. import codes as codes
+from .._context import TurnContext
+from .._message_keys import message_key, response_message, stable
+from .._model import Finding, Severity
+from .._trajectory import fields_of, follows, step_of
+from ._shared import _continues, _item, _prev_ok, speaker
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
 #: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block, DSPy's

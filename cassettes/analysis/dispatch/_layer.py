@@ -7,11 +7,11 @@ import re
 
 import orjson
 
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._message_keys import response_message
-from cassettes.analysis._model import Dispatch, Pairing
-from cassettes.analysis.threading import Link
-from cassettes.models import Message, ToolCall, ToolResult
+from ...models import Message, ToolCall, ToolResult
+from .._context import TurnContext
+from .._message_keys import response_message
+from .._model import Dispatch, Pairing
+from ..threading import Link
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import cassettes.analysis.codes as codes
-from cassettes import providers
-from cassettes.analysis._context import TurnContext, short
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis.dispatch._shared import _norm
-from cassettes.models import ToolResult
+from ... import providers
+from ...models import ToolResult
+from .. import codes as codes
+from .._context import TurnContext, short
+from .._model import Finding, Severity
+from ._shared import _norm
 
 
 def check_mcp_results(ctx: TurnContext) -> Iterator[Finding]:

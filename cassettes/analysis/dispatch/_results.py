@@ -6,20 +6,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import cassettes.analysis.codes as codes
-from cassettes import providers
-from cassettes.analysis._context import ConversationState, TurnContext, short
-from cassettes.analysis._message_keys import response_message
-from cassettes.analysis._model import Finding, Pairing
-from cassettes.analysis.dispatch._layer import _echo_ids, call_as_output, calls_as_text
-from cassettes.analysis.dispatch._shared import (
+from ... import providers
+from ...models import FinishReason, ToolCall, ToolResult
+from .. import codes as codes
+from .._context import ConversationState, TurnContext, short
+from .._message_keys import response_message
+from .._model import Finding, Pairing
+from ._layer import _echo_ids, call_as_output, calls_as_text
+from ._shared import (
     _continues,
     _item,
     _prev_ok,
     _result_part,
     attempts,
 )
-from cassettes.models import FinishReason, ToolCall, ToolResult
 
 
 def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import ConversationState, TurnContext, failed
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis.dispatch._shared import attempts
-from cassettes.hints import count
-from cassettes.models import NormalisedRequest
-from cassettes.wire import NEXT_TURN
+from ...hints import count
+from ...models import NormalisedRequest
+from ...wire import NEXT_TURN
+from .. import codes as codes
+from .._context import ConversationState, TurnContext, failed
+from .._model import Finding, Severity
+from ._shared import attempts
 
 
 def _request_changes(

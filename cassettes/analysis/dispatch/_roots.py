@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import cassettes.analysis.codes as codes
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._model import Finding, Severity
-from cassettes.analysis.codes import ROWS
+from .. import codes as codes
+from .._context import TurnContext
+from .._model import Finding, Severity
+from ..codes import ROWS
 
 
 def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:

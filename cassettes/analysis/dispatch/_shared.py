@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cassettes import providers
-from cassettes.analysis._context import TurnContext
-from cassettes.models import Message
+from ... import providers
+from ...models import Message
+from .._context import TurnContext
 
 
 def _prev_ok(ctx: TurnContext) -> bool:

@@ -63,8 +63,8 @@ data, what a grown file is continued from.
 
 from __future__ import annotations
 
-from cassettes.analysis.threading._data import Attempt, Link
-from cassettes.analysis.threading._driver import Threader
-from cassettes.analysis.threading._plain import restore_threads, threads_state
+from ._data import Attempt, Link
+from ._driver import Threader
+from ._plain import restore_threads, threads_state
 
 __all__ = ["Attempt", "Link", "Threader", "restore_threads", "threads_state"]

@@ -4,8 +4,8 @@ agent used as a tool, a side call over the history). Each rule reads the threads
 
 from __future__ import annotations
 
-from cassettes.analysis._message_keys import _ROLE, _part_keys
-from cassettes.analysis.threading._data import (
+from .._message_keys import _ROLE, _part_keys
+from ._data import (
     MAX_PER_PREFIX,
     Keys,
     Link,
@@ -13,8 +13,8 @@ from cassettes.analysis.threading._data import (
     Threads,
     TurnInfo,
 )
-from cassettes.analysis.threading._request import Request
-from cassettes.analysis.threading._words import SCAN_OPENING, names_agent, norm_prompt
+from ._request import Request
+from ._words import SCAN_OPENING, names_agent, norm_prompt
 
 
 def rank(s: Threads, r: Request, tid: int, live: bool) -> tuple[bool, bool, bool]:

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.analysis._message_keys import _message_keys, stable
-from cassettes.analysis._trajectory import Fields, Step
-from cassettes.analysis.spill import KEEP, Spill, SpillMap
-from cassettes.models import Message
+from ...models import Message
+from .._message_keys import _message_keys, stable
+from .._trajectory import Fields, Step
+from ..spill import KEEP, Spill, SpillMap
 
 
 @dataclass(frozen=True, slots=True)

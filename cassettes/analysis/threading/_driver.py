@@ -3,7 +3,8 @@ threads' indexes for later requests to find (:class:`Threader`)."""
 
 from __future__ import annotations
 
-from cassettes.analysis._message_keys import (
+from ...models import Message, NormalisedResponse, Part
+from .._message_keys import (
     _NO_NAMES,
     _call_ids,
     _call_names,
@@ -11,9 +12,9 @@ from cassettes.analysis._message_keys import (
     _part_keys,
     response_message,
 )
-from cassettes.analysis._trajectory import step_of
-from cassettes.analysis.spill import KEEP, Spill
-from cassettes.analysis.threading._data import (
+from .._trajectory import step_of
+from ..spill import KEEP, Spill
+from ._data import (
     CLASSES,
     Attempt,
     Link,
@@ -22,17 +23,16 @@ from cassettes.analysis.threading._data import (
     TurnInfo,
     TurnInfos,
 )
-from cassettes.analysis.threading._history import by_history, describe, discarded, use_strict
-from cassettes.analysis.threading._opening import by_opening, head_key, sibling, start_link
-from cassettes.analysis.threading._request import Request, read_request
-from cassettes.analysis.threading._words import (
+from ._history import by_history, describe, discarded, use_strict
+from ._opening import by_opening, head_key, sibling, start_link
+from ._request import Request, read_request
+from ._words import (
     MAX_PROMPTS,
     handoff_targets,
     prompt_strings,
     quote_key,
     start_len,
 )
-from cassettes.models import Message, NormalisedResponse, Part
 
 
 class Threader:

@@ -4,8 +4,8 @@ another agent's side call), and how a link describes what the request kept of th
 
 from __future__ import annotations
 
-from cassettes.analysis._message_keys import _ROLE, _part_keys
-from cassettes.analysis.threading._agents import (
+from .._message_keys import _ROLE, _part_keys
+from ._agents import (
     agent_tool,
     choose,
     forks_running_calls,
@@ -16,9 +16,9 @@ from cassettes.analysis.threading._agents import (
     rank,
     receives_answer,
 )
-from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Registered, Threads, TurnInfo
-from cassettes.analysis.threading._request import Request
-from cassettes.analysis.threading._words import demo_pairs, fields_prompt, start_len
+from ._data import MAX_PER_PREFIX, Link, Registered, Threads, TurnInfo
+from ._request import Request
+from ._words import demo_pairs, fields_prompt, start_len
 
 #: The longest wait after a failure that still reads as a retry when the client's retry counter
 #: does not say it is one: the SDKs honour a retry-after of up to 60 s and back off for less; an

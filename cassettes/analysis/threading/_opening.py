@@ -9,13 +9,13 @@ import itertools
 
 import orjson
 
-from cassettes.analysis._message_keys import _ROLE, stable
-from cassettes.analysis._trajectory import Fields, follows
-from cassettes.analysis.threading._agents import rank
-from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Threads, TurnInfo
-from cassettes.analysis.threading._history import answered_alike, built_like, describe
-from cassettes.analysis.threading._request import Request
-from cassettes.analysis.threading._words import (
+from .._message_keys import _ROLE, stable
+from .._trajectory import Fields, follows
+from ._agents import rank
+from ._data import MAX_PER_PREFIX, Link, Threads, TurnInfo
+from ._history import answered_alike, built_like, describe
+from ._request import Request
+from ._words import (
     SCAN_OPENING,
     SCAN_PROMPTS,
     demo_pairs,

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from cassettes.analysis._plain_values import dump, load
-from cassettes.analysis.spill import SpillMap
-from cassettes.analysis.threading._data import CLASSES as _CLASSES
-from cassettes.analysis.threading._data import Registered, Threads, TurnInfo
-from cassettes.analysis.threading._driver import Threader
+from .._plain_values import dump, load
+from ..spill import SpillMap
+from ._data import CLASSES as _CLASSES
+from ._data import Registered, Threads, TurnInfo
+from ._driver import Threader
 
 __all__ = ["restore_threads", "threads_state"]
 

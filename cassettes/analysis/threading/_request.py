@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from cassettes.analysis._message_keys import _call_ids, _part_keys, stable
-from cassettes.analysis._trajectory import Fields
-from cassettes.analysis.threading._data import Attempt, Keys, Threads
-from cassettes.analysis.threading._words import SYSTEM_TEXT, trajectory
-from cassettes.models import Message, Part
+from ...models import Message, Part
+from .._message_keys import _call_ids, _part_keys, stable
+from .._trajectory import Fields
+from ._data import Attempt, Keys, Threads
+from ._words import SYSTEM_TEXT, trajectory
 
 
 @dataclass(slots=True)

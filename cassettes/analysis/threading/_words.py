@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis._message_keys import _NO_NAMES, _ROLE
-from cassettes.analysis._trajectory import Fields, fields_of
-from cassettes.models import Message
+from ...models import Message
+from .._message_keys import _NO_NAMES, _ROLE
+from .._trajectory import Fields, fields_of
 
 #: Recent tool-call argument texts that may be a sub-agent's prompt (text → turn id).
 MAX_PROMPTS = 4096

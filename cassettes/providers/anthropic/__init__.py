@@ -33,13 +33,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import SplitResult, unquote
 
-from cassettes.models import (
+from ...models import (
     ApiError,
     NormalisedRequest,
     NormalisedResponse,
     Usage,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     FREE_FORM_FIELDS,
     Profile,
     Provider,
@@ -52,7 +53,7 @@ from cassettes.providers._base import (
     retry_after_value,
     usage_keys,
 )
-from cassettes.providers.anthropic._body import (
+from ._body import (
     BEDROCK_PATH,
     FINISH,
     STRUCTURAL,
@@ -68,14 +69,13 @@ from cassettes.providers.anthropic._body import (
     tools_of,
     usage_from,
 )
-from cassettes.providers.anthropic._complete import (
+from ._complete import (
     AnthropicComplete,
     complete_request,
     complete_response,
 )
-from cassettes.providers.anthropic._render import render_messages
-from cassettes.providers.anthropic._stream import MessagesStream
-from cassettes.wire import Framed
+from ._render import render_messages
+from ._stream import MessagesStream
 
 __all__ = [
     "AnthropicComplete",

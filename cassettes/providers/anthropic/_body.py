@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     FinishReason,
     Message,
@@ -24,7 +24,8 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from ...wire import Event
+from .._base import (
     as_int,
     as_str,
     error_from_body,
@@ -34,7 +35,6 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
-from cassettes.wire import Event
 
 #: A JSON object as it travelled (open-ended: unknown keys are kept).
 JSONObject = dict[str, Any]

@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import (
+from ...models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from ...wire import Framed
+from .._base import (
     Profile,
     Provider,
     as_obj,
@@ -31,8 +32,7 @@ from cassettes.providers._base import (
     finish_lookup,
     json_events,
 )
-from cassettes.providers._parts import TextStream
-from cassettes.wire import Framed
+from .._parts import TextStream
 
 __all__ = ["AnthropicComplete", "complete_request", "complete_response"]
 

@@ -10,22 +10,22 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     NormalisedResponse,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     as_int,
     as_str,
 )
-from cassettes.providers._parts import Slot, StreamParts, grow, settled
-from cassettes.providers.anthropic._body import (
+from .._parts import Slot, StreamParts, grow, settled
+from ._body import (
     JSONObject,
     anthropic_error,
     bedrock_payload,
     response_of,
 )
-from cassettes.wire import Framed
 
 __all__ = ["MessagesStream"]
 

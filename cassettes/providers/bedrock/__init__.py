@@ -16,9 +16,9 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 ``metadata`` event (the only carrier of usage) were both seen.
 """
 
-from cassettes.providers.bedrock._agents import BedrockAgents
-from cassettes.providers.bedrock._converse import BedrockConverse
-from cassettes.providers.bedrock._invoke import BedrockInvoke
-from cassettes.providers.bedrock._stream import ConverseStream
+from ._agents import BedrockAgents
+from ._converse import BedrockConverse
+from ._invoke import BedrockInvoke
+from ._stream import ConverseStream
 
 __all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke", "ConverseStream"]

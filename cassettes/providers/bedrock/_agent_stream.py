@@ -10,8 +10,8 @@ import binascii
 from collections.abc import Callable
 from typing import Any
 
-from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from cassettes.providers._base import as_int, as_obj, as_str, compact_json
+from ...models import ApiError, FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from .._base import as_int, as_obj, as_str, compact_json
 
 __all__ = ["AgentStream", "action_call_id"]
 

@@ -40,8 +40,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     FinishReason,
     Message,
@@ -51,10 +51,10 @@ from cassettes.models import (
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import Profile, Provider, as_obj, as_str
-from cassettes.providers.bedrock._agent_stream import AgentStream, action_call_id
-from cassettes.providers.bedrock._body import priced_model
-from cassettes.wire import Framed
+from ...wire import Framed
+from .._base import Profile, Provider, as_obj, as_str
+from ._agent_stream import AgentStream, action_call_id
+from ._body import priced_model
 
 __all__ = ["BedrockAgents"]
 

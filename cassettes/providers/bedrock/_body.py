@@ -11,7 +11,7 @@ from urllib.parse import SplitResult, unquote
 
 import orjson
 
-from cassettes.models import (
+from ...models import (
     FinishReason,
     NormalisedResponse,
     Part,
@@ -19,7 +19,7 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from .._base import (
     as_int,
     as_obj,
     as_str,

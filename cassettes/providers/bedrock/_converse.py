@@ -8,15 +8,16 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     FREE_FORM_FIELDS,
     Profile,
     Provider,
@@ -26,8 +27,8 @@ from cassettes.providers._base import (
     as_str,
     error_from_body,
 )
-from cassettes.providers._parts import has_calls
-from cassettes.providers.bedrock._body import (
+from .._parts import has_calls
+from ._body import (
     ACTIONS,
     FINISH,
     STRUCTURAL,
@@ -40,8 +41,7 @@ from cassettes.providers.bedrock._body import (
     tools_of,
     usage_from,
 )
-from cassettes.providers.bedrock._stream import ConverseStream
-from cassettes.wire import Framed
+from ._stream import ConverseStream
 
 
 class BedrockReplay(ReplayShapes):
@@ -57,7 +57,7 @@ class BedrockReplay(ReplayShapes):
         """A ConverseStream answer (a Converse one is served as its JSON body)."""
         if not stream or not url.path.endswith("/converse-stream"):
             return None
-        from cassettes.providers.bedrock._render import render_converse_stream
+        from ._render import render_converse_stream
 
         return render_converse_stream(answer)
 

@@ -12,15 +12,16 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
     Usage,
 )
-from cassettes.providers._base import (
+from ...wire import Event, Framed
+from .._base import (
     Profile,
     Provider,
     as_int,
@@ -28,29 +29,28 @@ from cassettes.providers._base import (
     as_str,
     aws_payload_bytes,
 )
-from cassettes.providers._parts import StreamParts
-from cassettes.providers.anthropic import AnthropicComplete, complete_request, complete_response
-from cassettes.providers.bedrock._body import (
+from .._parts import StreamParts
+from ..anthropic import AnthropicComplete, complete_request, complete_response
+from ..cohere import reassemble_v1, v1_request, v1_response
+from ..completions import prompt_messages
+from ..embeddings import vectors_summary
+from ..openai_chat import OpenAIChat
+from ._body import (
     error_type_header,
     guardrail_only_masked,
     model_action,
     priced_model,
     with_masks,
 )
-from cassettes.providers.bedrock._converse import BedrockConverse, BedrockReplay
-from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
-from cassettes.providers.bedrock._text_models import (
+from ._converse import BedrockConverse, BedrockReplay
+from ._stream import CONVERSE_EVENTS
+from ._text_models import (
     TEXT_FINISH,
     chat_body,
     metrics_usage,
     text_body,
     text_stream,
 )
-from cassettes.providers.cohere import reassemble_v1, v1_request, v1_response
-from cassettes.providers.completions import prompt_messages
-from cassettes.providers.embeddings import vectors_summary
-from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.wire import Event, Framed
 
 __all__ = ["BedrockInvoke"]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.providers._replay import Rendered, answer_calls, answer_text, call_arguments_text
+from ...models import FinishReason, NormalisedResponse
+from .._replay import Rendered, answer_calls, answer_text, call_arguments_text
 
 __all__ = ["render_converse_stream"]
 

@@ -11,28 +11,28 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     FinishReason,
     NormalisedResponse,
     Part,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     as_int,
     as_obj,
     as_str,
     tool_call_from_string,
 )
-from cassettes.providers._parts import StreamParts, grow, has_calls, settled
-from cassettes.providers.bedrock._body import (
+from .._parts import StreamParts, grow, has_calls, settled
+from ._body import (
     Block,
     converse_finish,
     part_of,
     usage_from,
     with_masks,
 )
-from cassettes.wire import Framed
 
 __all__ = ["CONVERSE_EVENTS", "ConverseStream"]
 

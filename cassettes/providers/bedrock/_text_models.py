@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
-from cassettes.providers._base import as_int, as_obj, as_str, finish_lookup, latest_count
-from cassettes.providers._values import filled_usage
-from cassettes.providers.openai_chat import OpenAIChat
+from ...models import FinishReason, NormalisedResponse, Part, Usage
+from .._base import as_int, as_obj, as_str, finish_lookup, latest_count
+from .._values import filled_usage
+from ..openai_chat import OpenAIChat
 
 TEXT_FINISH = {
     # Titan

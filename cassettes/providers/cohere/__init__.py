@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ...models import (
     ApiError,
     FinishReason,
     Message,
@@ -35,7 +35,8 @@ from cassettes.models import (
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     Profile,
     Provider,
     ReplayShapes,
@@ -51,16 +52,15 @@ from cassettes.providers._base import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.cohere._v1 import (
+from .._parts import StreamParts, has_calls
+from ..completions import OpenAICompletions
+from ._v1 import (
     FINISH,
     reassemble_v1,
     usage_from,
     v1_request,
     v1_response,
 )
-from cassettes.providers.completions import OpenAICompletions
-from cassettes.wire import Framed
 
 __all__ = ["CohereChat", "reassemble_v1", "v1_request", "v1_response"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.models import (
+from ...models import (
     FinishReason,
     Message,
     NormalisedRequest,
@@ -31,7 +31,8 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     as_int,
     as_obj,
     as_str,
@@ -39,8 +40,7 @@ from cassettes.providers._base import (
     finish_lookup,
     tool_call_from_object,
 )
-from cassettes.providers._parts import StreamParts
-from cassettes.wire import Framed
+from .._parts import StreamParts
 
 __all__ = ["FINISH", "reassemble_v1", "usage_from", "v1_request", "v1_response"]
 

@@ -41,13 +41,14 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     NormalisedRequest,
     NormalisedResponse,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     FREE_FORM_FIELDS,
     Profile,
     Provider,
@@ -57,7 +58,7 @@ from cassettes.providers._base import (
     as_str,
     error_from_body,
 )
-from cassettes.providers.gemini._body import (
+from ._body import (
     FINISH,
     METHODS,
     STRUCTURAL,
@@ -71,11 +72,10 @@ from cassettes.providers.gemini._body import (
     tools_of,
     usage_from,
 )
-from cassettes.providers.gemini._interactions import GeminiInteractions
-from cassettes.providers.gemini._live import GeminiLive
-from cassettes.providers.gemini._render import render_generate
-from cassettes.providers.gemini._stream import GenerateStream
-from cassettes.wire import Framed
+from ._interactions import GeminiInteractions
+from ._live import GeminiLive
+from ._render import render_generate
+from ._stream import GenerateStream
 
 __all__ = [
     "Gemini",

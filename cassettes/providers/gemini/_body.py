@@ -8,7 +8,7 @@ import re
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from cassettes.models import (
+from ...models import (
     FinishReason,
     Message,
     Part,
@@ -17,7 +17,7 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from .._base import (
     as_int,
     as_str,
     compact_json,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     FinishReason,
     Message,
@@ -18,7 +18,7 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from .._base import (
     as_int,
     as_obj,
     as_str,

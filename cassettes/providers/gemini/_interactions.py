@@ -34,14 +34,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ...models import (
     ApiError,
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
     Part,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     Chaining,
     Profile,
     Provider,
@@ -51,9 +52,9 @@ from cassettes.providers._base import (
     inline_history,
     parse_arguments,
 )
-from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.gemini._body import VERSION_RE
-from cassettes.providers.gemini._interaction_body import (
+from .._parts import Slot, StreamParts
+from ._body import VERSION_RE
+from ._interaction_body import (
     MEDIA,
     Item,
     interaction_response,
@@ -63,7 +64,6 @@ from cassettes.providers.gemini._interaction_body import (
     output_items,
     tools_of,
 )
-from cassettes.wire import Framed
 
 __all__ = ["GeminiInteractions"]
 

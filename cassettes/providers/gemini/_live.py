@@ -18,14 +18,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ...models import (
     FinishReason,
     Message,
     NormalisedResponse,
     Part,
     ToolResult,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     Profile,
     WsProvider,
     WsRequest,
@@ -36,9 +37,8 @@ from cassettes.providers._base import (
     error_from_body,
     tool_call_from_object,
 )
-from cassettes.providers._parts import StreamParts
-from cassettes.providers.gemini._body import either_case, message_of, parts_of, tools_of, usage_from
-from cassettes.wire import Framed
+from .._parts import StreamParts
+from ._body import either_case, message_of, parts_of, tools_of, usage_from
 
 __all__ = ["GeminiLive"]
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import (
+from ...models import (
     FinishReason,
     NormalisedResponse,
     Usage,
 )
-from cassettes.providers._base import (
+from .._base import (
     Rendered,
     answer_calls,
     answer_text,

@@ -12,20 +12,21 @@ from typing import Any
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import (
+from ... import bounds
+from ...models import (
     ApiError,
     FinishReason,
     NormalisedResponse,
     Part,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     as_int,
     as_str,
     error_from_body,
 )
-from cassettes.providers._parts import Pieces, StreamParts, grow, has_calls, settled
-from cassettes.providers.gemini._body import (
+from .._parts import Pieces, StreamParts, grow, has_calls, settled
+from ._body import (
     JSON,
     camel,
     either_case,
@@ -34,8 +35,7 @@ from cassettes.providers.gemini._body import (
     snake,
     usage_from,
 )
-from cassettes.providers.gemini._enum_numbers import block_name, finish_name, named_ratings
-from cassettes.wire import Framed
+from ._enum_numbers import block_name, finish_name, named_ratings
 
 __all__ = ["GenerateStream"]
 

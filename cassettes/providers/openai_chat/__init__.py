@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import (
+from ...models import (
     FinishReason,
     Message,
     NormalisedRequest,
@@ -22,7 +22,8 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     Profile,
     Provider,
     Rendered,
@@ -40,9 +41,8 @@ from cassettes.providers._base import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.openai_chat._render import render_chat
-from cassettes.wire import Framed
+from .._parts import StreamParts, has_calls
+from ._render import render_chat
 
 __all__ = ["OpenAIChat"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import FinishReason, NormalisedResponse, Usage
-from cassettes.providers._base import (
+from ...models import FinishReason, NormalisedResponse, Usage
+from .._base import (
     Rendered,
     answer_calls,
     answer_text,

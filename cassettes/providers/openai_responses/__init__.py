@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
-from cassettes.models import (
+from ...models import (
     ApiError,
     FinishReason,
     NormalisedRequest,
@@ -21,7 +21,8 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import (
+from ...wire import Framed
+from .._base import (
     Chaining,
     Profile,
     Provider,
@@ -33,7 +34,7 @@ from cassettes.providers._base import (
     as_str,
     inline_history,
 )
-from cassettes.providers.openai_responses._items import (
+from ._items import (
     CLIENT_CALLS,
     additional_tools,
     item_role_parts,
@@ -44,9 +45,8 @@ from cassettes.providers.openai_responses._items import (
     tool_choice_of,
     tools_of,
 )
-from cassettes.providers.openai_responses._render import render_responses
-from cassettes.providers.openai_responses._stream import ResponsesStream
-from cassettes.wire import Framed
+from ._render import render_responses
+from ._stream import ResponsesStream
 
 __all__ = ["OpenAIResponses", "render_responses"]
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import (
+from ...models import (
     Message,
     Part,
     ToolCall,
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import (
+from .._base import (
     as_str,
     function_spec,
     media_part,

@@ -10,9 +10,9 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from cassettes.models import ApiError, FinishReason, NormalisedResponse
-from cassettes.providers._base import as_int, as_str, error_from_body
-from cassettes.providers._parts import Slot, StreamParts, grow, settled
+from ...models import ApiError, FinishReason, NormalisedResponse
+from .._base import as_int, as_str, error_from_body
+from .._parts import Slot, StreamParts, grow, settled
 
 __all__ = ["ResponsesStream"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cassettes.lazy import on_first_use
+from ...lazy import on_first_use
 
 _MODULES = {
     "_cursor": "Cursor bases_of live_bases live_router",
@@ -37,9 +37,9 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.replay.forking._cursor import Cursor, bases_of, live_bases, live_router
-    from cassettes.replay.forking._divergence import Divergence, divergence_lines
-    from cassettes.replay.forking._fork import (
+    from ._cursor import Cursor, bases_of, live_bases, live_router
+    from ._divergence import Divergence, divergence_lines
+    from ._fork import (
         ForkReplay,
         ForkSource,
         branch_meta,
@@ -49,12 +49,12 @@ if TYPE_CHECKING:
         parse_from,
         start_fork,
     )
-    from cassettes.replay.forking._forkview import ForkComparison, ForkRow, fork_view
-    from cassettes.replay.forking._placement import CursorError, parse_cursor
-    from cassettes.replay.forking._plan import MAX_BYTES, VERSION, PlanError, read_plan
-    from cassettes.replay.forking._proposal import propose_files
-    from cassettes.replay.forking._repeat import agreement, agreement_lines
-    from cassettes.replay.forking._rundiff import (
+    from ._forkview import ForkComparison, ForkRow, fork_view
+    from ._placement import CursorError, parse_cursor
+    from ._plan import MAX_BYTES, VERSION, PlanError, read_plan
+    from ._proposal import propose_files
+    from ._repeat import agreement, agreement_lines
+    from ._rundiff import (
         branch_diff,
         comparing,
         diff_analysed,

@@ -39,19 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassettes import providers
-from cassettes.hints import count
-from cassettes.matching import Matcher, Miss, Recorded, request_key
-from cassettes.net import Request
-from cassettes.replay.forking._placement import (
-    CursorError,
-    CursorSpec,
-    listed_items,
-    parse_cursor,
-    place,
-    selects,
-)
-from cassettes.replay.live import (
+from ... import providers
+from ...hints import count
+from ...matching import Matcher, Miss, Recorded, request_key
+from ...net import Request
+from ...untrusted import clean_line
+from ..live import (
     Chains,
     Continuation,
     Edit,
@@ -60,8 +53,15 @@ from cassettes.replay.live import (
     model_of,
     with_model,
 )
-from cassettes.replay.serving import Answer, Forward, Missed, Play
-from cassettes.untrusted import clean_line
+from ..serving import Answer, Forward, Missed, Play
+from ._placement import (
+    CursorError,
+    CursorSpec,
+    listed_items,
+    parse_cursor,
+    place,
+    selects,
+)
 
 __all__ = [
     "Cursor",

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cassettes.matching import MAX_TURNS, Change, Tolerated, entries_of, report_lines
+from ...matching import MAX_TURNS, Change, Tolerated, entries_of, report_lines
 
 __all__ = ["MAX_DIVERGENCES", "Divergence", "Divergences", "Pair", "divergence_lines"]
 

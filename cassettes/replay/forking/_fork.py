@@ -28,17 +28,17 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
-from cassettes.errors import CassetteError
-from cassettes.matching import Matcher, here, rules_of_args
-from cassettes.reading import first_turn, open_run, origin_fields, origin_in, read_entries
-from cassettes.replay.forking._cursor import live_bases, named_listeners
-from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
-from cassettes.replay.forking._plan import RULES, ForkPlan
-from cassettes.replay.live import Edit, edit_file, parse_edit, parse_edits
-from cassettes.replay.serving import replay_env
-from cassettes.storage import CassetteFile, check_input
-from cassettes.wire import KEY_ENV, new_key
+from ... import bounds
+from ...errors import CassetteError
+from ...matching import Matcher, here, rules_of_args
+from ...reading import first_turn, open_run, origin_fields, origin_in, read_entries
+from ...storage import CassetteFile, check_input
+from ...wire import KEY_ENV, new_key
+from ..live import Edit, edit_file, parse_edit, parse_edits
+from ..serving import replay_env
+from ._cursor import live_bases, named_listeners
+from ._placement import CursorSpec, parse_cursor, place
+from ._plan import RULES, ForkPlan
 
 __all__ = ["ForkReplay", "ForkSource", "parse_from"]
 
@@ -221,7 +221,7 @@ class ForkReplay:
         plan = os.path.join(self._dir, "plan.json")
         self.plan(live_bases(recorder_env)).write(Path(plan))
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-        argv = ["-m", "cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
+        argv = ["-m", "looptap.cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             *argv,

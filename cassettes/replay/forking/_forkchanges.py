@@ -9,9 +9,9 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassettes.matching import short
-from cassettes.replay.forking._divergence import Divergence
-from cassettes.wire import Exchange
+from ...matching import short
+from ...wire import Exchange
+from ._divergence import Divergence
 
 __all__ = ["Folding", "fork_changes"]
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.hints import count
-from cassettes.matching import entry_line
-from cassettes.reading import locate, open_run, origin_of
-from cassettes.replay.forking._rundiff import branch_diff, comparing_files
-from cassettes.replay.live import edit_notes
+from ...hints import count
+from ...matching import entry_line
+from ...reading import locate, open_run, origin_of
+from ..live import edit_notes
+from ._rundiff import branch_diff, comparing_files
 
 __all__ = ["ForkComparison", "ForkRow", "fork_view"]
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes.analysis import Conversation, RunAnalysis, Turn
-from cassettes.matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
-from cassettes.reading import with_notes
-from cassettes.replay.live import as_sent_live
-from cassettes.wire import Exchange
+from ...analysis import Conversation, RunAnalysis, Turn
+from ...matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
+from ...reading import with_notes
+from ...wire import Exchange
+from ..live import as_sent_live
 
 if TYPE_CHECKING:
-    from cassettes.reading import Run
+    from ...reading import Run
 
 __all__ = [
     "Comparing",

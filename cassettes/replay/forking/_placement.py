@@ -22,15 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from cassettes import providers
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.replay.live import Edit, as_sent_live, carried
-from cassettes.untrusted import clean_line
+from ... import providers
+from ...errors import CassetteError
+from ...hints import count
+from ...untrusted import clean_line
+from ..live import Edit, as_sent_live, carried
 
 if TYPE_CHECKING:
-    from cassettes.matching import Recorded
-    from cassettes.providers import Provider
+    from ...matching import Recorded
+    from ...providers import Provider
 
 __all__ = ["CursorError", "CursorSpec", "listed_items", "parse_cursor", "place", "selects"]
 
@@ -256,7 +256,7 @@ def _model_vendor(model: str) -> str | None:
     """The vendor whose model ``model`` is, as the price library knows it (``None``: unknown)."""
     try:
         # the price table loads only for a fork given --model (replay starts without the analysis)
-        from cassettes.analysis import get_snapshot
+        from ...analysis import get_snapshot
 
         provider, _ = get_snapshot().find_provider_model(model, None, None, None)
     except (LookupError, ValueError, ImportError):

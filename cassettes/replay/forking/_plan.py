@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import orjson
 
-from cassettes.errors import CassetteError
-from cassettes.replay.forking._cursor import Cursor, CursorSpec, live_router
-from cassettes.replay.live import Edit
-from cassettes.storage import open_regular, write_private
+from ...errors import CassetteError
+from ...storage import open_regular, write_private
+from ..live import Edit
+from ._cursor import Cursor, CursorSpec, live_router
 
 __all__ = ["MAX_BYTES", "RULES", "VERSION", "ForkPlan", "PlanError", "read_plan"]
 

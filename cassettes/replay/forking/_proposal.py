@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from cassettes.analysis import RunAnalysis
-from cassettes.hints import count
-from cassettes.matching import (
+from ...analysis import RunAnalysis
+from ...hints import count
+from ...matching import (
     Change,
     Numbering,
     RequestKey,
@@ -41,9 +41,9 @@ from cassettes.matching import (
     parse_substitution,
     window,
 )
-from cassettes.reading import open_run
-from cassettes.replay.forking._lineup import Comparing, conversation_pairs
-from cassettes.wire import Exchange
+from ...reading import open_run
+from ...wire import Exchange
+from ._lineup import Comparing, conversation_pairs
 
 __all__ = ["propose_files"]
 

@@ -14,11 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cassettes.hints import count
-from cassettes.reading import open_run, origin_of
-from cassettes.replay.forking._lineup import lined_up, turn_answer, turns_of
-from cassettes.replay.forking._rundiff import comparing_files
-from cassettes.untrusted import clean_line
+from ...hints import count
+from ...reading import open_run, origin_of
+from ...untrusted import clean_line
+from ._lineup import lined_up, turn_answer, turns_of
+from ._rundiff import comparing_files
 
 __all__ = ["agreement", "agreement_lines"]
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cassettes.analysis import RunAnalysis, Turn
-from cassettes.hints import count
-from cassettes.matching import (
+from ...analysis import RunAnalysis, Turn
+from ...hints import count
+from ...matching import (
     IGNORED,
     Change,
     RequestKey,
@@ -36,10 +36,12 @@ from cassettes.matching import (
     tolerated,
     tool_result_changes,
 )
-from cassettes.reading import Relation, header_time, read_entries
-from cassettes.replay.forking._divergence import Divergence, Divergences, Pair
-from cassettes.replay.forking._forkchanges import Folding, fork_changes
-from cassettes.replay.forking._lineup import (
+from ...reading import Relation, header_time, read_entries
+from ...wire import Exchange
+from ..live import edit_notes
+from ._divergence import Divergence, Divergences, Pair
+from ._forkchanges import Folding, fork_changes
+from ._lineup import (
     Comparing,
     Lineup,
     conversation_pairs,
@@ -48,11 +50,9 @@ from cassettes.replay.forking._lineup import (
     reported,
     turns_of,
 )
-from cassettes.replay.live import edit_notes
-from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading import Run
+    from ...reading import Run
 
 __all__ = ["branch_diff", "comparing", "comparing_files"]
 

@@ -10,15 +10,15 @@ Used by the replay server and by the fork's cursor alike; imports neither.
 
 from __future__ import annotations
 
-from cassettes.replay.live._chains import Chains, Threads, as_sent_live
-from cassettes.replay.live._continuation import (
+from ._chains import Chains, Threads, as_sent_live
+from ._continuation import (
     Continuation,
     cut_text,
     joined,
     parsed,
     rendered_for,
 )
-from cassettes.replay.live._edits import (
+from ._edits import (
     MAX_CONTINUE,
     Edit,
     EditError,
@@ -28,8 +28,8 @@ from cassettes.replay.live._edits import (
     parse_edit,
     parse_edits,
 )
-from cassettes.replay.live._model import model_of, with_model
-from cassettes.replay.live._rewrite import apply_edits, carried
+from ._model import model_of, with_model
+from ._rewrite import apply_edits, carried
 
 __all__ = [
     "MAX_CONTINUE",

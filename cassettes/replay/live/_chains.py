@@ -22,13 +22,13 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds, providers
-from cassettes.hints import count
-from cassettes.wire import decode_chunks, frame, header
+from ... import bounds, providers
+from ...hints import count
+from ...wire import decode_chunks, frame, header
 
 if TYPE_CHECKING:
-    from cassettes.providers import Chaining
-    from cassettes.wire import Chunk, Exchange
+    from ...providers import Chaining
+    from ...wire import Chunk, Exchange
 
 __all__ = [
     "Chains",

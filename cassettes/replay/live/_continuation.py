@@ -28,14 +28,14 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
-from cassettes.models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
-from cassettes.parsing import parse_exchange
-from cassettes.replay.live._edits import Edit, edited_headers
-from cassettes.wire import Exchange, Headers, decode_chunks, header, mark
+from ... import bounds
+from ...models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
+from ...parsing import parse_exchange
+from ...wire import Exchange, Headers, decode_chunks, header, mark
+from ._edits import Edit, edited_headers
 
 if TYPE_CHECKING:
-    from cassettes.providers import Provider, Rendered
+    from ...providers import Provider, Rendered
 
 __all__ = ["Continuation", "cut_text", "joined", "parsed", "rendered_for"]
 

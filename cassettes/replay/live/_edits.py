@@ -45,9 +45,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError, CassetteIOError
-from cassettes.storage import read_input
-from cassettes.wire import EDIT_AUTH_HEADER, EDIT_HEADER, TARGET, item_of, seal, to_header
+from ...errors import CassetteError, CassetteIOError
+from ...storage import read_input
+from ...wire import EDIT_AUTH_HEADER, EDIT_HEADER, TARGET, item_of, seal, to_header
 
 __all__ = [
     "MAX_CONTINUE",

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
-from cassettes.matching import request_key
+from ... import bounds
+from ...matching import request_key
 
 __all__ = ["model_of", "with_model"]
 

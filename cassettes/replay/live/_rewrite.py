@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds, providers
-from cassettes.jsonpath import walk
-from cassettes.models import user_messages
-from cassettes.replay.live._edits import Edit
-from cassettes.wire import mark
+from ... import bounds, providers
+from ...jsonpath import walk
+from ...models import user_messages
+from ...wire import mark
+from ._edits import Edit
 
 __all__ = ["apply_edits", "carried"]
 

@@ -14,7 +14,7 @@ replay command, the recorder, the pytest plugin's session) loads the server anyw
 
 from __future__ import annotations
 
-from cassettes.replay.serving._faults import (
+from ._faults import (
     REFUSAL_TEXT,
     STATUS_KINDS,
     Fault,
@@ -22,8 +22,8 @@ from cassettes.replay.serving._faults import (
     FaultSpecError,
     parse_fault,
 )
-from cassettes.replay.serving._plan import MISS_CODE, Answer, Forward, Missed, Planner, Play
-from cassettes.replay.serving._server import (
+from ._plan import MISS_CODE, Answer, Forward, Missed, Planner, Play
+from ._server import (
     IDLE_TIMEOUT,
     PLACEHOLDER_KEY,
     READ_TIMEOUT,

@@ -47,12 +47,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cassettes.models import FinishReason, Part
-from cassettes.parsing import parse_exchange
+from ...models import FinishReason, Part
+from ...parsing import parse_exchange
 
 if TYPE_CHECKING:
-    from cassettes.matching import Recorded
-    from cassettes.models import NormalisedRequest, NormalisedResponse
+    from ...matching import Recorded
+    from ...models import NormalisedRequest, NormalisedResponse
 
 
 class Attempt(Protocol):
@@ -411,7 +411,7 @@ def _break_schema(
 ) -> dict[str, Any] | str:
     """``arguments`` changed so that they break the offered tool's JSON Schema: a required
     property left out, else a property of the wrong type (checked against the schema)."""
-    from cassettes.analysis import schema_errors
+    from ...analysis import schema_errors
 
     spec = next((t for t in (request.tools if request is not None else []) if t.name == name), None)
     schema = spec.parameters if spec is not None else None

@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
-from cassettes.matching import Matcher, Miss, Recorded
-from cassettes.net import HOP_BY_HOP, Request
-from cassettes.parsing import parse_exchange
-from cassettes.providers import Provider, Rendered
-from cassettes.replay.serving._faults import (
+from ... import bounds
+from ...matching import Matcher, Miss, Recorded
+from ...net import HOP_BY_HOP, Request
+from ...parsing import parse_exchange
+from ...providers import Provider, Rendered
+from ._faults import (
     REWRITE_KINDS,
     STATUS_KINDS,
     Fault,
@@ -34,7 +34,7 @@ from cassettes.replay.serving._faults import (
 )
 
 if TYPE_CHECKING:
-    from cassettes.replay.live import Continuation
+    from ..live import Continuation
 
 __all__ = [
     "MISS_CODE",

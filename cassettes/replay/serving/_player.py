@@ -19,13 +19,15 @@ from functools import partial
 
 import orjson
 
-from cassettes import net
-from cassettes.hints import count
-from cassettes.matching import Matcher, Miss, Recorded, request_key
-from cassettes.net import Request
-from cassettes.providers import Provider
-from cassettes.replay.serving._faults import Fault
-from cassettes.replay.serving._plan import (
+from ... import net
+from ...hints import count
+from ...matching import Matcher, Miss, Recorded, request_key
+from ...net import Request
+from ...providers import Provider
+from ...wire import NOTE_HEADER, REPLAY_HEADER, Exchange, Headers
+from ...wire import frame as frame_stream
+from ._faults import Fault
+from ._plan import (
     MISS_CODE,
     MISS_STATUS,
     NOT_REPLAYED,
@@ -35,9 +37,7 @@ from cassettes.replay.serving._plan import (
     Reset,
     Rewritten,
 )
-from cassettes.replay.serving._sender import Sender, ServedLog
-from cassettes.wire import NOTE_HEADER, REPLAY_HEADER, Exchange, Headers
-from cassettes.wire import frame as frame_stream
+from ._sender import Sender, ServedLog
 
 __all__ = ["Player"]
 

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassettes.errors import CassetteError
-from cassettes.matching import IndexedRecordings, VolatileSpans, volatile_for
-from cassettes.reading import detect, first_turn, open_run, origin_in
-from cassettes.storage import open_regular, read_header
-from cassettes.wire import Exchange
+from ...errors import CassetteError
+from ...matching import IndexedRecordings, VolatileSpans, volatile_for
+from ...reading import detect, first_turn, open_run, origin_in
+from ...storage import open_regular, read_header
+from ...wire import Exchange
 
 __all__ = ["open_recordings"]
 

@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes import net
-from cassettes.hints import count
-from cassettes.matching import request_key
-from cassettes.net import Request
-from cassettes.providers import Provider
-from cassettes.replay.live import cut_text, joined, parsed, rendered_for
-from cassettes.replay.serving._plan import Forward, Router
-from cassettes.replay.serving._player import Player
-from cassettes.wire import Exchange, Headers
+from ... import net
+from ...hints import count
+from ...matching import request_key
+from ...net import Request
+from ...providers import Provider
+from ...wire import Exchange, Headers
+from ..live import cut_text, joined, parsed, rendered_for
+from ._plan import Forward, Router
+from ._player import Player
 
 if TYPE_CHECKING:
-    from cassettes.net import Trust, Upstream, UpstreamResponse
-    from cassettes.providers import Rendered
+    from ...net import Trust, Upstream, UpstreamResponse
+    from ...providers import Rendered
 
 __all__ = ["LiveRelay"]
 

@@ -19,15 +19,15 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import net
-from cassettes.matching import Matcher, Recorded, clip, tolerated_notes
-from cassettes.net import Request
-from cassettes.providers import Provider
-from cassettes.recording import Redactor
-from cassettes.wire import Exchange, Headers
+from ... import net
+from ...matching import Matcher, Recorded, clip, tolerated_notes
+from ...net import Request
+from ...providers import Provider
+from ...recording import Redactor
+from ...wire import Exchange, Headers
 
 if TYPE_CHECKING:
-    from cassettes.net import Answer
+    from ...net import Answer
 
 __all__ = ["Sender", "ServedLog"]
 

@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cassettes.hints import count
-from cassettes.matching import (
+from ...hints import count
+from ...matching import (
     IndexedRecordings,
     Matcher,
     Miss,
@@ -41,27 +41,27 @@ from cassettes.matching import (
     report_lines,
     turn_entries,
 )
-from cassettes.net import BackgroundServer, BadRequest, Request, read_request, refuse
-from cassettes.providers import FAMILIES, REVERSE_UPSTREAMS, by_family
-from cassettes.replay.serving._faults import FaultPlan
-from cassettes.replay.serving._plan import (
+from ...net import BackgroundServer, BadRequest, Request, read_request, refuse
+from ...providers import FAMILIES, REVERSE_UPSTREAMS, by_family
+from ...storage import check_target, staged
+from ...untrusted import clean_line
+from ...wire import Exchange, decode_chunks
+from ._faults import FaultPlan
+from ._plan import (
     MISS_CODE,
     Fallback,
     Forward,
     Planner,
     Router,
 )
-from cassettes.replay.serving._player import Player
-from cassettes.replay.serving._recordings import open_recordings
-from cassettes.replay.serving._relay import LiveRelay
-from cassettes.replay.serving._sender import Sender, ServedLog
-from cassettes.replay.serving._websocket import WebSocketReplay
-from cassettes.storage import check_target, staged
-from cassettes.untrusted import clean_line
-from cassettes.wire import Exchange, decode_chunks
+from ._player import Player
+from ._recordings import open_recordings
+from ._relay import LiveRelay
+from ._sender import Sender, ServedLog
+from ._websocket import WebSocketReplay
 
 if TYPE_CHECKING:
-    from cassettes.net import Trust
+    from ...net import Trust
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -252,7 +252,7 @@ class ReplayServer(BackgroundServer):
         ``path``, redacted as every cassette is, with this machine's cwd and home in its header: the
         evidence ``looptap rules propose`` reads against the recording. Raises :class:`OSError`,
         :class:`~cassettes.errors.CassetteError`."""
-        from cassettes.recording.pipeline import CassetteWriter
+        from ...recording.pipeline import CassetteWriter
 
         with (
             staged(check_target(path, "the failed run's cassette", force=True)) as s,

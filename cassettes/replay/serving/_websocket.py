@@ -26,18 +26,18 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds, net, providers
-from cassettes.matching import Miss
-from cassettes.net import Request
-from cassettes.replay.live import Chains
-from cassettes.replay.serving._plan import Forward, Planner
-from cassettes.replay.serving._player import Player
-from cassettes.wire import Exchange
+from ... import bounds, net, providers
+from ...matching import Miss
+from ...net import Request
+from ...wire import Exchange
+from ..live import Chains
+from ._plan import Forward, Planner
+from ._player import Player
 
 if TYPE_CHECKING:
-    from cassettes.matching import Recorded
-    from cassettes.net import LiveSocket, MessageReader, Trust
-    from cassettes.providers import Provider, WsTurns
+    from ...matching import Recorded
+    from ...net import LiveSocket, MessageReader, Trust
+    from ...providers import Provider, WsTurns
 
 __all__ = ["WebSocketReplay"]
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cassettes.errors import ReplayMiss
+from ...errors import ReplayMiss
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing.recorder import SessionRecorder
+    from .recorder import SessionRecorder
 
 __all__ = ["MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR"]
 

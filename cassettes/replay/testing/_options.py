@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from cassettes.matching import RuleError, project_rules
-from cassettes.replay.serving import FaultPlan, FaultSpecError, parse_fault, parse_pace
-from cassettes.replay.testing._keys import MODES
-from cassettes.storage import UnsafePath, check_target, is_cassette
+from ...matching import RuleError, project_rules
+from ...storage import UnsafePath, check_target, is_cassette
+from ..serving import FaultPlan, FaultSpecError, parse_fault, parse_pace
+from ._keys import MODES
 
 __all__ = ["Options", "upstreams"]
 
@@ -182,8 +182,8 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
                 pytrace=False,
             )
         return None
-    from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.live import EditError, parse_edits
+    from ..forking import Cursor, CursorError, live_router, parse_cursor
+    from ..live import EditError, parse_edits
 
     live, model, edits, prefix = _fork_options(kw)
     try:

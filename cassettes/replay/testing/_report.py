@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from cassettes.hints import count
-from cassettes.matching import report_lines, turn_entries
-from cassettes.replay.serving import STATUS_KINDS, FaultPlan, parse_fault
-from cassettes.replay.testing._keys import MISS, REPORTS_DIR
-from cassettes.storage import check_target, staged
-from cassettes.untrusted import clean_line
+from ...hints import count
+from ...matching import report_lines, turn_entries
+from ...storage import check_target, staged
+from ...untrusted import clean_line
+from ..serving import STATUS_KINDS, FaultPlan, parse_fault
+from ._keys import MISS, REPORTS_DIR
 
 if TYPE_CHECKING:
-    from cassettes.reading import Run
-    from cassettes.replay.serving import ReplayServer
+    from ...reading import Run
+    from ..serving import ReplayServer
 
 __all__ = ["add_sections", "failure_text", "summary_lines"]
 
@@ -63,7 +63,7 @@ def add_sections(
         and session.server is not None
     ):
         report.sections.append(("looptap", _write_html_report(item, session)))
-        from cassettes.replay.forking import Cursor
+        from ..forking import Cursor
 
         cursor = session.server.router
         if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model
@@ -236,7 +236,7 @@ def _write_html_report(item: pytest.Item, session: Replayed) -> str:
     directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
     test itself: a page that cannot be written says why instead."""
     try:
-        from cassettes.views import HtmlExtraMissing, render_html, report_data
+        from ...views import HtmlExtraMissing, render_html, report_data
 
         run = session.run
         run.name = f"{item.nodeid} ({session.path.name})"  # the page's title

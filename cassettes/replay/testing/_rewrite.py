@@ -15,8 +15,9 @@ import sys
 
 __all__ = ["spare_core"]
 
-#: The top-level package pytest would rewrite: this module's own.
-CORE = __name__.partition(".")[0]
+#: The core's package, which pytest would rewrite with the plugin: ``looptap.cassettes`` (pytest
+#: marks it, or the top-level ``looptap`` above it: either mark is taken off).
+CORE = __name__.rpartition(".replay.")[0]
 
 
 def spare_core() -> None:
@@ -28,6 +29,9 @@ def spare_core() -> None:
     for finder in sys.meta_path:
         marked = getattr(finder, "_must_rewrite", None)
         cache = getattr(finder, "_marked_for_rewrite_cache", None)
-        if isinstance(marked, set) and isinstance(cache, dict) and CORE in marked:
-            marked.discard(CORE)
+        if not (isinstance(marked, set) and isinstance(cache, dict)):
+            continue
+        over = {m for m in marked if m == CORE or CORE.startswith(f"{m}.")}
+        if over:
+            marked.difference_update(over)
             cache.clear()

@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.matching import here
-from cassettes.net import Trust
-from cassettes.reading import Run, open_run
-from cassettes.replay.serving import FaultPlan, ReplayServer, placeholder_keys
-from cassettes.replay.testing._keys import RECORDER, REPORTS
-from cassettes.replay.testing._options import Options, upstreams
-from cassettes.replay.testing._report import add_sections, failure_text, summary_lines
-from cassettes.storage import check_target, is_cassette, open_regular, staged
+from ...errors import CassetteError
+from ...hints import count
+from ...matching import here
+from ...net import Trust
+from ...reading import Run, open_run
+from ...storage import check_target, is_cassette, open_regular, staged
+from ..serving import FaultPlan, ReplayServer, placeholder_keys
+from ._keys import RECORDER, REPORTS
+from ._options import Options, upstreams
+from ._report import add_sections, failure_text, summary_lines
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing.recorder import SessionRecorder
-    from cassettes.wire import Exchange
+    from ...wire import Exchange
+    from .recorder import SessionRecorder
 
 __all__ = [
     "NO_HOST_CA",
@@ -163,7 +163,7 @@ def _session_recorder(
         return rec
     if rec is not None:
         rec.stop()
-    from cassettes.replay.testing.recorder import SessionRecorder, recorder_python
+    from .recorder import SessionRecorder, recorder_python
 
     # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
     # now; a path that names nothing is said as missing (RecorderUnavailable) before anything
@@ -204,7 +204,7 @@ def _start_recording(
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
     fork's router: a listener is named after the vendor, and its families share the prefix)."""
-    from cassettes.replay.forking import live_bases, live_router
+    from ..forking import live_bases, live_router
 
     return live_router(live_bases(recorder_env))
 
@@ -357,7 +357,7 @@ def _write(path: Path, exchanges: Iterable[Exchange], meta: dict[str, Any] | Non
     """``exchanges`` written into the cassette at ``path`` (appended to one that exists; ``meta``
     in the header of one made now; the recording pipeline loads when a test records). Raises
     :class:`CassetteError`."""
-    from cassettes.recording.pipeline import CassetteWriter
+    from ...recording.pipeline import CassetteWriter
 
     with CassetteWriter(path, meta=meta) as w:
         for ex in exchanges:

@@ -47,13 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cassettes.errors import ReplayMiss
-from cassettes.project import RuleError, project_table
-from cassettes.replay.testing._keys import MISS, MODES, RECORDER, REPORTS
-from cassettes.replay.testing._rewrite import spare_core
+from ...errors import ReplayMiss
+from ...project import RuleError, project_table
+from ._keys import MISS, MODES, RECORDER, REPORTS
+from ._rewrite import spare_core
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing._session import LooptapSession
+    from ._session import LooptapSession
 
 spare_core()  # the rest of the core loads as plain Python, not assertion-rewritten by pytest
 
@@ -65,7 +65,7 @@ _SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
 
 def _machinery() -> ModuleType:
     """What a test that uses looptap needs, loaded by the first one."""
-    from cassettes.replay.testing import _session
+    from . import _session
 
     return _session
 
@@ -176,7 +176,7 @@ def _ini_rules(config: pytest.Config) -> None:
     )
     try:
         if ignore or substitute or tools or project_table(cassette) is not None:
-            from cassettes.matching import project_rules  # the rules' machinery, when used
+            from ...matching import project_rules  # the rules' machinery, when used
 
             project_rules(cassette, ignore, substitute, tools, "pytest's ini")
     except RuleError as exc:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
-from cassettes.errors import CassetteFormatError
-from cassettes.storage import (
+from ...errors import CassetteFormatError
+from ...storage import (
     FileId,
     Target,
     UnsafePath,

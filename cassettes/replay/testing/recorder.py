@@ -29,10 +29,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cassettes.errors import CassetteError, RecorderUnavailable
-from cassettes.hints import count
-from cassettes.replay.testing.ready import Ready, read_ready
-from cassettes.wire import Exchange
+from ...errors import CassetteError, RecorderUnavailable
+from ...hints import count
+from ...wire import Exchange
+from .ready import Ready, read_ready
 
 __all__ = [
     "RecorderProcess",
@@ -50,7 +50,7 @@ def how_to_install() -> str:
     """What to do when no recorder is there: the command that creates its environment (by the
     looptap checkout's absolute path: it runs from the user's own project too), where it is found
     from then on (:func:`recorder_python`)."""
-    from cassettes.hints import recorder_install_command
+    from ...hints import recorder_install_command
 
     command, _python = recorder_install_command()
     return (
@@ -91,7 +91,7 @@ def recorder_python(base: Path | None = None) -> str | None:
         return str(path)
     if importlib.util.find_spec("mitmproxy") is not None:
         return sys.executable
-    from cassettes import hints
+    from ... import hints
 
     return hints.found_recorder()
 
@@ -142,7 +142,7 @@ class RecorderProcess:
         python = self.python if self.python is not None else recorder_python()
         if python is None:
             raise RecorderUnavailable(how_to_install())
-        argv = [python, "-m", "cassettes.cli", "record", "-o", str(self.output)]
+        argv = [python, "-m", "looptap.cassettes.cli", "record", "-o", str(self.output)]
         if self.confdir is not None:
             argv += ["--confdir", str(self.confdir)]
         for name, url in self.upstreams.items():
@@ -319,7 +319,7 @@ class SessionCassette:
     cassette is read once in all, not once per test), requests stored as deltas rebuilt in full."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.storage import RecordSource
+        from ...storage import RecordSource
 
         self.path = path
         self.exchanges: list[Exchange] = []

@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import Conversation, RunAnalysis, analyse
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import Conversation, RunAnalysis, analyse
+from looptap.cassettes.wire import Exchange
 
 __all__ = [
     "FAMILIES",

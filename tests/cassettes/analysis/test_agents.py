@@ -38,8 +38,8 @@ from scenarios import (
     threads,
 )
 
-from cassettes.analysis import RunAnalysis
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import RunAnalysis
+from looptap.cassettes.wire import Exchange
 
 Json = dict[str, Any]
 
@@ -91,7 +91,7 @@ def test_group_chat_agents_are_two_conversations() -> None:
     assert threads(run) == [[0, 2], [1, 3]]
     assert kinds(run) == [("main", None), ("group_chat", 0)]
     assert codes(run) == []  # no false C.assistant_not_echoed, no "system prompt changed"
-    from cassettes.views import analysis_lines
+    from looptap.cassettes.views import analysis_lines
 
     assert "group chat with #0" in "\n".join(analysis_lines(run))
 
@@ -319,7 +319,7 @@ def test_transfer_to_agent_is_a_handoff(context: bool) -> None:
     assert threads(run) == [[0], [1, 2]]
     assert kinds(run) == [("main", None), ("handoff", 0)]
     assert codes(run) == []  # the root is not left with C.stopped_with_pending_calls
-    from cassettes.views import analysis_lines
+    from looptap.cassettes.views import analysis_lines
 
     assert "handoff from #0" in "\n".join(analysis_lines(run))
 
@@ -366,7 +366,7 @@ def test_agent_used_as_a_tool_is_labelled_so() -> None:
     assert threads(run) == [[0, 2], [1]]
     assert kinds(run) == [("main", None), ("agent_tool", 0)]
     assert serious(run) == []
-    from cassettes.views import analysis_lines
+    from looptap.cassettes.views import analysis_lines
 
     assert "agent used as a tool by #0" in "\n".join(analysis_lines(run))
 

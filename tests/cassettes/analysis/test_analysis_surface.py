@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.analysis as analysis
+import looptap.cassettes.analysis as analysis
 
 EXPORTED = [
     "ACTIVE", "CHECKS", "FILE", "PRICES_VERSION",
@@ -34,4 +34,4 @@ def test_every_exported_name_resolves_and_every_other_module_is_private() -> Non
     modules = [m.name for m in pkgutil.iter_modules(analysis.__path__)]
     assert sorted(m for m in modules if not m.startswith("_")) == PUBLIC, modules
     for m in modules:
-        importlib.import_module(f"cassettes.analysis.{m}")
+        importlib.import_module(f"looptap.cassettes.analysis.{m}")

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, error
 
-from cassettes.analysis import Finding, RunAnalysis, Severity, same_model
-from cassettes.models import FinishReason
-from cassettes.parsing import parse_exchange
+from looptap.cassettes.analysis import Finding, RunAnalysis, Severity, same_model
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import parse_exchange
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:
@@ -621,7 +621,7 @@ def test_model_mismatch_same_family_is_info() -> None:
 
 
 def _one_turn(model: str, served: str, url: str | None = None) -> RunAnalysis:
-    from cassettes.analysis import analyse
+    from looptap.cassettes.analysis import analyse
 
     s = Script("openai_chat", model=model, defaults={"served_model": served})
     s.user("hi")
@@ -745,7 +745,7 @@ def test_errors_carry_an_error_model() -> None:
 def _legacy_exchange(stream: bool) -> Any:
     import orjson
 
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     req = {
         "model": "gpt-3.5-turbo-0613",
@@ -824,8 +824,8 @@ def _legacy_exchange(stream: bool) -> Any:
 def test_legacy_function_call_is_a_tool_call(stream: bool) -> None:
     """Issue 14: the pre-tools ``function_call`` (non-streamed ``message.function_call``, streamed
     ``delta.function_call``) is the model's call; no false A.tool_calls_without_calls."""
-    from cassettes.analysis import analyse
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.parsing import parse_exchange
 
     ex = _legacy_exchange(stream)
     rt = parse_exchange(ex)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis import CHECKS, CallCheck
-from cassettes.models import (
+from looptap.cassettes.analysis import CHECKS, CallCheck
+from looptap.cassettes.models import (
     FinishReason,
     Message,
     NormalisedRequest,

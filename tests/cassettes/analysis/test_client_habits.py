@@ -31,7 +31,7 @@ from scenarios import (
     serious,
 )
 
-from cassettes.wire import Exchange
+from looptap.cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

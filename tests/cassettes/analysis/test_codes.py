@@ -14,8 +14,8 @@ import pytest
 from real_corpus import corpus_files, load, rel
 from scenarios import LENGTH, WEATHER, Call, Script
 
-from cassettes.analysis import Rule, Severity, analyse, codes, parse_rules, using
-from cassettes.analysis.codes import ROWS, doc_table, severity_of
+from looptap.cassettes.analysis import Rule, Severity, analyse, codes, parse_rules, using
+from looptap.cassettes.analysis.codes import ROWS, doc_table, severity_of
 
 ROOT = Path(__file__).resolve().parents[3]
 CODE = re.compile(r"^[ACE]\.[a-z][a-z_0-9]*$")
@@ -86,7 +86,7 @@ def test_every_row_is_whole() -> None:
 
 def test_the_docs_page_is_generated_from_the_registry() -> None:
     page = (ROOT / "docs" / "findings.md").read_text()
-    marker = "<!-- generated from cassettes/analysis/codes.py by `python -m cassettes.analysis.codes` -->\n"  # noqa: E501
+    marker = "<!-- generated from cassettes/analysis/codes.py by `python -m looptap.cassettes.analysis.codes` -->\n"  # noqa: E501
     assert page.split(marker, 1)[1] == doc_table()
     for code in ROWS:
         assert page.count(f"| `{code}` |") == 1, code

@@ -29,8 +29,8 @@ from scenarios import (
     user_of,
 )
 
-from cassettes.analysis import Finding, RunAnalysis
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import Finding, RunAnalysis
+from looptap.cassettes.wire import Exchange
 
 Json = dict[str, Any]
 
@@ -435,7 +435,7 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
     # a prompt nobody asked for: no parent
     assert by_id[run.turns[2].conversation].parent_seq is None
     assert [f for f in run.findings if f.severity != "info"] == []
-    from cassettes.views import analysis_lines
+    from looptap.cassettes.views import analysis_lines
 
     shown = "\n".join(analysis_lines(run))
     sub_conv = by_id[run.turns[1].conversation]
@@ -990,13 +990,17 @@ def test_a_threader_keeps_its_released_turns_to_itself() -> None:
     """No hidden shared state (issue 30 item 5): threading changes no module-level container
     (shared by every analysis in the process), and a superseded turn's released keys are
     ``None``, not a shared empty list that reads like "no parts"."""
-    from cassettes.analysis.threading import Threader
-    from cassettes.models import Message, NormalisedResponse, Part
+    from looptap.cassettes.analysis.threading import Threader
+    from looptap.cassettes.models import Message, NormalisedResponse, Part
 
     def containers() -> dict[str, int]:  # of every module of the analysis (threading's included)
         return {
             f"{m.__name__}.{k}": len(v)
-            for m in [m for name, m in sys.modules.items() if name.startswith("cassettes.analysis")]
+            for m in [
+                m
+                for name, m in sys.modules.items()
+                if name.startswith("looptap.cassettes.analysis")
+            ]
             for k, v in vars(m).items()
             if isinstance(v, dict | list | set) and not k.startswith("__")
         }

@@ -28,8 +28,8 @@ from scenarios import (
     set_cache_read,
 )
 
-from cassettes.analysis import Finding, RunAnalysis, Severity, analyse
-from cassettes.analysis.codes import ROWS
+from looptap.cassettes.analysis import Finding, RunAnalysis, Severity, analyse
+from looptap.cassettes.analysis.codes import ROWS
 
 #: Wires whose tool calls and results carry ids (Gemini may; Ollama never does).
 ID_FAMILIES = ("openai_chat", "openai_responses", "anthropic", "bedrock")
@@ -1552,7 +1552,7 @@ def test_filtered_answer_dropped_and_asked_again_is_clean(family: str) -> None:
 
 def test_the_tool_fingerprint_covers_every_field_of_a_tool() -> None:
     """C.cache_prefix_broken fingerprints each ToolSpec field by field: a new field must join it."""
-    from cassettes.models import ToolSpec
+    from looptap.cassettes.models import ToolSpec
 
     assert set(ToolSpec.model_fields) == {"name", "description", "parameters", "kind"}
 

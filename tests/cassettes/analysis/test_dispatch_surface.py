@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.analysis.dispatch as dispatch
+import looptap.cassettes.analysis.dispatch as dispatch
 
 EXPORTED = [
     "CHECKS", "FINAL_CHECKS", "GROUP_CHAT", "TEXT_ACTION",
@@ -24,4 +24,4 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(dispatch.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.analysis.dispatch.{m}")
+        importlib.import_module(f"looptap.cassettes.analysis.dispatch.{m}")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis import Finding
-from cassettes.reading import open_run
+from looptap.cassettes.analysis import Finding
+from looptap.cassettes.reading import open_run
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

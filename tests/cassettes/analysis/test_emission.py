@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from scenarios import FAMILIES, REQUIRED, STREAM_FAMILIES, UNIT, WEATHER, Call, Script, Tool
 
-from cassettes.analysis import Finding, RunAnalysis, Severity, canonical_call, schema_errors
+from looptap.cassettes.analysis import Finding, RunAnalysis, Severity, canonical_call, schema_errors
 
 # Families whose wire carries arguments as a JSON *string* in a non-streamed body.
 STRING_ARGS = ("openai_chat", "openai_responses")

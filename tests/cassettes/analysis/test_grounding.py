@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scenarios import AgentScript, Call
 
-from cassettes.analysis import unsourced
+from looptap.cassettes.analysis import unsourced
 
 ORDER = (
     '{"order_id": "W1", "placed": "2019-03-14", "items": 2, "price": 12.50, "updated": '

@@ -23,8 +23,8 @@ from scenarios import WEATHER, Call, error, openai_chat_assistant, openai_chat_r
 from scenarios import openai_chat_turn as turn
 from test_agents import _group_chat, adk_handoff, agent_as_tool
 
-from cassettes.analysis import sections, spill
-from cassettes.reading import (
+from looptap.cassettes.analysis import sections, spill
+from looptap.cassettes.reading import (
     MAX_CONTINUATION,
     RunReader,
     compressor,
@@ -33,9 +33,9 @@ from cassettes.reading import (
     packed,
     show_pairs,
 )
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import RecordIndex, read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import RecordIndex, read_records
+from looptap.cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 from tests.support.huge import write_huge
 

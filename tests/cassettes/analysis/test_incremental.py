@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from real_corpus import corpus_files, load, rel
 
-from cassettes.analysis import analyse
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
 
 pytestmark = pytest.mark.corpus
 

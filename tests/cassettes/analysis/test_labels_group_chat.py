@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from scenarios import AgentScript, run_of
 
-from cassettes.analysis import Finding, RunAnalysis, unsourced
-from cassettes.analysis.dispatch import blocked_page
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import Finding, RunAnalysis, unsourced
+from looptap.cassettes.analysis.dispatch import blocked_page
+from looptap.cassettes.wire import Exchange
 
 TOPIC = "Write a one-line blurb for the K2 kettle from the spec the engineer shares."
 WRITER = "You are Writer. Write the blurb; use only the facts you are given."

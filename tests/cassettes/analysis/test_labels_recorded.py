@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from cassettes.analysis import Finding
-from cassettes.reading import open_run
+from looptap.cassettes.analysis import Finding
+from looptap.cassettes.reading import open_run
 from tests.cassettes.analysis.retail_policy import agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

@@ -25,10 +25,10 @@ from scenarios import (
     openai_responses_user,
 )
 
-from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, analyse
-from cassettes.reading import RunReader
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import RunAnalyser, RunAnalysis, Turn, analyse
+from looptap.cassettes.reading import RunReader
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.wire import Exchange
 
 
 def _keep_everything(exchanges: list[Exchange], active: int = 1_000_000) -> RunAnalysis:
@@ -61,7 +61,7 @@ def test_releasing_contexts_and_histories_changes_no_finding() -> None:
 def _without_turns(exchanges: list[Exchange]) -> RunAnalysis:
     """The analysis holding no turns (as the incremental reader runs it), the turns it returned
     put back together."""
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.parsing import parse_exchange
 
     turns: dict[int, Turn] = {}
     a = RunAnalyser(
@@ -113,7 +113,7 @@ def test_a_fork_to_a_released_turn_reads_it_again() -> None:
 
 
 def _reload(exchanges: list[Exchange], a: RunAnalyser, seq: int):  # type: ignore[no-untyped-def]
-    from cassettes.parsing import parse_exchange
+    from looptap.cassettes.parsing import parse_exchange
 
     return exchanges[seq], parse_exchange(exchanges[seq]), a.result.turns[seq]
 
@@ -188,7 +188,7 @@ def test_quiet_conversations_states_go_to_disk_past_a_few_hundred(tmp_path: Path
     those of an analysis that keeps everything in memory."""
     from support.huge import write_huge
 
-    from cassettes.storage import read_records
+    from looptap.cassettes.storage import read_records
 
     path = write_huge(tmp_path / "run.jsonl", 400 * 2, "long", turns=2)
     reader = RunReader(path)

@@ -17,9 +17,9 @@ import orjson
 import pytest
 from real_corpus import corpus_files, load, rel
 
-from cassettes.analysis import analyse
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 Body = dict[str, Any]
 

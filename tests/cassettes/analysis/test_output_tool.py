@@ -24,8 +24,8 @@ import orjson
 import pytest
 from real_corpus import CORPUS, load
 
-from cassettes.analysis import RunAnalysis, analyse
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import RunAnalysis, analyse
+from looptap.cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

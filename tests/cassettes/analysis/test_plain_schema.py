@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
-from cassettes.analysis import normalise_schema, schema_errors, surely_valid
+from looptap.cassettes.analysis import normalise_schema, schema_errors, surely_valid
 
 NAMES = ["string", "integer", "number", "boolean", "null", "object", "array", "bogus"]
 

@@ -17,7 +17,7 @@ import pytest
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import ModelPrice, TieredPrices
 
-from cassettes.analysis import calc_price
+from looptap.cassettes.analysis import calc_price
 
 NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import RunAnalysis, Severity, analyse
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import RunAnalysis, Severity, analyse
+from looptap.cassettes.wire import Exchange
 
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-3-pro-preview:generateContent"
 TOOLS = [
@@ -165,8 +165,8 @@ def test_a_name_looked_up_from_the_call_is_not_part_of_the_results_identity() ->
     which a later request may not hold (a history delta, a trimmed history). Claude Code's clean
     runs read as C.history_mutated when that lookup entered the history key; a name the wire
     carries (Gemini's functionResponse.name) still does."""
-    from cassettes.analysis import message_key
-    from cassettes.models import Message, Part, ToolResult
+    from looptap.cassettes.analysis import message_key
+    from looptap.cassettes.models import Message, Part, ToolResult
 
     def msg(name: str | None, named: bool) -> Message:
         return Message(

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scenarios import WEATHER, AgentScript, Call, Script, assistant_of, results_of
 
-from cassettes.analysis import Finding, RunAnalysis, Severity
-from cassettes.analysis.dispatch import ordered_findings
-from cassettes.views import analysis_lines
+from looptap.cassettes.analysis import Finding, RunAnalysis, Severity
+from looptap.cassettes.analysis.dispatch import ordered_findings
+from looptap.cassettes.views import analysis_lines
 
 ANTHROPIC_PAIRING = (
     "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. "
@@ -134,9 +134,9 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
 
 
 def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
-    from cassettes.mcp.query import Runs, run_summary
-    from cassettes.reading import open_run
-    from cassettes.recording.pipeline import CassetteWriter
+    from looptap.cassettes.mcp.query import Runs, run_summary
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.recording.pipeline import CassetteWriter
 
     s = Script("openai_chat", tools=[WEATHER])
     s.user("Weather in Paris?")

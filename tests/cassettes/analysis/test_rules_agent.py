@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from test_labels_recorded import AGENT
 
-from cassettes.analysis import Finding, RulesError, load
-from cassettes.reading import open_run
-from cassettes.why import Outcome, judged_from
+from looptap.cassettes.analysis import Finding, RulesError, load
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.why import Outcome, judged_from
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
@@ -161,7 +161,7 @@ def test_show_lists_the_broken_rules_and_assert_rules_fails(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shown = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", "retail.jsonl"],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", "retail.jsonl"],
         capture_output=True,
         text=True,
         cwd=recording,  # looptap-rules.toml found in the working directory
@@ -178,7 +178,7 @@ def test_show_lists_the_broken_rules_and_assert_rules_fails(
 def _looptap(*args: str, cwd: Path, rules: str | None = None) -> str:
     env = clean_env() if rules is None else clean_env(LOOPTAP_RULES=rules)
     done = progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -203,7 +203,7 @@ def test_the_fleet_index_lists_the_broken_rules_once_rules_are_in_force(
     findings depend on it), and its broken rules are the index's findings; the MCP server's
     listing takes the index's figures only under the rules they were indexed with."""
     pytest.importorskip("duckdb")
-    from cassettes.fleet import overviews
+    from looptap.cassettes.fleet import overviews
 
     run = tmp_path / "runs" / "retail.jsonl"
     run.parent.mkdir()
@@ -234,8 +234,8 @@ async def test_the_inspector_lists_the_broken_rules(
     pytest.importorskip("textual")
     from helpers import loaded, until
 
-    from inspector.app import build_app
-    from inspector.widgets import FindingsTable
+    from looptap.inspector.app import build_app
+    from looptap.inspector.widgets import FindingsTable
 
     monkeypatch.setenv("LOOPTAP_RULES", str(recording / "looptap-rules.toml"))
     app = build_app(recording / "retail.jsonl")
@@ -301,7 +301,7 @@ def test_a_bad_rule_is_refused_in_one_line_naming_file_and_line(
 def test_show_refuses_a_bad_rules_file_in_one_line(tmp_path: Path, recording: Path) -> None:
     (tmp_path / "looptap-rules.toml").write_text('[[rule]]\nkind = "count"\ntool = "x"\n')
     shown = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "show", str(recording / "retail.jsonl")],
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(recording / "retail.jsonl")],
         capture_output=True,
         text=True,
         cwd=tmp_path,

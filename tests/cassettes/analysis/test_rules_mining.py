@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import tomllib
 
-from cassettes.analysis import Trace, learn, parse_rules
-from cassettes.cli.agent_rules import proposals_toml
-from cassettes.models import Message, Part, ToolCall, ToolResult
+from looptap.cassettes.analysis import Trace, learn, parse_rules
+from looptap.cassettes.cli.agent_rules import proposals_toml
+from looptap.cassettes.models import Message, Part, ToolCall, ToolResult
 
 
 def user(text: str) -> Message:

@@ -48,7 +48,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def looptap(*args: str, cwd: Path, code: int = 0) -> str:
     done = progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
+        [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -146,7 +146,7 @@ def test_check_prints_each_broken_rule_per_run_and_turn(runs: Path, learnt) -> N
 
 def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt) -> None:
     done = progress.run(
-        [sys.executable, "-m", "cassettes.cli", "rules", "learn", "passing.jsonl", "-o",
+        [sys.executable, "-m", "looptap.cassettes.cli", "rules", "learn", "passing.jsonl", "-o",
          "rules.toml"],
         capture_output=True, text=True, cwd=runs, env=clean_env(),
     )  # fmt: skip
@@ -169,8 +169,8 @@ AUTH = '["find_user_id_by_email", "find_user_id_by_name_zip"]'
 
 def broken(runs: Path, name: str, text: str) -> list[tuple[str | None, int | None, str]]:
     """(conversation, turn, rule) of each rule ``text`` finds broken in ``name``, in process."""
-    from cassettes.analysis import parse_rules, using
-    from cassettes.reading import open_run
+    from looptap.cassettes.analysis import parse_rules, using
+    from looptap.cassettes.reading import open_run
 
     with using(parse_rules(text, "policy.toml")):
         run = open_run(runs / name, whole=True, cache=False)
@@ -264,7 +264,7 @@ def test_a_runaway_yes_pattern_is_matched_in_linear_time(runs: Path, tmp_path: P
         del said["index"]
     for args, code, out in said.values():
         done = progress.run(
-            [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True,
+            [sys.executable, "-m", "looptap.cassettes.cli", *args], capture_output=True, text=True,
             cwd=tmp_path, env=clean_env(LOOPTAP_NO_CACHE="1"), cpu=60,
         )  # fmt: skip
         assert done.returncode == code and out in done.stdout, done.stdout + done.stderr
@@ -276,7 +276,7 @@ def test_the_working_directorys_rules_file_is_named_on_stderr(runs: Path, tmp_pa
 
     def show(**env: str) -> str:
         done = progress.run(
-            [sys.executable, "-m", "cassettes.cli", "show", str(runs / "failing.jsonl")],
+            [sys.executable, "-m", "looptap.cassettes.cli", "show", str(runs / "failing.jsonl")],
             capture_output=True, text=True, cwd=tmp_path,
             env=clean_env(LOOPTAP_NO_CACHE="1", **env),
         )  # fmt: skip
@@ -299,7 +299,7 @@ def test_a_run_that_cannot_be_read_is_named_and_never_learnt_without(
 
     def looptap_2(*args: str) -> tuple[str, list[str]]:
         done = progress.run(
-            [sys.executable, "-m", "cassettes.cli", *args],
+            [sys.executable, "-m", "looptap.cassettes.cli", *args],
             capture_output=True, text=True, cwd=runs, env=clean_env(),
         )  # fmt: skip
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

@@ -9,7 +9,7 @@ import pytest
 def test_a_spilled_batch_is_one_transaction() -> None:
     """A table that spills writes its batch in one transaction, not one commit per row (in
     autocommit mode each row was a commit: ten times the time for a batch of 10,000)."""
-    from cassettes.analysis.spill import Spill, SpillMap
+    from looptap.cassettes.analysis.spill import Spill, SpillMap
 
     spill = Spill()
     table: SpillMap[int, str] = SpillMap(spill, keep=10)
@@ -37,7 +37,7 @@ def test_a_spill_table_get_is_a_lookup_not_a_caught_key_error(
     and the entry made recently used), without going through ``__getitem__``'s ``KeyError`` for a
     key it does not hold: the analysis asks a few dozen times per turn, mostly for keys not
     there."""
-    from cassettes.analysis.spill import Spill, SpillMap
+    from looptap.cassettes.analysis.spill import Spill, SpillMap
 
     spill = Spill()
     table: SpillMap[int, str] = SpillMap(spill, keep=4)
@@ -69,7 +69,7 @@ def test_a_long_result_is_a_block_page_as_before() -> None:
     """C.tool_result_blocked reads every tool result: a short one is short as it is, a long one
     without a tag is squashed without the markup pattern (issue 73); what is a block page stays
     one, what is not stays not."""
-    from cassettes.analysis.dispatch import blocked_page
+    from looptap.cassettes.analysis.dispatch import blocked_page
 
     page = "<html><body><h1>Sorry, you have been blocked</h1>" + "<p>ray id</p>" * 200
     texts = [

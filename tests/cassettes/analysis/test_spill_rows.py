@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.analysis import Finding, Severity, spill
+from looptap.cassettes.analysis import Finding, Severity, spill
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 from scenarios import WEATHER, Call, Script, Tool, assistant_of, user_of
 
-from cassettes.analysis import RunAnalysis, Severity
+from looptap.cassettes.analysis import RunAnalysis, Severity
 
 REACT_FAMILIES = ("openai_chat", "anthropic", "gemini", "openai_responses")
 

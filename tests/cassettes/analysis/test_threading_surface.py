@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.analysis.threading as threading
+import looptap.cassettes.analysis.threading as threading
 
 EXPORTED = ["Attempt", "Link", "Threader", "restore_threads", "threads_state"]
 
@@ -19,4 +19,4 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(threading.__path__)]
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
-        importlib.import_module(f"cassettes.analysis.threading.{m}")
+        importlib.import_module(f"looptap.cassettes.analysis.threading.{m}")

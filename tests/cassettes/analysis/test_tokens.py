@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.analysis import RunAnalysis, TokenCount, analyse, apportion, estimate_text
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import RunAnalysis, TokenCount, analyse, apportion, estimate_text
+from looptap.cassettes.wire import Exchange
 
 WHEN = datetime(2025, 11, 3, 12, 0, tzinfo=UTC).timestamp()
 M = Decimal(1_000_000)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from cassettes.examples import tool_search_agent as agent
-from cassettes.storage import load_vcr
+from looptap.cassettes.examples import tool_search_agent as agent
+from looptap.cassettes.storage import load_vcr
 
 
 def _recorded() -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    path = files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")
+    path = files("looptap.cassettes").joinpath("examples/tool_loop_anthropic.yaml")
     exchanges = load_vcr(path)  # type: ignore[arg-type]
     return [(ex.request_json(), json.loads(ex.response_body)) for ex in exchanges]
 

@@ -13,11 +13,11 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.providers import detect
-from cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from
-from cassettes.wire import Exchange, frame
+from looptap.cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.providers import detect
+from looptap.cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from
+from looptap.cassettes.wire import Exchange, frame
 
 A = AnthropicMessages()
 

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.models import NormalisedResponse
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.models import NormalisedResponse
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 anthropic = pytest.importorskip("anthropic")
 

@@ -14,11 +14,11 @@ import orjson
 import pytest
 from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.providers import detect
-from cassettes.providers.bedrock import BedrockConverse
-from cassettes.wire import Exchange, frame, parse_aws_eventstream
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.providers import detect
+from looptap.cassettes.providers.bedrock import BedrockConverse
+from looptap.cassettes.wire import Exchange, frame, parse_aws_eventstream
 
 A = BedrockConverse()
 

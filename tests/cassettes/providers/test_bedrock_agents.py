@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.wire import Exchange
 from tests.cassettes.providers.test_bedrock import _frame
 
 REPO = Path(__file__).resolve().parents[3]

@@ -19,10 +19,10 @@ from typing import Any
 import orjson
 from test_bedrock import _frame
 
-from cassettes.analysis import analyse
-from cassettes.models import FinishReason
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 HOST = "https://bedrock-runtime.eu-west-1.amazonaws.com/model/{}/{}"
 CLAUDE = "eu.anthropic.claude-3-7-sonnet-20250219-v1:0"

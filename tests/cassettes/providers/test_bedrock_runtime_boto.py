@@ -19,12 +19,12 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.analysis import analyse
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.providers.bedrock import BedrockConverse
-from cassettes.reading import open_run
-from cassettes.recording import Redactor
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.providers.bedrock import BedrockConverse
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording import Redactor
+from looptap.cassettes.wire import Exchange
 from tests.cassettes.providers.test_bedrock import _frame
 from tests.cassettes.providers.test_bedrock_agents import STREAM, _Fake, run_boto, serve_fake
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage import read_records
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 from tests.support.concurrency import (
     BUG_TURN,
     CHILD,

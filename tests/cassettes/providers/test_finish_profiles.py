@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cassettes import providers
-from cassettes.models import FinishReason as F
+from looptap.cassettes import providers
+from looptap.cassettes.models import FinishReason as F
 
 #: WIRE.md §G.1, the rows that name one class for a raw value (a class that depends on the
 #: answer's calls is its ``complete``).

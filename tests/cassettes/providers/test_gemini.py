@@ -10,11 +10,11 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.providers import detect
-from cassettes.providers.gemini import Gemini, usage_from
-from cassettes.wire import Exchange
+from looptap.cassettes.models import FinishReason, NormalisedResponse
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.providers import detect
+from looptap.cassettes.providers.gemini import Gemini, usage_from
+from looptap.cassettes.wire import Exchange
 
 G = Gemini()
 AI_STUDIO = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.models import FinishReason
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 QUERY = "%24alt=json%3Benum-encoding%3Dint"
 VERTEX = (

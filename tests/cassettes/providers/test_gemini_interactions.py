@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.wire import Exchange
 
 genai = pytest.importorskip("google.genai")
 from google.genai import interactions as gi  # noqa: E402
@@ -620,7 +620,7 @@ def test_a_chained_request_made_self_contained_carries_the_stored_steps(
     fake: tuple[Any, type[_Fake]],
 ) -> None:
     """What a fork sends when the live upstream never stored the interaction a request continues."""
-    from cassettes.providers import by_family
+    from looptap.cassettes.providers import by_family
 
     client, handler = fake
     _loop(client, handler)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange, frame
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange, frame
 
 genai_types = pytest.importorskip("google.genai.types")
 genai_models = pytest.importorskip("google.genai.models")

@@ -15,9 +15,9 @@ import orjson
 import pytest
 from test_bedrock import _frame  # the AWS event-stream frame builder
 
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.wire import Exchange
 
 
 def rt(
@@ -199,7 +199,7 @@ def test_cohere_embed() -> None:
 
 
 def test_embeddings_make_no_turn_and_no_finding() -> None:
-    from cassettes.analysis import analyse
+    from looptap.cassettes.analysis import analyse
 
     ex = Exchange(
         "POST",
@@ -1082,7 +1082,7 @@ def test_a_turn_that_completed_with_tool_calls_is_a_tool_call(
 def test_realtime_usage_reads_its_cached_count_from_input_token_details() -> None:
     """Realtime's ``response.usage`` is the Responses usage with ``input_token_details`` (no
     ``s``): the cached count is read there, the audio and text split is kept raw."""
-    from cassettes.providers import by_family
+    from looptap.cassettes.providers import by_family
 
     usage = {
         "total_tokens": 30,

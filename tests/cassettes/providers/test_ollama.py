@@ -14,11 +14,11 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.providers import detect
-from cassettes.providers.ollama import OllamaChat
-from cassettes.wire import Exchange
+from looptap.cassettes.models import FinishReason, NormalisedResponse
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.providers import detect
+from looptap.cassettes.providers.ollama import OllamaChat
+from looptap.cassettes.wire import Exchange
 
 OLLAMA = OllamaChat()
 CHAT = "http://localhost:11434/api/chat"

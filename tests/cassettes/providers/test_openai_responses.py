@@ -11,11 +11,11 @@ import orjson
 import pytest
 from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.analysis import analyse
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.wire import Event, Exchange, Framed, frame, parse_sse
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.providers.openai_responses import OpenAIResponses
+from looptap.cassettes.wire import Event, Exchange, Framed, frame, parse_sse
 
 A = OpenAIResponses()
 

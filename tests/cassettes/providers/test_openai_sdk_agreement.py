@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.models import NormalisedResponse
-from cassettes.parsing import parse_exchange
-from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.wire import Framed, frame
+from looptap.cassettes.models import NormalisedResponse
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.providers.openai_responses import OpenAIResponses
+from looptap.cassettes.wire import Framed, frame
 
 openai = pytest.importorskip("openai")
 

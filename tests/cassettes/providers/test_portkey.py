@@ -7,10 +7,10 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import analyse
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.wire import Exchange
 
 URL = "https://api.portkey.ai/v1/prompts/pp-weather-7f3a21/completions"
 REQUEST = {"variables": {"city": "Paris"}, "max_tokens": 64}

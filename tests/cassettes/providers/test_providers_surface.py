@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import cassettes.providers as providers
+import looptap.cassettes.providers as providers
 
 EXPORTED = [
     "API_PARAMS", "FAMILIES", "GEMINI_CLI_AUTH", "INFERRED", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS",
@@ -37,4 +37,4 @@ def test_every_name_resolves_and_every_module_but_the_adapters_is_private() -> N
     modules = {m.name for m in pkgutil.iter_modules(providers.__path__)}
     assert sorted(m for m in modules if not m.startswith("_")) == ADAPTERS
     for m in modules:
-        importlib.import_module(f"cassettes.providers.{m}")
+        importlib.import_module(f"looptap.cassettes.providers.{m}")

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 from test_more_families import BEDROCK, _chunk, rt, sse
 
-from cassettes.models import FinishReason
-from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.storage import load_vcr
+from looptap.cassettes.models import FinishReason
+from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.storage import load_vcr
 
 STREAM = BEDROCK.replace("/invoke", "/invoke-with-response-stream")
 
@@ -776,8 +776,8 @@ def test_assistants_calls_without_model_output_are_labelled() -> None:
     assert (r.family, r.operation) == ("openai_assistants", "add_message")
     ex = rt("https://api.openai.com/v1/threads/thread_1/runs/run_abc", {}, _run("completed"))
     assert ex.operation == "retrieve_run"
-    from cassettes.analysis import analyse
-    from cassettes.wire import Exchange
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.wire import Exchange
 
     exs = [
         Exchange(
@@ -794,8 +794,8 @@ def test_assistants_calls_without_model_output_are_labelled() -> None:
 
 def test_assistants_tool_loop_has_no_false_finding() -> None:
     """The assistant's tools live on the server: a run's tool call is not "not offered"."""
-    from cassettes.analysis import analyse
-    from cassettes.wire import Exchange
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.wire import Exchange
 
     call = {
         "id": "call_1",
@@ -856,8 +856,8 @@ def _polled_run(
     the outputs (``queued``), poll to ``completed``, then list the thread's messages."""
     from openai.types.beta.threads import Message as ThreadMessage
 
-    from cassettes.analysis import analyse
-    from cassettes.wire import Exchange
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.wire import Exchange
 
     base = "https://api.openai.com/v1/threads/thread_1"
 
@@ -1026,8 +1026,8 @@ def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
     """Issue 45 (the same class as a polled Assistants run): a background response is fetched by
     ``GET /responses/{id}``; the retrieve that returns its function call is where the client got
     it. Was: the output answered no call (C.orphan_tool_result)."""
-    from cassettes.analysis import analyse
-    from cassettes.wire import Exchange
+    from looptap.cassettes.analysis import analyse
+    from looptap.cassettes.wire import Exchange
 
     tools = [
         {
@@ -1129,8 +1129,8 @@ def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
 
 def test_a2a_is_its_own_protocol_not_mcp() -> None:
     """Was: labelled ``mcp`` (and its calls offered to the MCP checks)."""
-    from cassettes.parsing import side_call
-    from cassettes.wire import Exchange
+    from looptap.cassettes.parsing import side_call
+    from looptap.cassettes.wire import Exchange
 
     req = {
         "jsonrpc": "2.0",
@@ -1366,7 +1366,7 @@ def _stream_read(
 ) -> RoundTrip:
     """A prediction's ``urls.stream`` read as replicate-python's ``stream()`` reads it (GET,
     ``Accept: text/event-stream``), answered as Replicate's streaming API does."""
-    from cassettes.wire import Exchange
+    from looptap.cassettes.wire import Exchange
 
     ex = Exchange(
         "GET",

@@ -11,9 +11,9 @@ from urllib.parse import SplitResult, urlsplit
 import orjson
 import pytest
 
-from cassettes import providers
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes import providers
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 CHAT = "http://localhost:11434/api/chat"
 BODY = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "hi"}], "stream": False}

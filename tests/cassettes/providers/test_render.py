@@ -13,10 +13,10 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges
 
-from cassettes import providers
-from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes import providers
+from looptap.cassettes.models import FinishReason, NormalisedResponse
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 RENDERED = ("openai_chat", "openai_responses", "anthropic", "gemini", "ollama")
 
@@ -141,7 +141,7 @@ def test_corpus_answers_render_and_parse_back() -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_ollama_renders_chat_and_generate(stream: bool) -> None:
-    from cassettes.models import Part, ToolCall, Usage
+    from looptap.cassettes.models import Part, ToolCall, Usage
 
     adapter = providers.detect(
         "POST", urlsplit("http://127.0.0.1:11434/api/chat"), {"model": "m", "messages": []}

@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from cassettes import providers
-from cassettes.interop import iter_requests
-from cassettes.reading import Run
-from cassettes.replay.live import apply_edits, parse_edit
-from cassettes.wire import Exchange
+from looptap.cassettes import providers
+from looptap.cassettes.interop import iter_requests
+from looptap.cassettes.reading import Run
+from looptap.cassettes.replay.live import apply_edits, parse_edit
+from looptap.cassettes.wire import Exchange
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from cassettes.models import NormalisedResponse
-from cassettes.providers.anthropic import MessagesStream
-from cassettes.providers.bedrock import ConverseStream
-from cassettes.providers.gemini import GenerateStream
-from cassettes.providers.openai_responses import OpenAIResponses, ResponsesStream
+from looptap.cassettes.models import NormalisedResponse
+from looptap.cassettes.providers.anthropic import MessagesStream
+from looptap.cassettes.providers.bedrock import ConverseStream
+from looptap.cassettes.providers.gemini import GenerateStream
+from looptap.cassettes.providers.openai_responses import OpenAIResponses, ResponsesStream
 
 N = 2000
 PIECE = "word "

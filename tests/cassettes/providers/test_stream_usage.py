@@ -26,9 +26,9 @@ import orjson
 import pytest
 from test_bedrock import _frame
 
-from cassettes.models import Usage
-from cassettes.parsing import parse_exchange
-from cassettes.wire import Exchange
+from looptap.cassettes.models import Usage
+from looptap.cassettes.parsing import parse_exchange
+from looptap.cassettes.wire import Exchange
 
 WATSONX = "https://us-south.ml.cloud.ibm.com/ml/v1-beta/generation/text_stream?version=2024-02-15"
 WARNING = {

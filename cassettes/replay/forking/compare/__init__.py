@@ -16,7 +16,7 @@ its names pinned by tests/replay/test_compare_surface.py, over:
 
 from __future__ import annotations
 
-from cassettes.replay.forking.compare._answer import (
+from ._answer import (
     TEXT_MEASURE,
     TEXT_THRESHOLD,
     ArgumentCheck,
@@ -25,7 +25,7 @@ from cassettes.replay.forking.compare._answer import (
     offered_tools,
     text_similarity,
 )
-from cassettes.replay.forking.compare._budget import (
+from ._budget import (
     BudgetError,
     check_budget,
     estimate_costs,
@@ -34,8 +34,8 @@ from cassettes.replay.forking.compare._budget import (
     upstream_bases,
     where_sent,
 )
-from cassettes.replay.forking.compare._report import Comparison, TurnComparison
-from cassettes.replay.forking.compare._sending import compare_run
+from ._report import Comparison, TurnComparison
+from ._sending import compare_run
 
 __all__ = [
     "TEXT_MEASURE",

@@ -10,12 +10,12 @@ from decimal import Decimal
 from difflib import SequenceMatcher
 from typing import Any
 
-from cassettes import providers
-from cassettes.analysis import schema_errors
-from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
-from cassettes.parsing import parse_exchange
-from cassettes.replay.forking._lineup import answer_kind
-from cassettes.wire import Exchange
+from .... import providers
+from ....analysis import schema_errors
+from ....models import NormalisedResponse, ToolCall, ToolSpec
+from ....parsing import parse_exchange
+from ....wire import Exchange
+from .._lineup import answer_kind
 
 #: How two text answers are compared (stated in every report's header and in docs/fork.md).
 TEXT_MEASURE = (

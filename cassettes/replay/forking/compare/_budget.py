@@ -11,16 +11,16 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassettes import providers
-from cassettes.analysis import PRICES_VERSION, calc_price, provider_for_url
-from cassettes.errors import CassetteError
-from cassettes.hints import count
-from cassettes.parsing import parse_exchange
-from cassettes.replay.forking._cursor import bases_of
-from cassettes.replay.forking.compare._answer import price_usage
-from cassettes.replay.live import with_model
-from cassettes.views import money
-from cassettes.wire import Exchange
+from .... import providers
+from ....analysis import PRICES_VERSION, calc_price, provider_for_url
+from ....errors import CassetteError
+from ....hints import count
+from ....parsing import parse_exchange
+from ....views import money
+from ....wire import Exchange
+from ...live import with_model
+from .._cursor import bases_of
+from ._answer import price_usage
 
 
 class BudgetError(CassetteError):

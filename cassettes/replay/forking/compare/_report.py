@@ -10,16 +10,16 @@ from typing import Any
 
 import orjson
 
-from cassettes.hints import count
-from cassettes.replay.forking._lineup import canonical
-from cassettes.replay.forking.compare._answer import (
+from ....hints import count
+from ....untrusted import clean_line
+from ....views import money
+from .._lineup import canonical
+from ._answer import (
     TEXT_MEASURE,
     TEXT_THRESHOLD,
     Sample,
     text_similarity,
 )
-from cassettes.untrusted import clean_line
-from cassettes.views import money
 
 #: What :attr:`TurnComparison.arguments` tallies of the samples' calls.
 _TALLIES = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")

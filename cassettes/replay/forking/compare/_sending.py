@@ -9,20 +9,20 @@ import sys
 import time
 from typing import Any
 
-from cassettes.matching import request_key
-from cassettes.models import ToolSpec
-from cassettes.net import (
+from ....matching import request_key
+from ....models import ToolSpec
+from ....net import (
     Upstream,
     UpstreamError,
     header_problem,
     recorded_request_headers,
     said_name,
 )
-from cassettes.replay.forking.compare._answer import Sample, offered_tools, sample_of
-from cassettes.replay.forking.compare._budget import Planned, price_of, rewritten
-from cassettes.replay.forking.compare._report import Comparison, TurnComparison
-from cassettes.replay.live import as_sent_live
-from cassettes.wire import Exchange, Headers, without_own
+from ....wire import Exchange, Headers, without_own
+from ...live import as_sent_live
+from ._answer import Sample, offered_tools, sample_of
+from ._budget import Planned, price_of, rewritten
+from ._report import Comparison, TurnComparison
 
 
 def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str]) -> tuple[Headers, list[str]]:
