@@ -41,7 +41,10 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPT
 #: is the output) and ``diff`` / ``diff --json`` of each input with the next.
 _CHILD = """
 import contextlib, io, os, sys, tempfile
-from looptap.cassettes.cli import main
+try:
+    from looptap.cassettes.cli import main
+except ImportError:  # a tree from before the one import package (issue 72)
+    from cassettes.cli import main
 out_path, files = sys.argv[1], [l for l in open(sys.argv[2]).read().splitlines() if l]
 exports = sys.argv[3:] == ["exports"]
 scratch = tempfile.mkdtemp()
@@ -90,6 +93,12 @@ def _blocks(path: Path) -> dict[str, bytes]:
     return out
 
 
+def _path(tree: Path) -> str:
+    """The tree's packages first on the path: under ``looptap`` (its ``.looptap-editable``) or,
+    for a tree from before the one import package, at its root."""
+    return os.pathsep.join([str(tree / ".looptap-editable"), str(tree)])
+
+
 def _run(
     tree: Path, files: Path, out: Path, exports: bool, env: dict[str, str] | None = None
 ) -> dict[str, bytes]:
@@ -97,7 +106,7 @@ def _run(
     cache = out.with_suffix(".cache")
     extra = ["exports"] if exports else []
     subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files), *extra], check=True, cwd=tree,  # noqa: E501
-                   env={**ENV, **(env or {}), "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip  # noqa: E501
+                   env={**ENV, **(env or {}), "PYTHONPATH": _path(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip  # noqa: E501
     return _blocks(out)
 
 
@@ -134,15 +143,16 @@ def main() -> int:
             subprocess.run(
                 [
                     sys.executable,
-                    "-m",
-                    "looptap.cassettes.cli",
+                    "-c",
+                    "import sys\ntry:\n    from looptap.cassettes.cli import main\n"
+                    "except ImportError:\n    from cassettes.cli import main\nsys.exit(main())",
                     "import",
                     str(args.corpus),
                     "-o",
                     f"{imported}/",
                 ],
                 cwd=old,
-                env={**ENV, "PYTHONPATH": str(old)},
+                env={**ENV, "PYTHONPATH": _path(old)},
                 capture_output=True,
                 check=False,
             )
