@@ -17,6 +17,8 @@ they are installed under, so that it can be run again on any branch made before 
   and import-linter contracts): a name is rewritten when it starts with one of the three packages
   followed by one of its real modules or subpackages (read from the tree), so ``proxy.start()`` on
   a variable, "vcrpy cassettes." and the folder paths (``cassettes/reading/_run.py``) are left;
+- then, inside the three packages, their own imports made relative (``from ..models import
+  Message``): see :func:`relative`;
 - pyproject.toml's lists of the three top-level names (import-linter's ``root_packages``, mypy's
   ``packages``, the forbidden contracts' bare ``"proxy"`` and ``"inspector"``).
 
