@@ -16,19 +16,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
-    from ._base import (
-        WS_TURN,
-        Chaining,
-        Provider,
-        Rendered,
-        WsTurns,
-        is_ws_turn,
-        reset_at,
-    )
+    from ._base import WS_TURN, Chaining, Provider, WsTurns, is_ws_turn
     from ._clients import GEMINI_CLI_AUTH, start_advice
     from ._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from ._masked import masked_endpoint
     from ._profile import REQUEST_FIELDS, Profile, request_field, request_places
+    from ._replay import Rendered, reset_at
     from ._rebuild import (
         API_PARAMS,
         REBUILT,
@@ -85,7 +78,8 @@ _MODULES = {
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
     "_masked": ("masked_endpoint",),
-    "_profile": ("REQUEST_FIELDS", "request_field", "request_places"),
+    "_profile": ("REQUEST_FIELDS", "Profile", "request_field", "request_places"),
+    "_replay": ("Rendered", "reset_at"),
 }
 
 

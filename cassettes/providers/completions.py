@@ -37,9 +37,10 @@ from ..models import (
     Usage,
 )
 from ..wire import Framed
-from ._base import (
-    Profile,
-    Provider,
+from ._base import Provider
+from ._parts import TextStream
+from ._profile import Profile
+from ._values import (
     as_int,
     as_obj,
     as_str,
@@ -51,7 +52,6 @@ from ._base import (
     summed_usage,
     text_parts,
 )
-from ._parts import TextStream
 from .openai_chat import usage_from
 
 __all__ = [

@@ -42,7 +42,9 @@ from ..models import (
     Part,
     Usage,
 )
-from ._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
+from ._base import Provider
+from ._profile import Profile
+from ._values import as_int, as_obj, as_str, azure_deployment
 from .completions import prompt_messages
 
 __all__ = ["Embeddings", "vectors_summary"]

@@ -31,9 +31,10 @@ from ..models import (
     NormalisedResponse,
 )
 from ..wire import Event, Framed, frame
-from ._base import (
-    Profile,
-    Provider,
+from ._base import Provider
+from ._parts import StreamParts
+from ._profile import Profile
+from ._values import (
     as_int,
     as_obj,
     as_str,
@@ -43,7 +44,6 @@ from ._base import (
     summed_usage,
     text_parts,
 )
-from ._parts import StreamParts
 from .completions import prompt_messages
 from .openai_chat import OpenAIChat
 

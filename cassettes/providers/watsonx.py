@@ -20,15 +20,8 @@ from urllib.parse import SplitResult
 
 from ..models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse
 from ..wire import Framed
-from ._base import (
-    Profile,
-    as_int,
-    as_obj,
-    as_str,
-    error_from_body,
-    json_events,
-    summed_usage,
-)
+from ._profile import Profile
+from ._values import as_int, as_obj, as_str, error_from_body, json_events, summed_usage
 from .completions import Answers, Completions
 from .openai_chat import OpenAIChat
 from .text_generation import (

@@ -17,17 +17,11 @@ from ...models import (
     Part,
 )
 from ...wire import Framed
-from .._base import (
-    FREE_FORM_FIELDS,
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
-    as_obj,
-    as_str,
-    error_from_body,
-)
+from .._base import Provider
 from .._parts import has_calls
+from .._profile import FREE_FORM_FIELDS, Profile
+from .._replay import Rendered, ReplayShapes
+from .._values import as_obj, as_str, error_from_body
 from ._body import (
     ACTIONS,
     FINISH,

@@ -21,15 +21,10 @@ from ...models import (
     Usage,
 )
 from ...wire import Event, Framed
-from .._base import (
-    Profile,
-    Provider,
-    as_int,
-    as_obj,
-    as_str,
-    aws_payload_bytes,
-)
+from .._base import Provider
 from .._parts import StreamParts
+from .._profile import Profile
+from .._values import as_int, as_obj, as_str, aws_payload_bytes
 from ..anthropic import AnthropicComplete, complete_request, complete_response
 from ..cohere import reassemble_v1, v1_request, v1_response
 from ..completions import prompt_messages

@@ -36,10 +36,11 @@ from ...models import (
     ToolSpec,
 )
 from ...wire import Framed
-from .._base import (
-    Profile,
-    Provider,
-    ReplayShapes,
+from .._base import Provider
+from .._parts import StreamParts, has_calls
+from .._profile import Profile
+from .._replay import ReplayShapes
+from .._values import (
     as_int,
     as_obj,
     as_str,
@@ -52,7 +53,6 @@ from .._base import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from .._parts import StreamParts, has_calls
 from ..completions import OpenAICompletions
 from ._v1 import (
     FINISH,

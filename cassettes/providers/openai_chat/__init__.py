@@ -23,11 +23,11 @@ from ...models import (
     Usage,
 )
 from ...wire import Framed
-from .._base import (
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
+from .._base import Provider
+from .._parts import StreamParts, has_calls
+from .._profile import Profile
+from .._replay import Rendered, ReplayShapes
+from .._values import (
     as_int,
     as_obj,
     as_str,
@@ -41,7 +41,6 @@ from .._base import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from .._parts import StreamParts, has_calls
 from ._render import render_chat
 
 __all__ = ["OpenAIChat"]
