@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from ._masked import masked_endpoint
     from ._profile import REQUEST_FIELDS, Profile, request_field, request_places
-    from ._replay import Rendered, reset_at
     from ._rebuild import (
         API_PARAMS,
         REBUILT,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
         exchange,
         link_items,
     )
+    from ._replay import Rendered, reset_at
     from ._semconv_history import from_parts
 
 __all__ = [
@@ -100,7 +100,7 @@ _ADAPTERS = (
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
     ("anthropic", "AnthropicComplete"),
-    ("watsonx", "Watsonx"),
+    ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
     ("writer", "Writer"),

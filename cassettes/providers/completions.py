@@ -14,7 +14,7 @@ body says each thing) read by one implementation; code only where a wire truly d
   "finish_reason"}], "num_tokens_prompt_total", "num_tokens_generated"}``; streamed as
   ``stream_chunk``, ``stream_summary`` (the finish) and ``completion_summary`` (the counts: the
   end). Anthropic's legacy ``/v1/complete`` is told apart by the body (``max_tokens_to_sample``).
-* **IBM watsonx.ai**'s ``generation`` (:mod:`cassettes.providers.watsonx` holds the rest):
+* **IBM watsonx.ai**'s ``generation`` (:mod:`cassettes.providers.text_generation` holds the rest):
   ``{"model_id", "results": [{"generated_text", "generated_token_count", "input_token_count",
   "stop_reason"}]}``, streamed as the same object per event (``not_finished`` until the last).
 * Writer's ``{"value": str}`` completion stream, which OpenAI's path also serves (no ``[DONE]``,
