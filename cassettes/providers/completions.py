@@ -423,9 +423,6 @@ class AlephAlpha(Completions):
         # neither.
         return 4 if ("maximum_tokens" in b or items) and "max_tokens_to_sample" not in b else 0
 
-    def model_from_url(self, url: SplitResult) -> str | None:
-        return None
-
     def prompt(self, prompt: Any) -> list[Message]:
         return _aleph_prompt(prompt)
 
