@@ -72,6 +72,10 @@ class Provider:
     #: them (:func:`cassettes.parsing.parse_exchange`): a turn that continues the call it
     #: polls, so the results the client sends next answer calls the analysis has seen.
     poll_operations: ClassVar[frozenset[str]] = frozenset()
+    #: The operations whose round trips are parsed. Only ``generate`` calls are turns of a loop;
+    #: a family that also reads a non-loop call (an embedding: usage and cost, no messages) adds
+    #: its operation here.
+    parsed_operations: ClassVar[frozenset[str]] = frozenset({"generate"})
     #: The top-level keys that may hold the resent history (none: a prompt, or a server-kept one).
     history_keys: ClassVar[tuple[str, ...]] = ("messages", "contents", "input")
 
@@ -82,10 +86,9 @@ class Provider:
         return "generate"
 
     def parses(self, operation: str) -> bool:
-        """Whether round trips of ``operation`` have their request and response parsed. Only
-        ``generate`` calls are turns of a loop; a family that also reads a non-loop call (an
-        embedding: usage and cost, no messages) adds its operation here."""
-        return operation == "generate"
+        """Whether round trips of ``operation`` have their request and response parsed
+        (:attr:`parsed_operations`)."""
+        return operation in self.parsed_operations
 
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]

@@ -144,6 +144,7 @@ def vectors_summary(vectors: Any) -> dict[str, Any]:
 
 class Embeddings(Provider):
     family = "embeddings"
+    parsed_operations = frozenset({"embed"})
     history_keys = ()
     profile = Profile(otel_operation="embeddings", api_key_env=("OPENAI_API_KEY",))
 
@@ -161,9 +162,6 @@ class Embeddings(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "embed"
-
-    def parses(self, operation: str) -> bool:
-        return operation == "embed"
 
     def model_from_url(self, url: SplitResult) -> str | None:
         if _route(url) == "vertex":

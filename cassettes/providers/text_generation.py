@@ -365,6 +365,7 @@ _WATSONX_OPS = {
 
 class Watsonx(Completions):
     family = "watsonx"
+    parsed_operations = frozenset({"generate", "embed"})
     history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(
         price_provider=None,
@@ -390,9 +391,6 @@ class Watsonx(Completions):
     def operation(self, method: str, url: SplitResult) -> str:
         route = _watsonx_route(url) or "other"
         return _WATSONX_OPS.get(route, route)
-
-    def parses(self, operation: str) -> bool:
-        return operation in ("generate", "embed")
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return (_watsonx_route(url) or "").endswith("_stream")

@@ -151,6 +151,7 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
+    parsed_operations = frozenset({"generate", "embed"})
     history_keys = ("messages", "chat_history")
     profile = Profile(
         finishes=TEXT_FINISH,
@@ -175,9 +176,6 @@ class BedrockInvoke(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "embed" if "embed" in (self.model_from_url(url) or "").lower() else "generate"
-
-    def parses(self, operation: str) -> bool:
-        return operation in ("generate", "embed")
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         found = _invoke_target(url)
