@@ -1,7 +1,7 @@
 """Embedding calls: not turns of a loop, read for their model, usage and cost only.
 
-Routes (operation ``embed``; :meth:`Provider.parses` lets the round trip be parsed although the
-analysis builds no turn from it, so no loop finding can fire on it):
+Routes (operation ``embed``; :attr:`Provider.parsed_operations` lets the round trip be parsed
+although the analysis builds no turn from it, so no loop finding can fire on it):
 
 * ``POST …/embeddings`` in OpenAI's shape — OpenAI, Azure OpenAI
   (``/openai/deployments/{name}/embeddings``), Mistral, vLLM, Together, Voyage
