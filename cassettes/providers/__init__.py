@@ -16,15 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
-    from ._base import (
-        WS_TURN,
-        Chaining,
-        Provider,
-        Rendered,
-        WsTurns,
-        is_ws_turn,
-        reset_at,
-    )
+    from ._base import WS_TURN, Chaining, Provider, WsTurns, is_ws_turn
     from ._clients import GEMINI_CLI_AUTH, start_advice
     from ._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from ._masked import masked_endpoint
@@ -37,6 +29,7 @@ if TYPE_CHECKING:
         exchange,
         link_items,
     )
+    from ._replay import Rendered, reset_at
     from ._semconv_history import from_parts
 
 __all__ = [
@@ -85,7 +78,8 @@ _MODULES = {
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
     "_masked": ("masked_endpoint",),
-    "_profile": ("REQUEST_FIELDS", "request_field", "request_places"),
+    "_profile": ("REQUEST_FIELDS", "Profile", "request_field", "request_places"),
+    "_replay": ("Rendered", "reset_at"),
 }
 
 
@@ -106,7 +100,7 @@ _ADAPTERS = (
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
     ("anthropic", "AnthropicComplete"),
-    ("watsonx", "Watsonx"),
+    ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
     ("writer", "Writer"),

@@ -19,9 +19,9 @@ error and fault bodies, a rendered answer, a continuation), a family's own in it
 
 Adapters must be lenient: unknown keys and enum values are kept (``provider_details``), missing
 fields become ``None``. They may raise on hopeless input; the caller turns that into a labelled
-analysis error and keeps the raw round trip. The helpers they share for that are exported here
-from where they live: ``_values`` (a body's values read leniently) and ``_replay`` (an answer
-rendered as the API sends it).
+analysis error and keeps the raw round trip. The helpers they share for that live in ``_values``
+(a body's values read leniently) and ``_replay`` (an answer rendered as the API sends it); each
+family imports them from there.
 """
 
 from __future__ import annotations
@@ -42,89 +42,19 @@ from ..models import (
     ToolSpec,
 )
 from ..wire import Framed
-from ._profile import FREE_FORM_FIELDS, Profile, usage_keys
-from ._replay import (
-    Rendered,
-    ReplayShapes,
-    answer_calls,
-    answer_text,
-    arguments_not_json,
-    call_arguments_object,
-    call_arguments_text,
-    pieces,
-    reset_at,
-    retry_after_value,
-    sse,
-)
-from ._values import (
-    as_int,
-    as_obj,
-    as_str,
-    aws_payload_bytes,
-    azure_deployment,
-    compact_json,
-    error_from_body,
-    filled_usage,
-    finish_lookup,
-    function_spec,
-    json_events,
-    latest_count,
-    locate_results,
-    media_part,
-    other_spec,
-    parse_arguments,
-    summed_usage,
-    text_of,
-    text_parts,
-    tool_call_from_object,
-    tool_call_from_string,
-    tool_choice_mode,
-)
+from ._profile import Profile
+from ._replay import ReplayShapes
+from ._values import as_int, as_obj, as_str, error_from_body, filled_usage, locate_results
 
 __all__ = [
-    "FREE_FORM_FIELDS",
     "WS_TURN",
     "Chaining",
-    "Profile",
     "Provider",
-    "Rendered",
-    "ReplayShapes",
     "WsRequest",
     "WsTurns",
-    "answer_calls",
-    "answer_text",
-    "arguments_not_json",
-    "as_int",
-    "as_obj",
-    "as_str",
     "audio_ref",
-    "aws_payload_bytes",
-    "azure_deployment",
-    "call_arguments_object",
-    "call_arguments_text",
-    "compact_json",
-    "error_from_body",
-    "filled_usage",
-    "finish_lookup",
-    "function_spec",
     "inline_history",
     "is_ws_turn",
-    "json_events",
-    "latest_count",
-    "media_part",
-    "other_spec",
-    "parse_arguments",
-    "pieces",
-    "reset_at",
-    "retry_after_value",
-    "sse",
-    "summed_usage",
-    "text_of",
-    "text_parts",
-    "tool_call_from_object",
-    "tool_call_from_string",
-    "tool_choice_mode",
-    "usage_keys",
 ]
 
 
@@ -142,6 +72,10 @@ class Provider:
     #: them (:func:`cassettes.parsing.parse_exchange`): a turn that continues the call it
     #: polls, so the results the client sends next answer calls the analysis has seen.
     poll_operations: ClassVar[frozenset[str]] = frozenset()
+    #: The operations whose round trips are parsed. Only ``generate`` calls are turns of a loop;
+    #: a family that also reads a non-loop call (an embedding: usage and cost, no messages) adds
+    #: its operation here.
+    parsed_operations: ClassVar[frozenset[str]] = frozenset({"generate"})
     #: The top-level keys that may hold the resent history (none: a prompt, or a server-kept one).
     history_keys: ClassVar[tuple[str, ...]] = ("messages", "contents", "input")
 
@@ -152,10 +86,9 @@ class Provider:
         return "generate"
 
     def parses(self, operation: str) -> bool:
-        """Whether round trips of ``operation`` have their request and response parsed. Only
-        ``generate`` calls are turns of a loop; a family that also reads a non-loop call (an
-        embedding: usage and cost, no messages) adds its operation here."""
-        return operation == "generate"
+        """Whether round trips of ``operation`` have their request and response parsed
+        (:attr:`parsed_operations`)."""
+        return operation in self.parsed_operations
 
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]

@@ -118,6 +118,10 @@ class Slot:
 class StreamParts:
     """The parts of one answer by key, what the stream said about it, and the closing rules."""
 
+    #: Raw finish value → class, the family's profile's (:func:`~cassettes.providers._values.
+    #: finish_lookup`; none: :meth:`classify` says nothing unless a family overrides it).
+    finishes: ClassVar[dict[str, FinishReason]] = {}
+
     def __init__(self, *, in_stream: bool = True) -> None:
         self.slots: dict[Key, Slot] = {}
         self.id: str | None = None
@@ -284,8 +288,13 @@ class StreamParts:
     # -- the answer ------------------------------------------------------------------------------
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        """The finish class of ``finish_raw`` (the adapter's)."""
-        return None
+        """The finish class of ``finish_raw`` in :attr:`finishes` (a completed turn that carries
+        calls is a tool call)."""
+        return (
+            finish_lookup(self.finishes, self.finish_raw, has_calls(parts))
+            if self.finishes
+            else None
+        )
 
     def complete(self) -> bool:
         return self.done and self.error is None
@@ -322,14 +331,8 @@ class TextStream(StreamParts):
     """A stream whose answer is one text (a completion): its pieces joined under the key
     ``"text"``, its raw finish looked up in :attr:`finishes`."""
 
-    #: Raw finish value → class (:func:`~cassettes.providers._values.finish_lookup`).
-    finishes: ClassVar[dict[str, FinishReason]] = {}
-
     def close(self) -> NormalisedResponse:
         return self.finish(parts=text_parts(self.joined("text")))
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(self.finishes, self.finish_raw)
 
 
 def has_calls(parts: list[Part]) -> bool:

@@ -1,7 +1,7 @@
 """The values a body carries, read leniently into :mod:`cassettes.models`: scalars, text and
 media, tool calls and tool declarations, errors, finish reasons, usage, a stream's events, where
 a body holds each tool result (a bounded walk over an untrusted body). Every family reads them the
-same way (through :mod:`cassettes.providers._base`, which exports them).
+same way, importing them from here.
 """
 
 from __future__ import annotations

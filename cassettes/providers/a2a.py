@@ -28,7 +28,8 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from ..wire import Framed
-from ._base import Provider, as_obj, as_str, json_events
+from ._base import Provider
+from ._values import as_obj, as_str, json_events
 
 __all__ = ["A2A"]
 

@@ -46,17 +46,10 @@ from ..models import (
     ToolSpec,
 )
 from ..wire import Framed
-from ._base import (
-    Profile,
-    Provider,
-    as_obj,
-    as_str,
-    function_spec,
-    json_events,
-    text_of,
-    tool_call_from_string,
-)
+from ._base import Provider
 from ._parts import StreamParts
+from ._profile import Profile
+from ._values import as_obj, as_str, function_spec, json_events, text_of, tool_call_from_string
 from .openai_chat import usage_from
 
 __all__ = ["OpenAIAssistants"]

@@ -14,7 +14,7 @@ body says each thing) read by one implementation; code only where a wire truly d
   "finish_reason"}], "num_tokens_prompt_total", "num_tokens_generated"}``; streamed as
   ``stream_chunk``, ``stream_summary`` (the finish) and ``completion_summary`` (the counts: the
   end). Anthropic's legacy ``/v1/complete`` is told apart by the body (``max_tokens_to_sample``).
-* **IBM watsonx.ai**'s ``generation`` (:mod:`cassettes.providers.watsonx` holds the rest):
+* **IBM watsonx.ai**'s ``generation`` (:mod:`cassettes.providers.text_generation` holds the rest):
   ``{"model_id", "results": [{"generated_text", "generated_token_count", "input_token_count",
   "stop_reason"}]}``, streamed as the same object per event (``not_finished`` until the last).
 * Writer's ``{"value": str}`` completion stream, which OpenAI's path also serves (no ``[DONE]``,
@@ -37,9 +37,10 @@ from ..models import (
     Usage,
 )
 from ..wire import Framed
-from ._base import (
-    Profile,
-    Provider,
+from ._base import Provider
+from ._parts import TextStream
+from ._profile import Profile
+from ._values import (
     as_int,
     as_obj,
     as_str,
@@ -51,7 +52,6 @@ from ._base import (
     summed_usage,
     text_parts,
 )
-from ._parts import TextStream
 from .openai_chat import usage_from
 
 __all__ = [
@@ -422,9 +422,6 @@ class AlephAlpha(Completions):
         # Anthropic's legacy /v1/complete sends max_tokens_to_sample: Aleph Alpha's body has
         # neither.
         return 4 if ("maximum_tokens" in b or items) and "max_tokens_to_sample" not in b else 0
-
-    def model_from_url(self, url: SplitResult) -> str | None:
-        return None
 
     def prompt(self, prompt: Any) -> list[Message]:
         return _aleph_prompt(prompt)

@@ -1,7 +1,7 @@
 """Embedding calls: not turns of a loop, read for their model, usage and cost only.
 
-Routes (operation ``embed``; :meth:`Provider.parses` lets the round trip be parsed although the
-analysis builds no turn from it, so no loop finding can fire on it):
+Routes (operation ``embed``; :attr:`Provider.parsed_operations` lets the round trip be parsed
+although the analysis builds no turn from it, so no loop finding can fire on it):
 
 * ``POST …/embeddings`` in OpenAI's shape — OpenAI, Azure OpenAI
   (``/openai/deployments/{name}/embeddings``), Mistral, vLLM, Together, Voyage
@@ -42,7 +42,9 @@ from ..models import (
     Part,
     Usage,
 )
-from ._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
+from ._base import Provider
+from ._profile import Profile
+from ._values import as_int, as_obj, as_str, azure_deployment
 from .completions import prompt_messages
 
 __all__ = ["Embeddings", "vectors_summary"]
@@ -142,6 +144,7 @@ def vectors_summary(vectors: Any) -> dict[str, Any]:
 
 class Embeddings(Provider):
     family = "embeddings"
+    parsed_operations = frozenset({"embed"})
     history_keys = ()
     profile = Profile(otel_operation="embeddings", api_key_env=("OPENAI_API_KEY",))
 
@@ -159,9 +162,6 @@ class Embeddings(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "embed"
-
-    def parses(self, operation: str) -> bool:
-        return operation == "embed"
 
     def model_from_url(self, url: SplitResult) -> str | None:
         if _route(url) == "vertex":

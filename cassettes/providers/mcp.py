@@ -18,15 +18,10 @@ from urllib.parse import SplitResult
 import orjson
 
 from ..wire import Framed
-from ._base import (
-    Profile,
-    Provider,
-    ReplayShapes,
-    as_obj,
-    as_str,
-    compact_json,
-    json_events,
-)
+from ._base import Provider
+from ._profile import Profile
+from ._replay import ReplayShapes
+from ._values import as_obj, as_str, compact_json, json_events
 
 __all__ = ["Mcp"]
 

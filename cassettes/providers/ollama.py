@@ -40,28 +40,30 @@ from ..models import (
     Usage,
 )
 from ..wire import Framed
-from ._base import (
-    Profile,
-    Provider,
+from ._base import Provider
+from ._parts import StreamParts, has_calls
+from ._profile import Profile
+from ._replay import (
     Rendered,
     ReplayShapes,
     answer_calls,
     answer_text,
     arguments_not_json,
+    call_arguments_object,
+    pieces,
+)
+from ._values import (
     as_int,
     as_obj,
     as_str,
-    call_arguments_object,
     error_from_body,
     finish_lookup,
     function_spec,
     media_part,
     other_spec,
-    pieces,
     text_of,
     tool_call_from_object,
 )
-from ._parts import StreamParts, has_calls
 
 __all__ = ["OllamaChat"]
 

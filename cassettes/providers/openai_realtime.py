@@ -28,21 +28,18 @@ from ..models import (
     ToolSpec,
 )
 from ..wire import Framed
-from ._base import (
-    Profile,
-    WsProvider,
-    WsRequest,
-    WsTurns,
+from ._base import WsProvider, WsRequest, WsTurns, audio_ref
+from ._parts import Slot, StreamParts
+from ._profile import Profile
+from ._values import (
     as_int,
     as_obj,
     as_str,
-    audio_ref,
     compact_json,
     error_from_body,
     function_spec,
     tool_call_from_string,
 )
-from ._parts import Slot, StreamParts
 from .openai_responses import finish_of, usage_from
 
 __all__ = ["OpenAIRealtime"]

@@ -19,7 +19,9 @@ from urllib.parse import SplitResult
 
 from ..models import NormalisedRequest, NormalisedResponse
 from ..wire import Framed
-from ._base import Profile, Provider, as_obj, as_str, json_events
+from ._base import Provider
+from ._profile import Profile
+from ._values import as_obj, as_str, json_events
 from .completions import OpenAICompletions
 from .openai_chat import OpenAIChat
 

@@ -29,16 +29,9 @@ from ..models import (
     Part,
 )
 from ..wire import Framed
-from ._base import (
-    Profile,
-    Provider,
-    as_int,
-    as_obj,
-    as_str,
-    media_part,
-    summed_usage,
-    text_of,
-)
+from ._base import Provider
+from ._profile import Profile
+from ._values import as_int, as_obj, as_str, media_part, summed_usage, text_of
 
 __all__ = ["Replicate"]
 

@@ -25,7 +25,9 @@ from urllib.parse import SplitResult
 
 from ..models import NormalisedRequest, NormalisedResponse, Part
 from ..wire import Framed
-from ._base import Profile, Provider, as_obj, as_str
+from ._base import Provider
+from ._profile import Profile
+from ._values import as_obj, as_str
 from .completions import OpenAICompletions, is_value_stream, value_stream
 from .openai_chat import OpenAIChat
 from .text_generation import chat_stream_without_done

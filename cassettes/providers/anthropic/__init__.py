@@ -40,19 +40,10 @@ from ...models import (
     Usage,
 )
 from ...wire import Framed
-from .._base import (
-    FREE_FORM_FIELDS,
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
-    as_int,
-    as_obj,
-    as_str,
-    reset_at,
-    retry_after_value,
-    usage_keys,
-)
+from .._base import Provider
+from .._profile import FREE_FORM_FIELDS, Profile, usage_keys
+from .._replay import Rendered, ReplayShapes, reset_at, retry_after_value
+from .._values import as_int, as_obj, as_str
 from ._body import (
     BEDROCK_PATH,
     FINISH,

@@ -25,7 +25,7 @@ from ...models import (
     Usage,
 )
 from ...wire import Event
-from .._base import (
+from .._values import (
     as_int,
     as_str,
     error_from_body,

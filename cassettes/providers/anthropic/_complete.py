@@ -23,16 +23,10 @@ from urllib.parse import SplitResult
 
 from ...models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from ...wire import Framed
-from .._base import (
-    Profile,
-    Provider,
-    as_obj,
-    as_str,
-    error_from_body,
-    finish_lookup,
-    json_events,
-)
+from .._base import Provider
 from .._parts import TextStream
+from .._profile import Profile
+from .._values import as_obj, as_str, error_from_body, finish_lookup, json_events
 
 __all__ = ["AnthropicComplete", "complete_request", "complete_response"]
 

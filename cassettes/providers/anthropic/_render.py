@@ -12,7 +12,7 @@ from ...models import (
     NormalisedResponse,
     Usage,
 )
-from .._base import (
+from .._replay import (
     Rendered,
     answer_calls,
     answer_text,
@@ -130,7 +130,15 @@ def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None
             for d in deltas
         ]
         out.append(sse({"type": "content_block_stop", "index": i}, "content_block_stop"))
-    out.append(sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": usage.get("output_tokens", 0)}}, "message_delta"))
+    out.append(
+        sse(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": usage.get("output_tokens", 0)},
+            },
+            "message_delta",
+        )
+    )
     out.append(sse({"type": "message_stop"}, "message_stop"))
     return Rendered("text/event-stream", out)

@@ -15,11 +15,8 @@ from ...models import (
     NormalisedResponse,
 )
 from ...wire import Framed
-from .._base import (
-    as_int,
-    as_str,
-)
 from .._parts import Slot, StreamParts, grow, settled
+from .._values import as_int, as_str
 from ._body import (
     JSONObject,
     anthropic_error,

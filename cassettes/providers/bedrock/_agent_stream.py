@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...models import ApiError, FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from .._base import as_int, as_obj, as_str, compact_json
+from .._values import as_int, as_obj, as_str, compact_json
 
 __all__ = ["AgentStream", "action_call_id"]
 

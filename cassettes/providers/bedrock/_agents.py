@@ -52,7 +52,9 @@ from ...models import (
     ToolSpec,
 )
 from ...wire import Framed
-from .._base import Profile, Provider, as_obj, as_str
+from .._base import Provider
+from .._profile import Profile
+from .._values import as_obj, as_str
 from ._agent_stream import AgentStream, action_call_id
 from ._body import priced_model
 

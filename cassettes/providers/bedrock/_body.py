@@ -19,14 +19,7 @@ from ...models import (
     ToolSpec,
     Usage,
 )
-from .._base import (
-    as_int,
-    as_obj,
-    as_str,
-    finish_lookup,
-    media_part,
-    tool_call_from_object,
-)
+from .._values import as_int, as_obj, as_str, finish_lookup, media_part, tool_call_from_object
 
 Block = dict[str, Any]
 

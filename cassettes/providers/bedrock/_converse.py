@@ -1,7 +1,12 @@
-"""Bedrock Converse's adapter and Bedrock's replay shapes (see the package's docstring)."""
+"""Bedrock Converse's adapter and Bedrock's replay shapes (see the package's docstring), with a
+``ConverseStream`` answer rendered from a normalised one (what replay serves for a round trip
+rebuilt from a trace that says the call streamed): AWS event-stream frames, as the runtime sends
+them and botocore reads them."""
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult
@@ -11,23 +16,18 @@ import orjson
 from ... import bounds
 from ...models import (
     ApiError,
+    FinishReason,
     Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
 )
 from ...wire import Framed
-from .._base import (
-    FREE_FORM_FIELDS,
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
-    as_obj,
-    as_str,
-    error_from_body,
-)
+from .._base import Provider
 from .._parts import has_calls
+from .._profile import FREE_FORM_FIELDS, Profile
+from .._replay import Rendered, ReplayShapes, answer_calls, answer_text, call_arguments_text
+from .._values import as_obj, as_str, error_from_body
 from ._body import (
     ACTIONS,
     FINISH,
@@ -43,6 +43,50 @@ from ._body import (
 )
 from ._stream import ConverseStream
 
+_STOP = {
+    FinishReason.TOOL_CALL: "tool_use",
+    FinishReason.TRUNCATED_LENGTH: "max_tokens",
+    FinishReason.FILTERED: "content_filtered",
+}
+
+
+def _frame(event: str, payload: dict[str, Any]) -> bytes:
+    heads = {":event-type": event, ":content-type": "application/json", ":message-type": "event"}
+    hb = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v)) + v.encode()
+        for k, v in heads.items()
+    )
+    body = orjson.dumps(payload)
+    prelude = struct.pack(">II", 16 + len(hb) + len(body), len(hb))
+    msg = prelude + struct.pack(">I", zlib.crc32(prelude)) + hb + body
+    return msg + struct.pack(">I", zlib.crc32(msg))
+
+
+def render_converse_stream(answer: NormalisedResponse) -> Rendered:
+    """``answer`` as ``ConverseStream`` events: the text block by one delta, each tool call's
+    start and its input as one JSON-string delta, the stop reason, the usage."""
+    out = [_frame("messageStart", {"role": "assistant"})]
+    blocks: list[tuple[dict[str, Any] | None, dict[str, Any]]] = []
+    text = answer_text(answer)
+    if text:
+        blocks.append((None, {"text": text}))
+    for c in answer_calls(answer):
+        use = {"toolUse": {"toolUseId": c.id or "", "name": c.name}}
+        blocks.append((use, {"toolUse": {"input": call_arguments_text(c)}}))
+    for n, (first, delta) in enumerate(blocks):
+        if first is not None:
+            out.append(_frame("contentBlockStart", {"contentBlockIndex": n, "start": first}))
+        out.append(_frame("contentBlockDelta", {"contentBlockIndex": n, "delta": delta}))
+        out.append(_frame("contentBlockStop", {"contentBlockIndex": n}))
+    stop = _STOP.get(answer.finish_reason, "end_turn") if answer.finish_reason else "end_turn"
+    out.append(_frame("messageStop", {"stopReason": stop}))
+    u = answer.usage
+    if u is not None:
+        i, o = u.input_tokens or 0, u.output_tokens or 0
+        usage = {"inputTokens": i, "outputTokens": o, "totalTokens": i + o}
+        out.append(_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 0}}))
+    return Rendered("application/vnd.amazon.eventstream", out)
+
 
 class BedrockReplay(ReplayShapes):
     """How replay answers as the Bedrock runtime (Converse, InvokeModel): its error body is
@@ -57,8 +101,6 @@ class BedrockReplay(ReplayShapes):
         """A ConverseStream answer (a Converse one is served as its JSON body)."""
         if not stream or not url.path.endswith("/converse-stream"):
             return None
-        from ._render import render_converse_stream
-
         return render_converse_stream(answer)
 
 

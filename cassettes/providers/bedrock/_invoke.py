@@ -21,15 +21,10 @@ from ...models import (
     Usage,
 )
 from ...wire import Event, Framed
-from .._base import (
-    Profile,
-    Provider,
-    as_int,
-    as_obj,
-    as_str,
-    aws_payload_bytes,
-)
+from .._base import Provider
 from .._parts import StreamParts
+from .._profile import Profile
+from .._values import as_int, as_obj, as_str, aws_payload_bytes
 from ..anthropic import AnthropicComplete, complete_request, complete_response
 from ..cohere import reassemble_v1, v1_request, v1_response
 from ..completions import prompt_messages
@@ -156,6 +151,7 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
+    parsed_operations = frozenset({"generate", "embed"})
     history_keys = ("messages", "chat_history")
     profile = Profile(
         finishes=TEXT_FINISH,
@@ -180,9 +176,6 @@ class BedrockInvoke(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "embed" if "embed" in (self.model_from_url(url) or "").lower() else "generate"
-
-    def parses(self, operation: str) -> bool:
-        return operation in ("generate", "embed")
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         found = _invoke_target(url)

@@ -19,13 +19,8 @@ from ...models import (
     Part,
 )
 from ...wire import Framed
-from .._base import (
-    as_int,
-    as_obj,
-    as_str,
-    tool_call_from_string,
-)
 from .._parts import StreamParts, grow, has_calls, settled
+from .._values import as_int, as_obj, as_str, tool_call_from_string
 from ._body import (
     Block,
     converse_finish,

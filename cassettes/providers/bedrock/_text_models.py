@@ -10,8 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...models import FinishReason, NormalisedResponse, Part, Usage
-from .._base import as_int, as_obj, as_str, finish_lookup, latest_count
-from .._values import filled_usage
+from .._values import as_int, as_obj, as_str, filled_usage, finish_lookup, latest_count
 from ..openai_chat import OpenAIChat
 
 TEXT_FINISH = {

@@ -27,7 +27,6 @@ from urllib.parse import SplitResult
 
 from ...models import (
     ApiError,
-    FinishReason,
     Message,
     NormalisedRequest,
     NormalisedResponse,
@@ -36,10 +35,11 @@ from ...models import (
     ToolSpec,
 )
 from ...wire import Framed
-from .._base import (
-    Profile,
-    Provider,
-    ReplayShapes,
+from .._base import Provider
+from .._parts import StreamParts
+from .._profile import Profile
+from .._replay import ReplayShapes
+from .._values import (
     as_int,
     as_obj,
     as_str,
@@ -52,7 +52,6 @@ from .._base import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from .._parts import StreamParts, has_calls
 from ..completions import OpenAICompletions
 from ._v1 import (
     FINISH,
@@ -173,6 +172,8 @@ class _V2Stream(StreamParts):
     """v2 stream events (``type``-tagged) → one response: the tool plan, the content blocks and
     the tool calls, each keyed by ``index``."""
 
+    finishes = FINISH
+
     def __init__(self) -> None:
         super().__init__()
         self.plan: list[str] = []
@@ -224,9 +225,6 @@ class _V2Stream(StreamParts):
 
     def close(self) -> NormalisedResponse:
         return self.finish(parts=_plan("".join(self.plan)) + self.parts(rank=lambda key, st: key))
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(FINISH, self.finish_raw, has_calls(parts))
 
     def complete(self) -> bool:
         return self.done

@@ -32,15 +32,8 @@ from ...models import (
     Usage,
 )
 from ...wire import Framed
-from .._base import (
-    as_int,
-    as_obj,
-    as_str,
-    compact_json,
-    finish_lookup,
-    tool_call_from_object,
-)
 from .._parts import StreamParts
+from .._values import as_int, as_obj, as_str, compact_json, finish_lookup, tool_call_from_object
 
 __all__ = ["FINISH", "reassemble_v1", "usage_from", "v1_request", "v1_response"]
 

@@ -48,16 +48,10 @@ from ...models import (
     NormalisedResponse,
 )
 from ...wire import Framed
-from .._base import (
-    FREE_FORM_FIELDS,
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
-    as_obj,
-    as_str,
-    error_from_body,
-)
+from .._base import Provider
+from .._profile import FREE_FORM_FIELDS, Profile
+from .._replay import Rendered, ReplayShapes
+from .._values import as_obj, as_str, error_from_body
 from ._body import (
     FINISH,
     METHODS,

@@ -17,13 +17,7 @@ from ...models import (
     ToolSpec,
     Usage,
 )
-from .._base import (
-    as_int,
-    as_str,
-    compact_json,
-    media_part,
-    tool_call_from_object,
-)
+from .._values import as_int, as_str, compact_json, media_part, tool_call_from_object
 
 JSON = dict[str, Any]
 

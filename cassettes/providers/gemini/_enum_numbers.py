@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._base import as_str
+from .._values import as_str
 
 # Google's generated REST clients ask for ``$alt=json;enum-encoding=int``: every enum then comes
 # as its proto number. The two APIs share the numbers up to ``OTHER`` and differ after it

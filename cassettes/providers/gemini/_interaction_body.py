@@ -18,7 +18,7 @@ from ...models import (
     ToolSpec,
     Usage,
 )
-from .._base import (
+from .._values import (
     as_int,
     as_obj,
     as_str,

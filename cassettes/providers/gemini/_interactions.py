@@ -42,17 +42,10 @@ from ...models import (
     Part,
 )
 from ...wire import Framed
-from .._base import (
-    Chaining,
-    Profile,
-    Provider,
-    as_int,
-    as_obj,
-    as_str,
-    inline_history,
-    parse_arguments,
-)
+from .._base import Chaining, Provider, inline_history
 from .._parts import Slot, StreamParts
+from .._profile import Profile
+from .._values import as_int, as_obj, as_str, parse_arguments
 from ._body import VERSION_RE
 from ._interaction_body import (
     MEDIA,

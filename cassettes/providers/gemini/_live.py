@@ -26,18 +26,10 @@ from ...models import (
     ToolResult,
 )
 from ...wire import Framed
-from .._base import (
-    Profile,
-    WsProvider,
-    WsRequest,
-    WsTurns,
-    as_str,
-    audio_ref,
-    compact_json,
-    error_from_body,
-    tool_call_from_object,
-)
+from .._base import WsProvider, WsRequest, WsTurns, audio_ref
 from .._parts import StreamParts
+from .._profile import Profile
+from .._values import as_str, compact_json, error_from_body, tool_call_from_object
 from ._body import either_case, message_of, parts_of, tools_of, usage_from
 
 __all__ = ["GeminiLive"]
@@ -162,9 +154,15 @@ class GeminiLive(WsProvider):
 
 def _function_response(fr: Item) -> Part:
     out = either_case(fr, "response")
-    return Part(kind="tool_result", tool_result=ToolResult(
-        call_id=as_str(either_case(fr, "id")), name=as_str(either_case(fr, "name")), named=True,
-        content=out if isinstance(out, str) else compact_json(out)))
+    return Part(
+        kind="tool_result",
+        tool_result=ToolResult(
+            call_id=as_str(either_case(fr, "id")),
+            name=as_str(either_case(fr, "name")),
+            named=True,
+            content=out if isinstance(out, str) else compact_json(out),
+        ),
+    )
 
 
 class _LiveTurn(StreamParts):

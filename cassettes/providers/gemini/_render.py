@@ -12,7 +12,7 @@ from ...models import (
     NormalisedResponse,
     Usage,
 )
-from .._base import (
+from .._replay import (
     Rendered,
     answer_calls,
     answer_text,

@@ -20,12 +20,8 @@ from ...models import (
     Part,
 )
 from ...wire import Framed
-from .._base import (
-    as_int,
-    as_str,
-    error_from_body,
-)
 from .._parts import Pieces, StreamParts, grow, has_calls, settled
+from .._values import as_int, as_str, error_from_body
 from ._body import (
     JSON,
     camel,

@@ -23,11 +23,11 @@ from ...models import (
     Usage,
 )
 from ...wire import Framed
-from .._base import (
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
+from .._base import Provider
+from .._parts import StreamParts
+from .._profile import Profile
+from .._replay import Rendered, ReplayShapes
+from .._values import (
     as_int,
     as_obj,
     as_str,
@@ -41,7 +41,6 @@ from .._base import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from .._parts import StreamParts, has_calls
 from ._render import render_chat
 
 __all__ = ["OpenAIChat"]
@@ -302,6 +301,8 @@ _LEGACY = "function_call"
 class _ChatStream(StreamParts):
     """Chat-completion chunks → the answer: choice 0's deltas, tool calls keyed by ``index``."""
 
+    finishes = _FINISH
+
     def __init__(self) -> None:
         super().__init__()
         self.last_index = -1
@@ -384,9 +385,6 @@ class _ChatStream(StreamParts):
         return self.finish(
             parts=self.parts(rank=lambda key, st: 4 if key == _LEGACY else _RANK.get(st.kind, 3))
         )
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(_FINISH, self.finish_raw, has_calls(parts))
 
     def complete(self) -> bool:
         return self.done  # [DONE] after an error event still ends the stream

@@ -8,14 +8,7 @@ from typing import Any
 import orjson
 
 from ...models import FinishReason, NormalisedResponse, Usage
-from .._base import (
-    Rendered,
-    answer_calls,
-    answer_text,
-    call_arguments_text,
-    pieces,
-    sse,
-)
+from .._replay import Rendered, answer_calls, answer_text, call_arguments_text, pieces, sse
 
 __all__ = ["render_chat"]
 

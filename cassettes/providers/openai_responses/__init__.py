@@ -22,18 +22,10 @@ from ...models import (
     Usage,
 )
 from ...wire import Framed
-from .._base import (
-    Chaining,
-    Profile,
-    Provider,
-    Rendered,
-    ReplayShapes,
-    WsTurns,
-    as_int,
-    as_obj,
-    as_str,
-    inline_history,
-)
+from .._base import Chaining, Provider, WsTurns, inline_history
+from .._profile import Profile
+from .._replay import Rendered, ReplayShapes
+from .._values import as_int, as_obj, as_str
 from ._items import (
     CLIENT_CALLS,
     additional_tools,
@@ -64,7 +56,6 @@ _STRUCTURAL = {
 
 #: Path segments under ``/responses`` that are other operations on the same resource.
 _SUB_OPERATIONS = {"input_tokens": "count_tokens", "compact": "compact"}
-
 
 
 def _responses_index(url: SplitResult) -> tuple[list[str], int] | None:
@@ -170,7 +161,7 @@ class ResponsesReplay(ReplayShapes):
     def fault_event(self, kind: str) -> bytes:
         return (
             b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had '
-            b'an error while processing your request. Sorry about '
+            b"an error while processing your request. Sorry about "
             b'that!","param":null,"sequence_number":0}\n\n'
         )
 

@@ -15,13 +15,7 @@ from ...models import (
     ToolResult,
     ToolSpec,
 )
-from .._base import (
-    as_str,
-    function_spec,
-    media_part,
-    text_of,
-    tool_call_from_string,
-)
+from .._values import as_str, function_spec, media_part, text_of, tool_call_from_string
 
 #: What the adapter (the package's ``__init__``) reads.
 __all__ = [

@@ -11,16 +11,8 @@ from typing import Any
 import orjson
 
 from ...models import FinishReason, NormalisedResponse, Usage
-from .._base import (
-    Rendered,
-    answer_calls,
-    answer_text,
-    as_obj,
-    as_str,
-    call_arguments_text,
-    pieces,
-    sse,
-)
+from .._replay import Rendered, answer_calls, answer_text, call_arguments_text, pieces, sse
+from .._values import as_obj, as_str
 
 __all__ = ["render_responses"]
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...models import ApiError, FinishReason, NormalisedResponse
-from .._base import as_int, as_str, error_from_body
 from .._parts import Slot, StreamParts, grow, settled
+from .._values import as_int, as_str, error_from_body
 
 __all__ = ["ResponsesStream"]
 

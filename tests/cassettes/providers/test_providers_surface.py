@@ -23,7 +23,7 @@ EXPORTED = [
 ADAPTERS = [
     "a2a", "anthropic", "assistants", "bedrock", "cohere", "completions", "embeddings", "gemini",
     "mcp", "ollama", "openai_chat", "openai_realtime", "openai_responses",
-    "portkey", "replicate", "text_generation", "watsonx", "writer",
+    "portkey", "replicate", "text_generation", "writer",
 ]  # fmt: skip
 
 
