@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..cassettes.hints import count
 from . import messages
 from .pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
 from .writer import writer_main  # light: the writer process imports the pipeline, not this one
@@ -244,7 +243,7 @@ class Handoff:
         what it never stored. Waiting receipts are released."""
         process = self._process
         if process is None:
-            self._give_up(counted=False)
+            self._give_up(count=False)
             return
         self.flush()
         self._detach()  # from here on this thread does the pumping
@@ -423,7 +422,7 @@ class Handoff:
             )
             self._pump()
 
-    def _give_up(self, counted: bool = True) -> None:
+    def _give_up(self, count: bool = True) -> None:
         """Nothing will answer what waits (the writer is gone or closed): release the receipts,
         and count each round trip lost once — in the pipe, the writer stopped before storing it;
         still in this process (the newest hand-offs), it never reached the writer."""
@@ -435,29 +434,28 @@ class Handoff:
         for r in waiting:
             if r is not None:
                 r._release()
-        if not counted:
+        if not count:
             return
         never = min(never, len(waiting))
         if len(waiting) > never:
             self._count_lost(
                 len(waiting) - never,
                 "the writer process stopped before storing them",
-                "the writer process stopped; {trips} not recorded",
+                f"the writer process stopped; {_trips(len(waiting) - never)} not recorded",
             )
         if never:
             self._count_lost(
                 never,
                 "never handed to the writer",
-                f"{{trips}} {'was' if never == 1 else 'were'} never handed to the writer",
+                f"{_trips(never)} {'was' if never == 1 else 'were'} never handed to the writer",
             )
 
     def _count_lost(self, n: int, why: str, said: str) -> None:
-        trips = count(n, "round trip")
         with self._done:
             self.storage_errors += n
-            self.lost.append(f"{trips}: {why}")
+            self.lost.append(f"{_trips(n)}: {why}")
             self._done.notify_all()
-        messages.error(f"STORAGE ERROR: {said.format(trips=trips)}")
+        messages.error(f"STORAGE ERROR: {said}")
 
 
 def _runs(loop: asyncio.AbstractEventLoop | None) -> bool:
@@ -481,3 +479,9 @@ def _read_available(fd: int, reader: FrameReader) -> bool:
         if not data:
             return False
         reader.feed(data)
+
+
+def _trips(n: int) -> str:
+    """``1 round trip``, ``2 round trips`` (cassettes.hints.count's words: the proxy process
+    imports no more of cassettes/ than the pipe's protocol)."""
+    return f"{n:,} round trip{'' if n == 1 else 's'}"
