@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from rich.text import Text
 
 from ..cassettes.analysis import Finding, Layer, Severity
-from ..cassettes.views import SEVERITY_MARK
+from ..cassettes.views import SEVERITY_MARK, layer_findings
 
-__all__ = ["LAYERS", "RANK", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
+__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style"]
 
 LAYERS: tuple[Layer, ...] = ("E", "A", "C")
-#: Each severity's rank (``None``: nothing found), by value (Severity is a StrEnum).
-RANK = {None: 0, "info": 1, "warning": 2, "error": 3}
 
 
 def severity_style(sev: Severity | None) -> str:
@@ -25,16 +21,6 @@ def severity_style(sev: Severity | None) -> str:
         Severity.WARNING: "bold black on yellow",
         Severity.INFO: "bold cyan",
     }[sev]
-
-
-def worst(findings: Iterable[Finding], layer: Layer | None = None) -> Severity | None:
-    best: Severity | None = None
-    for f in findings:
-        if layer is not None and f.layer != layer:
-            continue
-        if best is None or RANK[f.severity] > RANK[best]:
-            best = f.severity
-    return best
 
 
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -49,11 +35,9 @@ def layer_badges(findings: list[Finding]) -> Text:
     """``E  A² C ``: each letter coloured by its layer's worst finding, and the layer's number of
     findings beside its own letter (so a count never reads as another layer's)."""
     out = Text()
-    for i, layer in enumerate(LAYERS):
+    for i, (layer, (sev, n)) in enumerate(layer_findings(findings).items()):
         if i:
             out.append(" ")
-        sev = worst(findings, layer)
         out.append(layer, style=severity_style(sev))
-        n = sum(1 for f in findings if f.layer == layer)
         out.append(superscript(n) if n else " ", style=severity_style(sev) if n else "")
     return out

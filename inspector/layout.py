@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..cassettes.analysis import Finding, Layer
-from .badges import LAYERS, RANK, SEVERITY_MARK, worst
+from ..cassettes.views import SEVERITY_RANK, layer_findings
+from .badges import LAYERS, SEVERITY_MARK
 
 __all__ = [
     "FOCUS_NAMES",
@@ -90,9 +91,7 @@ def tab_labels(
     :func:`api_quiet`); the long labels if they all fit in ``room`` cells, else the short ones, so
     every layer's count is always on screen."""
     marks: dict[View, str] = {"M": ""}
-    for layer in LAYERS:
-        sev = worst(findings, layer)
-        n = sum(1 for f in findings if f.layer == layer)
+    for layer, (sev, n) in layer_findings(findings).items():
         quiet = api if layer == "A" else "ok"
         marks[layer] = f" {SEVERITY_MARK[sev]}{n}" if sev is not None else f" {quiet}"
     shown = [v for v in VIEWS if v != "M" or compact]
@@ -106,14 +105,11 @@ def layer_to_bring_up(findings: Sequence[Finding], shown: View) -> Layer | None:
     """One pane at a time: the layer to show instead of ``shown`` for a turn with these findings
     (the worst first) — for a warning or an error always, for any finding when the shown layer
     has none; ``None``: keep ``shown``."""
-
-    def level(layer: Layer) -> int:
-        return RANK[worst(findings, layer)]
-
-    best = max(LAYERS, key=lambda x: (level(x), -LAYERS.index(x)))
-    if level(best) == 0:
+    level = {layer: SEVERITY_RANK[sev] for layer, (sev, _) in layer_findings(findings).items()}
+    best = max(LAYERS, key=lambda x: (level[x], -LAYERS.index(x)))
+    if level[best] == 0:
         return None
-    current = level(shown) if shown != "M" else 0
-    if (level(best) >= 2 and level(best) > current) or current == 0:
+    current = level[shown] if shown != "M" else 0
+    if (level[best] >= 2 and level[best] > current) or current == 0:
         return best
     return None

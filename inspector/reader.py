@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual.message import Message
@@ -29,25 +30,23 @@ POLL = 0.25
 SHOW_EVERY = 1.0
 
 
+@dataclass
 class RunRead(Message):
     """The reader worker read another batch of the run."""
 
-    def __init__(self, batch: Batch, progress: float | None) -> None:
-        super().__init__()
-        self.batch = batch
-        self.progress = progress
+    batch: Batch
+    progress: float | None
 
 
 class RunCompleted(Message):
     """The whole file was read and the end-of-run checks ran."""
 
 
+@dataclass
 class ChildExited(Message):
     """``looptap run --inspect``: the recorded command exited with this status."""
 
-    def __init__(self, status: int) -> None:
-        super().__init__()
-        self.status = status
+    status: int
 
 
 class RecorderClosed(Message):

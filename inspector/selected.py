@@ -9,6 +9,7 @@ text timeline, for the messages view and playback). The main screen's workers
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from textual.message import Message
@@ -22,38 +23,27 @@ from .turns import TurnIndex
 __all__ = ["TurnLoaded", "TurnShown", "read_panes", "read_turn"]
 
 
+@dataclass
 class TurnShown(Message):
     """The selected turn restored from the store, with what its next turn sent back."""
 
-    def __init__(
-        self, seq: int, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]
-    ) -> None:
-        super().__init__()
-        self.seq = seq
-        self.turn = turn
-        self.results = results
-        self.runs = runs
+    seq: int
+    turn: Turn
+    results: dict[str, ToolResult] | None
+    runs: dict[str, McpCall]
 
 
+@dataclass
 class TurnLoaded(Message):
     """The selected turn was re-read in full: its request and its text timeline."""
 
-    def __init__(
-        self,
-        seq: int,
-        request: NormalisedRequest | None,
-        timeline: list[TimelinePoint],
-        edits: list[dict[str, Any]] | None = None,
-        reconstructed: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__()
-        self.seq = seq
-        self.request = request
-        self.timeline = timeline
-        #: A fork's what-if edits made in this request (cassettes.wire._edit_marks), if any.
-        self.edits = edits
-        #: An imported round trip's provenance mark (what the trace gave, what looptap inferred).
-        self.reconstructed = reconstructed
+    seq: int
+    request: NormalisedRequest | None
+    timeline: list[TimelinePoint]
+    #: A fork's what-if edits made in this request (cassettes.wire._edit_marks), if any.
+    edits: list[dict[str, Any]] | None = None
+    #: An imported round trip's provenance mark (what the trace gave, what looptap inferred).
+    reconstructed: dict[str, Any] | None = None
 
 
 def results_sent_back(source: Run, seq: int) -> dict[str, ToolResult]:

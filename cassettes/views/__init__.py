@@ -32,9 +32,11 @@ from ._htmlpage import (
 )
 from ._layers import (
     SEVERITY_MARK,
+    SEVERITY_RANK,
     GrowthRows,
     analysis_lines,
     growth_row,
+    layer_findings,
     root_cause_lines,
 )
 from ._money import (
@@ -66,6 +68,7 @@ __all__ = [
     "BY_TOKENS",
     "CONTINUED",
     "SEVERITY_MARK",
+    "SEVERITY_RANK",
     "SPLIT",
     "GrowthBar",
     "GrowthRows",
@@ -85,6 +88,7 @@ __all__ = [
     "estimated_why",
     "growth_bars",
     "growth_row",
+    "layer_findings",
     "link_text",
     "mcp_link_json",
     "money",

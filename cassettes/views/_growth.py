@@ -74,51 +74,30 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
     for t in turns:
         k = t.tokens
         seg = k.segments
-        output = k.output or 0
-        money = (k.cost, k.price_estimated, k.cumulative_estimated)
-        if seg is None:
-            out.append(
-                GrowthBar(
-                    t.seq,
-                    t.index,
-                    0,
-                    0,
-                    0,
-                    0,
-                    k.input or 0,
-                    output,
-                    k.cumulative_cost,
-                    k.source,
-                    *money,
-                    True,
-                )
-            )
-            continue
-        talk = seg.user + seg.assistant
-        system, tools = seg.system, seg.tools
-        if t.previous_seq is None and t.index == 0:
-            history = results = 0
-            new = talk + seg.tool_results
+        if seg is None:  # nothing to split by: the whole input is new
+            parts = (0, 0, 0, 0, k.input or 0)
+        elif t.previous_seq is None and t.index == 0:
+            parts = (seg.system, seg.tools, 0, 0, seg.user + seg.assistant + seg.tool_results)
         else:
             # the analysis split re-sent and new parts in one apportioning: they add up
+            talk = seg.user + seg.assistant
             new = min(seg.new, talk + seg.tool_results)
             new_results = min(seg.new_tool_results, seg.tool_results, new)
             new_talk = min(new - new_results, talk)
             history, results = talk - new_talk, seg.tool_results - new_results
-            new = new_talk + new_results
+            parts = (seg.system, seg.tools, history, results, new_talk + new_results)
         out.append(
             GrowthBar(
                 t.seq,
                 t.index,
-                system,
-                tools,
-                history,
-                results,
-                new,
-                output,
+                *parts,
+                k.output or 0,
                 k.cumulative_cost,
                 k.source,
-                *money,
+                k.cost,
+                k.price_estimated,
+                k.cumulative_estimated,
+                unsplit=seg is None,
             )
         )
     return out

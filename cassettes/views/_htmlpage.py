@@ -78,13 +78,19 @@ def _payload(data: dict[str, Any], compress: bool | None) -> str:
     return embed_json(data)
 
 
-def _needs_jinja2(what: str = "export --html") -> None:
+def _render(template: str, what: str, **values: Any) -> str:
+    """The page ``template`` (an asset) rendered autoescaped with ``values`` and looptap's
+    version; :class:`HtmlExtraMissing` without Jinja2."""
     try:
-        import jinja2  # noqa: F401
+        import jinja2
     except ImportError as exc:
         raise HtmlExtraMissing(
             f"{what} needs Jinja2 (the html extra): {install_command('html')}"
         ) from exc
+    from .._version import __version__  # its metadata read, when a page is written
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(_asset(template)).render(version=__version__, **values)
 
 
 def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list[Any]]]]) -> str:
@@ -92,40 +98,26 @@ def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list
     (autoescaped, already cleaned by the caller), or ``(text, href)``: a link to a relative
     address the caller made (a run's report beside the page); no script at all, the page's
     style allowed by its hash only."""
-    _needs_jinja2("fleet page")
-    import jinja2
-
-    from .._version import __version__  # its metadata read, when a page is written
-
     style = _asset("page.css")
     csp = f"default-src 'none'; style-src {_hash(style)}; base-uri 'none'; form-action 'none'"
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-
-    return env.from_string(_asset("fleet.html.j2")).render(
-        csp=csp, version=__version__, style=style, summary=summary, tables=tables
+    return _render(
+        "fleet.html.j2", "fleet page", csp=csp, style=style, summary=summary, tables=tables
     )
 
 
 def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     """The page for ``data`` (:func:`~cassettes.views._report.report_data`). ``compress``:
     ``None`` decides by size, ``True`` / ``False`` force it (tests)."""
-    _needs_jinja2()
-    import jinja2
-
-    from .._version import __version__  # as in render_fleet_html
-
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")
     csp = (
         f"default-src 'none'; script-src {_hash(script)}; style-src {_hash(style)}; "
         "img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'"
     )
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    template = env.from_string(_asset("page.html.j2"))
-
-    return template.render(
+    return _render(
+        "page.html.j2",
+        "export --html",
         csp=csp,
-        version=__version__,
         name=data.get("name", "run"),
         round_trips=count(data.get("round_trips", 0), "round trip"),
         style=style,

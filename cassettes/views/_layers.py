@@ -7,18 +7,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..analysis import Conversation, Finding, RunAnalysis, Turn, kind_text, spill
+from ..analysis import Conversation, Finding, Layer, RunAnalysis, Severity, Turn, kind_text, spill
 from ..hints import count
 from ._growth import growth_bars
 from ._money import estimated_note, estimated_why, money
 
 __all__ = [
     "SEVERITY_MARK",
+    "SEVERITY_RANK",
     "GrowthRows",
     "analysis_lines",
     "caused_by_note",
     "finding_line",
     "growth_row",
+    "layer_findings",
     "root_cause_lines",
 ]
 
@@ -35,6 +37,21 @@ def caused_by_note(f: Finding | dict[str, Any]) -> str:
 
 #: The mark of each finding severity in text output (show, textconv).
 SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
+#: Each severity's rank (``None``: nothing found), by value (Severity is a StrEnum).
+SEVERITY_RANK = {None: 0, "info": 1, "warning": 2, "error": 3}
+
+
+def layer_findings(findings: Iterable[Finding]) -> dict[Layer, tuple[Severity | None, int]]:
+    """Each layer's worst finding (``None``: the layer found nothing) and its number of findings:
+    what every view's E/A/C badges say (the inspector's, the HTML page's)."""
+    out: dict[Layer, tuple[Severity | None, int]] = {"E": (None, 0), "A": (None, 0), "C": (None, 0)}
+    for f in findings:
+        sev, n = out[f.layer]
+        out[f.layer] = (
+            f.severity if SEVERITY_RANK[f.severity] > SEVERITY_RANK[sev] else sev,
+            n + 1,
+        )
+    return out
 
 
 #: Each finding layer's heading in text output, in the order they are shown.

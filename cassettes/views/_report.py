@@ -32,6 +32,7 @@ from ..hints import count
 from ..models import Message, Part
 from ..untrusted import clean
 from ._growth import growth_bars, split_json
+from ._layers import layer_findings
 from ._money import money
 from ._roundtrip_view import link_text
 
@@ -42,7 +43,6 @@ SCHEMA = "looptap.report/1"
 PART_LIMIT = 8000
 #: Deepest JSON value walked when cleaning (tool-call arguments are wire JSON).
 _DEPTH = 64
-_RANK = {"error": 3, "warning": 2, "info": 1}
 
 
 def _cut(text: str | None) -> str | None:
@@ -105,14 +105,10 @@ def _finding(f: Finding) -> dict[str, Any]:
 
 def _badges(findings: Iterable[Finding]) -> dict[str, list[Any]]:
     """Per layer: the worst severity (``None`` when the layer raised nothing) and the count."""
-    out: dict[str, list[Any]] = {layer: [None, 0] for layer in ("E", "A", "C")}
-    for f in findings:
-        b = out[f.layer]
-        b[1] += 1
-        sev = f.severity.value
-        if b[0] is None or _RANK[sev] > _RANK[b[0]]:
-            b[0] = sev
-    return out
+    return {
+        layer: [None if sev is None else sev.value, n]
+        for layer, (sev, n) in layer_findings(findings).items()
+    }
 
 
 def _layers(t: Turn) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Views of a round trip for people and for tools: :func:`summary_lines` (``looptap show``), and
 the layer analysis' additions to a round trip's ``show --json`` object (:func:`turn_json`,
-:func:`finding_json`, :func:`mcp_link_json`). The analysis as text (counts, findings, growth
+:func:`mcp_link_json`). The analysis as text (counts, findings, growth
 tables) is :mod:`cassettes.views._layers`; a fork's edits as shown, :mod:`cassettes.views._edits`;
 the per-round-trip object itself, ``looptap.roundtrip/1``, :mod:`cassettes.views.schema`.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..analysis import Conversation, Finding, McpCall, Turn
+from ..analysis import Conversation, McpCall, Turn
 from ..analysis.codes import DIVERGED_FROM_RECORDING as DIVERGED
 from ..errors import problem_lines
 from ..hints import count
@@ -20,9 +20,7 @@ from ._layers import finding_line
 
 __all__ = [
     "LINK_MEANINGS",
-    "count",
     "error_phrase",
-    "finding_json",
     "link_text",
     "mcp_link_json",
     "status_text",
@@ -338,10 +336,6 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
     return out
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
-    return f.model_dump(mode="json")
-
-
 def _message_json(m: Any) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for p in m.parts:
@@ -416,7 +410,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
             | {"appended": [_message_json(m) for m in c.appended]},
         },
         "tokens": _tokens_json(turn),
-        "findings": [finding_json(f) for f in turn.findings],
+        "findings": [f.model_dump(mode="json") for f in turn.findings],
     }
 
 

@@ -26,7 +26,7 @@ from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from ...cassettes.views import SearchHit, TurnSummary, search_turns
-from ..layout import FOCUS_NAMES, View, api_quiet, layout_classes
+from ..layout import FOCUS_NAMES, api_quiet, layout_classes
 from ..playback import Clock
 from ..reader import ChildExited, RunRead
 from ..selected import TurnLoaded, TurnShown
@@ -126,10 +126,6 @@ class MainScreen(Screen[None]):
     def fit_sidebar(self) -> None:
         self.sidebar.fit(compact=self.turn_pane.compact, width=self.app.size.width)
 
-    def show_view(self, view: View) -> None:
-        """Make ``view``'s pane the one shown in the narrow and compact layouts."""
-        self.turn_pane.show_view(view)
-
     def label_tabs(self, turn: TurnSummary | None = None) -> None:
         turn = turn if turn is not None else self.reading.summary(self.reading.selected)
         findings = turn.findings if turn is not None else []
@@ -179,7 +175,7 @@ class MainScreen(Screen[None]):
         f = message.finding
         self.jump(f.seq, f.conversation)
         if self.turn_pane.narrow:
-            self.show_view(f.layer)
+            self.turn_pane.show_view(f.layer)
 
     def on_sidebar_conversation_shown(self, message: Sidebar.ConversationShown) -> None:
         self.player.total = message.count

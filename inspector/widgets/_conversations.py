@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.message import Message
@@ -19,13 +20,12 @@ __all__ = ["ConversationSwitcher"]
 class ConversationSwitcher(Select[str]):
     """Choose which conversation the turn list shows (or all of them)."""
 
+    @dataclass
     class ConversationChosen(Message):
         """The user picked a conversation (``ALL`` for every one)."""
 
-        def __init__(self, switcher: ConversationSwitcher, conversation: str) -> None:
-            super().__init__()
-            self.switcher = switcher
-            self.conversation = conversation
+        switcher: ConversationSwitcher
+        conversation: str
 
         @property
         def control(self) -> ConversationSwitcher:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -19,13 +21,12 @@ __all__ = ["FindingsTable", "FindingsView"]
 class FindingsTable(DataTable[Text]):
     """Every finding of the run, root causes first (each followed by what it caused), as given."""
 
+    @dataclass
     class FindingChosen(Message):
         """The user chose a finding: show its turn."""
 
-        def __init__(self, table: FindingsTable, finding: Finding) -> None:
-            super().__init__()
-            self.table = table
-            self.finding = finding
+        table: FindingsTable
+        finding: Finding
 
         @property
         def control(self) -> FindingsTable:

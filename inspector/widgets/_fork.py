@@ -5,6 +5,7 @@ origin had it; what a what-if edit rewrote and what differs, marked. Draws a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -155,14 +156,13 @@ class ForkPane(VerticalScroll, can_focus=True):
             t.append(f"\n    … {len(row.tolerated) - 6} more tolerated (looptap diff)", style="dim")
 
 
+@dataclass
 class ForkRead(Message):
     """The run is a branch: its view beside its origin (``view`` ``None``: it could not be read,
     ``note`` says why)."""
 
-    def __init__(self, view: ForkComparison | None, note: str = "") -> None:
-        super().__init__()
-        self.view = view
-        self.note = note
+    view: ForkComparison | None
+    note: str = ""
 
 
 def read_fork(path: Path) -> ForkRead | None:

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...cassettes.views import GrowthBar, money
+from ...cassettes.views import SPLIT, GrowthBar, money
 
 __all__ = ["GrowthChart", "GrowthView"]
 
@@ -56,14 +56,9 @@ class GrowthChart(PlotextPlot):
             self.refresh()
             return
         xs = [b.turn for b in bars]
-        columns = [
-            [b.system for b in bars],
-            [b.tools for b in bars],
-            [b.history for b in bars],
-            [b.tool_results for b in bars],
-            [b.new for b in bars],
-            [b.output for b in bars],
-        ]
+        # the input's split (the core's parts, in its order), then the output
+        columns = [[getattr(b, field) for b in bars] for field, _ in SPLIT]
+        columns.append([b.output for b in bars])
         # textual-plotext's stubs lag plotext 5.3: ``stacked_bar`` takes ``labels`` and a colour per
         # series, ``ylabel`` takes ``yside``.
         loose = cast(Any, plt)
@@ -175,14 +170,8 @@ class GrowthView(Vertical):
                 f"input {b.input:,} = ",
                 *[
                     piece
-                    for name, value, style in (
-                        ("system", b.system, swatch(SERIES[0][1])),
-                        ("tools", b.tools, swatch(SERIES[1][1])),
-                        ("history", b.history, swatch(SERIES[2][1])),
-                        ("results", b.tool_results, swatch(SERIES[3][1])),
-                        ("new", b.new, swatch(SERIES[4][1])),
-                    )
-                    for piece in ((f"{name} {value:,}", style), " · ")
+                    for (field, name), (_, code) in zip(SPLIT, SERIES, strict=False)
+                    for piece in ((f"{name} {getattr(b, field):,}", swatch(code)), " · ")
                 ][:-1],
             ]
         )

@@ -20,7 +20,8 @@ from textual.widgets import Static
 
 from ...cassettes.analysis import Finding, Layer, Turn
 from ...cassettes.untrusted import clean, clean_line
-from ..badges import SEVERITY_MARK, severity_style, worst
+from ...cassettes.views import layer_findings
+from ..badges import SEVERITY_MARK, severity_style
 from ..safe import wire_line
 
 __all__ = ["PANE_ITEMS", "LayerPane", "pane_bindings"]
@@ -84,9 +85,8 @@ class LayerPane(VerticalScroll, can_focus=True):
         if not bodies:  # the pane is being torn down (a worker's message as the app closes)
             return
         bodies.first(Static).update(Group(*parts))
-        sev = worst(turn.findings, self.LAYER) if turn is not None else None
+        sev, n = layer_findings(turn.findings)[self.LAYER] if turn is not None else (None, 0)
         self.set_class(sev is not None, "-has-findings")
-        n = sum(1 for f in turn.findings if f.layer == self.LAYER) if turn is not None else 0
         self.border_subtitle = (
             f"{SEVERITY_MARK[sev]} {n} finding{'s' if n != 1 else ''}"
             if sev is not None

@@ -4,6 +4,7 @@ turns)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -133,13 +134,12 @@ class TurnList(ScrollView, can_focus=True):
     #: The selected row, focused and not (their colours are in inspector.tcss).
     COMPONENT_CLASSES: ClassVar[set[str]] = {"turn-list--cursor", "turn-list--cursor-blurred"}
 
+    @dataclass
     class TurnSelected(Message):
         """The cursor moved to a turn."""
 
-        def __init__(self, turn_list: TurnList, seq: int) -> None:
-            super().__init__()
-            self.turn_list = turn_list
-            self.seq = seq
+        turn_list: TurnList
+        seq: int
 
         @property
         def control(self) -> TurnList:

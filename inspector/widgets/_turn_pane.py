@@ -70,16 +70,8 @@ class TurnPane(TabPane):
         return self.query_one(EmissionPane)
 
     @cached_property
-    def pane_a(self) -> ApiPane:
-        return self.query_one(ApiPane)
-
-    @cached_property
-    def pane_c(self) -> DispatchPane:
-        return self.query_one(DispatchPane)
-
-    @cached_property
     def layer_panes(self) -> dict[Layer, LayerPane]:
-        return {"E": self.pane_e, "A": self.pane_a, "C": self.pane_c}
+        return {pane.LAYER: pane for pane in self.query(LayerPane)}
 
     @cached_property
     def layer_tabs(self) -> Tabs:
@@ -111,8 +103,8 @@ class TurnPane(TabPane):
     ) -> None:
         """The restored turn in the E, A and C panes, with what its next turn sent back."""
         self.pane_e.show_turn(turn, results, runs)
-        self.pane_a.show_turn(turn)
-        self.pane_c.show_turn(turn)
+        self.query_one(ApiPane).show_turn(turn)
+        self.query_one(DispatchPane).show_turn(turn)
 
     # -- the layer panes: side by side, or (narrow, compact) one at a time under tabs --------------
 

@@ -165,7 +165,7 @@ async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(
             await loaded(pilot)
             await pilot.press("down")
             await until(pilot, lambda app=app: app.main.reading.request_of == 1)  # type: ignore[misc]
-            app.main.show_view("C")
+            app.main.turn_pane.show_view("C")
             await pilot.press("r")
             assert app.main.player.streaming and app.main.turn_pane.view == "E", size
             assert app.query_one("#pane-e").display

@@ -11,11 +11,11 @@ import pkgutil
 import looptap.cassettes.views as views
 
 EXPORTED = [
-    "BY_HOST", "BY_TOKENS", "CONTINUED", "SEVERITY_MARK", "SPLIT",
+    "BY_HOST", "BY_TOKENS", "CONTINUED", "SEVERITY_MARK", "SEVERITY_RANK", "SPLIT",
     "GrowthBar", "GrowthRows", "HtmlExtraMissing", "SearchHit", "TimelinePoint", "TurnSummary",
     "analysis_lines", "conversation_json", "edit_lines", "edit_text", "edited_messages",
     "edits_json", "embed_json", "error_phrase", "estimated_note", "estimated_why", "growth_bars",
-    "growth_row", "link_text",
+    "growth_row", "layer_findings", "link_text",
     "mcp_link_json", "money", "reading_line", "reconstructed_said", "render_fleet_html",
     "render_html", "report_data", "root_cause_lines", "roundtrip_json", "search_turns",
     "snippet_of", "split_json",
