@@ -119,28 +119,18 @@ class Scanner:
         for kind, secret in self._matches(text):
             seen.add((kind, secret))
             yield kind, secret, "text"
-        if "\\" in text:
-            decoded = _unescape(text)
-            if decoded != text:
-                for kind, secret in self._matches(decoded):
-                    if (kind, secret) not in seen:
-                        seen.add((kind, secret))
-                        yield kind, secret, "json-escaped"
-        if "%" in text:
-            decoded = unquote(text)
-            if decoded != text:
-                for kind, secret in self._matches(decoded):
-                    if (kind, secret) not in seen:
-                        seen.add((kind, secret))
-                        yield kind, secret, "url-encoded"
-        for m in _B64_TOKEN.finditer(text):
-            inner = _b64(m.group(0))
-            if inner is None:
+        decoded = (
+            ("json-escaped", _unescape(text) if "\\" in text else None),
+            ("url-encoded", unquote(text) if "%" in text else None),
+        )
+        tokens = (("base64", _b64(m.group(0))) for m in _B64_TOKEN.finditer(text))
+        for form, inner in itertools.chain(decoded, tokens):
+            if inner is None or inner == text:
                 continue
             for kind, secret in self._matches(inner):
                 if (kind, secret) not in seen:
                     seen.add((kind, secret))
-                    yield kind, secret, "base64"
+                    yield kind, secret, form
 
     def named(self, text: str) -> Iterator[tuple[str, str, str]]:
         """(kind, value, form) for every value under a credential's name in JSON held in a
@@ -284,9 +274,9 @@ def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
     the parse of a response): the redactor masks these whatever their length. Header pairs are
     left to the scan by format and by header name."""
     out: list[Find] = []
-    for v, where, holder, k in walk(rec, RECORD_DEPTH):
+    for v, where, _, k in walk(rec, RECORD_DEPTH):
         if (
-            not isinstance(holder, dict)
+            not isinstance(k, str)  # (a value of an object)
             or "headers" in where[:-1]
             or isinstance(v, bool)
             or not v
