@@ -205,7 +205,9 @@ def _fields(rec: Any) -> Iterator[tuple[str, Any]]:
     """Like :func:`_leaves`, with a record's header lists (``[[name, value], …]``) reported by
     header name (``request.headers[authorization]``, the name itself ``….name``) and a stored
     binary body as ``….b64``."""
-    header_lists: set[int] = set()  # walked here pair by pair; the walk stops at them
+    # A header list is walked here pair by pair; the walk does not go into it (it asks ``leaf``
+    # after the loop below has seen the list).
+    header_lists: set[int] = set()
 
     def leaf(v: Any) -> bool:
         return _is_blob(v) or id(v) in header_lists
