@@ -36,9 +36,10 @@ from urllib.parse import unquote
 
 import orjson
 
-from .bounds import record_fits
+from .bounds import RECORD_DEPTH, record_fits
 from .errors import CassetteError
 from .hints import count
+from .jsonpath import PathItem, format_path, walk
 from .patterns import PatternError, UserPattern
 from .recording import (
     REDACTED,
@@ -118,28 +119,18 @@ class Scanner:
         for kind, secret in self._matches(text):
             seen.add((kind, secret))
             yield kind, secret, "text"
-        if "\\" in text:
-            decoded = _unescape(text)
-            if decoded != text:
-                for kind, secret in self._matches(decoded):
-                    if (kind, secret) not in seen:
-                        seen.add((kind, secret))
-                        yield kind, secret, "json-escaped"
-        if "%" in text:
-            decoded = unquote(text)
-            if decoded != text:
-                for kind, secret in self._matches(decoded):
-                    if (kind, secret) not in seen:
-                        seen.add((kind, secret))
-                        yield kind, secret, "url-encoded"
-        for m in _B64_TOKEN.finditer(text):
-            inner = _b64(m.group(0))
-            if inner is None:
+        decoded = (
+            ("json-escaped", _unescape(text) if "\\" in text else None),
+            ("url-encoded", unquote(text) if "%" in text else None),
+        )
+        tokens = (("base64", _b64(m.group(0))) for m in _B64_TOKEN.finditer(text))
+        for form, inner in itertools.chain(decoded, tokens):
+            if inner is None or inner == text:
                 continue
             for kind, secret in self._matches(inner):
                 if (kind, secret) not in seen:
                     seen.add((kind, secret))
-                    yield kind, secret, "base64"
+                    yield kind, secret, form
 
     def named(self, text: str) -> Iterator[tuple[str, str, str]]:
         """(kind, value, form) for every value under a credential's name in JSON held in a
@@ -187,48 +178,54 @@ def _b64(token: str) -> str | None:
     return text if text and printable >= 0.9 * len(text) else None
 
 
-def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """(field path, leaf) of a JSON value; ``{"b64": …}`` forms are leaves of their own."""
-    if isinstance(value, dict):
-        if set(value) <= {"b64", "t", "too_deep"} and isinstance(value.get("b64"), str):
-            yield path, value
-            return
-        for k, v in value.items():
-            yield from _walk(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _walk(v, f"{path}[{i}]")
-    elif isinstance(value, str):
-        yield path, value
-
-
-def _fields(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """Like :func:`_walk`, with header lists (``[[name, value], …]``) reported by header name."""
-    if (
+def _is_blob(value: Any) -> bool:
+    """A body or header value stored as bytes: ``{"b64": …}`` (scanned as bytes, and as what
+    they decompress to)."""
+    return (
         isinstance(value, dict)
         and set(value) <= {"b64", "t", "too_deep"}
         and isinstance(value.get("b64"), str)
-    ):
-        # a stored binary body: scanned as bytes (and what they decompress to)
-        yield f"{path}.b64", value
-        return
-    if isinstance(value, dict):
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            if k == "headers" and isinstance(v, list):
-                for pair in v:
-                    if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
-                        yield from _walk(pair[1], f"{sub}[{pair[0]}]")
-                        yield from _walk(pair[0], f"{sub}[{pair[0]}].name")
-                    else:
-                        yield from _walk(pair, sub)
-            else:
-                yield from _fields(v, sub)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _fields(v, f"{path}[{i}]")
-    else:
-        yield from _walk(value, path)
+    )
+
+
+def _joined(where: str, path: tuple[PathItem, ...]) -> str:
+    """``where`` followed by ``path`` in the path syntax (:func:`.jsonpath.format_path`)."""
+    tail = format_path(path, "")
+    return where + tail if not where or tail[:1] in ("[", "") else f"{where}.{tail}"
+
+
+def _leaves(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """(field, leaf) of every string and every ``{"b64": …}`` in ``value``, in document order."""
+    for leaf, path, _, _ in walk(value, RECORD_DEPTH, _is_blob):
+        if isinstance(leaf, str) or _is_blob(leaf):
+            yield _joined(where, path), leaf
+
+
+def _fields(rec: Any) -> Iterator[tuple[str, Any]]:
+    """Like :func:`_leaves`, with a record's header lists (``[[name, value], …]``) reported by
+    header name (``request.headers[authorization]``, the name itself ``….name``) and a stored
+    binary body as ``….b64``."""
+    # A header list is walked here pair by pair; the walk does not go into it (it asks ``leaf``
+    # after the loop below has seen the list).
+    header_lists: set[int] = set()
+
+    def leaf(v: Any) -> bool:
+        return _is_blob(v) or id(v) in header_lists
+
+    for value, path, holder, key in walk(rec, RECORD_DEPTH, leaf):
+        where = format_path(path, "")
+        if key == "headers" and isinstance(holder, dict) and isinstance(value, list):
+            header_lists.add(id(value))
+            for pair in value:
+                if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
+                    yield from _leaves(pair[1], f"{where}[{pair[0]}]")
+                    yield from _leaves(pair[0], f"{where}[{pair[0]}].name")
+                else:
+                    yield from _leaves(pair, where)
+        elif _is_blob(value):
+            yield f"{where}.b64", value
+        elif isinstance(value, str):
+            yield where, value
 
 
 def scan_lines(
@@ -276,42 +273,23 @@ def scan_lines(
 
 def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
     """Values left under a credential's name in the record's JSON itself (a body stored as JSON,
-    the parse of a response): the redactor masks these whatever their length."""
+    the parse of a response): the redactor masks these whatever their length. Header pairs are
+    left to the scan by format and by header name."""
     out: list[Find] = []
-    stack: list[tuple[Any, str]] = [(rec, "")]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, list):
-            stack.extend(
-                (v, f"{where}[{i}]") for i, v in enumerate(node) if isinstance(v, dict | list)
-            )
+    for v, where, _, k in walk(rec, RECORD_DEPTH):
+        if (
+            not isinstance(k, str)  # (a value of an object)
+            or "headers" in where[:-1]
+            or isinstance(v, bool)
+            or not v
+            or v == REDACTED
+            or not isinstance(v, str | int | float)
+        ):
             continue
-        if not isinstance(node, dict):
-            continue
-        for k, v in node.items():
-            sub = f"{where}.{k}" if where else str(k)
-            if isinstance(v, dict | list):
-                if k != "headers":  # header pairs: the scan by format and by header name
-                    stack.append((v, sub))
-                continue
-            if (
-                isinstance(v, bool)
-                or not v
-                or v == REDACTED
-                or not isinstance(v, str | int | float)
-            ):
-                continue
-            kind = secret_name(k)
-            if kind == "always" or (kind == "if-secret" and isinstance(v, str) and looks_secret(v)):
-                out.append(
-                    Find(
-                        path,
-                        n,
-                        sub,
-                        f"credential field {clean_line(k[:60])!r}",
-                        f"{len(str(v))} chars",
-                    )
-                )
+        kind = secret_name(k)
+        if kind == "always" or (kind == "if-secret" and isinstance(v, str) and looks_secret(v)):
+            named = f"credential field {clean_line(k[:60])!r}"
+            out.append(Find(path, n, format_path(where), named, f"{len(str(v))} chars"))
     return out
 
 

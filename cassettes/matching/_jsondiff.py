@@ -28,12 +28,7 @@ class Shown(str):
 
 def short(value: Any, limit: int = 80) -> str:
     """A value as compact JSON, clipped to ``limit`` characters."""
-    if isinstance(value, Shown):
-        return str(value)
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
+    text = _json_text(value)
     return text if len(text) <= limit else _whole_tokens(text[: limit - 1], end=True) + "…"
 
 

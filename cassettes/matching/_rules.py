@@ -300,39 +300,28 @@ def _written_out(
     :data:`TOOL_RESULT_MARK`. Unchanged parts shared."""
     seg = path[i]
     last = i == len(path) - 1
+    out: Any
+    whole: Collection[Any]
     if isinstance(value, dict) and (seg is ANY_KEY or isinstance(seg, str)):
-        keys: list[str] = (
-            list(value)
-            if seg is ANY_KEY
-            else ([seg] if isinstance(seg, str) and seg in value else [])
-        )
-        if not keys:
-            return value
-        out = dict(value)
-        for k in keys:
-            if not last:
-                out[k] = _written_out(value[k], path, i + 1, (*at, k), spans, rule, detector)
-                continue
-            spans.append(Span((*at, k), detector, _shown(value[k]), rule))
-            if detector == IGNORED:
-                del out[k]
-            else:
-                out[k] = TOOL_RESULT_MARK
-        return out
-    if isinstance(value, list) and (seg is ANY_INDEX or isinstance(seg, int)):
-        idx = (
-            range(len(value))
-            if seg is ANY_INDEX
-            else ([seg] if isinstance(seg, int) and 0 <= seg < len(value) else [])
-        )
-        if not idx:
-            return value
-        lst = list(value)
-        for j in idx:
-            if not last:
-                lst[j] = _written_out(value[j], path, i + 1, (*at, j), spans, rule, detector)
-                continue
-            spans.append(Span((*at, j), detector, _shown(value[j]), rule))
-            lst[j] = IGNORED_MARK if detector == IGNORED else TOOL_RESULT_MARK
-        return lst
-    return value
+        out, whole = dict(value), value.keys()
+    elif isinstance(value, list) and (seg is ANY_INDEX or isinstance(seg, int)):
+        out, whole = list(value), range(len(value))
+    else:
+        return value
+    keys: Collection[Any] = (
+        whole if seg is ANY_KEY or seg is ANY_INDEX else [seg] if seg in whole else []
+    )
+    if not keys:
+        return value
+    for k in keys:
+        if not last:
+            out[k] = _written_out(value[k], path, i + 1, (*at, k), spans, rule, detector)
+            continue
+        spans.append(Span((*at, k), detector, _shown(value[k]), rule))
+        if detector != IGNORED:
+            out[k] = TOOL_RESULT_MARK
+        elif isinstance(out, dict):
+            del out[k]
+        else:
+            out[k] = IGNORED_MARK
+    return out

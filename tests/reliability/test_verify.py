@@ -198,6 +198,26 @@ def test_redacted_values_are_not_finds() -> None:
     assert scan_lines(lines) == []
 
 
+def test_fields_are_named_in_the_path_syntax_in_document_order() -> None:
+    """A find's field is written as ignore rules and diffs write a place (a key that is not a
+    name as ``["$defs"]``), headers by their name, and finds come in the order of the record."""
+    key = KEYS["openai"]
+    rec = {
+        "request": {
+            "headers": [["x-leak", key]],
+            "body": {"json": {"$defs": {"a b": key}, "tools": [{"password": "hunter22"}]}},
+        },
+        "response": {"body": {"json": {"api_key": "k" * 12}}},
+    }
+    finds = scan_lines([json.dumps(rec).encode()])
+    assert [f.field for f in finds] == [
+        "request.headers[x-leak]",
+        'request.body.json["$defs"]["a b"]',
+        "request.body.json.tools[0].password",
+        "response.body.json.api_key",
+    ], [str(f) for f in finds]
+
+
 def test_disk_scanner_catches_every_encoded_form(tmp_path: Path) -> None:
     """The scanner behind the proxy secrets tests is not blind: each form of a secret, embedded at
     any offset in text, is found."""
