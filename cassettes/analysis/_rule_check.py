@@ -1,6 +1,8 @@
 """The agent's rules (:mod:`~cassettes.analysis._rules`) checked on the calls of one answer, given
-the history the request carried: what ``E.rule_broken`` says (:func:`check_rules`), and what
-``looptap rules learn`` tries each proposal on (:func:`broken`)."""
+the history the request carried: each rule in force is a check of the analysis beside the
+built-in ones (:func:`checks_of`), run, reported and folded as theirs are, its finding
+``E.rule_broken`` graded by the rule's ``severity``; and what ``looptap rules learn`` tries each
+proposal on (:func:`broken`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..hints import count
-from ..models import Message, ToolCall
+from ..models import Message
 from . import codes as codes
 from ._context import CLIENT_KINDS, Check, TurnContext
 from ._model import CallCheck, Finding
@@ -18,15 +20,13 @@ from ._rules import Rule, Rules
 from .dispatch import is_error_result
 
 __all__ = [
-    "CHECKS",
     "Done",
     "History",
     "broken",
-    "check_rules",
+    "checks_of",
+    "each_call",
     "found_in",
     "histories",
-    "history",
-    "judged",
     "key_of",
     "made",
 ]
@@ -109,12 +109,6 @@ def histories(messages: Sequence[Message]) -> Iterator[tuple[int, History]]:
                 elif j is not None:
                     texts.append((calls[j].name, r.content, True))
     yield len(messages), History(calls, said, len(unanswered), texts)
-
-
-def history(messages: Sequence[Message]) -> History:
-    """The history of ``messages`` as the rules read it."""
-    *_, (_, h) = histories(messages)
-    return h
 
 
 def key_of(arguments: Any, per: str) -> str | None:
@@ -218,43 +212,60 @@ def _source_words(sources: Sequence[str]) -> list[str]:
     return ["user message" if s == "user" else f"{s} result" for s in sources]
 
 
-def judged(
-    rules: Rules, messages: Sequence[Message], calls: Sequence[ToolCall | CallCheck]
-) -> Iterator[tuple[ToolCall | CallCheck, Rule, str]]:
-    """Each call of one answer (``calls``, after ``messages``) that breaks a rule, the rule and
-    why. The answer's earlier calls count as made (their results are not known yet)."""
-    h = history(messages)
-    for c in calls:
-        name = c.name or ""
-        for rule in rules.rules:
-            others = [x.name or "" for x in calls if x is not c]
-            why = broken(rule, name, c.arguments, h, others)
+def each_call(
+    h: History, calls: Sequence[tuple[str, Any]]
+) -> Iterator[tuple[int, History, list[str]]]:
+    """Each call of one answer (``(name, arguments)``, after history ``h``): its index, the
+    history a rule judges it by (the answer's earlier calls made: their results are not known
+    yet), and the names of the answer's other calls."""
+    for i in range(len(calls)):
+        now = [made(n, x) for n, x in calls[:i]]
+        others = [n for j, (n, _) in enumerate(calls) if j != i]
+        yield i, History([*h.calls, *now], h.said, h.pending, h.texts), others
+
+
+class _Turns:
+    """The calls of the turn being judged, each with its history, made once for all the rules."""
+
+    def __init__(self) -> None:
+        self.turn: tuple[str, int] | None = None
+        self.calls: list[tuple[CallCheck, History, list[str]]] = []
+
+    def of(self, ctx: TurnContext) -> list[tuple[CallCheck, History, list[str]]]:
+        if self.turn != (ctx.conv.id, ctx.seq):
+            calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
+            *_, (_, h) = histories(ctx.messages) if calls else [(0, History())]
+            named = [(c.name or "", c.arguments) for c in calls]
+            self.turn = (ctx.conv.id, ctx.seq)
+            self.calls = [(calls[i], hi, others) for i, hi, others in each_call(h, named)]
+        return self.calls
+
+
+def checks_of(rules: Rules | None) -> tuple[Check, ...]:
+    """Each rule of ``rules`` as a check: ``E.rule_broken`` on each call of the turn's answer that
+    breaks it (named by the rule, so that one that fails is reported by its name)."""
+    if rules is None:
+        return ()
+    turns = _Turns()
+    return tuple(_check_of(rule, rules.path, turns) for rule in rules.rules)
+
+
+def _check_of(rule: Rule, path: str, turns: _Turns) -> Check:
+    def check(ctx: TurnContext) -> Iterator[Finding]:
+        for c, h, others in turns.of(ctx):
+            why = broken(rule, c.name or "", c.arguments, h, others)
             if why:
-                yield c, rule, why
-        h.calls.append(made(name, c.arguments))
+                yield ctx.finding(
+                    codes.RULE_BROKEN,
+                    f"The model called {c.name}, which breaks the rule {rule.name!r} "
+                    f"({path}): {why}.",
+                    grade=rule.severity.value,
+                    tool_call_id=c.id,
+                    rule=rule.name,
+                    kind=rule.kind,
+                    tool=c.name,
+                    why=why,
+                )
 
-
-def check_rules(ctx: TurnContext) -> Iterator[Finding]:
-    """E.rule_broken — a call of this turn's answer breaks one of the agent's rules in force
-    (``ctx.rules``); the rule's severity grades it."""
-    rules = ctx.rules
-    if rules is None or not rules.rules:
-        return
-    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
-    if not calls:
-        return
-    for c, rule, why in judged(rules, ctx.messages, calls):
-        yield ctx.finding(
-            codes.RULE_BROKEN,
-            f"The model called {c.name}, which breaks the rule {rule.name!r} "
-            f"({rules.path}): {why}.",
-            severity=rule.severity,
-            tool_call_id=c.id,
-            rule=rule.name,
-            kind=rule.kind,
-            tool=c.name,
-            why=why,
-        )
-
-
-CHECKS: tuple[Check, ...] = (check_rules,)
+    check.__name__ = check.__qualname__ = f"rule {rule.name!r}"
+    return check
