@@ -31,8 +31,10 @@ from ._tool_schema import schema_errors
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 
-#: Finish classes whose own (A or E) finding already explains a turn without content.
+#: Finish classes whose own (A or E) finding already explains a turn without content (``None``:
+#: a non-terminal snapshot in background mode, or no response at all: A.malformed_response).
 _EXPLAINED_EMPTY = {
+    None,
     FinishReason.TOOL_CALL,
     FinishReason.TRUNCATED_LENGTH,
     FinishReason.TRUNCATED_CONTEXT,
@@ -334,16 +336,9 @@ def _raw_mentions_tools(ctx: TurnContext) -> bool:
 
 def check_empty_response(ctx: TurnContext) -> Iterator[Finding]:
     r = _ok_2xx(ctx)
-    if r is None or not ctx.turn.e.empty:
+    if r is None or not ctx.turn.e.empty or r.finish_reason in _EXPLAINED_EMPTY:
         return
-    if r.finish_reason in _EXPLAINED_EMPTY:
-        return
-    if r.finish_reason is None:
-        # a non-terminal snapshot (background mode), or no response at all: A.malformed_response
-        return
-    if any(p.kind == "tool_call" for p in r.parts) or any(
-        p.kind in ("media", "other") for p in r.parts
-    ):
+    if any(p.kind in ("tool_call", "media", "other") for p in r.parts):
         return  # provider-executed calls, images, hosted-tool items: not empty
     reasoning = " (it produced reasoning only)" if ctx.turn.e.reasoning else ""
     out = r.usage.output_tokens if r.usage is not None else None
@@ -399,16 +394,22 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
         return
     mode = req.tool_choice_mode or ""
     calls = [c for c in ctx.turn.e.tool_calls if c.kind in CLIENT_KINDS]
-    hosted = len(ctx.turn.e.tool_calls) > len(calls) or any(
-        p.kind == "other"
-        and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
-        for p in r.parts
-    )
+    hosted = _ran_hosted(r, len(ctx.turn.e.tool_calls) > len(calls))
     if r.finish_reason not in (FinishReason.COMPLETE, FinishReason.TOOL_CALL):
         return  # truncated, filtered … : their own findings
     broken = _choice_broken(mode, calls, hosted=hosted)
     if broken is not None:
         yield ctx.finding(codes.TOOL_CHOICE_VIOLATED, broken, tool_choice=mode)
+
+
+def _ran_hosted(r: NormalisedResponse, by_server: bool) -> bool:
+    """The provider ran a tool of its own: a call of a hosted kind (``by_server``), or an item
+    of its own (``web_search_call`` …)."""
+    return by_server or any(
+        p.kind == "other"
+        and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
+        for p in r.parts
+    )
 
 
 def _choice_broken(mode: str, calls: list[CallCheck], *, hosted: bool) -> str | None:

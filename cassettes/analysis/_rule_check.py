@@ -15,7 +15,7 @@ from ..hints import count
 from ..models import Message
 from . import codes as codes
 from ._context import CLIENT_KINDS, Check, TurnContext
-from ._model import CallCheck, Finding
+from ._model import CallCheck, Finding, Turn
 from ._rules import Rule, Rules
 from .dispatch import is_error_result
 
@@ -228,15 +228,15 @@ class _Turns:
     """The calls of the turn being judged, each with its history, made once for all the rules."""
 
     def __init__(self) -> None:
-        self.turn: tuple[str, int] | None = None
+        self.turn: Turn | None = None
         self.calls: list[tuple[CallCheck, History, list[str]]] = []
 
     def of(self, ctx: TurnContext) -> list[tuple[CallCheck, History, list[str]]]:
-        if self.turn != (ctx.conv.id, ctx.seq):
+        if self.turn is not ctx.turn:
             calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
             *_, (_, h) = histories(ctx.messages) if calls else [(0, History())]
             named = [(c.name or "", c.arguments) for c in calls]
-            self.turn = (ctx.conv.id, ctx.seq)
+            self.turn = ctx.turn
             self.calls = [(calls[i], hi, others) for i, hi, others in each_call(h, named)]
         return self.calls
 

@@ -31,6 +31,7 @@ from ..models import Message
 from ._context import CLIENT_KINDS
 from ._rule_check import (
     History,
+    _source_words,
     broken,
     each_call,
     found_in,
@@ -331,7 +332,7 @@ def _provenance(
                     Proposal(
                         rule,
                         f"every {arg} of {b} was found whole in an earlier "
-                        + " or ".join(_words(sources)),
+                        + " or ".join(_source_words(sorted(sources))),
                     )
                 )
     return out
@@ -362,7 +363,3 @@ def _strings(v: Any) -> list[str] | None:
 
 def _in_source(value: str, source: str, h: History) -> bool:
     return any(s == source and found_in(value, t) for s, t, _ in h.texts)
-
-
-def _words(sources: Iterable[str]) -> list[str]:
-    return ["user message" if s == "user" else f"{s} result" for s in sorted(sources)]

@@ -257,7 +257,7 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         c
         for m in appended
         for p in m.parts
-        if p.kind == "tool_call" and (c := p.tool_call) and c.id
+        if p.kind == "tool_call" and (c := p.tool_call) is not None and c.id
     ]
     ctx.echo_ids = _echo_ids(ctx, calls)
     names = _register_previous_calls(ctx, ctx.echo_ids)
@@ -267,7 +267,7 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
     # Where the previous answer's echo should start: after any results sent late (read before this
     # turn's calls join the history ids).
     echo_at = _after_late_results(ctx, kept, in_history) if link.echoed is False else kept
-    by_id = {c.id: c for c in calls}
+    by_id = {cid: c for c in calls if (cid := c.id)}
     in_history.update(by_id)
     # the calls this request appended name the results that carry no name (OpenAI's) too
     names.update({cid: c.name for cid, c in by_id.items() if c.name})
