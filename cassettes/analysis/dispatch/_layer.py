@@ -353,7 +353,11 @@ def _after_late_results(ctx: TurnContext, kept: int, earlier: set[str]) -> int:
 def _late_results(m: Message, earlier: set[str], answered_now: set[str]) -> bool:
     """``m`` holds results only, each of a call of ``earlier`` that the previous answer did not
     make."""
-    ids = [p.tool_result.call_id for p in m.parts if p.kind == "tool_result" and p.tool_result]
+    ids = [
+        p.tool_result.call_id
+        for p in m.parts
+        if p.kind == "tool_result" and p.tool_result is not None
+    ]
     return (
         m.role not in ("assistant", "model")
         and 0 < len(ids) == len(m.parts)
