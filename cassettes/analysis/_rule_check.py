@@ -148,21 +148,13 @@ def _values(v: Any) -> list[str] | None:
     return out
 
 
-def _keyed(rule: Rule, arguments: Any) -> tuple[bool, str]:
-    """Whether a call with ``arguments`` is judged by ``rule``'s ``per``, and its words for it."""
-    if not rule.per:
-        return True, ""
-    key = key_of(arguments, rule.per)
-    return key is not None, f" for {rule.per} {key!r}"
-
-
 def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[str]) -> str:
     """Why calling ``name`` with ``arguments`` now breaks ``rule`` (``""``: it does not), the
     answer making the ``others`` calls too, after history ``h``."""
-    judged, said_key = _keyed(rule, arguments)
-    if not judged:
-        return ""
     key = key_of(arguments, rule.per) if rule.per else None
+    if rule.per and key is None:
+        return ""  # (keyed on an argument the call has not: not judged by the rule)
+    said_key = f" for {rule.per} {key!r}" if rule.per else ""
     matter = {"order": rule.first, "count": rule.tool, "forbidden": rule.after}.get(rule.kind, ())
     done = [
         d

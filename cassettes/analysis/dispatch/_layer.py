@@ -221,7 +221,8 @@ def _canon_args(c: ToolCall) -> str:
     return " ".join((c.arguments_raw or "").split())
 
 
-def _previous_calls(ctx: TurnContext) -> list[ToolCall]:
+def previous_calls(ctx: TurnContext) -> list[ToolCall]:
+    """The calls of the answer this request follows (none: no previous turn, or no answer)."""
     prev = ctx.prev
     return prev.rt.response.tool_calls if prev is not None and prev.rt.response is not None else []
 
@@ -232,7 +233,7 @@ def _echo_ids(ctx: TurnContext, echoed: list[ToolCall]) -> dict[int, str]:
     and invent them for wires that have none (Gemini-compat)."""
     out: dict[int, str] = {}
     left = list(echoed)
-    for i, c in enumerate(_previous_calls(ctx)):
+    for i, c in enumerate(previous_calls(ctx)):
         at = next(
             (
                 j
@@ -260,7 +261,7 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         if p.kind == "tool_call" and (c := p.tool_call) is not None and c.id
     ]
     ctx.echo_ids = _echo_ids(ctx, calls)
-    names = _register_previous_calls(ctx, ctx.echo_ids)
+    names = _registerprevious_calls(ctx, ctx.echo_ids)
     # Call ids present in the history the client has sent in this conversation, kept up to date
     # from what each turn appended (no re-scan of the whole history).
     in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
@@ -365,7 +366,7 @@ def _late_results(m: Message, earlier: set[str], answered_now: set[str]) -> bool
     )
 
 
-def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> dict[str, str]:
+def _registerprevious_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> dict[str, str]:
     """The previous turn's calls registered for the results that answer them: by id (and by the
     id the client echoed them under), and by name for wires without ids. Returns their names by
     id, for wires whose results carry no name (OpenAI's): kept per turn, not per conversation,
@@ -375,7 +376,7 @@ def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> dict
         return names
     registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
     unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
-    for i, c in enumerate(_previous_calls(ctx)):
+    for i, c in enumerate(previous_calls(ctx)):
         echoed = echo_ids.get(i)
         if echoed is not None:
             registry[echoed] = ctx.prev.index
