@@ -7,7 +7,7 @@ proposal on (:func:`broken`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -150,11 +150,11 @@ def _values(v: Any) -> list[str] | None:
 
 def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[str]) -> str:
     """Why calling ``name`` with ``arguments`` now breaks ``rule`` (``""``: it does not), the
-    answer making the ``others`` calls too, after history ``h``."""
+    answer making the ``others`` calls too, after history ``h``: its kind's judge (:data:`JUDGES`)
+    says."""
     key = key_of(arguments, rule.per) if rule.per else None
     if rule.per and key is None:
         return ""  # (keyed on an argument the call has not: not judged by the rule)
-    said_key = f" for {rule.per} {key!r}" if rule.per else ""
     matter = {"order": rule.first, "count": rule.tool, "forbidden": rule.after}.get(rule.kind, ())
     done = [
         d
@@ -165,39 +165,87 @@ def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[s
         and (not rule.per or d.keys.get(rule.per) == key)
     ]
     where = "this task" if rule.scope == "task" else "this conversation"
-    if rule.kind == "order" and name in rule.then and not any(d.name in rule.first for d in done):
-        firsts = " or ".join(rule.first)
-        return f"{firsts} was not called (or failed) before it in {where}{said_key}"
-    if rule.kind == "consent" and name in rule.tools and rule.yes is not None:
-        if not rule.yes.search(h.said.strip()):
-            quoted = " ".join(h.said.split())[:80]
-            return f"the user's latest message does not say yes ({quoted!r})"
-    if rule.kind == "count" and name in rule.tool:
-        n = sum(1 for d in done if d.name in rule.tool)
-        if n == rule.max:
-            return (
-                f"it is call {n + 1} of {' or '.join(rule.tool)} in {where}{said_key} "
-                f"(at most {rule.max}; failed calls not counted)"
-            )
-    if rule.kind == "forbidden" and name in rule.tool:
-        if rule.pending and (others or h.pending):
-            left = ", ".join(others) or count(h.pending, "call") + " unanswered"
-            return f"calls are pending ({left})"
-        before = [d.name for d in done if d.name in rule.after]
-        if before:
-            return f"it follows {before[-1]} in {where}{said_key}"
-    if rule.kind == "provenance" and name in rule.tool and isinstance(arguments, dict):
-        values = _values(arguments.get(rule.argument))
-        texts = [
-            t for s, t, task in h.texts if s in rule.sources and (task or rule.scope != "task")
-        ]
-        for v in values or ():
-            if not any(found_in(v, t) for t in texts):
-                return (
-                    f"its {rule.argument} {v[:80]!r} appears in no earlier "
-                    f"{' or '.join(_source_words(rule.sources))} in {where}"
-                )
+    said_key = f" for {rule.per} {key!r}" if rule.per else ""
+    return JUDGES[rule.kind](_Call(rule, name, arguments, h, others, done, where, said_key))
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A call a rule judges: what every kind's judge reads."""
+
+    rule: Rule
+    name: str
+    arguments: Any
+    h: History
+    others: Sequence[str]
+    #: The calls of the history that count for the rule (of its tools, that did not fail, in its
+    #: scope, with the same key).
+    done: list[Done]
+    #: Where it looks, in words (``this task``), and on which key (`` for order_id '7'``).
+    where: str
+    key: str
+
+
+def _order(c: _Call) -> str:
+    r = c.rule
+    if c.name in r.then and not any(d.name in r.first for d in c.done):
+        return f"{' or '.join(r.first)} was not called (or failed) before it in {c.where}{c.key}"
     return ""
+
+
+def _consent(c: _Call) -> str:
+    r = c.rule
+    if c.name in r.tools and r.yes is not None and not r.yes.search(c.h.said.strip()):
+        quoted = " ".join(c.h.said.split())[:80]
+        return f"the user's latest message does not say yes ({quoted!r})"
+    return ""
+
+
+def _count(c: _Call) -> str:
+    r = c.rule
+    n = sum(1 for d in c.done if d.name in r.tool)
+    if c.name in r.tool and n == r.max:
+        return (
+            f"it is call {n + 1} of {' or '.join(r.tool)} in {c.where}{c.key} "
+            f"(at most {r.max}; failed calls not counted)"
+        )
+    return ""
+
+
+def _forbidden(c: _Call) -> str:
+    r = c.rule
+    if c.name not in r.tool:
+        return ""
+    if r.pending and (c.others or c.h.pending):
+        left = ", ".join(c.others) or count(c.h.pending, "call") + " unanswered"
+        return f"calls are pending ({left})"
+    before = [d.name for d in c.done if d.name in r.after]
+    return f"it follows {before[-1]} in {c.where}{c.key}" if before else ""
+
+
+def _provenance(c: _Call) -> str:
+    r = c.rule
+    if c.name not in r.tool or not isinstance(c.arguments, dict):
+        return ""
+    values = _values(c.arguments.get(r.argument))
+    texts = [t for s, t, task in c.h.texts if s in r.sources and (task or r.scope != "task")]
+    for v in values or ():
+        if not any(found_in(v, t) for t in texts):
+            return (
+                f"its {r.argument} {v[:80]!r} appears in no earlier "
+                f"{' or '.join(_source_words(r.sources))} in {c.where}"
+            )
+    return ""
+
+
+#: Each kind of rule (:data:`~cassettes.analysis._rules.KINDS`), how a call breaks it: why, or "".
+JUDGES: dict[str, Callable[[_Call], str]] = {
+    "order": _order,
+    "consent": _consent,
+    "count": _count,
+    "forbidden": _forbidden,
+    "provenance": _provenance,
+}
 
 
 def _source_words(sources: Sequence[str]) -> list[str]:
