@@ -29,6 +29,7 @@ from . import _rules as rules
 from . import spill as spill_tables
 from ._context import ConversationState, TurnContext
 from ._judgement import (
+    CHECKS,
     EMPTY_A,
     EMPTY_C,
     EMPTY_E,
@@ -43,6 +44,7 @@ from ._model import (
     RunAnalysis,
     Turn,
 )
+from ._rule_check import checks_of
 from ._state import AnalyserState, Reload, conversation_of
 from .dispatch import GROUP_CHAT
 from .threading import Attempt, Link, Threader
@@ -122,8 +124,9 @@ class RunAnalyser:
         keep: int | None = None,
     ) -> None:
         keep = spill_tables.KEEP if keep is None else keep  # (read now: a test may set a small one)
-        #: The agent's own rules (docs/rules.md), read once: a bad file raises here, in one line.
-        self._rules = rules.active()
+        #: Every check, the agent's own rules in force (docs/rules.md) too: read once, a bad file
+        #: raises here, in one line.
+        self._checks = (*CHECKS, *checks_of(rules.active()))
         self.state = AnalyserState.start(reload, keep_turns, active, keep)
         #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
         #: at the cursor (:func:`cassettes.reading.first_turn`), so a branch keeps its
@@ -206,9 +209,8 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
-            rules=self._rules,
         )
-        judge(ctx, link, st.mcp, st.result.errors)
+        judge(ctx, link, st.mcp, st.result.errors, self._checks)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:

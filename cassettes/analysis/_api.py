@@ -23,7 +23,7 @@ from . import codes as codes
 from ._api_errors import check_error_in_200, check_http_error
 from ._context import Check, FinalCheck, TurnContext, call_label, provider_detail
 from ._emission import cut_calls
-from ._model import ApiReport, Finding, Severity
+from ._model import ApiReport, Finding
 from ._model_mismatch import check_model_mismatch
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
@@ -132,7 +132,7 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
             codes.TRUNCATED_LENGTH,
             f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing "
             f"the arguments of {names}: {how}. Raise the cap or ask for less.",
-            severity=Severity.ERROR,
+            grade="arguments cut",
             tool_call_id=cut[0].id,
             finish_reason=r.finish_reason_raw,
             cap=cap[1] if cap else None,
@@ -149,7 +149,6 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
         codes.TRUNCATED_LENGTH,
         f"The output was cut by the token cap{cap_s} after {_output(r)} "
         f"(finish reason {r.finish_reason_raw!r}).{tail}",
-        severity=Severity.WARNING,
         finish_reason=r.finish_reason_raw,
         cap=cap[1] if cap else None,
     )
@@ -187,7 +186,6 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
             f"The prompt was blocked before generation (reason {r.finish_reason_raw!r})"
             + (f": {why}" if isinstance(why, str) else ".")
             + " Nothing was generated.",
-            severity=Severity.WARNING,
             finish_reason=r.finish_reason_raw,
         )
 

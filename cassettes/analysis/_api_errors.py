@@ -10,7 +10,7 @@ from .. import providers
 from ..models import ApiError, FinishReason
 from . import codes as codes
 from ._context import TurnContext, short
-from ._model import Finding, Severity
+from ._model import Finding
 from .dispatch import speaker
 
 __all__ = ["check_error_in_200", "check_http_error"]
@@ -133,7 +133,7 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         + (f": flagged {', '.join(flagged)}." if flagged else ".")
         + (f" The newest text came in with {what}: {short(text, 120)!r}." if what else "")
         + " Nothing was generated.",
-        severity=Severity.ERROR,
+        grade="request refused",
         tool_call_id=call_id,
         status=status,
         flagged=flagged,

@@ -14,7 +14,7 @@ from ..models import FinishReason
 from . import codes as codes
 from ._context import Check, TurnContext, short
 from ._grounding import may_claim, unsourced
-from ._model import Finding, Severity
+from ._model import Finding
 from ._repeats import canonical_call
 from .dispatch import (
     TEXT_ACTION,
@@ -175,7 +175,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         )
         + f"{count(len(spans), 'claim')} found in no message, tool result or prompt it was "
         f"given: {listed}.",
-        severity=Severity.WARNING if again else Severity.INFO,
+        grade=None if again else "first answer",
         related_turn=ctx.prev.index if again and ctx.prev is not None else None,
         spans=spans,
     )

@@ -2,9 +2,10 @@
 
 Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in its module's
 ``CHECKS`` (:mod:`cassettes.analysis._emission`, :mod:`cassettes.analysis._api`,
-:mod:`cassettes.analysis.dispatch`; the agent's own rules, :mod:`cassettes.analysis._rule_check`,
-are one more), gathered in :data:`cassettes.analysis._judgement.CHECKS`. Each finding is made by
-:meth:`TurnContext.finding` with its code's constant (:mod:`cassettes.analysis.codes`).
+:mod:`cassettes.analysis.dispatch` …), gathered in :data:`cassettes.analysis._judgement.CHECKS`;
+each of the agent's own rules in force is one more (:mod:`cassettes.analysis._rule_check`).
+Each finding is made by :meth:`TurnContext.finding` with its code's constant
+(:mod:`cassettes.analysis.codes`).
 They run in recording order, once per generation round trip, after the turn's E/A/C layers are
 built. A check that needs memory across turns keeps it in ``ctx.conv.state`` under its own key.
 Checks never raise out: the runner catches and reports.
@@ -22,8 +23,7 @@ from ..models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from ..parsing import RoundTrip
 from ..wire import Exchange, MissNote, read_miss
 from ._mcp import McpLinker
-from ._model import CallCheck, Finding, Severity, Turn
-from ._rules import Rules
+from ._model import CallCheck, Finding, Turn
 from .codes import ROWS, severity_of
 
 __all__ = [
@@ -81,8 +81,9 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
-    #: The agent's own rules in force (docs/rules.md), checked like any other check's.
-    rules: Rules | None = None
+    #: For each call of the previous answer (by position), the id the client echoed it under in
+    #: this request (the C layer's, :func:`cassettes.analysis.dispatch.build`).
+    echo_ids: dict[int, str] = field(default_factory=dict)
 
     @property
     def request(self) -> NormalisedRequest | None:
@@ -112,17 +113,17 @@ class TurnContext:
         code: str,
         message: str,
         *,
-        severity: Severity | None = None,
+        grade: str | None = None,
         path: str | None = None,
         tool_call_id: str | None = None,
         related_turn: int | None = None,
         **details: Any,
     ) -> Finding:
         """A finding of ``code`` (a constant of :mod:`cassettes.analysis.codes`) on this turn: its
-        layer and severity are its row's; a check that grades names one of the row's
-        ``severities`` (another is a bug: refused)."""
+        layer and severity are its row's; a check that grades names the fact that holds
+        (``grade``), which the row weighs (one it does not grade is a bug: refused)."""
         row = ROWS[code]
-        severity = severity_of(code, severity)
+        severity = severity_of(code, grade)
         # looptap replay --fault made the API fail here, or rewrote what the model said: never the
         # API's or the model's own doing. (How the client then coped, C, is the client's.)
         injected = self.ex.response_header("x-looptap-fault") if row.layer != "C" else None

@@ -25,14 +25,16 @@ from ._context import (
     call_label,
     provider_detail,
 )
-from ._model import CallCheck, Emission, Finding, Severity
+from ._model import CallCheck, Emission, Finding
 from ._repeats import check_repeated_call
 from ._tool_schema import schema_errors
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 
-#: Finish classes whose own (A or E) finding already explains a turn without content.
+#: Finish classes whose own (A or E) finding already explains a turn without content (``None``:
+#: a non-terminal snapshot in background mode, or no response at all: A.malformed_response).
 _EXPLAINED_EMPTY = {
+    None,
     FinishReason.TOOL_CALL,
     FinishReason.TRUNCATED_LENGTH,
     FinishReason.TRUNCATED_CONTEXT,
@@ -206,25 +208,19 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
     r = ctx.response
     if r is None:
         return
-    cut_by_cap = r.finish_reason is FinishReason.TRUNCATED_LENGTH
-    cut_by_stream = r.complete is False or bool(ctx.rt.transport_error)
+    cut = _cut_by(ctx, r)
     for i, c in enumerate(ctx.turn.e.tool_calls):
         if c.parse_error is None:
             continue
         raw = c.arguments_raw or ""
-        tail = raw[-40:] if len(raw) > 40 else raw
-        if cut_by_cap or cut_by_stream:
-            if cut_by_cap:
-                cause, why = codes.TRUNCATED_LENGTH, "the output hit the token cap"
-            elif ctx.rt.cut_by_client:
-                cause, why = codes.ABANDONED_ANSWER, "the client hung up on the stream"
-            else:
-                cause, why = codes.STREAM_TRUNCATED, "the stream ended early"
+        tail = raw[-40:]
+        if cut is not None:
+            cause, why = cut
             yield ctx.finding(
                 codes.ARGUMENTS_NOT_JSON,
                 f"The arguments of {call_label(c)} are not valid JSON because {why} mid-call "
                 f"(they end with {tail!r}); see {cause} on this turn.",
-                severity=Severity.INFO,
+                grade="cut",
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
                 caused_by=cause,
@@ -237,13 +233,24 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
             f"The model called {call_label(c)} with arguments that are not valid JSON "
             f"({c.parse_error.removeprefix('arguments are not valid JSON: ')}); they end with "
             f"{tail!r}. The client cannot run this call as emitted.",
-            severity=Severity.ERROR,
             path=f"tool_calls[{i}].arguments",
             tool_call_id=c.id,
             tool=c.name,
             error=c.parse_error,
             arguments_raw=raw[:2000],
         )
+
+
+def _cut_by(ctx: TurnContext, r: NormalisedResponse) -> tuple[str, str] | None:
+    """What cut the answer (``None``: nothing did): the code of the finding that says so, and
+    how, in words."""
+    if r.finish_reason is FinishReason.TRUNCATED_LENGTH:
+        return codes.TRUNCATED_LENGTH, "the output hit the token cap"
+    if r.complete is not False and not ctx.rt.transport_error:
+        return None
+    if ctx.rt.cut_by_client:
+        return codes.ABANDONED_ANSWER, "the client hung up on the stream"
+    return codes.STREAM_TRUNCATED, "the stream ended early"
 
 
 def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
@@ -257,7 +264,7 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
                 f"The arguments of {call_label(c)} are incomplete because the output hit the "
                 f"token cap mid-call ({'; '.join(c.schema_errors[:2])}"
                 "); see A.truncated_length on this turn.",
-                severity=Severity.INFO,
+                grade="cut",
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
                 caused_by=codes.TRUNCATED_LENGTH,
@@ -274,7 +281,7 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
             codes.ARGUMENTS_SCHEMA,
             f"The arguments of {call_label(c)} do not match the tool's schema: {listing}"
             + (" (extra arguments only; a tool usually ignores them)." if extra_only else "."),
-            severity=Severity.INFO if extra_only else Severity.WARNING,
+            grade="extra only" if extra_only else None,
             path=f"tool_calls[{i}].arguments{first[1:]}",
             tool_call_id=c.id,
             tool=c.name,
@@ -287,38 +294,37 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
     r = ctx.response
     if r is None or r.finish_reason is FinishReason.TOOL_CALL_ERROR:  # E.tool_call_error says it
         return
-    req = ctx.request
-    offered = [t.name for t in ctx.tools] + [
-        n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in {t.name for t in ctx.tools}
-    ]
+    sent = [t.name for t in ctx.tools]
+    known = set(sent)
+    offered = sent + [n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in known]
+    listed = ", ".join(f"`{n}`" for n in offered[:12]) + (" …" if len(offered) > 12 else "")
     for i, c in enumerate(ctx.turn.e.tool_calls):
         if c.kind not in CLIENT_KINDS:
             continue
         if c.offered is False:
-            names = ", ".join(f"`{n}`" for n in offered[:12]) + (" …" if len(offered) > 12 else "")
-            yield ctx.finding(
-                codes.TOOL_NOT_OFFERED,
-                f"The model called {call_label(c)}, which is not among "
-                f"the tools offered in this request ({names}).",
-                path=f"tool_calls[{i}].name",
-                tool_call_id=c.id,
-                tool=c.name,
-                offered=offered,
+            said, names = (
+                f"which is not among the tools offered in this request ({listed})",
+                offered,
             )
-        elif (
-            c.offered is None
-            and req is not None
-            and req.previous_response_id is None
-            and not _raw_mentions_tools(ctx)
-        ):
-            yield ctx.finding(
-                codes.TOOL_NOT_OFFERED,
-                f"The model called {call_label(c)}, but the request offered no tools at all.",
-                path=f"tool_calls[{i}].name",
-                tool_call_id=c.id,
-                tool=c.name,
-                offered=[],
-            )
+        elif c.offered is None and _offered_none(ctx):
+            said, names = "but the request offered no tools at all", []
+        else:
+            continue
+        yield ctx.finding(
+            codes.TOOL_NOT_OFFERED,
+            f"The model called {call_label(c)}, {said}.",
+            path=f"tool_calls[{i}].name",
+            tool_call_id=c.id,
+            tool=c.name,
+            offered=names,
+        )
+
+
+def _offered_none(ctx: TurnContext) -> bool:
+    """The request surely offered no tool: none in its tools, none earlier in a chain of
+    ``previous_response_id``, and no key of its raw body the adapter may not have read as tools."""
+    req = ctx.request
+    return req is not None and req.previous_response_id is None and not _raw_mentions_tools(ctx)
 
 
 def _raw_mentions_tools(ctx: TurnContext) -> bool:
@@ -330,16 +336,9 @@ def _raw_mentions_tools(ctx: TurnContext) -> bool:
 
 def check_empty_response(ctx: TurnContext) -> Iterator[Finding]:
     r = _ok_2xx(ctx)
-    if r is None or not ctx.turn.e.empty:
+    if r is None or not ctx.turn.e.empty or r.finish_reason in _EXPLAINED_EMPTY:
         return
-    if r.finish_reason in _EXPLAINED_EMPTY:
-        return
-    if r.finish_reason is None:
-        # a non-terminal snapshot (background mode), or no response at all: A.malformed_response
-        return
-    if any(p.kind == "tool_call" for p in r.parts) or any(
-        p.kind in ("media", "other") for p in r.parts
-    ):
+    if any(p.kind in ("tool_call", "media", "other") for p in r.parts):
         return  # provider-executed calls, images, hosted-tool items: not empty
     reasoning = " (it produced reasoning only)" if ctx.turn.e.reasoning else ""
     out = r.usage.output_tokens if r.usage is not None else None
@@ -395,16 +394,22 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
         return
     mode = req.tool_choice_mode or ""
     calls = [c for c in ctx.turn.e.tool_calls if c.kind in CLIENT_KINDS]
-    hosted = len(ctx.turn.e.tool_calls) > len(calls) or any(
-        p.kind == "other"
-        and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
-        for p in r.parts
-    )
+    hosted = _ran_hosted(r, len(ctx.turn.e.tool_calls) > len(calls))
     if r.finish_reason not in (FinishReason.COMPLETE, FinishReason.TOOL_CALL):
         return  # truncated, filtered … : their own findings
     broken = _choice_broken(mode, calls, hosted=hosted)
     if broken is not None:
         yield ctx.finding(codes.TOOL_CHOICE_VIOLATED, broken, tool_choice=mode)
+
+
+def _ran_hosted(r: NormalisedResponse, by_server: bool) -> bool:
+    """The provider ran a tool of its own: a call of a hosted kind (``by_server``), or an item
+    of its own (``web_search_call`` …)."""
+    return by_server or any(
+        p.kind == "other"
+        and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
+        for p in r.parts
+    )
 
 
 def _choice_broken(mode: str, calls: list[CallCheck], *, hosted: bool) -> str | None:

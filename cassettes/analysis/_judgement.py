@@ -10,7 +10,6 @@ from . import _api as api
 from . import _claims as claims
 from . import _emission as emission
 from . import _provenance as provenance
-from . import _rule_check as rule_check
 from . import _tokens as tokens
 from . import codes as codes
 from . import dispatch as dispatch
@@ -49,7 +48,6 @@ CHECKS: tuple[Check, ...] = (
     *dispatch.CHECKS,
     *claims.CHECKS,
     *provenance.CHECKS,
-    *rule_check.CHECKS,
 )
 FINAL_CHECKS: tuple[FinalCheck, ...] = (
     *emission.FINAL_CHECKS,
@@ -110,14 +108,17 @@ def run_check(
         return []
 
 
-def judge(ctx: TurnContext, link: Link, mcp: McpLinker, errors: list[str]) -> None:
-    """The turn's E/A/C layers and token accounting, then every check, root causes first."""
+def judge(
+    ctx: TurnContext, link: Link, mcp: McpLinker, errors: list[str], checks: Iterable[Check]
+) -> None:
+    """The turn's E/A/C layers and token accounting, then every check (:data:`CHECKS` and the
+    agent's rules in force), root causes first."""
     turn = ctx.turn
     turn.c = dispatch.build(ctx, link)
     turn.e = emission.build(ctx)
     turn.a = api.build(ctx)
     turn.tokens = tokens.build(ctx)
-    for check in CHECKS:
+    for check in checks:
         turn.findings.extend(run_check(check, ctx, errors))
     turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
     demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)

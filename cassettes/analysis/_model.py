@@ -43,6 +43,14 @@ class Severity(StrEnum):
     WARNING = "warning"
     ERROR = "error"
 
+    @property
+    def rank(self) -> int:
+        """How grave it is: info 0, warning 1, error 2."""
+        return _SEVERITIES.index(self)
+
+
+_SEVERITIES = tuple(Severity)
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from . import codes as codes
 from ._context import TurnContext
-from ._model import Finding, Severity
+from ._model import Finding
 from ._price_data import known_model
 
 __all__ = ["check_model_mismatch", "same_model"]
@@ -122,7 +122,7 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     yield ctx.finding(
         codes.MODEL_MISMATCH,
         f"The request asked for `{req}` but `{served}` served it{how}",
-        severity=Severity.WARNING if warn else Severity.INFO,
+        grade="other family" if warn else None,
         requested=req,
         served=served,
         fallback=fallback,

@@ -11,7 +11,7 @@ import orjson
 from . import codes as codes
 from ._context import CLIENT_KINDS, TurnContext, call_label, clipped
 from ._message_keys import _canon, squashed, stable
-from ._model import CallCheck, Finding, Severity
+from ._model import CallCheck, Finding
 
 __all__ = ["canonical_call", "check_repeated_call"]
 
@@ -146,7 +146,7 @@ def _repeated(
         f"The model called {call_label(c)} with the same arguments {clipped(c.arguments, 80)} "
         f"for the {_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} "
         f"{', '.join(map(str, turns))}){tail}",
-        severity=Severity.WARNING if loop else Severity.INFO,
+        grade="loop" if loop else None,
         path=f"tool_calls[{i}]",
         tool_call_id=c.id,
         related_turn=turns[-1],

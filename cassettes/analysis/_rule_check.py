@@ -1,32 +1,32 @@
 """The agent's rules (:mod:`~cassettes.analysis._rules`) checked on the calls of one answer, given
-the history the request carried: what ``E.rule_broken`` says (:func:`check_rules`), and what
-``looptap rules learn`` tries each proposal on (:func:`broken`)."""
+the history the request carried: each rule in force is a check of the analysis beside the
+built-in ones (:func:`checks_of`), run, reported and folded as theirs are, its finding
+``E.rule_broken`` graded by the rule's ``severity``; and what ``looptap rules learn`` tries each
+proposal on (:func:`broken`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..hints import count
-from ..models import Message, ToolCall
+from ..models import Message
 from . import codes as codes
 from ._context import CLIENT_KINDS, Check, TurnContext
-from ._model import CallCheck, Finding
+from ._model import CallCheck, Finding, Turn
 from ._rules import Rule, Rules
 from .dispatch import is_error_result
 
 __all__ = [
-    "CHECKS",
     "Done",
     "History",
     "broken",
-    "check_rules",
+    "checks_of",
+    "each_call",
     "found_in",
     "histories",
-    "history",
-    "judged",
     "key_of",
     "made",
 ]
@@ -111,12 +111,6 @@ def histories(messages: Sequence[Message]) -> Iterator[tuple[int, History]]:
     yield len(messages), History(calls, said, len(unanswered), texts)
 
 
-def history(messages: Sequence[Message]) -> History:
-    """The history of ``messages`` as the rules read it."""
-    *_, (_, h) = histories(messages)
-    return h
-
-
 def key_of(arguments: Any, per: str) -> str | None:
     """The value of argument ``per`` as a key (``None``: the call has none)."""
     if not isinstance(arguments, dict) or per not in arguments or arguments[per] is None:
@@ -154,21 +148,13 @@ def _values(v: Any) -> list[str] | None:
     return out
 
 
-def _keyed(rule: Rule, arguments: Any) -> tuple[bool, str]:
-    """Whether a call with ``arguments`` is judged by ``rule``'s ``per``, and its words for it."""
-    if not rule.per:
-        return True, ""
-    key = key_of(arguments, rule.per)
-    return key is not None, f" for {rule.per} {key!r}"
-
-
 def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[str]) -> str:
     """Why calling ``name`` with ``arguments`` now breaks ``rule`` (``""``: it does not), the
-    answer making the ``others`` calls too, after history ``h``."""
-    judged, said_key = _keyed(rule, arguments)
-    if not judged:
-        return ""
+    answer making the ``others`` calls too, after history ``h``: its kind's judge (:data:`JUDGES`)
+    says."""
     key = key_of(arguments, rule.per) if rule.per else None
+    if rule.per and key is None:
+        return ""  # (keyed on an argument the call has not: not judged by the rule)
     matter = {"order": rule.first, "count": rule.tool, "forbidden": rule.after}.get(rule.kind, ())
     done = [
         d
@@ -179,82 +165,147 @@ def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[s
         and (not rule.per or d.keys.get(rule.per) == key)
     ]
     where = "this task" if rule.scope == "task" else "this conversation"
-    if rule.kind == "order" and name in rule.then and not any(d.name in rule.first for d in done):
-        firsts = " or ".join(rule.first)
-        return f"{firsts} was not called (or failed) before it in {where}{said_key}"
-    if rule.kind == "consent" and name in rule.tools and rule.yes is not None:
-        if not rule.yes.search(h.said.strip()):
-            quoted = " ".join(h.said.split())[:80]
-            return f"the user's latest message does not say yes ({quoted!r})"
-    if rule.kind == "count" and name in rule.tool:
-        n = sum(1 for d in done if d.name in rule.tool)
-        if n == rule.max:
-            return (
-                f"it is call {n + 1} of {' or '.join(rule.tool)} in {where}{said_key} "
-                f"(at most {rule.max}; failed calls not counted)"
-            )
-    if rule.kind == "forbidden" and name in rule.tool:
-        if rule.pending and (others or h.pending):
-            left = ", ".join(others) or count(h.pending, "call") + " unanswered"
-            return f"calls are pending ({left})"
-        before = [d.name for d in done if d.name in rule.after]
-        if before:
-            return f"it follows {before[-1]} in {where}{said_key}"
-    if rule.kind == "provenance" and name in rule.tool and isinstance(arguments, dict):
-        values = _values(arguments.get(rule.argument))
-        texts = [
-            t for s, t, task in h.texts if s in rule.sources and (task or rule.scope != "task")
-        ]
-        for v in values or ():
-            if not any(found_in(v, t) for t in texts):
-                return (
-                    f"its {rule.argument} {v[:80]!r} appears in no earlier "
-                    f"{' or '.join(_source_words(rule.sources))} in {where}"
-                )
+    said_key = f" for {rule.per} {key!r}" if rule.per else ""
+    return JUDGES[rule.kind](_Call(rule, name, arguments, h, others, done, where, said_key))
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A call a rule judges: what every kind's judge reads."""
+
+    rule: Rule
+    name: str
+    arguments: Any
+    h: History
+    others: Sequence[str]
+    #: The calls of the history that count for the rule (of its tools, that did not fail, in its
+    #: scope, with the same key).
+    done: list[Done]
+    #: Where it looks, in words (``this task``), and on which key (`` for order_id '7'``).
+    where: str
+    key: str
+
+
+def _order(c: _Call) -> str:
+    r = c.rule
+    if c.name in r.then and not any(d.name in r.first for d in c.done):
+        return f"{' or '.join(r.first)} was not called (or failed) before it in {c.where}{c.key}"
     return ""
+
+
+def _consent(c: _Call) -> str:
+    r = c.rule
+    if c.name in r.tools and r.yes is not None and not r.yes.search(c.h.said.strip()):
+        quoted = " ".join(c.h.said.split())[:80]
+        return f"the user's latest message does not say yes ({quoted!r})"
+    return ""
+
+
+def _count(c: _Call) -> str:
+    r = c.rule
+    n = sum(1 for d in c.done if d.name in r.tool)
+    if c.name in r.tool and n == r.max:
+        return (
+            f"it is call {n + 1} of {' or '.join(r.tool)} in {c.where}{c.key} "
+            f"(at most {r.max}; failed calls not counted)"
+        )
+    return ""
+
+
+def _forbidden(c: _Call) -> str:
+    r = c.rule
+    if c.name not in r.tool:
+        return ""
+    if r.pending and (c.others or c.h.pending):
+        left = ", ".join(c.others) or count(c.h.pending, "call") + " unanswered"
+        return f"calls are pending ({left})"
+    before = [d.name for d in c.done if d.name in r.after]
+    return f"it follows {before[-1]} in {c.where}{c.key}" if before else ""
+
+
+def _provenance(c: _Call) -> str:
+    r = c.rule
+    if c.name not in r.tool or not isinstance(c.arguments, dict):
+        return ""
+    values = _values(c.arguments.get(r.argument))
+    texts = [t for s, t, task in c.h.texts if s in r.sources and (task or r.scope != "task")]
+    for v in values or ():
+        if not any(found_in(v, t) for t in texts):
+            return (
+                f"its {r.argument} {v[:80]!r} appears in no earlier "
+                f"{' or '.join(_source_words(r.sources))} in {c.where}"
+            )
+    return ""
+
+
+#: Each kind of rule (:data:`~cassettes.analysis._rules.KINDS`), how a call breaks it: why, or "".
+JUDGES: dict[str, Callable[[_Call], str]] = {
+    "order": _order,
+    "consent": _consent,
+    "count": _count,
+    "forbidden": _forbidden,
+    "provenance": _provenance,
+}
 
 
 def _source_words(sources: Sequence[str]) -> list[str]:
     return ["user message" if s == "user" else f"{s} result" for s in sources]
 
 
-def judged(
-    rules: Rules, messages: Sequence[Message], calls: Sequence[ToolCall | CallCheck]
-) -> Iterator[tuple[ToolCall | CallCheck, Rule, str]]:
-    """Each call of one answer (``calls``, after ``messages``) that breaks a rule, the rule and
-    why. The answer's earlier calls count as made (their results are not known yet)."""
-    h = history(messages)
-    for c in calls:
-        name = c.name or ""
-        for rule in rules.rules:
-            others = [x.name or "" for x in calls if x is not c]
-            why = broken(rule, name, c.arguments, h, others)
+def each_call(
+    h: History, calls: Sequence[tuple[str, Any]]
+) -> Iterator[tuple[int, History, list[str]]]:
+    """Each call of one answer (``(name, arguments)``, after history ``h``): its index, the
+    history a rule judges it by (the answer's earlier calls made: their results are not known
+    yet), and the names of the answer's other calls."""
+    for i in range(len(calls)):
+        now = [made(n, x) for n, x in calls[:i]]
+        others = [n for j, (n, _) in enumerate(calls) if j != i]
+        yield i, History([*h.calls, *now], h.said, h.pending, h.texts), others
+
+
+class _Turns:
+    """The calls of the turn being judged, each with its history, made once for all the rules."""
+
+    def __init__(self) -> None:
+        self.turn: Turn | None = None
+        self.calls: list[tuple[CallCheck, History, list[str]]] = []
+
+    def of(self, ctx: TurnContext) -> list[tuple[CallCheck, History, list[str]]]:
+        if self.turn is not ctx.turn:
+            calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
+            *_, (_, h) = histories(ctx.messages) if calls else [(0, History())]
+            named = [(c.name or "", c.arguments) for c in calls]
+            self.turn = ctx.turn
+            self.calls = [(calls[i], hi, others) for i, hi, others in each_call(h, named)]
+        return self.calls
+
+
+def checks_of(rules: Rules | None) -> tuple[Check, ...]:
+    """Each rule of ``rules`` as a check: ``E.rule_broken`` on each call of the turn's answer that
+    breaks it (named by the rule, so that one that fails is reported by its name)."""
+    if rules is None:
+        return ()
+    turns = _Turns()
+    return tuple(_check_of(rule, rules.path, turns) for rule in rules.rules)
+
+
+def _check_of(rule: Rule, path: str, turns: _Turns) -> Check:
+    def check(ctx: TurnContext) -> Iterator[Finding]:
+        for c, h, others in turns.of(ctx):
+            why = broken(rule, c.name or "", c.arguments, h, others)
             if why:
-                yield c, rule, why
-        h.calls.append(made(name, c.arguments))
+                yield ctx.finding(
+                    codes.RULE_BROKEN,
+                    f"The model called {c.name}, which breaks the rule {rule.name!r} "
+                    f"({path}): {why}.",
+                    grade=rule.severity.value,
+                    tool_call_id=c.id,
+                    rule=rule.name,
+                    kind=rule.kind,
+                    tool=c.name,
+                    why=why,
+                )
 
-
-def check_rules(ctx: TurnContext) -> Iterator[Finding]:
-    """E.rule_broken — a call of this turn's answer breaks one of the agent's rules in force
-    (``ctx.rules``); the rule's severity grades it."""
-    rules = ctx.rules
-    if rules is None or not rules.rules:
-        return
-    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
-    if not calls:
-        return
-    for c, rule, why in judged(rules, ctx.messages, calls):
-        yield ctx.finding(
-            codes.RULE_BROKEN,
-            f"The model called {c.name}, which breaks the rule {rule.name!r} "
-            f"({rules.path}): {why}.",
-            severity=rule.severity,
-            tool_call_id=c.id,
-            rule=rule.name,
-            kind=rule.kind,
-            tool=c.name,
-            why=why,
-        )
-
-
-CHECKS: tuple[Check, ...] = (check_rules,)
+    check.__name__ = check.__qualname__ = f"rule {rule.name!r}"
+    return check

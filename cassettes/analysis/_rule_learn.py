@@ -31,11 +31,12 @@ from ..models import Message
 from ._context import CLIENT_KINDS
 from ._rule_check import (
     History,
+    _source_words,
     broken,
+    each_call,
     found_in,
     histories,
     key_of,
-    made,
 )
 from ._rules import Rule, _default_yes
 
@@ -86,27 +87,24 @@ def _answers(traces: Sequence[Trace]) -> list[_Answer]:
     return out
 
 
-def _each_call(answers: Iterable[_Answer]) -> Iterable[tuple[_Answer, int, str, Any, History]]:
-    """Each call with the history as the checker sees it (the answer's earlier calls made)."""
+def _each_call(
+    answers: Iterable[_Answer],
+) -> Iterable[tuple[_Answer, str, Any, History, list[str]]]:
+    """Each call with the history as the checker sees it (:func:`each_call`)."""
     for a in answers:
-        for i, (name, args) in enumerate(a.calls):
-            now = [made(n, x) for n, x in a.calls[:i]]
-            yield a, i, name, args, History([*a.h.calls, *now], a.h.said, a.h.pending, a.h.texts)
+        for i, h, others in each_call(a.h, a.calls):
+            yield a, *a.calls[i], h, others
 
 
 def _holds(rule: Rule, answers: Sequence[_Answer]) -> bool:
-    for a, i, name, args, h in _each_call(answers):
-        others = [n for j, (n, _) in enumerate(a.calls) if j != i]
-        if broken(rule, name, args, h, others):
-            return False
-    return True
+    return not any(broken(rule, n, x, h, others) for _, n, x, h, others in _each_call(answers))
 
 
 def learn(traces: Sequence[Trace], min_support: int = MIN_SUPPORT) -> list[Proposal]:
     """The rules that hold in every trace and are exercised in ``min_support`` of them."""
     answers = _answers(traces)
     calls_of: dict[str, list[tuple[_Answer, Any, History]]] = defaultdict(list)
-    for a, _, name, args, h in _each_call(answers):
+    for a, name, args, h, _ in _each_call(answers):
         calls_of[name].append((a, args, h))
     runs = {n: sorted({a.trace for a, _, _ in cs}) for n, cs in calls_of.items()}
     frequent = sorted(n for n, r in runs.items() if len(r) >= max(1, min_support))
@@ -334,7 +332,7 @@ def _provenance(
                     Proposal(
                         rule,
                         f"every {arg} of {b} was found whole in an earlier "
-                        + " or ".join(_words(sources)),
+                        + " or ".join(_source_words(sorted(sources))),
                     )
                 )
     return out
@@ -365,7 +363,3 @@ def _strings(v: Any) -> list[str] | None:
 
 def _in_source(value: str, source: str, h: History) -> bool:
     return any(s == source and found_in(value, t) for s, t, _ in h.texts)
-
-
-def _words(sources: Iterable[str]) -> list[str]:
-    return ["user message" if s == "user" else f"{s} result" for s in sorted(sources)]

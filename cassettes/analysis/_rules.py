@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import CassetteError
 from ..hints import count
@@ -61,24 +61,27 @@ __all__ = [
 ]
 
 FILE = "looptap-rules.toml"
-#: Each kind's fields that must be there, and the type each needs (``tuple``: tool names).
-KINDS: dict[str, dict[str, type]] = {
-    "order": {"first": tuple, "then": tuple},
-    "consent": {"tools": tuple},
-    "count": {"tool": tuple, "max": int},
-    "forbidden": {"tool": tuple},
-    "provenance": {"tool": tuple, "argument": str, "from": tuple},
-}
-#: Each kind's optional fields (besides ``name``, ``severity``, ``scope``).
-OPTIONAL: dict[str, set[str]] = {
-    "order": {"per"},
-    "consent": {"yes"},
-    "count": {"per"},
-    "forbidden": {"pending", "after", "per"},
-    "provenance": set(),
+
+
+class Kind(NamedTuple):
+    """A kind of rule, one row each in :data:`KINDS`."""
+
+    #: The fields it must have, and the type each needs (``tuple``: tool names).
+    need: dict[str, type]
+    #: Its optional fields (besides ``name``, ``severity``, ``scope``).
+    optional: frozenset[str] = frozenset()
+    #: How far back it looks unless its ``scope`` says.
+    scope: str = "task"
+
+
+KINDS: dict[str, Kind] = {
+    "order": Kind({"first": tuple, "then": tuple}, frozenset({"per"}), "conversation"),
+    "consent": Kind({"tools": tuple}, frozenset({"yes"})),
+    "count": Kind({"tool": tuple, "max": int}, frozenset({"per"})),
+    "forbidden": Kind({"tool": tuple}, frozenset({"pending", "after", "per"})),
+    "provenance": Kind({"tool": tuple, "argument": str, "from": tuple}, scope="conversation"),
 }
 SCOPES = ("task", "conversation")
-DEFAULT_SCOPE = {"order": "conversation", "provenance": "conversation"}
 YES = r"^\W*(?:yes|yep|yeah|y|sure|ok(?:ay)?|confirm(?:ed)?|go ahead|please do|do it)\b"
 _WHAT = {
     tuple: "a tool name or a list of tool names",
@@ -168,8 +171,8 @@ def _rule(r: Any, where: str) -> Rule:
     kind = r.get("kind")
     if kind not in KINDS:
         raise RulesError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    need = KINDS[str(kind)]
-    allowed = {"name", "kind", "severity", "scope"} | OPTIONAL[kind] | set(need)
+    need = KINDS[str(kind)].need
+    allowed = {"name", "kind", "severity", "scope"} | KINDS[kind].optional | set(need)
     unknown = sorted(set(r) - allowed)
     if unknown:
         raise RulesError(f"{where}: {kind} rule has no field {unknown[0]!r}")
@@ -186,7 +189,7 @@ def _rule(r: Any, where: str) -> Rule:
     for k in ("per", "name"):
         if k in r and (not isinstance(r[k], str) or not r[k].strip()):
             raise RulesError(f"{where}: {k} must be {_WHAT[str]}, not {r[k]!r}")
-    scope = r.get("scope", DEFAULT_SCOPE.get(kind, "task"))
+    scope = r.get("scope", KINDS[kind].scope)
     if scope not in SCOPES:
         raise RulesError(f"{where}: scope must be task or conversation, not {scope!r}")
     if "pending" in r and not isinstance(r["pending"], bool):

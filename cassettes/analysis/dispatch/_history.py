@@ -13,7 +13,7 @@ from ...models import FinishReason, Message
 from .. import codes as codes
 from .._context import TurnContext
 from .._message_keys import message_key, response_message, stable
-from .._model import Finding, Severity
+from .._model import Finding
 from .._trajectory import fields_of, follows, step_of
 from ._shared import _continues, _item, _prev_ok, speaker
 
@@ -240,7 +240,7 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
                 f"Turn {prev.index} ended with a final answer, and the group chat gave "
                 + (f"agent {name!r}" if name else "this agent")
                 + " the floor again with nothing new to answer.",
-                severity=Severity.INFO,
+                grade="group chat",
                 related_turn=prev.index,
                 **({"agent": name} if name else {}),
             )
@@ -249,7 +249,6 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
         codes.CONTINUED_AFTER_FINAL_ANSWER,
         f"Turn {prev.index} ended with a final answer, yet the client called the model again "
         "without adding any new input.",
-        severity=Severity.WARNING,
         related_turn=prev.index,
     )
 
@@ -366,7 +365,7 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         codes.CACHE_PREFIX_BROKEN,
         f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer "
         "a cached prefix" + (", and cache reads dropped this turn." if lost else "."),
-        severity=Severity.WARNING if lost else Severity.INFO,
+        grade="cache reads dropped" if lost else None,
         related_turn=ctx.prev.index,
         changed=changed,
     )

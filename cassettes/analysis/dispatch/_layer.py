@@ -60,22 +60,20 @@ def _same_calls_but_cut(expected: Message, sent: Message) -> bool:
     want, got = _own_calls(expected), _own_calls(sent)
     if len(want) != len(got) or not any(c.arguments_error for c in want):
         return False
-    for w, g in zip(
-        sorted(want, key=lambda c: c.name or ""),
-        sorted(got, key=lambda c: c.name or ""),
-        strict=True,
-    ):
-        if (w.name or "") != (g.name or ""):
-            return False
-        if not w.arguments_error:
-            if _canon_args(w) != _canon_args(g):
-                return False
-            continue
-        cut = "".join((w.arguments_raw or "").split())
-        back = "".join((g.arguments_raw or "").split())
-        if not (back.startswith(cut) or _canon_args(g) == "{}"):
-            return False
-    return True
+    want.sort(key=lambda c: c.name or "")
+    got.sort(key=lambda c: c.name or "")
+    return all(map(_echoes_call, want, got))
+
+
+def _echoes_call(w: ToolCall, g: ToolCall) -> bool:
+    """``g`` is the call ``w`` sent back: the same, or, when ``w`` was cut, its arguments
+    completed from where the cut left them, or emptied."""
+    if (w.name or "") != (g.name or ""):
+        return False
+    if not w.arguments_error:
+        return _canon_args(w) == _canon_args(g)
+    cut = "".join((w.arguments_raw or "").split())
+    return "".join((g.arguments_raw or "").split()).startswith(cut) or _canon_args(g) == "{}"
 
 
 def _more_calls_after(want: list[tuple[str, str]], got: list[tuple[str, str]]) -> bool:
@@ -122,18 +120,22 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     if sent.role not in ("assistant", "model"):
         return False
     want, got = _client_calls(expected), _client_calls(sent)
-    if want and not got and call_as_output(expected, sent):
-        return True
-    as_text = bool(want) and not got and calls_as_text(expected, sent)
-    if (
-        want != got
-        and not as_text
-        and not _same_calls_but_cut(expected, sent)
-        and not _more_calls_after(want, got)
-    ):
-        return False
+    as_text = False
+    if want != got:
+        if want and not got:
+            if call_as_output(expected, sent):
+                return True
+            as_text = calls_as_text(expected, sent)
+        if not (as_text or _same_calls_but_cut(expected, sent) or _more_calls_after(want, got)):
+            return False
+    return _same_text(expected, sent, as_text)
+
+
+def _same_text(expected: Message, sent: Message, as_text: bool) -> bool:
+    """The echo's text is the answer's (``as_text``: the echo writes the answer's calls out, so
+    an answer without text of its own is echoed by it)."""
     a, b = _loose_text(expected), _loose_text(sent)
-    if a == b or (bool(a) and bool(b) and (a in b or b in a)) or (as_text and not a):
+    if a == b or (a and b and (a in b or b in a)) or (as_text and not a):
         return True
     raw = " ".join(p.text or "" for p in expected.parts if p.kind == "text")
     head = _words(_OBSERVATION.split(_THINK.sub(" ", raw), maxsplit=1)[0])
@@ -174,27 +176,28 @@ def call_as_output(answer: Message, echo: Message) -> bool:
     text, no call, that is the call's arguments as JSON (or the value of its one argument). A
     structured-output tool (pydantic-ai's ``final_result``) ends a run; a framework that resumes the
     conversation later writes that call back as the answer, with no result for it."""
-    calls = _echoed_calls(answer, echo)
-    if not calls or len(calls) != 1:
-        return False
-    if calls[0].arguments_error or calls[0].arguments in (None, "", {}):
-        return False
-    text = "".join(p.text or "" for p in echo.parts if p.kind == "text").strip()
-    fenced = _FENCE.match(text)
-    text = fenced.group("body").strip() if fenced else text
-    if not text or len(text) > 1_000_000:
+    calls = _echoed_calls(answer, echo) or []
+    args = calls[0].arguments if len(calls) == 1 and not calls[0].arguments_error else None
+    text = _unfenced(echo)
+    if args in (None, "", {}) or not text or len(text) > 1_000_000:
         return False
     try:
         value: object = orjson.loads(text)
     except orjson.JSONDecodeError:
         value = _NO_JSON
-    args = calls[0].arguments
     if value == args:
         return True
     if isinstance(args, dict) and len(args) == 1:
         only = next(iter(args.values()))
         return value == only or (isinstance(only, str) and only.strip() == text)
     return False
+
+
+def _unfenced(echo: Message) -> str:
+    """The message's text, out of the code fence it may be written in."""
+    text = "".join(p.text or "" for p in echo.parts if p.kind == "text").strip()
+    fenced = _FENCE.match(text)
+    return fenced.group("body").strip() if fenced else text
 
 
 def _leaf_values(value: object, depth: int = 0) -> list[str]:
@@ -210,11 +213,6 @@ def _leaf_values(value: object, depth: int = 0) -> list[str]:
     return []
 
 
-def _calls_of(ctx: TurnContext) -> list[tuple[str | None, str | None]]:
-    r = ctx.rt.response
-    return [(c.id, c.name) for c in r.tool_calls] if r is not None else []
-
-
 def _canon_args(c: ToolCall) -> str:
     if c.arguments in (None, "", {}) and not (c.arguments_raw or "").strip("{} "):
         return "{}"
@@ -223,35 +221,30 @@ def _canon_args(c: ToolCall) -> str:
     return " ".join((c.arguments_raw or "").split())
 
 
-def _history_calls(messages: list[Message]) -> dict[str, ToolCall]:
-    return {
-        p.tool_call.id: p.tool_call
-        for m in messages
-        for p in m.parts
-        if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.id
-    }
+def previous_calls(ctx: TurnContext) -> list[ToolCall]:
+    """The calls of the answer this request follows (none: no previous turn, or no answer)."""
+    prev = ctx.prev
+    return prev.rt.response.tool_calls if prev is not None and prev.rt.response is not None else []
 
 
-def _echo_ids(ctx: TurnContext, appended: list[Message]) -> dict[int, str]:
+def _echo_ids(ctx: TurnContext, echoed: list[ToolCall]) -> dict[int, str]:
     """For each call of the previous turn (by position), the id the client gave it when echoing it
-    back. Frameworks rewrite ids, and invent them for wires that have none (Gemini-compat)."""
+    back among ``echoed`` (the calls with an id this request appended). Frameworks rewrite ids,
+    and invent them for wires that have none (Gemini-compat)."""
     out: dict[int, str] = {}
-    if ctx.prev is None or ctx.prev.rt.response is None:
-        return out
-    echoed = [
-        p.tool_call
-        for m in appended
-        for p in m.parts
-        if p.kind == "tool_call" and p.tool_call is not None
-    ]
-    for i, c in enumerate(ctx.prev.rt.response.tool_calls):
-        for e in echoed:
-            if e.id and (
-                (c.id and e.id == c.id) or (e.name == c.name and _canon_args(e) == _canon_args(c))
-            ):
-                out[i] = e.id
-                echoed.remove(e)
-                break
+    left = list(echoed)
+    for i, c in enumerate(previous_calls(ctx)):
+        at = next(
+            (
+                j
+                for j, e in enumerate(left)
+                if (c.id and e.id == c.id)
+                or (e.name == c.name and _canon_args(e) == _canon_args(c))
+            ),
+            None,
+        )
+        if at is not None:
+            out[i] = left.pop(at).id or ""
     return out
 
 
@@ -261,39 +254,51 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
     kept = link.kept if link.how != "previous_response_id" else 0
     new_from = _rewritten_in_place(ctx, link, kept)
     appended = ctx.messages[new_from:]
-    echo_ids = _echo_ids(ctx, appended)
-    _register_previous_calls(ctx, echo_ids)
+    calls = [
+        c
+        for m in appended
+        for p in m.parts
+        if p.kind == "tool_call" and (c := p.tool_call) is not None and c.id
+    ]
+    ctx.echo_ids = _echo_ids(ctx, calls)
+    names = _registerprevious_calls(ctx, ctx.echo_ids)
     # Call ids present in the history the client has sent in this conversation, kept up to date
     # from what each turn appended (no re-scan of the whole history).
     in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
-    echoed = link.echoed
     # Where the previous answer's echo should start: after any results sent late (read before this
     # turn's calls join the history ids).
-    echo_at = _after_late_results(ctx, kept, in_history) if echoed is False else kept
-    appended_calls = _history_calls(appended)
-    in_history.update(appended_calls)
-    names = _call_names(ctx, echo_ids, appended_calls)
+    echo_at = _after_late_results(ctx, kept, in_history) if link.echoed is False else kept
+    by_id = {cid: c for c in calls if (cid := c.id)}
+    in_history.update(by_id)
+    # the calls this request appended name the results that carry no name (OpenAI's) too
+    names.update({cid: c.name for cid, c in by_id.items() if c.name})
     pairings = [
         _pairing(ctx, tr, in_history, names, new_from + offset)
         for offset, m in enumerate(appended)
         for p in m.parts
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
     ]
-    if echoed is False and ctx.prev is not None and echo_at < len(ctx.messages):
-        answer = response_message(ctx.prev.rt.response)
-        echoed = _loosely_echoed(answer, ctx.messages[_after_inserted_user(ctx, echo_at)])
     return Dispatch(
         kept=kept,
         rewritten=link.rewritten,
         appended=appended,
         appended_from=new_from,
-        echoed_assistant=echoed,
+        echoed_assistant=_echoed(ctx, link, echo_at),
         pairings=pairings,
         tools_offered=[t.name for t in req.tools],
         tool_choice=req.tool_choice_mode,
         params=req.params,
         link=link.how,  # type: ignore[arg-type]
     )
+
+
+def _echoed(ctx: TurnContext, link: Link, at: int) -> bool | None:
+    """Whether the previous answer was echoed: the threader's word, unless it found no echo where
+    the history extends; then the message at ``at`` (past inserted user messages) compared."""
+    if link.echoed is not False or ctx.prev is None or at >= len(ctx.messages):
+        return link.echoed
+    answer = response_message(ctx.prev.rt.response)
+    return _loosely_echoed(answer, ctx.messages[_after_inserted_user(ctx, at)])
 
 
 #: At most this many user messages a framework puts between the request and the answer's echo.
@@ -341,52 +346,45 @@ def _after_late_results(ctx: TurnContext, kept: int, earlier: set[str]) -> int:
         return kept
     answered_now = {c.id for c in ctx.prev.rt.response.tool_calls if c.id}
     i = kept
-    while i < len(ctx.messages):
-        m = ctx.messages[i]
-        if m.role in ("assistant", "model") or not m.parts:
-            break
-        ids = [
-            p.tool_result.call_id if p.tool_result is not None else None
-            for p in m.parts
-            if p.kind == "tool_result"
-        ]
-        if len(ids) != len(m.parts) or not all(
-            x and x in earlier and x not in answered_now for x in ids
-        ):
-            break
+    while i < len(ctx.messages) and _late_results(ctx.messages[i], earlier, answered_now):
         i += 1
     return i
 
 
-def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> None:
-    """Calls emitted earlier in this conversation: by id (and by the id the client echoed them
-    under), and by name for wires without ids, for the results that answer them."""
+def _late_results(m: Message, earlier: set[str], answered_now: set[str]) -> bool:
+    """``m`` holds results only, each of a call of ``earlier`` that the previous answer did not
+    make."""
+    ids = [
+        p.tool_result.call_id
+        for p in m.parts
+        if p.kind == "tool_result" and p.tool_result is not None
+    ]
+    return (
+        m.role not in ("assistant", "model")
+        and 0 < len(ids) == len(m.parts)
+        and all(x and x in earlier and x not in answered_now for x in ids)
+    )
+
+
+def _registerprevious_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> dict[str, str]:
+    """The previous turn's calls registered for the results that answer them: by id (and by the
+    id the client echoed them under), and by name for wires without ids. Returns their names by
+    id, for wires whose results carry no name (OpenAI's): kept per turn, not per conversation,
+    so the threading's memory per turn stays flat."""
+    names: dict[str, str] = {}
     if ctx.prev is None:
-        return
+        return names
     registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
     unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
-    for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
-        if i in echo_ids:
-            registry[echo_ids[i]] = ctx.prev.index
-        if cid:
-            registry[cid] = ctx.prev.index
-        elif name and i not in echo_ids:
-            unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
-
-
-def _call_names(
-    ctx: TurnContext, echo_ids: dict[int, str], appended_calls: dict[str, ToolCall]
-) -> dict[str, str]:
-    """The name of each call by id, for wires whose results carry no name (OpenAI's): the calls
-    of the turn the results answer and the calls this request appended (kept per turn, not per
-    conversation: the threading's memory per turn stays flat)."""
-    names: dict[str, str] = {}
-    if ctx.prev is not None:
-        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
-            for key in (cid, echo_ids.get(i)):
-                if key and name:
-                    names[key] = name
-    names.update({cid: c.name for cid, c in appended_calls.items() if c.name})
+    for i, c in enumerate(previous_calls(ctx)):
+        echoed = echo_ids.get(i)
+        if echoed is not None:
+            registry[echoed] = ctx.prev.index
+        if c.id:
+            registry[c.id] = ctx.prev.index
+        elif c.name and echoed is None:
+            unanswered_by_name.setdefault(c.name, []).append(ctx.prev.index)
+        names.update({key: c.name for key in (c.id, echoed) if key and c.name})
     return names
 
 
@@ -395,17 +393,7 @@ def _pairing(
 ) -> Pairing:
     """One result and the call it answers: by id, else by name (wires without call ids, Gemini
     and Ollama; clients may invent ids), else a call the client itself put in the history."""
-    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
-    call_turn: int | None = None
-    found = False
-    if tr.call_id and tr.call_id in registry:
-        call_turn, found = registry[tr.call_id], True
-    else:
-        queue = ctx.conv.state.setdefault("_unanswered_by_name", {}).get(tr.name or "")
-        if queue:
-            call_turn, found = queue.pop(0), True
-        elif tr.call_id and tr.call_id in in_history:
-            found = True
+    call_turn, found = _answered(ctx, tr, in_history)
     call_name = names.get(tr.call_id) if tr.call_id else None
     return Pairing(
         call_id=tr.call_id,
@@ -416,3 +404,14 @@ def _pairing(
         message_index=index,
         call_name=call_name if tr.name and call_name and tr.name != call_name else None,
     )
+
+
+def _answered(ctx: TurnContext, tr: ToolResult, in_history: set[str]) -> tuple[int | None, bool]:
+    """The turn of the call ``tr`` answers (``None``: not known), and whether there is one."""
+    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
+    if tr.call_id and tr.call_id in registry:
+        return registry[tr.call_id], True
+    queue = ctx.conv.state.setdefault("_unanswered_by_name", {}).get(tr.name or "")
+    if queue:
+        return queue.pop(0), True
+    return None, bool(tr.call_id and tr.call_id in in_history)

@@ -10,7 +10,7 @@ from ... import providers
 from ...models import ToolResult
 from .. import codes as codes
 from .._context import TurnContext, short
-from .._model import Finding, Severity
+from .._model import Finding
 from ._shared import _norm
 
 
@@ -89,7 +89,7 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
             if flagged
             else "; this API has no error flag, so a declined call may be said in that text."
         ),
-        severity=Severity.WARNING if flagged else Severity.INFO,
+        grade=None if flagged else "no error flag",
         tool_call_id=tr.call_id,
         tool=tool,
     )

@@ -12,7 +12,7 @@ from .. import codes as codes
 from .._context import ConversationState, TurnContext, short
 from .._message_keys import response_message
 from .._model import Finding, Pairing
-from ._layer import _echo_ids, call_as_output, calls_as_text
+from ._layer import call_as_output, calls_as_text, previous_calls
 from ._shared import (
     _continues,
     _item,
@@ -94,7 +94,7 @@ def _answered_by_id(ctx: TurnContext, calls: list[ToolCall]) -> tuple[set[int], 
     """The indexes of ``calls`` this request answers by id (the model's, or the one the client
     echoed it under), and the ids those results use up."""
     answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
-    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
+    echo_ids = ctx.echo_ids
     by_id = {
         i
         for i, c in enumerate(calls)
@@ -191,10 +191,8 @@ def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
     c = ctx.turn.c
     if c.link == "previous_response_id":
         return
-    prev_ids: set[str] = set()
-    if ctx.prev is not None and ctx.prev.rt.response is not None:
-        prev_ids = {x.id for x in ctx.prev.rt.response.tool_calls if x.id}
-        prev_ids |= set(_echo_ids(ctx, c.appended).values())
+    # the previous answer's calls, by their ids and the ids the client echoed them under
+    prev_ids = {x.id for x in previous_calls(ctx) if x.id} | set(ctx.echo_ids.values())
     results = {p.call_id for p in c.pairings if p.call_id}
     for offset, m in enumerate(c.appended):
         for k, p in enumerate(m.parts):

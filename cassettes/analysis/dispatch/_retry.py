@@ -11,7 +11,7 @@ from ...models import NormalisedRequest
 from ...wire import NEXT_TURN
 from .. import codes as codes
 from .._context import ConversationState, TurnContext, failed
-from .._model import Finding, Severity
+from .._model import Finding
 from ._shared import attempts
 
 
@@ -236,6 +236,6 @@ def check_abandoned(ctx: TurnContext) -> Iterator[Finding]:
         codes.ABANDONED_ANSWER,
         f"The client {did} {got}{when}, before the answer's end: the round trip is cut by the "
         f"client, not by the API or the network ({causes}).",
-        severity=Severity.INFO if quiet else Severity.WARNING,
+        grade="interrupted or failed" if quiet else None,
         status=rt.status,
     )

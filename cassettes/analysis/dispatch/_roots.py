@@ -33,17 +33,13 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
             continue
         cause = _cause_of(f, findings, before)
         out.append(_caused_by(f, cause) if cause is not None else f)
-        if cause is not None and _rank(f.severity) > _rank(cause.severity):
+        if cause is not None and f.severity.rank > cause.severity.rank:
             graver[id(cause)] = f.severity
     # the cause carries the severity: the gravest of its own and what it caused
     return [
         f.model_copy(update={"severity": graver[id(g)]}) if id(g) in graver else f
         for f, g in zip(out, findings, strict=True)
     ]
-
-
-def _rank(s: Severity) -> int:
-    return (Severity.INFO, Severity.WARNING, Severity.ERROR).index(s)
 
 
 def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:
@@ -173,9 +169,6 @@ def _wrong_id_pairs(
     return pairs
 
 
-_SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-
-
 def is_consequence(f: Finding) -> bool:
     return bool((f.details or {}).get("caused_by"))
 
@@ -188,7 +181,7 @@ def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
     fs = list(findings)
     roots = sorted(
         (f for f in fs if not is_consequence(f)),
-        key=lambda f: (_SEVERITY_RANK.get(f.severity.value, 3), f.seq or 0),
+        key=lambda f: (-f.severity.rank, f.seq or 0),
     )
     # each consequence (by its place in ``fs``) under the cause it names: (code, conversation,
     # seq), the seq None when it names none (then any root of that code and conversation)

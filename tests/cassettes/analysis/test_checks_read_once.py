@@ -57,7 +57,7 @@ def _ctx(messages: list[Any], *, calls: list[CallCheck] = (), text: str = "") ->
     req = NormalisedRequest(family="anthropic", messages=[])
 
     def finding(
-        code: str, message: str, *, severity: Any = None, **details: Any
+        code: str, message: str, *, grade: str | None = None, **details: Any
     ) -> tuple[Any, ...]:
         return (code, details)
 

@@ -99,15 +99,35 @@ def test_the_docs_name_no_code_that_is_not_a_row() -> None:
             assert m.group(1) in ROWS, f"{page.name}: {m.group(1)}"
 
 
-def test_a_severity_the_row_does_not_allow_is_refused() -> None:
-    """A finding's severity is its row's; a check that grades gives one the row lists, and another
-    is a bug, refused (the analysis reports the check as failed: never a silent change)."""
+def test_a_fact_the_row_does_not_grade_is_refused() -> None:
+    """A finding's severity is its row's; a check that grades names the fact that holds, the row
+    says what it weighs, and a fact the row does not grade is a bug, refused (the analysis reports
+    the check as failed: never a silent change)."""
     assert severity_of(codes.RETRY) is Severity.INFO
-    assert severity_of(codes.REPEATED_CALL, Severity.WARNING) is Severity.WARNING
-    with pytest.raises(ValueError, match=r"^C\.retry is never error$"):
-        severity_of(codes.RETRY, Severity.ERROR)
+    assert severity_of(codes.REPEATED_CALL, "loop") is Severity.WARNING
+    assert severity_of(codes.ARGUMENTS_NOT_JSON, "cut") is Severity.INFO
+    with pytest.raises(ValueError, match=r"^C\.retry is not graded by 'loop'$"):
+        severity_of(codes.RETRY, "loop")
     with pytest.raises(KeyError):
         severity_of("C.retyr")
+
+
+def test_no_check_chooses_a_severity() -> None:
+    """No call of ``finding`` names a severity: the row gives it (its ``grades``, by the fact the
+    check names), so a code's weight is read in one place, the registry, and its docs line."""
+    chosen = []
+    for path in sorted((ROOT / "cassettes" / "analysis").rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "finding":
+                names = {k.arg for k in n.keywords}
+                if "severity" in names:
+                    chosen.append(f"{path.relative_to(ROOT)}:{n.lineno}")
+                assert names.isdisjoint({"layer"}), path
+    assert chosen == []
+    graded = {code for code, row in ROWS.items() if row.grades}
+    assert len(graded) == 12, sorted(graded)
+    for row in ROWS.values():  # every fact weighs a severity the docs list for the row
+        assert all(s in row.severities for s in row.grades.values()), row.code
 
 
 def test_every_finding_of_the_scenarios_is_its_rows() -> None:
@@ -156,10 +176,11 @@ def test_every_finding_of_the_corpus_is_its_rows() -> None:
     assert len(codes_seen) >= 25, sorted(codes_seen)
 
 
-def test_the_agent_rules_are_one_check_among_the_others() -> None:
-    """The agent's rules are no second engine: their check runs among the others, makes
-    ``E.rule_broken`` by its row (the rule's severity grading it; a rule without one gets the
-    row's), and one that fails is reported by its name like any check's."""
+def test_each_agent_rule_is_a_check_among_the_others() -> None:
+    """The agent's rules are no second engine: each rule in force is a check run among the
+    others, makes ``E.rule_broken`` by its row (the rule's severity grading it; a rule without one
+    gets the row's), and one that fails is reported by its name like any check's, the other rules
+    still judged."""
     rules = parse_rules(
         '[[rule]]\nname = "lookup first"\nkind = "order"\nfirst = "find_city"\n'
         'then = "get_weather"\n\n[[rule]]\nname = "never"\nkind = "forbidden"\n'
@@ -184,10 +205,13 @@ def test_the_agent_rules_are_one_check_among_the_others() -> None:
     ]
     # a rule its check cannot judge (no sources: a Rule made in code, not parsed) fails as a check
     bad = replace(rules, rules=(Rule("bad", "provenance", tool=("get_weather",), argument="city",
-                                     sources=None),))  # type: ignore[arg-type]  # fmt: skip
+                                     sources=None), *rules.rules))  # type: ignore[arg-type]  # fmt: skip
     with using(bad):
         run = s.analyse()
     assert [e.split(":", 1)[0] for e in run.errors] == [
-        "check check_rules failed on turn 0",
-        "check check_rules failed on turn 1",
+        "check rule 'bad' failed on turn 0",
+        "check rule 'bad' failed on turn 1",
     ]
+    assert sorted(
+        (f.turn, f.details["rule"]) for f in run.findings if f.code == codes.RULE_BROKEN
+    ) == [(0, "lookup first"), (1, "lookup first"), (1, "never")]
