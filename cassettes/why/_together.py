@@ -19,7 +19,8 @@ from itertools import combinations
 
 from ..hints import count
 from ._interventions import Intervention
-from ._verdict import Tally, Verdict
+from ._tally import Tally
+from ._verdict import Verdict
 
 __all__ = ["candidates", "combined", "flips_alone", "rounds", "together_verdict"]
 
