@@ -32,11 +32,15 @@ class Intervention:
     #: ``--model`` of the fork (``None``: the recorded model).
     model: str | None = None
     #: The recorded round trips the branch re-runs live, by seq (what the budget estimates:
-    #: :func:`cassettes.why._suspects.live_turns`).
+    #: :func:`cassettes.why._suspects.live_turns`, and the conversations that hear a changed
+    #: answer: :func:`cassettes.why._suspects.heard`).
     seqs: list[int] = field(default_factory=list)
     #: Those it may reach at most (held turns, linked conversations: served while they match);
     #: empty: ``seqs``.
     reach: list[int] = field(default_factory=list)
+    #: An E re-sample whose answer another conversation hears: the seqs it re-runs when the model
+    #: says the recorded words again (those conversations then served); empty: ``seqs``.
+    recorded: list[int] = field(default_factory=list)
     #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
     extra: int = 0
     #: Why it cannot run (``None``: it can).
@@ -67,6 +71,12 @@ class Intervention:
         return len(self.seqs) + min(self.extra, 1)
 
     @property
+    def recorded_requests(self) -> int:
+        """:attr:`live_requests` when a re-sampled answer is the recorded one (its hearers
+        served)."""
+        return len(self.recorded or self.seqs) + min(self.extra, 1)
+
+    @property
     def most_requests(self) -> int:
         """The live requests one sample may send at most (what the limits are kept against)."""
         return max(len(self.reach), len(self.seqs)) + self.extra
@@ -94,6 +104,7 @@ class Intervention:
             "edits": list(self.edits),
             "model": self.model,
             "live_requests_per_sample": self.live_requests,
+            "as_recorded_per_sample": self.recorded_requests,
             "at_most_per_sample": self.most_requests,
             "runnable": self.missing is None,
             "missing": self.missing,

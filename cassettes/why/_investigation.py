@@ -288,10 +288,15 @@ def _dry_run(
             if i.extra
             else f"{len(i.seqs)}"
         )
-        most = i.most_requests * args.samples
+        most, same = i.most_requests * args.samples, i.recorded_requests * args.samples
         cost = (
             f"{count(i.live_requests * args.samples, 'live request')} ({per} × "
             f"{count(args.samples, 'sample')})"
+            + (
+                f"; {same} if its answer comes back as recorded"
+                if same < i.live_requests * args.samples
+                else ""
+            )
             + (f"; at most {most}" if most > i.live_requests * args.samples else "")
             if i.missing is None
             else f"not run: {i.missing}"
