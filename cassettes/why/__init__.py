@@ -15,7 +15,8 @@ here imports mitmproxy.
 from ._api import why
 from ._budget import resumed_head
 from ._command import cmd_why
-from ._interventions import Intervention, interventions
+from ._intervention import Intervention
+from ._interventions import interventions
 from ._investigation import Refused, default_output, report_lines
 from ._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
 from ._refusal import refusal

@@ -29,7 +29,7 @@ from ..replay.forking.compare import (
     estimate_costs,
     plan_requests,
 )
-from ._interventions import Intervention
+from ._intervention import Intervention
 
 __all__ = ["check"]
 

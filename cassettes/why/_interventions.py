@@ -54,7 +54,7 @@ from ._suspects import (
     serious_findings,
 )
 
-__all__ = ["Intervention", "interventions"]
+__all__ = ["interventions"]
 
 #: A findings whose clean answer is the same request sent again (a retry).
 _RETRY = (

@@ -21,7 +21,8 @@ from ..storage import check_input
 from ..untrusted import clean_line
 from ._branches import Branches, WhyRunError, baseline, passed_flags
 from ._budget import check as check_budget
-from ._interventions import Intervention, interventions
+from ._intervention import Intervention
+from ._interventions import interventions
 from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from ._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
 from ._tally import Tally

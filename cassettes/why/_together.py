@@ -18,7 +18,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from ..hints import count
-from ._interventions import Intervention
+from ._intervention import Intervention
 from ._tally import Tally
 from ._verdict import Verdict
 
