@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hints import count
+
 __all__ = ["Intervention"]
 
 
@@ -80,6 +82,19 @@ class Intervention:
     def most_requests(self) -> int:
         """The live requests one sample may send at most (what the limits are kept against)."""
         return max(len(self.reach), len(self.seqs)) + self.extra
+
+    def cost(self, samples: int) -> str:
+        """What ``samples`` samples of it send live, said (``--dry-run``'s line of it)."""
+        n, same, most = (x * samples for x in (self.live_requests, self.recorded_requests,
+                                               self.most_requests))  # fmt: skip
+        per = f"{len(self.seqs)}" + (
+            f" + {count(min(self.extra, 1), 'continuation')}" if self.extra else ""
+        )
+        return (
+            f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})"
+            + (f"; {same} if its answer comes back as recorded" if same < n else "")
+            + (f"; at most {most}" if most > n else "")
+        )
 
     @property
     def key(self) -> str:

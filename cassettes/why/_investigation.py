@@ -284,24 +284,7 @@ def _dry_run(
         )
     ]
     for i in found:
-        per = (
-            f"{len(i.seqs)} + {count(min(i.extra, 1), 'continuation')}"
-            if i.extra
-            else f"{len(i.seqs)}"
-        )
-        most, same = i.most_requests * args.samples, i.recorded_requests * args.samples
-        cost = (
-            f"{count(i.live_requests * args.samples, 'live request')} ({per} × "
-            f"{count(args.samples, 'sample')})"
-            + (
-                f"; {same} if its answer comes back as recorded"
-                if same < i.live_requests * args.samples
-                else ""
-            )
-            + (f"; at most {most}" if most > i.live_requests * args.samples else "")
-            if i.missing is None
-            else f"not run: {i.missing}"
-        )
+        cost = i.cost(args.samples) if i.missing is None else f"not run: {i.missing}"
         edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
         out.append(
             f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: "
