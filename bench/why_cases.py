@@ -45,16 +45,31 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
 
 
-def _estimated(err: str, combined: bool) -> int | None:
+def _estimated(err: str, combined: bool) -> tuple[int, int] | None:
     """The requests the budget lines on stderr count: the single interventions', plus the
     combinations' first round (the pairs: what is sent when one flips it) when they were
-    tried."""
+    tried; and the same when every re-sampled answer another conversation hears comes back as
+    recorded (its own line; else the same figure)."""
     singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? (?:expected )?\(", err)
+    same = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? if each re-sampled answer", err)
     more = re.search(r"and ([\d,]+) requests? more for", err)
     if singles is None:
         return None
-    n = int(singles.group(1).replace(",", ""))
-    return n + (int(more.group(1).replace(",", "")) if more and combined else 0)
+    pairs = int(more.group(1).replace(",", "")) if more and combined else 0
+    n = int(singles.group(1).replace(",", "")) + pairs
+    return n, (int(same.group(1).replace(",", "")) + pairs if same else n)
+
+
+def _gap(estimated: tuple[int, int] | list[int] | None, sent: int) -> float | None:
+    """How far ``sent`` is from the estimate, as a share of it: 0 between the two figures (every
+    heard re-sample changed, none did), else from the nearer one; ``None`` when not known."""
+    if not estimated or not sent:
+        return None
+    est, same = estimated
+    if min(est, same) <= sent <= max(est, same):
+        return 0.0
+    near = min((est, same), key=lambda e: abs(e - sent))
+    return (near - sent) / sent
 
 
 def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
@@ -146,8 +161,9 @@ def table(rows: list[dict[str, Any]], k: int) -> list[str]:
             if v.get("samples")
             else "—"
         )
-        est = r.get("estimated")
-        gap = f" ({(est - r['sent']) / r['sent']:+.0%})" if est and r["sent"] else ""
+        est, gap = r.get("estimated"), _gap(r.get("estimated"), r["sent"])
+        said = "?" if not est else f"{est[1]}–{est[0]}" if est[1] != est[0] else f"{est[0]}"
+        gap_said = "" if gap is None else f" ({gap:+.0%})"
         if "confirm" in r:
             ok, n = r["confirm"]
             bad = r.get("confirm_invalid") or []
@@ -160,7 +176,7 @@ def table(rows: list[dict[str, Any]], k: int) -> list[str]:
             conf = "— (no determined verdict)"
         out.append(
             f"| {r['planted']} | {_where(v)} | {'yes' if r['right'] else '**no**'} | {interval} "
-            f"| {est} → {r['sent']}{gap} | {r['wall']:.0f} | {conf} |"
+            f"| {said} → {r['sent']}{gap_said} | {r['wall']:.0f} | {conf} |"
         )
     return out
 
@@ -171,10 +187,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     wrong = [r for r in det if not r["right"]]
     confirms = [r["confirm"] for r in det if "confirm" in r]
     turned = sum(1 for ok, n in confirms if n and ok / n >= 0.9)
-    within = sum(
-        1 for r in ran if r.get("estimated") and r["sent"] and abs(r["estimated"] - r["sent"])
-        <= 0.1 * r["sent"]
-    )  # fmt: skip
+    within = sum(1 for r in ran if (g := _gap(r.get("estimated"), r["sent"])) is not None
+                 and abs(g) <= 0.1)  # fmt: skip
     return [
         f"{len(rows)} cases, {len(ran)} ran; {len(det)} determined, {len(wrong)} of them wrong; "
         f"{len(det) - len(wrong)} determined and right; "

@@ -23,7 +23,7 @@ from ..reading import fork_notes, open_run
 from ..replay.serving import replay_env
 from ..storage import open_regular
 from ..untrusted import clean_line
-from ._interventions import Intervention
+from ._intervention import Intervention
 from ._outcome import Judged, Outcome, judged_from, lived_run
 
 __all__ = ["Branches", "WhyRunError", "baseline", "passed_flags"]

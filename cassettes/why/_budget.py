@@ -29,7 +29,7 @@ from ..replay.forking.compare import (
     estimate_costs,
     plan_requests,
 )
-from ._interventions import Intervention
+from ._intervention import Intervention
 
 __all__ = ["check"]
 
@@ -93,6 +93,10 @@ def check(
     branches = sum(samples - d for d in done.values())
     most = [p for i in chosen for p in planned_for(run, [i], bases, True) * (samples - done[i.key])]
     expected = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
+    # an E re-sample's answer heard elsewhere, said again word for word: its hearers served
+    as_recorded = sum(
+        (i.live_requests - i.recorded_requests) * (samples - done[i.key]) for i in chosen
+    )
 
     def head(lines: list[str], n: int, at_most: bool) -> list[str]:
         """``lines`` (check_budget's on every request, once) headed by what they count."""
@@ -116,6 +120,12 @@ def check(
     except BudgetError as exc:
         raise BudgetError(str(exc), head(exc.lines, len(most), True)) from None
     lines = head(check_budget(expected, 1, None, None, True, who), len(expected), False)
+    if as_recorded:
+        lines.append(
+            f"{count(len(expected) - as_recorded, 'request')} if each re-sampled answer that "
+            "another conversation hears comes back word for word as recorded (that conversation "
+            "is then served from the recording)"
+        )
     if len(most) > len(expected):
         lines.append(
             f"at most {count(len(most), 'request')} if re-sampled answers differ from the "

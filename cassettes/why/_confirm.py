@@ -24,7 +24,7 @@ from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
 from ._branches import Branches, passed_flags
 from ._budget import check as check_budget
-from ._interventions import Intervention
+from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._outcome import Outcome, judged_from
 from ._state import STATE, State, read_state, run_digest

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hints import count
+
 __all__ = ["Intervention"]
 
 
@@ -32,11 +34,15 @@ class Intervention:
     #: ``--model`` of the fork (``None``: the recorded model).
     model: str | None = None
     #: The recorded round trips the branch re-runs live, by seq (what the budget estimates:
-    #: :func:`cassettes.why._suspects.live_turns`).
+    #: :func:`cassettes.why._suspects.live_turns`, and the conversations that hear a changed
+    #: answer: :func:`cassettes.why._suspects.heard`).
     seqs: list[int] = field(default_factory=list)
     #: Those it may reach at most (held turns, linked conversations: served while they match);
     #: empty: ``seqs``.
     reach: list[int] = field(default_factory=list)
+    #: An E re-sample whose answer another conversation hears: the seqs it re-runs when the model
+    #: says the recorded words again (those conversations then served); empty: ``seqs``.
+    recorded: list[int] = field(default_factory=list)
     #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
     extra: int = 0
     #: Why it cannot run (``None``: it can).
@@ -67,9 +73,28 @@ class Intervention:
         return len(self.seqs) + min(self.extra, 1)
 
     @property
+    def recorded_requests(self) -> int:
+        """:attr:`live_requests` when a re-sampled answer is the recorded one (its hearers
+        served)."""
+        return len(self.recorded or self.seqs) + min(self.extra, 1)
+
+    @property
     def most_requests(self) -> int:
         """The live requests one sample may send at most (what the limits are kept against)."""
         return max(len(self.reach), len(self.seqs)) + self.extra
+
+    def cost(self, samples: int) -> str:
+        """What ``samples`` samples of it send live, said (``--dry-run``'s line of it)."""
+        n, same, most = (x * samples for x in (self.live_requests, self.recorded_requests,
+                                               self.most_requests))  # fmt: skip
+        per = f"{len(self.seqs)}" + (
+            f" + {count(min(self.extra, 1), 'continuation')}" if self.extra else ""
+        )
+        return (
+            f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})"
+            + (f"; {same} if its answer comes back as recorded" if same < n else "")
+            + (f"; at most {most}" if most > n else "")
+        )
 
     @property
     def key(self) -> str:
@@ -94,6 +119,7 @@ class Intervention:
             "edits": list(self.edits),
             "model": self.model,
             "live_requests_per_sample": self.live_requests,
+            "as_recorded_per_sample": self.recorded_requests,
             "at_most_per_sample": self.most_requests,
             "runnable": self.missing is None,
             "missing": self.missing,

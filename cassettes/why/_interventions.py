@@ -54,7 +54,7 @@ from ._suspects import (
     serious_findings,
 )
 
-__all__ = ["Intervention", "interventions"]
+__all__ = ["interventions"]
 
 #: A findings whose clean answer is the same request sent again (a retry).
 _RETRY = (
@@ -123,9 +123,12 @@ def interventions(
     for i in out:  # what the fork puts live, as far as the recording tells; the rest at most
         i.reach = heard(a, i.seqs, newest)
         where = (i.conversation, i.turn)
-        i.seqs = live_turns(a, where, held=i.hold, repair=i.layer != "E") or i.seqs
-        if i.layer != "E":  # a repair changes the answers: who hears one goes live as well
-            i.seqs = heard(a, i.seqs, newest)
+        own = live_turns(a, where, held=i.hold, repair=i.layer != "E") or i.seqs
+        # a changed answer (a repair's; a re-sample's, in other words than the recording's)
+        # changes the requests of the conversations that hear it: they go live as well
+        i.seqs = heard(a, own, newest)
+        if i.layer == "E" and len(i.seqs) > len(own):
+            i.recorded = own  # a re-sample that says the recorded words again: they are served
     return out
 
 

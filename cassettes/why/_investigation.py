@@ -21,11 +21,13 @@ from ..storage import check_input
 from ..untrusted import clean_line
 from ._branches import Branches, WhyRunError, baseline, passed_flags
 from ._budget import check as check_budget
-from ._interventions import Intervention, interventions
+from ._intervention import Intervention
+from ._interventions import interventions
 from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from ._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
+from ._tally import Tally
 from ._together import flips_alone, rounds, together_verdict
-from ._verdict import Tally, Verdict, only_context, verdict
+from ._verdict import Verdict, only_context, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
 
@@ -282,19 +284,7 @@ def _dry_run(
         )
     ]
     for i in found:
-        per = (
-            f"{len(i.seqs)} + {count(min(i.extra, 1), 'continuation')}"
-            if i.extra
-            else f"{len(i.seqs)}"
-        )
-        most = i.most_requests * args.samples
-        cost = (
-            f"{count(i.live_requests * args.samples, 'live request')} ({per} × "
-            f"{count(args.samples, 'sample')})"
-            + (f"; at most {most}" if most > i.live_requests * args.samples else "")
-            if i.missing is None
-            else f"not run: {i.missing}"
-        )
+        cost = i.cost(args.samples) if i.missing is None else f"not run: {i.missing}"
         edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
         out.append(
             f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: "

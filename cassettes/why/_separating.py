@@ -9,13 +9,9 @@ cannot converge (issue 68: ≤ 0.4% of simulated investigations became determine
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..hints import count
 from ._stats import wilson
-
-if TYPE_CHECKING:
-    from ._verdict import Tally
+from ._tally import Tally
 
 __all__ = ["MOST", "advice", "needed", "why_alike"]
 

@@ -100,14 +100,21 @@ def live_turns(a: Any, where: tuple[str, int], *, held: bool, repair: bool) -> l
 
 
 def newest_texts(run: Any) -> dict[int, str]:
-    """Per recorded seq, the text of its request's newest message (where an agent hears what
-    another said: a group chat's next speaker told the last one's answer), at most
-    :data:`_NEWEST_CHARS` characters."""
+    """Per recorded seq, what its request says that is new since the agent last spoke: the text
+    and tool results of the messages after the last assistant one (where an agent hears what
+    another said: a group chat's next speaker told the last one's answer, a parent given its
+    sub-agent's answer as a tool's result), at most :data:`_NEWEST_CHARS` characters."""
     out: dict[int, str] = {}
     for rt in run.roundtrips:
         messages = rt.request.messages if rt.request is not None else []
-        if rt.seq is not None and messages:
-            out[rt.seq] = messages[-1].text[:_NEWEST_CHARS]
+        said: list[str] = []
+        for m in reversed(messages):
+            if m.role == "assistant" or sum(map(len, said)) >= _NEWEST_CHARS:
+                break
+            said += [p.text or "" for p in m.parts if p.kind == "text"]
+            said += [p.tool_result.content for p in m.parts if p.tool_result is not None]
+        if rt.seq is not None and said:
+            out[rt.seq] = "\n".join(reversed(said))[-_NEWEST_CHARS:]
     return out
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from itertools import combinations
 
 from ..hints import count
-from ._interventions import Intervention
-from ._verdict import Tally, Verdict
+from ._intervention import Intervention
+from ._tally import Tally
+from ._verdict import Verdict
 
 __all__ = ["candidates", "combined", "flips_alone", "rounds", "together_verdict"]
 

@@ -19,75 +19,14 @@ the tools' code, the environment, the data) and names the refusal as context.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..hints import count
-from ._interventions import Intervention
 from ._separating import advice, why_alike
-from ._stats import wilson
+from ._tally import Tally
 
 __all__ = ["Tally", "Verdict", "verdict"]
-
-
-@dataclass
-class Tally:
-    intervention: Intervention
-    flips: int = 0
-    samples: int = 0
-    #: Branches that are no sample (not run, or their outcome unknown).
-    invalid: int = 0
-    #: The branch files, with what each showed (``flipped``, ``failed``, ``invalid: …``).
-    branches: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson(self.flips, self.samples)
-
-    @property
-    def rate(self) -> float | None:
-        return self.flips / self.samples if self.samples else None
-
-    def as_json(self) -> dict[str, Any]:
-        low, high = self.interval
-        return {
-            **self.intervention.as_json(),
-            "flips": self.flips,
-            "samples": self.samples,
-            "invalid": self.invalid,
-            "rate": self.rate,
-            "low": round(low, 4),
-            "high": round(high, 4),
-            # the requests its branches sent live (against live_requests_per_sample × branches)
-            "sent": sum(int(b.get("sent") or 0) for b in self.branches),
-            "branches": self.branches,
-        }
-
-    @property
-    def left_out(self) -> str:
-        """The branches that are no sample, and why (the first reason, and how many share it)."""
-        if not self.invalid:
-            return ""
-        whys = [str(b.get("why") or "no reason given") for b in self.branches if _no_sample(b)]
-        first = whys[0] if whys else "no reason given"
-        same = sum(w == first for w in whys)
-        also = f" ({same} of them)" if 1 < same < self.invalid else ""
-        of = self.invalid + self.samples
-        verb = "is" if self.invalid == 1 else "are"
-        branches = count(of, "branch", "branches")
-        return f"{self.invalid} of {branches} {verb} no sample: {first}{also}"
-
-    def line(self) -> str:
-        i = self.intervention
-        low, high = self.interval
-        head = f"{i.layer} {i.conversation} turn {i.turn}: {i.what}"
-        if i.missing is not None:
-            said = f" (the API said: {i.evidence!r})" if i.evidence else ""
-            return f"{head}: not run: {i.missing}{said}"
-        if not self.samples:
-            return f"{head}: no sample: {self.left_out}"
-        extra = f"; {self.left_out}" if self.invalid else ""
-        return f"{head}: flipped {self.flips}/{self.samples} (95% CI {low:.2f}–{high:.2f}){extra}"
 
 
 @dataclass
@@ -365,10 +304,6 @@ def _either(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -
         samples,
         either=True,
     )
-
-
-def _no_sample(branch: dict[str, Any]) -> bool:
-    return branch.get("result") not in ("flipped", "failed")
 
 
 def _layer_name(layer: str) -> str:

@@ -176,21 +176,25 @@ def budget_kept(doc: dict[str, Any], budget: str = "estimate") -> tuple[int, int
     ``live_requests_per_sample`` and ``at_most_per_sample`` times its branches that noted what
     they sent, against their ``sent``): never more sent than the at-most the limits are kept
     against, and with ``budget="estimate"`` (a scripted model that answers a re-sample as it
-    answered the recording) the estimate within 10% of what was sent (issue 68 item 6).
-    ``budget="bound"``: a model that answers a re-sample otherwise sends more than the estimate
-    (its held turns go live), up to the at-most."""
-    est = most = sent = 0
+    answered the recording) the estimate for answers that come back as recorded
+    (``as_recorded_per_sample``) within 10% of what was sent (issue 68 item 6);
+    ``budget="changed"`` (a model whose re-sampled answers heard elsewhere all change) the
+    estimate itself. ``budget="bound"``: a model that answers a re-sample otherwise sends more
+    than the estimate (its held turns go live), up to the at-most."""
+    est = same = most = sent = 0
     for i in doc.get("interventions") or []:
         noted = [b for b in i.get("branches") or [] if "sent" in b]
         est += i["live_requests_per_sample"] * len(noted)
+        same += i["as_recorded_per_sample"] * len(noted)
         most += i["at_most_per_sample"] * len(noted)
         sent += sum(b["sent"] for b in noted)
     if log := os.environ.get("LOOPTAP_WHY_BUDGET_LOG"):
         with open(log, "a") as f:
             f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}\t{est}\t{most}\t{sent}\n")
     assert sent <= most, (est, most, sent)
-    if budget == "estimate":
-        assert abs(est - sent) <= 0.1 * sent, (est, most, sent)
+    if budget in ("estimate", "changed"):
+        said = same if budget == "estimate" else est
+        assert abs(said - sent) <= 0.1 * sent, (said, est, most, sent)
     return est, most, sent
 
 
