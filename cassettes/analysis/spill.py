@@ -105,10 +105,13 @@ def _close(db: sqlite3.Connection | None, where: str) -> None:
 
 class Spill:
     """One temporary SQLite file shared by the tables of one analysis (made on first use);
-    ``classes``: the classes their values may hold (:mod:`._plain_values`), by name."""
+    ``classes``: the classes their values may hold (:mod:`._plain_values`), by name; ``cache``:
+    KiB of SQLite's page cache (memory of this process: a file of blocks written once and read
+    back through a cache of its own needs little)."""
 
-    def __init__(self, classes: Mapping[str, type] | None = None) -> None:
+    def __init__(self, classes: Mapping[str, type] | None = None, cache: int = 2000) -> None:
         self.classes: Mapping[str, type] = classes or {}
+        self._cache = cache
         self._db: sqlite3.Connection | None = None
         self._dir: str | None = None
         self._tables = 0
@@ -132,6 +135,7 @@ class Spill:
             self._db.execute("PRAGMA journal_mode=OFF")
             self._db.execute("PRAGMA synchronous=OFF")
             self._db.execute("PRAGMA temp_store=FILE")
+            self._db.execute(f"PRAGMA cache_size=-{int(self._cache)}")
             self._finalizer = weakref.finalize(self, _close, self._db, self._dir)
         if table not in self._made:
             self._db.execute(f"CREATE TABLE {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID")

@@ -45,7 +45,7 @@ from ..analysis import active_text, lines, table_identity
 from ..errors import CassetteError
 from ..storage import open_regular
 from . import _database
-from ._stores import TurnStore, compressor, decompressor
+from ._stores import TurnStore, compressor, decompressor, json_lines
 
 __all__ = [
     "MAX_CONVERSATIONS",
@@ -341,9 +341,7 @@ def views_in(views: TurnStore) -> Iterator[Any]:
     """The views :func:`_views_copied` put in ``views``, one by one, in order (the store is
     closed after the last)."""
     try:
-        for _, block in views.blocks():
-            for line in decompressor().decompress(block).splitlines():
-                yield orjson.loads(line)
+        yield from json_lines(views.blocks())
     finally:
         views.close()
 

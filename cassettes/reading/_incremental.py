@@ -40,7 +40,7 @@ from ..wire import Exchange
 from . import _analysis_cache, _snapshot
 from ._branch import branch_origin, first_turn
 from ._reread import Column, Reread
-from ._stores import ParseStore, Places, TurnStore
+from ._stores import CACHE, ParseStore, Places, TurnStore
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []
@@ -98,7 +98,7 @@ class RunReader:
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         #: The analysis' parse of each round trip, kept for the printers and viewers (parse once).
         # The reader's temporary SQLite file: its stores' rows (parses and full turns).
-        self._rows = spill.Spill()
+        self._rows = spill.Spill(cache=CACHE)
         self.parses = ParseStore(self._rows)
         self._at = 0  # position in the index of the record being analysed
         self.analyser.on_parse = self._keep_parse

@@ -21,7 +21,7 @@ from ..models import Part
 from ..parsing import RoundTrip
 
 # the reader's own stores (cassettes.reading._incremental): no public surface
-__all__ = ["compressor", "decompressor"]
+__all__ = ["compressor", "decompressor", "json_lines"]
 
 
 def compressor() -> Any:
@@ -38,6 +38,18 @@ def decompressor() -> Any:
     return zstandard.ZstdDecompressor()
 
 
+def json_lines(blocks: Iterable[tuple[int, bytes]]) -> Iterator[Any]:
+    """The JSON values of compressed blocks of JSON lines (:meth:`TurnStore.blocks`, or rows of
+    a kept analysis), one by one, in order."""
+    for _, block in blocks:
+        for line in decompressor().decompress(block).splitlines():
+            yield orjson.loads(line)
+
+
+#: KiB of SQLite's page cache for a store's file: its blocks are written once and read back
+#: through the store's own cache of decompressed blocks (SQLite's default, 2 MB, added that to a
+#: first ``show``'s peak).
+CACHE = 64
 #: Links of a chain of requests that each extend the previous one (:class:`ParseStore`) between two
 #: checkpoints, and checkpoints between two whole message lists: a checkpoint keeps the messages
 #: appended since the previous checkpoint, so restoring a round trip reads at most
@@ -67,7 +79,7 @@ class TurnStore:
     BLOCK = 256 * 1024
 
     def __init__(self, rows: spill.Spill | None = None) -> None:
-        self._rows = rows if rows is not None else spill.Spill()
+        self._rows = rows if rows is not None else spill.Spill(cache=CACHE)
         self._table = self._rows.table()
         self._lock = threading.Lock()
         self._filling = bytearray()

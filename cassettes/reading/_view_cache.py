@@ -15,7 +15,7 @@ import orjson
 
 from . import _database
 from ._analysis_cache import disabled
-from ._stores import TurnStore, decompressor
+from ._stores import TurnStore, json_lines
 
 __all__ = ["KINDS", "ViewsWriter", "views"]
 
@@ -105,18 +105,8 @@ def views(cassette: Path, generation: bytes, kind: str = "views") -> Iterator[An
 
 
 def _each_view(db: sqlite3.Connection, table: str) -> Iterator[Any]:
-    try:
-        last = 0
-        while True:  # a few rows at a time (a compressed block of 256 KB of views each)
-            rows = db.execute(
-                f"SELECT ord, data FROM {table} WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
-            ).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            for _, data in rows:
-                for line in decompressor().decompress(data).splitlines():
-                    yield orjson.loads(line)
+    try:  # (a cursor steps a row at a time: a compressed block of 256 KB of views each)
+        yield from json_lines(db.execute(f"SELECT ord, data FROM {table} ORDER BY ord"))
     finally:
         with contextlib.suppress(sqlite3.Error):
             db.execute("COMMIT")
