@@ -5,8 +5,8 @@ against an older commit, in one run, outputs compared byte for byte.
     python bench/kept.py --grow [--size MB] [--dir DIR] [--more PCT] [--write]
 
 The run is bench/perf.py's ``batch`` run (bench/inspector.py's synthetic agent run of ~``--size``
-MB, stored parses taken; kept in ``--dir``). Each tree runs in its own process with
-``PYTHONPATH`` = its tree, and a cache directory of its own, empty at the start
+MB, stored parses taken; kept in ``--dir``). Each tree runs in its own process with its packages
+first on ``PYTHONPATH`` (``_env``), and a cache directory of its own, empty at the start
 (``LOOPTAP_CACHE_DIR``):
 
 * this tree: ``looptap show FILE`` (the first: analyses the run and keeps the analysis), again
@@ -66,6 +66,19 @@ def _perf() -> Any:
 perf = _perf()
 
 
+def _env(tree: Path, cache: Path) -> dict[str, str]:
+    """A tree's environment: its packages first on the path, under ``looptap`` (its
+    ``.looptap-editable``) or, for a tree from before the one import package, at its root (as
+    bench/same_output.py's ``_path``), and its own cache directory."""
+    path = os.pathsep.join([str(tree / ".looptap-editable"), perf._path(tree)])
+    return {**perf.ENV, "PYTHONPATH": path, "LOOPTAP_CACHE_DIR": str(cache)}
+
+
+def _cli(tree: Path) -> str:
+    """The tree's command-line module (``cassettes.cli`` before the one import package)."""
+    return "looptap.cassettes.cli" if (tree / ".looptap-editable").is_dir() else "cassettes.cli"
+
+
 def _show(
     tree: Path, path: Path, cache: Path, out: Path, options: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -74,8 +87,8 @@ def _show(
     load = perf._load()
     t0 = time.perf_counter()
     with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", "looptap.cassettes.cli", "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
-                                env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip  # noqa: E501
+        proc = subprocess.Popen([perf.PY, "-m", _cli(tree), "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
+                                env=_env(tree, cache), cwd=tree)  # fmt: skip
         _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -101,7 +114,7 @@ def _inspector(tree: Path, path: Path, cache: Path) -> dict[str, Any]:
     child)."""
     load = perf._load()
     proc = subprocess.run([perf.PY, str(tree / "bench" / "inspector.py"), "--child", "app", str(path)], capture_output=True, text=True,  # noqa: E501
-                          env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip  # noqa: E501
+                          env=_env(tree, cache), cwd=tree)  # fmt: skip
     if proc.returncode != 0:
         return {
             "error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200],

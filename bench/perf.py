@@ -445,8 +445,10 @@ assert _BATCH_ANY != _BATCH
 _OWN_RUN = """
 import sys
 from pathlib import Path
-sys.path.insert(0, sys.argv[1] + "/bench")
-import looptap.inspector as b
+import importlib.util
+spec = importlib.util.spec_from_file_location("bench_inspector", sys.argv[1] + "/bench/inspector.py")
+b = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(b)
 where, mb = Path(sys.argv[2]), int(sys.argv[3])
 where.mkdir(parents=True, exist_ok=True)
 tmpl = where / "template.jsonl"

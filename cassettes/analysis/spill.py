@@ -34,7 +34,7 @@ import shutil
 import stat
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import orjson
@@ -105,13 +105,17 @@ def _close(db: sqlite3.Connection | None, where: str) -> None:
 
 class Spill:
     """One temporary SQLite file shared by the tables of one analysis (made on first use);
-    ``classes``: the classes their values may hold (:mod:`._plain_values`), by name."""
+    ``classes``: the classes their values may hold (:mod:`._plain_values`), by name; ``cache``:
+    KiB of SQLite's page cache (memory of this process: a file of blocks written once and read
+    back through a cache of its own needs little)."""
 
-    def __init__(self, classes: Mapping[str, type] | None = None) -> None:
+    def __init__(self, classes: Mapping[str, type] | None = None, cache: int = 2000) -> None:
         self.classes: Mapping[str, type] = classes or {}
+        self._cache = cache
         self._db: sqlite3.Connection | None = None
         self._dir: str | None = None
         self._tables = 0
+        self._made: set[str] = set()  # the tables made in the file
         self._finalizer: weakref.finalize[Any, Any] | None = None
         reclaim_once()
 
@@ -131,11 +135,34 @@ class Spill:
             self._db.execute("PRAGMA journal_mode=OFF")
             self._db.execute("PRAGMA synchronous=OFF")
             self._db.execute("PRAGMA temp_store=FILE")
+            self._db.execute(f"PRAGMA cache_size=-{int(self._cache)}")
             self._finalizer = weakref.finalize(self, _close, self._db, self._dir)
-        self._db.execute(
-            f"CREATE TABLE IF NOT EXISTS {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID"
-        )
+        if table not in self._made:
+            self._db.execute(f"CREATE TABLE {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID")
+            self._made.add(table)
         return self._db
+
+    def write(self, table: str, rows: Iterable[tuple[Any, bytes]]) -> None:
+        """Rows (key, value) to ``table``, in one transaction: in autocommit mode every row was a
+        commit of its own (ten times the time for a batch of 10,000, the analysis's largest single
+        cost at 1 GB)."""
+        db = self.db(table)
+        db.execute("BEGIN")
+        try:
+            db.executemany(f"INSERT INTO {table} (k, v) VALUES (?, ?)", rows)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def value(self, table: str, key: Any) -> bytes | None:
+        """The value of ``key`` in ``table`` (``None``: none)."""
+        row = self.db(table).execute(f"SELECT v FROM {table} WHERE k = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def rows(self, table: str) -> Iterator[tuple[Any, bytes]]:
+        """Every row of ``table``, in the order of its keys."""
+        return iter(self.db(table).execute(f"SELECT k, v FROM {table} ORDER BY k"))
 
     @property
     def used(self) -> bool:
@@ -146,6 +173,7 @@ class Spill:
         if self._finalizer is not None:
             self._finalizer()
         self._db = None
+        self._made.clear()
 
 
 class SpillMap(MutableMapping[K, V], Generic[K, V]):
@@ -187,14 +215,13 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
     def _read(self, key: K, take: bool) -> tuple[bool, V | None]:
         if not self._maybe_cold(key):
             return False, None
-        db = self._spill.db(self._table)
-        row = db.execute(f"SELECT v FROM {self._table} WHERE k = ?", (key,)).fetchone()
+        row = self._spill.value(self._table, key)
         if row is None:
             return False, None
         if take:
-            db.execute(f"DELETE FROM {self._table} WHERE k = ?", (key,))
+            self._spill.db(self._table).execute(f"DELETE FROM {self._table} WHERE k = ?", (key,))
             self._cold -= 1
-        value: V = load(orjson.loads(row[0]), self._spill.classes)
+        value: V = load(orjson.loads(row), self._spill.classes)
         return True, value
 
     # -- the mapping -------------------------------------------------------------------------
@@ -283,9 +310,8 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         hot = sorted(self._hot.items(), key=lambda e: e[0])
         if not self._cold:
             return iter(hot)
-        rows = self._spill.db(self._table).execute(f"SELECT k, v FROM {self._table} ORDER BY k")
         classes = self._spill.classes
-        cold = ((k, load(orjson.loads(v), classes)) for k, v in rows)
+        cold = ((k, load(orjson.loads(v), classes)) for k, v in self._spill.rows(self._table))
         return heapq.merge(hot, cold, key=lambda e: e[0])
 
     def trim(self) -> None:
@@ -326,14 +352,5 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
             self._bloom = bytearray(_BLOOM_BITS // 8)
         for key, _ in out:
             self._mark(key)
-        db = self._spill.db(self._table)
-        # One transaction for the batch: in autocommit mode every row was a commit of its own
-        # (ten times the time for a batch of 10,000, the analysis's largest single cost at 1 GB).
-        db.execute("BEGIN")
-        try:
-            db.executemany(f"INSERT INTO {self._table} (k, v) VALUES (?, ?)", out)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        self._spill.write(self._table, out)
         self._cold += len(out)

@@ -1,7 +1,7 @@
 """Reading a run: :func:`open_run` and :class:`Run` (``_run``), one class over every format
 (``_formats`` tells it), a looptap cassette read and analysed a batch at a time, large or still
-growing (``_incremental``: :class:`RunReader`, its stores of turns and parses ``_stores``, its
-passes again ``_reread``, compressed by ``_compression``) or exchanges held in memory
+growing (``_incremental``: :class:`RunReader`, its stores of turns and parses, compressed rows of
+its temporary SQLite file, ``_stores``, its passes again ``_reread``) or exchanges held in memory
 (``_memory_reader``), both behind one interface (``_reader``). A run's analysis kept as SQLite
 rows for the next reader of the same bytes (``_analysis_cache``; the file ``_database``; the
 views printed with it ``_view_cache``; what a reader stands on ``_snapshot``). A fork's branch and
@@ -29,13 +29,12 @@ _MODULES = {
         "origin_of read_entries relate with_notes"
     ),
     "_budget": "RunTooLargeError memory_budget within_budget",
-    "_compression": "compressor decompressor",
     "_conversion": "cassette_of",
     "_formats": "detect sniff",
     "_analysis_cache": "MAX_CONTINUATION analyser_digest keep packed",
     "_database": "APPLICATION_ID SCHEMA location",
     "_show_objects": "show_objects show_pairs",
-    "_stores": "CHECKPOINT ParseStore TurnStore",
+    "_stores": "CHECKPOINT ParseStore TurnStore compressor decompressor",
     "_timeline": "header_time timeline",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
@@ -57,14 +56,13 @@ if TYPE_CHECKING:
         with_notes,
     )
     from ._budget import RunTooLargeError, memory_budget, within_budget
-    from ._compression import compressor, decompressor
     from ._conversion import cassette_of
     from ._database import APPLICATION_ID, SCHEMA, location
     from ._formats import detect, sniff
     from ._incremental import Batch, RunReader
     from ._run import Run, open_run
     from ._show_objects import show_objects, show_pairs
-    from ._stores import CHECKPOINT, ParseStore, TurnStore
+    from ._stores import CHECKPOINT, ParseStore, TurnStore, compressor, decompressor
     from ._timeline import header_time, timeline
 
 

@@ -34,11 +34,10 @@ import os
 import secrets
 import sqlite3
 import sys
-import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -46,7 +45,7 @@ from ..analysis import active_text, lines, table_identity
 from ..errors import CassetteError
 from ..storage import open_regular
 from . import _database
-from ._compression import compressor, decompressor
+from ._stores import TurnStore, compressor, decompressor, json_lines
 
 __all__ = [
     "MAX_CONVERSATIONS",
@@ -105,8 +104,8 @@ class Kept(NamedTuple):
     """A kept analysis of the file's first ``size`` bytes, checked: the reader's state (the JSON
     of :func:`keep`'s ``state``, not yet validated: :class:`.snapshot.ReaderState`, and the
     index's three arrays), the analysis' JSON (without its conversations), the
-    conversations' JSON, the findings by turn, the turns' places, and the blocks of full turns in
-    an anonymous temporary file of this process."""
+    conversations' JSON, the findings by turn and the turns' places (the blocks of full turns are
+    in the store :func:`take` was given)."""
 
     size: int
     reading: bytes
@@ -117,9 +116,6 @@ class Kept(NamedTuple):
     conversations: list[bytes]
     findings: dict[int, tuple[int, bytes]]
     places: list[tuple[int, int, int, int]]
-    turns: IO[bytes]
-    turns_end: int
-    blocks: dict[int, tuple[int, int]]
     #: What the kept printed views are bound to (:func:`views`).
     generation: bytes
     #: For a file that grew since: the analysis' state to continue from (JSON,
@@ -130,8 +126,8 @@ class Kept(NamedTuple):
     usage: dict[int, tuple[str, int | None, int | None, str | None]] | None = None
     hashed: Any = None
     #: For a file that grew since: the printed views kept for the kept bytes (their compressed
-    #: blocks, in a temporary file of this process; ``None``: none were kept).
-    views: IO[bytes] | None = None
+    #: blocks, in a store of their own; ``None``: none were kept).
+    views: TurnStore | None = None
 
 
 def _arrays(state: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
@@ -151,17 +147,18 @@ def keep(
     places: Iterator[
         tuple[int, tuple[str, int | None, int | None, str | None] | None, tuple[int, int, int]]
     ],
-    turns: tuple[IO[bytes] | None, dict[int, tuple[int, int]]],
+    turns: Iterable[tuple[int, bytes]],
     continuation: bytes | None = None,
 ) -> bytes | None:
     """Keep the analysis of the cassette's first ``size`` bytes (whose SHA-256 is ``sha256``): the
     reader's ``state`` (plain data: the index's ``offsets``, ``lengths`` and ``seqs`` arrays, the
     rest JSON), the ``analysis`` (JSON, without its conversations), each conversation (id, JSON),
     the findings by turn (seq → position, JSON), each turn's usage (conversation, input and output
-    tokens, cost) and place (block, offset, length), the store of full turns (its file, read
-    from where each block is), and the state a grown file is continued from (:func:`packed`;
-    ``None``: none, a grown file is analysed afresh). Replaces what was kept for this path, in one
-    transaction. Never raises: the new generation, ``None`` when it could not be kept."""
+    tokens, cost) and place (block, offset, length), the blocks of the store of full turns
+    (:meth:`~._stores.TurnStore.blocks`), and the state a grown file is continued from
+    (:func:`packed`; ``None``: none, a grown file is analysed afresh). Replaces what was kept for
+    this path, in one transaction. Never raises: the new generation, ``None`` when it could not be
+    kept."""
     where = _database.location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
@@ -195,7 +192,7 @@ def keep(
             "offset, length) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             ((seq, *(usage or (None,) * 4), *at) for seq, usage, at in places),
         )
-        db.executemany("INSERT INTO turn_blocks VALUES (?, ?)", _database.blocks(*turns))
+        db.executemany("INSERT INTO turn_blocks VALUES (?, ?)", turns)
         db.execute("COMMIT")
         return generation
     except (OSError, ValueError, TypeError, sqlite3.Error) as exc:
@@ -251,9 +248,10 @@ def digest_of(cassette: Path, size: int) -> Any | None:
     return h
 
 
-def take(cassette: Path) -> Kept | None:
-    """The kept analysis of the cassette as it is now, checked (see the module's docstring);
-    ``None`` when there is none, or it does not check out. Never raises."""
+def take(cassette: Path, turns: TurnStore) -> Kept | None:
+    """The kept analysis of the cassette as it is now, checked (see the module's docstring), its
+    blocks of full turns put in ``turns``; ``None`` when there is none, or it does not check out.
+    Never raises."""
     if disabled() or analyser_digest() is None:
         return None
     opened = _database.existing(cassette)
@@ -262,7 +260,7 @@ def take(cassette: Path) -> Kept | None:
     where, db = opened
     try:
         with _database.reading(db):
-            return _rows(db, cassette)
+            return _rows(db, cassette, turns)
     except sqlite3.OperationalError:
         return None
     except sqlite3.DatabaseError:
@@ -274,7 +272,7 @@ def take(cassette: Path) -> Kept | None:
         db.close()
 
 
-def _rows(db: sqlite3.Connection, cassette: Path) -> Kept | None:
+def _rows(db: sqlite3.Connection, cassette: Path, turns: TurnStore) -> Kept | None:
     row = db.execute(
         "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, "
         "continuation FROM run"
@@ -293,20 +291,10 @@ def _rows(db: sqlite3.Connection, cassette: Path) -> Kept | None:
         for seq, pos, data in db.execute("SELECT seq, pos, data FROM findings")
     }
     places = db.execute("SELECT seq, block, offset, length FROM turns ORDER BY ord").fetchall()
-    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-")
-    try:
-        blocks: dict[int, tuple[int, int]] = {}
-        for block, data in db.execute("SELECT block, data FROM turn_blocks ORDER BY block"):
-            blocks[block] = (out.tell(), len(data))
-            out.write(data)
-        out.flush()
-    except BaseException:
-        out.close()
-        raise
+    turns.adopt(db.execute("SELECT block, data FROM turn_blocks"))
     return Kept(
         size, reading.encode(), offsets, lengths, seqs, analysis.encode(), convs, findings,
-        places, out, out.tell(), blocks, generation, grown[0], grown[1],
-        hashed if grown[0] is not None else None, grown[2],
+        places, generation, grown[0], grown[1], hashed if grown[0] is not None else None, grown[2],
     )  # fmt: skip
 
 
@@ -327,7 +315,7 @@ def _hashed(
 
 def _grown(
     db: sqlite3.Connection, continuation: Any
-) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], IO[bytes] | None]:
+) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], TurnStore | None]:
     """What a file that grew from the kept bytes is continued from: the state, each kept turn's
     usage, the kept views (:class:`Kept`)."""
     usage = {
@@ -339,29 +327,23 @@ def _grown(
     return unpacked(continuation), usage, _views_copied(db)
 
 
-def _views_copied(db: sqlite3.Connection) -> IO[bytes] | None:
-    """The printed views kept (their compressed blocks, each behind its length) in a temporary
-    file, read from its start; ``None`` when none were kept."""
+def _views_copied(db: sqlite3.Connection) -> TurnStore | None:
+    """The printed views kept (their compressed blocks) in a store of their own; ``None`` when
+    none were kept."""
     if db.execute("SELECT views_done FROM run").fetchone() != (1,):
         return None
-    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-views-")
+    views = TurnStore()
+    views.adopt(db.execute("SELECT ord, data FROM views"))
+    return views
+
+
+def views_in(views: TurnStore) -> Iterator[Any]:
+    """The views :func:`_views_copied` put in ``views``, one by one, in order (the store is
+    closed after the last)."""
     try:
-        for (data,) in db.execute("SELECT data FROM views ORDER BY ord"):
-            out.write(len(data).to_bytes(8, "little") + data)
-        out.seek(0)
-    except BaseException:
-        out.close()
-        raise
-    return out
-
-
-def views_in(file: IO[bytes]) -> Iterator[Any]:
-    """The views :func:`_views_copied` put in ``file``, one by one, in order."""
-    with file:
-        while head := file.read(8):
-            block = decompressor().decompress(file.read(int.from_bytes(head, "little")))
-            for line in block.splitlines():
-                yield orjson.loads(line)
+        yield from json_lines(views.blocks())
+    finally:
+        views.close()
 
 
 def unpacked(packed: Any) -> bytes:

@@ -405,10 +405,12 @@ def read_entries(value: Any) -> list[dict[str, Any]]:
         ]
         conv = t.get("conversation")
         turn, seq = t.get("turn"), t.get("seq")
-        out.append({
-            "conversation": str(conv) if conv is not None else None,
-            "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
-            "seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
-            "tolerated": entries,
-        })
+        out.append(
+            {
+                "conversation": str(conv) if conv is not None else None,
+                "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+                "seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+                "tolerated": entries,
+            }
+        )
     return out

@@ -17,7 +17,6 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from ..storage import UnsafePath, check_dir
 
@@ -25,7 +24,6 @@ __all__ = [
     "APPLICATION_ID",
     "SCHEMA",
     "TABLES",
-    "blocks",
     "existing",
     "fresh",
     "location",
@@ -182,21 +180,6 @@ def remove(where: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(OSError):
             os.unlink(f"{where}{suffix}")
-
-
-def blocks(
-    file: IO[bytes] | None, where: dict[int, tuple[int, int]]
-) -> Iterator[tuple[int, bytes]]:
-    """Each compressed block of a store (:class:`~._stores.TurnStore`) that ``file`` holds at
-    ``where`` (block → offset, length), in order: what the ``turn_blocks`` and ``views`` rows
-    keep."""
-    for block, (at, length) in sorted(where.items()):
-        assert file is not None
-        file.seek(at)
-        data = file.read(length)
-        if len(data) != length:
-            raise OSError("the store ended early")
-        yield block, data
 
 
 @contextlib.contextmanager

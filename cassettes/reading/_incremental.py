@@ -9,8 +9,8 @@ through the incremental layer analysis (:class:`~cassettes.analysis._analyser.Ru
 releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
 turn is kept as a
 :class:`~cassettes.views.TurnSummary` (what a turn list, the findings, the growth chart and
-navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
-file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
+navigation read: a few hundred bytes); the full turn goes, compressed, to the reader's temporary
+SQLite file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
 ones). :meth:`RunReader.by_seq` re-reads one round trip in full (its whole message history)
 when a viewer shows it; :meth:`RunReader.reread` goes through every round trip again, one at a time.
 The stores are :mod:`._stores`', the passes :mod:`._reread`'s, and taking or keeping the analysis
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..analysis import RunAnalyser, RunAnalysis, Turn, restore, sections
+from ..analysis import RunAnalyser, RunAnalysis, Turn, restore, sections, spill
 from ..parsing import RoundTrip, parse_exchange
 from ..storage import BLOCK, BODY_CACHE, Problem, RecordSource
 from ..views import TurnSummary, summarise
@@ -40,7 +40,7 @@ from ..wire import Exchange
 from . import _analysis_cache, _snapshot
 from ._branch import branch_origin, first_turn
 from ._reread import Column, Reread
-from ._stores import ParseStore, Places, TurnStore
+from ._stores import CACHE, ParseStore, Places, TurnStore
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []
@@ -97,7 +97,9 @@ class RunReader:
         self._viewer = self.source.fork(16)
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         #: The analysis' parse of each round trip, kept for the printers and viewers (parse once).
-        self.parses = ParseStore()
+        # The reader's temporary SQLite file: its stores' rows (parses and full turns).
+        self._rows = spill.Spill(cache=CACHE)
+        self.parses = ParseStore(self._rows)
         self._at = 0  # position in the index of the record being analysed
         self.analyser.on_parse = self._keep_parse
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
@@ -109,7 +111,7 @@ class RunReader:
         #: its usage, for the rows of a kept analysis.
         self.places = Places()
         #: Every turn's full JSON (:meth:`full_turn`).
-        self.turn_store = TurnStore()
+        self.turn_store = TurnStore(self._rows)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
         self._lock = threading.Lock()
@@ -421,7 +423,7 @@ def take(reader: RunReader) -> bool:
     assert reader.records == 0 and reader.index.consumed == 0, (
         "a kept analysis is taken before anything is read"
     )
-    taken = _snapshot.take(reader.index)
+    taken = _snapshot.take(reader.index, reader.turn_store)
     if taken is None:
         return False
     if taken.found.continuation is not None:
@@ -466,9 +468,6 @@ def _stand_on(reader: RunReader, taken: _snapshot.Taken) -> None:
     found, state, places = taken.found, taken.state, taken.places
     arrays = {"offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
     reader.index.restore({**dict(state), **arrays})
-    block = max(found.blocks, default=-1) + 1
-    blocks = {"blocks": found.blocks, "block": block}
-    reader.turn_store.adopt(found.turns, found.turns_end, blocks)
     reader.places = places
     reader.records, reader.first_started = state.records, state.first_started
     reader.families = dict(state.families)
@@ -492,5 +491,5 @@ def keep(reader: RunReader) -> None:
         "families": reader.families, "first_started": reader.first_started,
         "skipped": sorted(reader.source.skipped),
     }  # fmt: skip
-    reader.kept_as = _snapshot.keep(index, result, flagged, reader.turn_store.kept(), state,
+    reader.kept_as = _snapshot.keep(index, result, flagged, reader.turn_store, state,
                                  reader.places, reader.continuation)  # fmt: skip

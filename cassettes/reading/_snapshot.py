@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -26,7 +26,7 @@ from ..analysis import (
 from ..storage import RecordIndex
 from . import _analysis_cache, _view_cache
 from ._reread import Reread
-from ._stores import Places
+from ._stores import Places, TurnStore
 
 # the reader's kept rows (cassettes.reading._incremental, cassettes.reading._run): no public surface
 __all__: list[str] = []
@@ -101,22 +101,24 @@ class Taken(NamedTuple):
     places: Places
 
 
-def take(index: RecordIndex) -> Taken | None:
+def take(index: RecordIndex, turns: TurnStore) -> Taken | None:
     """Before a reader's first step: the kept analysis of its file (``index``'s) when one checks
     out, for the reader to stand on, finished, as if the file had been read and analysed (or,
     for a file that grew from the kept bytes, where the reader that kept them stood after its
-    last round trip); else ``None``, and the file hashed as it is read, so that :func:`keep` can
-    keep it."""
+    last round trip), its blocks of full turns put in ``turns``; else ``None``, and the file
+    hashed as it is read, so that :func:`keep` can keep it."""
     if _analysis_cache.disabled() or index.size() < _analysis_cache.MIN_BYTES:
         return None
-    found = _analysis_cache.take(index.path)
+    found = _analysis_cache.take(index.path, turns)
     if found is None:
         index.digest = _analysis_cache.hasher()
         return None
     try:
         parsed = _parsed(found)
     except ValueError:  # (rows this analyser does not read: analysed again, and kept anew)
-        found.turns.close()
+        turns.adopt(())
+        if found.views is not None:
+            found.views.close()
         index.digest = _analysis_cache.hasher()
         return None
     return Taken(found, *parsed)
@@ -131,12 +133,12 @@ class Before(NamedTuple):
     positions: int
     findings: dict[int, bytes]
     calls: dict[int, bytes]
-    views: IO[bytes] | None
+    views: TurnStore | None
 
 
 def each_view(
     before: Before,
-    views: IO[bytes],
+    views: TurnStore,
     flagged: dict[int, tuple[int, list[Finding]]],
     calls: Mapping[int, McpCall],
     again: Callable[[], Reread],
@@ -196,7 +198,7 @@ def keep(
     index: RecordIndex,
     result: RunAnalysis,
     flagged: dict[int, tuple[int, list[Finding]]],
-    turns: tuple[IO[bytes] | None, int, dict[str, Any]],
+    turns: TurnStore,
     state: dict[str, Any],
     places: Places,
     more: bytes | None,
@@ -210,7 +212,6 @@ def keep(
     assert index.digest is not None
     if len(result.conversations) > _analysis_cache.MAX_CONVERSATIONS:
         return None  # (a kept analysis' conversations are read into memory)
-    turns_file, _, blocks = turns
     try:
         return _analysis_cache.keep(
             index.path, index.hashed, index.digest.digest(), {"version": STATE_VERSION, **state},
@@ -218,7 +219,7 @@ def keep(
             ((c.id, c.model_dump_json().encode()) for c in result.conversations),
             {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
             ((seq, places.usage(seq), places.get(seq)) for seq in places),
-            (turns_file, blocks["blocks"]), more,
+            turns.blocks(), more,
         )  # fmt: skip
     except (TypeError, ValueError):  # (not kept: analysed again next time)
         return None

@@ -1,17 +1,17 @@
 """The stores behind a :class:`~cassettes.reading._incremental.RunReader`: :class:`TurnStore`
 (each turn's full JSON) and :class:`ParseStore` (each round trip's parse as the analysis made it,
-a chain of requests kept as what each appended), each an anonymous temporary file of compressed
-blocks (gone when closed), and :class:`Places` (where each turn sits in the first, by seq)."""
+a chain of requests kept as what each appended), each a table of compressed blocks in the
+reader's temporary SQLite file (:class:`~cassettes.analysis.spill.Spill`: gone when closed),
+and :class:`Places` (where each turn sits in the first, by seq)."""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from typing import IO, Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic_core import PydanticSerializationError
@@ -19,11 +19,37 @@ from pydantic_core import PydanticSerializationError
 from ..analysis import Turn, spill
 from ..models import Part
 from ..parsing import RoundTrip
-from ._compression import compressor, decompressor
 
 # the reader's own stores (cassettes.reading._incremental): no public surface
-__all__: list[str] = []
+__all__ = ["compressor", "decompressor", "json_lines"]
 
+
+def compressor() -> Any:
+    """A zstd compressor at level 1 (imported on the first block: a small run never fills one)."""
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=1)
+
+
+def decompressor() -> Any:
+    """A zstd decompressor, for blocks this process wrote."""
+    import zstandard
+
+    return zstandard.ZstdDecompressor()
+
+
+def json_lines(blocks: Iterable[tuple[int, bytes]]) -> Iterator[Any]:
+    """The JSON values of compressed blocks of JSON lines (:meth:`TurnStore.blocks`, or rows of
+    a kept analysis), one by one, in order."""
+    for _, block in blocks:
+        for line in decompressor().decompress(block).splitlines():
+            yield orjson.loads(line)
+
+
+#: KiB of SQLite's page cache for a store's file: its blocks are written once and read back
+#: through the store's own cache of decompressed blocks (SQLite's default, 2 MB, added that to a
+#: first ``show``'s peak).
+CACHE = 64
 #: Links of a chain of requests that each extend the previous one (:class:`ParseStore`) between two
 #: checkpoints, and checkpoints between two whole message lists: a checkpoint keeps the messages
 #: appended since the previous checkpoint, so restoring a round trip reads at most
@@ -37,32 +63,27 @@ SHOWN = 64
 
 
 class TurnStore:
-    """Full turns as JSON, compressed a block of turns at a time into an anonymous temporary file
-    (gone when closed): one thread puts while viewer threads get.
+    """Full turns as JSON, compressed a block of turns at a time into rows of a
+    :class:`~cassettes.analysis.spill.Spill` (the reader's temporary SQLite file, gone when
+    closed; a table of its own): one thread puts while viewer threads get.
 
     A turn's place is known when it is put (block, offset, length in the block's JSON), so the
-    caller keeps three integers per turn. The block being filled, and a block being compressed,
-    are read from memory. A full block is compressed by the thread that filled it, with zstd at
-    level 1 (the core's own dependency for ``Content-Encoding: zstd``): on a coding agent's turns
-    and parses 4x faster than zlib at its fastest level, to half the size (442 vs 105 MB/s, 27:1
-    vs 14:1), and a block of similar turns compresses far better than turns one by one. A
-    background thread compressed with zlib until 2026-11-24: each block handed the interpreter
-    lock back and forth between the threads several times, and on a busy machine the reader
-    waited for a compressor that held the lock but had no core (a 101 MB batch read: 2,188
-    voluntary context switches with it, 10 without).
+    caller keeps three integers per turn. The block being filled is read from memory. A full
+    block is compressed by the put that filled it, with zstd at level 1 (the core's own
+    dependency for ``Content-Encoding: zstd``): on a coding agent's turns and parses 4x faster
+    than zlib at its fastest level, to half the size (442 vs 105 MB/s, 27:1 vs 14:1), and a
+    block of similar turns compresses far better than turns one by one.
     """
 
     #: Uncompressed bytes per block (about 25 turns of a coding agent).
     BLOCK = 256 * 1024
 
-    def __init__(self) -> None:
-        self._file: IO[bytes] | None = None
-        self._end = 0
+    def __init__(self, rows: spill.Spill | None = None) -> None:
+        self._rows = rows if rows is not None else spill.Spill(cache=CACHE)
+        self._table = self._rows.table()
         self._lock = threading.Lock()
         self._filling = bytearray()
         self._block = 0  # number of the block being filled
-        self._waiting: dict[int, bytes] = {}  # sealed blocks being compressed and written
-        self._blocks: dict[int, tuple[int, int]] = {}  # block → (offset, length) in the file
         self._recent: OrderedDict[int, bytes] = OrderedDict()  # decompressed blocks, last used last
         self._closed = False
 
@@ -76,54 +97,28 @@ class TurnStore:
                 raise ValueError("the store of full turns is closed")
             where = (self._block, len(self._filling), len(data))
             self._filling += data
-            if len(self._filling) < self.BLOCK:
-                return where
-            block = self._seal()
-        self._compress(block)
-        return where
+            if len(self._filling) >= self.BLOCK:
+                self._seal()
+            return where
 
-    def _seal(self) -> int:
-        """End the block being filled: it is compressed next (the caller holds the lock)."""
-        block, self._block = self._block, self._block + 1
-        self._waiting[block] = bytes(self._filling)
+    def _seal(self) -> None:
+        """Write the block being filled, compressed (the caller holds the lock)."""
+        self._rows.write(self._table, [(self._block, compressor().compress(self._filling))])
+        self._block += 1
         self._filling = bytearray()
-        return block
-
-    def _compress(self, block: int) -> None:
-        with self._lock:
-            data = self._waiting.get(block)
-        if data is None:
-            return
-        # outside the lock: a viewer's thread may read meanwhile
-        packed = compressor().compress(data)
-        with self._lock:
-            if self._closed:
-                return
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="looptap-turns-", buffering=0)
-            at = self._end
-            self._file.seek(at)
-            self._file.write(packed)
-            self._file.flush()  # (a buffered copy, adopted or resumed: a fork reads the file)
-            self._end += len(packed)
-            self._blocks[block] = (at, len(packed))
-            del self._waiting[block]
 
     def _block_data(self, block: int) -> bytes | bytearray:
         """A block's JSON (the caller holds the lock)."""
         if block == self._block:
             return self._filling
-        data = self._waiting.get(block)
-        if data is not None:
-            return data
         hit = self._recent.get(block)
         if hit is not None:
             self._recent.move_to_end(block)
             return hit
-        assert self._file is not None
-        at, length = self._blocks[block]
-        self._file.seek(at)
-        raw: bytes = decompressor().decompress(self._file.read(length))
+        packed = self._rows.value(self._table, block)
+        if packed is None:
+            raise KeyError(block)
+        raw: bytes = decompressor().decompress(packed)
         self._recent[block] = raw
         while len(self._recent) > 4:
             self._recent.popitem(last=False)
@@ -134,39 +129,43 @@ class TurnStore:
 
     def get_data(self, block: int, offset: int, length: int) -> bytes:
         with self._lock:
+            if self._closed:
+                raise ValueError("the store of full turns is closed")
             return bytes(self._block_data(block)[offset : offset + length])
 
     def flush(self) -> None:
-        """Compress the block being filled: nothing more is coming (the run is finished), so
+        """Write the block being filled: nothing more is coming (the run is finished), so
         nothing needs to stay in memory."""
         with self._lock:
-            block = self._seal() if self._filling and not self._closed else None
-        if block is not None:
-            self._compress(block)
+            if self._filling and not self._closed:
+                self._seal()
 
-    def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
-        """Its file (``None``: nothing written yet), the bytes it holds, and where each block is
-        in it: what a kept analysis keeps of it (the store must be flushed)."""
-        with self._lock:
-            assert not self._filling and not self._waiting, "flush the store before keeping it"
-            return self._file, self._end, {"blocks": dict(self._blocks), "block": self._block}
+    def blocks(self) -> Iterator[tuple[int, bytes]]:
+        """Each block (its number, its compressed JSON), in order: what a kept analysis keeps of
+        the store (flushed first)."""
+        assert not self._filling, "flush the store before keeping it"
+        return self._rows.rows(self._table)
 
-    def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
-        """Read the blocks of a kept analysis' store from ``file`` (this process's own copy)."""
-        file.flush()
+    def adopt(self, blocks: Iterable[tuple[int, bytes]]) -> None:
+        """Hold the blocks of a kept analysis' store (:meth:`blocks`), in place of its own."""
+        last = -1
+
+        def each() -> Iterator[tuple[int, bytes]]:
+            nonlocal last
+            for block, data in blocks:
+                last = max(last, block)
+                yield block, data
+
         with self._lock:
-            self._file, self._end = file, end
-            self._blocks, self._block = dict(state["blocks"]), int(state["block"])
-            self._filling, self._waiting = bytearray(), {}
+            self._rows.db(self._table).execute(f"DELETE FROM {self._table}")
+            self._rows.write(self._table, each())
+            self._block, self._filling = last + 1, bytearray()
             self._recent.clear()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-            self._waiting.clear()
+            self._rows.close()
             self._recent.clear()
             self._filling = bytearray()
 
@@ -240,8 +239,8 @@ class ParseStore:
     since kept of its own base), and every :data:`CHECKPOINT`-th checkpoint keeps its messages
     whole; restoring a round trip reads at most ``2 * CHECKPOINT - 1`` records."""
 
-    def __init__(self) -> None:
-        self._store = TurnStore()
+    def __init__(self, rows: spill.Spill | None = None) -> None:
+        self._store = TurnStore(rows)
         # block, offset, length per position (-1: no parse kept; a block is 256 KB)
         self._where = array("i")
         # per position: links to the nearest checkpoint or whole message list

@@ -15,8 +15,7 @@ import orjson
 
 from . import _database
 from ._analysis_cache import disabled
-from ._compression import decompressor
-from ._stores import TurnStore
+from ._stores import TurnStore, json_lines
 
 __all__ = ["KINDS", "ViewsWriter", "views"]
 
@@ -26,10 +25,10 @@ KINDS = {"views": ("views", "views_done"), "texts": ("texts", "texts_done")}
 
 class ViewsWriter:
     """Keeps each round trip's printed view (a JSON-able object) as a printing pass makes them, in
-    compressed blocks of JSON lines in a temporary file (a :class:`~._stores.TurnStore`, as full
-    turns are kept), then as rows bound to the kept analysis they were made from (its
-    generation): :meth:`commit` once the pass went through every round trip. Never raises: a view
-    that cannot be kept ends the keeping."""
+    compressed blocks of JSON lines (a :class:`~._stores.TurnStore`, as full turns are kept), then
+    as rows bound to the kept analysis they were made from (its generation): :meth:`commit` once the
+    pass went through every round trip. Never raises: a view that cannot be kept ends the
+    keeping."""
 
     def __init__(self, cassette: Path, generation: bytes, kind: str = "views") -> None:
         self._cassette, self._generation = cassette, generation
@@ -41,7 +40,7 @@ class ViewsWriter:
             return
         try:
             self._store.put_data(orjson.dumps(view, option=orjson.OPT_APPEND_NEWLINE))
-        except (OSError, TypeError, orjson.JSONEncodeError):
+        except (OSError, TypeError, orjson.JSONEncodeError, sqlite3.Error):
             self.abandon()
 
     def commit(self) -> None:
@@ -60,14 +59,13 @@ class ViewsWriter:
         if opened is None:
             return
         db = opened[1]
-        file, _, state = store.kept()
         try:
             db.execute("BEGIN IMMEDIATE")
             if db.execute("SELECT 1 FROM run WHERE generation = ?", (self._generation,)).fetchone():
                 db.execute(f"DELETE FROM {self._table}")  # (a table of ours: KINDS)
                 db.executemany(
                     f"INSERT INTO {self._table} (data) VALUES (?)",
-                    ((data,) for _, data in _database.blocks(file, state["blocks"])),
+                    ((data,) for _, data in store.blocks()),
                 )
                 db.execute(f"UPDATE run SET {self._done} = 1")
             db.execute("COMMIT")
@@ -107,18 +105,8 @@ def views(cassette: Path, generation: bytes, kind: str = "views") -> Iterator[An
 
 
 def _each_view(db: sqlite3.Connection, table: str) -> Iterator[Any]:
-    try:
-        last = 0
-        while True:  # a few rows at a time (a compressed block of 256 KB of views each)
-            rows = db.execute(
-                f"SELECT ord, data FROM {table} WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
-            ).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            for _, data in rows:
-                for line in decompressor().decompress(data).splitlines():
-                    yield orjson.loads(line)
+    try:  # (a cursor steps a row at a time: a compressed block of 256 KB of views each)
+        yield from json_lines(db.execute(f"SELECT ord, data FROM {table} ORDER BY ord"))
     finally:
         with contextlib.suppress(sqlite3.Error):
             db.execute("COMMIT")

@@ -266,22 +266,27 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
             where[(_, seq)] = (turn, store.put(turn))
             got = store.get(*where[(_, seq)][1])  # readable at once, from the block being filled
             assert got.model_dump() == turn.model_dump()
-            assert not store._waiting  # a full block is on disk when its put returns
+            assert len(store._filling) < store.BLOCK  # a full block is a row when put returns
     blocks = {w[0] for _, w in where.values()}
     assert len(blocks) > 5
-    assert len(store._blocks) == len(blocks) - 1  # all but the one being filled
     assert threading.active_count() == threads
     for turn, w in where.values():
         assert store.get(*w).model_dump() == turn.model_dump()
     store.flush()
-    _, on_disk, state = store.kept()  # (nothing left in memory: kept() checks it)
-    assert 0 < on_disk < sum(w[2] for _, w in where.values())  # compressed
-    assert len(state["blocks"]) == len(blocks)
+    rows = list(store.blocks())  # (nothing left in memory: blocks() checks it)
+    assert [b for b, _ in rows] == sorted(blocks)
+    assert 0 < sum(len(d) for _, d in rows) < sum(w[2] for _, w in where.values())  # compressed
+    again = TurnStore()  # another store holding these rows (a kept analysis taken)
+    again.adopt(rows)
     for turn, w in where.values():
         assert store.get(*w).model_dump() == turn.model_dump()
+        assert again.get(*w).model_dump() == turn.model_dump()
     store.close()
+    again.close()
     with pytest.raises(ValueError, match="closed"):
         store.put(next(iter(want.values())))
+    with pytest.raises(ValueError, match="closed"):
+        store.get(*next(iter(where.values()))[1])
 
 
 def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
@@ -296,7 +301,7 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tempfile, "TemporaryFile", no_space)  # (what the stores make files with)
+    monkeypatch.setattr(tempfile, "mkdtemp", no_space)  # (what the stores' file is made in)
     turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
     store = TurnStore()
     with pytest.raises(OSError, match="No space"):
@@ -331,7 +336,7 @@ def test_finish_compresses_the_last_block(fx: Path, monkeypatch: pytest.MonkeyPa
     assert run.turn_store._filling  # a block still being filled before finish
     run.finish()
     store = run.turn_store
-    assert not store._filling and not store._waiting
+    assert not store._filling
     want = analyse(read_records(fx).exchanges)
     assert run.whole().model_dump() == want.model_dump()
     run.close()
