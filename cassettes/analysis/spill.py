@@ -150,8 +150,12 @@ class Spill:
         db.execute("BEGIN")
         try:
             db.executemany(f"INSERT INTO {table} (k, v) VALUES (?, ?)", rows)
-        except BaseException:
+        except BaseException as exc:
+            import sqlite3
+
             db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):  # no room on disk: said as an OSError
+                raise OSError(f"the temporary store of this analysis: {exc}") from exc
             raise
         db.execute("COMMIT")
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import orjson
+import pytest
 
 from looptap.cassettes.analysis import Finding, Severity, spill
 
@@ -115,3 +116,30 @@ def test_no_module_of_the_core_pickles() -> None:
         if re.search(r"^\s*(import pickle|from pickle import|import cPickle)", p.read_text(), re.M)
     ]
     assert not found, found
+
+
+def test_a_full_disk_under_the_spill_is_said_as_an_os_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite says a full disk as ``sqlite3.OperationalError``, which no command catches (a
+    traceback); the store says it as an ``OSError``, which every command says in one line."""
+    import sqlite3
+
+    store = spill.Spill()
+    table = store.table()
+    db = store.db(table)
+
+    class Full:
+        def __getattr__(self, name: str) -> object:
+            return getattr(db, name)
+
+        def executemany(self, *a: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "db", lambda t: Full())
+    with pytest.raises(OSError, match="disk is full"):
+        store.write(table, [(1, b"x")])
+    monkeypatch.undo()
+    store.write(table, [(1, b"x")])  # the rolled-back batch left the store usable
+    assert store.value(table, 1) == b"x"
+    store.close()
