@@ -1,4 +1,4 @@
-"""An edit made in a request sent live (:mod:`cassettes.replay.live._edits` reads it): each item of
+"""An edit made in a request sent live (:mod:`cassettes.replay.live.edits` reads it): each item of
 the body its target names rewritten, and marked. The rewriting is structural and API-neutral: a tool
 result is the JSON object that carries the call's id next to its content (``content``, ``output`` or
 ``response``); the system prompt and a user message are the strings the API's adapter reads them
@@ -17,7 +17,7 @@ from ... import bounds, providers
 from ...jsonpath import walk
 from ...models import user_messages
 from ...wire import mark
-from ._edits import Edit
+from .edits import Edit
 
 __all__ = ["apply_edits", "carried"]
 
