@@ -14,6 +14,7 @@ import pytest
 
 from looptap.cassettes.analysis import analyse, schema_errors
 from looptap.cassettes.replay.serving.faults import REFUSAL_TEXT
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.rewrite_support import Seen, cassette_for, is_json, replay, sdk_call
 
 # the SDKs' notes on old model names
@@ -116,9 +117,7 @@ def test_sdk_sees_the_rewritten_answer(
         f.message for f in analyse(list(srv.served)).findings
     ]
     # the fault cleared: the same request now gets the recorded answer
-    with __import__("looptap.cassettes.replay.serving", fromlist=["ReplayServer"]).ReplayServer(
-        cas, faults=plan
-    ) as again:
+    with ReplayServer(cas, faults=plan) as again:
         assert sdk_call(family, stream, again.url, tool, schema) == clean
 
 
