@@ -50,16 +50,13 @@ from ..live.edits import Edit, edited_headers
 from ..live.model import model_of, with_model
 from ..live.rewrite import apply_edits
 from ..serving.plan import Answer, Forward, Missed, Play
-from .placement import CursorError, CursorSpec, listed_items, parse_cursor, place, selects
+from .placement import CursorSpec, listed_items, place, selects
 
 __all__ = [
     "Cursor",
-    "CursorError",
-    "CursorSpec",
     "live_bases",
     "live_router",
     "named_listeners",
-    "parse_cursor",
 ]
 
 #: The most requests :attr:`Cursor.lived` keeps (past them, the lived run is not known: ``None``).

@@ -52,14 +52,13 @@ from ._relay import LiveRelay
 from ._sender import Sender, ServedLog
 from ._websocket import WebSocketReplay
 from .faults import FaultPlan
-from .plan import MISS_CODE, Fallback, Forward, Planner, Router
+from .plan import Fallback, Forward, Planner, Router
 
 if TYPE_CHECKING:
     from ...net import Trust
 
 __all__ = [
     "IDLE_TIMEOUT",
-    "MISS_CODE",
     "READ_TIMEOUT",
     "ReplayServer",
     "parse_pace",
