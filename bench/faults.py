@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from looptap.cassettes.analysis import analyse  # noqa: E402
 from looptap.cassettes.recording.pipeline import CassetteWriter  # noqa: E402
-from looptap.cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault  # noqa: E402
+from looptap.cassettes.replay.serving.faults import FaultPlan, parse_fault  # noqa: E402
+from looptap.cassettes.replay.serving.server import ReplayServer  # noqa: E402
 from looptap.cassettes.wire import Exchange  # noqa: E402
 
 FAULTS = [

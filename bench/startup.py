@@ -253,8 +253,8 @@ HOW = """
   the stream readers (`providers/*/_stream.py`), `_version`'s metadata read (`_codec.py`) and, in `reading/_run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/_memory_reader.py`, `reading/_run.py`'s
   findings, rules, incremental reader and snapshot), `views._summary`, the schema check
-  (`serving/_faults.py`), `price_data` (`forking/_placement.py`), `net._messages` (h11), the gitleaks rules
-  (`recording/_detector.py`) and the cassette writer (`serving/_server.py`'s `keep_sent`); in the recorder,
+  (`serving/faults.py`), `price_data` (`forking/placement.py`), `net._messages` (h11), the gitleaks rules
+  (`recording/_detector.py`) and the cassette writer (`serving/server.py`'s `keep_sent`); in the recorder,
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
   own command loads (`verify.py`, `mcp/_server.py`) imports at its top. `bench/surface.py --list` lists them.
 - A package's names load on first use (PEP 562) only where a command that starts often imports the

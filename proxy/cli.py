@@ -27,15 +27,10 @@ from ..cassettes.hints import (
     recorder_install_command,
 )
 from ..cassettes.recording import agent_name, run_about
-from ..cassettes.replay.forking import (
-    agreement,
-    agreement_lines,
-    bases_of,
-    fork_inputs,
-    parse_from,
-    start_fork,
-)
-from ..cassettes.replay.serving import FaultSpecError
+from ..cassettes.replay.forking.cursor import bases_of
+from ..cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
+from ..cassettes.replay.forking.repeat import agreement, agreement_lines
+from ..cassettes.replay.serving.faults import FaultSpecError
 from ..cassettes.replay.testing.ready import check_ready_path
 from ..cassettes.replay.testing.recorder import recorder_python
 from ..cassettes.storage import UnsafePath, check_target, is_cassette, same_path

@@ -1,7 +1,7 @@
 """Live faults: ``looptap run --fault …`` answers chosen requests with an API failure in the
 proxy, instead of forwarding them, for chaos runs against the real API (or any upstream).
 
-The faults and their wire format are the replay's (:mod:`cassettes.replay.serving._faults`, the
+The faults and their wire format are the replay's (:mod:`cassettes.replay.serving.faults`, the
 provider adapters' ``replay.fault_bodies``): a status fault is a response in the API's own shape
 with ``x-looptap-fault`` (so the cassette labels it injected, never the API's own), ``reset`` kills
 the connection before any response, ``slow_first_byte=S`` holds the request S seconds and forwards
@@ -23,7 +23,7 @@ from mitmproxy.proxy import mode_specs
 
 from ..cassettes.matching import request_key
 from ..cassettes.providers import Provider, is_llm_host
-from ..cassettes.replay.serving import (
+from ..cassettes.replay.serving.faults import (
     STATUS_KINDS,
     Fault,
     FaultPlan,

@@ -158,7 +158,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
     # user does not have): here against the user's own gateway (ANTHROPIC_BASE_URL), the same
     # recorded answers served by a loopback replay.
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
     from looptap.cassettes.storage import load_vcr, read_records
 
     said = r.stdout.splitlines()

@@ -226,7 +226,7 @@ def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
     path = _run(tmp_path / "tools.jsonl", tools=True)
     mods = _modules(
         "import looptap.cassettes.cli\nfrom looptap.cassettes.replay.command import cmd_replay\n"
-        "from looptap.cassettes.replay.serving import ReplayServer\n"
+        "from looptap.cassettes.replay.serving.server import ReplayServer\n"
         f"s = ReplayServer({str(path)!r})\n"
         "assert len(s.matcher.recorded) == 2\n"
     )

@@ -610,7 +610,8 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
     from looptap.cassettes.matching import Matcher
     from looptap.cassettes.reading import open_run
     from looptap.cassettes.recording.pipeline import CassetteWriter
-    from looptap.cassettes.replay.forking import Cursor, origin_meta, parse_from
+    from looptap.cassettes.replay.forking.cursor import Cursor
+    from looptap.cassettes.replay.forking.fork import origin_meta, parse_from
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
 
     run = _origin(tmp_path)

@@ -30,7 +30,7 @@ from ..errors import CassetteError
 from ..hints import INVOKED_AS, count, found_recorder, looptap_command
 from ..reading import open_run
 from ..recording.pipeline import CassetteWriter
-from ..replay.serving import ReplayServer
+from ..replay.serving.server import ReplayServer
 from ..storage import (
     UnsafePath,
     check_target,

@@ -4,7 +4,7 @@ marker arguments), in one place, checked before anything listens or is sent.
 
 ``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags
 (:func:`cassettes.project.add_rule_flags`); the fork hands them to its replay server in the fork
-plan (:mod:`cassettes.replay.forking._plan`), which reads the project's file itself from the same
+plan (:mod:`cassettes.replay.forking.plan`), which reads the project's file itself from the same
 run and working directory, so both read the same rules.
 """
 

@@ -1,6 +1,6 @@
 """The MCP answers about a fork and a comparison. ``fork_diff``: where a branch (``looptap run
 --from``) differs from the run it was forked from, lined up from the cursor
-(:func:`cassettes.replay.forking._rundiff.branch_diff`). ``comparison``: a report ``looptap compare
+(:func:`cassettes.replay.forking.rundiff.branch_diff`). ``comparison``: a report ``looptap compare
 --report`` saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they
 read files under the roots, never start a run or send a request."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from ..reading import locate, origin_of
-from ..replay.forking import branch_diff
+from ..replay.forking.rundiff import branch_diff
 from ._answers import (
     DEFAULT_CHARS,
     QueryError,

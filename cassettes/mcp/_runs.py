@@ -13,7 +13,7 @@ from ..errors import CassetteError
 from ..fleet import RUN_SUFFIXES, run_files
 from ..matching import RuleError, find_config, rules_of_args
 from ..reading import Run, open_run
-from ..replay.forking import comparing
+from ..replay.forking.rundiff import comparing
 from ._answers import QueryError, checked_roots, text
 
 __all__ = ["RUN_SUFFIXES", "Runs"]
@@ -69,7 +69,7 @@ class Runs:
 
     def comparing(self, path_a: Path, a: Run, b: Run) -> Any:
         """How ``diff`` and ``fork_diff`` compare two runs' requests: as ``looptap diff`` does
-        (:func:`cassettes.replay.forking.comparing`: the built-in detectors, each run's with
+        (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with
         its own working directory and home, and the project's rules for A's cassette), the project's
         file read only when it is under a root (else no rules: this server reads nothing else)."""
         found = find_config(path_a)  # (as rules_of_args finds it)

@@ -37,7 +37,7 @@ from ..fleet import overviews, runs_mentioning
 from ..hints import install_command
 from ..reading import Run
 from ..replay.comparison import different_apis
-from ..replay.forking import diff_analysed
+from ..replay.forking.rundiff import diff_analysed
 from ..untrusted import clean
 from ..views import growth_bars, money, search_turns, split_json
 from ._answers import (

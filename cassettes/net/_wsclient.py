@@ -5,7 +5,7 @@ The replay server answers a session's turns from the recording until a turn reac
 from then on it relays the session to a live upstream (the recorder's listener, which records
 it). A turn there may continue an answer the live upstream never gave (a ``previous_response_id``
 of an answer replayed from the recording): it is sent self-contained, as an HTTP request is
-(:mod:`cassettes.replay.live._chains`, which keeps what every answer stood for).
+(:mod:`cassettes.replay.live.chains`, which keeps what every answer stood for).
 
 The connection is RFC 6455's client side: the opening handshake (no extension offered, so the
 upstream sends plain frames), masked frames out, the upstream's unmasked frames in. Connecting

@@ -280,7 +280,7 @@ NOTES_TAIL = 16 << 20
 
 def fork_notes(path: str | Path) -> dict[str, Any]:
     """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
-    :meth:`cassettes.replay.forking._fork.ForkReplay.finish`): ``tolerated``, per recorded turn of
+    :meth:`cassettes.replay.forking.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of
     the prefix, what was tolerated there (:mod:`cassettes.matching`), and
     ``starts``, where each conversation went live that the cursor did not place (an
     ``@divergence`` fork's every one; a conversation a change past the cursor reached):

@@ -5,6 +5,6 @@ with what they share below them: requests sent to a live upstream (``live``); ``
 
 No re-exports: the pytest plugin lives under this package and loads in every test session, so
 importing the package must import nothing. A caller names the module it uses
-(``cassettes.replay.serving.ReplayServer``); the run class is :class:`cassettes.reading.Run`
+(``cassettes.replay.serving.server.ReplayServer``); the run class is :class:`cassettes.reading.Run`
 (``cassettes.Run``).
 """

@@ -23,26 +23,12 @@ from ..hints import count
 from ..matching import rules_of_args, turn_entries
 from ..storage import write_private
 from ..wire import KEY_ENV
-from .forking import (
-    Cursor,
-    CursorError,
-    PlanError,
-    bases_of,
-    live_router,
-    parse_cursor,
-    read_plan,
-)
-from .live import EditError, parse_edits
-from .serving import (
-    IDLE_TIMEOUT,
-    READ_TIMEOUT,
-    FaultPlan,
-    FaultSpecError,
-    ReplayServer,
-    parse_fault,
-    parse_pace,
-    placeholder_keys,
-)
+from .forking.cursor import Cursor, bases_of, live_router
+from .forking.placement import CursorError, parse_cursor
+from .forking.plan import PlanError, read_plan
+from .live.edits import EditError, parse_edits
+from .serving.faults import FaultPlan, FaultSpecError, parse_fault
+from .serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace, placeholder_keys
 
 __all__ = ["cmd_replay"]
 
@@ -98,7 +84,7 @@ def _cursor(args: argparse.Namespace) -> Any:
 
 
 def _planned(args: argparse.Namespace) -> Any:
-    """The cursor of a fork's plan (:mod:`cassettes.replay.forking._plan`), its settings put on
+    """The cursor of a fork's plan (:mod:`cassettes.replay.forking.plan`), its settings put on
     ``args``."""
     if args.cursor or args.live or args.model or args.edit:
         raise _Usage(
@@ -220,7 +206,7 @@ def _failed(server: Any) -> list[str]:
 
 def _lived(server: Any) -> list[int | None] | None:
     """Every request the fork answered, in order: the recorded seq served, or ``None`` (sent live)
-    (:attr:`cassettes.replay.forking.Cursor.lived`); ``None`` past its cap (not known)."""
+    (:attr:`cassettes.replay.forking.cursor.Cursor.lived`); ``None`` past its cap (not known)."""
     return server.router.lived_order() if server.router is not None else None
 
 

@@ -26,25 +26,20 @@ from ..recording import Redactor
 from ..storage import UnsafePath, check_target, open_regular, same_path, write_new
 from ..untrusted import clean_line
 from ..views import reading_line
-from .forking import (
-    Divergence,
-    comparing,
-    diff_analysed,
-    divergence_lines,
-    fork_lined_up,
-    live_router,
-    propose_files,
-)
-from .forking.compare import (
+from .forking.compare.budget import (
     BudgetError,
     check_budget,
-    compare_run,
     estimate_costs,
     plan_requests,
     send_list,
     upstream_bases,
     where_sent,
 )
+from .forking.compare.sending import compare_run
+from .forking.cursor import live_router
+from .forking.divergence import Divergence, divergence_lines
+from .forking.proposal import propose_files
+from .forking.rundiff import comparing, diff_analysed, fork_lined_up
 
 __all__ = ["cmd_compare", "cmd_diff", "cmd_rules_propose", "different_apis"]
 

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import count
 from ..reading import fork_notes, open_run
-from ..replay.serving import replay_env
+from ..replay.serving.server import replay_env
 from ..storage import open_regular
 from ..untrusted import clean_line
 from ._intervention import Intervention

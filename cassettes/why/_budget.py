@@ -22,13 +22,8 @@ from decimal import Decimal
 from typing import Any
 
 from ..hints import count
-from ..replay.forking import live_router
-from ..replay.forking.compare import (
-    BudgetError,
-    check_budget,
-    estimate_costs,
-    plan_requests,
-)
+from ..replay.forking.compare.budget import BudgetError, check_budget, estimate_costs, plan_requests
+from ..replay.forking.cursor import live_router
 from ._intervention import Intervention
 
 __all__ = ["check"]

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import count
 from ..reading import Run, open_run
-from ..replay.forking.compare import BudgetError, upstream_bases
+from ..replay.forking.compare.budget import BudgetError, upstream_bases
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
 from ._branches import Branches, passed_flags

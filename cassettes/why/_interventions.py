@@ -40,7 +40,8 @@ import orjson
 
 from ..hints import count
 from ..providers import from_parts
-from ..replay.live import apply_edits, carried, parse_edit
+from ..replay.live.edits import parse_edit
+from ..replay.live.rewrite import apply_edits, carried
 from ._intervention import Intervention
 from ._refusal import refusal_or_context
 from ._suspects import (

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import count
 from ..reading import Run, open_run
-from ..replay.forking.compare import BudgetError, upstream_bases
+from ..replay.forking.compare.budget import BudgetError, upstream_bases
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..storage import check_input
 from ..untrusted import clean_line

@@ -52,7 +52,7 @@ def later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
     """Per (conversation, turn index): the seqs a fork there may send live: that turn and the
     conversation's later ones, and the turns recorded after it in the conversations linked to it
     (its parent, its sub-agents, a handoff, a group chat: a change there may reach them, and each
-    goes live from the first request it reaches: :mod:`cassettes.replay.forking._cursor`)."""
+    goes live from the first request it reaches: :mod:`cassettes.replay.forking.cursor`)."""
     linked = _linked(a)
     later: dict[tuple[str, int], list[int]] = {}
     for c in a.conversations:
@@ -123,7 +123,7 @@ def heard(a: Any, seqs: list[int], newest: dict[int, str]) -> list[int]:
     their answers, though no call links them: from the first turn whose request's newest message
     (``newest``: :func:`newest_texts`) holds a recorded answer of theirs, given before it, that
     conversation's turns (a changed answer changes that request: the fork's cursor puts it live,
-    :mod:`cassettes.replay.forking._cursor`); and so on from those."""
+    :mod:`cassettes.replay.forking.cursor`); and so on from those."""
     out = {s for s in seqs if s in a.turns}
     while True:
         said = [(s, text) for s in out if len(text := str(a.turns[s].e.text or "")) >= _HEARD_MIN]

@@ -1,7 +1,7 @@
 """The Fork tab of a branch (a run forked with ``looptap run --from``): the origin's turns before
 the cursor, the fork point, and each turn past it as the branch has it or, with ``o``, as the
 origin had it; what a what-if edit rewrote and what differs, marked. Draws a
-:class:`cassettes.replay.forking._forkview.ForkComparison` (the core computes it)."""
+:class:`cassettes.replay.forking.forkview.ForkComparison` (the core computes it)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from ...cassettes.errors import CassetteError
-from ...cassettes.replay.forking import ForkComparison, ForkRow, fork_view
+from ...cassettes.replay.forking.forkview import ForkComparison, ForkRow, fork_view
 from ...cassettes.untrusted import clean_line
 from ..safe import wire, wire_line
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from textual.widgets import TabbedContent, TabPane
 
-from ...cassettes.replay.forking import ForkComparison
+from ...cassettes.replay.forking.forkview import ForkComparison
 from ..turns import ALL, TurnIndex
 from ._findings import FindingsTable
 from ._fork import ForkPane

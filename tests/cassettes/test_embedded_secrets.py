@@ -149,7 +149,8 @@ def test_an_edit_marks_client_value_is_redacted_like_the_request() -> None:
     """The mark's ``before`` (what the client sent, never sent upstream) goes through the same
     redaction as the cassette: a tool result holding ``{"password": "hunter2"}`` is masked there."""
     from looptap.cassettes.recording import Redactor
-    from looptap.cassettes.replay.live import apply_edits, parse_edit
+    from looptap.cassettes.replay.live.edits import parse_edit
+    from looptap.cassettes.replay.live.rewrite import apply_edits
 
     body = orjson.dumps(
         {

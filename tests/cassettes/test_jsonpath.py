@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from looptap.cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path, put, walk
 from looptap.cassettes.matching import RuleError, json_diff, parse_ignore
-from looptap.cassettes.replay.live import parse_edit
+from looptap.cassettes.replay.live.edits import parse_edit
 from looptap.cassettes.wire import client_body, from_header, item_of, mark, target_of, to_header
 
 _KEYS = st.text(max_size=30)

@@ -19,7 +19,8 @@ import pytest
 from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from looptap.cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
+from looptap.cassettes.replay.forking.fork import ForkSource, origin_meta
+from looptap.cassettes.replay.forking.placement import parse_cursor
 from looptap.cassettes.wire import Exchange
 
 pytest_plugins = ["pytester"]

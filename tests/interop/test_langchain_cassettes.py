@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from looptap.cassettes.reading import open_run, sniff
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.storage import read_records
 from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support import progress

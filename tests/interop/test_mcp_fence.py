@@ -133,12 +133,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _poisoned_comparison() -> bytes:
     """A comparison report (``looptap compare --report``) whose every string carries the marker:
     the run, the model, tool names, arguments, texts, errors, finish reasons, schema violations."""
-    from looptap.cassettes.replay.forking.compare import (
-        ArgumentCheck,
-        Comparison,
-        Sample,
-        TurnComparison,
-    )
+    from looptap.cassettes.replay.forking.compare.answer import ArgumentCheck, Sample
+    from looptap.cassettes.replay.forking.compare.report import Comparison, TurnComparison
 
     def sample(i: int) -> Sample:
         check = ArgumentCheck(

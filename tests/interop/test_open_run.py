@@ -17,7 +17,7 @@ import pytest
 from looptap import cassettes
 from looptap.cassettes.errors import CassetteFormatError
 from looptap.cassettes.reading import Run, cassette_of, open_run, sniff
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.storage import load_flows, read_records
 from tests.interop.cassette_files import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress

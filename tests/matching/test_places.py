@@ -18,8 +18,8 @@ from looptap.cassettes.matching import (
     recorded,
     volatile_for,
 )
-from looptap.cassettes.replay.forking import branch_meta, parse_from
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.fork import branch_meta, parse_from
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import (
     USER,
     chat_exchange,

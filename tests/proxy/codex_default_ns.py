@@ -230,7 +230,7 @@ def main() -> int:
     # Signed in with ChatGPT, the backend's other calls go there too (chatgpt_base_url), so none
     # leaves the machine with the login's token; see the test's docstring for why the turns
     # cannot go through chatgpt_base_url itself.
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         keys = f'openai_base_url = "{srv.url}/v1"\n'

@@ -76,7 +76,7 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     # The same session replayed offline to Codex from the cassette: no recorder, no upstream.
     import subprocess
 
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         (codex_home / "config.toml").write_text(

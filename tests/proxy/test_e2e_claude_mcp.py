@@ -184,7 +184,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(
     )
 
     # Offline: the model *and* the MCP server answered from the cassette; nothing else listens.
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         env = {**_env(tmp_path, secret), "ANTHROPIC_BASE_URL": srv.url}

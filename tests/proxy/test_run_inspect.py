@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from looptap.cassettes.replay.serving import ReplayServer  # noqa: E402
+from looptap.cassettes.replay.serving.server import ReplayServer  # noqa: E402
 from looptap.cassettes.storage import load_vcr, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 

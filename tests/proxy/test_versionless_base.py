@@ -87,7 +87,7 @@ def test_the_ai_sdk_anthropic_provider_records_and_replays(
     ]
 
     # The same client, offline, from the cassette: every request answered, none missed.
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         again = progress.run(

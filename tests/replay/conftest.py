@@ -238,7 +238,7 @@ def served_miss_run(path: Path) -> Path:
     import urllib.error
     import urllib.request
 
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     cassette = write(path.with_name("recorded.jsonl"), tool_loop())
     with ReplayServer(cassette) as srv:

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from looptap.cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault
+from looptap.cassettes.replay.serving.faults import FaultPlan, parse_fault
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.storage import load_vcr
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import write

@@ -1,13 +1,13 @@
 """``--live NAME=URL`` (a fork's replay server) and ``--upstream NAME=URL`` (compare, why, record,
-run) are read by one function, :func:`cassettes.replay.forking._cursor.bases_of`."""
+run) are read by one function, :func:`cassettes.replay.forking.cursor.bases_of`."""
 
 from __future__ import annotations
 
 import pytest
 
 from looptap.cassettes import providers
-from looptap.cassettes.replay.forking import bases_of
-from looptap.cassettes.replay.forking.compare import upstream_bases
+from looptap.cassettes.replay.forking.compare.budget import upstream_bases
+from looptap.cassettes.replay.forking.cursor import bases_of
 
 
 def test_an_item_names_its_api_and_a_base_url() -> None:

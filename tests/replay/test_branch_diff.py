@@ -13,7 +13,8 @@ import pytest
 
 from looptap.cassettes.cli import main
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from looptap.cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
+from looptap.cassettes.replay.forking.fork import ForkSource, origin_meta
+from looptap.cassettes.replay.forking.placement import parse_cursor
 from looptap.cassettes.wire import Exchange, mark
 from tests.inspector.fork_fixture import (
     EDITED,

@@ -18,7 +18,8 @@ import pytest
 from looptap.cassettes.cli import main
 from looptap.cassettes.reading import origin_of
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from looptap.cassettes.replay.forking import ForkSource, branch_meta, origin_meta, parse_cursor
+from looptap.cassettes.replay.forking.fork import ForkSource, branch_meta, origin_meta
+from looptap.cassettes.replay.forking.placement import parse_cursor
 from looptap.cassettes.storage import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
@@ -112,7 +113,7 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(
             and "changed since the fork (digest " in lines[0]
         ), err
         assert lines[0].endswith("the prefix cannot be compared"), err
-    from looptap.cassettes.replay.forking import fork_view
+    from looptap.cassettes.replay.forking.forkview import fork_view
 
     view = fork_view(branch)
     assert view is not None and view.origin_path is None
@@ -170,7 +171,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
         shutil.copy(made.parent / name, sent / name)
     shutil.rmtree(made.parent)
     from looptap.cassettes.mcp.query import Runs, fork_diff
-    from looptap.cassettes.replay.forking import fork_view
+    from looptap.cassettes.replay.forking.forkview import fork_view
 
     answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"), None, None, 20, 6000)
     assert answer["origin"] == "run.jsonl" and answer["divergences"] > 0
@@ -182,7 +183,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
 def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_path: Path) -> None:
     """``looptap run --from branch.jsonl@turn=2``: the cursor's turn 2 is the turn show calls 2
     (the branch's #1), in the fork's header and in the replay server that serves the branch."""
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     _, branch = write_pair(tmp_path)
     again = tmp_path / "again.jsonl"

@@ -280,7 +280,7 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
     ``input_schema``, Gemini's ``functionDeclarations`` with OpenAPI upper-case types, Responses'
     flat ``function`` tools)."""
     from looptap.cassettes.models import ToolCall
-    from looptap.cassettes.replay.forking.compare import check_arguments, offered_tools
+    from looptap.cassettes.replay.forking.compare.answer import check_arguments, offered_tools
     from looptap.cassettes.wire import Exchange
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -934,9 +934,9 @@ def test_text_answers_agree_by_a_stated_similarity(
         and f"of at least {TEXT_THRESHOLD:.2f}" in out
     )
     assert "  E text similarity to the recording " in out and "(3/4 at 0.70 or more)" in out
-    from looptap.cassettes.replay.forking import compare
+    from looptap.cassettes.replay.forking.compare import answer
 
-    assert compare.TEXT_THRESHOLD == TEXT_THRESHOLD and compare.text_similarity(
+    assert answer.TEXT_THRESHOLD == TEXT_THRESHOLD and answer.text_similarity(
         recorded, other
     ) == text_similarity(recorded, other)
 

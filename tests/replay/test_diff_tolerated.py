@@ -18,7 +18,8 @@ import pytest
 
 from looptap.cassettes.cli import main
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from looptap.cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
+from looptap.cassettes.replay.forking.fork import ForkSource, origin_meta
+from looptap.cassettes.replay.forking.placement import parse_cursor
 from tests.inspector.fork_fixture import answer_body, chat_exchange, tool_call, tool_result
 
 MONDAY = {
@@ -289,7 +290,7 @@ def test_past_a_forks_cursor_diff_mcp_and_the_fork_view_read_it_alike(
         TUESDAY["cwd"],
     ) in found
     from looptap.cassettes.mcp.query import Runs, fork_diff
-    from looptap.cassettes.replay.forking import fork_view
+    from looptap.cassettes.replay.forking.forkview import fork_view
 
     answer = fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert answer["divergences"] == 0 and answer["tolerated"] == len(found), answer

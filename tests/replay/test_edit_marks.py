@@ -106,7 +106,8 @@ def test_a_client_cannot_forge_edit_marks_through_a_plain_run(tmp_path: Path) ->
 def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_never_does(
     tmp_path: Path,
 ) -> None:
-    from looptap.cassettes.replay.forking import ForkReplay, ForkSource, parse_cursor
+    from looptap.cassettes.replay.forking.fork import ForkReplay, ForkSource
+    from looptap.cassettes.replay.forking.placement import parse_cursor
     from looptap.cassettes.wire import KEY_ENV
 
     run = write(tmp_path / "run.jsonl", tool_loop())
@@ -143,7 +144,8 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
 
 
 def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
-    from looptap.cassettes.replay.forking import ForkReplay, ForkSource, parse_cursor
+    from looptap.cassettes.replay.forking.fork import ForkReplay, ForkSource
+    from looptap.cassettes.replay.forking.placement import parse_cursor
     from looptap.cassettes.wire import KEY_ENV
 
     run = write(tmp_path / "run.jsonl", tool_loop())
@@ -176,7 +178,8 @@ def test_a_mark_stores_no_digest_a_word_list_can_reverse() -> None:
     """Beside a redacted password, a plain sha256 of the client's value let a five-word list
     recover it: the stored mark holds no digest of the value, redacted or not."""
     from looptap.cassettes.recording import Redactor
-    from looptap.cassettes.replay.live import apply_edits, parse_edit
+    from looptap.cassettes.replay.live.edits import parse_edit
+    from looptap.cassettes.replay.live.rewrite import apply_edits
     from looptap.cassettes.storage import exchange_to_record
 
     original = '{"password": "hunter2"}'

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from looptap.cassettes.errors import CassetteError
-from looptap.cassettes.replay.forking import start_fork
-from looptap.cassettes.replay.live import MAX_CONTINUE, EditError, parse_edit, parse_edits
+from looptap.cassettes.replay.forking.fork import start_fork
+from looptap.cassettes.replay.live.edits import MAX_CONTINUE, EditError, parse_edit, parse_edits
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
 from tests.support.recorder import clean_env

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from looptap.cassettes.replay.serving import FaultPlan, FaultSpecError, ReplayServer, parse_fault
+from looptap.cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import (
     REPO,
     SYSTEM,

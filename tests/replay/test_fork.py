@@ -17,8 +17,9 @@ import orjson
 import pytest
 
 from looptap.cassettes.reading import origin_of
-from looptap.cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.placement import CursorError, parse_cursor
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import fork_agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -439,7 +440,7 @@ def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(
 def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_path: Path) -> None:
     from openai import OpenAI
 
-    from looptap.cassettes.replay.live import parse_edit
+    from looptap.cassettes.replay.live.edits import parse_edit
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
 
     (tmp_path / "result.txt").write_text("STORM WARNING in Paris")
@@ -497,7 +498,7 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     import signal
     import subprocess
 
-    from looptap.cassettes.replay.live import EditError, parse_edit
+    from looptap.cassettes.replay.live.edits import EditError, parse_edit
     from tests.replay.conftest import tool_loop, write
 
     run = write(tmp_path / "run.jsonl", tool_loop())

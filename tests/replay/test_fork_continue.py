@@ -16,9 +16,10 @@ import orjson
 import pytest
 
 from looptap.cassettes.models import FinishReason, NormalisedResponse, Part, Usage
-from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
-from looptap.cassettes.replay.live import EditError, parse_edit
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.placement import parse_cursor
+from looptap.cassettes.replay.live.edits import EditError, parse_edit
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -85,7 +86,7 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(
     """Each API's cut answer (as it sends it: JSON or its event stream) is read as cut, the
     continuation asks in the API's own form, and the parts join into one answer rendered as the
     client asked; reading that answer back gives the whole text, finished, the usage summed."""
-    from looptap.cassettes.replay.live import (
+    from looptap.cassettes.replay.live.continuation import (
         Continuation,
         cut_text,
         joined,

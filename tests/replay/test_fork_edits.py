@@ -266,7 +266,8 @@ def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
 
 
 def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> None:
-    from looptap.cassettes.replay.live import apply_edits, edited_headers, parse_edit
+    from looptap.cassettes.replay.live.edits import edited_headers, parse_edit
+    from looptap.cassettes.replay.live.rewrite import apply_edits
     from looptap.cassettes.wire import (
         EDIT_AUTH_HEADER,
         EDIT_HEADER,
@@ -371,7 +372,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     from openai import OpenAI
 
     from looptap.cassettes.reading import open_run
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
     from looptap.cassettes.wire import mark
     from tests.replay.conftest import (
         CALL,

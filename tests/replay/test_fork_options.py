@@ -16,9 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from looptap.cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
-from looptap.cassettes.replay.live import parse_edit
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.placement import CursorError, parse_cursor
+from looptap.cassettes.replay.live.edits import parse_edit
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress

@@ -1,4 +1,4 @@
-"""A fork's plan (cassettes.replay.forking.read_plan): the cursor placed once in
+"""A fork's plan (cassettes.replay.forking.plan.read_plan): the cursor placed once in
 ``looptap run --from``'s process and handed to its replay server as one file, which the replay
 server takes as it is (no second placement) and refuses in one line when it is not a plan."""
 
@@ -12,20 +12,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from looptap.cassettes.replay.forking import (
-    MAX_BYTES,
-    VERSION,
-    Cursor,
-    CursorError,
-    ForkReplay,
-    ForkSource,
-    PlanError,
-    live_router,
-    locate,
-    parse_cursor,
-    read_plan,
-)
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.fork import ForkReplay, ForkSource, locate
+from looptap.cassettes.replay.forking.placement import CursorError, parse_cursor
+from looptap.cassettes.replay.forking.plan import MAX_BYTES, VERSION, PlanError, read_plan
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
 from tests.support.recorder import clean_env

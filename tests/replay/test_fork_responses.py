@@ -154,7 +154,7 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
     be those MCP's ``fork_diff`` and the inspector's Fork tab list, turn for turn; and the
     tolerated turns of the three alike."""
     from looptap.cassettes.mcp.query import Runs, fork_diff
-    from looptap.cassettes.replay.forking import fork_view
+    from looptap.cassettes.replay.forking.forkview import fork_view
 
     diff = progress.run(
         [*RECORDER, "diff", "--json", str(run), str(branch)],

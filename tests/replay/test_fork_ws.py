@@ -318,9 +318,10 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     then replayed with the cursor at turn 1 (the result): turn 0 from the recording, turn 1 sent
     live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
     pytest.importorskip("websockets")
-    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from looptap.cassettes.replay.live import parse_edit
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+    from looptap.cassettes.replay.forking.placement import parse_cursor
+    from looptap.cassettes.replay.live.edits import parse_edit
+    from looptap.cassettes.replay.serving.server import ReplayServer
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -381,8 +382,9 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
     pytest.importorskip("websockets")
     import socket
 
-    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+    from looptap.cassettes.replay.forking.placement import parse_cursor
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     path = sdk_cassette[0]
     with socket.socket() as s:  # a port nothing listens on
@@ -401,7 +403,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
 
 
 def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
-    from looptap.cassettes.replay.live import Threads
+    from looptap.cassettes.replay.live.chains import Threads
 
     t = Threads(limit=3)
     t.add("r0", None, [])
@@ -447,8 +449,9 @@ def test_each_turn_a_live_session_relays_is_noted_in_the_order_the_agent_lived_i
     rebuilds the run the agent lived. Before, only the turn that opened the live session was
     noted: [0, None], the answer's turn missing (issue 68)."""
     pytest.importorskip("websockets")
-    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+    from looptap.cassettes.replay.forking.placement import parse_cursor
+    from looptap.cassettes.replay.serving.server import ReplayServer
     from tests.support.ws_upstream import WsResponsesUpstream
 
     path = sdk_cassette[0]
@@ -469,8 +472,9 @@ def test_a_turn_at_the_cursor_that_differs_from_the_recording_goes_live_and_is_n
     the cursor. Before, the turn stayed a miss after it was answered live, so the fork said the
     client diverged before the cursor and every confirm run of Codex was no sample (issue 68)."""
     pytest.importorskip("websockets")
-    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+    from looptap.cassettes.replay.forking.placement import parse_cursor
+    from looptap.cassettes.replay.serving.server import ReplayServer
     from tests.support.ws_upstream import WsResponsesUpstream
 
     path = sdk_cassette[0]

@@ -13,7 +13,7 @@ import pytest
 
 from looptap.cassettes import net as http1
 from looptap.cassettes.net import BackgroundServer
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.support.upstream import FakeUpstream
 

@@ -28,8 +28,9 @@ import orjson
 import pytest
 
 from looptap.cassettes.cli import main
-from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.placement import parse_cursor
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import (
     SYSTEM,

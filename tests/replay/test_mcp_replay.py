@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.cassettes.test_mcp_calls import run_exchanges
 
 HEADERS = {

@@ -163,7 +163,7 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(
     import urllib.error
     import urllib.request
 
-    from looptap.cassettes.replay.serving import ReplayServer
+    from looptap.cassettes.replay.serving.server import ReplayServer
     from looptap.cassettes.storage import load_vcr
 
     repo = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from looptap.cassettes.replay.serving import UNPLAYED_LISTED, ReplayServer
+from looptap.cassettes.replay.serving.server import UNPLAYED_LISTED, ReplayServer
 from tests.support.huge import write_huge
 
 
@@ -95,7 +95,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
     others counted in one line (text) and ``left_out`` (JSON), never held."""
     from looptap.cassettes.cli import main
     from looptap.cassettes.replay import comparison
-    from looptap.cassettes.replay.forking import diff_analysed
+    from looptap.cassettes.replay.forking.rundiff import diff_analysed
 
     a = write_huge(tmp_path / "a.jsonl", 12)
     b = tmp_path / "b.jsonl"
@@ -104,7 +104,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
     whole = capsys.readouterr().out
     assert "12 divergences" in whole and "more divergences" not in whole
     # the cap a diff keeps, patched where it is read: a name of a private module (no seam offers it)
-    monkeypatch.setattr("looptap.cassettes.replay.forking._divergence.MAX_DIVERGENCES", 5)
+    monkeypatch.setattr("looptap.cassettes.replay.forking.divergence.MAX_DIVERGENCES", 5)
     kept: list[int] = []
     real = diff_analysed
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.analysis import analyse, schema_errors
-from looptap.cassettes.replay.serving import REFUSAL_TEXT
+from looptap.cassettes.replay.serving.faults import REFUSAL_TEXT
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.rewrite_support import Seen, cassette_for, is_json, replay, sdk_call
 
 # the SDKs' notes on old model names
@@ -116,9 +117,7 @@ def test_sdk_sees_the_rewritten_answer(
         f.message for f in analyse(list(srv.served)).findings
     ]
     # the fault cleared: the same request now gets the recorded answer
-    with __import__("looptap.cassettes.replay.serving", fromlist=["ReplayServer"]).ReplayServer(
-        cas, faults=plan
-    ) as again:
+    with ReplayServer(cas, faults=plan) as again:
         assert sdk_call(family, stream, again.url, tool, schema) == clean
 
 
@@ -137,7 +136,7 @@ def sdk_call_recorded(
 
 
 def test_rewriting_fault_specs() -> None:
-    from looptap.cassettes.replay.serving import FaultSpecError, parse_fault
+    from looptap.cassettes.replay.serving.faults import FaultSpecError, parse_fault
 
     assert parse_fault("turn=1:truncate=0.25").arg == 0.25
     assert parse_fault("tool=get_weather:schema_arguments*2").times == 2

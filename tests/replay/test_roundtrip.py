@@ -25,7 +25,7 @@ import pytest
 
 from looptap.cassettes.parsing import parse_exchange
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.wire import Exchange
 from tests.support import progress

@@ -16,15 +16,11 @@ import orjson
 import pytest
 
 from looptap.cassettes.matching import rules_of_args
-from looptap.cassettes.replay.forking import (
-    Cursor,
-    ForkReplay,
-    live_router,
-    parse_cursor,
-    parse_from,
-    read_plan,
-)
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.fork import ForkReplay, parse_from
+from looptap.cassettes.replay.forking.placement import parse_cursor
+from looptap.cassettes.replay.forking.plan import read_plan
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
 from tests.replay.test_rules_propose import MONDAY, TUESDAY, agent

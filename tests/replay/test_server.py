@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from looptap.cassettes.replay.serving import MISS_CODE, ReplayServer, parse_pace
+from looptap.cassettes.replay.serving.plan import MISS_CODE
+from looptap.cassettes.replay.serving.server import ReplayServer, parse_pace
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import (
     CALL,
@@ -290,7 +291,8 @@ def test_a_live_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape(
     API's own error (502, looptap_upstream_error), kept with the failure as its transport error."""
     import socket
 
-    from looptap.cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+    from looptap.cassettes.replay.forking.placement import parse_cursor
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

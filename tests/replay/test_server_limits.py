@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from looptap.cassettes import net as wsframes
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import REPO, SYSTEM, USER, chat_request, chat_response, tool_loop
 from tests.support import progress
 
@@ -56,7 +56,7 @@ class Child:
     def __init__(self, tmp_path: Path, nofile: int | None = None, **kwargs: object) -> None:
         code = textwrap.dedent(f"""
             import sys, time
-            from looptap.cassettes.replay.serving import ReplayServer
+            from looptap.cassettes.replay.serving.server import ReplayServer
             from tests.replay.conftest import tool_loop
             srv = ReplayServer(tool_loop(), **{kwargs!r}).start()
             print(srv.port, flush=True)
@@ -490,7 +490,7 @@ def test_what_serving_needs_is_loaded_before_listening() -> None:
     request: out of file descriptors, a first request would need one to open the module's file
     (the fd-limit test above failed so under load: 'Too many open files: …/h11/__init__.py')."""
     code = (
-        "import sys\nfrom looptap.cassettes.replay.serving import ReplayServer\nfrom "
+        "import sys\nfrom looptap.cassettes.replay.serving.server import ReplayServer\nfrom "
         "tests.replay.conftest import tool_loop\nassert 'h11' not in sys.modules\nsrv = "
         "ReplayServer(tool_loop()).start()\nprint('h11' in sys.modules, 'wsproto.events' in "
         "sys.modules)\nsrv.stop()\n"

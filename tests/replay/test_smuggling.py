@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from looptap.cassettes.cli import main
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import chat_response, tool_loop, write
 from tests.support import progress

@@ -235,8 +235,9 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
     """Responses chains: the turn past the cursor continues an answer served in position; sent
     self-contained, its history holds the tool output the client sent, not the recorded one."""
     from looptap.cassettes.net import Request
-    from looptap.cassettes.replay.forking import Cursor, parse_cursor
-    from looptap.cassettes.replay.serving import Forward, Planner, Play
+    from looptap.cassettes.replay.forking.cursor import Cursor
+    from looptap.cassettes.replay.forking.placement import parse_cursor
+    from looptap.cassettes.replay.serving.plan import Forward, Planner, Play
 
     def call(cid: str) -> dict[str, Any]:
         return {"type": "function_call", "call_id": cid, "name": "ls", "arguments": "{}"}
@@ -317,8 +318,9 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
 
 
 def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> None:
-    from looptap.cassettes.replay.forking import Cursor, CursorError, parse_cursor
-    from looptap.cassettes.replay.live import parse_edit
+    from looptap.cassettes.replay.forking.cursor import Cursor
+    from looptap.cassettes.replay.forking.placement import CursorError, parse_cursor
+    from looptap.cassettes.replay.live.edits import parse_edit
 
     spec = parse_cursor("divergence")
     assert (

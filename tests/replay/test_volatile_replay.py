@@ -18,14 +18,10 @@ from looptap.cassettes.matching import (
     VolatileSpans,
     request_key,
 )
-from looptap.cassettes.replay.forking import (
-    Cursor,
-    ForkReplay,
-    live_router,
-    parse_cursor,
-    parse_from,
-)
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+from looptap.cassettes.replay.forking.fork import ForkReplay, parse_from
+from looptap.cassettes.replay.forking.placement import parse_cursor
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import (
     USER,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes import net as wsframes
-from looptap.cassettes.replay.serving import ReplayServer
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import write
 from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -209,7 +209,7 @@ def test_faults_over_a_websocket(
     with that status, a rewriting fault the rewritten answer's events; the served turn is
     labelled."""
     from looptap.cassettes.analysis import analyse
-    from looptap.cassettes.replay.serving import FaultPlan, parse_fault
+    from looptap.cassettes.replay.serving.faults import FaultPlan, parse_fault
 
     path, _ = cassette
     plan = FaultPlan([parse_fault(fault)])
@@ -230,7 +230,7 @@ def test_a_stream_cut_over_a_websocket_closes_the_connection_mid_turn(
     cassette: tuple[Path, list[Any]],
 ) -> None:
     from looptap.cassettes.analysis import analyse
-    from looptap.cassettes.replay.serving import FaultPlan, parse_fault
+    from looptap.cassettes.replay.serving.faults import FaultPlan, parse_fault
 
     path, _ = cassette
     plan = FaultPlan([parse_fault("request=2:stream_cut=2")])

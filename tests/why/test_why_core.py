@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from looptap.cassettes.replay.live import EditError, apply_edits, carried, parse_edit
+from looptap.cassettes.replay.live.edits import EditError, parse_edit
+from looptap.cassettes.replay.live.rewrite import apply_edits, carried
 from looptap.cassettes.why import (
     Intervention,
     Judged,

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from looptap.cassettes.reading import open_run
-from looptap.cassettes.replay.live import EditError, apply_edits, parse_edit
+from looptap.cassettes.replay.live.edits import EditError, parse_edit
+from looptap.cassettes.replay.live.rewrite import apply_edits
 from looptap.cassettes.why import interventions
 from tests.cassettes.analysis.scenarios import Call, Script, edit_request
 from tests.replay.conftest import write

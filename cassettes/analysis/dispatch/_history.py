@@ -255,7 +255,7 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
 
 def continued_by_fork(ex: Any) -> bool:
     """Whether this request is a fork's continuation of a cut answer (its ``continue`` edit
-    mark, :mod:`cassettes.replay.live._continuation`): the cut answer echoed in it is looptap asking
+    mark, :mod:`cassettes.replay.live.continuation`): the cut answer echoed in it is looptap asking
     for the rest, not the client carrying on."""
     return any(m.get("edit") == "continue" for m in (getattr(ex, "edits", None) or []))
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from ...matching import short
 from ...wire import Exchange
-from ._divergence import Divergence
+from .divergence import Divergence
 
 __all__ = ["Folding", "fork_changes"]
 

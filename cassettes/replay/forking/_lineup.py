@@ -1,7 +1,7 @@
 """Two runs of one agent lined up, and a turn's answer as the layers see it: the one reading of
-how two runs differ that ``looptap diff`` (:mod:`~cassettes.replay.forking._rundiff`), ``looptap
-rules propose`` (:mod:`~cassettes.replay.forking._proposal`), ``looptap run --repeat``
-(:mod:`~cassettes.replay.forking._repeat`) and ``looptap compare``
+how two runs differ that ``looptap diff`` (:mod:`~cassettes.replay.forking.rundiff`), ``looptap
+rules propose`` (:mod:`~cassettes.replay.forking.proposal`), ``looptap run --repeat``
+(:mod:`~cassettes.replay.forking.repeat`) and ``looptap compare``
 (:mod:`~cassettes.replay.forking.compare`) share.
 
 - Conversations are paired in the order they started, turns by their index in the conversation
@@ -28,7 +28,7 @@ from ...analysis import Conversation, RunAnalysis, Turn
 from ...matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
 from ...reading import with_notes
 from ...wire import Exchange
-from ..live import as_sent_live
+from ..live.chains import as_sent_live
 
 if TYPE_CHECKING:
     from ...reading import Run
@@ -53,7 +53,7 @@ class Comparing:
     through (``None``: compared as sent) and the user's rules (``None``: none) — what a replay or
     a fork's prefix matches by (:mod:`cassettes.matching`), so that a difference the replay would
     tolerate is listed as tolerated, and anything else is a divergence.
-    :func:`~cassettes.replay.forking._rundiff.comparing` makes it for two cassettes."""
+    :func:`~cassettes.replay.forking.rundiff.comparing` makes it for two cassettes."""
 
     volatile: VolatileSpans | None = None
     rules: Rules | None = None
@@ -208,7 +208,7 @@ def lined_up(
 ) -> tuple[dict[str, Any], Callable[[int], Exchange], Lineup]:
     """The branch ``b`` lined up with its origin ``a`` from the cursor: the fork's origin with its
     notes, the origin's exchanges with its turns at the cursor as the fork sent them, and how the
-    conversations pair (:func:`~cassettes.replay.forking._rundiff.branch_diff`)."""
+    conversations pair (:func:`~cassettes.replay.forking.rundiff.branch_diff`)."""
     origin = with_notes(path_b, meta)
     starts = origin.get("starts")
     exa = as_sent_live(

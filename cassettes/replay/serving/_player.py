@@ -26,18 +26,9 @@ from ...net import Request
 from ...providers import Provider
 from ...wire import NOTE_HEADER, REPLAY_HEADER, Exchange, Headers
 from ...wire import frame as frame_stream
-from ._faults import Fault
-from ._plan import (
-    MISS_CODE,
-    MISS_STATUS,
-    NOT_REPLAYED,
-    FaultStatus,
-    Missed,
-    Play,
-    Reset,
-    Rewritten,
-)
 from ._sender import Sender, ServedLog
+from .faults import Fault
+from .plan import MISS_CODE, MISS_STATUS, NOT_REPLAYED, FaultStatus, Missed, Play, Reset, Rewritten
 
 __all__ = ["Player"]
 
@@ -153,7 +144,7 @@ class _Turn:
 
 class Player:
     """Plays recorded answers (and the faults that change them) at ``speed`` (0: instant; see
-    :func:`~cassettes.replay.serving._server.parse_pace`)."""
+    :func:`~cassettes.replay.serving.server.parse_pace`)."""
 
     def __init__(self, matcher: Matcher, sender: Sender, log: ServedLog, speed: float) -> None:
         self.matcher = matcher

@@ -2,8 +2,8 @@
 a new episode being recorded) and its answer relayed as it arrives, chunk for chunk; under a
 fork's ``--edit continue``, an answer cut at the token cap continued and handed over joined.
 
-The fork's router (:class:`~cassettes.replay.forking._cursor.Cursor`) decided to send it
-(:class:`~cassettes.replay.serving._plan.Forward`) and hears of each answer relayed, so that a later
+The fork's router (:class:`~cassettes.replay.forking.cursor.Cursor`) decided to send it
+(:class:`~cassettes.replay.serving.plan.Forward`) and hears of each answer relayed, so that a later
 request continuing it goes as it is.
 """
 
@@ -21,9 +21,9 @@ from ...matching import request_key
 from ...net import Request
 from ...providers import Provider
 from ...wire import Exchange, Headers
-from ..live import cut_text, joined, parsed, rendered_for
-from ._plan import Forward, Router
+from ..live.continuation import cut_text, joined, parsed, rendered_for
 from ._player import Player
+from .plan import Forward, Router
 
 if TYPE_CHECKING:
     from ...net import Trust, Upstream, UpstreamResponse
@@ -182,7 +182,7 @@ class LiveRelay:
         said: list[str],
         notes: list[str],
     ) -> tuple[Rendered, int] | None:
-        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live._continuation`) on the
+        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live.continuation`) on the
         upstream's answer (``first``, read whole): when the token cap cut it, the model asked to go
         on (each request through the same recorder, marked as the fork's), and the one answer
         joining the parts, in the format the client asked for, with how many continuation requests

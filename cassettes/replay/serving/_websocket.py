@@ -1,5 +1,5 @@
 """The replay server's WebSocket sessions (Responses over a WebSocket): the upgrade, the frames,
-and each turn decided by the same :class:`~cassettes.replay.serving._plan.Planner` as an HTTP
+and each turn decided by the same :class:`~cassettes.replay.serving.plan.Planner` as an HTTP
 request and spoken as WebSocket messages by the same
 :class:`~cassettes.replay.serving._player.Player`.
 
@@ -9,7 +9,7 @@ WebSocket the API's failures are messages: a miss or a status fault is the API's
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
 
-Past a fork's cursor (:mod:`cassettes.replay.forking._cursor`, docs/fork.md), at the session's first
+Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`, docs/fork.md), at the session's first
 turn at or past it, the server opens a WebSocket of its own to the live upstream
 (:class:`cassettes.net.LiveSocket`) and from then on relays the session both ways, each turn sent
 self-contained when it continues an answer the live upstream never gave, with the fork's model and
@@ -30,9 +30,9 @@ from ... import bounds, net, providers
 from ...matching import Miss
 from ...net import Request
 from ...wire import Exchange
-from ..live import Chains
-from ._plan import Forward, Planner
+from ..live.chains import Chains
 from ._player import Player
+from .plan import Forward, Planner
 
 if TYPE_CHECKING:
     from ...matching import Recorded

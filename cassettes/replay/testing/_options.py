@@ -17,7 +17,8 @@ import pytest
 
 from ...matching import RuleError, project_rules
 from ...storage import UnsafePath, check_target, is_cassette
-from ..serving import FaultPlan, FaultSpecError, parse_fault, parse_pace
+from ..serving.faults import FaultPlan, FaultSpecError, parse_fault
+from ..serving.server import parse_pace
 from ._keys import MODES
 
 __all__ = ["Options", "upstreams"]
@@ -182,8 +183,9 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
                 pytrace=False,
             )
         return None
-    from ..forking import Cursor, CursorError, live_router, parse_cursor
-    from ..live import EditError, parse_edits
+    from ..forking.cursor import Cursor, live_router
+    from ..forking.placement import CursorError, parse_cursor
+    from ..live.edits import EditError, parse_edits
 
     live, model, edits, prefix = _fork_options(kw)
     try:

@@ -20,12 +20,12 @@ from ...hints import count
 from ...matching import report_lines, turn_entries
 from ...storage import check_target, staged
 from ...untrusted import clean_line
-from ..serving import STATUS_KINDS, FaultPlan, parse_fault
+from ..serving.faults import STATUS_KINDS, FaultPlan, parse_fault
 from ._keys import MISS, REPORTS_DIR
 
 if TYPE_CHECKING:
     from ...reading import Run
-    from ..serving import ReplayServer
+    from ..serving.server import ReplayServer
 
 __all__ = ["add_sections", "failure_text", "summary_lines"]
 
@@ -63,7 +63,7 @@ def add_sections(
         and session.server is not None
     ):
         report.sections.append(("looptap", _write_html_report(item, session)))
-        from ..forking import Cursor
+        from ..forking.cursor import Cursor
 
         cursor = session.server.router
         if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model

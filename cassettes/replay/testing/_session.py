@@ -24,7 +24,8 @@ from ...matching import here
 from ...net import Trust
 from ...reading import Run, open_run
 from ...storage import check_target, is_cassette, open_regular, staged
-from ..serving import FaultPlan, ReplayServer, placeholder_keys
+from ..serving.faults import FaultPlan
+from ..serving.server import ReplayServer, placeholder_keys
 from ._keys import RECORDER, REPORTS
 from ._options import Options, upstreams
 from ._report import add_sections, failure_text, summary_lines
@@ -204,7 +205,7 @@ def _start_recording(
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
     fork's router: a listener is named after the vendor, and its families share the prefix)."""
-    from ..forking import live_bases, live_router
+    from ..forking.cursor import live_bases, live_router
 
     return live_router(live_bases(recorder_env))
 

@@ -16,7 +16,8 @@ import pytest
 from looptap.cassettes import providers
 from looptap.cassettes.interop import iter_requests
 from looptap.cassettes.reading import Run
-from looptap.cassettes.replay.live import apply_edits, parse_edit
+from looptap.cassettes.replay.live.edits import parse_edit
+from looptap.cassettes.replay.live.rewrite import apply_edits
 from looptap.cassettes.wire import Exchange
 
 MSG = [{"role": "user", "content": "hi"}]

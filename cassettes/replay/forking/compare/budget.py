@@ -18,9 +18,9 @@ from ....hints import count
 from ....parsing import parse_exchange
 from ....views import money
 from ....wire import Exchange
-from ...live import with_model
-from .._cursor import bases_of
-from ._answer import price_usage
+from ...live.model import with_model
+from ..cursor import bases_of
+from .answer import price_usage
 
 
 class BudgetError(CassetteError):
@@ -176,7 +176,7 @@ def where_sent(
 
 def rewritten(ex: Exchange, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
     """(the recorded request's path and query, ``body``, what changed) with ``model`` asked for
-    (:func:`~cassettes.replay.forking._cursor.with_model`)."""
+    (:func:`~cassettes.replay.forking.cursor.with_model`)."""
     u = urlsplit(ex.url)
     return with_model(ex.method, u.path + (f"?{u.query}" if u.query else ""), body, model)
 

@@ -18,7 +18,7 @@ from ...hints import count
 from ...reading import open_run, origin_of
 from ...untrusted import clean_line
 from ._lineup import lined_up, turn_answer, turns_of
-from ._rundiff import comparing_files
+from .rundiff import comparing_files
 
 __all__ = ["agreement", "agreement_lines"]
 

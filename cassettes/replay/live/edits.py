@@ -15,7 +15,7 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     max_tokens=N                       the token cap, whatever the API calls the field
     continue=N                         an answer cut at the token cap continued, at most N more
                                        requests per answer, the client handed one answer
-                                       (:mod:`cassettes.replay.live._continuation`; no item
+                                       (:mod:`cassettes.replay.live.continuation`; no item
                                        rewritten)
     …=text                             the new text inline instead of from a file
 
@@ -31,7 +31,7 @@ marks each item it rewrote (:mod:`cassettes.wire._edit_marks`: the item's path, 
 Sent to the fork's own looptap recorder, the marks travel in a request header sealed with the
 fork's per-run key, which the recorder checks and removes before the request goes upstream, and the
 branch records them beside the request the upstream received, so the client's own request is in the
-branch too. How a request is rewritten is :mod:`cassettes.replay.live._rewrite`'s. An edit that
+branch too. How a request is rewritten is :mod:`cassettes.replay.live.rewrite`'s. An edit that
 never applies is an error (the report names it, the fork exits 1), not a silent no-op.
 """  # noqa: E501
 

@@ -20,8 +20,9 @@ import orjson
 
 from ...errors import CassetteError
 from ...storage import open_regular, write_private
-from ..live import Edit
-from ._cursor import Cursor, CursorSpec, live_router
+from ..live.edits import Edit
+from .cursor import Cursor, live_router
+from .placement import CursorSpec
 
 __all__ = ["MAX_BYTES", "RULES", "VERSION", "ForkPlan", "PlanError", "read_plan"]
 

@@ -32,7 +32,7 @@ from ... import bounds
 from ...models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
 from ...parsing import parse_exchange
 from ...wire import Exchange, Headers, decode_chunks, header, mark
-from ._edits import Edit, edited_headers
+from .edits import Edit, edited_headers
 
 if TYPE_CHECKING:
     from ...providers import Provider, Rendered

@@ -1,9 +1,9 @@
 """A fork's cursor in the replay server: up to it, requests are answered from the recording (fail
 closed, as replay always is); from it on, they go to a live upstream and are recorded there.
 
-The cursor as written and where it falls are :mod:`cassettes.replay.forking._placement`'s (plain
+The cursor as written and where it falls are :mod:`cassettes.replay.forking.placement`'s (plain
 data and functions; ``looptap run --from`` places it once and hands the placement on in its plan).
-:class:`Cursor` is the router the replay server receives (:class:`~cassettes.replay.serving._plan.
+:class:`Cursor` is the router the replay server receives (:class:`~cassettes.replay.serving.plan.
 Router`): plain data (the plan, where the cursor stands in this replay, what the report says) and
 the four calls the server makes.
 
@@ -24,7 +24,7 @@ turn sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
 A request past the cursor that continues an answer replayed from the recording (the Responses
 API's ``previous_response_id``), which the live upstream never gave, is sent self-contained
-(:class:`cassettes.replay.live._chains.Chains`); one continuing an answer the live upstream gave
+(:class:`cassettes.replay.live.chains.Chains`); one continuing an answer the live upstream gave
 goes as it is.
 
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
@@ -44,33 +44,19 @@ from ...hints import count
 from ...matching import Matcher, Miss, Recorded, request_key
 from ...net import Request
 from ...untrusted import clean_line
-from ..live import (
-    Chains,
-    Continuation,
-    Edit,
-    apply_edits,
-    edited_headers,
-    model_of,
-    with_model,
-)
-from ..serving import Answer, Forward, Missed, Play
-from ._placement import (
-    CursorError,
-    CursorSpec,
-    listed_items,
-    parse_cursor,
-    place,
-    selects,
-)
+from ..live.chains import Chains
+from ..live.continuation import Continuation
+from ..live.edits import Edit, edited_headers
+from ..live.model import model_of, with_model
+from ..live.rewrite import apply_edits
+from ..serving.plan import Answer, Forward, Missed, Play
+from .placement import CursorSpec, listed_items, place, selects
 
 __all__ = [
     "Cursor",
-    "CursorError",
-    "CursorSpec",
     "live_bases",
     "live_router",
     "named_listeners",
-    "parse_cursor",
 ]
 
 #: The most requests :attr:`Cursor.lived` keeps (past them, the lived run is not known: ``None``).
@@ -85,11 +71,11 @@ class Cursor:
     spec: CursorSpec
     live: Callable[[str, str, bytes], str | None]
     model: str | None = None
-    #: What-if edits made in every request sent live (:mod:`cassettes.replay.live._edits`).
+    #: What-if edits made in every request sent live (:mod:`cassettes.replay.live.edits`).
     edits: list[Edit] = field(default_factory=list)
     #: The fork's per-run key when the live upstreams are its looptap recorders: an edited request
     #: carries its marks to them, sealed with it
-    #: (:func:`cassettes.replay.live._edits.edited_headers`), so the branch keeps the client's
+    #: (:func:`cassettes.replay.live.edits.edited_headers`), so the branch keeps the client's
     #: request. ``None``: no marks are sent.
     edit_key: str | None = field(default=None, repr=False)
     #: How the prefix is matched:
@@ -100,7 +86,7 @@ class Cursor:
     starts: dict[str | None, int] = field(default_factory=dict)
     #: Per edit (its label): the value its item had where the recording first sends it.
     recorded_values: dict[str, Any] = field(default_factory=dict)
-    #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking._plan` gives
+    #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking.plan` gives
     #: :attr:`starts` and :attr:`recorded_values`): :meth:`bind` only holds the matcher.
     placed: bool = False
     # -- where the cursor stands in this replay
@@ -141,7 +127,7 @@ class Cursor:
         """Place the cursor in ``matcher``'s recording (labelled by turn), unless it is placed
         already; raises :class:`CursorError` when it selects no recorded round trip, saying what
         ``run`` (the recording, as the user named it) has
-        (:func:`cassettes.replay.forking._placement.place`)."""
+        (:func:`cassettes.replay.forking.placement.place`)."""
         matcher.label()
         self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
@@ -275,7 +261,7 @@ class Cursor:
         self, method: str, target: str, body: bytes, client: bytes
     ) -> Continuation | None:
         """How the answer to a request sent live is continued when the cap cuts it (the
-        ``continue`` edit, :mod:`cassettes.replay.live._continuation`), or ``None``."""
+        ``continue`` edit, :mod:`cassettes.replay.live.continuation`), or ``None``."""
         edit = next((e for e in self.edits if e.kind == "continue"), None)
         adapter = request_key(method, target, [], body).adapter if edit is not None else None
         if edit is None or adapter is None:
@@ -336,7 +322,7 @@ class Cursor:
     ) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
         """A request sent live, as it is sent: the model asked for (``--model``), the edits made
         (``--edit``; its marks carried to a looptap recorder,
-        :func:`cassettes.replay.live._edits.edited_headers`); its target, body, notes, headers
+        :func:`cassettes.replay.live.edits.edited_headers`); its target, body, notes, headers
         (``None``: the request's own). Counted in :attr:`sent`. ``turn``: the recording's turn it is
         (for the notes)."""
         self.sent += 1

@@ -19,10 +19,10 @@ from ....net import (
     said_name,
 )
 from ....wire import Exchange, Headers, without_own
-from ...live import as_sent_live
-from ._answer import Sample, offered_tools, sample_of
-from ._budget import Planned, price_of, rewritten
-from ._report import Comparison, TurnComparison
+from ...live.chains import as_sent_live
+from .answer import Sample, offered_tools, sample_of
+from .budget import Planned, price_of, rewritten
+from .report import Comparison, TurnComparison
 
 
 def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str]) -> tuple[Headers, list[str]]:
@@ -107,7 +107,7 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
     the request self-contained: the history that answer stood for as its input, the id removed.
     The candidate never gave the recorded answers, so the id alone would be refused
     (``previous_response_not_found``); teacher-forced means the recorded history, sent whole
-    (:func:`~cassettes.replay.live._chains.as_sent_live`, as a fork sends its first live turn)."""
+    (:func:`~cassettes.replay.live.chains.as_sent_live`, as a fork sends its first live turn)."""
     by_seq = {p.seq: p.ex for p in planned}
     sent = as_sent_live(run.exchanges, by_seq.__getitem__, by_seq)
     for p in planned:
@@ -125,7 +125,7 @@ def compare_run(
     skipped: list[str] | None = None,
 ) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
-    request to the base URL of its API (:func:`cassettes.replay.forking._cursor.live_router`). A
+    request to the base URL of its API (:func:`cassettes.replay.forking.cursor.live_router`). A
     transport or credential failure stops it there (:attr:`Comparison.stopped`): the turn it
     happened in is left out, nothing more is sent."""
     recorded_tools = {c.name for t in run.analysis.turns.values() for c in t.e.tool_calls}

@@ -46,26 +46,19 @@ from ...providers import FAMILIES, REVERSE_UPSTREAMS, by_family
 from ...storage import check_target, staged
 from ...untrusted import clean_line
 from ...wire import Exchange, decode_chunks
-from ._faults import FaultPlan
-from ._plan import (
-    MISS_CODE,
-    Fallback,
-    Forward,
-    Planner,
-    Router,
-)
 from ._player import Player
 from ._recordings import open_recordings
 from ._relay import LiveRelay
 from ._sender import Sender, ServedLog
 from ._websocket import WebSocketReplay
+from .faults import FaultPlan
+from .plan import Fallback, Forward, Planner, Router
 
 if TYPE_CHECKING:
     from ...net import Trust
 
 __all__ = [
     "IDLE_TIMEOUT",
-    "MISS_CODE",
     "READ_TIMEOUT",
     "ReplayServer",
     "parse_pace",

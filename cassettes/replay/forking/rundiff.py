@@ -38,8 +38,7 @@ from ...matching import (
 )
 from ...reading import Relation, header_time, read_entries
 from ...wire import Exchange
-from ..live import edit_notes
-from ._divergence import Divergence, Divergences, Pair
+from ..live.edits import edit_notes
 from ._forkchanges import Folding, fork_changes
 from ._lineup import (
     Comparing,
@@ -50,6 +49,7 @@ from ._lineup import (
     reported,
     turns_of,
 )
+from .divergence import Divergence, Divergences, Pair
 
 if TYPE_CHECKING:
     from ...reading import Run
@@ -129,7 +129,7 @@ def diff_analysed(
 ) -> Divergences:
     """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
     ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
-    ``tolerated``). At most :data:`~cassettes.replay.forking._divergence.MAX_DIVERGENCES` are kept;
+    ``tolerated``). At most :data:`~cassettes.replay.forking.divergence.MAX_DIVERGENCES` are kept;
     ``left_out`` counts the others."""
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
@@ -365,7 +365,7 @@ def branch_diff(
     ``fork_diff`` see it: with what the fork noted after the run (the prefix's tolerated, where
     ``@divergence`` went live: :func:`~cassettes.reading.with_notes`), the origin's turns at
     the cursor as the fork sent them (a chained turn self-contained:
-    :func:`~cassettes.replay.live._chains.as_sent_live`, so the rewrite is no difference of the
+    :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
     client), lined up once (:func:`~cassettes.replay.forking._lineup.lined_up`)."""
     origin, exa, lineup = lined_up(a, b, path_b, meta, compare)
     runs = _Runs(a.analysis, b.analysis, exa, b.exchange_by_seq, compare, Divergences())

@@ -1,7 +1,7 @@
 """A branch beside its origin, for the inspector's Fork tab (docs/inspector.md): per conversation,
 the origin's turns before the cursor (served from it), the fork point, then each turn past the
 cursor as the origin had it and as the branch has it, the items a what-if edit rewrote and the
-divergences :func:`cassettes.replay.forking._rundiff.branch_diff` finds there, as ``looptap diff``
+divergences :func:`cassettes.replay.forking.rundiff.branch_diff` finds there, as ``looptap diff``
 does.
 
 Computed here (the core); the inspector only draws :class:`ForkComparison`. The origin is found from
@@ -18,8 +18,8 @@ from typing import Any
 from ...hints import count
 from ...matching import entry_line
 from ...reading import locate, open_run, origin_of
-from ..live import edit_notes
-from ._rundiff import branch_diff, comparing_files
+from ..live.edits import edit_notes
+from .rundiff import branch_diff, comparing_files
 
 __all__ = ["ForkComparison", "ForkRow", "fork_view"]
 

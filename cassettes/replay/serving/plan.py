@@ -5,7 +5,7 @@
 it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
 a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
 being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The servers
-(:mod:`cassettes.replay.serving._server` for HTTP, :mod:`cassettes.replay.serving._websocket` for
+(:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving._websocket` for
 WebSocket) and their :mod:`~cassettes.replay.serving._player` only speak what was decided. The
 matcher's bookkeeping stays the matcher's: an attempt that does not get the recorded answer gives
 it back with :meth:`Matcher.release`.
@@ -25,16 +25,10 @@ from ...matching import Matcher, Miss, Recorded
 from ...net import HOP_BY_HOP, Request
 from ...parsing import parse_exchange
 from ...providers import Provider, Rendered
-from ._faults import (
-    REWRITE_KINDS,
-    STATUS_KINDS,
-    Fault,
-    FaultPlan,
-    rewrite_answer,
-)
+from .faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 
 if TYPE_CHECKING:
-    from ..live import Continuation
+    from ..live.continuation import Continuation
 
 __all__ = [
     "MISS_CODE",
@@ -155,7 +149,7 @@ Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 
 
 class Router(Protocol):
-    """A fork's cursor (:class:`cassettes.replay.forking._cursor.Cursor`): the answer for a request
+    """A fork's cursor (:class:`cassettes.replay.forking.cursor.Cursor`): the answer for a request
     past it (sent live), or ``None`` (replayed as any other)."""
 
     #: Requests sent live so far.

@@ -1,8 +1,8 @@
 """Where a fork's cursor falls in a recording: the cursor as written, and its placement (the first
 recorded round trip at it, per conversation), checked against the model and edits the fork would
 send. Plain data and functions: ``looptap run --from`` places the cursor once, in its own process
-(:mod:`cassettes.replay.forking._plan` hands the placement on); ``looptap replay --cursor`` places
-it in the replay server (:class:`cassettes.replay.forking._cursor.Cursor`).
+(:mod:`cassettes.replay.forking.plan` hands the placement on); ``looptap replay --cursor`` places
+it in the replay server (:class:`cassettes.replay.forking.cursor.Cursor`).
 
 A cursor is written as a fault's selector is (docs/faults.md): ``turn=2`` (every conversation, from
 its turn 2), ``conversation=c2:turn=1`` (conversation c2 only, from its turn 1; the others stay
@@ -26,7 +26,9 @@ from ... import providers
 from ...errors import CassetteError
 from ...hints import count
 from ...untrusted import clean_line
-from ..live import Edit, as_sent_live, carried
+from ..live.chains import as_sent_live
+from ..live.edits import Edit
+from ..live.rewrite import carried
 
 if TYPE_CHECKING:
     from ...matching import Recorded

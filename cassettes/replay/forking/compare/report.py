@@ -14,12 +14,7 @@ from ....hints import count
 from ....untrusted import clean_line
 from ....views import money
 from .._lineup import canonical
-from ._answer import (
-    TEXT_MEASURE,
-    TEXT_THRESHOLD,
-    Sample,
-    text_similarity,
-)
+from .answer import TEXT_MEASURE, TEXT_THRESHOLD, Sample, text_similarity
 
 #: What :attr:`TurnComparison.arguments` tallies of the samples' calls.
 _TALLIES = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")

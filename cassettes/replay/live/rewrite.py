@@ -1,4 +1,4 @@
-"""An edit made in a request sent live (:mod:`cassettes.replay.live._edits` reads it): each item of
+"""An edit made in a request sent live (:mod:`cassettes.replay.live.edits` reads it): each item of
 the body its target names rewritten, and marked. The rewriting is structural and API-neutral: a tool
 result is the JSON object that carries the call's id next to its content (``content``, ``output`` or
 ``response``); the system prompt and a user message are the strings the API's adapter reads them
@@ -17,7 +17,7 @@ from ... import bounds, providers
 from ...jsonpath import walk
 from ...models import user_messages
 from ...wire import mark
-from ._edits import Edit
+from .edits import Edit
 
 __all__ = ["apply_edits", "carried"]
 
@@ -146,33 +146,24 @@ def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
     """The ids of the calls made beside ``call_id`` (the answer that made it: the calls in the
     same object, or, where each call is an item of its own, the call items of ``items``), when
     ``items`` holds that answer or its calls; else ``None``."""
-    found: set[str] | None = None
-
-    def look(x: Any, depth: int, group: set[str]) -> None:
-        nonlocal found
-        if depth > _DEPTH or found is not None:
-            return
-        if isinstance(x, dict):
-            if _is_call(x) and _carries_id(x, call_id):
-                found = group
-                return
-            for v in x.values():
-                look(v, depth + 1, group)
-        elif isinstance(x, list):
-            calls = {i for y in x if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)}
-            for y in x:
-                look(y, depth + 1, calls or group)
-
     for item in items:
         # a call item of its own
         if isinstance(item, dict) and _is_call(item) and _carries_id(item, call_id):
-            return {i for y in items if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)} - {
-                call_id
-            }
-        look(item, 0, set())
-        if found is not None:
-            return found - {call_id}
+            return _call_ids(items) - {call_id}
+        for node, path, _, _ in walk(item, _DEPTH):
+            if isinstance(node, dict) and _is_call(node) and _carries_id(node, call_id):
+                # the calls of the innermost list around it that holds calls
+                group: set[str] = set()
+                x = item
+                for k in path:
+                    group = (_call_ids(x) or group) if isinstance(x, list) else group
+                    x = x[k]
+                return group - {call_id}
     return None
+
+
+def _call_ids(items: list[Any]) -> set[str]:
+    return {i for y in items if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)}
 
 
 def _direct_result(x: Any, calls: set[str]) -> bool:

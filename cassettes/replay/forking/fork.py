@@ -34,11 +34,11 @@ from ...matching import Matcher, here, rules_of_args
 from ...reading import first_turn, open_run, origin_fields, origin_in, read_entries
 from ...storage import CassetteFile, check_input
 from ...wire import KEY_ENV, new_key
-from ..live import Edit, edit_file, parse_edit, parse_edits
-from ..serving import replay_env
-from ._cursor import live_bases, named_listeners
-from ._placement import CursorSpec, parse_cursor, place
-from ._plan import RULES, ForkPlan
+from ..live.edits import Edit, edit_file, parse_edit, parse_edits
+from ..serving.server import replay_env
+from .cursor import live_bases, named_listeners
+from .placement import CursorSpec, parse_cursor, place
+from .plan import RULES, ForkPlan
 
 __all__ = ["ForkReplay", "ForkSource", "parse_from"]
 
@@ -119,9 +119,9 @@ class Placement:
 
 def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placement:
     """The fork's cursor placed in its run, once, with the model and the ``edits`` it would send
-    (:func:`cassettes.replay.forking._placement.place`). A cursor that selects no recorded turn, a
+    (:func:`cassettes.replay.forking.placement.place`). A cursor that selects no recorded turn, a
     model of another API family, or an edit whose target the recording does not have is refused
-    here (:class:`~cassettes.replay.forking._placement.CursorError`), before any file is touched
+    here (:class:`~cassettes.replay.forking.placement.CursorError`), before any file is touched
     and before anything is sent."""
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
@@ -191,7 +191,7 @@ class ForkReplay:
         CassetteFile(path, meta=self.meta).close()
 
     def plan(self, bases: dict[str, str]) -> ForkPlan:
-        """What the replay server is told (:mod:`cassettes.replay.forking._plan`), the cursor placed
+        """What the replay server is told (:mod:`cassettes.replay.forking.plan`), the cursor placed
         once: ``bases``, the recorder's listener per API name."""
         at = self.placed
         if at is None:
