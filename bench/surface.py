@@ -69,13 +69,15 @@ def _walk(node: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.AST, b
         yield from _walk(child, inner)
 
 
-def _imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The absolute dotted names an import statement reaches."""
+def _imported(module: str, node: ast.Import | ast.ImportFrom, package: bool = False) -> list[str]:
+    """The absolute dotted names an import statement reaches (without the install prefix
+    ``looptap.``); ``package``: ``module`` is a package's ``__init__`` (its ``.`` is itself)."""
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
-    base = node.module or ""
+        return [a.name.removeprefix("looptap.") for a in node.names]
+    base = (node.module or "").removeprefix("looptap.")
     if node.level:
-        up = module.split(".")[: len(module.split(".")) - node.level + 1]
+        parts = module.split(".") + ([""] if package else [])
+        up = parts[: len(parts) - node.level + 1]
         base = ".".join([*up[:-1], base] if base else up[:-1])
     return [base]
 
@@ -88,7 +90,7 @@ class Surface:
         self.lines = {f: len(f.read_text().splitlines()) for f in files}
 
     def own(self, dotted: str) -> bool:
-        return dotted.split(".")[0] in PACKAGES
+        return dotted.removeprefix("looptap.").split(".")[0] in PACKAGES
 
     def classes(self) -> list[tuple[int, int, str]]:
         out = []
@@ -157,9 +159,12 @@ class Surface:
             for node, in_function in _walk(tree):
                 if in_function or not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
-                for dotted in _imported(me, node):
+                for dotted in _imported(me, node, f.name == "__init__.py"):
                     names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
-                    for target in [dotted, *(f"{dotted}.{n}" for n in names)]:
+                    subs = [f"{dotted}.{n}" for n in names if f"{dotted}.{n}" in self.modules]
+                    # `from . import sub`: the submodule; the package only for a name it defines
+                    whole = len(subs) < len(names) or not names
+                    for target in [*([dotted] if whole else []), *subs]:
                         if target in self.modules and target != me:
                             graph[me].add(target)
         return [sorted(c) for c in _components(graph) if len(c) > 1]

@@ -46,11 +46,11 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http, version
 from mitmproxy.proxy import mode_specs
 
-from ..cassettes.providers import is_llm_host, versioned_path
-from ..cassettes.recording import Redactor
-from ..cassettes.wire import Exchange
-from . import failures, http1_fixes, messages
-from .capture import (
+from looptap.cassettes.providers import is_llm_host, versioned_path
+from looptap.cassettes.recording import Redactor
+from looptap.cassettes.wire import Exchange
+from looptap.proxy import failures, http1_fixes, messages
+from looptap.proxy.capture import (
     CAPPED,
     CLIENT_PATH,
     MAX_REQUEST,
@@ -59,10 +59,10 @@ from .capture import (
     flow_to_exchange,
     request_body,
 )
-from .durable import RECEIPT, WS_RECEIPTS, DurableGate
-from .handoff import Handoff, HandoffError
-from .marks import drop_own_marks, take_edit_marks
-from .pipe import SETTLE
+from looptap.proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
+from looptap.proxy.handoff import Handoff, HandoffError
+from looptap.proxy.marks import drop_own_marks, take_edit_marks
+from looptap.proxy.pipe import SETTLE
 
 __all__ = [
     "LooptapRecorder",
@@ -388,7 +388,7 @@ class LooptapRecorder:
 
     # -- WebSocket sessions (Responses over a WebSocket, …) ----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
-        from ..cassettes.recording.websocket import WsSession
+        from looptap.cassettes.recording.websocket import WsSession
 
         assert flow.response is not None
         flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip
