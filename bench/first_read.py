@@ -46,7 +46,10 @@ _CHILD = """
 import cProfile, sys, time
 out, target = sys.argv[1], sys.argv[2]
 sys.argv = ["looptap", "show", target]
-from looptap.cassettes.cli import main
+try:
+    from looptap.cassettes.cli import main
+except ImportError:  # a tree from before the one import package (bench/perf.py's _path)
+    from cassettes.cli import main
 p = cProfile.Profile(timer=time.process_time)
 p.enable()
 try:

@@ -68,15 +68,9 @@ perf = _perf()
 
 def _env(tree: Path, cache: Path) -> dict[str, str]:
     """A tree's environment: its packages first on the path, under ``looptap`` (its
-    ``.looptap-editable``) or, for a tree from before the one import package, at its root (as
-    bench/same_output.py's ``_path``), and its own cache directory."""
-    path = os.pathsep.join([str(tree / ".looptap-editable"), perf._path(tree)])
-    return {**perf.ENV, "PYTHONPATH": path, "LOOPTAP_CACHE_DIR": str(cache)}
-
-
-def _cli(tree: Path) -> str:
-    """The tree's command-line module (``cassettes.cli`` before the one import package)."""
-    return "looptap.cassettes.cli" if (tree / ".looptap-editable").is_dir() else "cassettes.cli"
+    ``.looptap-editable``) or, for a tree from before the one import package, at its root
+    (bench/perf.py's ``_path``), and its own cache directory."""
+    return {**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}
 
 
 def _show(
@@ -87,7 +81,7 @@ def _show(
     load = perf._load()
     t0 = time.perf_counter()
     with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", _cli(tree), "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
+        proc = subprocess.Popen([perf.PY, "-m", perf.cli(tree), "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
                                 env=_env(tree, cache), cwd=tree)  # fmt: skip
         _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0

@@ -107,9 +107,23 @@ def _metadata(tree: Path, where: Path) -> Path:
 _META: dict[Path, Path] = {}
 
 
+#: First on the path of a tree from before the one import package (issue 72): a ``looptap`` that
+#: cannot be imported (bench/_older_tree). Without it the environment's editable install (this
+#: checkout's) answers ``import looptap…``, and that tree's child runs this checkout's code.
+_NO_LOOPTAP = ROOT / "bench" / "_older_tree"
+
+
 def _path(tree: Path) -> str:
-    """The ``PYTHONPATH`` a tree runs with: the tree, then its entry points (:func:`_metadata`)."""
-    return f"{tree}{os.pathsep}{_META[tree]}" if tree in _META else str(tree)
+    """The ``PYTHONPATH`` a tree runs with: its ``looptap`` (``.looptap-editable``; none for a
+    tree from before the one import package), the tree, its entry points (:func:`_metadata`)."""
+    own = tree / ".looptap-editable"
+    parts = [own if own.is_dir() else _NO_LOOPTAP, tree, *([_META[tree]] if tree in _META else [])]
+    return os.pathsep.join(map(str, parts))
+
+
+def cli(tree: Path) -> str:
+    """The tree's command-line module (``cassettes.cli`` before the one import package)."""
+    return "looptap.cassettes.cli" if (tree / ".looptap-editable").is_dir() else "cassettes.cli"
 
 
 def _load() -> str:
@@ -254,7 +268,7 @@ def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
     _compile(trees)
 
     def on(tree: Path, interp: str, *argv: str) -> tuple[list[str], dict[str, str]]:
-        return [interp, "-m", "looptap.cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
+        return [interp, "-m", cli(tree), *argv], {**ENV, "PYTHONPATH": _path(tree)}
 
     cmds: dict[str, Callable[[Path, int], tuple[float, float]]] = {
         "show": lambda t, i: _wall(*on(t, PY, "show", str(two)), cwd=work),
@@ -406,11 +420,11 @@ def _child(tree: Path, mode: str, path: Path) -> dict[str, Any]:
 #: The batch child, the same code for every tree (run with its ``PYTHONPATH``): a run read and
 #: analysed as a user's script does it, through the public entry point.
 _BATCH = """
-import json, os, sys, time
-from looptap.cassettes.cli import tune_gc
-tune_gc()  # as the looptap command does
+import importlib, json, os, sys, time
+P = "looptap.cassettes" if os.path.isdir(".looptap-editable") else "cassettes"  # (cwd: the tree)
+importlib.import_module(P + ".cli").tune_gc()  # as the looptap command does
 t0, c0 = time.perf_counter(), os.times()
-from looptap.cassettes import open_run
+open_run = importlib.import_module(P).open_run
 run = open_run(sys.argv[1])
 a = run.analysis
 out = {"findings": len(a.findings), "turns": len(a.turns), "conversations": len(a.conversations)}
@@ -425,15 +439,14 @@ print(json.dumps(out))
 
 #: :data:`_BATCH` for any tree, one from before ``open_run`` included (``own``).
 _BATCH_ANY = _BATCH.replace(
-    "from looptap.cassettes import open_run\nrun = open_run(sys.argv[1])\na = run.analysis\n",
+    "open_run = importlib.import_module(P).open_run\nrun = open_run(sys.argv[1])\n"
+    "a = run.analysis\n",
     """try:
-    from looptap.cassettes import open_run
-except ImportError:  # a tree from before open_run: its whole-run reader and analyse()
-    from looptap.cassettes.analysis import analyse
-    try:
-        from looptap.cassettes.storage.store import read_records as read
-    except ImportError:
-        from looptap.cassettes.storage.store import read_cassette as read
+    open_run = importlib.import_module(P).open_run
+except AttributeError:  # a tree from before open_run: its whole-run reader and analyse()
+    analyse = importlib.import_module(P + ".analysis").analyse
+    store = importlib.import_module(P + ".storage.store")
+    read = getattr(store, "read_records", None) or store.read_cassette
     a = analyse(read(sys.argv[1]).exchanges)
 else:
     a = open_run(sys.argv[1]).analysis
@@ -486,7 +499,7 @@ def _show_big(tree: Path, path: Path) -> tuple[float, float, float]:
     """``looptap show FILE`` to /dev/null: seconds, CPU seconds and peak RSS (MB, by wait4)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [PY, "-m", "looptap.cassettes.cli", "show", str(path)],
+        [PY, "-m", cli(tree), "show", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**ENV, "PYTHONPATH": _path(tree)},

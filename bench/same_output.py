@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -94,9 +95,15 @@ def _blocks(path: Path) -> dict[str, bytes]:
 
 
 def _path(tree: Path) -> str:
-    """The tree's packages first on the path: under ``looptap`` (its ``.looptap-editable``) or,
-    for a tree from before the one import package, at its root."""
-    return os.pathsep.join([str(tree / ".looptap-editable"), str(tree)])
+    """The tree's packages first on the path (bench/perf.py's ``_path``: for a tree from before
+    the one import package, behind a ``looptap`` that cannot be imported, else the environment's
+    editable install answers the child's ``import looptap…`` and both columns run this tree)."""
+    spec = importlib.util.spec_from_file_location("perf", ROOT / "bench" / "perf.py")
+    assert spec is not None and spec.loader is not None
+    perf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(perf)
+    path: str = perf._path(tree)
+    return path
 
 
 def _run(
