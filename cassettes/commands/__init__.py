@@ -5,7 +5,8 @@ The order is the order ``looptap --help`` lists them in. A command of a package 
 another environment (the recorder beside mitmproxy, the inspector beside Textual) is declared here
 too: its handler's module is imported only where it runs. The recorder's commands are declared in
 :mod:`~cassettes.commands._recording`, the fleet index's in :mod:`~cassettes.commands._fleet`,
-``why``'s in :mod:`~cassettes.commands._why`. This package is the façade of them all (its names pinned by tests/test_commands.py).
+``why``'s in :mod:`~cassettes.commands._why`. This package is the façade of them all (its names
+pinned by tests/test_commands.py).
 """
 
 from __future__ import annotations
