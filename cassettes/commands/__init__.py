@@ -4,8 +4,9 @@ by its flags and metavar as ``--help`` writes them (:data:`Args`).
 The order is the order ``looptap --help`` lists them in. A command of a package that may live in
 another environment (the recorder beside mitmproxy, the inspector beside Textual) is declared here
 too: its handler's module is imported only where it runs. The recorder's commands are declared in
-:mod:`~cassettes.commands._recording`, the fleet index's in :mod:`~cassettes.commands._fleet`.
-This package is the façade of all three (its names pinned by tests/test_commands.py).
+:mod:`~cassettes.commands._recording`, the fleet index's in :mod:`~cassettes.commands._fleet`,
+``why``'s in :mod:`~cassettes.commands._why`. This package is the façade of them all (its names
+pinned by tests/test_commands.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ._registry import (
     loading,
     many,
 )
+from ._why import WHY, WHY_OPTIONS
 
 __all__ = [
     "COMMANDS",
@@ -53,58 +55,6 @@ _NO_VOLATILE = flag(
     "compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or "
     "loopback port tolerated (docs/testing.md)"
 )
-
-#: ``looptap why``'s options (:func:`cassettes.why._command.split_options` reads those written after
-#: the run with them).
-WHY_OPTIONS: Args = {
-    "--outcome": Arg(
-        "what failed means (default: the command's exit status is not 0)",
-        choices=("exit",),
-        default="exit",
-    ),
-    "--check CMD": (
-        "failed means: this shell command, run after the agent, exits with a status other than 0"
-    ),
-    "--finding CODE": (
-        "failed means: the run has a finding of this code (C.dropped_tool_result; "
-        "E.rule_broken:NAME: the agent's rule NAME broken, docs/rules.md)"
-    ),
-    "--answer-matches RE": "failed means: the final answer matches RE",
-    "--answer-not-matches RE": "failed means: the final answer does not match RE",
-    "--samples K": Arg("branches per intervention (default 5)", type=int, default=5),
-    "--jobs N": Arg("branches run at once (default 2)", type=int, default=2),
-    "-o --output DIR": (
-        "where the branches and why.json go (a new directory, or an earlier why of this run with "
-        "--resume)"
-    ),
-    "--resume": flag("continue the why in -o DIR: its finished branches are kept"),
-    "--result CALL_ID=@FILE": many(
-        "the text a dropped tool result had (the recording never had it): the C repair puts it "
-        "back (or CALL_ID=TEXT)"
-    ),
-    "--layer LAYER": many(
-        "run only the interventions of this layer (E, A or C; repeatable): a smaller budget for a "
-        "suspicion you have",
-        choices=("E", "A", "C"),
-    ),
-    "--model": "also re-sample each E turn on this model (same API family)",
-    "--upstream NAME=URL": many("where requests of that API go past the cursor (as looptap run)"),
-    "--confdir": "the recorder's configuration directory (as looptap run)",
-    "--max-requests N": Arg(
-        "refuse (before anything is sent) when more live requests would be sent",
-        type=int,
-    ),
-    "--max-cost USD": "refuse (before anything is sent) when the estimated cost is higher",
-    "--allow-unknown-price": flag("run under --max-cost although a model has no known price"),
-    "--dry-run": flag(
-        "list the interventions and the live requests each costs; run nothing, send nothing"
-    ),
-    "--json": flag("the verdict and every intervention as one JSON object"),
-    "--confirm": flag(
-        "FILE is an earlier why's directory: run the fixed agent (the command after --) K times "
-        "from its verdict's turn, live after it, and count the runs that now succeed"
-    ),
-}
 
 
 COMMANDS = (
@@ -501,25 +451,7 @@ COMMANDS = (
         },
         run="looptap.cassettes.verify:cmd_verify",
     ),
-    Command(
-        "why",
-        "which layer made a recorded run fail: fork it with one suspect changed, K times, and "
-        "count the flips",
-        {
-            "file": "the recorded run that failed (a looptap cassette); with --confirm, the "
-            "directory of an earlier why",
-        },
-        WHY_OPTIONS,
-        {
-            "cmd": Arg("the agent command, after --", nargs=argparse.REMAINDER),
-        },
-        run="looptap.cassettes.why:cmd_why",
-        epilog=(
-            "exit status: 0 a verdict was reached or said to be undetermined; 1 no intervention "
-            "could be run or judged; 2 refused (the run does not fail by the outcome, a budget "
-            "limit, a bad option or output directory): nothing sent. See docs/why.md"
-        ),
-    ),
+    WHY,
 )
 
 
