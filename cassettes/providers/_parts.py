@@ -216,12 +216,7 @@ class StreamParts:
     def first(self, attr: str, value: Any) -> None:
         """Set ``id`` or ``model`` from the first event that carries a non-empty one."""
         if getattr(self, attr) is None:
-            setattr(
-                self,
-                attr,
-                (value if isinstance(value, str) else (None if value is None else str(value)))
-                or None,
-            )
+            setattr(self, attr, as_str(value) or None)
 
     # -- the parts --------------------------------------------------------------------------------
 
@@ -239,13 +234,8 @@ class StreamParts:
 
     def text(self, key: Key, piece: str, kind: str = "text") -> Slot:
         """Add a text piece to the ``kind`` part at ``key``."""
-        st = self.slots.get(key)
-        if st is None:
-            st = self.slots[key] = Slot(kind)
-        if st.texts is None:
-            st.texts = [piece]
-        else:
-            st.texts.append(piece)
+        st = self.slot(key, kind)
+        st.add_text(piece)
         return st
 
     def call(self, key: Key, *, id: Any = None, name: Any = None, args: Any = None) -> Slot:
