@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from ...matching import RuleError, project_rules
+from ...matching import project_rules
+from ...project import RuleError
 from ...storage import UnsafePath, check_target, is_cassette
 from ..serving.faults import FaultPlan, FaultSpecError, parse_fault
 from ..serving.server import parse_pace
