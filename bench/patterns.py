@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from looptap.cassettes.analysis import parse_rules
-from looptap.cassettes.matching import parse_substitution, substitute
+from looptap.cassettes.matching import parse_substitution
+from looptap.cassettes.matching._rules import substitute
 from looptap.cassettes.recording import Redactor
 
 #: (pattern, unit, tail): the text is ``unit`` repeated to the size, then ``tail``.

@@ -13,9 +13,9 @@ bytes, the walk upward at most :data:`MAX_UP` directories; what cannot be used i
 :class:`RuleError` line naming the file.
 
 Finding and reading the file, and declaring the flags, need none of the rules' machinery (the
-table is read by :func:`~cassettes.matching.rules_from_config`): the pytest plugin checks at
-start-up, in every session, whether the project declares rules at all (:func:`project_table`), and
-``looptap --help`` lists the flags.
+table is read by :func:`~cassettes.matching._ruletable.rules_from_config`): the pytest plugin
+checks at start-up, in every session, whether the project declares rules at all
+(:func:`project_table`), and ``looptap --help`` lists the flags.
 """
 
 from __future__ import annotations

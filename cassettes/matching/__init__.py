@@ -8,8 +8,7 @@ surface, pinned by tests/matching/test_surface.py):
 - the user's rules (``_rules``; the path syntax is :mod:`cassettes.jsonpath`'s), a project's and
   a command line's read together from a table or flags (``_ruletable``); the file they live in,
   and the flags, are
-  :mod:`cassettes.project`'s (re-exported here: ``RuleError``, ``find_config``,
-  ``project_table``);
+  :mod:`cassettes.project`'s;
 - the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
   implicates (``_verdicts``);
 - the recording indexed by request key, in memory or served from the offset index
@@ -23,36 +22,15 @@ same way through it. Plain imports: the pytest plugin's start, and ``looptap --h
 
 from __future__ import annotations
 
-from ..jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path
-from ..project import RuleError, find_config, project_table
-from ._detectors import slug
 from ._indexed import IndexedRecordings
 from ._jsondiff import Change, clip, json_diff, short, window
 from ._matcher import Matcher, tolerated_notes
 from ._miss import Miss
-from ._places import (
-    MAX_PATH,
-    here,
-    path_value,
-    recorded,
-    volatile_for,
-)
-from ._recording import EXCHANGE_CACHE, InMemory, Recorded
+from ._places import here, recorded, volatile_for
+from ._recording import Recorded
 from ._requestkey import RequestKey, bare_text, request_key
-from ._rules import (
-    MAX_MATCHES,
-    Rules,
-    parse_ignore,
-    parse_substitution,
-    substitute,
-)
-from ._ruletable import (
-    from_flags,
-    from_table,
-    project_rules,
-    rules_from_config,
-    rules_of_args,
-)
+from ._rules import Rules, parse_ignore, parse_substitution
+from ._ruletable import project_rules, rules_of_args
 from ._tolerated import (
     MAX_TURNS,
     entries_of,
@@ -61,11 +39,10 @@ from ._tolerated import (
     tool_result_changes,
     turn_entries,
 )
-from ._verdicts import Verdict, attribute
+from ._verdicts import attribute
 from ._volatile import (
     IGNORED,
     Numbering,
-    Span,
     Tolerated,
     VolatileSpans,
     this_process,
@@ -73,52 +50,33 @@ from ._volatile import (
 )
 
 __all__ = [
-    "ANY_INDEX",
-    "ANY_KEY",
-    "EXCHANGE_CACHE",
     "IGNORED",
-    "MAX_MATCHES",
-    "MAX_PATH",
     "MAX_TURNS",
     "Change",
-    "InMemory",
     "IndexedRecordings",
     "Matcher",
     "Miss",
     "Numbering",
     "Recorded",
     "RequestKey",
-    "RuleError",
     "Rules",
-    "Span",
     "Tolerated",
-    "Verdict",
     "VolatileSpans",
     "attribute",
     "bare_text",
     "clip",
     "entries_of",
     "entry_line",
-    "find_config",
-    "format_path",
-    "from_flags",
-    "from_table",
     "here",
     "json_diff",
     "parse_ignore",
-    "parse_path",
     "parse_substitution",
-    "path_value",
     "project_rules",
-    "project_table",
     "recorded",
     "report_lines",
     "request_key",
-    "rules_from_config",
     "rules_of_args",
     "short",
-    "slug",
-    "substitute",
     "this_process",
     "tolerated",
     "tolerated_notes",

@@ -362,10 +362,6 @@ class Matcher:
             self._live.add(rec.index)
             self.tolerated.pop(rec.index, None)
 
-    def count_live(self) -> int:
-        """Recorded round trips whose request went live past a fork's cursor (:meth:`went_live`)."""
-        return len(self._live)
-
 
 #: How a tolerated difference opens in a served exchange's notes.
 TOLERATED = "tolerated:"

@@ -5,7 +5,7 @@ kept at hand, and once labelled each round trip's conversation and turn (:class:
 the functions that read it (:func:`exchange_at`, :func:`key_at`, :func:`candidates`,
 :func:`label_turns`) and the one that reads a client's base path under the recording's
 (:func:`rebased`); and :class:`Recorded`, one round trip as the matcher hands it out (a view of
-the index and of the matcher's play counts, :class:`Plays`)."""
+the index and of the matcher's play counts)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
@@ -24,6 +24,9 @@ from ..wire import Exchange, client_body
 from ._requestkey import RequestKey, request_key
 from ._rules import Rules
 from ._volatile import VolatileSpans
+
+if TYPE_CHECKING:
+    from ._matcher import Matcher
 
 __all__ = [
     "EXCHANGE_CACHE",
@@ -279,17 +282,6 @@ def rebased(
     return key
 
 
-class Plays(Protocol):
-    """What a :class:`Recorded` view reads of the :class:`~cassettes.matching.Matcher` it belongs
-    to: the recording's index, the times each round trip was played, and how a play count is set
-    (the matcher keeps its place among the unplayed)."""
-
-    index: Index
-    _plays: array[int]
-
-    def _set_plays(self, i: int, n: int) -> None: ...
-
-
 class Recorded:
     """One recorded round trip and its place in the run: a view of the matcher's arrays (its
     exchange and request key are read again from the recording when asked for, so a matcher over
@@ -297,7 +289,7 @@ class Recorded:
 
     __slots__ = ("_m", "index")
 
-    def __init__(self, matcher: Plays, index: int) -> None:
+    def __init__(self, matcher: Matcher, index: int) -> None:
         self._m = matcher
         self.index = index
 

@@ -11,7 +11,7 @@ Three kinds, one mechanism:
   string of both bodies before comparing;
 - **a tool's results are volatile** (by the tool's name): what the tool returned is not compared.
 
-Each rule, applied, is a :class:`~cassettes.matching.Span` named after it (``rule``),
+Each rule, applied, is a :class:`~cassettes.matching._volatile.Span` named after it (``rule``),
 so that two requests equal only thanks to it yield a :class:`~cassettes.matching.Tolerated`
 saying which rule tolerated what — never a silent match, never a rewrite of what is recorded or
 served: the caller compares what :meth:`Rules.prepare` and :meth:`Rules.substitute` give and

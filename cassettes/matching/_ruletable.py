@@ -61,7 +61,7 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
 
 
 def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> Rules:
-    """The rules of the project's file (:func:`~cassettes.matching.project_table`); none when
+    """The rules of the project's file (:func:`~cassettes.project.project_table`); none when
     there is no file or table."""
     found = project_table(cassette, cwd)
     return Rules() if found is None else from_table(*found)
@@ -144,7 +144,7 @@ def project_rules(
 ) -> Rules:
     """The project's rules for ``cassette`` (its ``looptap.toml`` or ``pyproject.toml``
     ``[tool.looptap]``) with the given ones added; a rule scoped to an API family no adapter
-    speaks is refused. Raises :class:`~cassettes.matching.RuleError` (one line)."""
+    speaks is refused. Raises :class:`~cassettes.project.RuleError` (one line)."""
     rules = rules_from_config(cassette).extend(
         from_flags(ignore, substitute, volatile_tools, where)
     )

@@ -24,7 +24,7 @@ dropped — is a divergence as before (docs/fork.md, "Prefix modes").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..recording import Redactor
 from ._jsondiff import Change, format_path, json_diff, window
@@ -32,7 +32,7 @@ from ._verdicts import item_results
 from ._volatile import TOOL_RESULT, Tolerated
 
 if TYPE_CHECKING:
-    from ._recording import Recorded
+    from ._matcher import Matcher
     from ._requestkey import RequestKey
 
 __all__ = [
@@ -87,18 +87,7 @@ def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-class Tolerating(Protocol):
-    """What :func:`turn_entries` reads of a :class:`~cassettes.matching.Matcher`: what each
-    recorded round trip's last match tolerated (by position), the round trips, and the labelling
-    that places them in their conversation and turn."""
-
-    tolerated: dict[int, list[Tolerated]]
-    recorded: Sequence[Recorded]
-
-    def label(self) -> None: ...
-
-
-def turn_entries(matcher: Tolerating) -> list[dict[str, Any]]:
+def turn_entries(matcher: Matcher) -> list[dict[str, Any]]:
     """Per recorded round trip that answered a request with tolerated differences, in recording
     order: its conversation, turn and seq, and the entries."""
     if not matcher.tolerated:

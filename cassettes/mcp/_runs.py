@@ -11,7 +11,8 @@ from typing import Any
 
 from ..errors import CassetteError
 from ..fleet import RUN_SUFFIXES, run_files
-from ..matching import RuleError, find_config, rules_of_args
+from ..matching import rules_of_args
+from ..project import RuleError, find_config
 from ..reading import Run, open_run
 from ..replay.forking.rundiff import comparing
 from ._answers import QueryError, checked_roots, text

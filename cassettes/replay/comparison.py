@@ -19,8 +19,9 @@ import orjson
 
 from ..errors import CassetteError, problem_lines
 from ..hints import count
-from ..matching import RuleError, rules_of_args
+from ..matching import rules_of_args
 from ..net import header_problem, said_name
+from ..project import RuleError
 from ..reading import Relation, open_run, origin_of, relate
 from ..recording import Redactor
 from ..storage import UnsafePath, check_target, open_regular, same_path, write_new

@@ -63,7 +63,7 @@ _MOST = 8
 @dataclass(frozen=True)
 class MissVerdict:
     """A layer's verdict on a group of differences
-    (``cassettes.matching.Verdict``)."""
+    (``cassettes.matching._verdicts.Verdict``)."""
 
     layer: str
     message: str

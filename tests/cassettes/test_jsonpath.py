@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from looptap.cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path, put, walk
-from looptap.cassettes.matching import RuleError, json_diff, parse_ignore
+from looptap.cassettes.matching import json_diff, parse_ignore
+from looptap.cassettes.project import RuleError
 from looptap.cassettes.replay.live.edits import parse_edit
 from looptap.cassettes.wire import client_body, from_header, item_of, mark, target_of, to_header
 

@@ -18,26 +18,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from looptap.cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path
 from looptap.cassettes.matching import (
-    ANY_INDEX,
-    ANY_KEY,
     Matcher,
     Miss,
     Recorded,
-    RuleError,
     Rules,
     Tolerated,
-    find_config,
-    format_path,
-    from_flags,
-    from_table,
-    parse_path,
     parse_substitution,
     project_rules,
-    rules_from_config,
-    substitute,
     tolerated_notes,
 )
+from looptap.cassettes.matching._rules import substitute
+from looptap.cassettes.matching._ruletable import from_flags, from_table, rules_from_config
+from looptap.cassettes.project import RuleError, find_config
 from looptap.cassettes.wire import Exchange
 from tests.support import progress
 
@@ -252,7 +246,8 @@ def shaped(shape: str, n: int) -> str:
 #: that ran away would spin, and the budget ends it.
 _APPLY = """
 import json, sys
-from looptap.cassettes.matching import parse_substitution, substitute
+from looptap.cassettes.matching import parse_substitution
+from looptap.cassettes.matching._rules import substitute
 from looptap.cassettes.recording import Redactor
 from tests.matching.test_rules import RUNAWAY, shaped
 out = []
@@ -561,7 +556,7 @@ def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then
 
 
 def test_a_substitution_matching_everywhere_keeps_a_bounded_record() -> None:
-    from looptap.cassettes.matching import MAX_MATCHES, substitute
+    from looptap.cassettes.matching._rules import MAX_MATCHES, substitute
 
     subs = from_flags(substitute=[r"[0-9]=N"]).substitute
     text, spans = substitute(subs, "7" * 5000, ("system",))

@@ -10,17 +10,13 @@ import pkgutil
 import looptap.cassettes.matching as matching
 
 EXPORTED = [
-    "ANY_INDEX", "ANY_KEY", "EXCHANGE_CACHE", "IGNORED", "MAX_MATCHES", "MAX_PATH",
-    "MAX_TURNS",
-    "Change", "IndexedRecordings", "InMemory", "Matcher", "Miss", "Numbering",
-    "Recorded", "RequestKey", "RuleError", "Rules", "Span", "Tolerated", "Verdict",
-    "VolatileSpans",
-    "attribute", "bare_text", "clip", "entries_of", "entry_line", "find_config",
-    "format_path", "from_flags", "from_table", "here", "json_diff",
-    "parse_ignore", "parse_path", "parse_substitution", "path_value", "project_rules",
-    "project_table", "recorded", "report_lines", "request_key",
-    "rules_from_config", "rules_of_args", "short", "slug", "substitute", "this_process",
-    "tolerated", "tolerated_notes", "tool_result_changes", "turn_entries", "volatile_for", "window",
+    "IGNORED", "MAX_TURNS",
+    "Change", "IndexedRecordings", "Matcher", "Miss", "Numbering", "Recorded", "RequestKey",
+    "Rules", "Tolerated", "VolatileSpans",
+    "attribute", "bare_text", "clip", "entries_of", "entry_line", "here", "json_diff",
+    "parse_ignore", "parse_substitution", "project_rules", "recorded", "report_lines",
+    "request_key", "rules_of_args", "short", "this_process", "tolerated", "tolerated_notes",
+    "tool_result_changes", "turn_entries", "volatile_for", "window",
 ]  # fmt: skip
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from looptap.cassettes.matching import Span, Tolerated, VolatileSpans, tolerated
+from looptap.cassettes.matching import Tolerated, VolatileSpans, tolerated
+from looptap.cassettes.matching._volatile import Span
 
 V = VolatileSpans(
     cwd="/home/bob/proj",

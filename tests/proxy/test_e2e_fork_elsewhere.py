@@ -332,7 +332,7 @@ def _check_diff(f: Fork) -> None:
     """``looptap diff run branch`` compares the live turns with the recording's as the prefix was
     matched (each run's own cwd and home, the detectors): no C divergence (folded ones included)
     differs only in the checkout, the home or the date; those are listed as tolerated."""
-    from looptap.cassettes.matching import slug
+    from looptap.cassettes.matching._detectors import slug
 
     diff = progress.run(
         [*RECORDER, "diff", "--json", str(f.run), str(f.branch)],

@@ -1,5 +1,6 @@
-"""``--live NAME=URL`` (a fork's replay server) and ``--upstream NAME=URL`` (compare, why, record,
-run) are read by one function, :func:`cassettes.replay.forking.cursor.bases_of`."""
+"""``--live NAME=URL`` (a fork's replay server), ``--upstream NAME=URL`` (compare, why, record,
+run) and the pytest plugin's ``--looptap-upstream NAME=URL`` are read by one function,
+:func:`cassettes.replay.forking.cursor.bases_of`."""
 
 from __future__ import annotations
 
@@ -28,3 +29,24 @@ def test_upstream_overrides_a_vendor_in_its_place_and_adds_the_others_after() ->
     assert got[vendors[0]] == "http://127.0.0.1:9"
     with pytest.raises(ValueError, match=r"^--upstream wants"):
         upstream_bases(["nothing"])
+
+
+class _Config:
+    """The one option :func:`upstreams` reads of pytest's config."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+
+    def getoption(self, name: str) -> list[str]:
+        assert name == "--looptap-upstream"
+        return self.items
+
+
+def test_the_plugins_upstream_is_read_by_the_same_function() -> None:
+    from looptap.cassettes.replay.testing._options import upstreams
+
+    got = upstreams(_Config([" OpenAI =http://127.0.0.1:9/v1/ "]))  # type: ignore[arg-type]
+    assert got == {"openai": "http://127.0.0.1:9/v1"}
+    # a nameless item went on to the recorder, which refused it in a child process
+    with pytest.raises(pytest.UsageError, match=r"^looptap: --looptap-upstream wants NAME="):
+        upstreams(_Config([" =http://127.0.0.1:9"]))  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from looptap.cassettes.errors import CassetteError, ReplayMiss
-from looptap.cassettes.matching import Matcher, Miss, Recorded, format_path, json_diff, request_key
+from looptap.cassettes.jsonpath import format_path
+from looptap.cassettes.matching import Matcher, Miss, Recorded, json_diff, request_key
 from tests.replay.conftest import (
     CALL,
     RESULT,

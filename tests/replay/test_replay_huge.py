@@ -64,7 +64,7 @@ def _ask(server: ReplayServer, k: int) -> tuple[int, bytes, str | None]:
 
 
 def test_answers_are_read_from_disk_by_offset(tmp_path: Path) -> None:
-    from looptap.cassettes.matching import EXCHANGE_CACHE
+    from looptap.cassettes.matching._recording import EXCHANGE_CACHE
 
     path = write_huge(tmp_path / "run.jsonl", 3 * EXCHANGE_CACHE)
     n = 3 * EXCHANGE_CACHE
@@ -144,7 +144,8 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from looptap.cassettes.matching import IndexedRecordings, InMemory
+    from looptap.cassettes.matching import IndexedRecordings
+    from looptap.cassettes.matching._recording import InMemory
 
     path = write_huge(tmp_path / "run.jsonl", 20)
     where = ReplayServer.__init__.__globals__  # the module-level threshold ReplayServer reads

@@ -19,7 +19,9 @@ PUBLIC = {
         "rundiff",
     ],
     "looptap.cassettes.replay.forking.compare": ["answer", "budget", "report", "sending"],
-    "looptap.cassettes.replay.live": ["chains", "continuation", "edits", "model", "rewrite"],
+    "looptap.cassettes.replay.live": [
+        "chains", "continuation", "edits", "model", "rewrite", "upstreams",
+    ],
     "looptap.cassettes.replay.serving": ["faults", "plan", "server"],
     "looptap.cassettes.replay.testing": ["plugin", "ready", "recorder"],
 }  # fmt: skip

@@ -12,7 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from looptap.cassettes.matching import Matcher, Miss, Recorded, Rules, from_table
+from looptap.cassettes.matching import Matcher, Miss, Recorded, Rules
+from looptap.cassettes.matching._ruletable import from_table
 from looptap.cassettes.replay.forking.proposal import propose_files
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import REPO, chat_response, write

@@ -37,9 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from ... import providers
 from ...hints import count
 from ...matching import Matcher, Miss, Recorded, request_key
 from ...net import Request
@@ -52,12 +50,7 @@ from ..live.rewrite import apply_edits
 from ..serving.plan import Answer, Forward, Missed, Play
 from .placement import CursorSpec, listed_items, place, selects
 
-__all__ = [
-    "Cursor",
-    "live_bases",
-    "live_router",
-    "named_listeners",
-]
+__all__ = ["Cursor", "bases_of", "live_router"]
 
 #: The most requests :attr:`Cursor.lived` keeps (past them, the lived run is not known: ``None``).
 LIVED_MAX = 100_000
@@ -471,36 +464,6 @@ def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
             raise ValueError(f"{flag} wants NAME=http(s)://host[:port], not {item[:80]!r}")
         bases[name.strip().lower()] = url.strip().rstrip("/")
     return bases
-
-
-def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
-    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``), the
-    ones ``--upstream NAME=URL`` added (``NAME_BASE_URL``) among them."""
-    bases: dict[str, str] = {}
-    for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
-        for var in variables:
-            if var in recorder_env:
-                u = urlsplit(recorder_env[var])
-                bases[name] = f"{u.scheme}://{u.netloc}"
-                break
-    for var, name in named_listeners(recorder_env).items():
-        bases.setdefault(name, recorder_env[var].rstrip("/"))
-    return bases
-
-
-_RECORDER_VAR = "LOOPTAP_RECORDER"  # the recorder's listeners, host:port,… (proxy/config.py)
-
-
-def named_listeners(recorder_env: dict[str, str]) -> dict[str, str]:
-    """The base-URL variables of the listeners ``--upstream NAME=URL`` added for a name no
-    provider has (``MYAPI_BASE_URL`` → ``myapi``): those that point at this recorder."""
-    ours = {x.strip() for x in recorder_env.get(_RECORDER_VAR, "").split(",") if x.strip()}
-    known = {v for _, vs, _ in providers.REVERSE_UPSTREAMS.values() for v in vs}
-    return {
-        var: var.removesuffix("_BASE_URL").lower().replace("_", "-")
-        for var, value in recorder_env.items()
-        if var.endswith("_BASE_URL") and var not in known and urlsplit(value).netloc in ours
-    }
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:

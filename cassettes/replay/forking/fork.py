@@ -35,8 +35,8 @@ from ...reading import first_turn, open_run, origin_fields, origin_in, read_entr
 from ...storage import CassetteFile, check_input
 from ...wire import KEY_ENV, new_key
 from ..live.edits import Edit, edit_file, parse_edit, parse_edits
+from ..live.upstreams import live_bases, named_listeners
 from ..serving.server import replay_env
-from .cursor import live_bases, named_listeners
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
 

@@ -27,20 +27,20 @@ from typing import Any
 
 from ...analysis import RunAnalysis
 from ...hints import count
+from ...jsonpath import format_path
 from ...matching import (
     Change,
     Numbering,
     RequestKey,
-    RuleError,
     Rules,
     VolatileSpans,
     clip,
-    format_path,
     json_diff,
     parse_ignore,
     parse_substitution,
     window,
 )
+from ...project import RuleError
 from ...reading import open_run
 from ...wire import Exchange
 from ._lineup import Comparing, conversation_pairs

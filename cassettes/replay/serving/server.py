@@ -256,7 +256,49 @@ class ReplayServer(BackgroundServer):
 
     def report_lines(self) -> list[str]:
         """The report of the replay: what was played, went live, missed, refused, dropped."""
-        return _report_lines(self)
+        # from the recording: a fork's requests past its cursor went live
+        played = len(self.matcher.played())
+        head = [
+            f"looptap replay {self.source}: played {played:,} of "
+            f"{count(len(self.matcher.recorded), 'recorded round trip')}"
+        ]
+        if self.router is not None:
+            head.append(f"{count(self.router.sent, 'request')} went live past the cursor")
+        head.append(count(len(self.matcher.misses), "unmatched request"))
+        for n, noun, said in (
+            (len(self.internal_errors), "internal error", "{}"),
+            (self.refused, "unreadable request", "{} refused"),
+            (
+                self.sender.write_timeouts,
+                "connection",
+                f"{{}} dropped (answer unread for {self.sender.write_timeout:g} s)",
+            ),
+            (self.accept_pauses, "time", "accepting paused {} (out of file descriptors)"),
+            (
+                self.sender.headers_dropped,
+                "header",
+                "{} not sent (they would have split the message)",
+            ),
+        ):
+            if n:
+                head.append(said.format(count(n, noun)))
+        out = [", ".join(head), *_unplayed_lines(self.matcher)]
+        if self.matcher.tolerated:
+            n = len(self.matcher.tolerated)
+            out.append(
+                f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that "
+                "differed only in what was tolerated (also in the served exchanges' notes):"
+            )
+            out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
+        for m in self.matcher.misses:
+            out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
+        for e in self.internal_errors[:20]:
+            out.append(f"  internal error (a looptap bug, answered 500): {clip(e)}")
+        for why in self.refusals:
+            out.append(f"  refused: {why}")
+        for line in self.sender.drops:
+            out.append(f"  dropped: {line}")
+        return out
 
     # -- HTTP/1.1 ------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -360,52 +402,6 @@ class ReplayServer(BackgroundServer):
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer)
         return await self.player.answer(req, writer, answer, t0)
-
-
-def _report_lines(self: ReplayServer) -> list[str]:
-    # from the recording: a fork's requests past its cursor went live
-    played = len(self.matcher.played())
-    head = [
-        f"looptap replay {self.source}: played {played:,} of "
-        f"{count(len(self.matcher.recorded), 'recorded round trip')}"
-    ]
-    if self.router is not None:
-        head.append(f"{count(self.router.sent, 'request')} went live past the cursor")
-    head.append(count(len(self.matcher.misses), "unmatched request"))
-    for n, noun, said in (
-        (len(self.internal_errors), "internal error", "{}"),
-        (self.refused, "unreadable request", "{} refused"),
-        (
-            self.sender.write_timeouts,
-            "connection",
-            f"{{}} dropped (answer unread for {self.sender.write_timeout:g} s)",
-        ),
-        (self.accept_pauses, "time", "accepting paused {} (out of file descriptors)"),
-        (
-            self.sender.headers_dropped,
-            "header",
-            "{} not sent (they would have split the message)",
-        ),
-    ):
-        if n:
-            head.append(said.format(count(n, noun)))
-    out = [", ".join(head), *_unplayed_lines(self.matcher)]
-    if self.matcher.tolerated:
-        n = len(self.matcher.tolerated)
-        out.append(
-            f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that "
-            "differed only in what was tolerated (also in the served exchanges' notes):"
-        )
-        out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
-    for m in self.matcher.misses:
-        out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
-    for e in self.internal_errors[:20]:
-        out.append(f"  internal error (a looptap bug, answered 500): {clip(e)}")
-    for why in self.refusals:
-        out.append(f"  refused: {why}")
-    for line in self.sender.drops:
-        out.append(f"  dropped: {line}")
-    return out
 
 
 def _unplayed_lines(matcher: Matcher) -> list[str]:

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from ...matching import RuleError, project_rules
+from ...matching import project_rules
+from ...project import RuleError
 from ...storage import UnsafePath, check_target, is_cassette
 from ..serving.faults import FaultPlan, FaultSpecError, parse_fault
 from ..serving.server import parse_pace
@@ -260,12 +261,11 @@ def _check_recordable(path: Path, mode: str) -> None:
 
 
 def upstreams(config: pytest.Config) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in config.getoption("--looptap-upstream") or []:
-        name, sep, url = str(item).partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
-            raise pytest.UsageError(
-                f"looptap: --looptap-upstream wants NAME=http(s)://host[:port], got {item!r}"
-            )
-        out[name.strip().lower()] = url.strip()
-    return out
+    """``--looptap-upstream NAME=URL``, read as ``looptap record --upstream`` reads it (one
+    usage error line for an item of another form, before the recorder starts)."""
+    from ..forking.cursor import bases_of  # (only a session that records reads it)
+
+    try:
+        return bases_of(config.getoption("--looptap-upstream") or [], "--looptap-upstream")
+    except ValueError as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None

@@ -12,7 +12,7 @@ import re
 import tempfile
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,33 +20,20 @@ from ...hints import count
 from ...matching import report_lines, turn_entries
 from ...storage import check_target, staged
 from ...untrusted import clean_line
-from ..serving.faults import STATUS_KINDS, FaultPlan, parse_fault
+from ..serving.faults import STATUS_KINDS, parse_fault
 from ._keys import MISS, REPORTS_DIR
 
 if TYPE_CHECKING:
-    from ...reading import Run
-    from ..serving.server import ReplayServer
+    from ._session import LooptapSession
 
 __all__ = ["add_sections", "failure_text", "summary_lines"]
-
-
-class Replayed(Protocol):
-    """What a test's report reads of its ``looptap`` fixture's session: the cassette, the replay
-    server (``None``: the test only recorded), the faults injected and the run so far."""
-
-    path: Path
-    server: ReplayServer | None
-    faults: FaultPlan | None
-
-    @property
-    def run(self) -> Run: ...
 
 
 def add_sections(
     item: pytest.Item,
     call: pytest.CallInfo[None],
     report: pytest.TestReport,
-    session: Replayed,
+    session: LooptapSession,
 ) -> None:
     """A test failed by a replay miss is reported by :func:`failure_text` (the plugin raised it
     so): what diverged, once, and where the test made the request, without the SDK's frames. A
@@ -142,7 +129,7 @@ def _test_frames(exc: BaseException | None, root: Path) -> list[str]:
     return out[-2 * _MOST_FRAMES :]
 
 
-def failure_text(session: Replayed, cause: BaseException | None, root: Path) -> str | None:
+def failure_text(session: LooptapSession, cause: BaseException | None, root: Path) -> str | None:
     """The failure message of a test that a replay miss failed, said once: the first miss (where:
     conversation, turn and seq; the layer's verdict; the JSON paths, recorded vs got), the other
     misses in a line each, where the test made the request and what the agent got instead
@@ -184,7 +171,7 @@ def failure_text(session: Replayed, cause: BaseException | None, root: Path) -> 
     return "\n".join(lines)
 
 
-def summary_lines(session: Replayed) -> list[str]:
+def summary_lines(session: LooptapSession) -> list[str]:
     """The replay server's report for the terminal summary, a request answered by an injected
     fault that still carries the recorded answer (cut, slowed, rewritten) counted as played, and
     the faults injected, each with the recorded turn it hit."""
@@ -231,7 +218,7 @@ def _reports_folder(config: pytest.Config) -> Path:
     return folder
 
 
-def _write_html_report(item: pytest.Item, session: Replayed) -> str:
+def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     """A failed replayed test's run as a web page (``looptap export --html``), under pytest's cache
     directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
     test itself: a page that cannot be written says why instead."""
@@ -259,7 +246,7 @@ def _write_html_report(item: pytest.Item, session: Replayed) -> str:
     return line + _write_failed_run(session, folder / f"{name}.jsonl")
 
 
-def _write_failed_run(session: Replayed, path: Path) -> str:
+def _write_failed_run(session: LooptapSession, path: Path) -> str:
     """What the agent sent in a failed replayed test (with the answers it got, misses included),
     as a cassette beside its web page, redacted as every cassette is: the evidence
     ``looptap rules propose`` reads against the recorded cassette. Never fails the test."""

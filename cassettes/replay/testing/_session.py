@@ -205,7 +205,8 @@ def _start_recording(
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
     fork's router: a listener is named after the vendor, and its families share the prefix)."""
-    from ..forking.cursor import live_bases, live_router
+    from ..forking.cursor import live_router
+    from ..live.upstreams import live_bases
 
     return live_router(live_bases(recorder_env))
 
