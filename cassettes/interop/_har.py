@@ -46,10 +46,6 @@ def _text(body: bytes) -> tuple[str, str | None]:
         return base64.b64encode(body).decode("ascii"), "base64"
 
 
-def _mime(h: Headers) -> str:
-    return next((v for k, v in h if k.lower() == "content-type"), "")
-
-
 def _cookies(h: Headers, name: str) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     for k, v in h:
@@ -88,7 +84,7 @@ def _request(ex: Exchange) -> dict[str, Any]:
     }
     if ex.request_body:
         text, enc = _text(ex.request_body)
-        post: dict[str, Any] = {"mimeType": _mime(ex.request_headers), "text": text}
+        post: dict[str, Any] = {"mimeType": ex.request_header("content-type") or "", "text": text}
         if enc:
             # HAR 1.2 has no encoding for postData; said for readers that care
             post["_encoding"] = enc
@@ -102,7 +98,7 @@ def _response(ex: Exchange) -> dict[str, Any]:
     text, enc = _text(body)
     content: dict[str, Any] = {
         "size": len(body),
-        "mimeType": _mime(ex.response_headers),
+        "mimeType": ex.response_header("content-type") or "",
         "text": text,
     }
     if enc:
@@ -114,7 +110,7 @@ def _response(ex: Exchange) -> dict[str, Any]:
         "cookies": _cookies(ex.response_headers, "set-cookie"),
         "headers": _headers(ex.response_headers),
         "content": content,
-        "redirectURL": next((v for k, v in ex.response_headers if k.lower() == "location"), ""),
+        "redirectURL": ex.response_header("location") or "",
         "headersSize": -1,
         "bodySize": -1,
     }

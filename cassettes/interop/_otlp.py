@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ssl
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,7 +32,37 @@ class ExportError(CassetteError, OSError):
 
 # -- wire format -----------------------------------------------------------------------------------
 
-_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+_VARINT, _FIXED64, _LEN = 0, 1, 2
+
+#: The OTLP trace messages (``opentelemetry/proto/{collector/trace,trace,common}/v1``) as the
+#: encoder reads them: each message's fields in order, (number, OTLP/JSON key, kind). A kind is a
+#: scalar's encoding (``str``, ``hex`` bytes, ``uint``, ``fixed64``, ``double``; not written at its
+#: type's default), another message (written whenever its key is there) or ``*`` and a message
+#: (repeated). ``any_value`` is a oneof: its first member present is written, default or not.
+_MESSAGES: dict[str, tuple[tuple[int, str, str], ...]] = {
+    "request": ((1, "resourceSpans", "*resource_spans"),),
+    "resource_spans": (
+        (1, "resource", "resource"), (2, "scopeSpans", "*scope_spans"), (3, "schemaUrl", "str"),
+    ),
+    "resource": ((1, "attributes", "*key_value"),),
+    "scope_spans": ((1, "scope", "scope"), (2, "spans", "*span"), (3, "schemaUrl", "str")),
+    "scope": ((1, "name", "str"), (2, "version", "str"), (3, "attributes", "*key_value")),
+    "span": (
+        (1, "traceId", "hex"), (2, "spanId", "hex"), (3, "traceState", "str"),
+        (4, "parentSpanId", "hex"), (5, "name", "str"), (6, "kind", "uint"),
+        (7, "startTimeUnixNano", "fixed64"), (8, "endTimeUnixNano", "fixed64"),
+        (9, "attributes", "*key_value"), (11, "events", "*event"), (15, "status", "status"),
+    ),
+    "event": ((1, "timeUnixNano", "fixed64"), (2, "name", "str"), (3, "attributes", "*key_value")),
+    "status": ((2, "message", "str"), (3, "code", "uint")),
+    "key_value": ((1, "key", "str"), (2, "value", "any_value")),
+    "any_value": (
+        (1, "stringValue", "str"), (2, "boolValue", "uint"), (3, "intValue", "uint"),
+        (4, "doubleValue", "double"), (5, "arrayValue", "values"), (6, "kvlistValue", "kvlist"),
+    ),
+    "values": ((1, "values", "*any_value"),),
+    "kvlist": ((1, "values", "*key_value"),),
+}  # fmt: skip
 
 
 def _varint(n: int) -> bytes:
@@ -49,112 +79,45 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _key(field: int, wire: int) -> bytes:
-    return _varint(field << 3 | wire)
-
-
 def _len_field(field: int, payload: bytes) -> bytes:
-    return _key(field, _LEN) + _varint(len(payload)) + payload
+    return _varint(field << 3 | _LEN) + _varint(len(payload)) + payload
 
 
-def _str(field: int, s: str | None) -> bytes:
-    return _len_field(field, s.encode()) if s else b""
+def _scalar(field: int, kind: str, v: Any) -> bytes:
+    """A scalar field: its key and its value in the kind's encoding."""
+    if kind == "str":
+        return _len_field(field, str(v).encode())
+    if kind == "hex":
+        return _len_field(field, bytes.fromhex(v))
+    if kind == "fixed64":
+        return _varint(field << 3 | _FIXED64) + struct.pack("<Q", int(v))
+    if kind == "double":
+        return _varint(field << 3 | _FIXED64) + struct.pack("<d", float(v))
+    return _varint(field << 3 | _VARINT) + _varint(int(v))  # uint, and a bool as 0 or 1
 
 
-def _bytes_hex(field: int, h: str | None) -> bytes:
-    return _len_field(field, bytes.fromhex(h)) if h else b""
-
-
-def _uint(field: int, n: int | None) -> bytes:
-    return _key(field, _VARINT) + _varint(n) if n else b""
-
-
-def _fixed64(field: int, n: int | str | None) -> bytes:
-    v = int(n or 0)
-    return _key(field, _FIXED64) + struct.pack("<Q", v) if v else b""
-
-
-def _msgs(field: int, items: list[Any] | None, enc: Callable[[Any], bytes]) -> bytes:
-    return b"".join(_len_field(field, enc(i)) for i in items or [])
-
-
-def _any_value(v: Mapping[str, Any]) -> bytes:
-    # A oneof member is written even when it holds its type's default value.
-    if "stringValue" in v:
-        return _len_field(1, str(v["stringValue"]).encode())
-    if "boolValue" in v:
-        return _key(2, _VARINT) + _varint(1 if v["boolValue"] else 0)
-    if "intValue" in v:
-        return _key(3, _VARINT) + _varint(int(v["intValue"]))
-    if "doubleValue" in v:
-        return _key(4, _FIXED64) + struct.pack("<d", float(v["doubleValue"]))
-    if "arrayValue" in v:
-        return _len_field(5, _msgs(1, v["arrayValue"].get("values"), _any_value))
-    if "kvlistValue" in v:
-        return _len_field(6, _msgs(1, v["kvlistValue"].get("values"), _key_value))
-    return b""
-
-
-def _key_value(kv: Mapping[str, Any]) -> bytes:
-    return _str(1, kv["key"]) + _len_field(2, _any_value(kv["value"]))
-
-
-def _event(e: Mapping[str, Any]) -> bytes:
-    return (
-        _fixed64(1, e.get("timeUnixNano"))
-        + _str(2, e.get("name"))
-        + _msgs(3, e.get("attributes"), _key_value)
-    )
-
-
-def _status(s: Mapping[str, Any]) -> bytes:
-    return _str(2, s.get("message")) + _uint(3, s.get("code"))
-
-
-def _span(s: Mapping[str, Any]) -> bytes:
-    out = (
-        _bytes_hex(1, s.get("traceId"))
-        + _bytes_hex(2, s.get("spanId"))
-        + _str(3, s.get("traceState"))
-        + _bytes_hex(4, s.get("parentSpanId"))
-        + _str(5, s.get("name"))
-        + _uint(6, s.get("kind"))
-        + _fixed64(7, s.get("startTimeUnixNano"))
-        + _fixed64(8, s.get("endTimeUnixNano"))
-        + _msgs(9, s.get("attributes"), _key_value)
-        + _msgs(11, s.get("events"), _event)
-    )
-    if "status" in s:
-        out += _len_field(15, _status(s["status"]))
-    return out
-
-
-def _scope(s: Mapping[str, Any]) -> bytes:
-    return (
-        _str(1, s.get("name"))
-        + _str(2, s.get("version"))
-        + _msgs(3, s.get("attributes"), _key_value)
-    )
-
-
-def _scope_spans(ss: Mapping[str, Any]) -> bytes:
-    out = _len_field(1, _scope(ss["scope"])) if "scope" in ss else b""
-    return out + _msgs(2, ss.get("spans"), _span) + _str(3, ss.get("schemaUrl"))
-
-
-def _resource_spans(rs: Mapping[str, Any]) -> bytes:
-    out = (
-        _len_field(1, _msgs(1, rs["resource"].get("attributes"), _key_value))
-        if "resource" in rs
-        else b""
-    )
-    return out + _msgs(2, rs.get("scopeSpans"), _scope_spans) + _str(3, rs.get("schemaUrl"))
+def _message(name: str, m: Mapping[str, Any]) -> bytes:
+    """The OTLP/JSON object ``m`` as the protobuf message ``name`` of :data:`_MESSAGES`."""
+    out = bytearray()
+    for field, key, kind in _MESSAGES[name]:
+        if key not in m:
+            continue
+        v = m[key]
+        if kind[0] == "*":
+            out += b"".join(_len_field(field, _message(kind[1:], i)) for i in v or [])
+        elif kind in _MESSAGES:
+            out += _len_field(field, _message(kind, v))
+        elif (v and (kind != "fixed64" or int(v))) or name == "any_value":
+            out += _scalar(field, kind, v)
+        if name == "any_value":
+            break  # a oneof: its first member present only, written even at its default
+    return bytes(out)
 
 
 def encode_request(req: Mapping[str, Any]) -> bytes:
     """An OTLP/JSON ``ExportTraceServiceRequest`` (as :func:`~cassettes.interop._otel.iter_requests`
     builds it) in the protobuf wire format."""
-    return _msgs(1, req.get("resourceSpans"), _resource_spans)
+    return _message("request", req)
 
 
 # -- OTLP/HTTP -------------------------------------------------------------------------------------
