@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import orjson
 
+from .lazy import pattern
 from .project import RuleError
 
 __all__ = [
@@ -54,7 +55,7 @@ ANY_KEY: Final = _Any("*")
 ANY_INDEX: Final = _Any("[*]")
 Segment = str | int | _Any
 
-_SEGMENT = re.compile(
+_SEGMENT = pattern(
     r"""(?P<dot>\.)?(?:
         (?P<key>\*|[A-Za-z_$@][A-Za-z0-9_$@\-]*)
       | \[(?P<index>\*|\d{1,9})\]
@@ -63,7 +64,7 @@ _SEGMENT = re.compile(
     re.X,
 )
 #: A key written bare (else as a JSON string in brackets).
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_IDENT = pattern(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
 def parse_path(text: str) -> tuple[Segment, ...]:

@@ -1,14 +1,16 @@
-"""A package façade's names loaded on first use (PEP 562): start-up loads a package for the one or
-two names a path needs, not every private module behind it."""
+"""What start-up defers to first use: a package façade's names (PEP 562), so that start-up loads a
+package for the one or two names a path needs, not every private module behind it; and a module's
+regular expressions (:func:`pattern`), so that importing it compiles none a run does not use."""
 
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, AnyStr, cast
 
-__all__ = ["on_first_use"]
+__all__ = ["on_first_use", "pattern"]
 
 
 def on_first_use(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
@@ -26,3 +28,23 @@ def on_first_use(package: str, exports: Mapping[str, str]) -> Callable[[str], An
         return value
 
     return __getattr__
+
+
+def pattern(source: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
+    """``re.compile(source, flags)`` at its first use: a module imported on every start (``show``
+    imports the whole analysis) defines its expressions with this, and a run that never needs
+    one never compiles it (compiling is most of what such a module's import costs)."""
+    return cast("re.Pattern[AnyStr]", _Pattern(source, flags))
+
+
+class _Pattern:
+    """Stands for the compiled expression: its first attribute asked for compiles it; each one
+    is then kept here (a bound method of the compiled expression), found without this lookup."""
+
+    def __init__(self, source: Any, flags: int) -> None:  # str or bytes, as re.compile takes
+        self._source = (source, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(re.compile(*self._source), name)
+        self.__dict__[name] = value
+        return value

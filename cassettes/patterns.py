@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import CassetteError
+from .lazy import pattern
 
 __all__ = ["PatternError", "Template", "UserPattern"]
 
@@ -31,12 +32,12 @@ __all__ = ["PatternError", "Template", "UserPattern"]
 Template = tuple[str | int, ...]
 
 #: In a replacement: a group (``\1``, ``\g<name>``), a backslash (``\\``), or a bare backslash.
-_REFERENCE = re.compile(r"\\(?:([1-9][0-9]?)|g<([^<>]*)>|(\\))|\\")
+_REFERENCE = pattern(r"\\(?:([1-9][0-9]?)|g<([^<>]*)>|(\\))|\\")
 #: Lone surrogates (bytes a body could not decode, kept by ``surrogateescape``): not UTF-8, which
 #: RE2 matches; each is matched as U+FFFD, one character for one, so every offset stays.
-_LONE = re.compile("[\ud800-\udfff]")
+_LONE = pattern("[\ud800-\udfff]")
 #: What an RE2 error names after its reason (``invalid perl operator: (?<=``).
-_NAMED = re.compile(r"^(?P<reason>[^:]+): (?P<what>.+)$", re.S)
+_NAMED = pattern(r"^(?P<reason>[^:]+): (?P<what>.+)$", re.S)
 
 
 class PatternError(CassetteError, ValueError):

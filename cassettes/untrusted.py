@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .lazy import pattern
 from .unsafe_chars import RANGES as _RANGES
 
 __all__ = [
@@ -69,17 +70,17 @@ def _class(ranges: tuple[tuple[int, int], ...], keep: str) -> str:
 # U+034F, U+17B4 …), the categories Cc, Cf, Zl, Zp, Cs, and the noncharacters. The table is
 # generated from the Unicode data by bench/unicode_unsafe.py (not typed by hand); newline and tab
 # are kept.
-_UNSAFE = re.compile(_class(_RANGES, "\n\t"))
-_UNSAFE_LINE = re.compile(_class(_RANGES, ""))
+_UNSAFE = pattern(_class(_RANGES, "\n\t"))
+_UNSAFE_LINE = pattern(_class(_RANGES, ""))
 #: The same sets' ASCII part (a class of few ranges, which the regex engine tests fast: the whole
 #: class takes ~1 µs a character, most of show's printing), and the runs of other characters, which
 #: alone the whole class needs to see.
 _ASCII = tuple((lo, min(hi, 0x7F)) for lo, hi in _RANGES if lo <= 0x7F)
 _FIRST = {
-    _UNSAFE: re.compile(_class(_ASCII, "\n\t")),
-    _UNSAFE_LINE: re.compile(_class(_ASCII, "")),
+    _UNSAFE: pattern(_class(_ASCII, "\n\t")),
+    _UNSAFE_LINE: pattern(_class(_ASCII, "")),
 }
-_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+_NOT_ASCII = pattern(r"[^\x00-\x7f]+")
 
 
 def _found(pattern: re.Pattern[str], text: str) -> bool:

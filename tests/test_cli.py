@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -147,7 +148,10 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     assert "root cause: ▲ E E.arguments_schema (#4 c2/turn 1): " in r.stdout
     assert "  ↳ · C C.tool_result_error (#5 c2/turn 2): " in r.stdout
     # the whole run one command away, as the user runs looptap (never ".../python -m cassettes.cli")
-    assert "next: looptap show demo.jsonl   (" in r.stdout and "-m looptap.cassettes.cli" not in r.stdout  # noqa: E501
+    assert (
+        "next: looptap show demo.jsonl   (" in r.stdout
+        and "-m looptap.cassettes.cli" not in r.stdout
+    )
     assert "      looptap run -o run.jsonl -- python your_agent.py" in r.stdout
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
@@ -167,6 +171,10 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     if line.endswith("\\"):  # a long path goes on a line of its own
         line = f"{line}\n{said[at + 1]}"
     assert line.endswith("cassettes/examples/tool_search_agent.py"), line
+    # the real file, not the editable install's link to it (fails on 59f08458)
+    shown_agent = Path(shlex.split(line.replace("\\\n", " "))[-1])
+    assert ".looptap-editable" not in line, line
+    assert shown_agent == shown_agent.resolve(), line
     assert line.startswith("looptap run -o run.jsonl -- python3 "), line
     again = tmp_path / "again"
     again.mkdir()

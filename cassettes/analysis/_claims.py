@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 from ..hints import count
+from ..lazy import pattern
 from ..models import FinishReason
 from . import codes as codes
 from ._context import Check, TurnContext, short
@@ -27,13 +28,13 @@ from .dispatch import (
 __all__ = ["CHECKS", "unsourced"]
 
 #: An answer that says the work is done ...
-SUCCESS = re.compile(
+SUCCESS = pattern(
     r"\b(?:successfully|succeeded|(?:has|have) been (?:\w+ed|done|made|sent)|is now \w+ed"
     r"|(?:I(?:'|’)ve|I have) (?:\w+ed|made|sent)|all set|is (?:done|complete|confirmed))\b",
     re.IGNORECASE,
 )
 #: ... and one that owns a failure (any of these words: the error was heard).
-OWNS_FAILURE = re.compile(
+OWNS_FAILURE = pattern(
     r"\b(?:error|errors|fail\w*|unable|could(?:n(?:'|’)t| not)|can(?:n(?:'|’)t|not)|sorry"
     r"|unfortunately|not (?:able|possible|found|exist)|problem|issue|did(?:n(?:'|’)t| not)"
     r"|was(?:n(?:'|’)t| not)|however|instead)\b",
@@ -118,7 +119,7 @@ def _has_material(ctx: TurnContext) -> bool:
 
 #: A non-text part, as the normaliser describes it (``[document]``, ``[image: …]``,
 #: ``[application/pdf]``).
-_MEDIA_RESULT = re.compile(
+_MEDIA_RESULT = pattern(
     r"\[(?:image|document|file|audio|video|media|input_\w+)\w*\b[^\]\n]{0,80}\]"
     r"|\[(?:application|image|audio|video)/[\w.+-]{1,80}\]"
 )

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from itertools import combinations
 
+from ..lazy import pattern
+
 __all__ = ["may_claim", "unsourced"]
 
 #: Bounds: an answer's first characters read, and the numbers of it tried by arithmetic.
@@ -23,12 +25,12 @@ _MAX_NUMBERS = 40
 
 #: A URL up to whitespace, a quote or a markup bracket; a ``)`` is kept when it closes a ``(`` of
 #: the URL itself (``…/Python_(programming_language)``), dropped when it closes a Markdown link.
-URL = re.compile(r"https?://[^\s<>\"'`\]\[{}|\\^]+")
+URL = pattern(r"https?://[^\s<>\"'`\]\[{}|\\^]+")
 #: Quotes, paired in order: a straight quote closes at the next straight one, a curly at ”.
-QUOTE = re.compile(r"\"([^\"\n]{1,300})\"|“([^“”\n]{1,300})”")
+QUOTE = pattern(r"\"([^\"\n]{1,300})\"|“([^“”\n]{1,300})”")
 #: A quote is a claim when the answer attributes it: something says, writes or is titled it. A
 #: quote of the model's own (a joke, a translation, a phrase it suggests) is none.
-_ATTRIBUTED = re.compile(
+_ATTRIBUTED = pattern(
     r"\b(?:says?|said|saying|states?|stated|wrote|writes|written|reads?|quot(?:es?|ed)"
     r"|titled|entitled|called|named|according to|reports?|reported|mentions?|notes?)\W{0,3}$"
     r"|\b(?:says?|said|states?|wrote|writes|titled|entitled|called|named)\b[^.\n]{0,40}$",
@@ -36,23 +38,23 @@ _ATTRIBUTED = re.compile(
 )
 #: Speech the model puts forward itself ("you could say", "so to say", "as they say"): its own
 #: phrase, not a source's words.
-_OWN_SAY = re.compile(
+_OWN_SAY = pattern(
     r"\b(?:could|might|would|can|may|should|shall|'d|let's|let us|so to|as they|as people)"
     r"\s+say\b[^.\n]{0,40}$",
     re.IGNORECASE,
 )
 #: A quote the model searched for or typed, not a fact it asserts.
-_QUERY = re.compile(
+_QUERY = pattern(
     r"\b(?:search(?:ed|ing)?(?: for)?|quer(?:y|ied)|look(?:ed|ing)? up|typed|googl(?:e|ed|ing)"
     r"|keywords?|prompt(?:ed)?)\b[^.\n]{0,30}$",
     re.IGNORECASE,
 )
 #: What a claim holds (:data:`URL`, :data:`QUOTE`, :data:`DATE` and :data:`NUMBER` each need one).
-_CLAIM_STUFF = re.compile(r"http|\"|“|\d")
-_CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
-NUMBER = re.compile(r"(?<![\w.,/-])[$€£]?\d[\d,]*(?:\.\d+)?%?(?![\w-]|[.,/:]\d)")
+_CLAIM_STUFF = pattern(r"http|\"|“|\d")
+_CODE = pattern(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
+NUMBER = pattern(r"(?<![\w.,/-])[$€£]?\d[\d,]*(?:\.\d+)?%?(?![\w-]|[.,/:]\d)")
 #: A unit after a number makes it a claim however small (``45 seconds``, ``3 kg``).
-_UNIT = re.compile(
+_UNIT = pattern(
     r"\s?(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|ms"
     r"|kg|g|grams?|lbs?|pounds?|ounces?|oz|km|m|cm|mm|metres?|meters?|miles?|mph|km/h|feet|ft"
     r"|inches?|litres?|liters?|l|ml|watts?|w|kw|kwh|volts?|v|gb|mb|tb|kb|°[cf]|degrees?"
@@ -67,7 +69,7 @@ _MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 )
 #: A whole date: ISO (``2019-03-02``, a timestamp's date), ``March 2, 2019``, ``2 March 2019``.
-DATE = re.compile(
+DATE = pattern(
     r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)"
     rf"|\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b"
     rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b",
@@ -128,7 +130,7 @@ _CONVERSIONS: dict[str, tuple[float, ...]] = {
     "length": (3.28084, 1 / 3.28084),
     "volume": (0.264172, 1 / 0.264172),
 }
-_KIND = re.compile(
+_KIND = pattern(
     r"(?P<temperature>°[cf]|degrees?)|(?P<distance>miles?|mph|km|km/h)"
     r"|(?P<weight>kg|lbs?|pounds?)|(?P<length>feet|ft|m|metres?|meters?)"
     r"|(?P<volume>gallons?|l|litres?|liters?)",

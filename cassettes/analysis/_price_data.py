@@ -18,7 +18,7 @@ import hashlib
 import importlib.util
 import sys
 import threading
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PRICES_VERSION",
     "calc_price",
+    "calc_price_clockless",
     "get_snapshot",
     "known_model",
     "provider_for_url",
@@ -171,6 +172,52 @@ def calc_price(
             _PRICED.clear()
         _PRICED[key] = result
     return result
+
+
+def calc_price_clockless(
+    usage: dict[str, int],
+    model_ref: str,
+    *,
+    provider_id: str | None = None,
+    price_context: dict[str, Any] | None = None,
+) -> tuple[Decimal, str, str, bool]:
+    """:func:`calc_price` of a call made at a time nobody knows (a recording without its clock),
+    the same whenever it is asked: as of the newest date the model's prices name (its latest
+    listed price), at the hour of that day whose rate is the highest (an hourly discount, such as
+    DeepSeek's off-peak one, is never assumed). genai-prices would take the current time, and
+    the same file would cost differently by the hour it is viewed. The last item: whether the hour
+    changed the price (the figure is then the day's highest of several)."""
+    _, model = get_snapshot().find_provider_model(model_ref, None, provider_id, None)
+    priced = [
+        calc_price(
+            usage, model_ref, provider_id=provider_id, when=when, price_context=price_context
+        )
+        for when in _clockless_instants(model)
+    ]
+    total, prov, model_id = max(priced, key=lambda p: p[0])
+    return total, prov, model_id, len({p[0] for p in priced}) > 1
+
+
+def _clockless_instants(model: Any) -> list[datetime]:
+    """The instants a clockless call is priced at: on the newest date the model's prices and price
+    variants start (a fixed day when none does), midnight UTC and each hour one of its hourly
+    prices starts or ends."""
+    from genai_prices.types import StartDateConstraint, TimeOfDateConstraint
+
+    prices = model.prices if isinstance(model.prices, list) else []
+    rules = [c.constraint for c in [*prices, *(model.price_variants or ())]]
+    day = max((c.start_date for c in rules if isinstance(c, StartDateConstraint)), default=_DAY)
+    hours = {time(0)}
+    for c in rules:
+        if isinstance(c, TimeOfDateConstraint):
+            for t in (c.start_time, c.end_time):  # as UTC hours (a naive one is UTC)
+                at = datetime.combine(_DAY, t)
+                hours.add(at.astimezone(UTC).time() if t.tzinfo is not None else t)
+    return [datetime.combine(day, h, tzinfo=UTC) for h in sorted(hours)]
+
+
+#: The day a clockless call of a model with no dated price is priced on (any day prices it alike).
+_DAY = date(2000, 1, 1)
 
 
 def _priced_key(

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..lazy import pattern
 from . import codes as codes
 from ._context import Check, TurnContext, short
 from ._model import CallCheck, Finding
@@ -21,22 +22,22 @@ __all__ = ["CHECKS"]
 _DEPTH, _STRINGS, _LONG = 6, 50, 2000
 
 #: An argument named as an identifier.
-_ID_KEY = re.compile(
+_ID_KEY = pattern(
     r"(?:^|[_\-])(?:id|ids|uuid|number|num|no|code|sku|ref|reference)$"
     r"|[a-z](?:Id|ID|Ids|Uuid|Number|Code|Sku|Ref)$",
 )
 #: An identifier's value: one token, with a digit in it; not a date, a time or a version.
-_ID_VALUE = re.compile(r"#?[A-Za-z0-9][\w\-#.:]{0,79}")
-_NOT_ID = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|v?\d+(?:\.\d+)+")
+_ID_VALUE = pattern(r"#?[A-Za-z0-9][\w\-#.:]{0,79}")
+_NOT_ID = pattern(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|v?\d+(?:\.\d+)+")
 #: A placeholder a template leaves for a value.
-PLACEHOLDER = re.compile(
+PLACEHOLDER = pattern(
     r"\bpath_to_\w+|(?:^|[\s'\"])/?path/to/|^<[A-Za-z][\w .\-]{0,40}>$|\bYOUR_[A-Z][A-Z_]{2,}"
     r"|\byour[_\-](?:api[_\-]?key|token|password|username|email|name|project|bucket)\b"
     r"|(?<![\w.\-])example\.(?:com|org|net)\b|^x{3,}$|\bXXX+\b",
 )
 #: An agent saying it is looping: an orchestrator's ledger (Magentic-One's ``is_in_loop``, an
 #: ``answer`` of true or a bare true) or its own words.
-LOOPING = re.compile(
+LOOPING = pattern(
     r"\"is_in_loop\"\s*:\s*(?:true\b|\{[^{}]{0,2000}?\"answer\"\s*:\s*true\b)"
     r"|\b(?:I|we)(?:'|’)?(?:m| am| are|'re)? (?:stuck in a loop|going (?:round|around) in circles"
     r"|in an? (?:infinite )?loop)\b",

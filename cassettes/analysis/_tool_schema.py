@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..recording import REDACTED
+from ..wire import REDACTED
 from ._context import clipped
 from ._plain_schema import surely_valid
 

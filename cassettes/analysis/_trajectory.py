@@ -17,14 +17,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..lazy import pattern
 from ._message_keys import squashed
 
 __all__ = ["Fields", "Step", "fields_of", "follows", "step_of"]
 
 #: A field marker, on a line of its own.
-_MARK = re.compile(r"^\[\[ ## ([A-Za-z_][\w]{0,63}) ## \]\][ \t]*$", re.M)
+_MARK = pattern(r"^\[\[ ## ([A-Za-z_][\w]{0,63}) ## \]\][ \t]*$", re.M)
 #: A step field's name: ``thought_0``, ``observation_12``.
-_STEP = re.compile(r"^(\w+?)_(\d{1,4})$")
+_STEP = pattern(r"^(\w+?)_(\d{1,4})$")
 #: Longest text read for fields (a longer message is not parsed: bounded work).
 _MAX_TEXT = 1_000_000
 #: Most fields read in one message.

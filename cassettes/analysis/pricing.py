@@ -18,14 +18,15 @@ from urllib.parse import urlsplit
 
 from .. import providers
 from ._context import TurnContext
-from ._price_data import PRICES_VERSION, calc_price, provider_for_url
+from ._price_data import PRICES_VERSION, calc_price, calc_price_clockless, provider_for_url
 
 __all__ = ["price"]
 
 
 def _when(ctx: TurnContext) -> datetime | None:
     """When the call was made (prices change over time): the recording's clock, or the Date
-    header."""
+    header; ``None`` when it has neither (priced the same whenever it is viewed:
+    :func:`~._price_data.calc_price_clockless`)."""
     if ctx.ex.started is not None:
         try:
             return datetime.fromtimestamp(ctx.ex.started, tz=UTC)
@@ -41,6 +42,10 @@ def _when(ctx: TurnContext) -> datetime | None:
             return None
         return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
     return None
+
+
+#: Said of a price chosen among a model's hourly rates because the call's time is not known.
+_HOURLY = " (the recording has no time: the model's highest hourly rate)"
 
 
 def _same_model(a: str, b: str) -> bool:
@@ -88,28 +93,33 @@ def price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]
         if adapter is not None and provider_id is not None
         else {}
     )
+    when = _when(ctx)
     for model in models:
+        hourly = False
         try:
-            total, prov, model_id = calc_price(
-                usage,
-                model,
-                provider_id=provider_id,
-                when=_when(ctx),
-                price_context=context or None,
-            )
+            if when is None:  # the same price whenever the recording is viewed
+                total, prov, model_id, hourly = calc_price_clockless(
+                    usage, model, provider_id=provider_id, price_context=context or None
+                )
+            else:
+                total, prov, model_id = calc_price(
+                    usage, model, provider_id=provider_id, when=when, price_context=context or None
+                )
         except LookupError:
             continue
         except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
             return None, f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
+        at = _HOURLY if hourly else ""
         if provider_id is None:
             return total, (
                 f"estimated: genai-prices {PRICES_VERSION} list price of {prov}/{model_id}, by the "
                 f"model's name (host {host} is not a provider it knows; a local or proxied server "
-                "may charge otherwise)"
+                f"may charge otherwise){at}"
             )
         return (
             total,
-            f"{'estimated: ' if how else ''}genai-prices {PRICES_VERSION}: {prov}/{model_id}{how}",
+            f"{'estimated: ' if how else ''}genai-prices {PRICES_VERSION}: "
+            f"{prov}/{model_id}{how}{at}",
         )
     if provider_id is None:
         return None, (

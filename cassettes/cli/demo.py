@@ -127,7 +127,9 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
             say("\n".join(f"  {ln[:200]}" for ln in said))
             say(f"looptap demo: the recorded run failed (exit status {rc})")
             return rc or 2
-    live = f"{_looptap(python)} run -o run.jsonl -- python3 {shlex.quote(str(agent_path))}"
+    # the file itself, not the editable install's link to it (.looptap-editable/looptap/…)
+    agent_file = Path(agent_path).resolve()
+    live = f"{_looptap(python)} run -o run.jsonl -- python3 {shlex.quote(str(agent_file))}"
     return first_screen(dest, say, live=live, recorder=_looptap(python))
 
 

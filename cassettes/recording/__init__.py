@@ -14,7 +14,8 @@
   scan); what a recording's header says of its agent (``_about``).
 
 No lazy table: what this package imports is what the recorder's proxy process needs (the
-redactor), and ``show`` loads it for its placeholder at a cost inside the noise (docs/startup.md).
+redactor); ``show`` does not load it (the placeholder the analysis knows, ``REDACTED``, is
+:mod:`cassettes.wire`'s, handed on here).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 
 import orjson
 
+from ..wire import REDACTED
+
 __all__ = [
     "EMBEDDED_MAX",
     "REDACTED",
@@ -26,7 +28,6 @@ __all__ = [
     "secret_name",
 ]
 
-REDACTED = "[REDACTED]"
 #: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
 URL_TOKEN = "REDACTED"
 

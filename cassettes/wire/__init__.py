@@ -4,9 +4,9 @@ names below are its whole surface, pinned by tests/cassettes/test_wire_surface.p
 - the raw round trip (``_exchange``), its Content-Encoding decoded within a budget
   (``_decoding``) and its stream framed: SSE, NDJSON, JSON arrays, AWS event streams
   (``_framing``);
-- the marks looptap itself writes on it: a fork's what-if edit marks (``_edit_marks``), the
-  response headers only looptap writes and a replay miss's note in one of them
-  (``_own_headers``).
+- the marks looptap itself writes on it: the placeholder its redactor writes in place of a secret
+  (``_exchange``), a fork's what-if edit marks (``_edit_marks``), the response headers only
+  looptap writes and a replay miss's note in one of them (``_own_headers``).
 
 Plain imports: what the package adds to a command that reads a run is two small modules
 (``_edit_marks``, ``_own_headers``); its dependencies (hashlib, secrets) are loaded anyway.
@@ -42,6 +42,7 @@ from ._edit_marks import (
 from ._exchange import (
     AGENT_CLOSED,
     NEXT_TURN,
+    REDACTED,
     UNSET,
     Exchange,
     Headers,
@@ -79,6 +80,7 @@ __all__ = [
     "NEXT_TURN",
     "NOTE_HEADER",
     "OWN_RESPONSE_HEADERS",
+    "REDACTED",
     "REPLAY_HEADER",
     "TARGET",
     "UNSET",

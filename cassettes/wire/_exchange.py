@@ -18,6 +18,7 @@ from .. import bounds
 __all__ = [
     "AGENT_CLOSED",
     "NEXT_TURN",
+    "REDACTED",
     "Exchange",
     "Headers",
     "cut_by_client",
@@ -46,6 +47,9 @@ CLIENT_CLOSED = "Client disconnected."
 #: error of a turn the agent cut: it closed the connection, or sent its next turn first.
 AGENT_CLOSED = "the agent closed the connection"
 NEXT_TURN = "the client started the next turn"
+#: What a recorded exchange holds in place of a secret: the recorder's redactor writes it
+#: (:mod:`cassettes.recording`), the analysis and ``looptap verify`` know it for what it is.
+REDACTED = "[REDACTED]"
 
 
 def cut_by_client(transport_error: str | None) -> bool:

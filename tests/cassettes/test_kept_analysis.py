@@ -308,7 +308,7 @@ def test_other_price_data_analyses_again(
 ) -> None:
     """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
     the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
-    from looptap.cassettes.analysis import pricing, table_identity
+    from looptap.cassettes.analysis import _price_data, pricing, table_identity
 
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = cli_output("show", "--json", path)
@@ -321,6 +321,7 @@ def test_other_price_data_analyses_again(
         return total * 2, prov, model
 
     monkeypatch.setattr(pricing, "calc_price", doubled)
+    monkeypatch.setattr(_price_data, "calc_price", doubled)  # (a call without a clock)
     # its data file, rewritten
     monkeypatch.setitem(
         keep.__globals__, "table_identity", lambda: [*identity[:-1], identity[-1] + 1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ...lazy import pattern
 from .. import codes as codes
 from .._context import TurnContext, short
 from .._message_keys import squashed
@@ -17,7 +18,7 @@ from ._shared import speaker
 
 #: What a page that turned a tool away says (a bot check, a captcha wall, a CDN's block page),
 #: as one pattern: each phrase is the page's own wording, never a topic word ("captcha" alone).
-BLOCK_PAGE = re.compile(
+BLOCK_PAGE = pattern(
     r"verify (?:that )?you are (?:a )?human|are you a robot|prove you(?:'|’)re (?:a )?human"
     r"|checking (?:if the site connection is secure|your browser before accessing)"
     r"|needs to review the security of your connection before proceeding"
@@ -32,7 +33,7 @@ BLOCK_PAGE = re.compile(
 #: A block page is short: its text (tags, scripts and styles left out) is at most this long; a
 #: longer text that says a phrase is an article or a document about it.
 _BLOCK_PAGE_LEN = 1500
-_MARKUP = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re.DOTALL)
+_MARKUP = pattern(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re.DOTALL)
 
 
 def _short_page(content: str) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ...lazy import pattern
 from ...models import FinishReason, Message
 from .. import codes as codes
 from .._context import TurnContext
@@ -20,7 +21,7 @@ from ._shared import _continues, _item, _prev_ok, speaker
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
 #: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block, DSPy's
 #: ``[[ ## next_tool_name ## ]]`` field), so the answer is not final.
-TEXT_ACTION = re.compile(
+TEXT_ACTION = pattern(
     r"^[ \t]*(Action|Action Input|Code)[ \t]*:|^\[\[ ## next_tool_name ## \]\]", re.M
 )
 
@@ -206,7 +207,7 @@ def multi_agent(ctx: TurnContext) -> bool:
 
 
 #: How a system prompt names its agent: "You are Writer." / "You are the Researcher,".
-_YOU_ARE = re.compile(r"\bYou are (?:the |an? )?([A-Z][\w-]{1,40})\b")
+_YOU_ARE = pattern(r"\bYou are (?:the |an? )?([A-Z][\w-]{1,40})\b")
 
 
 def agent_name(ctx: TurnContext) -> str | None:

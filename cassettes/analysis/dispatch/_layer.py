@@ -7,13 +7,14 @@ import re
 
 import orjson
 
+from ...lazy import pattern
 from ...models import Message, ToolCall, ToolResult
 from .._context import TurnContext
 from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
 
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
+_THINK = pattern(r"<think>.*?(</think>|$)", re.S)
 
 
 #: Typographic variants that re-serialisation (and some recorders) normalise away.
@@ -32,7 +33,7 @@ _TYPO = str.maketrans(
 
 #: A code fence's info string (```` ```json ````): frameworks that re-render the model's markdown
 #: (ReAct parsers that pull the JSON out of a fence and write it back) drop or change the word.
-_FENCE_INFO = re.compile(r"(`{3,}|~{3,})[^\s`~]+")
+_FENCE_INFO = pattern(r"(`{3,}|~{3,})[^\s`~]+")
 
 
 def _loose_text(m: Message) -> str:
@@ -90,10 +91,10 @@ def _more_calls_after(want: list[tuple[str, str]], got: list[tuple[str, str]]) -
     return True
 
 
-_WORD = re.compile(r"\w+")
+_WORD = pattern(r"\w+")
 #: Where a text-protocol (ReAct) answer hands over to the client: what follows is the observation,
 #: which the client writes itself (models often make one up; clients cut it and put the real one).
-_OBSERVATION = re.compile(r"^\s*Observation\s*:", re.M)
+_OBSERVATION = pattern(r"^\s*Observation\s*:", re.M)
 
 
 #: JSON's literals as Python's repr spells them (``true``/``True``, ``null``/``None``).
@@ -167,7 +168,7 @@ def calls_as_text(answer: Message, echo: Message) -> bool:
     return True
 
 
-_FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(?P<body>.*)\n\1\s*$", re.S)
+_FENCE = pattern(r"^(`{3,}|~{3,})[^\n]*\n(?P<body>.*)\n\1\s*$", re.S)
 _NO_JSON = object()
 
 

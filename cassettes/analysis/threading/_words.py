@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ...lazy import pattern
 from ...models import Message
 from .._message_keys import _NO_NAMES, _ROLE
 from .._trajectory import Fields, fields_of
@@ -87,13 +88,13 @@ SYSTEM_TEXT = 8192
 #: ``transfer_to_agent``, swarm's handoffs): the call hands the run over.
 _TRANSFER_WORDS = ("transfer", "handoff", "hand_off")
 #: An agent's name as a transfer call's argument carries it: one identifier-like word.
-_AGENT_NAME = re.compile(r"[\w.-]{3,64}")
+_AGENT_NAME = pattern(r"[\w.-]{3,64}")
 
 
 #: The most demo pairs a few-shot prompt is read for (a longer history is a conversation's).
 _MAX_DEMOS = 64
 #: A text-protocol field marker opening a message (DSPy: ``[[ ## question ## ]]``).
-_FIELD_MARK = re.compile(r"\s*\[\[ ## [A-Za-z_]\w{0,63} ## \]\][ \t]*\n")
+_FIELD_MARK = pattern(r"\s*\[\[ ## [A-Za-z_]\w{0,63} ## \]\][ \t]*\n")
 
 
 def demo_pairs(messages: list[Message], start: int) -> bool:

@@ -17,7 +17,7 @@ import pytest
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import ModelPrice, TieredPrices
 
-from looptap.cassettes.analysis import calc_price
+from looptap.cassettes.analysis import PRICES_VERSION, calc_price
 
 NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)
 
@@ -251,3 +251,72 @@ def test_a_price_that_changes_with_time_is_computed_each_time(
     assert calls[0] == len(whens)
     assert got == [_library(usage, model.id, provider_id, w, None) for w in whens]
     assert len({g[0] for g in got}) > 1  # the time of day chose the price
+
+
+def _library_at(usage: dict[str, int], model: str, provider_id: str, when: datetime) -> Decimal:
+    return Decimal(_library(usage, model, provider_id, when, None)[0])
+
+
+def test_a_call_without_a_clock_is_priced_alike_at_any_hour() -> None:
+    """A call made at a time nobody knows is priced on the newest day its model's prices name, at
+    that day's highest hourly rate: DeepSeek Chat's peak rate (00:30–16:30 UTC), never its
+    off-peak discount; Gemini 3.6 Flash's price of 2027-01-01, its newest; the hour said only where
+    it changed the price."""
+    from looptap.cassettes.analysis._price_data import calc_price_clockless
+
+    usage = {"input_tokens": 100_000, "output_tokens": 5_000}
+    total, prov, model, hourly = calc_price_clockless(
+        usage, "deepseek-chat", provider_id="deepseek"
+    )
+    peak = _library_at(usage, "deepseek-chat", "deepseek", datetime(2026, 11, 23, 12, tzinfo=UTC))
+    off = _library_at(usage, "deepseek-chat", "deepseek", datetime(2026, 11, 23, 20, tzinfo=UTC))
+    assert (total, prov, model, hourly) == (peak, "deepseek", "deepseek-chat", True)
+    assert off < peak
+    total, prov, model, hourly = calc_price_clockless(usage, "gemini-3.6-flash")
+    newest = datetime(2027, 1, 1, tzinfo=UTC)
+    assert total == _library_at(usage, "gemini-3.6-flash", prov, newest)
+    assert total != _library_at(usage, "gemini-3.6-flash", prov, newest - timedelta(days=1))
+    assert not hourly
+    assert calc_price_clockless(usage, "gpt-4o", provider_id="openai") == (
+        *calc_price(usage, "gpt-4o", provider_id="openai", when=NOW),
+        False,
+    )
+
+
+def test_a_recording_without_a_clock_costs_the_same_whenever_it_is_viewed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real DeepSeek recording (pydantic-ai's deepseek-v4-flash cassette: no timestamps, no
+    Date header) analysed with the system clock at 02:00 UTC (the model's peak hours) and at
+    12:00 UTC (off-peak, half the price): the same costs, the peak rate's, and the price source
+    says why. Fails on 59f08458: it was priced at the hour it was viewed."""
+    import genai_prices.data_snapshot
+    from real_corpus import CORPUS, load
+
+    from looptap.cassettes.analysis import analyse
+
+    path = CORPUS / (
+        "pydantic-ai/tests/models/cassettes/test_deepseek_responses/"
+        "test_deepseek_responses[text_multi_turn].yaml"
+    )
+
+    def viewed_at(hour: int) -> list[tuple[Any, ...]]:
+        clock = datetime(2026, 11, 23, hour, tzinfo=UTC)
+
+        class Clock(datetime):
+            @classmethod
+            def now(cls, tz: Any = None) -> Any:
+                return clock if tz is None else clock.astimezone(tz)
+
+        monkeypatch.setattr(genai_prices.data_snapshot, "datetime", Clock)
+        turns = analyse(load(path)).turns.values()
+        return [(t.tokens.cost, t.tokens.price_source) for t in turns]
+
+    peak, off_peak = viewed_at(2), viewed_at(12)
+    assert peak == off_peak
+    assert len(peak) == 2 and all(cost for cost, _ in peak)
+    assert all(
+        src == f"genai-prices {PRICES_VERSION}: deepseek/deepseek-v4-flash (the recording has no "
+        "time: the model's highest hourly rate)"
+        for _, src in peak
+    ), peak
