@@ -60,8 +60,11 @@ T = TypeVar("T")
 _KEEP = os.environ.get("LOOPTAP_SPILL_KEEP", "").strip()
 KEEP = int(_KEEP) if _KEEP.isdigit() and int(_KEEP) > 0 else 4096
 
-_BLOOM_BITS = 1 << 24  # 2 MB: a few % of false positives at a few million spilled keys
-_MASK = _BLOOM_BITS - 1
+#: A table's bloom filter of the keys on disk: 16 bits or more per key (under 0.5 % of false
+#: positives with three bits a key), made four times too large when it is made again, from 8 KB to
+#: 2 MB (a few % at a few million keys). Made 2 MB at once, it was 2 MB resident per table that
+#: spilled at all (every bit is touched): 4 MB of a 100 MB run's first ``show``.
+_BLOOM_MIN, _BLOOM_MAX = 1 << 16, 1 << 24
 #: Rows written at a time: a row of JSON is longer than a pickle was, and a trim's half of ``keep``
 #: held at once raised a 100 MB run's peak by 10 MB (114 MB, against 103 MB with this).
 _BATCH = 256
@@ -197,13 +200,13 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         self._evictable: Callable[[K, V], bool] | None = evictable
         self._cold = 0  # entries on disk
         self._limit = keep  # trim writes nothing until more entries than this are in memory
-        self._bloom: bytearray | None = None  # keys ever spilled (made on the first spill)
+        self._bloom: bytearray | None = None  # keys spilled (made on the first spill)
+        self._mask = 0  # the bloom filter's bits, less one
 
     # -- the bloom filter: most lookups of a key never spilled do not reach the file -------------
-    @staticmethod
-    def _bits(key: K) -> tuple[int, int, int]:
-        h = hash(key) & 0xFFFFFFFFFFFFFFFF
-        return h & _MASK, (h >> 24) & _MASK, ((h >> 40) ^ (h * 0x9E3779B1)) & _MASK
+    def _bits(self, key: K) -> tuple[int, int, int]:
+        h, mask = hash(key) & 0xFFFFFFFFFFFFFFFF, self._mask
+        return h & mask, (h >> 24) & mask, ((h >> 40) ^ (h * 0x9E3779B1)) & mask
 
     def _maybe_cold(self, key: K) -> bool:
         bloom = self._bloom
@@ -352,9 +355,22 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
 
     def _write(self, out: list[tuple[K, bytes]]) -> None:
         """Rows to the table, in one transaction."""
-        if self._bloom is None:
-            self._bloom = bytearray(_BLOOM_BITS // 8)
+        cold = self._cold + len(out)
+        if self._bloom is None or 16 * cold > self._mask + 1 < _BLOOM_MAX:  # (too full: larger)
+            self._rebloom(64 * cold)
         for key, _ in out:
             self._mark(key)
         self._spill.write(self._table, out)
         self._cold += len(out)
+
+    def _rebloom(self, bits: int) -> None:
+        """Make the bloom filter again, of at least ``bits`` bits (a power of two within
+        :data:`_BLOOM_MIN` and :data:`_BLOOM_MAX`), from the keys on disk."""
+        size = _BLOOM_MIN
+        while size < min(bits, _BLOOM_MAX):
+            size *= 2
+        self._bloom, self._mask = bytearray(size // 8), size - 1
+        if self._cold:
+            db = self._spill.db(self._table)
+            for (key,) in db.execute(f"SELECT k FROM {self._table}"):
+                self._mark(key)

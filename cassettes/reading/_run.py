@@ -56,8 +56,11 @@ __all__ = ["Run", "open_run"]
 
 T2 = TypeVar("T2")
 
-#: How much of a followed file :meth:`Run.step` reads at a time, by default (bytes).
-STEP_BYTES = 4 * 1024 * 1024
+#: How much of a file :meth:`Run.step` reads at a time, by default, and a run read as a stream
+#: per step (bytes). A step's records are held parsed until the step is analysed: 4 MB steps were
+#: the peak of a first ``show`` (the 100 MB run's 104 MB, against 92 MB with steps of 1 MB, at the
+#: same CPU time).
+STEP_BYTES = 1024 * 1024
 
 _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its members are these keys)
 

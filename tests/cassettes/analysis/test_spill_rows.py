@@ -143,3 +143,27 @@ def test_a_full_disk_under_the_spill_is_said_as_an_os_error(
     store.write(table, [(1, b"x")])  # the rolled-back batch left the store usable
     assert store.value(table, 1) == b"x"
     store.close()
+
+
+def test_a_table_s_bloom_filter_grows_with_the_keys_it_spilled() -> None:
+    """The filter that keeps lookups of keys never spilled off the disk is sized by the keys on
+    disk (it was 2 MB, all of it resident, for any table that spilled one key): a few hundred
+    keys take 8 KB. Made larger as the table spills more, it still finds every key on disk, of
+    both kinds, and a key taken back and spilled again."""
+    s = spill.Spill()
+    table: spill.SpillMap[int, int] = spill.SpillMap(s, keep=8)
+    names: spill.SpillMap[str, int] = spill.SpillMap(s, keep=8)
+    for k in range(300):
+        table[k], names[f"conversation-{k}"] = k, k
+        table.trim()
+        names.trim()
+    assert 0 < len(table._bloom or b"") <= 8 * 1024
+    assert table[5] == 5 and 5 in dict(table.hot_items())  # taken back from disk
+    for k in range(300, 20_000):
+        table[k] = k
+        table.trim()
+    assert 16 * len(_rows(table)) <= 8 * len(table._bloom or b"") <= 2**24
+    assert all(table.peek(k) == k for k in range(0, 20_000, 7))
+    assert all(names.peek(f"conversation-{k}") == k for k in range(300))
+    assert 20_000 not in table and len(table) == 20_000
+    s.close()
