@@ -164,6 +164,12 @@ class TurnInfos:
 MAX_PER_PREFIX = 256
 #: The two kinds of registered prefix (loose, strict) as numbers, for the tables' keys.
 KIND = {"l": 1, "s": 2}
+#: The indexes :class:`Threads` keeps in spilled tables, and the type of their keys (in the order
+#: :mod:`._plain` writes them).
+TABLES: dict[str, type] = {
+    "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,
+    "by_answer": int, "by_head": int, "sibling_root": str,
+}  # fmt: skip
 
 
 @dataclass
@@ -200,34 +206,15 @@ class Threads:
     families: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        spill = self.spill
-        self.turns = TurnInfos(spill, self.keep)
-        self.prefix, self.by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
-        self.by_response, self.last_of, self.id_turn = (
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-        )
-        self.by_answer, self.sibling_root, self.by_head = (
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-        )
+        self.turns = TurnInfos(self.spill, self.keep)
+        for name in TABLES:
+            setattr(self, name, SpillMap(self.spill, self.keep))
 
     def trim(self) -> None:
         """Spill what does not fit (between requests: no entry is held then)."""
         self.turns.trim()
-        for table in (
-            self.prefix,
-            self.by_start,
-            self.by_response,
-            self.last_of,
-            self.id_turn,
-            self.by_answer,
-            self.sibling_root,
-            self.by_head,
-        ):
-            table.trim()
+        for name in TABLES:
+            getattr(self, name).trim()
 
     def family(self, family: str) -> int:
         """The API family as a number that is the same in every process (a str's ``hash`` is
