@@ -8,8 +8,9 @@ produces (``_model``); the checks by layer, E (``_emission``, ``_tool_schema``, 
 demotes a finding resting on a field looptap inferred); conversations threaded (``threading/``)
 by ``_message_keys``; tokens and cost (``_tokens``, ``pricing``, ``_price_data``); the state kept
 while a run streams (``_state``, ``_records``, ``_parking``, ``_retention``, ``spill``) and a
-grown file's continuation (``_continuation``, ``_plain_values``). ``codes`` is public (every reader of a finding names its constants), and
-``spill`` and ``pricing`` stay so: tests set their ``KEEP`` and ``calc_price``, read at call time.
+grown file's continuation (``_continuation``, ``_plain_values``). ``codes`` is public (every
+reader of a finding names its constants), and ``spill`` and ``pricing`` stay so: tests set their
+``KEEP`` and ``calc_price``, read at call time.
 Importing any of it imports the analysis whole, as ``show`` wants it (imported with the collector
 paused, then frozen), the continuation and an agent's rules learnt (``_rule_learn``) too: two
 modules the recorder's start did not load before.
