@@ -4,12 +4,13 @@ One façade over private modules (its names are the whole surface, pinned by
 tests/cassettes/analysis/test_analysis_surface.py): the run's analyser (``_analyser``) and what it
 produces (``_model``); the checks by layer, E (``_emission``, ``_tool_schema``, ``_plain_schema``,
 ``_repeats``), A (``_api``, ``_api_errors``, ``_model_mismatch``), C (``dispatch/``), and across
-(``_claims``, an agent's ``_rules``, ``_evidence``), every code they give a row of ``codes``;
-conversations threaded (``threading/``) by ``_message_keys``; tokens and cost (``_tokens``,
-``pricing``, ``_price_data``); the state kept while a run streams (``_state``, ``_records``,
-``_parking``, ``_retention``, ``spill``) and a grown file's continuation (``_continuation``,
-``_plain_values``). ``codes`` is public (every reader of a finding names its constants), and
-``spill`` and ``pricing`` stay so: tests set their ``KEEP`` and ``calc_price``, read at call time.
+(``_claims``, an agent's ``_rules``), every code they give a row of ``codes`` (which also
+demotes a finding resting on a field looptap inferred); conversations threaded (``threading/``)
+by ``_message_keys``; tokens and cost (``_tokens``, ``pricing``, ``_price_data``); the state kept
+while a run streams (``_state``, ``_records``, ``_parking``, ``_retention``, ``spill``) and a
+grown file's continuation (``_continuation``, ``_plain_values``). ``codes`` is public (every
+reader of a finding names its constants), and ``spill`` and ``pricing`` stay so: tests set their
+``KEEP`` and ``calc_price``, read at call time.
 Importing any of it imports the analysis whole, as ``show`` wants it (imported with the collector
 paused, then frozen), the continuation and an agent's rules learnt (``_rule_learn``) too: two
 modules the recorder's start did not load before.

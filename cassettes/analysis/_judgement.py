@@ -14,7 +14,6 @@ from . import _tokens as tokens
 from . import codes as codes
 from . import dispatch as dispatch
 from ._context import Check, ConversationState, FinalCheck, TurnContext, failed
-from ._evidence import demote_inferred
 from ._mcp import McpLinker
 from ._model import (
     ApiReport,
@@ -121,7 +120,7 @@ def judge(
     for check in checks:
         turn.findings.extend(run_check(check, ctx, errors))
     turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
-    demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
+    codes.demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
     mcp.model_turn(turn, ctx.rt.response)
     if link.ambiguous > 1:
         turn.findings.append(

@@ -3,7 +3,7 @@
 A row is the code (``<layer>.<name>``, stable: it is in users' cassettes, rules and fleet
 indexes), its layer, its severity, the facts that grade it another (and the severity each gives), what it
 says (one line of docs/findings.md), the page that explains it further, the field looptap may
-have inferred that it rests on (:mod:`cassettes.analysis._evidence`) and the codes it folds under
+have inferred that it rests on (:func:`demote_inferred`) and the codes it folds under
 (:mod:`cassettes.analysis.dispatch._roots`). A check names its code by the constant here (a
 misspelt one is an import error) and :meth:`TurnContext.finding
 <cassettes.analysis._context.TurnContext.finding>` takes the layer and the severity from its row
@@ -14,11 +14,11 @@ generated from :data:`ROWS` (``python -m cassettes.analysis.codes``) and a test 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from ._model import Layer, Severity
+from ._model import Finding, Layer, Severity
 
-__all__ = ["ROWS", "Row", "doc_table", "severity_of"]
+__all__ = ["ROWS", "Row", "demote_inferred", "doc_table", "severity_of"]
 
 INFO, WARNING, ERROR = Severity.INFO, Severity.WARNING, Severity.ERROR
 
@@ -156,6 +156,24 @@ def severity_of(code: str, grade: str | None = None) -> Severity:
     if grade not in row.grades:
         raise ValueError(f"{code} is not graded by {grade!r}")
     return row.grades[grade]
+
+
+def demote_inferred(findings: list[Finding], reconstructed: dict[str, Any] | None) -> None:
+    """No finding rests on a field looptap inferred (docs/interop.md): an imported round trip
+    (:attr:`~cassettes.wire.Exchange.reconstructed`) names the fields its source gave; each
+    finding resting on another (its row's ``rests_on``: looptap inferred it when it rebuilt the
+    round trip, or it is not known) is no evidence, and becomes an info note that says so, once,
+    for every reader (show, ``--json``, the totals, ``why``, exports, the inspector, the fleet;
+    ``details.inferred`` names the field)."""
+    if not reconstructed:
+        return
+    given = set(reconstructed.get("from") or ())
+    for f in findings:
+        field = ROWS[f.code].rests_on
+        if field and field not in given:
+            f.severity = Severity.INFO
+            f.details["inferred"] = field
+            f.message = f"not evidence: rests on the {field} looptap inferred. {f.message}"
 
 
 def _under(under: tuple[tuple[str, str], ...]) -> str:

@@ -7,9 +7,9 @@ tests/why/test_why_surface.py, over: ``_command`` (the command) and ``_api`` (th
 Python), ``_investigation`` (one investigation, start to end), ``_outcome`` (the outcome judged),
 ``_suspects`` and ``_interventions`` (per layer), ``_budget``, ``_branches`` (the processes: the
 real fork, ``looptap run --from``, in the recorder's environment), ``_state`` (the output
-directory), ``_tally`` (what one intervention's branches showed) with ``_stats`` (its
-interval), ``_verdict`` and ``_separating`` (whether more samples can tell two apart). Nothing
-here imports mitmproxy.
+directory), ``_verdict`` (what one intervention's branches showed, its interval, whether more
+samples can tell two apart, the verdict) and ``_together`` (repairs combined). Nothing here
+imports mitmproxy.
 """
 
 from ._api import why
@@ -21,10 +21,8 @@ from ._investigation import Refused, default_output, report_lines
 from ._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
 from ._refusal import refusal
 from ._state import STATE, kept_flags
-from ._stats import wilson
-from ._tally import Tally
 from ._together import rounds, together_verdict
-from ._verdict import verdict
+from ._verdict import Tally, verdict, wilson
 
 __all__ = [
     "STATE",

@@ -28,8 +28,8 @@ from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._outcome import Outcome, judged_from
 from ._state import STATE, State, read_state, run_digest
-from ._stats import wilson
 from ._suspects import later_turns
+from ._verdict import wilson
 
 __all__ = ["confirm"]
 

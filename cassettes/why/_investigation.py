@@ -25,9 +25,8 @@ from ._intervention import Intervention
 from ._interventions import interventions
 from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from ._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
-from ._tally import Tally
 from ._together import flips_alone, rounds, together_verdict
-from ._verdict import Verdict, only_context, verdict
+from ._verdict import Tally, Verdict, only_context, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
 

@@ -19,8 +19,7 @@ from itertools import combinations
 
 from ..hints import count
 from ._intervention import Intervention
-from ._tally import Tally
-from ._verdict import Verdict
+from ._verdict import Tally, Verdict
 
 __all__ = ["candidates", "combined", "flips_alone", "rounds", "together_verdict"]
 

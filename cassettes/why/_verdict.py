@@ -15,18 +15,185 @@ samples (the same request is refused every time; more samples of what ran cannot
 A refusal the client recovered from (``c-recovered``) is context, never the verdict: when nothing
 that ran flipped the outcome, the headline says so plainly (the cause is likely off the wire:
 the tools' code, the environment, the data) and names the refusal as context.
+
+What one intervention's branches showed is a :class:`Tally`; the interval of its flip rate is
+the Wilson score interval with a continuity correction (Newcombe 1998, method 4): unlike the
+plain Wilson interval, whose coverage at small K drops under the nominal 95% for a rate near 0
+or 1 (about 92% at K=5 and a rate of 0.1), it holds the true rate at least about 95% of the time
+at every K ``why`` uses (tests/why/test_why_core.py simulates it), at the price of a wider
+interval (:func:`wilson`).
+
+Two interventions whose 95% intervals overlap are not told apart; "try K=…" is advice only when,
+at the flip rates seen, K samples each would give intervals that no longer overlap
+(:func:`needed`). Two that flip the outcome at the same rate never separate, at any K: saying
+"try K=40" then is advice that cannot converge (issue 68: ≤ 0.4% of simulated investigations
+became determined at K = 10 … 160).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..hints import count
-from ._separating import advice, why_alike
-from ._tally import Tally
+from ._intervention import Intervention
 
-__all__ = ["Tally", "Verdict", "verdict"]
+__all__ = ["MOST", "Tally", "Verdict", "advice", "needed", "verdict", "why_alike", "wilson"]
+
+#: The standard normal quantile of a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The continuity-corrected Wilson score interval (low, high) of ``successes`` in ``n``
+    trials. It stays inside [0, 1] and is not empty at 0 or ``n`` successes (0 of 5 is
+    (0, 0.54), not (0, 0)), which is what small K gives; ``n == 0`` says nothing: (0, 1)."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"{successes} successes in {n} trials")
+    p = successes / n
+    z2 = z * z
+    denom = 2 * (n + z2)
+    low = (
+        0.0
+        if successes == 0
+        else (2 * n * p + z2 - 1 - z * math.sqrt(z2 - 2 - 1 / n + 4 * p * (n * (1 - p) + 1)))
+        / denom
+    )
+    high = (
+        1.0
+        if successes == n
+        else (2 * n * p + z2 + 1 + z * math.sqrt(z2 + 2 - 1 / n + 4 * p * (n * (1 - p) - 1)))
+        / denom
+    )
+    return max(0.0, low), min(1.0, high)
+
+
+@dataclass
+class Tally:
+    intervention: Intervention
+    flips: int = 0
+    samples: int = 0
+    #: Branches that are no sample (not run, or their outcome unknown).
+    invalid: int = 0
+    #: The branch files, with what each showed (``flipped``, ``failed``, ``invalid: …``).
+    branches: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.flips, self.samples)
+
+    @property
+    def rate(self) -> float | None:
+        return self.flips / self.samples if self.samples else None
+
+    def as_json(self) -> dict[str, Any]:
+        low, high = self.interval
+        return {
+            **self.intervention.as_json(),
+            "flips": self.flips,
+            "samples": self.samples,
+            "invalid": self.invalid,
+            "rate": self.rate,
+            "low": round(low, 4),
+            "high": round(high, 4),
+            # the requests its branches sent live (against live_requests_per_sample × branches)
+            "sent": sum(int(b.get("sent") or 0) for b in self.branches),
+            "branches": self.branches,
+        }
+
+    @property
+    def left_out(self) -> str:
+        """The branches that are no sample, and why (the first reason, and how many share it)."""
+        if not self.invalid:
+            return ""
+        whys = [str(b.get("why") or "no reason given") for b in self.branches if _no_sample(b)]
+        first = whys[0] if whys else "no reason given"
+        same = sum(w == first for w in whys)
+        also = f" ({same} of them)" if 1 < same < self.invalid else ""
+        of = self.invalid + self.samples
+        verb = "is" if self.invalid == 1 else "are"
+        branches = count(of, "branch", "branches")
+        return f"{self.invalid} of {branches} {verb} no sample: {first}{also}"
+
+    def line(self) -> str:
+        i = self.intervention
+        low, high = self.interval
+        head = f"{i.layer} {i.conversation} turn {i.turn}: {i.what}"
+        if i.missing is not None:
+            said = f" (the API said: {i.evidence!r})" if i.evidence else ""
+            return f"{head}: not run: {i.missing}{said}"
+        if not self.samples:
+            return f"{head}: no sample: {self.left_out}"
+        extra = f"; {self.left_out}" if self.invalid else ""
+        return f"{head}: flipped {self.flips}/{self.samples} (95% CI {low:.2f}–{high:.2f}){extra}"
+
+
+def _no_sample(branch: dict[str, Any]) -> bool:
+    return branch.get("result") not in ("flipped", "failed")
+
+
+#: The most samples per intervention ``why`` advises (beyond it, say they cannot be told apart).
+MOST = 200
+
+
+def needed(a: Tally, b: Tally, most: int = MOST) -> int | None:
+    """The fewest samples each at which ``a``'s and ``b``'s intervals would no longer overlap, if
+    they flipped the outcome at the rates seen; ``None`` when no K up to ``most`` would (the same
+    rate, or rates too close)."""
+    ra, rb = a.rate, b.rate
+    if ra is None or rb is None or ra == rb:
+        return None
+    hi, lo = max(ra, rb), min(ra, rb)
+    for k in range(max(a.samples, b.samples) + 1, most + 1):
+        if wilson(round(hi * k), k)[0] > wilson(round(lo * k), k)[1]:
+            return k
+    return None
+
+
+def advice(best: Tally, tied: list[Tally]) -> str:
+    """What more samples can do for ``best`` and the interventions ``tied`` with it: the K that
+    separates them all, or which cannot be separated and why."""
+    ks = [needed(best, t) for t in tied]
+    if all(k is not None for k in ks):
+        k = max(k for k in ks if k is not None)
+        return (
+            f"try K={k} (--samples {k}): at the rates seen, "
+            f"{count(k, 'sample')} each would separate them"
+        )
+    alike = [t for t, k in zip(tied, ks, strict=True) if k is None]
+    rates = ", ".join(f"{t.flips}/{t.samples}" for t in [best, *alike])
+    return (
+        f"more samples would not separate them: at the rates seen ({rates}) their intervals "
+        f"overlap at any K up to {MOST}"
+    )
+
+
+def why_alike(best: Tally, tied: list[Tally]) -> str:
+    """Why E re-samples flip the outcome alike, and what more samples can do: re-samples of one
+    conversation whose later turns are not held are nested (each re-samples every later turn
+    too), so no K tells their turns apart; held ones are told apart by the arithmetic of
+    :func:`advice`."""
+    mine = [
+        t for t in [best, *tied] if t.intervention.conversation == best.intervention.conversation
+    ]
+    last = max(t.intervention.turn for t in mine)
+    if len(mine) < 2 or all(t.intervention.hold for t in mine if t.intervention.turn < last):
+        said = (
+            "the re-sampled earlier turn answered differently, which takes the later turns live "
+            "(re-sampled) too; "
+            if len(mine) > 1
+            else ""
+        )
+        return said + advice(best, tied)
+    return (
+        "a re-sample from a turn re-samples every later turn of its conversation too (with this "
+        "outcome the later turns are not held), so more samples cannot tell which turn: the "
+        "earliest turn from which re-sampling flips it is "
+        f"{best.intervention.conversation} turn {min(t.intervention.turn for t in mine)}"
+    )
 
 
 @dataclass
@@ -145,7 +312,7 @@ def _said(best: Tally) -> str:
 def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
     """The verdict when others that flipped the outcome have intervals reaching ``best``'s low
     end: not determined; "try K=…" only when more samples can separate them
-    (:func:`~cassettes.why._separating.advice`). When every one is an E re-sample, the layer is
+    (:func:`advice`). When every one is an E re-sample, the layer is
     determined (the model's), the turn is not."""
     others = "; ".join(
         f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} "

@@ -53,7 +53,7 @@ before was dropped); and the next step of a re-rendered trajectory (:mod:`._traj
 the conversation whose latest request it re-renders.
 
 The state is plain data (:mod:`._data`: the turns and the indexes that find a round trip's
-parent); the rules are named functions over it and the request being threaded (:mod:`._request`):
+parent, and the request being threaded); the rules are named functions over both:
 :mod:`._history` (registered histories, the same request again), :mod:`._agents` (which agent
 goes on, which is another), :mod:`._opening` (no history extended: rewritten, sibling,
 trajectory, new conversation, sub-agent), :mod:`._words` (what a request's words say, no state);

@@ -5,15 +5,7 @@ agent used as a tool, a side call over the history). Each rule reads the threads
 from __future__ import annotations
 
 from .._message_keys import _ROLE, _part_keys
-from ._data import (
-    MAX_PER_PREFIX,
-    Keys,
-    Link,
-    Registered,
-    Threads,
-    TurnInfo,
-)
-from ._request import Request
+from ._data import MAX_PER_PREFIX, Keys, Link, Registered, Request, Threads, TurnInfo
 from ._words import SCAN_OPENING, names_agent, norm_prompt
 
 

@@ -1,6 +1,8 @@
 """What threading knows: the links it hands out, the turns it threaded, and the indexes a later
-request is looked up in (:class:`Threads`). Plain data; the rules that read it are functions of
-their own modules, and :mod:`._driver` composes them."""
+request is looked up in (:class:`Threads`); and the request being threaded, as the rules read it
+(:class:`Request`: its messages' keys, which agent sent it, its trajectory's fields, the call ids
+it answers). Plain data; the rules that read it are functions of their own modules, and
+:mod:`._driver` composes them."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...models import Message
-from .._message_keys import _message_keys, stable
+import orjson
+
+from ...models import Message, Part
+from .._message_keys import _call_ids, _message_keys, _part_keys, stable
 from .._trajectory import Fields, Step
 from ..spill import KEEP, Spill, SpillMap
+from ._words import SYSTEM_TEXT, trajectory
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,12 @@ class TurnInfos:
 MAX_PER_PREFIX = 256
 #: The two kinds of registered prefix (loose, strict) as numbers, for the tables' keys.
 KIND = {"l": 1, "s": 2}
+#: The indexes :class:`Threads` keeps in spilled tables, and the type of their keys (in the order
+#: :mod:`._plain` writes them).
+TABLES: dict[str, type] = {
+    "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,
+    "by_answer": int, "by_head": int, "sibling_root": str,
+}  # fmt: skip
 
 
 @dataclass
@@ -195,34 +206,15 @@ class Threads:
     families: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        spill = self.spill
-        self.turns = TurnInfos(spill, self.keep)
-        self.prefix, self.by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
-        self.by_response, self.last_of, self.id_turn = (
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-        )
-        self.by_answer, self.sibling_root, self.by_head = (
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-            SpillMap(spill, self.keep),
-        )
+        self.turns = TurnInfos(self.spill, self.keep)
+        for name in TABLES:
+            setattr(self, name, SpillMap(self.spill, self.keep))
 
     def trim(self) -> None:
         """Spill what does not fit (between requests: no entry is held then)."""
         self.turns.trim()
-        for table in (
-            self.prefix,
-            self.by_start,
-            self.by_response,
-            self.last_of,
-            self.id_turn,
-            self.by_answer,
-            self.sibling_root,
-            self.by_head,
-        ):
-            table.trim()
+        for name in TABLES:
+            getattr(self, name).trim()
 
     def family(self, family: str) -> int:
         """The API family as a number that is the same in every process (a str's ``hash`` is
@@ -291,3 +283,71 @@ class Threads:
         for i in info.echo_ids:
             self.id_turn[i] = tid
         self.last_of[conversation] = tid
+
+
+@dataclass(slots=True)
+class Request:
+    #: The API family, and its number for the tables' keys (:meth:`Threads.family`).
+    family: str
+    fam: int
+    messages: list[Message]
+    keys: Keys
+    #: Keys of the system prompt and of the tool names: which agent sent the request.
+    system: int
+    tools: int
+    #: The system prompt text, casefolded (bounded): where a handoff's agent is named.
+    system_text: str
+    #: The request's trajectory fields, when it is one (:func:`._words.trajectory`).
+    fields: Fields | None
+    #: The tool-call ids the request's last messages carry (what it answers).
+    ids: set[str]
+    #: The request as an attempt: its clock and the client's retry counter.
+    attempt: Attempt
+
+
+def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:
+    if reuse is not None and 0 <= reuse[0] < len(threads.turns):
+        base = threads.turns[reuse[0]]
+        keep = reuse[1]
+        if base.keys is not None and 0 <= keep <= min(base.length, len(messages)):
+            if keep == base.length == len(base.keys.key):
+                # A pure extension of the latest request: append to its lists, no copy.
+                keys = base.keys
+            else:
+                keys = base.keys.head(keep)
+            keys.extend(messages[keep:])
+            return keys
+    keys = Keys()
+    keys.extend(messages)
+    return keys
+
+
+def read_request(
+    threads: Threads,
+    family: str,
+    messages: list[Message],
+    reuse: tuple[int, int] | None,
+    system: list[Part] | None,
+    tools: list[str] | None,
+    attempt: Attempt,
+) -> Request:
+    """The request as the rules read it. ``reuse=(turn id, keep)``: its first ``keep`` messages
+    are that earlier turn's, whose keys are taken over, not recomputed."""
+    keys = _keys(threads, messages, reuse)
+    ids: set[str] = set()
+    for m in messages[-8:]:  # what the request answers sits at its end
+        ids |= _call_ids(m.parts)
+    return Request(
+        family=family,
+        fam=threads.family(family),
+        messages=messages,
+        keys=keys,
+        system=stable(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS)),
+        tools=stable(orjson.dumps(sorted(tools or ()))),
+        system_text=" ".join(
+            p.text[:SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text
+        )[:SYSTEM_TEXT].casefold(),
+        fields=trajectory(messages),
+        ids=ids,
+        attempt=attempt,
+    )

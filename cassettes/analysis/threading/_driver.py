@@ -19,13 +19,14 @@ from ._data import (
     Attempt,
     Link,
     Registered,
+    Request,
     Threads,
     TurnInfo,
     TurnInfos,
+    read_request,
 )
 from ._history import by_history, describe, discarded, use_strict
 from ._opening import by_opening, head_key, sibling, start_link
-from ._request import Request, read_request
 from ._words import (
     MAX_PROMPTS,
     handoff_targets,

@@ -16,8 +16,7 @@ from ._agents import (
     rank,
     receives_answer,
 )
-from ._data import MAX_PER_PREFIX, Link, Registered, Threads, TurnInfo
-from ._request import Request
+from ._data import MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
 from ._words import demo_pairs, fields_prompt, start_len
 
 #: The longest wait after a failure that still reads as a retry when the client's retry counter

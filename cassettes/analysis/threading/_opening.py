@@ -12,9 +12,8 @@ import orjson
 from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import rank
-from ._data import MAX_PER_PREFIX, Link, Threads, TurnInfo
+from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
 from ._history import answered_alike, built_like, describe
-from ._request import Request
 from ._words import (
     SCAN_OPENING,
     SCAN_PROMPTS,

@@ -10,16 +10,10 @@ from typing import Any
 from .._plain_values import dump, load
 from ..spill import SpillMap
 from ._data import CLASSES as _CLASSES
-from ._data import Registered, Threads, TurnInfo
+from ._data import TABLES, Registered, Threads, TurnInfo
 from ._driver import Threader
 
 __all__ = ["restore_threads", "threads_state"]
-
-#: The indexes kept in spilled tables, and the type of their keys.
-_MAPS = {
-    "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,
-    "by_answer": int, "by_head": int, "sibling_root": str,
-}  # fmt: skip
 
 
 def threads_state(threader: Threader) -> dict[str, Any]:
@@ -32,7 +26,7 @@ def threads_state(threader: Threader) -> dict[str, Any]:
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
         "quotes": list(s.quotes.items()), "count": s.count, "families": dict(s.families),
     }  # fmt: skip
-    for name in _MAPS:
+    for name in TABLES:
         table: SpillMap[Any, Any] = getattr(s, name)
         out[name] = ([k, dump(v, _CLASSES)] for k, v in table.entries())
     return out
@@ -45,7 +39,7 @@ def _bad(what: str) -> ValueError:
 def restore_threads(data: Any, keep: int) -> Threader:
     """A threader knowing what :func:`threads_state` gave ``data`` for (``ValueError`` when
     ``data`` does not check out)."""
-    if not isinstance(data, dict) or set(data) != {*_MAPS, "turns", "by_label", "prompts",
+    if not isinstance(data, dict) or set(data) != {*TABLES, "turns", "by_label", "prompts",
                                                    "quotes", "count", "families"}:  # fmt: skip
         raise _bad("tables")
     threader = Threader(keep=keep)
@@ -58,7 +52,7 @@ def restore_threads(data: Any, keep: int) -> Threader:
         if i % keep == keep - 1:
             s.turns.trim()
     n = len(s.turns)
-    for name, key_type in _MAPS.items():
+    for name, key_type in TABLES.items():
         table: SpillMap[Any, Any] = getattr(s, name)
         for k, raw in data[name]:
             value = load(raw, _CLASSES)
