@@ -149,6 +149,7 @@ def main() -> int:
         rev, ref = kept._ref_tree(work, args.against)
         try:
             path = perf._big_run(args.size, args.dir or work / "big")
+            size = path.stat().st_size  # (the run goes with the temporary directory)
             mine = _profile(ROOT, path, work, "this")
             theirs = _profile(ref, path, work, rev)
             rows = table(label, rev, mine, theirs)
@@ -162,7 +163,7 @@ def main() -> int:
         f"Measured {start:%Y-%m-%d %H:%M} UTC by `python bench/first_read.py --against {rev} "
         f"--size {args.size}` ({platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}); load average at the start: {load}; took {took:.0f} s. "
-        f"The run: {path.stat().st_size / 1e6:,.0f} MB. What is measured: the docstring of "
+        f"The run: {size / 1e6:,.0f} MB. What is measured: the docstring of "
         "`bench/first_read.py`.",
         "",
         *rows,
