@@ -161,7 +161,8 @@ class Cursor:
 
     def note_lived(self, seq: int | None) -> None:
         """One request answered (:attr:`lived`): ``seq`` served, or ``None``: sent live (a live
-        WebSocket session's later turns, which reach no :meth:`route`, are noted by wsserve)."""
+        WebSocket session's later turns, which reach no :meth:`route`, are noted by
+        :meth:`cassettes.replay.serving._websocket.WebSocketReplay.live_turn`)."""
         if len(self.lived) < LIVED_MAX:
             self.lived.append(seq)
 
@@ -198,7 +199,7 @@ class Cursor:
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         self.forked.add(rec.conversation)
         turn = self._turn_of(rec, miss is None)
-        if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
+        if websocket:  # the session goes live: its relay sends each turn through outgoing()
             self._went_live(rec.conversation, turn, req.method, req.target, req.body)
             return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
         client = req.body
