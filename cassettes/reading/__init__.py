@@ -3,8 +3,8 @@
 growing (``_incremental``: :class:`RunReader`, its stores of turns and parses, compressed rows of
 its temporary SQLite file, ``_stores``, its passes again ``_reread``) or exchanges held in memory
 (``_memory_reader``), both behind one interface (``_reader``). A run's analysis kept as SQLite
-rows for the next reader of the same bytes (``_analysis_cache``; the file ``_database``; the
-views printed with it ``_view_cache``; what a reader stands on ``_snapshot``). A fork's branch and
+rows for the next reader of the same bytes (``_analysis_cache``; the file ``_database``, the
+views printed with it among its rows; what a reader stands on ``_snapshot``). A fork's branch and
 its origin (``_branch``), the memory budget (``_budget``), ``show --json``'s objects
 (``_show_objects``), a run in time (``_timeline``), a conversation as a run hands it out
 (``_conversation``), another tool's file as a cassette (``_conversion``).

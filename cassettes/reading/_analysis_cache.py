@@ -5,7 +5,7 @@ them again (docs/kept-analysis.md).
 What is kept is what :class:`~cassettes.reading._incremental.RunReader` holds once it has read a
 run to its end: the offset index, the analysis (conversations, findings, errors, MCP links), the
 full turns (JSON, compressed a block at a time) and ``show``'s printed views
-(:mod:`cassettes.reading._view_cache`). Rows only: a JSON text, integers, compressed JSON;
+(:func:`cassettes.reading._database.keep_views`). Rows only: a JSON text, integers, compressed JSON;
 nothing read from the database (:mod:`cassettes.reading._database`, one per cassette path) can
 run code, so it needs no key.
 

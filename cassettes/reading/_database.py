@@ -1,6 +1,7 @@
 """The SQLite database a run's analysis is kept in (:mod:`._analysis_cache` has its rows,
 docs/kept-analysis.md): where it is, its schema, and how it is opened (a regular file only) or
-made anew, replacing one that is old, foreign or damaged. One database per cassette path in the
+made anew, replacing one that is old, foreign or damaged; and the printed views kept with a run's
+rows (:func:`keep_views`, :func:`views`). One database per cassette path in the
 cache directory (``$LOOPTAP_CACHE_DIR``, else ``$XDG_CACHE_HOME/looptap/analyses``, else
 ``~/.cache/looptap/analyses``; directory 0700, file 0600: one found looser is made 0700, one of
 another user's not used). SQLite's own locking lets readers and
@@ -15,21 +16,26 @@ import os
 import sqlite3
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..storage import UnsafePath, check_dir
+from ._stores import json_lines
 
 __all__ = [
     "APPLICATION_ID",
+    "KINDS",
     "SCHEMA",
     "TABLES",
     "existing",
     "fresh",
+    "keep_views",
     "location",
     "note",
     "reading",
     "remove",
+    "views",
 ]
 
 #: The rows' layout (``PRAGMA user_version``): another one is not read, and is replaced.
@@ -57,6 +63,10 @@ CREATE TABLE texts (ord INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
 #: Its tables (a writer empties them all before it keeps a run's rows).
 TABLES = ("run", "conversations", "turns", "turn_blocks", "findings", "views", "texts")
+#: What a printing pass keeps beside the rows (a JSON value a round trip, in order): ``show``'s
+#: views of the round trips (``views``) and the text it printed of them (``texts``: its lines after
+#: the title, when nothing was filtered); the table of each and its ``run`` flag.
+KINDS = {"views": ("views", "views_done"), "texts": ("texts", "texts_done")}
 
 
 def _dir() -> Path:
@@ -213,3 +223,60 @@ def existing(cassette: Path) -> tuple[Path, sqlite3.Connection] | None:
         return None
     except OSError:
         return None
+
+
+def keep_views(
+    cassette: Path, generation: bytes, kind: str, blocks: Iterable[tuple[int, bytes]]
+) -> None:
+    """A printing pass's views (``kind``: :data:`KINDS`; compressed blocks of JSON lines, a
+    :class:`~._stores.TurnStore`'s) kept as the rows of the kept analysis ``generation``, in one
+    transaction: nothing when another analysis was kept since. Never raises."""
+    table, done = KINDS[kind]
+    opened = existing(cassette)
+    if opened is None:
+        return
+    db = opened[1]
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        if db.execute("SELECT 1 FROM run WHERE generation = ?", (generation,)).fetchone():
+            db.execute(f"DELETE FROM {table}")  # (a table of ours: KINDS)
+            db.executemany(f"INSERT INTO {table} (data) VALUES (?)", ((d,) for _, d in blocks))
+            db.execute(f"UPDATE run SET {done} = 1")
+        db.execute("COMMIT")
+    except (OSError, sqlite3.Error):
+        pass
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        db.close()
+
+
+def views(cassette: Path, generation: bytes, kind: str) -> Iterator[Any] | None:
+    """The views (``kind``: :data:`KINDS`) kept for the kept analysis ``generation``, one by one,
+    in order; ``None`` when there are none. Read in one transaction (a snapshot). Never raises."""
+    table, done = KINDS[kind]
+    opened = existing(cassette)
+    if opened is None:
+        return None
+    db = opened[1]
+    try:
+        db.execute("BEGIN")
+        row = db.execute(f"SELECT {done} FROM run WHERE generation = ?", (generation,))
+        if row.fetchone() != (1,):
+            db.execute("COMMIT")
+            db.close()
+            return None
+    except sqlite3.Error:
+        db.close()
+        return None
+    return _each_view(db, table)
+
+
+def _each_view(db: sqlite3.Connection, table: str) -> Iterator[Any]:
+    try:  # (a cursor steps a row at a time: a compressed block of 256 KB of views each)
+        yield from json_lines(db.execute(f"SELECT ord, data FROM {table} ORDER BY ord"))
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("COMMIT")
+        db.close()

@@ -8,6 +8,8 @@ with it. The reader applies what it takes to itself: nothing here names it."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -24,7 +26,7 @@ from ..analysis import (
     capture,
 )
 from ..storage import RecordIndex
-from . import _analysis_cache, _view_cache
+from . import _analysis_cache, _database
 from ._reread import Reread
 from ._stores import Places, TurnStore
 
@@ -229,16 +231,16 @@ def printed(
     path: Path, generation: bytes | None, make: Callable[[], Iterator[Any]], kind: str = "views"
 ) -> Iterator[Any]:
     """Each round trip's printed view (``kind``: or the lines of text printed,
-    :data:`~._view_cache.KINDS`): those kept with the kept analysis (``generation``) of the file
+    :data:`~._database.KINDS`): those kept with the kept analysis (``generation``) of the file
     at ``path`` when they check out, else ``make()``'s, kept for the next reader as they pass
     (docs/kept-analysis.md)."""
     if generation is None:
         made: Iterator[Any] = make()
         return made
-    taken = _view_cache.views(path, generation, kind)
+    taken = None if _analysis_cache.disabled() else _database.views(path, generation, kind)
     if taken is not None:
         return taken
-    return _keeping(make(), _view_cache.ViewsWriter(path, generation, kind))
+    return _keeping(make(), path, generation, kind)
 
 
 def _parsed(
@@ -260,15 +262,28 @@ def _parsed(
     return state, result, flagged, places
 
 
-def _keeping(views: Iterator[Any], writer: _view_cache.ViewsWriter) -> Iterator[Any]:
-    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
+def _keeping(views: Iterator[Any], path: Path, generation: bytes, kind: str) -> Iterator[Any]:
+    """``views``, each handed on once it is put in compressed blocks of JSON lines (a
+    :class:`~._stores.TurnStore`, as full turns are kept), then kept as the rows of the kept
+    analysis ``generation`` (:func:`~._database.keep_views`) once all went by. A view that cannot
+    be kept ends the keeping, never the pass."""
+    store: TurnStore | None = TurnStore()
     try:
         for v in views:
-            writer.add(v)
+            if store is not None:
+                try:
+                    store.put_data(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
+                except (OSError, TypeError, sqlite3.Error):  # (orjson's errors are TypeErrors)
+                    store.close()
+                    store = None
             yield v
-        writer.commit()
+        if store is not None:
+            with contextlib.suppress(OSError, sqlite3.Error):
+                store.flush()
+                _database.keep_views(path, generation, kind, store.blocks())
     finally:
-        writer.abandon()
+        if store is not None:
+            store.close()
 
 
 def continuation_of(analyser: RunAnalyser) -> bytes | None:
