@@ -21,12 +21,12 @@ from ..hints import count
 from ..models import FinishReason, NormalisedResponse
 from . import codes as codes
 from ._api_errors import check_error_in_200, check_http_error
-from ._context import Check, FinalCheck, TurnContext, call_label, provider_detail
+from ._context import Check, TurnContext, call_label, provider_detail
 from ._emission import cut_calls
 from ._model import ApiReport, Finding
 from ._model_mismatch import check_model_mismatch
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "build"]
+__all__ = ["CHECKS", "build"]
 
 _RATE_HEADER = ("ratelimit", "rate-limit", "retry-after", "x-should-retry")
 _REQUEST_ID_SUFFIX = ("request-id", "requestid", "correlation-id")
@@ -371,4 +371,3 @@ CHECKS: tuple[Check, ...] = (
     check_model_mismatch,
     check_usage_missing,
 )
-FINAL_CHECKS: tuple[FinalCheck, ...] = ()

@@ -20,7 +20,6 @@ from . import codes as codes
 from ._context import (
     CLIENT_KINDS,
     Check,
-    FinalCheck,
     TurnContext,
     call_label,
     provider_detail,
@@ -29,7 +28,7 @@ from ._model import CallCheck, Emission, Finding
 from ._repeats import check_repeated_call
 from ._tool_schema import schema_errors
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "build"]
+__all__ = ["CHECKS", "build"]
 
 #: Finish classes whose own (A or E) finding already explains a turn without content (``None``:
 #: a non-terminal snapshot in background mode, or no response at all: A.malformed_response).
@@ -449,4 +448,3 @@ CHECKS: tuple[Check, ...] = (
     check_refusal,
     check_tool_choice_violated,
 )
-FINAL_CHECKS: tuple[FinalCheck, ...] = ()

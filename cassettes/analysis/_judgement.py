@@ -48,11 +48,8 @@ CHECKS: tuple[Check, ...] = (
     *claims.CHECKS,
     *provenance.CHECKS,
 )
-FINAL_CHECKS: tuple[FinalCheck, ...] = (
-    *emission.FINAL_CHECKS,
-    *api.FINAL_CHECKS,
-    *dispatch.FINAL_CHECKS,
-)
+#: Every end-of-run check (the client's alone: only what it left undone shows at the end).
+FINAL_CHECKS: tuple[FinalCheck, ...] = dispatch.FINAL_CHECKS
 
 #: Stands in for the exchange of a turn whose checks have run.
 NO_EXCHANGE = Exchange(method="", url="")
