@@ -319,6 +319,18 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
     return ApiError(status=status, message=as_str(body), in_stream=in_stream, raw=body)
 
 
+def error_from_text(body: Any, status: int | None) -> ApiError:
+    """:func:`error_from_body` of an error body that may have come as text (sent without a JSON
+    content type): read as JSON when it is JSON, else kept whole as the error's text."""
+    if isinstance(body, (str, bytes)):
+        try:
+            body = bounds.loads(body)
+        except orjson.JSONDecodeError:
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+            return ApiError(status=status, message=text or None, raw=text)
+    return error_from_body(body, status)
+
+
 # -- where a body holds each tool result (Provider.tool_result_paths) ---------------------------
 
 #: Keys of a tool *call*'s object (its arguments): an object with one is never a result's.

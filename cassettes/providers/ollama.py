@@ -27,7 +27,6 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from .. import bounds
 from ..models import (
     ApiError,
     FinishReason,
@@ -57,6 +56,7 @@ from ._values import (
     as_obj,
     as_str,
     error_from_body,
+    error_from_text,
     finish_lookup,
     function_spec,
     media_part,
@@ -399,10 +399,4 @@ class OllamaChat(Provider):
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"error": "<text>"}`` (a string), or whatever a proxy in front put there."""
-        if isinstance(body, (str, bytes)):
-            try:
-                body = bounds.loads(body)
-            except orjson.JSONDecodeError:
-                text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-                return ApiError(status=status, message=text or None, raw=text)
-        return error_from_body(body, status)
+        return error_from_text(body, status)

@@ -39,9 +39,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
-import orjson
-
-from ... import bounds
 from ...models import (
     ApiError,
     NormalisedRequest,
@@ -51,7 +48,7 @@ from ...wire import Framed
 from .._base import Provider
 from .._profile import FREE_FORM_FIELDS, Profile
 from .._replay import Rendered, ReplayShapes
-from .._values import as_obj, as_str, error_from_body
+from .._values import as_obj, as_str, error_from_text
 from ._body import (
     FINISH,
     METHODS,
@@ -283,15 +280,8 @@ class Gemini(Provider):
         else the numeric code; ``type`` is the rpc status name. ``raw`` keeps everything,
         ``RetryInfo.retryDelay`` included.
         """
-        if isinstance(body, (str, bytes)):
-            try:
-                body = bounds.loads(body)
-            except orjson.JSONDecodeError:
-                text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-                return ApiError(status=status, message=text or None, raw=text)
-        err = error_from_body(body, status)
-        inner = body[0] if isinstance(body, list) and body else body
-        e = either_case(inner, "error")
+        err = error_from_text(body, status)
+        e = either_case(err.raw, "error")  # the body (the first of a list) as read
         if isinstance(e, dict):
             for d in e.get("details") or []:
                 if (
