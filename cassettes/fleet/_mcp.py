@@ -124,7 +124,7 @@ def runs_mentioning(roots: Sequence[Path], query: str, limit: int = 50) -> list[
     """Runs of the index of ``roots`` with a finding message or a tool call's name holding
     ``query`` (case-insensitive), newest first: the MCP server's search reads these first, so a
     hit beyond the newest runs is found. ``[]`` without DuckDB or an index."""
-    found = _asked(
+    found: list[Any] = _asked(
         roots,
         lambda con: con.execute(
             "SELECT run FROM runs WHERE run IN ("
