@@ -55,7 +55,14 @@ def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[s
     as they are now (same size, mtime and digest, read without error); ``{}`` without DuckDB,
     without an index, or when it cannot be read (being written): the caller reads the runs
     instead."""
-    return _asked(roots, lambda con: _overviews(con, paths), {}) if paths else {}
+    stamps: dict[str, tuple[Path, int, int]] = {}
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        stamps[str(p)] = (p, st.st_size, st.st_mtime_ns)
+    return _asked(roots, lambda con: _overviews(con, stamps), {}) if stamps else {}
 
 
 def _same(path: Path, digest: str) -> bool:
@@ -67,14 +74,7 @@ def _same(path: Path, digest: str) -> bool:
         return False
 
 
-def _overviews(con: Any, paths: Sequence[Path]) -> dict[Path, dict[str, Any]]:
-    stamps: dict[str, tuple[Path, int, int]] = {}
-    for p in paths:
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        stamps[str(p)] = (p, st.st_size, st.st_mtime_ns)
+def _overviews(con: Any, stamps: dict[str, tuple[Path, int, int]]) -> dict[Path, dict[str, Any]]:
     names = list(stamps)
     out: dict[Path, dict[str, Any]] = {}
     for run, size, mtime, digest, trips, problems in con.execute(
