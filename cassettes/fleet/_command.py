@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ..commands import err
 from ..hints import count
 from ..untrusted import clean_line
 from ..views import reading_line
@@ -41,18 +42,14 @@ __all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "open_fleet"
 CELL = 60
 
 
-def _say(line: str) -> None:
-    print(f"looptap: {line}", file=sys.stderr)
-
-
 def index_dirs(dirs: Sequence[str], fleet: str | None, jobs: int) -> tuple[Any, Path]:
     """Update (or make) the index of ``dirs``: the open connection and where it is."""
     paths = [Path(d) for d in dirs]
     db = Path(fleet) if fleet else default_fleet(paths[0])
     con = connect(db)
     with reading_line(f"the runs under {', '.join(dirs)}") as progress:
-        done = update(con, paths, jobs=max(1, jobs), progress=progress, say=_say)
-    _say(
+        done = update(con, paths, jobs=max(1, jobs), progress=progress, say=err)
+    err(
         f"indexed {count(done.read, 'run')} ({count(done.round_trips, 'round trip')}), "
         f"{done.unchanged:,} unchanged, {done.removed:,} removed, {done.skipped:,} skipped: {db}"
     )
@@ -207,7 +204,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         sql, params = questions.latency(args.by, window)
     else:
         before, latest = questions.periods(window)
-        _say(
+        err(
             f"{latest.since:%Y-%m-%d %H:%M} to {latest.until:%Y-%m-%d %H:%M} UTC against "
             f"{before.since:%Y-%m-%d %H:%M} to {before.until:%Y-%m-%d %H:%M}"
         )
@@ -233,5 +230,5 @@ def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:
     finally:
         con.close()
     if not quiet:
-        _say(f"wrote {', '.join(f'{t} {n:,}' for t, n in written.items())} rows: {out}")
+        err(f"wrote {', '.join(f'{t} {n:,}' for t, n in written.items())} rows: {out}")
     return 0

@@ -5,15 +5,17 @@ without DuckDB, without an index or when it cannot be read: the caller then read
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import CassetteError
 from ._index import FLEET_NAME
 from ._rows import stamp_of
 
 __all__ = ["find_index", "overviews", "runs_mentioning"]
+
+T = TypeVar("T")
 
 
 def find_index(roots: Sequence[Path]) -> Path | None:
@@ -26,18 +28,33 @@ def find_index(roots: Sequence[Path]) -> Path | None:
     return None
 
 
+def _asked(roots: Sequence[Path], question: Callable[[Any], T], none: T) -> T:
+    """``question``'s answer from a read-only connection to the index of ``roots``; ``none``
+    without DuckDB, without an index, or when it cannot be read (being written)."""
+    db = find_index(roots)
+    if db is None:
+        return none
+    try:
+        import duckdb
+    except ImportError:
+        return none
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return none
+    try:
+        return question(con)
+    except duckdb.Error:
+        return none
+    finally:
+        con.close()
+
+
 def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[str, Any]]:
     """The MCP server's ``list_runs`` figures of those of ``paths`` the index of ``roots`` holds
     as they are now (same size, mtime and digest, read without error); ``{}`` without DuckDB,
     without an index, or when it cannot be read (being written): the caller reads the runs
     instead."""
-    db = find_index(roots)
-    if db is None or not paths:
-        return {}
-    try:
-        import duckdb
-    except ImportError:
-        return {}
     stamps: dict[str, tuple[Path, int, int]] = {}
     for p in paths:
         try:
@@ -45,16 +62,7 @@ def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[s
         except OSError:
             continue
         stamps[str(p)] = (p, st.st_size, st.st_mtime_ns)
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error:
-        return {}
-    try:
-        return _overviews(con, stamps)
-    except duckdb.Error:
-        return {}
-    finally:
-        con.close()
+    return _asked(roots, lambda con: _overviews(con, stamps), {}) if stamps else {}
 
 
 def _same(path: Path, digest: str) -> bool:
@@ -116,27 +124,15 @@ def runs_mentioning(roots: Sequence[Path], query: str, limit: int = 50) -> list[
     """Runs of the index of ``roots`` with a finding message or a tool call's name holding
     ``query`` (case-insensitive), newest first: the MCP server's search reads these first, so a
     hit beyond the newest runs is found. ``[]`` without DuckDB or an index."""
-    db = find_index(roots)
-    if db is None:
-        return []
-    try:
-        import duckdb
-    except ImportError:
-        return []
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error:
-        return []
-    try:
-        found = con.execute(
+    found: list[Any] = _asked(
+        roots,
+        lambda con: con.execute(
             "SELECT run FROM runs WHERE run IN ("
             "  SELECT run FROM findings WHERE contains(lower(message), lower(?))"
             "  UNION SELECT run FROM tool_calls WHERE contains(lower(name), lower(?))"
             ") ORDER BY recorded DESC LIMIT ?",
             [query, query, limit],
-        ).fetchall()
-    except duckdb.Error:
-        return []
-    finally:
-        con.close()
+        ).fetchall(),
+        [],
+    )
     return [Path(r[0]) for r in found if Path(r[0]).is_file()]

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..commands import err
 from ..errors import CassetteError
 from ..hints import count
 from ..storage import check_target, staged
@@ -28,10 +28,6 @@ __all__ = ["write_page"]
 ROWS = 200
 #: The columns that name a run: their cells link to its report.
 RUN_COLUMNS = ("run", "last_run", "example_run")
-
-
-def _say(line: str) -> None:
-    print(f"looptap: {line}", file=sys.stderr)
 
 
 def _sections(window: questions.Window) -> list[tuple[str, tuple[str, list[object]]]]:
@@ -100,7 +96,7 @@ def write_page(args: argparse.Namespace, con: Any, plain: Callable[[Any], Any]) 
     with staged(target) as s:
         s.file.write(page.encode())
     said = f"; {count(len(linked) - len(missing), 'run report')} in {reports}" if reports else ""
-    _say(f"wrote {args.output}{said}")
+    err(f"wrote {args.output}{said}")
     return 0
 
 
@@ -147,5 +143,5 @@ def _write_reports(where: Path, linked: dict[str, str]) -> set[str]:
                 s.file.write(page)
         except (CassetteError, OSError, ValueError, MemoryError) as exc:
             missing.add(name)
-            _say(f"no report for {clean_line(run)}: {clean_line(str(exc).splitlines()[0])}")
+            err(f"no report for {clean_line(run)}: {clean_line(str(exc).splitlines()[0])}")
     return missing

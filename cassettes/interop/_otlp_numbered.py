@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._otlp_spans import json_attribute
+from ._otlp_spans import flattened, json_attribute
 
 __all__ = ["numbered", "numbered_tools"]
 
-_KEY = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(.+)")
+_KEY = {side: re.compile(rf"gen_ai\.{side}\.(\d+)\.(.+)") for side in ("prompt", "completion")}
 _CALL = re.compile(r"tool_calls\.(\d+)\.(.+)")
 _TOOL = re.compile(r"llm\.request\.functions\.(\d+)\.(name|description|parameters|input_schema)")
 
@@ -38,7 +38,7 @@ def _message(msg: dict[str, Any]) -> dict[str, Any]:
         )
     elif isinstance(content, str) and content:
         parts.append({"type": "text", "content": content})
-    for _, call in sorted(msg["calls"].items()):
+    for call in flattened(msg, _CALL):
         parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("name"),
                       "arguments": call.get("arguments")})  # fmt: skip
     out = {"role": str(msg.get("role") or "user"), "parts": parts}
@@ -50,31 +50,15 @@ def _message(msg: dict[str, Any]) -> dict[str, Any]:
 def numbered(a: dict[str, Any]) -> tuple[list[Any] | None, list[Any] | None]:
     """(input messages, output messages) of a span in the older numbered attributes; ``None``
     for a side the span has none of."""
-    sides: dict[str, dict[int, dict[str, Any]]] = {"prompt": {}, "completion": {}}
-    for key, value in a.items():
-        m = _KEY.fullmatch(key)
-        if m is None:
-            continue
-        msg = sides[m.group(1)].setdefault(int(m.group(2)), {"calls": {}})
-        c = _CALL.fullmatch(m.group(3))
-        if c is not None:
-            msg["calls"].setdefault(int(c.group(1)), {})[c.group(2)] = value
-        else:
-            msg[m.group(3)] = value
-    inputs = [_message(m) for _, m in sorted(sides["prompt"].items())]
-    outputs = [_message(m) for _, m in sorted(sides["completion"].items())]
+    inputs = [_message(m) for m in flattened(a, _KEY["prompt"])]
+    outputs = [_message(m) for m in flattened(a, _KEY["completion"])]
     return inputs or None, outputs or None
 
 
 def numbered_tools(a: dict[str, Any]) -> list[dict[str, Any]]:
     """``llm.request.functions.N.{name,description,parameters}`` (``input_schema`` for
     Anthropic) as semconv tool definitions."""
-    tools: dict[int, dict[str, Any]] = {}
-    for key, value in a.items():
-        m = _TOOL.fullmatch(key)
-        if m is not None:
-            field = m.group(2)
-            tools.setdefault(int(m.group(1)), {})[field] = (
-                json_attribute(value) if field in ("parameters", "input_schema") else value
-            )
-    return [t for _, t in sorted(tools.items())]
+    return [
+        {f: json_attribute(v) if f in ("parameters", "input_schema") else v for f, v in t.items()}
+        for t in flattened(a, _TOOL)
+    ]

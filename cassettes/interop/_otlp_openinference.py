@@ -10,32 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._otlp_spans import json_attribute
+from ._otlp_spans import flattened, json_attribute
 
 __all__ = ["openinference", "openinference_tools"]
 
-_OI_KEY = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
+_OI_KEY = {
+    side: re.compile(rf"llm\.{side}_messages\.(\d+)\.message\.(.+)") for side in ("input", "output")
+}
 _OI_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
 _OI_CONTENT = re.compile(r"contents\.(\d+)\.message_content\.(.+)")
-_OI_TOOL = re.compile(r"llm\.tools\.(\d+)\.tool\.json_schema")
-
-
-def _grouped(a: dict[str, Any], side: str) -> dict[int, dict[str, Any]]:
-    msgs: dict[int, dict[str, Any]] = {}
-    for key, value in a.items():
-        m = _OI_KEY.fullmatch(key)
-        if m is None or m.group(1) != side:
-            continue
-        msg = msgs.setdefault(int(m.group(2)), {"calls": {}, "contents": {}})
-        field = m.group(3)
-        c, t = _OI_CALL.fullmatch(field), _OI_CONTENT.fullmatch(field)
-        if c is not None:
-            msg["calls"].setdefault(int(c.group(1)), {})[c.group(2)] = value
-        elif t is not None:
-            msg["contents"].setdefault(int(t.group(1)), {})[t.group(2)] = value
-        else:
-            msg[field] = value
-    return msgs
+_OI_TOOL = re.compile(r"llm\.tools\.(\d+)\.tool\.(json_schema)")
 
 
 def _text(msg: dict[str, Any]) -> str | None:
@@ -44,7 +28,7 @@ def _text(msg: dict[str, Any]) -> str | None:
         return str(msg["content"])
     texts = [
         str(c["text"])
-        for _, c in sorted(msg["contents"].items())
+        for c in flattened(msg, _OI_CONTENT)
         if c.get("type") in (None, "text") and isinstance(c.get("text"), str)
     ]
     return "".join(texts) if texts else None
@@ -52,7 +36,7 @@ def _text(msg: dict[str, Any]) -> str | None:
 
 def _messages(a: dict[str, Any], side: str) -> list[dict[str, Any]]:
     out = []
-    for _, msg in sorted(_grouped(a, side).items()):
+    for msg in flattened(a, _OI_KEY[side]):
         parts: list[dict[str, Any]] = []
         text = _text(msg)
         if msg.get("role") == "tool":
@@ -61,7 +45,7 @@ def _messages(a: dict[str, Any], side: str) -> list[dict[str, Any]]:
             )
         elif text is not None:
             parts.append({"type": "text", "content": text})
-        for _, call in sorted(msg["calls"].items()):
+        for call in flattened(msg, _OI_CALL):
             parts.append(
                 {"type": "tool_call", "id": call.get("id"), "name": call.get("function.name"),
                  "arguments": call.get("function.arguments")}
@@ -85,9 +69,8 @@ def openinference_tools(a: dict[str, Any]) -> list[dict[str, Any]]:
         schema as its source spelled it: ``parameters`` or ``input_schema``; that of Bedrock's
     ``toolSpec``, ``inputSchema.json``, as ``parameters``), in N's order."""
     tools = []
-    found = ((int(m.group(1)), k) for k in a if (m := _OI_TOOL.fullmatch(k)) is not None)
-    for _, key in sorted(found):
-        t = json_attribute(a[key])
+    for flat in flattened(a, _OI_TOOL):
+        t = json_attribute(flat["json_schema"])
         fn = t.get("function") if isinstance(t, dict) else None
         spec = t.get("toolSpec") if isinstance(t, dict) else None  # Bedrock Converse's
         if isinstance(fn, dict):

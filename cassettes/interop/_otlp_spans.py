@@ -15,7 +15,15 @@ from ..errors import ImportFormatError
 from ..recording import valid_agent
 from ._documents import read_docs
 
-__all__ = ["SCOPE", "SERVICE", "attributes", "json_attribute", "read_spans", "span_id"]
+__all__ = [
+    "SCOPE",
+    "SERVICE",
+    "attributes",
+    "flattened",
+    "json_attribute",
+    "read_spans",
+    "span_id",
+]
 
 #: The key a span read here keeps its instrumentation scope's name under.
 SCOPE = "looptap.scope"
@@ -65,6 +73,18 @@ def json_attribute(v: Any) -> Any:
         except orjson.JSONDecodeError:
             return None
     return v
+
+
+def flattened(a: dict[str, Any], key: re.Pattern[str]) -> list[dict[str, Any]]:
+    """Attributes flattened by number (OpenInference's ``llm.input_messages.N.message.FIELD``,
+    openllmetry's ``gen_ai.prompt.N.FIELD`` …): ``key`` matches one, its groups N and FIELD; one
+    ``{FIELD: value}`` per N, in N's order."""
+    by: dict[int, dict[str, Any]] = {}
+    for k, v in a.items():
+        m = key.fullmatch(k)
+        if m is not None:
+            by.setdefault(int(m.group(1)), {})[m.group(2)] = v
+    return [fields for _, fields in sorted(by.items())]
 
 
 def _spans_of(doc: Any, where: str) -> list[dict[str, Any]]:
