@@ -43,6 +43,9 @@ class Intervention:
     #: An E re-sample whose answer another conversation hears: the seqs it re-runs when the model
     #: says the recorded words again (those conversations then served); empty: ``seqs``.
     recorded: list[int] = field(default_factory=list)
+    #: The chance that such a re-sampled answer comes back word for word
+    #: (:func:`cassettes.why._suspects.said_again`); 0: any change is expected to reach them.
+    repeat: float = 0.0
     #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
     extra: int = 0
     #: Why it cannot run (``None``: it can).
@@ -78,6 +81,16 @@ class Intervention:
         served)."""
         return len(self.recorded or self.seqs) + min(self.extra, 1)
 
+    def changed(self, samples: int) -> int:
+        """Of ``samples``, how many are expected to change an answer other conversations hear
+        (each, unless the answer may come back as recorded: :attr:`repeat`)."""
+        return round(samples * (1 - self.repeat)) if self.recorded else samples
+
+    def expected(self, samples: int) -> int:
+        """The live requests ``samples`` samples are expected to send (the budget's headline)."""
+        changed = self.changed(samples)
+        return self.live_requests * changed + self.recorded_requests * (samples - changed)
+
     @property
     def most_requests(self) -> int:
         """The live requests one sample may send at most (what the limits are kept against)."""
@@ -90,10 +103,16 @@ class Intervention:
         per = f"{len(self.seqs)}" + (
             f" + {count(min(self.extra, 1), 'continuation')}" if self.extra else ""
         )
+        if same == n:
+            return f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})" + (
+                f"; at most {most}" if most > n else ""
+            )
+        changed = self.changed(samples)
         return (
-            f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})"
-            + (f"; {same} if its answer comes back as recorded" if same < n else "")
-            + (f"; at most {most}" if most > n else "")
+            f"{count(self.expected(samples), 'live request')} expected ({changed} of "
+            f"{count(samples, 'sample')} changing the answer another conversation hears: "
+            f"{self.repeat:.0%} said again word for word); {same} if each comes back as "
+            f"recorded, {n} if each changes" + (f"; at most {most}" if most > n else "")
         )
 
     @property
@@ -120,6 +139,7 @@ class Intervention:
             "model": self.model,
             "live_requests_per_sample": self.live_requests,
             "as_recorded_per_sample": self.recorded_requests,
+            "said_again_chance": round(self.repeat, 3),
             "at_most_per_sample": self.most_requests,
             "runnable": self.missing is None,
             "missing": self.missing,
