@@ -161,7 +161,9 @@ def table(rows: list[dict[str, Any]], k: int) -> list[str]:
             else "—"
         )
         est, gap = r.get("estimated"), _gap(r.get("estimated"), r["sent"])
-        said = "?" if not est else f"{est[0]}" + (f" ({est[1]}–{est[2]})" if est[1] != est[2] else "")
+        said = (
+            "?" if not est else f"{est[0]}" + (f" ({est[1]}–{est[2]})" if est[1] != est[2] else "")
+        )
         gap_said = "" if gap is None else f" ({gap:+.0%})"
         if "confirm" in r:
             ok, n = r["confirm"]

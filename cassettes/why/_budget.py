@@ -49,7 +49,7 @@ def planned_for(
         mine += (
             [
                 dataclasses.replace(start, said=set())
-                for _ in range(i.extra if most else min(i.extra, 1))
+                for _ in range(i.extra if most else i.expected_extra)
             ]
             if start is not None
             else []

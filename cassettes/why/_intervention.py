@@ -48,6 +48,9 @@ class Intervention:
     repeat: float = 0.0
     #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
     extra: int = 0
+    #: Of those, how many a sample is expected to send: one (a cut answer continued once), none
+    #: when the change lifts the cap that cut it as well (a combination with ``a-cap``).
+    expect_extra: int = 1
     #: Why it cannot run (``None``: it can).
     missing: str | None = None
     #: What tells it from another of its kind at the same turn (the call a result is put back for,
@@ -70,16 +73,20 @@ class Intervention:
         return f"conversation={self.conversation}:turn={self.turn}" + ":hold" * self.hold
 
     @property
+    def expected_extra(self) -> int:
+        return min(self.extra, self.expect_extra)
+
+    @property
     def live_requests(self) -> int:
         """The live requests one sample is expected to send: the recorded ones it re-runs, and
-        one of its extra (a cut answer continued once; at most :attr:`extra`)."""
-        return len(self.seqs) + min(self.extra, 1)
+        :attr:`expect_extra` of its extra (a cut answer continued once; at most :attr:`extra`)."""
+        return len(self.seqs) + self.expected_extra
 
     @property
     def recorded_requests(self) -> int:
         """:attr:`live_requests` when a re-sampled answer is the recorded one (its hearers
         served)."""
-        return len(self.recorded or self.seqs) + min(self.extra, 1)
+        return len(self.recorded or self.seqs) + self.expected_extra
 
     def changed(self, samples: int) -> int:
         """Of ``samples``, how many are expected to change an answer other conversations hear
@@ -101,7 +108,7 @@ class Intervention:
         n, same, most = (x * samples for x in (self.live_requests, self.recorded_requests,
                                                self.most_requests))  # fmt: skip
         per = f"{len(self.seqs)}" + (
-            f" + {count(min(self.extra, 1), 'continuation')}" if self.extra else ""
+            f" + {count(self.expected_extra, 'continuation')}" if self.expected_extra else ""
         )
         if same == n:
             return f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})" + (

@@ -689,7 +689,7 @@ def test_a_turn_the_client_abandoned_is_awaited_to_its_end(tmp_path: Path) -> No
     assert found[0].missing is None and found[0].edits == [] and found[0].seqs == [0]
 
 
-# -- issue 68 item 6: the budget's expected figure for a re-sampled answer another conversation hears
+# -- issue 68 item 6: the budget's expected figure for a re-sampled answer another one hears
 
 
 def test_a_short_heard_answer_is_expected_said_again_a_long_one_changed() -> None:
@@ -724,3 +724,21 @@ def test_a_short_heard_answer_is_expected_said_again_a_long_one_changed() -> Non
     alone = Intervention("E", "c1", 1, "re-sampled", "e-resample", seqs=[1], repeat=0.9)
     assert alone.expected(5) == 5
     assert resample(0.9).as_json()["said_again_chance"] == 0.9
+
+
+def test_a_cut_answer_is_not_expected_continued_when_its_cap_is_lifted_too() -> None:
+    """The pair "the cap lifted" + "the cut answer continued" sends the turn alone when the
+    answer now fits (bench/why_cases.py's two bugs together: 55 estimated, 50 sent before); the
+    continuations stay in the at-most."""
+    from looptap.cassettes.why._together import combined
+
+    cap = Intervention("A", "c1", 1, "cap lifted", "a-cap", edits=["max_tokens=4096"], seqs=[1])
+    cont = Intervention("C", "c1", 1, "continued", "c-continue", edits=["continue=3"], seqs=[1],
+                        extra=3)  # fmt: skip
+    drop = Intervention("C", "c1", 1, "result put back", "c-restore-result",
+                        edits=["restore_result[call_B]=rain"], seqs=[1])  # fmt: skip
+    lifted, kept = combined((cap, cont)), combined((drop, cont))
+    assert lifted is not None and kept is not None
+    assert (lifted.live_requests, lifted.most_requests) == (1, 4)
+    assert (kept.live_requests, kept.most_requests) == (2, 4)
+    assert cont.live_requests == 2
