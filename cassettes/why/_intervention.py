@@ -117,9 +117,10 @@ class Intervention:
         changed = self.changed(samples)
         return (
             f"{count(self.expected(samples), 'live request')} expected ({changed} of "
-            f"{count(samples, 'sample')} changing the answer another conversation hears: "
-            f"{self.repeat:.0%} said again word for word); {same} if each comes back as "
-            f"recorded, {n} if each changes" + (f"; at most {most}" if most > n else "")
+            f"{count(samples, 'sample')} expected to change the answer another conversation "
+            f"hears, said again word for word with chance {self.repeat:.0%}); {same} if each "
+            f"comes back as recorded, {n} if each changes"
+            + (f"; at most {most}" if most > n else "")
         )
 
     @property
