@@ -45,31 +45,30 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
 
 
-def _estimated(err: str, combined: bool) -> tuple[int, int] | None:
+def _estimated(err: str, combined: bool) -> tuple[int, int, int] | None:
     """The requests the budget lines on stderr count: the single interventions', plus the
     combinations' first round (the pairs: what is sent when one flips it) when they were
-    tried; and the same when every re-sampled answer another conversation hears comes back as
-    recorded (its own line; else the same figure)."""
+    tried; with the range around it when a re-sampled answer is heard by another conversation
+    (``between LOW and HIGH``: each said again as recorded, each changed; else the figure)."""
     singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? (?:expected )?\(", err)
-    same = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? if each re-sampled answer", err)
+    between = re.search(r"(?m)^(?:looptap why: )?between ([\d,]+) and ([\d,]+) requests?", err)
     more = re.search(r"and ([\d,]+) requests? more for", err)
     if singles is None:
         return None
     pairs = int(more.group(1).replace(",", "")) if more and combined else 0
     n = int(singles.group(1).replace(",", "")) + pairs
-    return n, (int(same.group(1).replace(",", "")) + pairs if same else n)
+    if between is None:
+        return n, n, n
+    low, high = (int(between.group(g).replace(",", "")) + pairs for g in (1, 2))
+    return n, low, high
 
 
-def _gap(estimated: tuple[int, int] | list[int] | None, sent: int) -> float | None:
-    """How far ``sent`` is from the estimate, as a share of it: 0 between the two figures (every
-    heard re-sample changed, none did), else from the nearer one; ``None`` when not known."""
+def _gap(estimated: tuple[int, int, int] | list[int] | None, sent: int) -> float | None:
+    """How far the budget's headline figure is from ``sent``, as a share of ``sent``; ``None``
+    when not known."""
     if not estimated or not sent:
         return None
-    est, same = estimated
-    if min(est, same) <= sent <= max(est, same):
-        return 0.0
-    near = min((est, same), key=lambda e: abs(e - sent))
-    return (near - sent) / sent
+    return (estimated[0] - sent) / sent
 
 
 def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
@@ -162,7 +161,9 @@ def table(rows: list[dict[str, Any]], k: int) -> list[str]:
             else "—"
         )
         est, gap = r.get("estimated"), _gap(r.get("estimated"), r["sent"])
-        said = "?" if not est else f"{est[1]}–{est[0]}" if est[1] != est[0] else f"{est[0]}"
+        said = (
+            "?" if not est else f"{est[0]}" + (f" ({est[1]}–{est[2]})" if est[1] != est[2] else "")
+        )
         gap_said = "" if gap is None else f" ({gap:+.0%})"
         if "confirm" in r:
             ok, n = r["confirm"]

@@ -25,6 +25,7 @@ from ..hints import count
 from ..replay.forking.compare.budget import BudgetError, check_budget, estimate_costs, plan_requests
 from ..replay.forking.cursor import live_router
 from ._intervention import Intervention
+from ._suspects import _SAID_AGAIN
 
 __all__ = ["check"]
 
@@ -48,7 +49,7 @@ def planned_for(
         mine += (
             [
                 dataclasses.replace(start, said=set())
-                for _ in range(i.extra if most else min(i.extra, 1))
+                for _ in range(i.extra if most else i.expected_extra)
             ]
             if start is not None
             else []
@@ -87,11 +88,17 @@ def check(
     done = {i.key: min(samples, (kept or {}).get(i.key, 0)) for i in chosen}
     branches = sum(samples - d for d in done.values())
     most = [p for i in chosen for p in planned_for(run, [i], bases, True) * (samples - done[i.key])]
-    expected = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
-    # an E re-sample's answer heard elsewhere, said again word for word: its hearers served
-    as_recorded = sum(
-        (i.live_requests - i.recorded_requests) * (samples - done[i.key]) for i in chosen
-    )
+    # an E re-sample whose answer another conversation hears: as many samples counted changing it
+    # (that conversation live too) as its chance of coming back word for word leaves; the others
+    # said again (that conversation served)
+    expected, low, high = [], 0, 0
+    for i in chosen:
+        left = samples - done[i.key]
+        changed = i.changed(left)
+        again = dataclasses.replace(i, seqs=i.recorded or i.seqs)
+        expected += planned_for(run, [i], bases) * changed
+        expected += planned_for(run, [again], bases) * (left - changed)
+        low, high = low + i.recorded_requests * left, high + i.live_requests * left
 
     def head(lines: list[str], n: int, at_most: bool) -> list[str]:
         """``lines`` (check_budget's on every request, once) headed by what they count."""
@@ -115,13 +122,15 @@ def check(
     except BudgetError as exc:
         raise BudgetError(str(exc), head(exc.lines, len(most), True)) from None
     lines = head(check_budget(expected, 1, None, None, True, who), len(expected), False)
-    if as_recorded:
+    if low < high:
         lines.append(
-            f"{count(len(expected) - as_recorded, 'request')} if each re-sampled answer that "
+            f"between {low} and {count(high, 'request')}: {low} if each re-sampled answer that "
             "another conversation hears comes back word for word as recorded (that conversation "
-            "is then served from the recording)"
+            f"is then served from the recording), {high} if each changes; expected: an answer of "
+            f"n tokens said again with chance {_SAID_AGAIN}^n, as re-sent requests were answered "
+            "in real recordings"
         )
-    if len(most) > len(expected):
+    if len(most) > max(high, len(expected)):
         lines.append(
             f"at most {count(len(most), 'request')} if re-sampled answers differ from the "
             "recording and each change reaches the conversations linked to it (held turns and "

@@ -43,8 +43,14 @@ class Intervention:
     #: An E re-sample whose answer another conversation hears: the seqs it re-runs when the model
     #: says the recorded words again (those conversations then served); empty: ``seqs``.
     recorded: list[int] = field(default_factory=list)
+    #: The chance that such a re-sampled answer comes back word for word
+    #: (:func:`cassettes.why._suspects.said_again`); 0: any change is expected to reach them.
+    repeat: float = 0.0
     #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
     extra: int = 0
+    #: Of those, how many a sample is expected to send: one (a cut answer continued once), none
+    #: when the change lifts the cap that cut it as well (a combination with ``a-cap``).
+    expect_extra: int = 1
     #: Why it cannot run (``None``: it can).
     missing: str | None = None
     #: What tells it from another of its kind at the same turn (the call a result is put back for,
@@ -67,16 +73,30 @@ class Intervention:
         return f"conversation={self.conversation}:turn={self.turn}" + ":hold" * self.hold
 
     @property
+    def expected_extra(self) -> int:
+        return min(self.extra, self.expect_extra)
+
+    @property
     def live_requests(self) -> int:
         """The live requests one sample is expected to send: the recorded ones it re-runs, and
-        one of its extra (a cut answer continued once; at most :attr:`extra`)."""
-        return len(self.seqs) + min(self.extra, 1)
+        :attr:`expect_extra` of its extra (a cut answer continued once; at most :attr:`extra`)."""
+        return len(self.seqs) + self.expected_extra
 
     @property
     def recorded_requests(self) -> int:
         """:attr:`live_requests` when a re-sampled answer is the recorded one (its hearers
         served)."""
-        return len(self.recorded or self.seqs) + min(self.extra, 1)
+        return len(self.recorded or self.seqs) + self.expected_extra
+
+    def changed(self, samples: int) -> int:
+        """Of ``samples``, how many are expected to change an answer other conversations hear
+        (each, unless the answer may come back as recorded: :attr:`repeat`)."""
+        return round(samples * (1 - self.repeat)) if self.recorded else samples
+
+    def expected(self, samples: int) -> int:
+        """The live requests ``samples`` samples are expected to send (the budget's headline)."""
+        changed = self.changed(samples)
+        return self.live_requests * changed + self.recorded_requests * (samples - changed)
 
     @property
     def most_requests(self) -> int:
@@ -88,11 +108,18 @@ class Intervention:
         n, same, most = (x * samples for x in (self.live_requests, self.recorded_requests,
                                                self.most_requests))  # fmt: skip
         per = f"{len(self.seqs)}" + (
-            f" + {count(min(self.extra, 1), 'continuation')}" if self.extra else ""
+            f" + {count(self.expected_extra, 'continuation')}" if self.expected_extra else ""
         )
+        if same == n:
+            return f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})" + (
+                f"; at most {most}" if most > n else ""
+            )
+        changed = self.changed(samples)
         return (
-            f"{count(n, 'live request')} ({per} × {count(samples, 'sample')})"
-            + (f"; {same} if its answer comes back as recorded" if same < n else "")
+            f"{count(self.expected(samples), 'live request')} expected ({changed} of "
+            f"{count(samples, 'sample')} expected to change the answer another conversation "
+            f"hears, said again word for word with chance {self.repeat:.0%}); {same} if each "
+            f"comes back as recorded, {n} if each changes"
             + (f"; at most {most}" if most > n else "")
         )
 
@@ -120,6 +147,7 @@ class Intervention:
             "model": self.model,
             "live_requests_per_sample": self.live_requests,
             "as_recorded_per_sample": self.recorded_requests,
+            "said_again_chance": round(self.repeat, 3),
             "at_most_per_sample": self.most_requests,
             "runnable": self.missing is None,
             "missing": self.missing,

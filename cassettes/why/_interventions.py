@@ -52,6 +52,7 @@ from ._suspects import (
     live_turns,
     named_turns,
     newest_texts,
+    said_again,
     serious_findings,
 )
 
@@ -130,6 +131,8 @@ def interventions(
         i.seqs = heard(a, own, newest)
         if i.layer == "E" and len(i.seqs) > len(own):
             i.recorded = own  # a re-sample that says the recorded words again: they are served
+            # on another model the words are not expected again (the chance is the same model's)
+            i.repeat = said_again(a, own) if i.kind == "e-resample" else 0.0
     return out
 
 

@@ -687,3 +687,58 @@ def test_a_turn_the_client_abandoned_is_awaited_to_its_end(tmp_path: Path) -> No
     keys = [i.key for i in found]
     assert keys == ["C-c1-t0-c-await"], keys
     assert found[0].missing is None and found[0].edits == [] and found[0].seqs == [0]
+
+
+# -- issue 68 item 6: the budget's expected figure for a re-sampled answer another one hears
+
+
+def test_a_short_heard_answer_is_expected_said_again_a_long_one_changed() -> None:
+    """An answer of n visible output tokens comes back word for word with chance 0.992^n (the fit
+    of bench/said_again.py on the corpus); K samples count that share with the hearers served."""
+    from types import SimpleNamespace
+
+    from looptap.cassettes.why._suspects import said_again
+
+    def turn(out: int | None, reasoning: int | None = None, text: str = "") -> SimpleNamespace:
+        tokens = SimpleNamespace(output=out, reasoning=reasoning)
+        return SimpleNamespace(tokens=tokens, e=SimpleNamespace(text=text))
+
+    a = SimpleNamespace(
+        turns={0: turn(15), 1: turn(400), 2: turn(215, reasoning=200), 3: turn(None, text="x" * 60)}
+    )
+    assert said_again(a, [0]) == pytest.approx(0.992**15)
+    assert said_again(a, [0, 2]) == pytest.approx(0.992**30)  # reasoning is not said to anyone
+    assert said_again(a, [3]) == pytest.approx(0.992**15)  # no count: its characters / 4
+    assert said_again(a, [1]) < 0.05
+
+    def resample(repeat: float) -> Intervention:
+        return Intervention(
+            "E", "c2", 1, "re-sampled", "e-resample", seqs=[2, 3], recorded=[2], repeat=repeat
+        )
+
+    short, long_ = resample(said_again(a, [0])), resample(said_again(a, [1]))
+    # 5 samples: about 0.56 of them change a 15-token answer (1), every one a 400-token answer
+    assert (short.changed(5), short.expected(5)) == (1, 2 * 1 + 1 * 4)
+    assert (long_.changed(5), long_.expected(5)) == (5, 10)
+    # a re-sample nobody else hears, and a repair, change what they change: no share
+    alone = Intervention("E", "c1", 1, "re-sampled", "e-resample", seqs=[1], repeat=0.9)
+    assert alone.expected(5) == 5
+    assert resample(0.9).as_json()["said_again_chance"] == 0.9
+
+
+def test_a_cut_answer_is_not_expected_continued_when_its_cap_is_lifted_too() -> None:
+    """The pair "the cap lifted" + "the cut answer continued" sends the turn alone when the
+    answer now fits (bench/why_cases.py's two bugs together: 55 estimated, 50 sent before); the
+    continuations stay in the at-most."""
+    from looptap.cassettes.why._together import combined
+
+    cap = Intervention("A", "c1", 1, "cap lifted", "a-cap", edits=["max_tokens=4096"], seqs=[1])
+    cont = Intervention("C", "c1", 1, "continued", "c-continue", edits=["continue=3"], seqs=[1],
+                        extra=3)  # fmt: skip
+    drop = Intervention("C", "c1", 1, "result put back", "c-restore-result",
+                        edits=["restore_result[call_B]=rain"], seqs=[1])  # fmt: skip
+    lifted, kept = combined((cap, cont)), combined((drop, cont))
+    assert lifted is not None and kept is not None
+    assert (lifted.live_requests, lifted.most_requests) == (1, 4)
+    assert (kept.live_requests, kept.most_requests) == (2, 4)
+    assert cont.live_requests == 2
