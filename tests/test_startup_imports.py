@@ -170,6 +170,15 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     assert "looptap.cassettes.storage._vcr" in mods and _loaded(mods, ("yaml",)) == []
     # nor what only an agent's rules use: their checker (no rules in force) and their miner
     assert _loaded(mods, AGENT_RULES) == []
+    # nor the views it never calls: search, timelines, the HTML report and its page (gzip)
+    assert "looptap.cassettes.views" in mods
+    assert _loaded(mods, NOT_SHOWN) == [], _loaded(mods, NOT_SHOWN)
+
+
+#: The views a ``show`` never calls: the inspector's, ``looptap mcp``'s, the HTML report's.
+NOT_SHOWN = tuple(
+    f"looptap.cassettes.views.{m}" for m in ("search", "timeline", "report", "htmlpage")
+) + ("gzip",)
 
 
 #: What only an agent's rules use: ``looptap rules learn``'s miner and the rules' checker.
