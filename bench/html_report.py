@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from looptap.cassettes.reading import open_run  # noqa: E402
-from looptap.cassettes.views import render_html, report_data  # noqa: E402
+from looptap.cassettes.views.htmlpage import render_html  # noqa: E402
+from looptap.cassettes.views.report import report_data  # noqa: E402
 from tests.interop.cassette_files import write_cassette  # noqa: E402
 from tests.interop.html_runs import long_run  # noqa: E402
 

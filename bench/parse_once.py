@@ -113,9 +113,9 @@ prof.disable()
 result["recorder"] = counts(prof)
 
 try:
-    from looptap.cassettes.views import text_timeline
-except ImportError:  # a tree before the views package's façade (issue 56)
     from looptap.cassettes.views.timeline import text_timeline
+except ImportError:  # a tree with it in the views package's façade (issue 56 to issue 72)
+    from looptap.cassettes.views import text_timeline
 try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
     try:
         from looptap.cassettes.reading import open_run

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from .lazy import pattern
+
 __all__ = [
     "MARKER",
     "MAX_DECODED_BYTES",
@@ -151,7 +153,7 @@ def cut_reason(limit: int = WALK_DEPTH) -> str:
 
 
 #: A JSON string (escapes included) or one bracket: all that decides nesting.
-_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+_TOKENS = pattern(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 
 
 def _cut_text(data: bytes, limit: int) -> bytes:

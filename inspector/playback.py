@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..cassettes.views import TimelinePoint
+from ..cassettes.views.timeline import TimelinePoint
 
 __all__ = [
     "DWELL",

@@ -17,7 +17,7 @@ from textual.message import Message
 from ..cassettes.analysis import McpCall, Turn
 from ..cassettes.models import NormalisedRequest, ToolResult
 from ..cassettes.reading import Run
-from ..cassettes.views import TimelinePoint, text_timeline
+from ..cassettes.views.timeline import TimelinePoint, text_timeline
 from .turns import TurnIndex
 
 __all__ = ["TurnLoaded", "TurnShown", "read_panes", "read_turn"]

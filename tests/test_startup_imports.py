@@ -168,6 +168,36 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     assert _loaded(mods, ("looptap.cassettes.views.schema",)) == []
     # nor PyYAML: the storage package's vcrpy reader loads it when it reads a cassette
     assert "looptap.cassettes.storage._vcr" in mods and _loaded(mods, ("yaml",)) == []
+    # nor what only an agent's rules use: their checker (no rules in force) and their miner
+    assert _loaded(mods, AGENT_RULES) == []
+    # nor the views it never calls: search, timelines, the HTML report and its page (gzip)
+    assert "looptap.cassettes.views" in mods
+    assert _loaded(mods, NOT_SHOWN) == [], _loaded(mods, NOT_SHOWN)
+
+
+#: The views a ``show`` never calls: the inspector's, ``looptap mcp``'s, the HTML report's.
+NOT_SHOWN = tuple(
+    f"looptap.cassettes.views.{m}" for m in ("search", "timeline", "report", "htmlpage")
+) + ("gzip",)
+
+
+#: What only an agent's rules use: ``looptap rules learn``'s miner and the rules' checker.
+AGENT_RULES = ("looptap.cassettes.analysis.learning", "looptap.cassettes.analysis._rule_check")
+
+
+def test_show_loads_the_rules_checker_when_a_file_puts_rules_in_force(tmp_path: Path) -> None:
+    """The twin: with a rules file in force, ``show`` loads the checker and a call that breaks a
+    rule is reported (the miner still stays out)."""
+    path = _run(tmp_path / "tools.jsonl", tools=True)
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "ask first"\nkind = "consent"\ntools = ["get_weather"]\n')
+    mods, out = _modules_and_output(
+        "from looptap.cassettes.cli import main\n"
+        f"try:\n    main(['show', '--no-cache', {str(path)!r}])\nexcept SystemExit:\n    pass",
+        LOOPTAP_RULES=str(rules),
+    )
+    assert _loaded(mods, AGENT_RULES) == ["looptap.cassettes.analysis._rule_check"]
+    assert "E.rule_broken" in out and "ask first" in out, out
 
 
 _PLUGIN = """

@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looptap.cassettes.views import snippet_of
+from looptap.cassettes.views.search import snippet_of
 
 
 def test_a_search_snippet_keeps_whole_words() -> None:

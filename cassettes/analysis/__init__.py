@@ -12,8 +12,9 @@ grown file's continuation (``_continuation``, ``_plain_values``). ``codes`` is p
 reader of a finding names its constants), and ``spill`` and ``pricing`` stay so: tests set their
 ``KEEP`` and ``calc_price``, read at call time.
 Importing any of it imports the analysis whole, as ``show`` wants it (imported with the collector
-paused, then frozen), the continuation and an agent's rules learnt (``_rule_learn``) too: two
-modules the recorder's start did not load before.
+paused, then frozen), the continuation too, but not what only an agent's rules use: the rules'
+checker (``_rule_check``) loads when a file puts rules in force, and ``looptap rules learn``'s
+miner is the public ``learning``, named by its command (docs/startup.md).
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from ._price_data import (
     table_identity,
 )
 from ._repeats import canonical_call
-from ._rule_learn import Proposal, Trace, learn
 from ._rules import (
     FILE,
     Rule,
@@ -76,14 +76,12 @@ __all__ = [
     "Layer",
     "McpCall",
     "McpLinker",
-    "Proposal",
     "Rule",
     "RulesError",
     "RunAnalyser",
     "RunAnalysis",
     "Severity",
     "TokenCount",
-    "Trace",
     "Turn",
     "active",
     "active_text",
@@ -95,7 +93,6 @@ __all__ = [
     "estimate_text",
     "get_snapshot",
     "kind_text",
-    "learn",
     "lines",
     "load",
     "message_key",

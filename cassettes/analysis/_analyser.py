@@ -44,7 +44,6 @@ from ._model import (
     RunAnalysis,
     Turn,
 )
-from ._rule_check import checks_of
 from ._state import AnalyserState, Reload, conversation_of
 from .dispatch import GROUP_CHAT
 from .threading import Attempt, Link, Threader
@@ -126,7 +125,13 @@ class RunAnalyser:
         keep = spill_tables.KEEP if keep is None else keep  # (read now: a test may set a small one)
         #: Every check, the agent's own rules in force (docs/rules.md) too: read once, a bad file
         #: raises here, in one line.
-        self._checks = (*CHECKS, *checks_of(rules.active()))
+        self._checks = CHECKS
+        in_force = rules.active()
+        if in_force is not None:
+            # the rules' checker: loaded when a file puts rules in force (most runs' show has none)
+            from ._rule_check import checks_of
+
+            self._checks = (*CHECKS, *checks_of(in_force))
         self.state = AnalyserState.start(reload, keep_turns, active, keep)
         #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
         #: at the cursor (:func:`cassettes.reading.first_turn`), so a branch keeps its

@@ -13,15 +13,13 @@ from typing import Any
 
 from ..analysis import (
     Finding,
-    Proposal,
     Rule,
     RulesError,
-    Trace,
-    learn,
     load,
     parse_rules,
     using,
 )
+from ..analysis.learning import Proposal, Trace, learn
 from ..commands import EXIT_ERROR, EXIT_OK, err
 from ..errors import CassetteError, problem_lines
 from ..hints import count

@@ -57,7 +57,7 @@ def _days(w: questions.Window) -> str:
 
 def write_page(args: argparse.Namespace, con: Any, plain: Callable[[Any], Any]) -> int:
     """Write the page (and the reports of the runs it links) from the open fleet ``con``."""
-    from ..views import render_fleet_html  # the html extra's seam (jinja2)
+    from ..views.htmlpage import render_fleet_html  # the html extra's seam (jinja2)
 
     window = questions.Window.of(args.since, args.until)
     target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
@@ -125,7 +125,8 @@ def _write_reports(where: Path, linked: dict[str, str]) -> set[str]:
     """Each linked run's report (``looptap export --html``'s page), unless one newer than the run
     is there; the names of those that could not be written (a line each on stderr)."""
     from ..reading import open_run
-    from ..views import render_html, report_data
+    from ..views.htmlpage import render_html
+    from ..views.report import report_data
 
     missing: set[str] = set()
     for run, name in linked.items():

@@ -181,7 +181,8 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     (``None``: stdout); what was written, for the summary line."""
     # the html extra's seam: jinja2 and the report load only for a page (the other exports and
     # every other command never need them)
-    from ..views import render_html, report_data
+    from ..views.htmlpage import render_html
+    from ..views.report import report_data
 
     data = report_data(run)
     page = render_html(data).encode()

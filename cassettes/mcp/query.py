@@ -39,7 +39,8 @@ from ..reading import Run
 from ..replay.comparison import different_apis
 from ..replay.forking.rundiff import diff_analysed
 from ..untrusted import clean
-from ..views import growth_bars, money, search_turns, split_json
+from ..views import growth_bars, money, split_json
+from ..views.search import search_turns
 from ._answers import (
     DEFAULT_CHARS,
     UNTRUSTED_NOTE,

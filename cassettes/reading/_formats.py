@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..bounds import loads_or_none
 from ..errors import CassetteFormatError
+from ..lazy import pattern
 from ..storage import is_flow_file, open_regular
 from ..wire import Exchange
 
@@ -35,7 +36,7 @@ HEAD = 4096
 _BOM = b"\xef\xbb\xbf"
 _JSON_KEY = re.compile(rb'\{\s*"([A-Za-z_]{1,32})"\s*:')
 #: A YAML document's first significant line: a directive, a document start or a top-level key.
-_YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
+_YAML_START = pattern(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 
 
 def sniff(head: bytes) -> str:

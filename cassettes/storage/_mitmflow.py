@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError
+from ..lazy import pattern
 from ..wire import Exchange, Headers, decode_exchange, header
 
 # FlowFile, load_flows and read_flows are the storage layer's reading of a flow file: a run is read
@@ -163,7 +164,7 @@ def _url(req: dict[str, Any]) -> str:
     return f"{scheme}://{netloc}{path}"
 
 
-_SSE_SPLIT = re.compile(rb"(?<=\r\n\r\n)|(?<=\n\n)|(?<=\r\r)")
+_SSE_SPLIT = pattern(rb"(?<=\r\n\r\n)|(?<=\n\n)|(?<=\r\r)")
 
 
 def _split_stream(body: bytes, content_type: str | None) -> list[bytes]:

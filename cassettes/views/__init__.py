@@ -5,13 +5,14 @@ tests/views/test_views_surface.py:
   ``show --json`` object; ``_roundtrip_object``: that object, ``looptap.roundtrip/1``;
 - ``_layers``: the layer analysis as text; ``_edits``: a fork's edits and an import's provenance
   as shown; ``_progress``: the line shown while a large run is read;
-- ``_summary``, ``_search``, ``_timeline``, ``_growth``, ``_money``: turn summaries, search,
-  timelines, token growth and costs as shown;
-- ``_report`` and ``_htmlpage``: the HTML report's data and its page.
+- ``_summary``, ``_growth``, ``_money``: turn summaries, token growth and costs as shown.
 
-``schema`` stays public: ``python -m cassettes.views.schema`` prints the object's JSON Schema and
-the doc's table (docs/show-json.md). Plain imports: ``show`` loads all but the HTML report's
-modules anyway; ``replay`` loads none of them.
+Public beside it, each named by its callers, so that ``show`` does not load them: ``search`` and
+``timeline`` (a search of the turns and a stream's timeline: the inspector's, ``looptap mcp``'s),
+``report`` and ``htmlpage`` (the HTML report's data and its page, with gzip: ``looptap report``,
+the fleet's pages, the pytest plugin's report), and ``schema``: ``python -m
+cassettes.views.schema`` prints the object's JSON Schema and the doc's table
+(docs/show-json.md). Plain imports: ``show`` loads all of the rest; ``replay`` loads none of it.
 """
 
 from __future__ import annotations
@@ -24,12 +25,6 @@ from ._edits import (
     reconstructed_said,
 )
 from ._growth import SPLIT, GrowthBar, growth_bars, split_json
-from ._htmlpage import (
-    HtmlExtraMissing,
-    embed_json,
-    render_fleet_html,
-    render_html,
-)
 from ._layers import (
     SEVERITY_MARK,
     SEVERITY_RANK,
@@ -47,7 +42,6 @@ from ._money import (
     money,
 )
 from ._progress import reading_line
-from ._report import report_data
 from ._roundtrip_object import roundtrip_json
 from ._roundtrip_view import (
     conversation_json,
@@ -59,9 +53,7 @@ from ._roundtrip_view import (
     summary_lines,
     turn_json,
 )
-from ._search import SearchHit, search_turns, snippet_of
 from ._summary import TurnSummary, summarise
-from ._timeline import TimelinePoint, text_timeline
 
 __all__ = [
     "BY_HOST",
@@ -72,9 +64,6 @@ __all__ = [
     "SPLIT",
     "GrowthBar",
     "GrowthRows",
-    "HtmlExtraMissing",
-    "SearchHit",
-    "TimelinePoint",
     "TurnSummary",
     "analysis_lines",
     "conversation_json",
@@ -82,7 +71,6 @@ __all__ = [
     "edit_text",
     "edited_messages",
     "edits_json",
-    "embed_json",
     "error_phrase",
     "estimated_note",
     "estimated_why",
@@ -94,17 +82,11 @@ __all__ = [
     "money",
     "reading_line",
     "reconstructed_said",
-    "render_fleet_html",
-    "render_html",
-    "report_data",
     "root_cause_lines",
     "roundtrip_json",
-    "search_turns",
-    "snippet_of",
     "split_json",
     "status_text",
     "summarise",
     "summary_lines",
-    "text_timeline",
     "turn_json",
 ]

@@ -31,7 +31,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import re
 import secrets
 from typing import Any, TypeGuard
 
@@ -39,6 +38,7 @@ import orjson
 
 from .. import bounds
 from ..jsonpath import MAX_SEGMENTS, format_path, put
+from ..lazy import pattern
 
 __all__ = [
     "EDIT_AUTH_HEADER",
@@ -76,7 +76,7 @@ TARGET = (
     r"(?:(restore_result|restore_answer|tool_result|tool_schema)\[([^\]\r\n]{1,200})\]"
     r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))"
 )
-_LABEL = re.compile(TARGET)
+_LABEL = pattern(TARGET)
 _KEY_LEN = 200
 
 

@@ -12,7 +12,6 @@ and an incomplete trailing piece is kept in ``tail``.
 from __future__ import annotations
 
 import codecs
-import re
 import struct
 import zlib
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any, Literal
 import orjson
 
 from .. import bounds
+from ..lazy import pattern
 
 __all__ = [
     "Event",
@@ -66,7 +66,7 @@ class Framed:
     notes: list[str] = field(default_factory=list)
 
 
-_EOL = re.compile(r"\r\n?|\n")
+_EOL = pattern(r"\r\n?|\n")
 
 
 class _SSEParser:

@@ -25,7 +25,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from ...cassettes.views import SearchHit, TurnSummary, search_turns
+from ...cassettes.views import TurnSummary
+from ...cassettes.views.search import SearchHit, search_turns
 from ..layout import FOCUS_NAMES, api_quiet, layout_classes
 from ..playback import Clock
 from ..reader import ChildExited, RunRead

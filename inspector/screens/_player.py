@@ -22,7 +22,8 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from ...cassettes.untrusted import clean_line
-from ...cassettes.views import TimelinePoint, TurnSummary
+from ...cassettes.views import TurnSummary
+from ...cassettes.views.timeline import TimelinePoint
 from ..playback import (
     Advance,
     Clock,

@@ -21,7 +21,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...cassettes.untrusted import clean_line
-from ...cassettes.views import SearchHit
+from ...cassettes.views.search import SearchHit
 from ..safe import wire_line
 
 __all__ = ["Matches", "SearchScreen"]

@@ -15,7 +15,9 @@ from looptap.cassettes.errors import CassetteFormatError, CassetteIOError, Newer
 from looptap.cassettes.parsing import parse_all
 from looptap.cassettes.reading import RunReader
 from looptap.cassettes.storage import RecordIndex, read_records
-from looptap.cassettes.views import growth_bars, search_turns, text_timeline
+from looptap.cassettes.views import growth_bars
+from looptap.cassettes.views.search import search_turns
+from looptap.cassettes.views.timeline import text_timeline
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers import FakeClock
 
-from looptap.cassettes.views import TimelinePoint
+from looptap.cassettes.views.timeline import TimelinePoint
 from looptap.inspector.playback import (
     DWELL,
     SPEEDS,

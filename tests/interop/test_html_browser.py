@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import Run, open_run
-from looptap.cassettes.views import report_data
+from looptap.cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run, long_exchanges
 
 pytest.importorskip("jinja2", reason="the html extra (jinja2) is not installed")
@@ -27,7 +27,7 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright (the test extra) is not installed"
 )
 
-from looptap.cassettes.views import render_html  # noqa: E402
+from looptap.cassettes.views.htmlpage import render_html  # noqa: E402
 
 
 def chromium() -> str | None:

@@ -20,12 +20,12 @@ import orjson
 import pytest
 
 from looptap.cassettes.reading import open_run
-from looptap.cassettes.views import report_data
+from looptap.cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
 
 jinja2 = pytest.importorskip("jinja2")
 
-from looptap.cassettes.views import embed_json, render_html  # noqa: E402
+from looptap.cassettes.views.htmlpage import embed_json, render_html  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -305,7 +305,7 @@ async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
         await until(pilot, lambda: shown(app, 2))
         c = " ".join(plain(app.query_one("#pane-c Static", Static)).split())
     assert "linked by header — the X-Looptap-Conversation request header puts it after #1" in c, c
-    from looptap.cassettes.views import report_data
+    from looptap.cassettes.views.report import report_data
 
     assert report_data(open_run(out))["detail"]["2"]["layers"]["C"]["link_text"].startswith(
         "header — the X-Looptap-Conversation"

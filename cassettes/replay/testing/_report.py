@@ -223,7 +223,8 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
     test itself: a page that cannot be written says why instead."""
     try:
-        from ...views import HtmlExtraMissing, render_html, report_data
+        from ...views.htmlpage import HtmlExtraMissing, render_html
+        from ...views.report import report_data
 
         run = session.run
         run.name = f"{item.nodeid} ({session.path.name})"  # the page's title

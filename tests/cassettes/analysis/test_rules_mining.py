@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import tomllib
 
-from looptap.cassettes.analysis import Trace, learn, parse_rules
+from looptap.cassettes.analysis import parse_rules
+from looptap.cassettes.analysis.learning import Trace, learn
 from looptap.cassettes.cli.agent_rules import proposals_toml
 from looptap.cassettes.models import Message, Part, ToolCall, ToolResult
 

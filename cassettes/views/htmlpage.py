@@ -1,6 +1,6 @@
 """``looptap export --html``: a run as one self-contained web page.
 
-The data comes from :func:`cassettes.views._report.report_data`; this module only puts it in a
+The data comes from :func:`cassettes.views.report.report_data`; this module only puts it in a
 page: a Jinja2 template (autoescaped: the run's name is the only recorded text it writes itself),
 the page's script and styles, and uPlot (MIT, vendored from npm with its licence in
 ``report_assets/``) for the token-cost growth chart. Jinja2 is the ``html`` extra, imported here
@@ -106,7 +106,7 @@ def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list
 
 
 def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
-    """The page for ``data`` (:func:`~cassettes.views._report.report_data`). ``compress``:
+    """The page for ``data`` (:func:`~cassettes.views.report.report_data`). ``compress``:
     ``None`` decides by size, ``True`` / ``False`` force it (tests)."""
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")

@@ -1,6 +1,6 @@
 """The data of ``looptap export --html``: a run as one JSON object the page renders.
 
-The page (``cassettes/views/_htmlpage.py`` and its assets) only lays out what this computes, as
+The page (``cassettes/views/htmlpage.py`` and its assets) only lays out what this computes, as
 the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
 tokens; a replay miss named as one), its layers, the messages its request carried, the findings root
 cause first (a consequence right after its cause, with ``caused_by``: the analysis' own order,
