@@ -31,32 +31,17 @@ __all__ = ["check"]
 
 
 def planned_for(
-    run: Any, chosen: list[Intervention], bases: dict[str, str], most: bool = False
+    by_seq: dict[int, Any], router: Any, i: Intervention, seqs: list[int], extra: int
 ) -> list[Any]:
     """One :class:`~cassettes.replay.forking.compare.Planned` per live request of one sample of
-    every intervention in ``chosen`` (``most``: every one it may reach), priced for the model
-    that intervention uses."""
-
-    by_seq = {p.seq: p for p in plan_requests(run)}
-    router = live_router(bases)
-    out: list[Any] = []
-    for i in chosen:
-        seqs = sorted(set(i.seqs) | set(i.reach)) if most else i.seqs
-        mine = [dataclasses.replace(by_seq[s], said=set()) for s in seqs if s in by_seq]
-        # the requests a sample may send beyond (a cut answer's continuations: one expected, each
-        # at most): each priced as its turn
-        start = by_seq.get(i.seqs[0]) if i.seqs else None
-        mine += (
-            [
-                dataclasses.replace(start, said=set())
-                for _ in range(i.extra if most else i.expected_extra)
-            ]
-            if start is not None
-            else []
-        )
-        estimate_costs(mine, router, i.model)
-        out += mine
-    return out
+    ``i``: the recorded turns ``seqs`` (``by_seq``: :func:`plan_requests`'s), and ``extra``
+    continuations of a cut answer, each priced as its turn; priced for the model ``i`` uses."""
+    mine = [dataclasses.replace(by_seq[s], said=set()) for s in seqs if s in by_seq]
+    start = by_seq.get(i.seqs[0]) if i.seqs else None
+    if start is not None:
+        mine += [dataclasses.replace(start, said=set()) for _ in range(extra)]
+    estimate_costs(mine, router, i.model)
+    return mine
 
 
 #: check_budget's first words: "1 request (…)", "2 requests (…)", "1,000 requests (…)".
@@ -87,17 +72,20 @@ def check(
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
     done = {i.key: min(samples, (kept or {}).get(i.key, 0)) for i in chosen}
     branches = sum(samples - d for d in done.values())
-    most = [p for i in chosen for p in planned_for(run, [i], bases, True) * (samples - done[i.key])]
+    by_seq = {p.seq: p for p in plan_requests(run)}  # the run's turns, parsed once
+    router = live_router(bases)
     # an E re-sample whose answer another conversation hears: as many samples counted changing it
     # (that conversation live too) as its chance of coming back word for word leaves; the others
     # said again (that conversation served)
-    expected, low, high = [], 0, 0
+    most, expected, low, high = [], [], 0, 0
     for i in chosen:
         left = samples - done[i.key]
         changed = i.changed(left)
-        again = dataclasses.replace(i, seqs=i.recorded or i.seqs)
-        expected += planned_for(run, [i], bases) * changed
-        expected += planned_for(run, [again], bases) * (left - changed)
+        reach = sorted(set(i.seqs) | set(i.reach))
+        most += planned_for(by_seq, router, i, reach, i.extra) * left
+        expected += planned_for(by_seq, router, i, i.seqs, i.expected_extra) * changed
+        again = planned_for(by_seq, router, i, i.recorded or i.seqs, i.expected_extra)
+        expected += again * (left - changed)
         low, high = low + i.recorded_requests * left, high + i.live_requests * left
 
     def head(lines: list[str], n: int, at_most: bool) -> list[str]:

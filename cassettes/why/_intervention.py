@@ -48,9 +48,9 @@ class Intervention:
     repeat: float = 0.0
     #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
     extra: int = 0
-    #: Of those, how many a sample is expected to send: one (a cut answer continued once), none
-    #: when the change lifts the cap that cut it as well (a combination with ``a-cap``).
-    expect_extra: int = 1
+    #: The change lifts the token cap as well (a combination with ``a-cap``): the answer the cap cut
+    #: is not expected to need a continuation (:attr:`expected_extra` 0; the at-most keeps them).
+    cap_lifted: bool = False
     #: Why it cannot run (``None``: it can).
     missing: str | None = None
     #: What tells it from another of its kind at the same turn (the call a result is put back for,
@@ -74,12 +74,14 @@ class Intervention:
 
     @property
     def expected_extra(self) -> int:
-        return min(self.extra, self.expect_extra)
+        """Of :attr:`extra`, how many a sample is expected to send: a cut answer continued once,
+        none when the cap is lifted too."""
+        return 0 if self.cap_lifted else min(self.extra, 1)
 
     @property
     def live_requests(self) -> int:
         """The live requests one sample is expected to send: the recorded ones it re-runs, and
-        :attr:`expect_extra` of its extra (a cut answer continued once; at most :attr:`extra`)."""
+        :attr:`expected_extra` of its extra (at most :attr:`extra`)."""
         return len(self.seqs) + self.expected_extra
 
     @property

@@ -63,8 +63,7 @@ def combined(members: tuple[Intervention, ...]) -> Intervention | None:
         edits=list(edits.values()),
         seqs=sorted({s for m in members for s in m.seqs}),
         extra=sum(m.extra for m in members),
-        # a cut answer's continuation is not expected when the cap that cut it is lifted too
-        expect_extra=0 if any(m.kind == "a-cap" for m in members) else 1,
+        cap_lifted=any(m.kind == "a-cap" for m in members),
         tag="+".join(m.key for m in members),
         parts=[m.key for m in members],
     )
