@@ -29,9 +29,11 @@ import argparse
 import hashlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,6 +137,12 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="set in this tree's environment only (e.g. LOOPTAP_SPILL_KEEP=1); repeatable",
     )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep both trees' outputs (new.txt, old.txt) and the list of what differs in DIR",
+    )
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()
     env = dict(e.split("=", 1) for e in args.env)
@@ -176,13 +184,22 @@ def main() -> int:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False
             )
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for name in ("new.txt", "old.txt", "files.txt"):
+                    shutil.copyfile(work / name, args.keep / name)
     differ = sorted(k for k in new_out.keys() | old_out.keys() if new_out.get(k) != old_out.get(k))
+    if args.keep:
+        (args.keep / "differ.txt").write_text("".join(k + "\n" for k in differ))
     digest = hashlib.sha256(b"".join(new_out[k] for k in sorted(new_out))).hexdigest()[:16]
     print(
         f"{len(inputs)} inputs ({len(inputs) - len(args.files)} imported from {args.corpus}), "
         f"{len(new_out)} outputs each; {len(differ)} differ from {args.against} (outputs' sha256 "
         f"{digest})"
     )
+    by_command = Counter(" ".join(k.split()[1:3]).split(" /")[0] for k in differ)
+    for command, n in sorted(by_command.items()):
+        print(f"  {n:6} {command}")
     for k in differ[:50]:
         print(f"  differs: {k}")
     return 1 if differ else 0
