@@ -199,14 +199,17 @@ def calc_price_clockless(
 
 
 def _clockless_instants(model: Any) -> list[datetime]:
-    """The instants a clockless call is priced at: on the newest date the model's prices and price
-    variants start (a fixed day when none does), midnight UTC and each hour one of its hourly
-    prices starts or ends."""
+    """The instants a clockless call is priced at: on the newest date, not after today, that the
+    model's prices and price variants start (a fixed day when none does; a price listed from a
+    later date never applied to a call already recorded), midnight UTC and each hour one of its
+    hourly prices starts or ends."""
     from genai_prices.types import StartDateConstraint, TimeOfDateConstraint
 
     prices = model.prices if isinstance(model.prices, list) else []
     rules = [c.constraint for c in [*prices, *(model.price_variants or ())]]
-    day = max((c.start_date for c in rules if isinstance(c, StartDateConstraint)), default=_DAY)
+    today = datetime.now(UTC).date()
+    starts = [c.start_date for c in rules if isinstance(c, StartDateConstraint)]
+    day = max((d for d in starts if d <= today), default=_DAY)
     hours = {time(0)}
     for c in rules:
         if isinstance(c, TimeOfDateConstraint):

@@ -257,11 +257,26 @@ def _library_at(usage: dict[str, int], model: str, provider_id: str, when: datet
     return Decimal(_library(usage, model, provider_id, when, None)[0])
 
 
-def test_a_call_without_a_clock_is_priced_alike_at_any_hour() -> None:
+def _clock(now: datetime) -> type[datetime]:
+    """``datetime`` whose ``now`` is ``now``."""
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return now if tz is None else now.astimezone(tz)
+
+    return Clock
+
+
+def test_a_call_without_a_clock_is_priced_alike_at_any_hour(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A call made at a time nobody knows is priced on the newest day its model's prices name, at
     that day's highest hourly rate: DeepSeek Chat's peak rate (00:30–16:30 UTC), never its
-    off-peak discount; Gemini 3.6 Flash's price of 2027-01-01, its newest; the hour said only where
-    it changed the price."""
+    off-peak discount; Gemini 3.6 Flash's introductory price until 2027-01-01 (a price listed from
+    a later date never applied to a call already recorded; fails on 519861c1, which took it), its
+    newest from that day on; the hour said only where it changed the price."""
+    from looptap.cassettes.analysis import _price_data
     from looptap.cassettes.analysis._price_data import calc_price_clockless
 
     usage = {"input_tokens": 100_000, "output_tokens": 5_000}
@@ -272,11 +287,15 @@ def test_a_call_without_a_clock_is_priced_alike_at_any_hour() -> None:
     off = _library_at(usage, "deepseek-chat", "deepseek", datetime(2026, 11, 23, 20, tzinfo=UTC))
     assert (total, prov, model, hourly) == (peak, "deepseek", "deepseek-chat", True)
     assert off < peak
-    total, prov, model, hourly = calc_price_clockless(usage, "gemini-3.6-flash")
     newest = datetime(2027, 1, 1, tzinfo=UTC)
-    assert total == _library_at(usage, "gemini-3.6-flash", prov, newest)
-    assert total != _library_at(usage, "gemini-3.6-flash", prov, newest - timedelta(days=1))
-    assert not hourly
+    for today, priced_at in ((datetime(2026, 11, 27, 9, tzinfo=UTC), newest - timedelta(days=1)),
+                             (newest + timedelta(hours=9), newest)):  # fmt: skip
+        monkeypatch.setattr(_price_data, "datetime", _clock(today))
+        total, prov, model, hourly = calc_price_clockless(usage, "gemini-3.6-flash")
+        assert total == _library_at(usage, "gemini-3.6-flash", prov, priced_at)
+        assert not hourly
+    intro = _library_at(usage, "gemini-3.6-flash", prov, newest - timedelta(days=1))
+    assert intro != _library_at(usage, "gemini-3.6-flash", prov, newest)
     assert calc_price_clockless(usage, "gpt-4o", provider_id="openai") == (
         *calc_price(usage, "gpt-4o", provider_id="openai", when=NOW),
         False,
@@ -301,14 +320,8 @@ def test_a_recording_without_a_clock_costs_the_same_whenever_it_is_viewed(
     )
 
     def viewed_at(hour: int) -> list[tuple[Any, ...]]:
-        clock = datetime(2026, 11, 23, hour, tzinfo=UTC)
-
-        class Clock(datetime):
-            @classmethod
-            def now(cls, tz: Any = None) -> Any:
-                return clock if tz is None else clock.astimezone(tz)
-
-        monkeypatch.setattr(genai_prices.data_snapshot, "datetime", Clock)
+        clock = _clock(datetime(2026, 11, 23, hour, tzinfo=UTC))
+        monkeypatch.setattr(genai_prices.data_snapshot, "datetime", clock)
         turns = analyse(load(path)).turns.values()
         return [(t.tokens.cost, t.tokens.price_source) for t in turns]
 
