@@ -64,11 +64,6 @@ REAL_SHAPES = {
     "writer": "`api.writer.com` `/v1/chat` (OpenAI Chat bodies) and `/v1/completions` "
     '(`choices[].text`, no finish, no usage; streamed as `{"value"}` events with no end marker: '
     "completeness unknown, never truncated); shapes from writer-sdk-python 3.0.0's types",
-    "openai_assistants": "runs (`/threads/runs`, `/threads/{id}/runs`, `…/submit_tool_outputs`) "
-    "read as model calls: streamed `thread.message.delta` text, tool calls from `requires_action`, "
-    "finish and usage from the run's terminal event, the thread or run as server-side state; "
-    "threads, messages, run steps, assistants labelled, no turn. Fixtures validated as the "
-    "`openai` SDK's `Run`, `Thread`, `AssistantStreamEvent`",
     "replicate": "predictions (create, poll, cancel): language-model output pieces joined as text, "
     "image outputs as media, `metrics` token counts, status `starting`/`processing` not finished, "
     "`succeeded`/`failed`/`canceled`; on replicate-python's own recordings",
