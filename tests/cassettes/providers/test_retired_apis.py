@@ -4,11 +4,12 @@ the generic label, no turn, no finding, no traceback.
 
 OpenAI shut the Assistants API down on 2026-08-26 ("The Assistants API was officially sunset on
 August 26, 2026, and is no longer available": developers.openai.com/api/docs/assistants/migration).
-The recording here is the real ``openai`` SDK's own traffic (``client.beta.threads``: create and run
-streamed, ``runs.create``, ``runs.retrieve`` polled to ``requires_action``,
-``runs.submit_tool_outputs``, ``messages.list``), its requests taken as the SDK sent them through an
-``httpx.MockTransport``, its answers validated as the SDK's own ``Run``, ``AssistantStreamEvent``
-and ``Message`` types.
+The recording here is the real ``openai`` SDK's own traffic (``client.beta``: ``assistants.create``,
+``threads.messages.create``, ``threads.create_and_run`` streamed, ``threads.runs.create``,
+``runs.retrieve`` polled to ``requires_action``, ``runs.submit_tool_outputs``, ``messages.list``),
+its requests taken as the SDK sent them through an ``httpx.MockTransport`` (the same bytes from
+openai 2.54.0 and 3.57.0), its answers validated as the SDK's own ``Assistant``, ``Run``,
+``AssistantStreamEvent`` and ``Message`` types.
 """
 
 from __future__ import annotations
@@ -130,6 +131,24 @@ def _messages() -> dict[str, Any]:
     return {"object": "list", "data": [msg], "first_id": "msg_2", "last_id": "msg_2"}
 
 
+def _assistant() -> dict[str, Any]:
+    from openai.types.beta import Assistant
+
+    assistant = {
+        "id": "asst_1",
+        "object": "assistant",
+        "created_at": 1736935100,
+        "name": None,
+        "description": None,
+        "model": "gpt-4o",
+        "instructions": "Be brief.",
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+        "metadata": {},
+    }
+    Assistant.model_validate(assistant)
+    return assistant
+
+
 def _answer(request: Any) -> Any:
     """The Assistants API's answer to each call the SDK makes below."""
     path, post = request.url.path, request.method == "POST"
@@ -142,6 +161,10 @@ def _answer(request: Any) -> Any:
         return httpx.Response(200, json=_run("requires_action", required_action=action))
     if path.endswith("/submit_tool_outputs"):
         return httpx.Response(200, json=_run("completed", usage=USAGE))
+    if post and path.endswith("/messages"):
+        return httpx.Response(200, json=_messages()["data"][0])
+    if post and path.endswith("/assistants"):
+        return httpx.Response(200, json=_assistant())
     return httpx.Response(200, json=_messages())
 
 
@@ -175,6 +198,12 @@ def _recorded() -> list[Exchange]:
     threads = client.beta.threads
     with warnings.catch_warnings():  # the SDK marks the whole API deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
+        client.beta.assistants.create(
+            model="gpt-4o",
+            instructions="Be brief.",
+            tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+        )
+        threads.messages.create(thread_id="thread_1", role="user", content="Weather in Paris?")
         for _ in threads.create_and_run(
             assistant_id="asst_1",
             thread={"messages": [{"role": "user", "content": "Hi"}]},
@@ -198,18 +227,25 @@ def _recorded() -> list[Exchange]:
 
 def test_an_assistants_recording_reads_as_an_api_looptap_does_not_know(tmp_path: Path) -> None:
     exchanges = _recorded()
+    #: Each call, and the generic reading of it: ``none`` (not read as an LLM call), or
+    #: ``unknown`` where the body looks like one (a message added to a thread: role and content).
+    expected = [
+        ("POST", "/assistants", "none"),
+        ("POST", "/threads/thread_1/messages", "unknown"),
+        ("POST", "/threads/runs", "none"),
+        ("POST", "/threads/thread_1/runs", "none"),
+        ("GET", "/threads/thread_1/runs/run_abc", "none"),
+        ("POST", "/threads/thread_1/runs/run_abc/submit_tool_outputs", "none"),
+        ("GET", "/threads/thread_1/messages", "none"),
+    ]
     assert [(e.method, e.url.split("/v1", 1)[1].split("?")[0]) for e in exchanges] == [
-        ("POST", "/threads/runs"),
-        ("POST", "/threads/thread_1/runs"),
-        ("GET", "/threads/thread_1/runs/run_abc"),
-        ("POST", "/threads/thread_1/runs/run_abc/submit_tool_outputs"),
-        ("GET", "/threads/thread_1/messages"),
+        (method, path) for method, path, _ in expected
     ]
     assert all(("openai-beta", "assistants=v2") in e.request_headers for e in exchanges)
-    for ex in exchanges:
+    for ex, (_, _, family) in zip(exchanges, expected, strict=True):
         rt = parse_exchange(ex)
         # No adapter claims it: not read as Chat, Responses or any other API's call.
-        assert rt.family == "none" and rt.operation is None, (ex.url, rt.family)
+        assert (rt.family, rt.operation) == (family, None), ex.url
         assert rt.request is None and rt.response is None and rt.analysis_errors == []
     run = analyse(exchanges)
     assert (run.turns, run.findings) == ({}, [])
@@ -221,11 +257,17 @@ def test_an_assistants_recording_reads_as_an_api_looptap_does_not_know(tmp_path:
     rc, out, err = cli_output("show", str(path))
     assert (rc, err) == (0, "")
     text = out.decode()
-    assert "5 round trips, 0 to LLM APIs" in text and "0 conversations, 0 turns, 0 findings" in text
-    assert "#3  POST api.openai.com/v1/threads/thread_1/runs/run_abc/submit_tool_outputs" in text
+    assert "7 round trips, 1 to LLM APIs (unknown 1)" in text
+    assert "0 conversations, 0 turns, 0 findings" in text
+    assert "#5  POST api.openai.com/v1/threads/thread_1/runs/run_abc/submit_tool_outputs" in text
+    assert "#1  unknown  ?  200  json  POST api.openai.com/v1/threads/thread_1/messages" in text
+    rc, out, err = cli_output("textconv", str(path))
+    assert (rc, err) == (0, "") and out.startswith(
+        b"looptap cassette, format 1: 7 round trips, 0 conversations, 0 findings\n"
+    )
     rc, out, err = cli_output("show", "--json", str(path))
     assert (rc, err) == (0, "")
     rows = [orjson.loads(line) for line in out.splitlines()]
     assert [(r["seq"], r["family"], r["findings"]) for r in rows] == [
-        (i, "none", []) for i in range(5)
+        (i, family, []) for i, (_, _, family) in enumerate(expected)
     ]
