@@ -64,11 +64,6 @@ REAL_SHAPES = {
     "writer": "`api.writer.com` `/v1/chat` (OpenAI Chat bodies) and `/v1/completions` "
     '(`choices[].text`, no finish, no usage; streamed as `{"value"}` events with no end marker: '
     "completeness unknown, never truncated); shapes from writer-sdk-python 3.0.0's types",
-    "openai_assistants": "runs (`/threads/runs`, `/threads/{id}/runs`, `…/submit_tool_outputs`) "
-    "read as model calls: streamed `thread.message.delta` text, tool calls from `requires_action`, "
-    "finish and usage from the run's terminal event, the thread or run as server-side state; "
-    "threads, messages, run steps, assistants labelled, no turn. Fixtures validated as the "
-    "`openai` SDK's `Run`, `Thread`, `AssistantStreamEvent`",
     "replicate": "predictions (create, poll, cancel): language-model output pieces joined as text, "
     "image outputs as media, `metrics` token counts, status `starting`/`processing` not finished, "
     "`succeeded`/`failed`/`canceled`; on replicate-python's own recordings",
@@ -180,7 +175,28 @@ def render() -> str:
         "",
     ]
     out += [f"- `{f}`: {what}" for f, what in REAL_SHAPES.items()]
+    out += ["", "## APIs shut down by their vendors (issue 72)", "", *SHUT_DOWN]
     return "\n".join(out) + "\n"
+
+
+#: What the section on APIs their vendors shut down says (docs/coverage.md).
+SHUT_DOWN = [
+    "An API its vendor has shut down (its endpoints answer errors now) is not read when no corpus "
+    "recording",
+    "holds it: a user's old recording of it reads as traffic of an API looptap does not know, "
+    "each round",
+    "trip listed as it was sent (`none`, or `unknown` where the body looks like an LLM call), with "
+    "no turn",
+    "and no finding (`tests/cassettes/providers/test_retired_apis.py`, on the `openai` SDK's own "
+    "requests).",
+    "",
+    "- OpenAI Assistants (`/v1/assistants`, `/v1/threads`, runs and run steps): shut down on "
+    "2026-08-26",
+    '  ("The Assistants API was officially sunset on August 26, 2026, and is no longer available",',
+    "  developers.openai.com/api/docs/assistants/migration). Its threads live on as Conversations "
+    "and its",
+    "  runs as Responses, which are read.",
+]
 
 
 def main() -> None:

@@ -91,7 +91,7 @@ _DELIVERED_MAX = 1024
 class Deliveries:
     """Recent answers' tool calls by response id, in families whose answers may be polled again:
     a poll read as a model call (``RoundTrip.polled``) that returns calls an earlier round trip
-    already delivered under the same response id (the run polled twice at ``requires_action``, a
+    already delivered under the same response id (a background response retrieved twice, a
     background stream resumed) has no turn of its own, else the results would answer one turn and
     look dropped on the other."""
 

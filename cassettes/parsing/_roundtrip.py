@@ -71,7 +71,7 @@ class RoundTrip(BaseModel):
     #: Set when the request was parsed incrementally: its first ``keep`` messages are the base's.
     _reused: tuple[int, int] | None = PrivateAttr(default=None)
     #: For a poll read as the model call that delivered the calls it returned
-    #: (``_poll_delivered``): the operation its route named (``retrieve_run`` …).
+    #: (``_poll_delivered``): the operation its route named (``retrieve``).
     _polled_from: str | None = PrivateAttr(default=None)
 
     @property
@@ -297,10 +297,9 @@ def _parse_into(
 
 
 def _poll_delivered(rt: RoundTrip, adapter: providers.Provider) -> None:
-    """A poll whose answer carries the model's calls for the client (an Assistants run polled to
-    ``requires_action``, a background response retrieved) is the model call that delivered them:
-    read as one, continuing the call it polls (``previous_response_id``), with no input of its
-    own."""
+    """A poll whose answer carries the model's calls for the client (a background response
+    retrieved) is the model call that delivered them: read as one, continuing the call it polls
+    (``previous_response_id``), with no input of its own."""
     r = rt.response
     if (
         rt.operation not in adapter.poll_operations

@@ -107,7 +107,6 @@ _ADAPTERS = (
     ("portkey", "PortkeyPrompt"),
     ("completions", "AlephAlpha"),
     ("replicate", "Replicate"),
-    ("assistants", "OpenAIAssistants"),
     ("a2a", "A2A"),
     ("mcp", "Mcp"),
 )

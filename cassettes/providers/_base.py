@@ -67,7 +67,7 @@ class Provider:
     profile: ClassVar[Profile] = Profile()
     #: How replay answers as this API (the default: OpenAI's shapes).
     replay: ClassVar[ReplayShapes] = ReplayShapes()
-    #: Operations that poll for a model call's answer (a stored response, a run's status). A poll
+    #: Operations that poll for a model call's answer (a stored response). A poll
     #: whose answer carries tool calls for the client is read as the model call that delivered
     #: them (:func:`cassettes.parsing.parse_exchange`): a turn that continues the call it
     #: polls, so the results the client sends next answer calls the analysis has seen.

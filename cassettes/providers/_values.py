@@ -233,8 +233,8 @@ def tool_choice_mode(tc: Any) -> str | None:
 
 def function_spec(f: dict[str, Any]) -> ToolSpec:
     """A function tool as OpenAI declares one (``name``, ``description``, JSON-schema
-    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, the Responses, Realtime and
-    Assistants APIs' function tools, Ollama's, Cohere v2's and Gemini Interactions'."""
+    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, the Responses and Realtime
+    APIs' function tools, Ollama's, Cohere v2's and Gemini Interactions'."""
     params = f.get("parameters")
     return ToolSpec(
         name=as_str(f.get("name")) or "",

@@ -21,7 +21,7 @@ EXPORTED = [
 
 #: The adapters' modules and packages (the registry's table names them): the public modules.
 ADAPTERS = [
-    "a2a", "anthropic", "assistants", "bedrock", "cohere", "completions", "embeddings", "gemini",
+    "a2a", "anthropic", "bedrock", "cohere", "completions", "embeddings", "gemini",
     "mcp", "ollama", "openai_chat", "openai_realtime", "openai_responses",
     "portkey", "replicate", "text_generation", "writer",
 ]  # fmt: skip

@@ -596,390 +596,6 @@ def test_replicate_succeeded_language_model_has_text_and_usage() -> None:
     ) == (12, 4)
 
 
-# -- OpenAI Assistants -----------------------------------------------------------------------------
-#
-# Every fixture validates as the openai SDK's own type (``beta.threads.Run``, ``beta.Thread``,
-# ``beta.AssistantStreamEvent``) before it is read.
-
-
-def _run(status: str, **extra: Any) -> dict[str, Any]:
-    from openai.types.beta.threads import Run
-
-    run = {
-        "id": "run_abc",
-        "object": "thread.run",
-        "created_at": 1736935200,
-        "assistant_id": "asst_1",
-        "thread_id": "thread_1",
-        "status": status,
-        "started_at": None,
-        "expires_at": None,
-        "cancelled_at": None,
-        "failed_at": None,
-        "completed_at": None,
-        "required_action": None,
-        "last_error": None,
-        "model": "gpt-4o",
-        "instructions": "Be brief.",
-        "tools": [
-            {
-                "type": "function",
-                "function": {"name": "get_weather", "parameters": {"type": "object"}},
-            }
-        ],
-        "metadata": {},
-        "incomplete_details": None,
-        "usage": None,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "max_prompt_tokens": None,
-        "max_completion_tokens": None,
-        "truncation_strategy": {"type": "auto", "last_messages": None},
-        "response_format": "auto",
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        **extra,
-    }
-    Run.model_validate(run)
-    return run
-
-
-def _events(*pairs: tuple[str, Any]) -> list[bytes]:
-    from openai.types.beta import AssistantStreamEvent
-    from pydantic import TypeAdapter
-
-    adapter: TypeAdapter[Any] = TypeAdapter(AssistantStreamEvent)
-    out = []
-    for name, data in pairs:
-        adapter.validate_python({"event": name, "data": data})
-        out += sse(data, event=name)
-    return out + [b"event: done\ndata: [DONE]\n\n"]
-
-
-USAGE = {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
-
-
-def test_assistants_streamed_run_reads_the_message_deltas() -> None:
-    """Was: unread. A streamed run's text is its ``thread.message.delta`` events; finish and usage
-    come with ``thread.run.completed``."""
-    delta = lambda v: {  # noqa: E731
-        "id": "msg_1",
-        "object": "thread.message.delta",
-        "delta": {
-            "content": [{"index": 0, "type": "text", "text": {"value": v, "annotations": []}}]
-        },
-    }
-    chunks = _events(
-        ("thread.run.created", _run("queued")),
-        ("thread.run.in_progress", _run("in_progress")),
-        ("thread.message.delta", delta("Hello")),
-        ("thread.message.delta", delta(" there.")),
-        ("thread.run.completed", _run("completed", usage=USAGE, completed_at=1736935201)),
-    )
-    r = rt(
-        "https://api.openai.com/v1/threads/thread_1/runs",
-        {
-            "assistant_id": "asst_1",
-            "stream": True,
-            "additional_messages": [{"role": "user", "content": "Hi"}],
-        },
-        b"",
-        chunks=chunks,
-    )
-    assert (r.family, r.operation) == ("openai_assistants", "generate") and r.request is not None
-    assert r.request.previous_response_id == "thread_1" and [
-        m.role for m in r.request.messages
-    ] == ["user"]
-    assert (
-        r.response is not None and r.response.text == "Hello there." and r.response.complete is True
-    )
-    assert r.response.finish_reason is FinishReason.COMPLETE and r.response.id == "run_abc"
-    assert r.response.usage is not None and (
-        r.response.usage.input_tokens,
-        r.response.usage.output_tokens,
-    ) == (50, 9)
-
-
-def test_assistants_tool_loop_threads_submit_onto_its_run() -> None:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-    }
-    action = {"type": "submit_tool_outputs", "submit_tool_outputs": {"tool_calls": [call]}}
-    chunks = _events(
-        ("thread.run.created", _run("queued")),
-        ("thread.run.requires_action", _run("requires_action", required_action=action)),
-    )
-    r = rt(
-        "https://api.openai.com/v1/threads/runs",
-        {
-            "assistant_id": "asst_1",
-            "stream": True,
-            "thread": {"messages": [{"role": "user", "content": "Weather in Paris?"}]},
-        },
-        b"",
-        chunks=chunks,
-    )
-    assert (
-        r.response is not None
-        and r.response.finish_reason is FinishReason.TOOL_CALL
-        and r.response.complete
-    )
-    assert [c.name for c in r.response.tool_calls] == ["get_weather"] and r.response.tool_calls[
-        0
-    ].arguments == {"city": "Paris"}
-    url = "https://api.openai.com/v1/threads/thread_1/runs/run_abc/submit_tool_outputs"
-    body = _run("queued")
-    r2 = rt(url, {"tool_outputs": [{"tool_call_id": "call_1", "output": "18C"}]}, body)
-    assert r2.request is not None and r2.request.previous_response_id == "run_abc"
-    assert (
-        r2.request.messages[0].parts[0].tool_result is not None
-        and r2.request.messages[0].parts[0].tool_result.call_id == "call_1"
-    )
-    # queued: not finished
-    assert (
-        r2.response is not None
-        and r2.response.complete is None
-        and r2.response.finish_reason is None
-    )
-
-
-def test_assistants_calls_without_model_output_are_labelled() -> None:
-    from openai.types.beta import Thread
-
-    thread = {
-        "id": "thread_1",
-        "object": "thread",
-        "created_at": 1736935200,
-        "metadata": {},
-        "tool_resources": None,
-    }
-    Thread.model_validate(thread)
-    r = rt("https://api.openai.com/v1/threads", {}, thread)
-    assert (r.family, r.operation) == ("openai_assistants", "create_thread") and r.response is None
-    msg = {
-        "id": "msg_1",
-        "object": "thread.message",
-        "created_at": 1,
-        "thread_id": "thread_1",
-        "role": "user",
-        "content": [{"type": "text", "text": {"value": "Hi", "annotations": []}}],
-        "attachments": [],
-        "metadata": {},
-    }
-    r = rt(
-        "https://api.openai.com/v1/threads/thread_1/messages",
-        {"role": "user", "content": "Hi"},
-        msg,
-    )
-    assert (r.family, r.operation) == ("openai_assistants", "add_message")
-    ex = rt("https://api.openai.com/v1/threads/thread_1/runs/run_abc", {}, _run("completed"))
-    assert ex.operation == "retrieve_run"
-    from looptap.cassettes.analysis import analyse
-    from looptap.cassettes.wire import Exchange
-
-    exs = [
-        Exchange(
-            "POST",
-            "https://api.openai.com/v1/threads",
-            request_body=b"{}",
-            status=200,
-            response_headers=[("content-type", "application/json")],
-            response_chunks=[(0.1, orjson.dumps(thread))],
-        )
-    ]
-    assert [f.code for f in analyse(exs).findings] == []
-
-
-def test_assistants_tool_loop_has_no_false_finding() -> None:
-    """The assistant's tools live on the server: a run's tool call is not "not offered"."""
-    from looptap.cassettes.analysis import analyse
-    from looptap.cassettes.wire import Exchange
-
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": "{}"},
-    }
-    action = {"type": "submit_tool_outputs", "submit_tool_outputs": {"tool_calls": [call]}}
-    first = b"".join(
-        _events(
-            (
-                "thread.run.requires_action",
-                _run("requires_action", required_action=action, usage=USAGE),
-            )
-        )
-    )
-    delta = {
-        "id": "msg_1",
-        "object": "thread.message.delta",
-        "delta": {"content": [{"index": 0, "type": "text", "text": {"value": "18C."}}]},
-    }
-    second = b"".join(
-        _events(
-            ("thread.message.delta", delta),
-            ("thread.run.completed", _run("completed", usage=USAGE)),
-        )
-    )
-    exs = [
-        Exchange(
-            "POST",
-            "https://api.openai.com/v1/threads/thread_1/runs",
-            request_body=b'{"assistant_id":"asst_1","stream":true}',
-            status=200,
-            response_headers=[("content-type", "text/event-stream")],
-            response_chunks=[(0.1, first)],
-        ),
-        Exchange(
-            "POST",
-            "https://api.openai.com/v1/threads/thread_1/runs/run_abc/submit_tool_outputs",
-            request_body=b'{"stream":true,"tool_outputs":[{"tool_call_id":"call_1",'
-            b'"output":"18C"}]}',
-            status=200,
-            response_headers=[("content-type", "text/event-stream")],
-            response_chunks=[(0.1, second)],
-        ),
-    ]
-    for i, ex in enumerate(exs):
-        ex.seq = i
-    run = analyse(exs)
-    assert [f.code for f in run.findings if f.severity in ("warning", "error")] == []
-    assert run.turns[0].conversation == run.turns[1].conversation  # the submit continues its run
-
-
-def _polled_run(
-    polls: list[dict[str, Any]], submit_ids: tuple[str, ...] = ("call_w1", "call_t1")
-) -> Any:
-    """The SDK's ``create_and_poll`` / ``submit_tool_outputs_and_poll`` without streaming: create
-    the run (``queued``), poll ``GET …/runs/{run}`` until ``requires_action`` (``polls``), submit
-    the outputs (``queued``), poll to ``completed``, then list the thread's messages."""
-    from openai.types.beta.threads import Message as ThreadMessage
-
-    from looptap.cassettes.analysis import analyse
-    from looptap.cassettes.wire import Exchange
-
-    base = "https://api.openai.com/v1/threads/thread_1"
-
-    def ex(method: str, url: str, req: Any, resp: Any) -> Exchange:
-        return Exchange(
-            method,
-            url,
-            request_headers=[("openai-beta", "assistants=v2")],
-            request_body=orjson.dumps(req) if req is not None else b"",
-            status=200,
-            response_headers=[("content-type", "application/json")],
-            response_chunks=[(0.2, orjson.dumps(resp))],
-        )
-
-    outputs = [
-        {"tool_call_id": i, "output": o}
-        for i, o in zip(submit_ids, ("18 °C, clear", "21:40"), strict=False)
-    ]
-    msg = {
-        "id": "msg_2",
-        "object": "thread.message",
-        "created_at": 1736935210,
-        "thread_id": "thread_1",
-        "role": "assistant",
-        "assistant_id": "asst_1",
-        "run_id": "run_abc",
-        "content": [
-            {
-                "type": "text",
-                "text": {"value": "It is 18 °C and clear in Paris, at 21:40.", "annotations": []},
-            }
-        ],
-        "attachments": [],
-        "metadata": {},
-        "status": "completed",
-        "completed_at": 1736935210,
-        "incomplete_at": None,
-        "incomplete_details": None,
-    }
-    ThreadMessage.model_validate(msg)
-    exs = [
-        ex("POST", f"{base}/runs", {"assistant_id": "asst_1"}, _run("queued")),
-        *[ex("GET", f"{base}/runs/run_abc", None, p) for p in polls],
-        ex(
-            "POST",
-            f"{base}/runs/run_abc/submit_tool_outputs",
-            {"tool_outputs": outputs},
-            _run("queued"),
-        ),
-        ex("GET", f"{base}/runs/run_abc", None, _run("in_progress")),
-        ex(
-            "GET",
-            f"{base}/runs/run_abc",
-            None,
-            _run("completed", usage=USAGE, completed_at=1736935210),
-        ),
-        ex(
-            "GET",
-            f"{base}/messages?order=desc",
-            None,
-            {
-                "object": "list",
-                "data": [msg],
-                "first_id": "msg_2",
-                "last_id": "msg_2",
-                "has_more": False,
-            },
-        ),
-    ]
-    for i, e in enumerate(exs):
-        e.seq = i
-    return analyse(exs)
-
-
-_POLL_CALLS = [
-    {
-        "id": "call_w1",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-    },
-    {
-        "id": "call_t1",
-        "type": "function",
-        "function": {"name": "get_time", "arguments": '{"city": "Paris"}'},
-    },
-]
-_POLL_ACTION = {"type": "submit_tool_outputs", "submit_tool_outputs": {"tool_calls": _POLL_CALLS}}
-
-
-def test_assistants_tool_calls_from_a_polled_run_are_read() -> None:
-    """Issue 45. Was: the poll that returned ``requires_action`` was not read, so the submitted
-    outputs answered no call: two false C.orphan_tool_result errors."""
-    run = _polled_run([_run("in_progress"), _run("requires_action", required_action=_POLL_ACTION)])
-    assert [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")] == []
-    seqs = sorted(run.turns)
-    assert seqs == [0, 2, 3], seqs  # the create, the poll that delivered the calls, the submit
-    assert [c.name for c in run.turns[2].e.tool_calls] == ["get_weather", "get_time"]
-    assert len({run.turns[s].conversation for s in seqs}) == 1
-    assert [p.call_turn for p in run.turns[3].c.pairings] == [1, 1]
-
-
-def test_assistants_polled_twice_at_requires_action_is_one_delivery() -> None:
-    """A client that polls again after ``requires_action`` gets the same calls: one delivery, not
-    a second turn whose calls would look dropped."""
-    polls = [
-        _run("requires_action", required_action=_POLL_ACTION),
-        _run("requires_action", required_action=_POLL_ACTION),
-    ]
-    run = _polled_run(polls)
-    assert [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")] == []
-    assert sorted(run.turns) == [0, 1, 3]
-
-
-def test_assistants_polled_run_with_a_wrong_output_id_is_still_an_orphan() -> None:
-    """Twin: an output for a call the run never asked for is still an error."""
-    run = _polled_run(
-        [_run("requires_action", required_action=_POLL_ACTION)], submit_ids=("call_w1", "call_zz")
-    )
-    serious = {f.code for f in run.findings if f.severity in ("warning", "error")}
-    assert serious & {"C.orphan_tool_result", "C.wrong_tool_call_id"}, run.findings
-
-
 def _background_response(
     status: str, output: list[dict[str, Any]], rid: str = "resp_bg1"
 ) -> dict[str, Any]:
@@ -1023,7 +639,7 @@ def _background_response(
 
 
 def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
-    """Issue 45 (the same class as a polled Assistants run): a background response is fetched by
+    """Issue 45: a background response is fetched by
     ``GET /responses/{id}``; the retrieve that returns its function call is where the client got
     it. Was: the output answered no call (C.orphan_tool_result)."""
     from looptap.cassettes.analysis import analyse
@@ -1062,7 +678,7 @@ def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
             response_chunks=[(0.2, orjson.dumps(resp))],
         )
 
-    def run(output_for: str) -> Any:
+    def run(output_for: str, polls: int = 1) -> Any:
         exs = [
             ex(
                 "POST",
@@ -1081,12 +697,15 @@ def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
                 None,
                 _background_response("in_progress", []),
             ),
-            ex(
-                "GET",
-                "https://api.openai.com/v1/responses/resp_bg1",
-                None,
-                _background_response("completed", [call]),
-            ),
+            *[
+                ex(
+                    "GET",
+                    "https://api.openai.com/v1/responses/resp_bg1",
+                    None,
+                    _background_response("completed", [call]),
+                )
+                for _ in range(polls)
+            ],
             ex(
                 "POST",
                 "https://api.openai.com/v1/responses",
@@ -1114,6 +733,11 @@ def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
     assert sorted(good.turns) == [0, 2, 3] and [p.call_turn for p in good.turns[3].c.pairings] == [
         1
     ]
+    # A client that retrieves the finished response again gets the same calls: one delivery, not
+    # a second turn whose calls would look dropped.
+    again = run("call_bg1", polls=2)
+    assert [(f.code, f.seq) for f in again.findings if f.severity in ("warning", "error")] == []
+    assert sorted(again.turns) == [0, 2, 4]
     # Twin: an output for a call never made is still an error (named for what it is: a wrong id).
     bad = run("call_zz")
     assert {f.code for f in bad.findings if f.severity == "error"} == {"C.wrong_tool_call_id"}

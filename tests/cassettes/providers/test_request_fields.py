@@ -3,7 +3,7 @@ the live rewrite (``--edit max_tokens=N``), the analysis (the cap a truncated an
 OTel export (``gen_ai.request.max_tokens``), for every API family that takes one. On 9dbacc33 the
 three said it with three tables that disagreed (the rewrite lifted no Bedrock, TGI, watsonx, Aleph
 Alpha or Replicate cap; the export named none of those either; the analysis took any
-``max…tokens`` key, an Assistants run's ``max_prompt_tokens`` among them)."""
+``max…tokens`` key, a ``max_prompt_tokens`` among them)."""
 
 from __future__ import annotations
 
@@ -109,8 +109,8 @@ def test_the_rewrite_the_analysis_and_the_export_find_the_same_cap(
 
 
 def test_a_prompt_budget_is_not_the_output_cap() -> None:
-    """An Assistants run caps its prompt and its completion: the cap a truncated answer hit is
-    the completion's."""
+    """A request that caps its prompt and its completion: the cap a truncated answer hit is the
+    completion's."""
     params = {"max_prompt_tokens": 5000, "max_completion_tokens": 300}
     assert _cap(params) == ("max_completion_tokens", 300)
 
