@@ -377,6 +377,28 @@ def test_a_command_is_built_from_its_declaration_without_loading_its_handler() -
     assert out.strip() == "LOADED", out
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["-h", "show"], ["--he", "replay", "x.jsonl"]])
+def test_the_top_level_help_lists_every_command_and_builds_none_of_their_arguments(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The top-level help lists each command by its name and help line, nothing of its arguments:
+    ``looptap --help`` builds none of them (nor loads the modules that add some: the rule flags'
+    ``project``, the recorder options' listener names in ``providers``), and prints what the
+    parser of every command in full prints. A help that comes before a command is that same
+    help, listing every command (it listed only the command named after it)."""
+    from looptap.cassettes.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "100")
+    code = (
+        "from looptap.cassettes.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+    )
+    mods, printed = _modules_and_output(code, COLUMNS="100")
+    assert printed == build_parser().format_help()
+    assert "looptap.cassettes.cli" in mods
+    assert _loaded(mods, ("looptap.cassettes.project", "looptap.cassettes.providers")) == []
+
+
 def test_the_command_line_does_not_collect_garbage_at_exit(tmp_path: Path) -> None:
     """At the interpreter's exit the collector walked every object ``looptap show`` left (modules,
     validators, the run): a quarter of a small show's CPU time. ``main`` freezes the heap at exit

@@ -76,6 +76,11 @@ DATE = pattern(
     re.IGNORECASE,
 )
 
+#: Each of :data:`DATE`'s forms has a year, four digits in a row: a text without them holds no
+#: date. Found by scanning for a digit, much quicker than trying DATE's case-blind month names
+#: and word boundaries at every position of a text (most texts have no date).
+_FOUR_DIGITS = pattern(r"\d\d\d\d")
+
 
 def _date(m: re.Match[str]) -> tuple[int, int, int] | None:
     g = m.groups()
@@ -194,7 +199,11 @@ def unsourced(answer: str, sources: str) -> list[str]:
     low = " ".join(sources.split()).lower()
     digits = {_digits(n) for n in re.findall(r"\d+(?:\.\d+)?", low.replace(",", ""))}
     given = [float(n) for n in list(digits)[: 4 * _MAX_NUMBERS] if n and len(n) < 16]
-    dates = {d for m in DATE.finditer(low) if (d := _date(m)) is not None}
+    dates = (
+        {d for m in DATE.finditer(low) if (d := _date(m)) is not None}
+        if _FOUR_DIGITS.search(low)
+        else set()
+    )
     out: list[str] = []
     text = _claims_text(answer)
 
@@ -230,7 +239,8 @@ def unsourced(answer: str, sources: str) -> list[str]:
             out.append(m.group(0))
         return " "
 
-    text = DATE.sub(date, text)
+    if _FOUR_DIGITS.search(text):
+        text = DATE.sub(date, text)
     # the operands of the answer's own arithmetic: the grounded numbers it gave so far, its small
     # counts, and what it derived from them
     known: list[float] = []

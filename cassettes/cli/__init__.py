@@ -68,14 +68,23 @@ class _Version(argparse.Action):
 
 def subcommand_of(argv: Sequence[str] | None) -> str | None:
     """The subcommand a command line names: its first argument that is not an option (the
-    top-level options, ``-h`` and ``--version``, take no value)."""
+    top-level options, ``-h`` and ``--version``, take no value); ``None`` when the top-level help
+    comes first (``looptap -h show`` prints the top-level help, which lists every command)."""
     args = sys.argv[1:] if argv is None else argv
-    return next((a for a in args if not a.startswith("-")), None)
+    for a in args:
+        if a == "-h" or (len(a) > 2 and "--help".startswith(a)):
+            return None
+        if not a.startswith("-"):
+            return a
+    return None
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, outline: bool = False) -> argparse.ArgumentParser:
     """The ``looptap`` parser, built from the declarations (:data:`~.commands.COMMANDS`); with
-    ``command``, only that subcommand (all of them when it names none, or one not declared)."""
+    ``command``, only that subcommand (all of them when it names none, or one not declared). With
+    ``outline``, a command line that names no declared command: each subcommand by its name and
+    help line alone, what the top-level help and argparse's "invalid choice" list (``looptap
+    --help`` builds no command's arguments)."""
     parser = argparse.ArgumentParser(
         prog="looptap",
         description="Record, inspect and replay LLM agent traffic; label what the model (E), the "
@@ -85,7 +94,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = [c for c in COMMANDS if c.name == command]
     for c in named or COMMANDS:
-        add_command(sub, c)
+        add_command(sub, c, outline=outline and not named)
     return parser
 
 
@@ -112,7 +121,7 @@ def tune_gc() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(subcommand_of(argv))
+    parser = build_parser(subcommand_of(argv), outline=True)
     args = parser.parse_args(argv)
     # the words after ``looptap``, for a command handed to another interpreter (proxy/cli.py)
     args.cli_argv = list(sys.argv[1:] if argv is None else argv)

@@ -190,8 +190,12 @@ def _add_arg(p: Any, key: str, spec: str | Arg) -> None:
         p.add_argument(*words[:n], help=spec.help, **kw, **spec.options)
 
 
-def add_command(sub: Any, command: Command) -> None:
-    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler."""
+def add_command(sub: Any, command: Command, outline: bool = False) -> None:
+    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler; with
+    ``outline``, its name and help line alone (all its parent's help lists)."""
+    if outline:
+        sub.add_parser(command.name, help=command.help)
+        return
     kw = {k: v for k, v in (("description", command.description), ("epilog", command.epilog)) if v}
     p = sub.add_parser(command.name, help=command.help, **kw)
     add_args(p, command.args)

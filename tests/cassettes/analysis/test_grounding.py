@@ -22,6 +22,20 @@ def test_a_date_is_judged_whole() -> None:
     assert unsourced("It was placed on 14 March 2019 and on 2019-03-14.", ORDER) == []
 
 
+def test_a_date_in_any_script_s_digits_is_read_whatever_the_sources_hold() -> None:
+    """Dates are looked for only where four digits stand in a row (each form has a year): in
+    any script's digits, as the date pattern reads them, in the answer as in the sources; and a
+    source without a year grounds no date."""
+    eastern = "\u0662\u0660\u0661\u0669-\u0660\u0663-\u0661\u0664"  # 2019-03-14, Arabic-Indic
+    assert unsourced(f"It was placed on {eastern}.", ORDER) == []
+    assert unsourced("It was placed on 2019-03-14.", f"placed {eastern}") == []
+    assert unsourced("It shipped on 2 March 2019.", "shipped in March, 2 items") == ["2 March 2019"]
+    assert unsourced(f"Placed {eastern}, shipped March 2, 2019.", "no year here") == [
+        eastern,
+        "March 2, 2019",
+    ]
+
+
 def test_numbers_derived_in_the_answer_are_grounded() -> None:
     answer = "W1 at $12.50 and W2 at $7.25 come to $19.75; 2 of W1 cost $25, 3 cost $37.5."
     assert unsourced(answer, ORDER) == []
