@@ -15,6 +15,7 @@ from ..analysis import (
     Finding,
     Rule,
     RulesError,
+    codes,
     load,
     parse_rules,
     using,
@@ -60,7 +61,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
                 err(f"error: {exc}")
                 unread += 1
                 continue
-            mine = [f for f in run.analysis.findings if f.code == "E.rule_broken"]
+            mine = [f for f in run.analysis.findings if f.code == codes.RULE_BROKEN]
             found += [(name, f) for f in mine]
             if not args.json:
                 _print_run(name, mine)
