@@ -204,17 +204,10 @@ def _rule(r: Any, where: str) -> Rule:
         kind=kind,
         severity=severity,
         scope=scope,
-        first=got.get("first", ()),
-        then=got.get("then", ()),
-        tools=got.get("tools", ()),
-        tool=got.get("tool", ()),
-        max=got.get("max", 0),
         yes=yes if yes is not None else (_default_yes() if kind == "consent" else None),
         pending=r.get("pending") is True,
-        after=got.get("after", ()),
         per=r.get("per", ""),
-        argument=got.get("argument", ""),
-        sources=got.get("from", ()),
+        **{"sources" if k == "from" else k: v for k, v in got.items()},
     )
 
 
