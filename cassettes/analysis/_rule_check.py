@@ -16,6 +16,7 @@ from ..hints import count
 from ..models import Message
 from . import codes as codes
 from ._context import CLIENT_KINDS, Check, TurnContext
+from ._message_keys import response_message
 from ._model import CallCheck, Finding, Turn
 from ._rules import Rule, Rules
 from .dispatch import is_error_result
@@ -116,15 +117,16 @@ def _user_text(m: Message) -> str | None:
     return m.text
 
 
-def histories(messages: Sequence[Message]) -> Iterator[tuple[int, History]]:
-    """Walking ``messages`` once: before each answer that makes calls, its index and the
-    history before it; last, ``len(messages)`` and the whole history."""
+def histories(messages: Sequence[Message]) -> Iterator[tuple[History, list[tuple[str, Any]]]]:
+    """Walking ``messages`` once: each answer's calls of the client's tools (``(name,
+    arguments)``), with the history before it."""
     h = History()
-    for i, m in enumerate(messages):
-        if m.role == "assistant" and any(p.tool_call is not None for p in m.parts):
-            yield i, h.copy()
+    for m in messages:
+        calls = [(c.name, c.arguments) for c in (p.tool_call for p in m.parts)
+                 if c is not None and c.name and c.kind in CLIENT_KINDS]  # fmt: skip
+        if m.role == "assistant" and calls:
+            yield h.copy(), calls
         h.add(m)
-    yield len(messages), h
 
 
 def key_of(arguments: Any, per: str) -> str | None:
@@ -284,7 +286,8 @@ class _Turns:
     """The calls of the turn being judged, each with its history, made once for all the rules.
     The history is the one the C layer read (:class:`~cassettes.analysis._model.Dispatch`): that
     of the conversation's previous turn, kept (for the :data:`LIVE` latest conversations), with
-    the messages this request appended; read whole where the request did not keep the previous
+    the messages this request appended (after the previous answer, where the API keeps the
+    history: ``previous_response_id``); read whole where the request did not keep the previous
     one's history as it was (a history rewritten, trimmed or sent elsewhere)."""
 
     def __init__(self) -> None:
@@ -302,13 +305,18 @@ class _Turns:
         return self.calls
 
     def _history(self, ctx: TurnContext) -> History:
-        seq, h = self.latest.pop(ctx.conv.id, (None, None))
-        c, prev = ctx.turn.c, ctx.prev
-        new: Sequence[Message] = c.appended
-        kept = prev is not None and c.kept == c.appended_from == prev.n_messages
-        if h is None or not kept or prev is None or seq != prev.seq:
-            h, new = History(), ctx.messages
-        for m in new:
+        seq, h = self.latest.pop(ctx.conv.id, (None, History()))
+        prev, c = ctx.prev, ctx.turn.c
+        new = c.appended
+        grows = prev is not None and seq == prev.seq
+        if prev is not None and c.link == "previous_response_id":
+            # the API holds the history: the answer it stored comes before the items sent
+            answer = response_message(prev.rt.response)
+            new = [answer, *new] if answer is not None else new
+        elif prev is None or not c.kept == c.appended_from == prev.n_messages:
+            grows = False
+        h = h if grows else History()
+        for m in new if grows else ctx.messages:
             h.add(m)
         self.latest[ctx.conv.id] = (ctx.seq, h)
         if len(self.latest) > LIVE:

@@ -30,6 +30,7 @@ wrong. A broken rule is the finding ``E.rule_broken`` of the check
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -222,13 +223,9 @@ def _yes_of(pattern: Any, where: str) -> UserPattern:
     return UserPattern("(?i)" + pattern)
 
 
-_yes: list[UserPattern] = []
-
-
+@functools.cache
 def _default_yes() -> UserPattern:
-    if not _yes:
-        _yes.append(UserPattern("(?i)" + YES))
-    return _yes[0]
+    return UserPattern("(?i)" + YES)
 
 
 _loaded: dict[tuple[str, int, int], Rules] = {}

@@ -6,10 +6,20 @@ sent."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
-from scenarios import WEATHER, Call, Script, Tool
+from scenarios import (
+    WEATHER,
+    Call,
+    Script,
+    Tool,
+    edit_request,
+    openai_responses_results,
+    openai_responses_turn,
+    openai_responses_user,
+)
 
-from looptap.cassettes.analysis import _rule_check, codes, parse_rules, using
+from looptap.cassettes.analysis import _rule_check, analyse, codes, parse_rules, using
 
 RULES = parse_rules(
     '[[rule]]\nname = "city first"\nkind = "order"\nfirst = "find_city"\nthen = "get_weather"\n\n'
@@ -105,3 +115,30 @@ def test_the_history_grown_is_the_history_sent(monkeypatch: pytest.MonkeyPatch) 
         (9, "city first"),  # (the lookups trimmed away)
         (10, "city first"),
     ]
+
+
+def test_a_history_the_api_keeps_is_the_conversation_s() -> None:
+    """Stateful Responses: a request that sends only its new items after ``previous_response_id``
+    is judged after the history the API keeps (the earlier turns and the answer it stored), as
+    ``rules learn`` reads it: the lookup made on turn 0 comes before turn 1's call (519861c1 read
+    the new items alone, and found it broken)."""
+    lookup, weather = Call("find_city", {"q": "Paris"}), Call("get_weather", {"city": "Paris"})
+    t0 = openai_responses_turn(
+        [openai_responses_user("Weather in Paris?")], None, [lookup], tools=[WEATHER, FIND]
+    )
+    t1 = openai_responses_turn(
+        openai_responses_results([(lookup, "Paris")]), None, [weather], tools=[WEATHER, FIND]
+    )
+    t2 = openai_responses_turn(
+        openai_responses_results([(weather, "sunny")]), None, [weather], tools=[WEATHER, FIND]
+    )
+    for prev, ex in ((t0, t1), (t1, t2)):
+        rid = orjson.loads(prev.response_body)["id"]
+        edit_request(ex, lambda b, rid=rid: b.update(previous_response_id=rid))
+    for seq, ex in enumerate((t0, t1, t2)):
+        ex.seq = seq
+    with using(RULES):
+        run = analyse([t0, t1, t2])
+    assert [t.c.link for t in run.turns.values()] == ["start", *["previous_response_id"] * 2]
+    broken = [(f.seq, f.details["rule"]) for f in run.findings if f.code == codes.RULE_BROKEN]
+    assert broken == []
