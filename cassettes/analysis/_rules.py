@@ -50,6 +50,7 @@ from .codes import ROWS, RULE_BROKEN
 
 __all__ = [
     "FILE",
+    "KINDS",
     "SCOPES",
     "Rule",
     "Rules",
