@@ -52,6 +52,7 @@ from ._price_data import (
 from ._repeats import canonical_call
 from ._rules import (
     FILE,
+    KINDS,
     Rule,
     RulesError,
     active,
@@ -67,6 +68,7 @@ __all__ = [
     "ACTIVE",
     "CHECKS",
     "FILE",
+    "KINDS",
     "PRICES_VERSION",
     "ApiReport",
     "CallCheck",

@@ -7,6 +7,7 @@ proposal on (:func:`broken`)."""
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,6 +16,7 @@ from ..hints import count
 from ..models import Message
 from . import codes as codes
 from ._context import CLIENT_KINDS, Check, TurnContext
+from ._message_keys import response_message
 from ._model import CallCheck, Finding, Turn
 from ._rules import Rule, Rules
 from .dispatch import is_error_result
@@ -33,6 +35,9 @@ __all__ = [
 
 #: The longest value a per-argument key or a provenance check reads (longer: not judged).
 LONGEST_VALUE = 1000
+#: How many conversations' latest histories the check keeps, to grow by the next turn's messages
+#: (another conversation's next turn reads its history whole).
+LIVE = 64
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,48 @@ def made(name: str, arguments: Any) -> Done:
 class History:
     """What a request's history shows the rules: its calls in order, the user's latest message,
     the calls left without a result, and the texts a value may come from (``user`` for the
-    user's messages, the tool's name for a result that is not an error)."""
+    user's messages, the tool's name for a result that is not an error). Grown one message at a
+    time (:meth:`add`)."""
 
     calls: list[Done] = field(default_factory=list)
     said: str = ""
-    pending: int = 0
     texts: list[tuple[str, str, bool]] = field(default_factory=list)  # (source, text, in task)
+    #: Each call's place in ``calls`` by its id, and the ids still without a result.
+    at: dict[str, int] = field(default_factory=dict)
+    unanswered: set[str] = field(default_factory=set)
+
+    @property
+    def pending(self) -> int:
+        return len(self.unanswered)
+
+    def add(self, m: Message) -> None:
+        """The history with ``m`` after it."""
+        text = _user_text(m)
+        if text is not None and text.strip():
+            self.calls = [replace(d, task=False) if d.task else d for d in self.calls]
+            self.texts = [(s, t, False) for s, t, _ in self.texts]
+            self.said = text
+            self.texts.append(("user", text, True))
+        for p in m.parts:
+            c = p.tool_call
+            if c is not None and c.name:
+                self.calls.append(made(c.name, c.arguments))
+                if c.id:
+                    self.at[c.id] = len(self.calls) - 1
+                    self.unanswered.add(c.id)
+            r = p.tool_result
+            if r is not None:
+                self.unanswered.discard(r.call_id or "")
+                j = self.at.get(r.call_id or "")
+                if j is not None and is_error_result(r, r.content):
+                    self.calls[j] = replace(self.calls[j], failed=True)
+                elif j is not None:
+                    self.texts.append((self.calls[j].name, r.content, True))
+
+    def copy(self) -> History:
+        return History(
+            list(self.calls), self.said, list(self.texts), dict(self.at), set(self.unanswered)
+        )
 
 
 def _user_text(m: Message) -> str | None:
@@ -76,39 +117,16 @@ def _user_text(m: Message) -> str | None:
     return m.text
 
 
-def histories(messages: Sequence[Message]) -> Iterator[tuple[int, History]]:
-    """Walking ``messages`` once: before each answer that makes calls, its index and the
-    history before it; last, ``len(messages)`` and the whole history."""
-    calls: list[Done] = []
-    at: dict[str, int] = {}
-    unanswered: set[str] = set()
-    texts: list[tuple[str, str, bool]] = []
-    said = ""
-    for i, m in enumerate(messages):
-        if m.role == "assistant" and any(p.tool_call is not None for p in m.parts):
-            yield i, History(list(calls), said, len(unanswered), list(texts))
-        text = _user_text(m)
-        if text is not None and text.strip():
-            calls = [replace(d, task=False) if d.task else d for d in calls]
-            texts = [(s, t, False) for s, t, _ in texts]
-            said = text
-            texts.append(("user", text, True))
-        for p in m.parts:
-            c = p.tool_call
-            if c is not None and c.name:
-                calls.append(made(c.name, c.arguments))
-                if c.id:
-                    at[c.id] = len(calls) - 1
-                    unanswered.add(c.id)
-            r = p.tool_result
-            if r is not None:
-                unanswered.discard(r.call_id or "")
-                j = at.get(r.call_id or "")
-                if j is not None and is_error_result(r, r.content):
-                    calls[j] = replace(calls[j], failed=True)
-                elif j is not None:
-                    texts.append((calls[j].name, r.content, True))
-    yield len(messages), History(calls, said, len(unanswered), texts)
+def histories(messages: Sequence[Message]) -> Iterator[tuple[History, list[tuple[str, Any]]]]:
+    """Walking ``messages`` once: each answer's calls of the client's tools (``(name,
+    arguments)``), with the history before it."""
+    h = History()
+    for m in messages:
+        calls = [(c.name, c.arguments) for c in (p.tool_call for p in m.parts)
+                 if c is not None and c.name and c.kind in CLIENT_KINDS]  # fmt: skip
+        if m.role == "assistant" and calls:
+            yield h.copy(), calls
+        h.add(m)
 
 
 def key_of(arguments: Any, per: str) -> str | None:
@@ -261,24 +279,49 @@ def each_call(
     for i in range(len(calls)):
         now = [made(n, x) for n, x in calls[:i]]
         others = [n for j, (n, _) in enumerate(calls) if j != i]
-        yield i, History([*h.calls, *now], h.said, h.pending, h.texts), others
+        yield i, replace(h, calls=[*h.calls, *now]), others
 
 
 class _Turns:
-    """The calls of the turn being judged, each with its history, made once for all the rules."""
+    """The calls of the turn being judged, each with its history, made once for all the rules.
+    The history is the one the C layer read (:class:`~cassettes.analysis._model.Dispatch`): that
+    of the conversation's previous turn, kept (for the :data:`LIVE` latest conversations), with
+    the messages this request appended (after the previous answer, where the API keeps the
+    history: ``previous_response_id``); read whole where the request did not keep the previous
+    one's history as it was (a history rewritten, trimmed or sent elsewhere)."""
 
     def __init__(self) -> None:
         self.turn: Turn | None = None
         self.calls: list[tuple[CallCheck, History, list[str]]] = []
+        self.latest: OrderedDict[str, tuple[int, History]] = OrderedDict()
 
     def of(self, ctx: TurnContext) -> list[tuple[CallCheck, History, list[str]]]:
         if self.turn is not ctx.turn:
             calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in CLIENT_KINDS]
-            *_, (_, h) = histories(ctx.messages) if calls else [(0, History())]
             named = [(c.name or "", c.arguments) for c in calls]
+            h = self._history(ctx)
             self.turn = ctx.turn
             self.calls = [(calls[i], hi, others) for i, hi, others in each_call(h, named)]
         return self.calls
+
+    def _history(self, ctx: TurnContext) -> History:
+        seq, h = self.latest.pop(ctx.conv.id, (None, History()))
+        prev, c = ctx.prev, ctx.turn.c
+        new = c.appended
+        grows = prev is not None and seq == prev.seq
+        if prev is not None and c.link == "previous_response_id":
+            # the API holds the history: the answer it stored comes before the items sent
+            answer = response_message(prev.rt.response)
+            new = [answer, *new] if answer is not None else new
+        elif prev is None or not c.kept == c.appended_from == prev.n_messages:
+            grows = False
+        h = h if grows else History()
+        for m in new if grows else ctx.messages:
+            h.add(m)
+        self.latest[ctx.conv.id] = (ctx.seq, h)
+        if len(self.latest) > LIVE:
+            self.latest.popitem(last=False)
+        return h
 
 
 def checks_of(rules: Rules | None) -> tuple[Check, ...]:

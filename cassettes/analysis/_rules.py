@@ -30,6 +30,7 @@ wrong. A broken rule is the finding ``E.rule_broken`` of the check
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -49,6 +50,7 @@ from .codes import ROWS, RULE_BROKEN
 
 __all__ = [
     "FILE",
+    "KINDS",
     "SCOPES",
     "Rule",
     "Rules",
@@ -204,17 +206,10 @@ def _rule(r: Any, where: str) -> Rule:
         kind=kind,
         severity=severity,
         scope=scope,
-        first=got.get("first", ()),
-        then=got.get("then", ()),
-        tools=got.get("tools", ()),
-        tool=got.get("tool", ()),
-        max=got.get("max", 0),
         yes=yes if yes is not None else (_default_yes() if kind == "consent" else None),
         pending=r.get("pending") is True,
-        after=got.get("after", ()),
         per=r.get("per", ""),
-        argument=got.get("argument", ""),
-        sources=got.get("from", ()),
+        **{"sources" if k == "from" else k: v for k, v in got.items()},
     )
 
 
@@ -229,13 +224,9 @@ def _yes_of(pattern: Any, where: str) -> UserPattern:
     return UserPattern("(?i)" + pattern)
 
 
-_yes: list[UserPattern] = []
-
-
+@functools.cache
 def _default_yes() -> UserPattern:
-    if not _yes:
-        _yes.append(UserPattern("(?i)" + YES))
-    return _yes[0]
+    return UserPattern("(?i)" + YES)
 
 
 _loaded: dict[tuple[str, int, int], Rules] = {}

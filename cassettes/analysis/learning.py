@@ -28,7 +28,6 @@ from itertools import combinations
 from typing import Any
 
 from ..models import Message
-from ._context import CLIENT_KINDS
 from ._rule_check import (
     History,
     _source_words,
@@ -72,19 +71,7 @@ class Proposal:
 
 
 def _answers(traces: Sequence[Trace]) -> list[_Answer]:
-    out = []
-    for t in traces:
-        for i, h in histories(t.messages):
-            if i == len(t.messages):
-                continue  # (the whole history: no answer after it)
-            calls = [
-                (c.name, c.arguments)
-                for c in (p.tool_call for p in t.messages[i].parts)
-                if c is not None and c.name and c.kind in CLIENT_KINDS
-            ]
-            if calls:
-                out.append(_Answer(t.ref, h, calls))
-    return out
+    return [_Answer(t.ref, h, calls) for t in traces for h, calls in histories(t.messages)]
 
 
 def _each_call(

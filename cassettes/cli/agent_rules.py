@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import (
+    KINDS,
     Finding,
     Rule,
     RulesError,
+    codes,
     load,
     parse_rules,
     using,
@@ -60,7 +62,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
                 err(f"error: {exc}")
                 unread += 1
                 continue
-            mine = [f for f in run.analysis.findings if f.code == "E.rule_broken"]
+            mine = [f for f in run.analysis.findings if f.code == codes.RULE_BROKEN]
             found += [(name, f) for f in mine]
             if not args.json:
                 _print_run(name, mine)
@@ -182,17 +184,13 @@ def _list(vs: Sequence[str]) -> str:
 
 
 def _fields(r: Rule) -> list[tuple[str, str]]:
-    if r.kind == "order":
-        f = [("first", _list(r.first)), ("then", _list(r.then))]
-    elif r.kind == "consent":
-        f = [("tools", _list(r.tools))]
-    elif r.kind == "count":
-        f = [("tool", _list(r.tool)), ("max", str(r.max))]
-    elif r.kind == "forbidden":
-        f = [("tool", _list(r.tool))]
+    """The rule's fields as its kind has them (:data:`~cassettes.analysis.KINDS`)."""
+    f = []
+    for k, typ in KINDS[r.kind].need.items():
+        v = getattr(r, "sources" if k == "from" else k)
+        f.append((k, _list(v) if typ is tuple else str(v) if typ is int else _s(v)))
+    if r.kind == "forbidden":
         f += [("pending", "true")] if r.pending else [("after", _list(r.after))]
-    else:
-        f = [("tool", _list(r.tool)), ("argument", _s(r.argument)), ("from", _list(r.sources))]
     if r.per:
         f.append(("per", _s(r.per)))
     if r.kind != "consent" and not r.pending:

@@ -372,11 +372,11 @@ class Run:
         """Fail (``AssertionError``) listing every call that broke one of the agent's rules
         (docs/rules.md: ``looptap-rules.toml`` in the working directory, or ``$LOOPTAP_RULES``);
         fail too when no rules file is in force, so the assertion is never vacuous."""
-        from ..analysis import FILE, active
+        from ..analysis import FILE, active, codes
 
         if active() is None:
             raise AssertionError(f"no agent rules in force: no {FILE} here and LOOPTAP_RULES unset")
-        broken = [f for f in self.analysis.findings if f.code == "E.rule_broken"]
+        broken = [f for f in self.analysis.findings if f.code == codes.RULE_BROKEN]
         if broken:
             lines = [f"{count(len(broken), 'call')} broke the agent's rules:"]
             lines += [

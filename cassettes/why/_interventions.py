@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from ..analysis import codes
 from ..hints import count
 from ..providers import from_parts
 from ..replay.live.edits import parse_edit
@@ -60,12 +61,12 @@ __all__ = ["interventions"]
 
 #: A findings whose clean answer is the same request sent again (a retry).
 _RETRY = (
-    "A.http_error",
-    "A.rate_limited",
-    "A.overloaded",
-    "A.transport_error",
-    "A.malformed_response",
-    "A.stream_truncated",
+    codes.HTTP_ERROR,
+    codes.RATE_LIMITED,
+    codes.OVERLOADED,
+    codes.TRANSPORT_ERROR,
+    codes.MALFORMED_RESPONSE,
+    codes.STREAM_TRUNCATED,
 )
 #: The lifted cap: this many times the recorded one, and at least this many tokens more.
 _CAP_FACTOR, _CAP_MORE = 4, 4096
@@ -151,7 +152,7 @@ def _for_findings(
     for f in findings:
         where = (f.conversation, f.turn)
         seqs = later.get(where, [])
-        if f.layer == "C" and f.code == "C.truncated_treated_as_complete":
+        if f.code == codes.TRUNCATED_TREATED_AS_COMPLETE:
             # the cut answer's turn: continued there
             cut = (f.conversation, f.related_turn if f.related_turn is not None else f.turn)
             out.append(
@@ -165,16 +166,14 @@ def _for_findings(
         elif refused := refusal_or_context(f, _exchange(run, by_turn.get(where)), a, by_turn, run):
             out.append(refused)
             retried.add(where)  # the refused turn has no emission to re-sample, nor a retry
-        elif (
-            f.layer == "A"
-            and (f.code == "A.truncated_length" or f.code in _RETRY)
-            and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out)
+        elif (f.code == codes.TRUNCATED_LENGTH or f.code in _RETRY) and not any(
+            i.layer == "A" and (i.conversation, i.turn) == where for i in out
         ):
             ex = _exchange(run, by_turn.get(where))
             out.append(_a(f, seqs, ex))
             if out[-1].kind == "a-retry":
                 retried.add(where)
-            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):
+            elif not any(x.code == codes.TRUNCATED_TREATED_AS_COMPLETE for x in a.findings):
                 # the client took the cut answer as it was
                 out.append(_continue(run, where, f.code, seqs, ex))
     return out, retried
@@ -185,11 +184,11 @@ def _c(
 ) -> Intervention:
     """The C repair of ``f``; ``prev``: the turn it relates to, ``ex``: its own round trip."""
     assert f.conversation is not None and f.turn is not None
-    if f.code == "C.assistant_not_echoed":
+    if f.code == codes.ASSISTANT_NOT_ECHOED:
         answer = _answer_back(f, prev, seqs, ex)
         if answer is not None:
             return answer
-    if f.code == "C.dropped_tool_result" and f.tool_call_id:
+    if f.code == codes.DROPPED_TOOL_RESULT and f.tool_call_id:
         cid = str(f.tool_call_id)
         call = _call_said(prev, cid)
         i = Intervention(
@@ -213,7 +212,7 @@ def _c(
                 f"{cid}=@FILE (what the tool returned) to run this repair"
             )
         return i
-    if f.code == "C.abandoned_answer":
+    if f.code == codes.ABANDONED_ANSWER:
         # the turn live again, its answer read to the end by the fork (as a retry is)
         return Intervention(
             "C",
@@ -332,7 +331,7 @@ def _continue(
 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
     assert f.conversation is not None and f.turn is not None
-    if f.code != "A.truncated_length":
+    if f.code != codes.TRUNCATED_LENGTH:
         return Intervention(
             "A",
             f.conversation,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..analysis.codes import RULE_BROKEN
 from ..patterns import PatternError, UserPattern
 from ..reading import Run, fork_notes, open_run
 from ..wire import Exchange
@@ -169,6 +170,6 @@ def judged_from(run: Any) -> Judged:
     codes = {f.code for f in run.analysis.findings}
     # a broken agent rule also by its name (docs/rules.md): --finding "E.rule_broken:NAME"
     codes |= {
-        f"{f.code}:{f.details['rule']}" for f in run.analysis.findings if f.code == "E.rule_broken"
+        f"{f.code}:{f.details['rule']}" for f in run.analysis.findings if f.code == RULE_BROKEN
     }
     return Judged(findings=codes, answer=final_answer(run))

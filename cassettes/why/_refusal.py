@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from .. import bounds
+from ..analysis import codes
 from ._intervention import Intervention
 
 __all__ = ["recovered", "refusal", "refusal_or_context"]
@@ -29,7 +30,7 @@ def refusal(f: Any, ex: Any) -> Intervention | None:
     of :data:`_REFUSING` whose error says the request is at fault (its type, a ``param``, a path
     its message starts with); ``None`` for any other finding. What the error names (a tool's
     schema, the model, the token cap, another parameter) says the fix a fork can test."""
-    status = f.details.get("status") if f.code == "A.http_error" else None
+    status = f.details.get("status") if f.code == codes.HTTP_ERROR else None
     if status not in _REFUSING or f.conversation is None or f.turn is None:
         return None
     message = str(f.details.get("error") or "")
@@ -111,7 +112,7 @@ def _retried(a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]
             (
                 f
                 for f in a.findings
-                if f.code == "C.retry"
+                if f.code == codes.RETRY
                 and f.details.get("changed")
                 and (f.conversation, f.related_turn) == turn
                 and f.turn is not None

@@ -13,7 +13,7 @@ import pkgutil
 import looptap.cassettes.analysis as analysis
 
 EXPORTED = [
-    "ACTIVE", "CHECKS", "FILE", "PRICES_VERSION",
+    "ACTIVE", "CHECKS", "FILE", "KINDS", "PRICES_VERSION",
     "ApiReport", "CallCheck", "Conversation", "Dispatch", "Finding", "Layer", "McpCall",
     "McpLinker", "Rule", "RulesError", "RunAnalyser", "RunAnalysis", "Severity",
     "TokenCount", "Turn",
