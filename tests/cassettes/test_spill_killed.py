@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _CHILD = """
 import os, sys, time
 from looptap.cassettes.analysis.spill import Spill, SpillMap
@@ -34,6 +36,9 @@ time.sleep(600)
 """
 
 
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/fd"), reason="reads the child's open files in /proc"
+)
 def test_a_process_killed_mid_spill_leaves_nothing_in_the_temporary_directory(
     tmp_path: Path,
 ) -> None:
