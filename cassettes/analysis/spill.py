@@ -5,15 +5,11 @@ later turn may continue it (the threader's history hashes, the conversation's re
 memory of a quiet conversation). A run of a million one-turn conversations would hold a million
 of each; a :class:`SpillMap` holds at most ``keep`` of them in memory (the most recently used)
 and writes the others, as plain rows (JSON of :mod:`._plain_values`, never a pickle: reading a
-row back runs no code of its choosing), to an SQLite file in a private temporary directory (mode
-0700, the file 0600, removed when the table is dropped or the process exits). Nothing is written
-for a run small enough to fit: the file is made on the first spill.
-
-A process killed outright (SIGKILL, the OOM killer) cannot remove its directory: its name carries
-the process's pid and start time (``looptap-spill-<pid>-<start>-…``), and the first :class:`Spill`
-of every later looptap process removes the directories of processes that are gone
-(:func:`reclaim_stale`: only directories, never a symlink, owned by this user, mode 0700, whose
-pid is not running or now names another process).
+row back runs no code of its choosing), to SQLite's own temporary database
+(``sqlite3.connect("")``: a file SQLite makes in ``$SQLITE_TMPDIR``, else ``$TMPDIR``, else
+``/var/tmp``, mode 0600, and unlinks at once, so that it is gone when the connection closes and
+when the process is killed outright: nothing to clean up after a SIGKILL). Nothing is written for
+a run small enough to fit: the database is opened on the first spill.
 
 What a table holds is what the analysis derives from the cassette (hashes, ids, counts, titles):
 nothing the cassette does not already hold. An entry read back is a copy; the table writes an
@@ -26,26 +22,20 @@ memory too.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import os
-import shutil
-import stat
-import tempfile
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import orjson
 
-from ..storage import orphans, process_start
 from ._plain_values import dump, load
 
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["KEEP", "PREFIX", "Spill", "SpillMap", "reclaim_once", "reclaim_stale"]
+__all__ = ["KEEP", "Spill", "SpillMap"]
 
 K = TypeVar("K", int, str)
 V = TypeVar("V")
@@ -70,44 +60,12 @@ _BLOOM_MIN, _BLOOM_MAX = 1 << 16, 1 << 24
 _BATCH = 256
 
 
-#: How a spill directory's name starts (then ``<pid>-<start time>-`` and mkdtemp's random part).
-PREFIX = "looptap-spill-"
-
 #: What :meth:`SpillMap.get` gives for a key not held, to :meth:`SpillMap.__getitem__`.
 _ABSENT: Any = object()
 
 
-def reclaim_stale(directory: str | None = None) -> list[str]:
-    """Remove the spill directories left in ``directory`` (the temporary directory) by looptap
-    processes that died without cleaning up; the paths removed. A directory is removed only when
-    it is one (``lstat``: a symlink is never followed), is owned by this user with mode 0700, and
-    its name's pid is not running or runs a process started at another time (a reused pid)."""
-    where = directory if directory is not None else tempfile.gettempdir()
-    removed: list[str] = []
-    for entry, st in orphans(where, PREFIX):
-        if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700:
-            shutil.rmtree(entry.path, ignore_errors=True)  # (rmtree never follows a symlink inside)
-            removed.append(entry.path)
-    return removed
-
-
-@functools.cache
-def reclaim_once() -> None:
-    """:func:`reclaim_stale` the first time this process spills (the cache is the "once")."""
-    try:
-        reclaim_stale()
-    except OSError:  # best effort: never a reason to fail a command
-        pass
-
-
-def _close(db: sqlite3.Connection | None, where: str) -> None:
-    if db is not None:
-        db.close()
-    shutil.rmtree(where, ignore_errors=True)
-
-
 class Spill:
-    """One temporary SQLite file shared by the tables of one analysis (made on first use);
+    """One temporary SQLite database shared by the tables of one analysis (opened on first use);
     ``classes``: the classes their values may hold (:mod:`._plain_values`), by name; ``cache``:
     KiB of SQLite's page cache (memory of this process: a file of blocks written once and read
     back through a cache of its own needs little)."""
@@ -116,11 +74,8 @@ class Spill:
         self.classes: Mapping[str, type] = classes or {}
         self._cache = cache
         self._db: sqlite3.Connection | None = None
-        self._dir: str | None = None
         self._tables = 0
-        self._made: set[str] = set()  # the tables made in the file
-        self._finalizer: weakref.finalize[Any, Any] | None = None
-        reclaim_once()
+        self._made: set[str] = set()  # the tables made in the database
 
     def table(self) -> str:
         self._tables += 1
@@ -130,16 +85,11 @@ class Spill:
         if self._db is None:
             import sqlite3
 
-            pid = os.getpid()
-            self._dir = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{process_start(pid) or 0}-")  # 0700
-            path = os.path.join(self._dir, "spill.db")
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=OFF")
             self._db.execute("PRAGMA synchronous=OFF")
             self._db.execute("PRAGMA temp_store=FILE")
             self._db.execute(f"PRAGMA cache_size=-{int(self._cache)}")
-            self._finalizer = weakref.finalize(self, _close, self._db, self._dir)
         if table not in self._made:
             self._db.execute(f"CREATE TABLE {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID")
             self._made.add(table)
@@ -177,8 +127,8 @@ class Spill:
         return self._db is not None
 
     def close(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()
+        if self._db is not None:
+            self._db.close()  # (and SQLite's file with it)
         self._db = None
         self._made.clear()
 

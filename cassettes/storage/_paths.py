@@ -41,7 +41,6 @@ __all__ = [
     "check_target",
     "describe",
     "open_append",
-    "orphans",
     "process_start",
     "read_input",
     "reclaim_staged",
@@ -74,13 +73,6 @@ def process_start(pid: int) -> str | None:
     except OSError:
         pass
     return "0"
-
-
-def process_gone(pid: int, start: str) -> bool:
-    """Whether the process ``pid`` that started at ``start`` (:func:`process_start`) has ended
-    (a pid reused by a process started at another time counts as ended)."""
-    now = process_start(pid)
-    return now is None or now not in (start, "0")
 
 
 class UnsafePath(CassetteIOError):
@@ -328,46 +320,37 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
             tmp_path.unlink()
 
 
-def orphans(
-    directory: str | Path, prefix: str, suffix: str = ""
-) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
-    """The entries of ``directory`` named ``<prefix><pid>-<start>-…<suffix>`` (a looptap process's
-    private file or directory, :func:`process_start`) that belong to this user and whose process
-    has ended (a reused pid counts as ended), with their ``lstat``: never this process's own, never
-    a name of another scheme (whose it is cannot be told). The caller checks the kind."""
-    me = os.getuid() if hasattr(os, "getuid") else None
+def reclaim_staged(path: Path) -> list[Path]:
+    """Remove the staged files of ``path`` (:func:`staged`: ``.<name>.<pid>-<start>-….tmp``) whose
+    writer has ended without cleaning up (a reused pid counts as ended); the paths removed. Only
+    regular files of this user named by that scheme are touched (``lstat``: never a link), never
+    this process's own; never a reason for a write to fail."""
+    prefix, me = f".{path.name}.", os.getuid() if hasattr(os, "getuid") else None
+    removed: list[Path] = []
     try:
-        entries = os.scandir(directory)
+        entries = os.scandir(path.parent)
     except OSError:
-        return
+        return removed
     with entries:
         for entry in entries:
             name = entry.name
-            if not (name.startswith(prefix) and name.endswith(suffix)):
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
                 continue
-            parts = name[len(prefix) : len(name) - len(suffix)].split("-", 2)
-            if (
-                len(parts) != 3
-                or not parts[0].isdigit()
-                or not parts[1].isdigit()
-                or int(parts[0]) == os.getpid()
-            ):
+            parts = name[len(prefix) : -len(".tmp")].split("-", 2)
+            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
                 continue
+            pid, start = int(parts[0]), parts[1]
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (me is None or st.st_uid == me) and process_gone(int(parts[0]), parts[1]):
-                yield entry, st
-
-
-def reclaim_staged(path: Path) -> list[Path]:
-    """Remove the staged files of ``path`` (:func:`staged`) whose writer has ended without
-    cleaning up; the paths removed. Only regular files of this user named by that scheme are
-    touched (``lstat``: never a link); never a reason for a write to fail."""
-    removed: list[Path] = []
-    for entry, st in orphans(path.parent, f".{path.name}.", ".tmp"):
-        if stat.S_ISREG(st.st_mode):
+            if (
+                pid == os.getpid()
+                or not stat.S_ISREG(st.st_mode)
+                or (me is not None and st.st_uid != me)
+                or process_start(pid) in (start, "0")  # (still running)
+            ):
+                continue
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
