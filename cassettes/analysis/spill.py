@@ -99,18 +99,19 @@ class Spill:
         """Rows (key, value) to ``table``, in one transaction: in autocommit mode every row was a
         commit of its own (ten times the time for a batch of 10,000, the analysis's largest single
         cost at 1 GB)."""
-        db = self.db(table)
-        db.execute("BEGIN")
-        try:
-            db.executemany(f"INSERT INTO {table} (k, v) VALUES (?, ?)", rows)
-        except BaseException as exc:
-            import sqlite3
+        import sqlite3
 
-            db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError):  # no room on disk: said as an OSError
-                raise OSError(f"the temporary store of this analysis: {exc}") from exc
-            raise
-        db.execute("COMMIT")
+        try:  # no room on disk (for the table, or its rows): said as an OSError
+            db = self.db(table)
+            db.execute("BEGIN")
+            try:
+                db.executemany(f"INSERT INTO {table} (k, v) VALUES (?, ?)", rows)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise OSError(f"the temporary store of this analysis: {exc}") from exc
 
     def value(self, table: str, key: Any) -> bytes | None:
         """The value of ``key`` in ``table`` (``None``: none)."""

@@ -4,8 +4,8 @@ helpers (growth, search, timeline)."""
 from __future__ import annotations
 
 import itertools
-import tempfile
 from pathlib import Path
+from typing import Any
 
 import fixture_run
 import pytest
@@ -294,19 +294,25 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
 def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
     fx: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A full disk fails the reader's put that fills a block, with the system's error."""
+    """A full disk fails the reader's put that fills a block, with SQLite's error said as an
+    OSError (the stores' file is SQLite's temporary database: a page limit of 1 is what SQLite
+    says of a full disk, SQLITE_FULL)."""
+    import sqlite3
 
     from looptap.cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 1000)
+    connect = sqlite3.connect
 
-    def no_space(*a: object, **k: object) -> object:
-        raise OSError(28, "No space left on device")
+    def full(*a: Any, **k: Any) -> sqlite3.Connection:
+        db = connect(*a, **k)
+        db.execute("PRAGMA max_page_count=1")
+        return db
 
-    monkeypatch.setattr(tempfile, "mkdtemp", no_space)  # (what the stores' file is made in)
+    monkeypatch.setattr(sqlite3, "connect", full)
     turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
     store = TurnStore()
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OSError, match="disk is full"):
         for _ in range(1000 // len(turn.model_dump_json()) + 2):
             store.put(turn)
     store.close()
