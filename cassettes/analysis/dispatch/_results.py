@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from ... import providers
+from ...lazy import pattern
 from ...models import FinishReason, ToolCall, ToolResult
 from .. import codes as codes
 from .._context import ConversationState, TurnContext, short
@@ -287,6 +288,36 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
 
 _ERRORISH = ("error", "exception", "traceback", "failed", "failure")
 
+#: The texts agent frameworks send as a tool's result when the tool failed, which do not open
+#: with one of :data:`_ERRORISH`'s words (those that do, such as LangGraph's ``Error: …`` or
+#: smolagents' ``Error executing tool '…'``, are read by the words already): how they open. Each
+#: is taken from the framework's source at the version named; docs/reading.md lists them.
+FRAMEWORK_ERROR_OPENINGS = pattern(
+    # openai-agents' default_tool_error_function: 0.3.3 to 0.10.0 "An error occurred while running
+    # the tool. Please try again. Error: {error}", 0.10.0 also "An error occurred while parsing
+    # tool arguments. Please try again with valid JSON. Error: {error}", 0.24.0 "An error occurred
+    # while running the tool. Please try again." (no detail); 0.24.0's default timeout text
+    # "Tool '{name}' timed out after {seconds:g} seconds."
+    r"An error occurred while (?:running the tool|parsing tool arguments)\. Please try again"
+    r"|Tool '[^'\n]{1,256}' timed out after \d[\d.]* seconds\."
+    # LangChain (langchain-core 1.7.2) _handle_tool_error / _handle_validation_error, with
+    # handle_tool_error / handle_validation_error True and an exception with no message
+    r"|Tool (?:execution|input validation) error\s*\Z"
+    # CrewAI (1.15.30) translations/en.json: errors.tool_usage_error "I encountered an error:
+    # {error}", errors.tool_usage_exception "I encountered an error while trying to use the tool.
+    # This was the error: …", errors.wrong_tool_name "You tried to use the tool {tool}, but it
+    # doesn't exist. …"
+    r"|I encountered an error\b"
+    r"|You tried to use the tool [^\n]{1,256}, but it doesn't exist\."
+    # smolagents (1.26.0) ActionStep.to_messages, a failed step's observation: "Call id: {id}\n
+    # Error:\n{error}\nNow let's retry: …"
+    r"|Call id: [^\n]{0,256}\nError:"
+)
+#: How they end: pydantic-ai's (2.68.0) RetryPromptPart.model_response(), the result of a tool
+#: that raised ModelRetry or was called with arguments its schema refused: "{message}\n\nFix the
+#: errors and try again."
+FRAMEWORK_ERROR_ENDINGS = pattern(r"\n\nFix the errors and try again\.\s*\Z")
+
 
 def result_texts(ctx: TurnContext) -> Iterator[tuple[Pairing, str]]:
     """Each pairing of this request with its result's text (``""`` where it is not found)."""
@@ -309,7 +340,13 @@ def is_error_result(p: Pairing | ToolResult, content: str) -> bool:
     """A result that is an error: its flag, or a text that opens as one (a pairing's, or a
     result's as the history carries it: the agent's rules skip failed calls, docs/rules.md)."""
     head = content.lstrip()
-    return p.is_error is True or head.lower().startswith(_ERRORISH) or head.startswith('{"error"')
+    return (
+        p.is_error is True
+        or head.lower().startswith(_ERRORISH)
+        or head.startswith('{"error"')
+        or FRAMEWORK_ERROR_OPENINGS.match(head[:2000]) is not None
+        or FRAMEWORK_ERROR_ENDINGS.search(head[-200:]) is not None
+    )
 
 
 def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
