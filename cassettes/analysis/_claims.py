@@ -110,6 +110,19 @@ def _sources(ctx: TurnContext) -> str:
     return "\n".join(bits)
 
 
+def _tool_numbers(ctx: TurnContext) -> str | None:
+    """What the tools returned, newest first: the numbers an answer's arithmetic may combine
+    (:func:`unsourced`'s ``operands``; the first ones are combined, so the newest results).
+    ``None`` without any (other agents' messages were the material: all the sources are)."""
+    results = [
+        p.tool_result.content
+        for m in reversed(ctx.messages)
+        for p in m.parts
+        if p.tool_result is not None
+    ]
+    return "\n".join(results) if results else None
+
+
 def _has_material(ctx: TurnContext) -> bool:
     """The request gives the model material to answer from: a tool's result, or other agents'
     messages (a group chat, :func:`multi_agent`). Without any, an answer speaks from the model's
@@ -163,7 +176,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
         return
     if _unreadable_material(ctx):
         return
-    spans = unsourced(text, _sources(ctx))
+    spans = unsourced(text, _sources(ctx), _tool_numbers(ctx))
     if not spans:
         return
     listed = ", ".join(repr(short(s, 60)) for s in spans[:5]) + ("…" if len(spans) > 5 else "")

@@ -8,11 +8,22 @@ date whose day and year both appear elsewhere is still invented), a number with 
 (fenced or inline), a query it says it searched for, a format string, nor a number it derives in
 the same answer from grounded ones (a sum, a difference, a product, a ratio or a percentage).
 Small bare integers (counts, enumerations) and years are no claims.
+
+A number is read with its scale (``21 million``, ``3.5k``, ``$1.2bn``, ``4M``: 21,000,000 …), in
+the answer and in the sources, and the sources' number words are read as numbers (``two
+thousand``, ``twenty-one million``): ``21,000,000`` is grounded by ``21 million``, and the other
+way round. A number the answer does not derive itself is still no claim when it is arithmetic on
+the numbers the tools gave (:func:`_Operands`): a sum or difference of two of them, a sum of three,
+the total of them all, or, written as a percentage (``%``, ``percent``) or a ratio (``times``,
+``x``), their ratio or percentage change; the first :data:`_MAX_OPERANDS` numbers are combined, so
+the work is bounded whatever the tools returned. Number words in the answer are not read.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from decimal import Decimal, InvalidOperation
 from itertools import combinations
 
 from ..lazy import pattern
@@ -22,6 +33,9 @@ __all__ = ["may_claim", "unsourced"]
 #: Bounds: an answer's first characters read, and the numbers of it tried by arithmetic.
 _MAX_ANSWER = 20_000
 _MAX_NUMBERS = 40
+#: The tools' numbers combined by :class:`_Operands` (pairs: 496; triples of the first 16: 560).
+_MAX_OPERANDS = 32
+_MAX_TRIPLES = 16
 
 #: A URL up to whitespace, a quote or a markup bracket; a ``)`` is kept when it closes a ``(`` of
 #: the URL itself (``…/Python_(programming_language)``), dropped when it closes a Markdown link.
@@ -52,7 +66,32 @@ _QUERY = pattern(
 #: What a claim holds (:data:`URL`, :data:`QUOTE`, :data:`DATE` and :data:`NUMBER` each need one).
 _CLAIM_STUFF = pattern(r"http|\"|“|\d")
 _CODE = pattern(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
-NUMBER = pattern(r"(?<![\w.,/-])[$€£]?\d[\d,]*(?:\.\d+)?%?(?![\w-]|[.,/:]\d)")
+NUMBER = pattern(
+    r"(?<![\w.,/-])[$€£]?\d[\d,]*(?:\.\d+)?(?:%|(?P<suffix>[kK]|bn|mn|tn|[MB]))?(?![\w-]|[.,/:]\d)"
+)
+#: A scale word after a number (``21 million``); a suffix (``3.5k``, ``$1.2bn``, ``4M``) is
+#: :data:`NUMBER`'s ``suffix`` (``m`` and ``b`` alone are metres and bytes, not read so).
+_SCALE_WORD = pattern(r"[ \t\u00a0]?(thousand|million|billion|trillion)\b", re.IGNORECASE)
+_SCALES = {
+    "k": 3, "thousand": 3, "m": 6, "mn": 6, "million": 6,
+    "b": 9, "bn": 9, "billion": 9, "tn": 12, "trillion": 12,
+}  # fmt: skip
+#: A number and its scale in the sources (a scale word, or a suffix as :data:`NUMBER` reads it).
+_SCALED = pattern(
+    r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:[ \t\u00a0]?(thousand|million|billion|trillion)\b"
+    r"|(k|bn|mn|tn|M|B)\b)",
+    re.IGNORECASE,
+)
+_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen"
+).split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_WORD_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_ONE_WORD = "|".join(sorted([*_WORDS, *_TENS, "hundred", *_WORD_SCALES], key=len, reverse=True))
+#: A run of number words (``two thousand``, ``twenty-one million``, ``three hundred and five``),
+#: in a lower-cased text.
+_NUMBER_WORDS = pattern(rf"\b(?:{_ONE_WORD})(?:(?:[ \t-]+|[ \t]+and[ \t]+)(?:{_ONE_WORD}))*\b")
 #: A unit after a number makes it a claim however small (``45 seconds``, ``3 kg``).
 _UNIT = pattern(
     r"\s?(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|ms"
@@ -109,6 +148,142 @@ def _counts(span: str, unit: bool) -> bool:
     if unit or span[0] in "$€£" or span.endswith("%") or "." in n:
         return True
     return n.isdigit() and int(n) >= 100 and not (n.startswith(("19", "20")) and len(n) == 4)
+
+
+def _scaled(mantissa: str, exp: int) -> str | None:
+    """A number written with a scale (``21`` million, ``3.5``k) as :func:`_digits` writes it
+    (``21000000``, ``3500``); ``None`` when it is no number."""
+    try:
+        d = Decimal(mantissa.strip("$€£").replace(",", "")).scaleb(exp)
+    except (InvalidOperation, ValueError):
+        return None
+    return _digits(format(d.normalize(), "f")) if d.is_finite() else None
+
+
+def _word_numbers(low: str) -> set[str]:
+    """The numbers a lower-cased text writes in words (``two thousand`` → ``2000``), as
+    :func:`_digits` writes them. A unit after a unit starts another number (``one two``: 1, 2)."""
+    out: set[str] = set()
+    for m in _NUMBER_WORDS.finditer(low):
+        total = current = 0
+        last = ""
+        for w in re.split(r"[ \t-]+", m.group(0)):
+            if w == "and":
+                continue
+            if w in _WORD_SCALES:
+                total += max(current, 1) * 10 ** _WORD_SCALES[w]
+                current = 0
+            elif w == "hundred":
+                current = max(current, 1) * 100
+            else:
+                n = _WORDS.index(w) if w in _WORDS else 10 * (_TENS.index(w) + 2)
+                if last in _WORDS or (last in _TENS and n >= 10):  # "one two": two numbers
+                    out.add(str(total + current))
+                    total = current = 0
+                current += n
+            last = w
+        out.add(str(total + current))
+    return out
+
+
+def _source_numbers(low: str) -> set[str]:
+    """Every number a lower-cased text holds, as :func:`_digits` writes them: in digits, with
+    their scale (``21 million``: 21 and 21000000), and in words."""
+    digits = {_digits(n) for n in re.findall(r"\d+(?:\.\d+)?", low.replace(",", ""))}
+    for m in _SCALED.finditer(low):
+        scaled = _scaled(m.group(1), _SCALES[(m.group(2) or m.group(3)).lower()])
+        if scaled is not None:
+            digits.add(scaled)
+    if _WORD_HINT.search(low):
+        digits |= _word_numbers(low)
+    return digits
+
+
+#: A text that may write a number in words (checked before :data:`_NUMBER_WORDS` is tried).
+_WORD_HINT = pattern(
+    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|trillion)\b"
+)
+
+
+def _sums(values: list[float]) -> list[float]:
+    """Sums and differences of two of ``values``, sums of three of the first
+    :data:`_MAX_TRIPLES`, and the total of them all."""
+    out = [sum(values)] if len(values) > 2 else []
+    for a, b in combinations(values, 2):
+        out += (a + b, abs(a - b))
+    out += (sum(t) for t in combinations(values[:_MAX_TRIPLES], 3))
+    return out
+
+
+class _Operands:
+    """The numbers the tools gave (their first :data:`_MAX_OPERANDS`, dates left out) and what
+    arithmetic on them makes, sorted for look-up: :func:`_sums` of the quantities among them (not
+    the small bare integers :func:`_counts` takes for counts, which are summed only with whole
+    numbers, to 100 or more); of any two, the ratios and percentages (share and change: 3 of 12
+    is 25 %)."""
+
+    def __init__(self, text: str) -> None:
+        text = DATE.sub(" ", text) if _FOUR_DIGITS.search(text) else text
+        values: list[float] = []
+        quantities: list[float] = []
+        for m in NUMBER.finditer(text):
+            span = m.group(0).rstrip(",")
+            suffix = m.group("suffix")
+            word = None if suffix else _SCALE_WORD.match(text, m.end())
+            x = _value(span.removesuffix(suffix) if suffix else span)
+            if x is None or x in values:
+                continue
+            values.append(x)
+            if suffix or word:
+                values[-1] = x = (
+                    x * 10.0 ** _SCALES[(suffix or (word.group(1) if word else "")).lower()]
+                )
+            if suffix or word or _counts(span, _UNIT.match(text, m.end()) is not None):
+                quantities.append(x)
+            if len(values) >= _MAX_OPERANDS:
+                break
+        # whole numbers (counts among them) summed alone, to a result no count is: 340 + 85
+        # kettles are 425, but 2 + 3 days are chance
+        whole = [x for x in values if x == int(x)]
+        sums = _sums(quantities) + [s for s in _sums(whole) if s >= 100]
+        ratios: list[float] = []
+        shares: list[float] = []
+        for a, b in combinations(values, 2):
+            for p, q in ((a, b), (b, a)):
+                if q:
+                    ratios.append(p / q)
+                    shares += (p / q * 100, abs(p - q) / abs(q) * 100)
+        self.sums, self.ratios, self.shares = sorted(sums), sorted(ratios), sorted(shares)
+
+    def make(self, x: float, exact: float, tol: float, kind: str) -> bool:
+        """``x`` is a sum or difference of the tools' numbers (within ``exact``: to the cent), or,
+        for ``kind`` ``percent`` or ``ratio``, one of their percentages or ratios (within ``tol``:
+        rounded to the digits it is written with)."""
+        pools = [(self.sums, exact)] + (
+            [(self.shares, tol)]
+            if kind == "percent"
+            else [(self.ratios, tol)]
+            if kind == "ratio"
+            else []
+        )
+        for pool, tol in pools:
+            i = bisect_left(pool, x - tol)
+            if i < len(pool) and pool[i] <= x + tol:
+                return True
+        return False
+
+
+#: What makes a number a percentage or a ratio (after it; ``%`` is part of the number).
+_PERCENT_WORD = pattern(r"[ \t]?(?:percent|per cent)\b", re.IGNORECASE)
+_RATIO_WORD = pattern(r"[ \t]?(?:times|x|fold)\b", re.IGNORECASE)
+
+
+def _tolerance(mantissa: str, exp: int) -> float:
+    """Half a unit of the last digit a number is written with (``19.75``: 0.005; ``21.3``
+    million: 50,000): what rounding to it may have moved."""
+    n = mantissa.strip("$€£%").replace(",", "")
+    decimals = len(n.split(".", 1)[1]) if "." in n else 0
+    return 0.5 * 10.0 ** (exp - decimals) + 1e-9
 
 
 def _value(span: str) -> float | None:
@@ -194,10 +369,12 @@ def may_claim(answer: str) -> bool:
     return _CLAIM_STUFF.search(_claims_text(answer)) is not None
 
 
-def unsourced(answer: str, sources: str) -> list[str]:
-    """The claims of ``answer`` (URLs, quotes, dates, numbers) found nowhere in ``sources``."""
+def unsourced(answer: str, sources: str, operands: str | None = None) -> list[str]:
+    """The claims of ``answer`` (URLs, quotes, dates, numbers) found nowhere in ``sources``;
+    ``operands`` is the text whose numbers the answer's arithmetic may combine (the tools'
+    results, newest first; ``sources`` when not given)."""
     low = " ".join(sources.split()).lower()
-    digits = {_digits(n) for n in re.findall(r"\d+(?:\.\d+)?", low.replace(",", ""))}
+    digits = _source_numbers(low)
     given = [float(n) for n in list(digits)[: 4 * _MAX_NUMBERS] if n and len(n) < 16]
     dates = (
         {d for m in DATE.finditer(low) if (d := _date(m)) is not None}
@@ -244,21 +421,40 @@ def unsourced(answer: str, sources: str) -> list[str]:
     # the operands of the answer's own arithmetic: the grounded numbers it gave so far, its small
     # counts, and what it derived from them
     known: list[float] = []
+    tools: _Operands | None = None
     for m in NUMBER.finditer(text):
         span = m.group(0).rstrip(",")
-        unit = _UNIT.match(text, m.end())
-        x = _value(span)
+        suffix = m.group("suffix")
+        word = None if suffix else _SCALE_WORD.match(text, m.end())
+        exp = _SCALES[(suffix or (word.group(1) if word else "")).lower()] if suffix or word else 0
+        mantissa = span.removesuffix(suffix) if suffix else span
+        unit = None if exp else _UNIT.match(text, m.end())
+        x = _value(mantissa)
+        if x is not None:
+            x *= 10.0**exp
         # a decimal comma (``1,7``) is the number written otherwise, not seventeen
         comma = re.fullmatch(r"[$€£]?\d+,\d{1,2}%?", span)
         ok = (
-            _digits(span) in digits
+            _digits(mantissa) in digits
+            or (exp > 0 and _scaled(mantissa, exp) in digits)
             or (comma is not None and _digits(span.replace(",", ".")) in digits)
-            or not _counts(span, unit is not None)
+            or not (exp > 0 or _counts(span, unit is not None))
             or (x is not None and _derived(x, known))
             or (x is not None and unit is not None and _converted(x, unit.group(0), given))
         )
+        if not ok and x is not None:  # arithmetic on the tools' numbers (made once, if asked)
+            tools = tools or _Operands(sources if operands is None else operands)
+            kind = (
+                "percent"
+                if span.endswith("%") or _PERCENT_WORD.match(text, m.end())
+                else "ratio"
+                if _RATIO_WORD.match(text, m.end())
+                else ""
+            )
+            ok = tools.make(x, 0.005 * 10.0**exp, _tolerance(mantissa, exp), kind)
         if x is not None and ok and len(known) < _MAX_NUMBERS:
             known.append(x)
         if not ok:
-            out.append(span + (unit.group(0) if unit and not span.endswith("%") else ""))
+            said = span + (word.group(0) if word else "")
+            out.append(said + (unit.group(0) if unit and not span.endswith("%") else ""))
     return list(dict.fromkeys(out))

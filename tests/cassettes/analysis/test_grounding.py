@@ -130,3 +130,91 @@ def test_an_answer_resting_on_a_document_is_not_judged() -> None:
     assert _read_file([{"type": "document", "source": pdf}]) == []
     # twin: a text result that does not hold the quote
     assert _read_file("A plain page.") == [("E.ungrounded_claim", "info")]
+
+
+# --- issue 83 item 5d: numbers with scales or in words, and arithmetic on the tools' numbers ----
+
+
+def test_a_number_is_read_with_its_scale_in_the_answer_and_in_the_sources() -> None:
+    """Was: "21,000,000" flagged when the source says "21 million" (and "3.5k", "$1.2bn", "4M"
+    were not read as numbers at all)."""
+    pairs = [
+        ("It has 21,000,000 users.", "users: 21 million"),
+        ("It has 21 million users.", '{"users": 21000000}'),
+        ("It has 21.5 million users.", '{"users": 21500000}'),
+        ("The fund holds $1.2bn.", '{"assets_usd": 1200000000}'),
+        ("The fund holds $1,200,000,000.", "Assets: $1.2bn"),
+        ("The repository has 3,500 stars.", "stars: 3.5k"),
+        ("The repository has 3.5k stars.", '{"stars": 3500}'),
+        ("The model has 4,000,000 parameters.", "a 4M-parameter model: 4M parameters"),
+        ("About 7 billion people.", "world population: 7,000,000,000"),
+    ]
+    for answer, source in pairs:
+        assert unsourced(answer, source) == [], (answer, source)
+    # twins: another number, whichever way it is written, is still a claim
+    assert unsourced("It has 22,000,000 users.", "users: 21 million") == ["22,000,000"]
+    assert unsourced("It has 22 million users.", '{"users": 21000000}') == ["22 million"]
+    assert unsourced("The repository has 4.5k stars.", '{"stars": 3500}') == ["4.5k"]
+    assert unsourced("The fund holds $1.3bn.", '{"assets_usd": 1200000000}') == ["$1.3bn"]
+
+
+def test_the_sources_number_words_are_numbers() -> None:
+    pairs = [
+        ("It costs $2,000.", "It costs two thousand dollars."),
+        ("The city has 21,000,000 people.", "a city of twenty-one million people"),
+        ("The order holds 305 items.", "three hundred and five items"),
+        ("It arrives in 5 days.", "Delivery takes five days."),
+        ("The hall seats 1,200.", "seats one thousand two hundred"),
+    ]
+    for answer, source in pairs:
+        assert unsourced(answer, source) == [], (answer, source)
+    assert unsourced("It costs $2,500.", "It costs two thousand dollars.") == ["$2,500"]
+    assert unsourced("It arrives in 6 days.", "Delivery takes five days.") == ["6 days"]
+
+
+PRICES = '{"kettle_a": {"price": 12.99, "stock": 340}, "kettle_b": {"price": 8.49, "stock": 85}}'
+
+
+def test_arithmetic_on_the_tools_numbers_is_no_claim() -> None:
+    """Was: "$4.50" flagged (the difference of two prices the tools gave, the answer not
+    repeating them)."""
+    for answer in (
+        "Kettle B is $4.50 cheaper.",  # a difference
+        "Both together cost $21.48.",  # a sum
+        "Kettle B costs 65.4% of kettle A.",  # a share, rounded as written
+        "Kettle A costs 53% more than kettle B.",  # a change
+        "Kettle A has 4 times the stock of kettle B.",  # a ratio, rounded as written
+        "There are 425 kettles in stock.",  # a sum of two quantities
+    ):
+        assert unsourced(answer, PRICES, PRICES) == [], answer
+    # twins: arithmetic that the numbers do not give
+    assert unsourced("Kettle B is $5.50 cheaper.", PRICES, PRICES) == ["$5.50"]
+    assert unsourced("Both together cost $22.48.", PRICES, PRICES) == ["$22.48"]
+    assert unsourced("Kettle A costs 71% more than kettle B.", PRICES, PRICES) == ["71%"]
+    assert unsourced("There are 430 kettles in stock.", PRICES, PRICES) == ["430"]
+
+
+def test_a_count_is_not_added_to_the_quantities() -> None:
+    """A small bare integer (a count, an id) is no operand of a sum: 2 + 12.50 + 7.25 = 21.75 is
+    chance, not the answer's arithmetic; it is one of a share (3 of 12 is 25 %)."""
+    assert unsourced("W1 and W2 come to $21.75.", ORDER, ORDER) == ["$21.75"]
+    assert unsourced("3 of the 12 runs failed (25%).", '{"failed": 3, "runs": 12}') == []
+
+
+def test_the_arithmetic_is_bounded_whatever_the_tools_returned() -> None:
+    """A result of 20,000 numbers: only the first numbers are combined (pairs of 32, triples of
+    16), so the sum of two numbers far down the list is not found, and the work stays small."""
+    many = " ".join(f"{100 + i}.25" for i in range(20_000))
+    assert unsourced("The first two add up to 201.50.", many, many) == []
+    assert unsourced("Two of them add up to 39,500.50.", many, many) == ["39,500.50"]
+
+
+def test_the_tools_numbers_are_combined_in_a_real_answer() -> None:
+    """Through the analysis: the tools gave two prices, the answer gives their difference."""
+    s = AgentScript("openai_chat", system="You compare kettles.", tools=())
+    s.user("Which kettle is cheaper, and by how much?")
+    s.reply(calls=[Call("get_prices", {}, id="call_1")])
+    s.results(PRICES)
+    s.reply("Kettle B is cheaper, by $4.50 (about 35%), and 21 million people own one.")
+    found = [f for f in s.analyse().findings if f.code == "E.ungrounded_claim"]
+    assert [f.details["spans"] for f in found] == [["21 million"]]
