@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from .. import providers
 from ..models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from ..wire import Exchange, Framed, cut_by_client, frame
+from ..wire import Exchange, Framed, cut_by_client, form_fields, frame
 
 __all__ = [
     "MAX_PARSE_BYTES",
@@ -248,6 +248,9 @@ def _request_body(rt: RoundTrip, ex: Exchange) -> tuple[bool, Any]:
     # asking for its length would serialise it.
     too_big_req = not ex.request_is_lazy and len(ex.request_body) > MAX_PARSE_BYTES
     body = None if too_big_req else ex.request_json()
+    if body is None and not too_big_req and not ex.request_is_lazy and ex.request_body:
+        # a form that sends a file (an audio transcription, an image edit): its fields
+        body = form_fields(ex.request_body, ex.request_header("content-type"))
     if body is not None and ex.request_json_cut:
         rt.analysis_errors.append(
             f"request body {ex.request_cut_reason or 'cut for reading'}: read that far (a marker "
@@ -292,6 +295,14 @@ def _parse_into(
             parse_request_side(rt, adapter, body, url, ex, base)
         except Exception as exc:
             rt.analysis_errors.append(f"request could not be parsed: {type(exc).__name__}: {exc}")
+    if rt.request is None and parsed and (ex.status or 0) >= 400:
+        # The API refused a request looptap could not read (no body, not JSON, too big, or one
+        # its parser failed on): the call was made and failed all the same. An empty request
+        # (its model from the URL, where the API names it there) makes it a turn, so the API's
+        # answer gets its A finding in every family.
+        rt.request = NormalisedRequest(
+            family=adapter.family, model=adapter.model_from_url(url), stream=rt.stream
+        )
     parse_response_side(rt, adapter, ex, body, parsed)
     _poll_delivered(rt, adapter)
 
@@ -400,9 +411,12 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
         elif framed.kind == "empty":
             rt.analysis_errors.append("empty response body")
         else:
-            rt.analysis_errors.append(
-                f"response body is not JSON or a known stream framing ({framed.kind})"
-            )
+            # an answer that is a file or plain text (speech's audio, a transcript as text)
+            rt.response = adapter.parse_body(framed)
+            if rt.response is None:
+                rt.analysis_errors.append(
+                    f"response body is not JSON or a known stream framing ({framed.kind})"
+                )
         if rt.response is not None:
             rt.notes.extend(rt.response.notes)
             if rt.response.complete:

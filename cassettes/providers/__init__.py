@@ -98,6 +98,7 @@ _ADAPTERS = (
     ("bedrock", "BedrockAgents"),
     ("completions", "OpenAICompletions"),
     ("embeddings", "Embeddings"),
+    ("openai_media", "OpenAIMedia"),
     ("cohere", "CohereChat"),
     ("anthropic", "AnthropicComplete"),
     ("text_generation", "Watsonx"),

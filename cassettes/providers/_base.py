@@ -9,6 +9,8 @@ An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
 * :meth:`Provider.parse_response` — a non-streamed 2xx body → :class:`NormalisedResponse`;
 * :meth:`Provider.reassemble` — a framed stream → the same :class:`NormalisedResponse` a
   non-streamed call would give, with ``complete`` decided by the terminal event;
+* :meth:`Provider.parse_body` — a 2xx body that is neither (an audio file, plain text), for the
+  APIs that answer so;
 * :meth:`Provider.parse_error` — an error body → :class:`ApiError`.
 
 Besides parsing, an adapter holds two objects it does not inherit: ``profile``, the API's
@@ -44,7 +46,15 @@ from ..models import (
 from ..wire import Framed
 from ._profile import Profile
 from ._replay import ReplayShapes
-from ._values import as_int, as_obj, as_str, error_from_body, filled_usage, locate_results
+from ._values import (
+    as_int,
+    as_obj,
+    as_str,
+    error_from_body,
+    error_type_header,
+    filled_usage,
+    locate_results,
+)
 
 __all__ = [
     "WS_TURN",
@@ -95,7 +105,10 @@ class Provider:
     ) -> None:
         """Complete a parsed response from the response headers (some APIs report usage only
         there: :attr:`Profile.usage_headers`, :attr:`Profile.model_header`). ``header`` looks a
-        header up by name, case-insensitively."""
+        header up by name, case-insensitively. An error's type, where the service says it in a
+        header (:func:`~cassettes.providers._values.error_type_header`: every API served on
+        AWS), is taken too."""
+        error_type_header(response, header)
         names = self.profile.usage_headers
         if names:
             response.usage = filled_usage(response.usage, *(as_int(header(h)) for h in names))
@@ -126,6 +139,12 @@ class Provider:
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         raise NotImplementedError
+
+    def parse_body(self, framed: Framed) -> NormalisedResponse | None:
+        """A 2xx answer that is neither JSON nor a stream (``framed.kind`` ``text`` or
+        ``binary``: speech's audio file, a transcript sent as plain text), or ``None`` when this
+        API sends none (then it is labelled unreadable)."""
+        return None
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return error_from_body(body, status)

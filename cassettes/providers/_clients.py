@@ -32,7 +32,7 @@ GEMINI_CLI_AUTH = (
     "its "
     'settings, it picks its gateway auth, which `gemini -p` refuses ("Invalid auth method '
     'selected.", nothing sent); add "security": {"auth": {"selectedType": "gemini-api-key"}} to '
-    '~/.gemini/settings.json (docs/recorder.md)'
+    "~/.gemini/settings.json (docs/recorder.md)"
 )
 
 

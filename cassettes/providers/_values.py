@@ -6,7 +6,7 @@ same way, importing them from here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -14,7 +14,16 @@ import orjson
 
 from .. import bounds
 from ..jsonpath import walk
-from ..models import USAGE_COUNTS, ApiError, FinishReason, Part, ToolCall, ToolSpec, Usage
+from ..models import (
+    USAGE_COUNTS,
+    ApiError,
+    FinishReason,
+    NormalisedResponse,
+    Part,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from ..wire import Event, Framed
 
 
@@ -288,6 +297,23 @@ def text_parts(text: Any) -> list[Part]:
 
 def media_part(block: dict[str, Any], media_type: str | None) -> Part:
     return Part(kind="media", media_type=media_type, provider_details={"block": block})
+
+
+#: The response header in which a service tells an error's type beside (or instead of) a body:
+#: AWS's (``ValidationException:http://internal…``), on every API served there (Bedrock's own,
+#: Anthropic's Messages on Bedrock, SageMaker, Bedrock's OpenAI-compatible endpoints).
+ERROR_TYPE_HEADERS = ("x-amzn-errortype",)
+
+
+def error_type_header(response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    """An error answered without a body (a 4xx sent empty) still says what it is in a header
+    (:data:`ERROR_TYPE_HEADERS`): its type, when the body named none."""
+    err = response.error
+    if err is None or err.type is not None:
+        return
+    raw = next((v for v in map(header, ERROR_TYPE_HEADERS) if v), None)
+    if raw:
+        err.type = raw.split(":", 1)[0].strip()[:200] or None
 
 
 def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> ApiError:

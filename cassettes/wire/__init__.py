@@ -3,7 +3,7 @@ names below are its whole surface, pinned by tests/cassettes/test_wire_surface.p
 
 - the raw round trip (``_exchange``), its Content-Encoding decoded within a budget
   (``_decoding``) and its stream framed: SSE, NDJSON, JSON arrays, AWS event streams
-  (``_framing``);
+  (``_framing``); a multipart form's fields (``_form``);
 - the marks looptap itself writes on it: the placeholder its redactor writes in place of a secret
   (``_exchange``), a fork's what-if edit marks (``_edit_marks``), the response headers only
   looptap writes and a replay miss's note in one of them (``_own_headers``).
@@ -49,6 +49,7 @@ from ._exchange import (
     cut_by_client,
     header,
 )
+from ._form import form_fields
 from ._framing import (
     Chunk,
     Event,
@@ -100,6 +101,7 @@ __all__ = [
     "cut_by_client",
     "decode_chunks",
     "decode_exchange",
+    "form_fields",
     "frame",
     "from_header",
     "header",

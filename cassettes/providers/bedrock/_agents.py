@@ -351,6 +351,7 @@ class BedrockAgents(Provider):
         self, response: NormalisedResponse, header: Callable[[str], str | None]
     ) -> None:
         """The session the answer belongs to is in a response header (its id for the threader)."""
+        super().add_header_facts(response, header)  # (the error's type in its header)
         if response.id is None:
             response.id = next((v for v in (header(h) for h in _SESSION_HEADERS) if v), None)
 

@@ -5,7 +5,6 @@ the stream reader (:mod:`cassettes.providers.bedrock._stream`) and InvokeModel
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -13,7 +12,6 @@ import orjson
 
 from ...models import (
     FinishReason,
-    NormalisedResponse,
     Part,
     ToolResult,
     ToolSpec,
@@ -235,15 +233,6 @@ def part_of(block: Any) -> Part:
         if key in block:
             return _media(block, key)
     return Part(kind="other", provider_details={"block": block})
-
-
-def error_type_header(response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
-    """An error answered without a body (an InvokeModel or Converse 4xx sent empty) still says
-    what it is in ``x-amzn-ErrorType`` (``ValidationException:http://internal…``): its type."""
-    err = response.error
-    raw = header("x-amzn-errortype")
-    if err is not None and err.type is None and raw:
-        err.type = raw.split(":", 1)[0].strip()[:200] or None
 
 
 def _cited(cc: dict[str, Any]) -> Part:

@@ -34,7 +34,6 @@ from ._body import (
     STRUCTURAL,
     converse_finish,
     details_of,
-    error_type_header,
     model_action,
     part_of,
     tool_choice_of,
@@ -210,4 +209,4 @@ class BedrockConverse(Provider):
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]
     ) -> None:
-        error_type_header(response, header)
+        super().add_header_facts(response, header)  # (the error's type in its header)

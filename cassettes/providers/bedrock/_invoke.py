@@ -31,7 +31,6 @@ from ..completions import prompt_messages
 from ..embeddings import vectors_summary
 from ..openai_chat import OpenAIChat
 from ._body import (
-    error_type_header,
     guardrail_only_masked,
     model_action,
     priced_model,
@@ -237,7 +236,7 @@ class BedrockInvoke(Provider):
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]
     ) -> None:
-        error_type_header(response, header)
+        super().add_header_facts(response, header)  # (the error's type in its header)
         response.usage = metrics_usage(
             response.usage,
             {

@@ -22,7 +22,7 @@ EXPORTED = [
 #: The adapters' modules and packages (the registry's table names them): the public modules.
 ADAPTERS = [
     "a2a", "anthropic", "bedrock", "cohere", "completions", "embeddings", "gemini",
-    "mcp", "ollama", "openai_chat", "openai_realtime", "openai_responses",
+    "mcp", "ollama", "openai_chat", "openai_media", "openai_realtime", "openai_responses",
     "portkey", "replicate", "text_generation", "writer",
 ]  # fmt: skip
 
