@@ -13,6 +13,7 @@ from .._context import TurnContext
 from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
+from ._history import TEXT_ACTION
 
 _THINK = pattern(r"<think>.*?(</think>|$)", re.S)
 
@@ -101,13 +102,64 @@ _OBSERVATION = pattern(r"^\s*Observation\s*:", re.M)
 _LITERAL = {"true": "true", "false": "false", "null": "null", "none": "null"}
 
 
+#: A JSON string escape (``\u00fc``, ``\n``, ``\"``): a client that parses the model's JSON and
+#: writes it back another way (a Python dict) writes the character itself.
+_ESCAPE = pattern(r"\\(?:u([0-9a-fA-F]{4})|[nrt\"\\/bf])")
+
+
+def _unescaped(m: re.Match[str]) -> str:
+    return chr(int(m.group(1), 16)) if m.group(1) else " "
+
+
 def _words(text: str) -> str:
     """The text's words, one space apart, padded: a rendering-blind form in which JSON and Python
-    reprs, quotes and whitespace no longer differ (``{"city": "Paris", "metric": true, "station":
-    null}`` and ``{'city': 'Paris', 'metric': True, 'station': None}``: LlamaIndex's ReAct
-    re-renders a step's ``Action Input`` as the Python dict)."""
+    reprs, quotes, string escapes, a code fence's language and whitespace no longer differ
+    (``{"city": "Z\\u00fcrich", "metric": true, "station": null}`` and ``{'city': 'Zürich',
+    'metric': True, 'station': None}``: LlamaIndex's ReAct re-renders a step's ``Action Input`` as
+    the Python dict)."""
+    text = _FENCE_INFO.sub(r"\1", _ESCAPE.sub(_unescaped, text))
     words = (_LITERAL.get(w.lower(), w) for w in _WORD.findall(text))
     return " " + " ".join(words) + " "
+
+
+#: A text-protocol step's action input (ReAct's ``Action Input:``), up to its value's end.
+_ACTION_INPUT = pattern(r"^[ \t]*Action[ \t]*Input[ \t]*:[ \t]*", re.M | re.I)
+
+
+def _step_only(text: str) -> str | None:
+    """A ReAct step without what follows its action input's value (the client's parser reads the
+    step up to there and re-renders only that: a sentence the model added after it is dropped);
+    ``None`` when it has no action input. The value is a JSON object or list (to its closing
+    bracket, fenced or not) or the rest of its line."""
+    found = list(_ACTION_INPUT.finditer(text[:200_000]))
+    if not found:
+        return None
+    at = found[-1].end()
+    at += len(text[at:]) - len(text[at:].lstrip())  # (the value may start on the next line)
+    rest = text[at:]
+    if not rest:
+        return None
+    fence = _FENCE_INFO.match(rest)
+    if fence is not None:  # ```json … ```: to the closing fence
+        close = rest.find(fence.group(1), fence.end())
+        return text[: at + close + len(fence.group(1))] if close > 0 else None
+    if rest[:1] in ("{", "["):
+        depth = 0
+        quote = ""
+        for i, ch in enumerate(rest[:100_000]):
+            if quote:
+                quote = "" if ch == quote and rest[i - 1] != "\\" else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch in "{[":
+                depth += 1
+            elif ch in "}]":
+                depth -= 1
+                if depth == 0:
+                    return text[: at + i + 1]
+        return None
+    end = rest.find("\n")
+    return text if end < 0 else text[: at + end]
 
 
 def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
@@ -119,7 +171,14 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     if expected is None:
         return None
     if sent.role not in ("assistant", "model"):
-        return False
+        # a text-protocol step (no calls) re-rendered into the next user message, the
+        # observation after it (a scratchpad), is its echo too
+        return (
+            sent.role == "user"
+            and not _own_calls(expected)
+            and TEXT_ACTION.search(expected.text[:20_000]) is not None
+            and _same_text(expected, sent, False, within=True)
+        )
     want, got = _client_calls(expected), _client_calls(sent)
     as_text = False
     if want != got:
@@ -132,15 +191,21 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     return _same_text(expected, sent, as_text)
 
 
-def _same_text(expected: Message, sent: Message, as_text: bool) -> bool:
+def _same_text(expected: Message, sent: Message, as_text: bool, within: bool = False) -> bool:
     """The echo's text is the answer's (``as_text``: the echo writes the answer's calls out, so
-    an answer without text of its own is echoed by it)."""
+    an answer without text of its own is echoed by it; ``within``: the echo must hold all of the
+    answer, a message that holds only part of it is none)."""
     a, b = _loose_text(expected), _loose_text(sent)
-    if a == b or (a and b and (a in b or b in a)) or (as_text and not a):
+    if a == b or (a and b and (a in b or (b in a and not within))) or (as_text and not a):
         return True
     raw = " ".join(p.text or "" for p in expected.parts if p.kind == "text")
-    head = _words(_OBSERVATION.split(_THINK.sub(" ", raw), maxsplit=1)[0])
-    return head.strip() != "" and head in _words(b)
+    step = _OBSERVATION.split(_THINK.sub(" ", raw), maxsplit=1)[0]
+    sent_words = _words(b)
+    head = _words(step)
+    if head.strip() != "" and head in sent_words:
+        return True
+    only = _step_only(step)  # the step as the client's parser read it
+    return only is not None and _words(only).strip() != "" and _words(only) in sent_words
 
 
 def _echoed_calls(answer: Message, echo: Message) -> list[ToolCall] | None:

@@ -237,3 +237,89 @@ def test_inserted_image_message_does_not_hide_a_changed_or_dropped_answer(family
         _inserted_image(family, "Here is the radar picture for Lyon: sunny."), Severity.WARNING
     ) == ["C.assistant_not_echoed"]
     assert codes(_inserted_image(family, None), Severity.WARNING) == ["C.assistant_not_echoed"]
+
+
+# --- issue 83 item 5c: a ReAct step re-rendered with the same words, whatever the format -------
+
+#: (what the model wrote, what the client sent back): each client's parser read the step and
+#: rendered it again, the same words in another form.
+RE_RENDERED = {
+    # LlamaIndex (0.14.25) ActionReasoningStep.get_content: JSON's escapes as the characters
+    "escapes": (
+        'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Z\\u00fcrich",'
+        ' "note": "line\\none"}',
+        "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Zürich', "
+        "'note': 'line\\none'}",
+    ),
+    # the Action Input in a fenced block, re-rendered bare
+    "fence": (
+        'Thought: I need the weather.\nAction: get_weather\nAction Input: ```json\n{"city": '
+        '"Paris"}\n```',
+        "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Paris'}",
+    ),
+    # a sentence after the Action Input, which the parser does not read
+    "trailing": (
+        'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}\n\n'
+        "I will wait for the observation before answering.",
+        "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Paris'}",
+    ),
+    # a step without its "Thought:" label, the label added back
+    "label": (
+        'I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}',
+        "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Paris'}",
+    ),
+    # LangChain (langchain-classic 1.0.8) format_log_to_str: a plain-text Action Input, the
+    # observation and the next "Thought: " after it
+    "scratchpad": (
+        "I need the weather.\nAction: get_weather\nAction Input: Paris",
+        "I need the weather.\nAction: get_weather\nAction Input: Paris\nObservation: WEATHER: "
+        "Paris is sunny\nThought: ",
+    ),
+}
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+@pytest.mark.parametrize("variant", sorted(RE_RENDERED))
+def test_a_react_step_re_rendered_in_any_format_is_echoed(family: str, variant: str) -> None:
+    """Was: C.assistant_not_echoed for escapes, fence, trailing (the label and scratchpad forms
+    were read already: kept as they are)."""
+    answer, echo = RE_RENDERED[variant]
+    run = _react(family, echo, answer=answer)
+    assert "C.assistant_not_echoed" not in codes(run), run.findings
+    assert run.turns[1].c.echoed_assistant is True
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+@pytest.mark.parametrize("variant", sorted(RE_RENDERED))
+def test_twin_a_re_rendered_step_with_another_word_is_not_echoed(family: str, variant: str) -> None:
+    answer, echo = RE_RENDERED[variant]
+    changed = echo.replace("Paris", "Lyon").replace("Zürich", "Zurich")
+    run = _react(family, changed, answer=answer)
+    assert "C.assistant_not_echoed" in codes(run, Severity.WARNING), run.findings
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_a_step_re_rendered_into_the_next_user_message_is_echoed(family: str) -> None:
+    """A client that sends the step back inside the next user message, the observation after it
+    (a scratchpad kept in the prompt), instead of as the assistant's message. Was:
+    C.assistant_not_echoed (only an assistant message could echo)."""
+    answer = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Zürich"}'
+    scratchpad = (
+        "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Zürich'}\n"
+        "Observation: WEATHER: Zürich is sunny\nThought: "
+    )
+    s = Script(family)
+    s.user("What is the weather in Zürich?")
+    s.reply(answer, echo=False)
+    s.history.append(user_of(family, scratchpad))
+    s.reply("Thought: I can answer.\nAnswer: sunny.")
+    run = s.analyse()
+    assert "C.assistant_not_echoed" not in codes(run), run.findings
+    # twins: a user message holding only part of the step, or another city, is no echo
+    for other in ("Observation: WEATHER: Zürich is sunny", scratchpad.replace("Zürich", "Basel")):
+        s = Script(family)
+        s.user("What is the weather in Zürich?")
+        s.reply(answer, echo=False)
+        s.history.append(user_of(family, other))
+        s.reply("Thought: I can answer.\nAnswer: sunny.")
+        assert "C.assistant_not_echoed" in codes(s.analyse(), Severity.WARNING), other
