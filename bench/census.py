@@ -50,6 +50,11 @@ FIXTURE_ONLY = {
     "tgi": "TGI `/generate`, `/generate_stream`, `/` and the HF Inference API `/models/{id}`",
     "sagemaker": "`/endpoints/{name}/invocations` and `-response-stream` "
     "with TGI, OpenAI-chat or JumpStart bodies",
+    "openai_media": "OpenAI's images (`/images/generations`, `/edits`, `/variations`), "
+    "`/audio/speech`, `/audio/transcriptions` and `/audio/translations` (issue 83): operations "
+    "`image`, `speech`, `transcribe`, `translate`, no turn, the model and usage read; JSON and "
+    "multipart requests, whole, plain-text, binary and streamed answers; the `openai` SDK's own "
+    "requests, answers validated as its types (`tests/cassettes/providers/test_openai_media.py`)",
 }
 
 #: APIs issue 27 (item 9) found read wrongly or not at all in real recordings: what each is read as

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,18 +57,21 @@ STEP = (
 FINAL = "Thought: I can answer without using any more tools.\nAnswer: Paris is sunny, 21 C."
 
 
-def _route(req: ScriptedRequest) -> Reply:
-    steps = sum(1 for m in req.messages if isinstance(m, dict) and m.get("role") == "assistant")
-    return Reply.say(STEP if steps == 0 else FINAL)
+def _route(step: str) -> Callable[[ScriptedRequest], Reply]:
+    def route(req: ScriptedRequest) -> Reply:
+        steps = sum(1 for m in req.messages if isinstance(m, dict) and m.get("role") == "assistant")
+        return Reply.say(step if steps == 0 else FINAL)
+
+    return route
 
 
-def _record(tmp: Path, mode: str) -> tuple[list[Finding], str]:
+def _record(tmp: Path, mode: str, step: str = STEP) -> tuple[list[Finding], str]:
     if not CLIENTS_PYTHON.exists():
         pytest.skip(f"no frameworks environment at {CLIENTS_PYTHON} (bash .ci/run makes it)")
     (tmp / "agent.py").write_text(AGENT)
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
     env.update(HOME=str(tmp), OPENAI_API_KEY="sk-looptap-react", PYTHONUNBUFFERED="1")
-    with ScriptedUpstream(_route) as up:
+    with ScriptedUpstream(_route(step)) as up:
         proc = progress.run(
             [*RECORDER, "run", "-o", "run.jsonl", "--confdir", str(tmp / "conf"),
              "--upstream", f"openai={up.url}", "--", str(CLIENTS_PYTHON), "agent.py", mode],
@@ -95,3 +99,23 @@ def test_twin_a_step_re_rendered_with_another_value_is_not_echoed(tmp_path: Path
     found, echo = _record(tmp_path, "changed")
     assert "'city': 'Lyon'" in echo
     assert [(f.code, f.turn) for f in found] == [("C.assistant_not_echoed", 1)]
+
+
+#: Issue 83 item 5c: the step written otherwise, which LlamaIndex reads and re-renders with the
+#: same words: JSON escapes written back as the characters, the Action Input fenced (written back
+#: bare) and a sentence after it (dropped). (A step without its "Thought:" label, added back, was
+#: read already; tests/cassettes/analysis/test_text_protocol.py has each form alone.)
+WRITTEN_OTHERWISE = (
+    "Thought: I need the weather.\nAction: get_weather\nAction "
+    'Input: ```json\n{"city": "Par\\u00eds", "metric": true}\n```\n\nI will wait for the '
+    "observation."
+)
+
+
+def test_a_react_step_written_otherwise_is_echoed_as_llama_index_renders_it(
+    tmp_path: Path,
+) -> None:
+    """Was: C.assistant_not_echoed on turn 1."""
+    found, echo = _record(tmp_path, "same", WRITTEN_OTHERWISE)
+    assert "Action Input: {'city': 'París', 'metric': True}" in echo, echo
+    assert found == [], found
