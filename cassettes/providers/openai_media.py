@@ -139,7 +139,8 @@ class OpenAIMedia(Provider):
             files = b.get(key)
             for f in files if isinstance(files, list) else [files] if files is not None else []:
                 parts.append(_media_part(f, "image" if key == "mask" else media))
-        for ref in b.get("images") if isinstance(b.get("images"), list) else []:
+        refs = b.get("images")
+        for ref in refs if isinstance(refs, list) else []:
             parts.append(_media_part(ref, "image"))  # an edit's images as JSON references
         system = (
             [Part(kind="text", text=b["instructions"])]

@@ -17,8 +17,8 @@ EXPORTED = [
     "OverBudget",
     "authentic", "body_cut", "checked", "client_body", "cut_by_client", "decode_chunks",
     "decode_exchange", "form_fields", "frame", "from_header", "header", "is_aws_eventstream",
-    "item_of", "mark", "new_key", "parse_aws_eventstream", "parse_sse", "read_miss", "reseal_aws_eventstream",
-    "salvage", "seal", "target_of", "to_header", "without_own",
+    "item_of", "mark", "new_key", "parse_aws_eventstream", "parse_sse", "read_miss",
+    "reseal_aws_eventstream", "salvage", "seal", "target_of", "to_header", "without_own",
 ]  # fmt: skip
 
 
