@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from ...models import FinishReason, NormalisedResponse, Usage
+from ...models import RESPONSES_SERVER_CALLS, FinishReason, NormalisedResponse, Usage
 from .._replay import Rendered, answer_calls, answer_text, call_arguments_text, pieces, sse
 from .._values import as_obj, as_str
 
@@ -35,15 +35,23 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
 
 
 def _items(answer: NormalisedResponse, rid: str, incomplete: str | None) -> list[Item]:
-    """The answer's output items: one message (text and refusal), then its function calls."""
+    """The answer's output items: the calls OpenAI ran itself (a file search, a web search … kept
+    as their items), one message (text and refusal), then its function calls."""
     text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
     status = "incomplete" if incomplete else "completed"
+    hosted = [
+        block
+        for p in answer.parts
+        if p.kind == "other"
+        and isinstance(block := (p.provider_details or {}).get("block"), dict)
+        and block.get("type") in RESPONSES_SERVER_CALLS
+    ]
     content: list[Item] = []
     if text:
         content.append({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
     if refusal:
         content.append({"type": "refusal", "refusal": refusal})
-    items: list[Item] = []
+    items: list[Item] = list(hosted)
     if content:
         items.append(
             {
@@ -125,8 +133,10 @@ def _events(final: Item, items: list[Item], incomplete: str | None) -> list[byte
     for n, item in enumerate(items):
         if item["type"] == "message":
             _message_events(emit, n, item)
-        else:
+        elif item["type"] == "function_call":
             _call_events(emit, n, item)
+        else:  # a call OpenAI ran: added, then done whole
+            emit("response.output_item.added", output_index=n, item=item)
         emit("response.output_item.done", output_index=n, item=item)
     emit("response.incomplete" if incomplete else "response.completed", response=final)
     return out
