@@ -76,7 +76,8 @@ def _ns(seconds: float) -> int:
 def _agent(header: dict[str, Any]) -> str:
     """The service the spans are of: the agent the run names (``looptap run --agent``, or the
     service of the trace it was imported from), else the OTel SDKs' "nobody named it"."""
-    meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
+    meta = header.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
     return valid_agent(meta.get("agent")) or valid_agent(meta.get("service")) or AGENT_UNNAMED
 
 
