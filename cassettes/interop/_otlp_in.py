@@ -32,6 +32,7 @@ from ._genai_names import (
     RESPONSE_MODEL,
     STATUS_CODE,
     TIMING,
+    URL,
     USAGE,
 )
 from ._otlp_merge import merged
@@ -195,6 +196,8 @@ def _call(span: dict[str, Any]) -> Call | None:
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
+    if isinstance(a.get(URL), str):
+        call.url = a[URL]
     if family == "gemini" and _vertex(a, span):
         call.vertex = True
         region = _REGION.fullmatch(str(a.get("server.address") or ""))

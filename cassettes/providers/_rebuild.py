@@ -105,6 +105,10 @@ class Call:
     #: A Gemini call to Vertex AI, and its region when the trace names it (its server's host).
     vertex: bool = False
     region: str | None = None
+    #: The URL the call went to, where the source kept it (``url.full``): the round trip is
+    #: rebuilt there when the family's adapter reads it as this family's call (a compatible
+    #: vendor's host, an Azure deployment's path), else at the family's own.
+    url: str | None = None
 
 
 def exchange(call: Call, n: int) -> Exchange:
@@ -118,6 +122,7 @@ def exchange(call: Call, n: int) -> Exchange:
         call.response_id = f"{_ID_PREFIX.get(family, 'chatcmpl')}_imported_{n}"
         call.inferred.add("response.id")
     url, req, resp = _request(family, call)
+    url = _recorded_url(call, family, req) or url
     ex = Exchange(
         method="POST", url=url, request_headers=list(_JSON), request_body=orjson.dumps(req),
         started=call.started, duration=call.duration, notes=list(call.notes),
@@ -152,6 +157,20 @@ def exchange(call: Call, n: int) -> Exchange:
         ex.response_chunks = [(None, c) for c in rendered.chunks]
         call.inferred |= {"status", "framing"}
     return _marked(ex, call)
+
+
+def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
+    """The URL the source kept, when this family's adapter reads a call there (a Vertex AI
+    call keeps its own, told apart above)."""
+    from urllib.parse import urlsplit
+
+    if not call.url or call.vertex or not call.url.startswith(("https://", "http://")):
+        return None
+    where = urlsplit(call.url)
+    found = providers.detect("POST", where, req)
+    if found is None or found.family != family or found.operation("POST", where) != "generate":
+        return None
+    return call.url
 
 
 def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
