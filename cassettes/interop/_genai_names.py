@@ -10,6 +10,7 @@ __all__ = [
     "AGENT_UNNAMED",
     "ERROR_MESSAGE",
     "FAMILY",
+    "FINISH_CLASS",
     "INVOCATION_PARAMETERS",
     "OPERATION",
     "REQUEST_MODEL",
@@ -33,6 +34,8 @@ STATUS_CODE = "http.response.status_code"
 #: The API's error message as it said it (the span status' message adds where it came from).
 ERROR_MESSAGE = "looptap.error.message"
 FAMILY = "looptap.family"
+#: The finish's normalised class (``cassettes.models.FinishReason``).
+FINISH_CLASS = "looptap.finish_reason"
 #: ``synthetic`` when the span's times were laid out by the export (a recording without them).
 TIMING = "looptap.timing"
 SERVICE_NAME = "service.name"

@@ -27,6 +27,7 @@ from ..providers import REBUILT, Call, chat_ids, from_parts
 from ._genai_names import (
     ERROR_MESSAGE,
     FAMILY,
+    FINISH_CLASS,
     OPERATION,
     REQUEST_MODEL,
     RESPONSE_MODEL,
@@ -269,6 +270,8 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
+    if isinstance(a.get(FINISH_CLASS), str):
+        call.finish_class = a[FINISH_CLASS]
     params(call, a, span)
     usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}

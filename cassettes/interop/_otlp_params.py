@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..providers import API_PARAMS, REQUEST_FIELDS, Call
-from ._genai_names import INVOCATION_PARAMETERS
+from ._genai_names import FAMILY, INVOCATION_PARAMETERS
 from ._otlp_openinference import response_echo
 from ._otlp_spans import SCOPE, json_attribute
 
@@ -34,7 +34,8 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         invoked = None
     given = isinstance(invoked, dict)
     invoked = invoked if isinstance(invoked, dict) else {}
-    known = API_PARAMS.get(call.family)
+    # looptap's own export keeps the request's parameters as sent, every one the API's own
+    known = API_PARAMS.get(call.family) if a.get(FAMILY) is None else None
     call.params = {
         k: v
         for k, v in invoked.items()

@@ -27,6 +27,7 @@ from ..views import SPLIT, growth_bars
 from ..wire import Exchange
 from ._genai_names import (
     ERROR_MESSAGE,
+    FINISH_CLASS,
     INVOCATION_PARAMETERS,
     OPERATION,
     REQUEST_MODEL,
@@ -293,7 +294,7 @@ def _looptap_attributes(rt: RoundTrip, turn: Turn | None) -> dict[str, AttrValue
         "looptap.complete": rt.complete,
     }
     if resp is not None and resp.finish_reason is not None:
-        attrs["looptap.finish_reason"] = resp.finish_reason.value
+        attrs[FINISH_CLASS] = resp.finish_reason.value
     if turn is not None:
         attrs.update(_turn_attributes(turn))
     if rt.analysis_errors:

@@ -85,6 +85,9 @@ class Call:
     tools: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     finish: str | None = None
+    #: The finish's normalised class (:class:`~cassettes.models.FinishReason`), where the source
+    #: says it (looptap's export): the class of a raw finish looptap reads no class from.
+    finish_class: str | None = None
     response_id: str | None = None
     started: float | None = None
     duration: float | None = None
@@ -255,6 +258,8 @@ def _answer(call: Call) -> NormalisedResponse:
         elif (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
             parts.append(Part(kind="other", provider_details={"block": block}))
     finish = _FINISHED.get((call.finish or "").lower())
+    if finish is None and call.finish_class in FinishReason.__members__.values():
+        finish = FinishReason(call.finish_class)
     if finish is None:
         call.inferred.add("finish_reason")
         finish = (
@@ -274,6 +279,7 @@ def _answer(call: Call) -> NormalisedResponse:
         model=call.served or call.model,
         parts=parts,
         finish_reason=finish,
+        finish_reason_raw=call.finish,
         usage=usage,
     )
 

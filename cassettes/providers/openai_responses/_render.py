@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from ...models import RESPONSES_SERVER_CALLS, FinishReason, NormalisedResponse, Usage
+from ...models import FinishReason, NormalisedResponse, Usage
 from .._replay import Rendered, answer_calls, answer_text, call_arguments_text, pieces, sse
 from .._values import as_obj, as_str
 
@@ -35,8 +35,9 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
 
 
 def _items(answer: NormalisedResponse, rid: str, incomplete: str | None) -> list[Item]:
-    """The answer's output items: the calls OpenAI ran itself (a file search, a web search … kept
-    as their items), one message (text and refusal), then its function calls."""
+    """The answer's output items: the items looptap has no kind for (the calls OpenAI ran itself,
+    a file search, a web search …, kept whole), one message (text and refusal), then its function
+    calls."""
     text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
     status = "incomplete" if incomplete else "completed"
     hosted = [
@@ -44,7 +45,7 @@ def _items(answer: NormalisedResponse, rid: str, incomplete: str | None) -> list
         for p in answer.parts
         if p.kind == "other"
         and isinstance(block := (p.provider_details or {}).get("block"), dict)
-        and block.get("type") in RESPONSES_SERVER_CALLS
+        and isinstance(block.get("type"), str)
     ]
     content: list[Item] = []
     if text:
