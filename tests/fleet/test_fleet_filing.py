@@ -60,7 +60,8 @@ def _exchange(seq: int, started: float, messages: list[dict[str, Any]], status: 
         answer = {"error": {"type": "overloaded_error", "message": "Overloaded"}}
     return Exchange(
         method="POST", url="https://api.openai.com/v1/chat/completions", request_headers=_JSON,
-        request_body=orjson.dumps(body), status=status, reason="OK" if status == 200 else "Overloaded",
+        request_body=orjson.dumps(body), status=status,
+        reason="OK" if status == 200 else "Overloaded",
         response_headers=_JSON, response_chunks=[(None, orjson.dumps(answer))], started=started,
         ttfb=0.2, duration=0.3,
     )  # fmt: skip
