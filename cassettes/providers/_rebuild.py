@@ -258,8 +258,9 @@ def _answer(call: Call) -> NormalisedResponse:
         elif (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
             parts.append(Part(kind="other", provider_details={"block": block}))
     finish = _FINISHED.get((call.finish or "").lower())
-    if finish is None and call.finish_class in FinishReason.__members__.values():
-        finish = FinishReason(call.finish_class)
+    classes = {c.value: c for c in FinishReason}
+    if finish is None and call.finish_class in classes:
+        finish = classes[call.finish_class]
     if finish is None:
         call.inferred.add("finish_reason")
         finish = (
