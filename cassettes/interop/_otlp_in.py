@@ -287,7 +287,7 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
         if isinstance(code, int) and 400 <= code <= 599:
             call.status = code
             call.given.add("status")
-        for key, attr in (("type", "error.type"), ("code", "looptap.error.code")):
+        for key, attr in (("type", "looptap.error.type"), ("code", "looptap.error.code")):
             v = a.get(attr)
             if isinstance(v, str) and v and v != str(code):
                 call.error_fields[key] = v

@@ -282,6 +282,7 @@ def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | N
     if err is not None:
         attrs[ERROR_MESSAGE] = err.message
         attrs["looptap.error.code"] = err.code
+        attrs["looptap.error.type"] = err.type
         attrs["looptap.error.in_stream"] = err.in_stream or None
     return attrs
 
