@@ -205,9 +205,14 @@ def weekly(window: Window = Window()) -> tuple[str, list[object]]:
         ),
         fw AS (
             SELECT w.week, count(*) AS findings, count(*) FILTER (WHERE f.severity = 'error')
-                   AS errors, count(DISTINCT f.run) FILTER (WHERE f.severity = 'error')
-                   AS failing_runs
+                   AS errors
             FROM findings f JOIN w ON f.run = w.run GROUP BY w.week
+        ),
+        failing AS (  -- an error finding, or the last round trip an API error nothing recovered
+            SELECT w.week, count(*) AS failing_runs FROM w JOIN runs r ON r.run = w.run
+            WHERE r.ended_on IS NOT NULL OR EXISTS (
+                SELECT 1 FROM findings f WHERE f.run = w.run AND f.severity = 'error')
+            GROUP BY w.week
         )
         SELECT CAST(weeks.week AS DATE) AS week, coalesce(rw.runs, 0) AS runs,
                coalesce(tw.turns, 0) AS turns, tw.cost AS cost_usd,
@@ -215,9 +220,10 @@ def weekly(window: Window = Window()) -> tuple[str, list[object]]:
                coalesce(fw.findings, 0) AS findings,
                coalesce(fw.findings, 0) - lag(coalesce(fw.findings, 0)) OVER (ORDER BY weeks.week)
                    AS findings_change,
-               coalesce(fw.errors, 0) AS errors, coalesce(fw.failing_runs, 0) AS failing_runs,
+               coalesce(fw.errors, 0) AS errors, coalesce(failing.failing_runs, 0) AS failing_runs,
                coalesce(tw.unpriced, 0) AS unpriced_turns
         FROM weeks LEFT JOIN rw USING (week) LEFT JOIN tw USING (week) LEFT JOIN fw USING (week)
+             LEFT JOIN failing USING (week)
         ORDER BY weeks.week""",
         params,
     )

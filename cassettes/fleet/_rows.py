@@ -126,7 +126,12 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
 
     run = open_run(p)
     try:
-        if run.epoch is not None:
+        # filed under when its first round trip started: an imported trace's header was made
+        # when it was imported, its round trips keep when they ran
+        first = _first_start(run)
+        if first is not None:
+            when = datetime.fromtimestamp(first, UTC)
+        elif run.epoch is not None:
             when = datetime.fromtimestamp(run.epoch, UTC)
         day = when.date().isoformat()
         meta = _dict(run.header.get("meta"))
@@ -147,8 +152,10 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
         calls: list[dict[str, Any]] = []
         convs: dict[str, dict[str, Any]] = {}
         n = 0
+        last: dict[str, Any] | None = None
         for v in show_objects(run, p):
             n += 1
+            last = v
             key = {"run": out.path, "day": day, "seq": v["seq"]}
             for i, tc in enumerate(v.get("tool_calls") or []):
                 calls.append(_call(key, i, tc))
@@ -171,6 +178,7 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
             )
             c["turns"] += 1
         run_row["round_trips"] = out.round_trips = n
+        run_row["ended_on"] = _ended_on(last)
         out.tables.update(
             conversations=list(convs.values()), turns=turns, findings=findings, tool_calls=calls
         )
@@ -192,6 +200,31 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _str(value: Any, limit: int = 300) -> str | None:
     return str(value)[:limit] if isinstance(value, str | int | float) and value != "" else None
+
+
+def _first_start(run: Any) -> float | None:
+    """When the run's first round trip started, if it was recorded (an import's round trips
+    without times: none)."""
+    for ex in run.exchanges:
+        if ex.started is not None:
+            return float(ex.started)
+    return None
+
+
+def _ended_on(v: dict[str, Any] | None) -> str | None:
+    """The API error the run's last round trip (its ``show --json`` object) ended on: an HTTP
+    error status, an error event in a stream, a transport error; ``None`` for an answer."""
+    if v is None:
+        return None
+    if v.get("transport_error"):
+        return "transport error"
+    err = v.get("error") if isinstance(v.get("error"), dict) else None
+    status = v.get("status")
+    if isinstance(status, int) and status >= 400:
+        return f"HTTP {status}"
+    if err is not None:
+        return "error event in the stream" if err.get("in_stream") else "API error"
+    return None
 
 
 def _client(run: Any) -> str | None:

@@ -42,6 +42,12 @@ TABLES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("round_trips", "INTEGER", "round trips in the run"),
         ("problems", "INTEGER", "reading problems (damaged records, cut tail)"),
         (
+            "ended_on",
+            "VARCHAR",
+            "the API error its last round trip ended on (`HTTP 529`, `error event in the stream`, "
+            "`transport error`): nothing after it recovered; null when it did not end on one",
+        ),
+        (
             "error",
             "VARCHAR",
             "why the run could not be read (its other columns but `agent` then null)",

@@ -33,6 +33,9 @@ from .._version import __version__
 from ..analysis import Conversation, Finding, TokenCount, Turn
 from ..parsing import RoundTrip
 from ..reading import Run, timeline
+from ..recording import valid_agent
+from ..wire import Exchange
+from ._genai_names import AGENT_UNNAMED, SERVICE_NAME, TIMING
 from ._span_attributes import AttrValue, span_attributes
 
 __all__ = ["iter_requests"]
@@ -68,6 +71,14 @@ def _ns(seconds: float) -> int:
     """Seconds → integer nanoseconds. Offsets are added as integers to a start converted once, so
     a 0.25 s offset lands on ...250000000, not on whatever the float sum rounds to."""
     return round(seconds * 1_000_000_000)
+
+
+def _agent(header: dict[str, Any]) -> str:
+    """The service the spans are of: the agent the run names (``looptap run --agent``, or the
+    service of the trace it was imported from), else the OTel SDKs' "nobody named it"."""
+    meta = header.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    return valid_agent(meta.get("agent")) or valid_agent(meta.get("service")) or AGENT_UNNAMED
 
 
 # -- identity ------------------------------------------------------------------------------------
@@ -134,7 +145,7 @@ def iter_requests(
     identity = _identity(run)
     run_tag = identity.hex()[:12]
     resource: dict[str, AttrValue | None] = {
-        "service.name": "looptap",
+        SERVICE_NAME: _agent(run.header),
         "looptap.cassette": run.name,
         "looptap.run": run_tag,
         "openinference.project.name": project,
@@ -162,7 +173,7 @@ def iter_requests(
             totals.note(seq, turn)
         conv = turn.conversation if turn is not None else None
         span = _round_trip_span(
-            run,
+            ex,
             rt,
             seq,
             conv,
@@ -198,7 +209,7 @@ def iter_requests(
 
 
 def _round_trip_span(
-    run: Run,
+    ex: Exchange,
     rt: RoundTrip,
     seq: int,
     conv: str | None,
@@ -210,8 +221,10 @@ def _round_trip_span(
     """One round trip's span, a child of its conversation's root span."""
     start_ns, end_ns, synthetic = when
     run_tag = identity.hex()[:12]
-    attrs = span_attributes(rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
-    attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
+    attrs = span_attributes(
+        rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content, ex
+    )
+    attrs[TIMING] = "synthetic" if synthetic else "recorded"
     model = (rt.request.model if rt.request else None) or (
         rt.response.model if rt.response else None
     )

@@ -24,6 +24,18 @@ from typing import Any
 from ..errors import ImportFormatError
 from ..hints import count
 from ..providers import REBUILT, Call, chat_ids, from_parts
+from ._genai_names import (
+    ERROR_MESSAGE,
+    FAMILY,
+    FINISH_CLASS,
+    OPERATION,
+    REQUEST_MODEL,
+    RESPONSE_MODEL,
+    STATUS_CODE,
+    TIMING,
+    URL,
+    USAGE,
+)
 from ._otlp_merge import merged
 from ._otlp_numbered import numbered, numbered_tools
 from ._otlp_openinference import (
@@ -46,6 +58,10 @@ __all__ = ["otlp_calls"]
 
 _NOT_CALLS = {"invoke_agent", "create_agent", "execute_tool", "embeddings"}
 _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
+#: A text completion is a call in others' traces (openllmetry's legacy completions); in looptap's
+#: own export (``looptap.family`` set), ``text_completion`` is the legacy completions API, which
+#: no chat turn stands for: only these operations of looptap's are rebuilt as calls.
+_LOOPTAP_CALL_OPS = _CALL_OPS - {"text_completion"}
 #: Semconv (and raw) finish reasons → each family's own.
 _FINISH = {
     "openai_chat": {"tool_call": "tool_calls", "tool_use": "tool_calls", "end_turn": "stop",
@@ -120,7 +136,9 @@ def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
 
 
 def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
-    op = a.get("gen_ai.operation.name")
+    op = a.get(OPERATION)
+    if a.get(FAMILY) is not None:  # looptap's own: its operation says what the round trip was
+        return op in _LOOPTAP_CALL_OPS
     if op is None and a.get("openinference.span.kind") is not None:
         return str(a["openinference.span.kind"]).upper() == "LLM"
     if op in _NOT_CALLS:
@@ -136,7 +154,7 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
 
 def _family(a: dict[str, Any], span: dict[str, Any]) -> str:
     """The API family a call is rebuilt in: looptap's own label, the URL, the provider named."""
-    fam = a.get("looptap.family")
+    fam = a.get(FAMILY)
     if fam in REBUILT:
         return str(fam)
     provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "")
@@ -179,6 +197,8 @@ def _call(span: dict[str, Any]) -> Call | None:
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
+    if isinstance(a.get(URL), str):
+        call.url = a[URL]
     if family == "gemini" and _vertex(a, span):
         call.vertex = True
         region = _REGION.fullmatch(str(a.get("server.address") or ""))
@@ -250,26 +270,39 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
+    if isinstance(a.get(FINISH_CLASS), str):
+        call.finish_class = a[FINISH_CLASS]
     params(call, a, span)
-    usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in _USAGE.items()}
+    usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage:
         call.given.add("usage")
-    _timing(call, span)
+    _timing(call, span, a)
     status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
     if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
-        call.error = str(status.get("message") or "error")
+        said = a.get(ERROR_MESSAGE)  # the API's words (looptap's), else the span status'
+        call.error = str(said if isinstance(said, str) else status.get("message") or "error")
         call.given.add("error")
+        code = a.get(STATUS_CODE)
+        if isinstance(code, int) and 400 <= code <= 599:
+            call.status = code
+            call.given.add("status")
+        for key, attr in (("type", "looptap.error.type"), ("code", "looptap.error.code")):
+            v = a.get(attr)
+            if isinstance(v, str) and v and v != str(code):
+                call.error_fields[key] = v
 
 
 def _served(call: Call, a: dict[str, Any]) -> None:
-    """The model that answered and the response's id, where the trace kept them."""
-    model = (
-        a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
-    )
+    """The model asked for and the one that answered, and the response's id, where the trace
+    kept them (the request is rebuilt with the model asked for: the one the agent sends)."""
+    asked, served = a.get(REQUEST_MODEL), a.get(RESPONSE_MODEL)
+    model = asked or served or a.get("llm.model_name")
     if isinstance(model, str) and model:
         call.model = model
         call.given.add("model")
+    if isinstance(served, str) and served and served != model:
+        call.served = served
     rid = a.get("gen_ai.response.id")
     if rid is None and a.get("output.mime_type") == "application/json":  # OpenInference
         body = json_attribute(a.get("output.value"))
@@ -278,34 +311,17 @@ def _served(call: Call, a: dict[str, Any]) -> None:
         call.response_id = rid
         call.given.add("response.id")
 
-
-#: The usage counts: the GenAI conventions' attribute, else OpenInference's.
-_USAGE = {
-    "input_tokens": (
-        "gen_ai.usage.input_tokens", "llm.token_count.prompt", "gen_ai.usage.prompt_tokens"
-    ),
-    "output_tokens": (
-        "gen_ai.usage.output_tokens", "llm.token_count.completion", "gen_ai.usage.completion_tokens"
-    ),
-    "cache_read": (
-        "gen_ai.usage.cache_read.input_tokens",
-        "llm.token_count.prompt_details.cache_read",
-        "gen_ai.usage.cache_read_input_tokens",
-    ),
-    "cache_write": (
-        "gen_ai.usage.cache_creation.input_tokens",
-        "llm.token_count.prompt_details.cache_write",
-        "gen_ai.usage.cache_creation_input_tokens",
-    ),
-}  # fmt: skip
-
-
-def _timing(call: Call, span: dict[str, Any]) -> None:
-    """When the call started and how long it took: the span's own times."""
+def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
+    """When the call started and how long it took: the span's own times (looptap's export of a
+    recording without times lays its spans out one after the other, and says so: no start, and
+    only a duration that was recorded)."""
     try:
         t0, t1 = int(span.get("startTimeUnixNano") or 0), int(span.get("endTimeUnixNano") or 0)
     except (TypeError, ValueError):
         t0 = t1 = 0
+    if a.get(TIMING) == "synthetic":
+        call.duration = (t1 - t0) / 1e9 if t1 > t0 else None
+        return
     if t0 > 0:
         call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
         call.given.add("timing")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..providers import API_PARAMS, REQUEST_FIELDS, Call
+from ._genai_names import FAMILY, INVOCATION_PARAMETERS
 from ._otlp_openinference import response_echo
 from ._otlp_spans import SCOPE, json_attribute
 
@@ -28,12 +29,13 @@ _FLAGS_A_STREAM_ONLY = {"com.anthropic.sdk.python"}
 def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
     """The sampling parameters and the stream flag the trace kept, put back in the request: the
     API's own parameters only (a ``null`` is a parameter not sent)."""
-    invoked = json_attribute(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
+    invoked = json_attribute(a.get(INVOCATION_PARAMETERS))  # OpenInference: the request's own
     if response_echo(a) is not None:  # openai-agents: the answer's echo of them, defaults and all
         invoked = None
     given = isinstance(invoked, dict)
     invoked = invoked if isinstance(invoked, dict) else {}
-    known = API_PARAMS.get(call.family)
+    # looptap's own export keeps the request's parameters as sent, every one the API's own
+    known = API_PARAMS.get(call.family) if a.get(FAMILY) is None else None
     call.params = {
         k: v
         for k, v in invoked.items()
@@ -44,7 +46,8 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
     for name in _PARAMS.split():
         value = a.get(f"gen_ai.request.{name}")
         key = next((k for k in REQUEST_FIELDS[name] if k in takes), None)
-        if value is not None and key is not None:
+        said = any(k in call.params for k in REQUEST_FIELDS[name])  # the request's own, as sent
+        if value is not None and key is not None and not said:
             call.params[key] = value
             if key == "max_tokens" and call.family == "openai_chat":
                 call.inferred.add("max_tokens name")  # or max_completion_tokens: not said

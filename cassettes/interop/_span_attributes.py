@@ -19,11 +19,23 @@ from urllib.parse import SplitResult, urlsplit
 
 import orjson
 
-from .. import providers
+from .. import bounds, providers
 from ..analysis import Turn
 from ..models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from ..parsing import RoundTrip
 from ..views import SPLIT, growth_bars
+from ..wire import Exchange
+from ._genai_names import (
+    ERROR_MESSAGE,
+    FINISH_CLASS,
+    INVOCATION_PARAMETERS,
+    OPERATION,
+    REQUEST_MODEL,
+    RESPONSE_MODEL,
+    STATUS_CODE,
+    URL,
+    USAGE_FIELDS,
+)
 
 __all__ = ["AttrValue", "span_attributes"]
 
@@ -111,7 +123,7 @@ def _output_messages(resp: NormalisedResponse) -> list[dict[str, Any]]:
     return [{"role": "assistant", "parts": [_part(p) for p in resp.parts], "finish_reason": finish}]
 
 
-def _tool_definitions(req: NormalisedRequest) -> list[dict[str, Any]]:
+def _tool_definitions(req: NormalisedRequest, strict: dict[str, bool]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in req.tools:
         d: dict[str, Any] = {"type": t.kind, "name": t.name}
@@ -119,7 +131,38 @@ def _tool_definitions(req: NormalisedRequest) -> list[dict[str, Any]]:
             d["description"] = t.description
         if t.parameters is not None:
             d["parameters"] = t.parameters
+        if t.name in strict:  # OpenAI's structured-output flag, as the request sent it
+            d["strict"] = strict[t.name]
         out.append(d)
+    return out
+
+
+def _strict(ex: Exchange | None) -> dict[str, bool]:
+    """Each tool's ``strict`` as the request sent it (OpenAI Chat's ``function.strict``,
+    Responses' ``strict``): the normalised view keeps no such flag."""
+    if ex is None or not ex.request_body.lstrip().startswith(b"{"):
+        return {}
+    try:
+        body = bounds.loads(ex.request_body)
+    except (ValueError, TypeError):
+        return {}
+    tools = body.get("tools") if isinstance(body, dict) else None
+    out: dict[str, bool] = {}
+    for t in tools if isinstance(tools, list) else []:
+        fn = t.get("function") if isinstance(t, dict) else None
+        d = fn if isinstance(fn, dict) else t
+        if isinstance(d, dict) and isinstance(d.get("name"), str):
+            if isinstance(d.get("strict"), bool):
+                out[d["name"]] = d["strict"]
+    return out
+
+
+def _invocation(req: NormalisedRequest) -> dict[str, Any]:
+    """The request's own parameters as sent: everything but the model, the history and the tools
+    (``tool_choice`` among them)."""
+    out = dict(req.params)
+    if req.tool_choice is not None:
+        out["tool_choice"] = req.tool_choice
     return out
 
 
@@ -147,14 +190,20 @@ def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
 
 
 def span_attributes(
-    rt: RoundTrip, turn: Turn | None, conversation_id: str | None, content: bool = True
+    rt: RoundTrip,
+    turn: Turn | None,
+    conversation_id: str | None,
+    content: bool = True,
+    ex: Exchange | None = None,
 ) -> dict[str, AttrValue | None]:
     """The attributes of one round trip's span (``None`` values are left out): the GenAI
-    semantic conventions, the content when asked, the HTTP client's, then looptap's own."""
+    semantic conventions, the content when asked (with the request's own parameters, read from
+    ``ex``'s body where the normalised view keeps them not), the HTTP client's, then looptap's
+    own."""
     url = urlsplit(rt.url)
     attrs = _gen_ai_attributes(rt, url, conversation_id)
     if content:
-        attrs.update(_content_attributes(rt))
+        attrs.update(_content_attributes(rt, ex))
     attrs.update(_http_attributes(rt, url))
     attrs.update(_looptap_attributes(rt, turn))
     return attrs
@@ -170,32 +219,29 @@ def _gen_ai_attributes(
         "openinference.span.kind": "LLM" if rt.family != "none" else None
     }
     if adapter is not None:
-        attrs["gen_ai.operation.name"] = (
+        attrs[OPERATION] = (
             adapter.profile.otel_operation if rt.operation == "generate" else rt.operation
         )
         attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
     if req is not None:
-        attrs["gen_ai.request.model"] = req.model
+        attrs[REQUEST_MODEL] = req.model
         attrs["gen_ai.request.stream"] = rt.stream
         attrs.update(_params(req))
     if resp is not None:
         attrs["gen_ai.response.id"] = resp.id
-        attrs["gen_ai.response.model"] = resp.model
+        attrs[RESPONSE_MODEL] = resp.model
         if resp.finish_reason_raw is not None:
             attrs["gen_ai.response.finish_reasons"] = [resp.finish_reason_raw]
         u = resp.usage
-        if u is not None:
-            attrs["gen_ai.usage.input_tokens"] = u.input_tokens
-            attrs["gen_ai.usage.output_tokens"] = u.output_tokens
-            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cache_read_tokens
-            attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
-            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+        for _key, field, names in USAGE_FIELDS if u is not None else ():
+            attrs[names[0]] = getattr(u, field)
     attrs["gen_ai.conversation.id"] = conversation_id
     return attrs
 
 
-def _content_attributes(rt: RoundTrip) -> dict[str, AttrValue | None]:
-    """What was said: system instructions, input and output messages, tool definitions."""
+def _content_attributes(rt: RoundTrip, ex: Exchange | None) -> dict[str, AttrValue | None]:
+    """What was said: system instructions, input and output messages, tool definitions, and the
+    request's own parameters."""
     req, resp = rt.request, rt.response
     attrs: dict[str, AttrValue | None] = {}
     if req is not None:
@@ -204,7 +250,10 @@ def _content_attributes(rt: RoundTrip) -> dict[str, AttrValue | None]:
             attrs["gen_ai.system_instructions"] = _json(system)
         attrs["gen_ai.input.messages"] = _json([_message(m) for m in req.messages])
         if req.tools:
-            attrs["gen_ai.tool.definitions"] = _json(_tool_definitions(req))
+            attrs["gen_ai.tool.definitions"] = _json(_tool_definitions(req, _strict(ex)))
+        invoked = _invocation(req)
+        if invoked:
+            attrs[INVOCATION_PARAMETERS] = _json(invoked)
     if resp is not None:
         out = _output_messages(resp)
         if out:
@@ -215,14 +264,14 @@ def _content_attributes(rt: RoundTrip) -> dict[str, AttrValue | None]:
 def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | None]:
     attrs: dict[str, AttrValue | None] = {
         "http.request.method": rt.method,
-        "url.full": rt.url,
+        URL: rt.url,
         "server.address": url.hostname,
     }
     try:
         attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
         pass
-    attrs["http.response.status_code"] = rt.status
+    attrs[STATUS_CODE] = rt.status
     err = rt.response.error if rt.response is not None else None
     if rt.transport_error:
         attrs["error.type"] = "transport_error"
@@ -230,6 +279,11 @@ def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | N
         attrs["error.type"] = str(rt.status)
     elif err is not None:
         attrs["error.type"] = err.type or "api_error"
+    if err is not None:
+        attrs[ERROR_MESSAGE] = err.message
+        attrs["looptap.error.code"] = err.code
+        attrs["looptap.error.type"] = err.type
+        attrs["looptap.error.in_stream"] = err.in_stream or None
     return attrs
 
 
@@ -241,7 +295,7 @@ def _looptap_attributes(rt: RoundTrip, turn: Turn | None) -> dict[str, AttrValue
         "looptap.complete": rt.complete,
     }
     if resp is not None and resp.finish_reason is not None:
-        attrs["looptap.finish_reason"] = resp.finish_reason.value
+        attrs[FINISH_CLASS] = resp.finish_reason.value
     if turn is not None:
         attrs.update(_turn_attributes(turn))
     if rt.analysis_errors:

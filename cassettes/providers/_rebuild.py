@@ -20,7 +20,7 @@ import orjson
 from .. import providers
 from ..models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from ..wire import Exchange
-from ._semconv_history import arguments_object, arguments_text, part_text
+from ._semconv_history import arguments_object, arguments_text, kept_block, part_text
 
 __all__ = ["API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"]
 
@@ -59,6 +59,10 @@ API_PARAMS = {
 _RENDERED = ("openai_responses", "gemini")
 #: The start of a response id made up for a family's answer.
 _ID_PREFIX = {"anthropic": "msg", "openai_responses": "resp", "gemini": "resp"}
+#: The reason phrases of the error statuses an answer is rebuilt with most.
+_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable",
+            529: "Overloaded"}  # fmt: skip
 #: max_tokens is required by the Messages API; a trace that does not say gets this (inferred).
 _MAX_TOKENS = 4096
 
@@ -73,15 +77,25 @@ class Call:
     source: str
     messages: list[dict[str, Any]]
     output: dict[str, Any] | None = None
+    #: The model asked for (the request's), and the one that answered when the source says it
+    #: apart (the answer's; else the same).
     model: str | None = None
+    served: str | None = None
     system: list[str] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     finish: str | None = None
+    #: The finish's normalised class (:class:`~cassettes.models.FinishReason`), where the source
+    #: says it (looptap's export): the class of a raw finish looptap reads no class from.
+    finish_class: str | None = None
     response_id: str | None = None
     started: float | None = None
     duration: float | None = None
     error: str | None = None
+    #: The HTTP status of an error answer, and its ``type`` and ``code``, where the source kept them
+    #: (else 500 and ``api_error``: ``status`` inferred).
+    status: int | None = None
+    error_fields: dict[str, str] = field(default_factory=dict)
     #: Sampling parameters the source kept, by the family's own names (``max_tokens`` …).
     params: dict[str, Any] = field(default_factory=dict)
     #: The client asked for a stream: the answer is rendered as this API streams it.
@@ -94,6 +108,10 @@ class Call:
     #: A Gemini call to Vertex AI, and its region when the trace names it (its server's host).
     vertex: bool = False
     region: str | None = None
+    #: The URL the call went to, where the source kept it (``url.full``): the round trip is
+    #: rebuilt there when the family's adapter reads it as this family's call (a compatible
+    #: vendor's host, an Azure deployment's path), else at the family's own.
+    url: str | None = None
 
 
 def exchange(call: Call, n: int) -> Exchange:
@@ -107,19 +125,23 @@ def exchange(call: Call, n: int) -> Exchange:
         call.response_id = f"{_ID_PREFIX.get(family, 'chatcmpl')}_imported_{n}"
         call.inferred.add("response.id")
     url, req, resp = _request(family, call)
+    url = _recorded_url(call, family, req) or url
     ex = Exchange(
         method="POST", url=url, request_headers=list(_JSON), request_body=orjson.dumps(req),
         started=call.started, duration=call.duration, notes=list(call.notes),
     )  # fmt: skip
     adapter = providers.by_family(family)
     answer: NormalisedResponse | None = None  # to render as the API sends it
-    if family in _RENDERED:
+    if call.error is not None and (family not in _RENDERED or call.output is None):
+        ex.status = call.status or 500
+        ex.reason = _REASONS.get(ex.status, "Error")
+        error = {"type": "api_error", **call.error_fields, "message": call.error}
+        ex.response_headers = list(_JSON)
+        ex.response_chunks = [(None, orjson.dumps({"error": error}))]
+        if call.status is None:
+            call.inferred.add("status")
+    elif family in _RENDERED:
         answer = _answer(call) if call.output is not None else None
-    elif call.error is not None:
-        ex.status, ex.reason = 500, "Internal Server Error"
-        error = {"error": {"type": "api_error", "message": call.error}}
-        ex.response_chunks = [(None, orjson.dumps(error))]
-        call.inferred.add("status")
     elif resp is not None:
         ex.status, ex.reason = 200, "OK"
         ex.response_headers = list(_JSON)
@@ -138,6 +160,20 @@ def exchange(call: Call, n: int) -> Exchange:
         ex.response_chunks = [(None, c) for c in rendered.chunks]
         call.inferred |= {"status", "framing"}
     return _marked(ex, call)
+
+
+def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
+    """The URL the source kept, when this family's adapter reads a call there (a Vertex AI
+    call keeps its own, told apart above)."""
+    from urllib.parse import urlsplit
+
+    if not call.url or call.vertex or not call.url.startswith(("https://", "http://")):
+        return None
+    where = urlsplit(call.url)
+    found = providers.detect("POST", where, req)
+    if found is None or found.family != family or found.operation("POST", where) != "generate":
+        return None
+    return call.url
 
 
 def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
@@ -216,8 +252,15 @@ def _answer(call: Call) -> NormalisedResponse:
                 arguments=args,
                 arguments_raw=arguments_text(p.get("arguments")),
             )
+            if isinstance(p.get("tool_kind"), str):  # a call the provider ran itself
+                tc.kind = p["tool_kind"]
             parts.append(Part(kind="tool_call", tool_call=tc))
+        elif (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
+            parts.append(Part(kind="other", provider_details={"block": block}))
     finish = _FINISHED.get((call.finish or "").lower())
+    classes = {c.value: c for c in FinishReason}
+    if finish is None and call.finish_class in classes:
+        finish = classes[call.finish_class]
     if finish is None:
         call.inferred.add("finish_reason")
         finish = (
@@ -229,9 +272,16 @@ def _answer(call: Call) -> NormalisedResponse:
             input_tokens=call.usage.get("input_tokens"),
             output_tokens=call.usage.get("output_tokens"),
             cache_read_tokens=call.usage.get("cache_read"),
+            cache_write_tokens=call.usage.get("cache_write"),
+            reasoning_tokens=call.usage.get("reasoning"),
         )
     return NormalisedResponse(
-        id=call.response_id, model=call.model, parts=parts, finish_reason=finish, usage=usage
+        id=call.response_id,
+        model=call.served or call.model,
+        parts=parts,
+        finish_reason=finish,
+        finish_reason_raw=call.finish,
+        usage=usage,
     )
 
 
@@ -354,7 +404,14 @@ def _bedrock(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
     }
     if call.usage:
         i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)
-        resp["usage"] = {"inputTokens": i, "outputTokens": o, "totalTokens": i + o}
+        # Converse counts cache reads and writes outside inputTokens (the trace's is inclusive)
+        read, write = call.usage.get("cache_read"), call.usage.get("cache_write")
+        uncached = i - (read or 0) - (write or 0)
+        resp["usage"] = {"inputTokens": uncached, "outputTokens": o, "totalTokens": i + o}
+        if read is not None:
+            resp["usage"]["cacheReadInputTokens"] = read
+        if write is not None:
+            resp["usage"]["cacheWriteInputTokens"] = write
     resp["metrics"] = {"latencyMs": int((call.duration or 0) * 1000)}
     return req, resp
 
@@ -395,14 +452,22 @@ def _chat(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
         "id": call.response_id,
         "object": "chat.completion",
         "created": int(call.started or 0),
-        "model": call.model or "unknown",
+        "model": call.served or call.model or "unknown",
         "choices": [{"index": 0, "message": message, "finish_reason": _finish(call, True)}],
     }
     if call.usage:
         i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)
         resp["usage"] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
-        if "cache_read" in call.usage:
-            resp["usage"]["prompt_tokens_details"] = {"cached_tokens": call.usage["cache_read"]}
+        prompt = {"cached_tokens": call.usage.get("cache_read"),
+                  "cache_write_tokens": call.usage.get("cache_write")}  # fmt: skip
+        if any(v is not None for v in prompt.values()):
+            resp["usage"]["prompt_tokens_details"] = {
+                k: v for k, v in prompt.items() if v is not None
+            }
+        if "reasoning" in call.usage:
+            resp["usage"]["completion_tokens_details"] = {
+                "reasoning_tokens": call.usage["reasoning"]
+            }
     return req, resp
 
 
@@ -424,7 +489,7 @@ def _anthropic(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
         "id": call.response_id,
         "type": "message",
         "role": "assistant",
-        "model": call.model or "unknown",
+        "model": call.served or call.model or "unknown",
         "content": call.output.get("content") or [],
         "stop_reason": _finish(call, False),
         "stop_sequence": None,
@@ -441,6 +506,8 @@ def _anthropic(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
             resp["usage"]["cache_read_input_tokens"] = read
         if write is not None:
             resp["usage"]["cache_creation_input_tokens"] = write
+        if "reasoning" in call.usage:
+            resp["usage"]["output_tokens_details"] = {"thinking_tokens": call.usage["reasoning"]}
     return req, resp
 
 

@@ -65,6 +65,18 @@ def _chat_message(role: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
+def kept_block(p: dict[str, Any]) -> dict[str, Any] | None:
+    """The raw block an ``other`` part keeps (looptap's export writes one so: ``details.block``),
+    if any."""
+    details = p.get("details") if p.get("type") == "other" else None
+    block = details.get("block") if isinstance(details, dict) else None
+    return block if isinstance(block, dict) else None
+
+
+#: The block of a call the provider ran, by the kind looptap gives it.
+_ANTHROPIC_CALLS = {"server": "server_tool_use", "mcp": "mcp_tool_use"}
+
+
 def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for p in parts:
@@ -74,7 +86,8 @@ def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif t == "tool_call":
             blocks.append(
                 {
-                    "type": "tool_use",
+                    # a call the provider ran (looptap's export says which: ``tool_kind``)
+                    "type": _ANTHROPIC_CALLS.get(str(p.get("tool_kind")), "tool_use"),
                     "id": str(p.get("id") or ""),
                     "name": str(p.get("name") or ""),
                     "input": arguments_object(p.get("arguments")),
@@ -89,6 +102,8 @@ def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if p.get("is_error") is True:
                 block["is_error"] = True
             blocks.append(block)
+        elif (kept := kept_block(p)) is not None:
+            blocks.append(kept)  # a block looptap has no kind for (a server tool's result), whole
     return blocks
 
 
@@ -111,6 +126,8 @@ def _responses_items(role: str, parts: list[dict[str, Any]]) -> list[dict[str, A
             out = part_text({"content": p.get("response")})
             items.append({"type": "function_call_output", "call_id": str(p.get("id") or ""),
                           "output": out})  # fmt: skip
+        elif (kept := kept_block(p)) is not None:  # an item looptap has no kind for, whole
+            items.append(kept)
     return items
 
 

@@ -36,6 +36,10 @@ _RAW_FINISH = {
 }
 
 
+#: The block of each kind of call (``ToolCall.kind``).
+_CALL_BLOCKS = {"function": "tool_use", "server": "server_tool_use", "mcp": "mcp_tool_use"}
+
+
 def _usage_body(u: Usage | None) -> JSONObject:
     if u is not None and isinstance(u.raw, dict) and "output_tokens" in u.raw:
         return u.raw
@@ -57,18 +61,30 @@ def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None
     if stop is None:
         return None  # no stop_reason says it (a content filter is not this API's)
     text, calls = answer_text(answer), answer_calls(answer)
+    # the calls the API ran itself (a web search): blocks of this API's own, kept
+    calls += [
+        p.tool_call
+        for p in answer.parts
+        if p.tool_call is not None and p.tool_call.kind in _CALL_BLOCKS.keys() - {"function"}
+    ]
     if not stream and arguments_not_json(calls):
         # unstreamed, ``input`` is an object: no way to send arguments that are not JSON
         return None
     blocks: list[JSONObject] = [{"type": "text", "text": text}] if text else []
     blocks += [
         {
-            "type": "tool_use",
+            "type": _CALL_BLOCKS.get(c.kind, "tool_use"),  # a call the provider ran is its own
             "id": c.id or f"toolu_looptap_{i}",
             "name": c.name or "",
             "input": call_arguments_object(c),
         }
         for i, c in enumerate(calls)
+    ]
+    # the blocks looptap has no kind for (a server tool's result), after the calls, whole
+    blocks += [
+        block
+        for p in answer.parts
+        if p.kind == "other" and isinstance(block := (p.provider_details or {}).get("block"), dict)
     ]
     usage = _usage_body(answer.usage)
     msg: JSONObject = {
@@ -110,6 +126,14 @@ def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None
                 )
             )
             deltas = [{"type": "text_delta", "text": piece} for piece in pieces(block["text"])]
+        elif block["type"] not in _CALL_BLOCKS.values():  # sent whole in its start
+            out.append(
+                sse(
+                    {"type": "content_block_start", "index": i, "content_block": block},
+                    "content_block_start",
+                )
+            )
+            deltas = []
         else:
             out.append(
                 sse(

@@ -3,6 +3,7 @@ replay and the fake upstreams)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -32,6 +33,10 @@ _RAW_FINISH = {
 }
 
 
+#: A ``finishReason`` as Gemini spells one (``STOP``, ``UNEXPECTED_TOOL_CALL`` …).
+_GEMINI_FINISH = re.compile(r"[A-Z][A-Z_]{1,40}")
+
+
 def _usage_body(u: Usage | None) -> dict[str, Any] | None:
     if u is None:
         return None
@@ -56,6 +61,9 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
     server-sent events with ``alt=sse``, else one JSON array written as it grows. A filtered
     answer carries the safety rating that blocked it."""
     reason = _RAW_FINISH.get(answer.finish_reason or FinishReason.COMPLETE)
+    raw = answer.finish_reason_raw
+    if raw is not None and _GEMINI_FINISH.fullmatch(raw):  # the API's own word, kept
+        reason = raw
     if reason is None:
         return None  # no finishReason says it (Gemini has no refusal field)
     text, calls = answer_text(answer), answer_calls(answer)

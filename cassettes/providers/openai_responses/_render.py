@@ -35,15 +35,24 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
 
 
 def _items(answer: NormalisedResponse, rid: str, incomplete: str | None) -> list[Item]:
-    """The answer's output items: one message (text and refusal), then its function calls."""
+    """The answer's output items: the items looptap has no kind for (the calls OpenAI ran itself,
+    a file search, a web search …, kept whole), one message (text and refusal), then its function
+    calls."""
     text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
     status = "incomplete" if incomplete else "completed"
+    hosted = [
+        block
+        for p in answer.parts
+        if p.kind == "other"
+        and isinstance(block := (p.provider_details or {}).get("block"), dict)
+        and isinstance(block.get("type"), str)
+    ]
     content: list[Item] = []
     if text:
         content.append({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
     if refusal:
         content.append({"type": "refusal", "refusal": refusal})
-    items: list[Item] = []
+    items: list[Item] = list(hosted)
     if content:
         items.append(
             {
@@ -125,8 +134,10 @@ def _events(final: Item, items: list[Item], incomplete: str | None) -> list[byte
     for n, item in enumerate(items):
         if item["type"] == "message":
             _message_events(emit, n, item)
-        else:
+        elif item["type"] == "function_call":
             _call_events(emit, n, item)
+        else:  # a call OpenAI ran: added, then done whole
+            emit("response.output_item.added", output_index=n, item=item)
         emit("response.output_item.done", output_index=n, item=item)
     emit("response.incomplete" if incomplete else "response.completed", response=final)
     return out

@@ -1,0 +1,70 @@
+"""The span attributes ``export --otel`` writes and ``import`` reads back, named once: the GenAI
+semantic conventions' (``gen_ai.*``), the HTTP client's, OpenInference's invocation parameters and
+looptap's own, each with the other names an instrumentation writes the same thing under (read
+after the first). The export writes the first name of each row; the import reads them in order.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AGENT_UNNAMED",
+    "ERROR_MESSAGE",
+    "FAMILY",
+    "FINISH_CLASS",
+    "INVOCATION_PARAMETERS",
+    "OPERATION",
+    "REQUEST_MODEL",
+    "RESPONSE_MODEL",
+    "SERVICE_NAME",
+    "STATUS_CODE",
+    "TIMING",
+    "URL",
+    "USAGE",
+    "USAGE_FIELDS",
+]
+
+OPERATION = "gen_ai.operation.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+#: The request's own parameters as sent (JSON: everything but the model, the history and the
+#: tools, ``tool_choice`` among them), where the semconv keeps only the sampling ones.
+INVOCATION_PARAMETERS = "llm.invocation_parameters"
+URL = "url.full"
+STATUS_CODE = "http.response.status_code"
+#: The API's error message as it said it (the span status' message adds where it came from).
+ERROR_MESSAGE = "looptap.error.message"
+FAMILY = "looptap.family"
+#: The finish's normalised class (``cassettes.models.FinishReason``).
+FINISH_CLASS = "looptap.finish_reason"
+#: ``synthetic`` when the span's times were laid out by the export (a recording without them).
+TIMING = "looptap.timing"
+SERVICE_NAME = "service.name"
+#: The OTel SDKs' spelling of a service nobody named (``unknown_service:EXECUTABLE``): the
+#: export's for a run that names no agent, which the import reads as no name.
+AGENT_UNNAMED = "unknown_service:looptap"
+
+#: The usage counts: the key a rebuilt call keeps each under (``providers.Call.usage``), the
+#: :class:`~cassettes.models.Usage` field it comes from, and its attributes (the semconv's first,
+#: then OpenInference's and older openllmetry's).
+USAGE_FIELDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("input_tokens", "input_tokens", (
+        "gen_ai.usage.input_tokens", "llm.token_count.prompt", "gen_ai.usage.prompt_tokens",
+    )),
+    ("output_tokens", "output_tokens", (
+        "gen_ai.usage.output_tokens", "llm.token_count.completion",
+        "gen_ai.usage.completion_tokens",
+    )),
+    ("cache_read", "cache_read_tokens", (
+        "gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read",
+        "gen_ai.usage.cache_read_input_tokens",
+    )),
+    ("cache_write", "cache_write_tokens", (
+        "gen_ai.usage.cache_creation.input_tokens", "llm.token_count.prompt_details.cache_write",
+        "gen_ai.usage.cache_creation_input_tokens",
+    )),
+    ("reasoning", "reasoning_tokens", (
+        "gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning",
+    )),
+)  # fmt: skip
+#: A call's usage key → its attributes, in the order they are read.
+USAGE = {key: names for key, _field, names in USAGE_FIELDS}
