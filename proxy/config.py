@@ -45,7 +45,7 @@ class RecorderConfig:
     record_hosts: tuple[str, ...] = ()
     #: Record the tools' HTTP (forward-proxy traffic to hosts that are not LLM APIs'), but on the
     #: hosts of ``tool_http_exclude`` (globs, or ``HOST:PORT``).
-    tool_http: bool = False
+    tool_http: bool = True
     tool_http_exclude: tuple[str, ...] = ()
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()

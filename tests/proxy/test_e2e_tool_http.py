@@ -68,13 +68,13 @@ class ToolServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 outer.seen.append(("GET", self.path, self.headers.get("x-api-key")))
                 city = (parse_qs(url.query).get("city") or ["?"])[0]
                 self._answer(200, {"city": city, "temp_c": 10 + len(city), "sky": "clear"})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 n = int(self.headers.get("content-length") or 0)
                 order = json.loads(self.rfile.read(n) or b"{}")
                 outer.seen.append(("POST", self.path, self.headers.get("x-api-key")))
