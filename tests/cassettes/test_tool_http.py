@@ -151,3 +151,16 @@ def test_a_tool_body_that_looks_like_a_model_call_is_not_a_turn(tmp_path: Path) 
     inner.url, inner.tool = "https://llm.internal.example/v1/chat/completions", True
     run = analyse([chat(first, one), inner])
     assert sorted(run.turns) == [0] and run.mcp_calls[1].call_id == "call_1"
+
+
+def test_the_html_page_puts_them_under_their_calls(tmp_path: Path) -> None:
+    from looptap.cassettes.views.report import report_data
+
+    data = report_data(open_run(_written(tmp_path, weather_run()), whole=True))
+    calls = {c["id"]: c for c in data["detail"]["0"]["layers"]["E"]["calls"]}
+    (paris,) = calls["call_P"]["http"]
+    assert (paris["seq"], paris["method"], paris["host"], paris["status"]) == (
+        2, "GET", "wx.example.com", 200,
+    )  # fmt: skip
+    assert paris["path"] == "/v1/now?city=Paris&units=metric" and paris["got"] == '{"temp":15}'
+    assert [h["seq"] for h in calls["call_T"]["http"]] == [1]
