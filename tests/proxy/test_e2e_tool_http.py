@@ -10,7 +10,8 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    tool exchange, never a turn; the calls with different arguments are linked to the model's call
    each served, the two equal ones are left unlinked and said so; ``show``, ``show --json`` and
    the replay matcher read the file. A tool credential (header and query) never reaches it.
-2. A LangChain agent (langchain-openai, ``bind_tools``) whose tool calls the server with requests.
+2. A LangChain agent (langchain-core 1.7.2 and langchain-openai 1.7.3 from ``.venv-clients``:
+   ``bind_tools`` and ``@tool``) whose tools call the server with requests 2.34.2.
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
 """
 
@@ -261,6 +262,60 @@ def test_replay_neither_serves_nor_waits_for_the_tools(openai_run: dict[str, Any
     m = Matcher(cas.exchanges)
     assert m.count_unplayed() == 4 and len(m.unplayed()) == 4
     assert all(not cas.exchanges[r.index].tool for r in m.unplayed())
+
+
+LANGCHAIN_AGENT = """
+import os
+import requests
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+TOOLS = os.environ["TOOL_URL"]
+session = requests.Session()  # trust_env: HTTP_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE
+session.headers["x-api-key"] = os.environ["TOOL_KEY"]
+
+@tool
+def get_weather(city: str) -> str:
+    \"\"\"The weather in a city right now.\"\"\"
+    return session.get(f"{TOOLS}/weather", params={"city": city}).text
+
+@tool
+def place_order(item: str, quantity: int) -> str:
+    \"\"\"Order an item.\"\"\"
+    return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
+
+tools = {t.name: t for t in (get_weather, place_order)}
+model = ChatOpenAI(model="gpt-4o").bind_tools(list(tools.values()))
+messages = [HumanMessage("Weather in Paris, Tokyo and Oslo, then order an umbrella.")]
+for _ in range(6):
+    answer = model.invoke(messages)
+    messages.append(answer)
+    if not answer.tool_calls:
+        print("answer:", answer.content)
+        break
+    for call in answer.tool_calls:
+        messages.append(ToolMessage(tools[call["name"]].invoke(call["args"]), tool_call_id=call["id"]))
+"""  # noqa: E501
+
+
+def test_a_langchain_agent_with_a_requests_tool(tmp_path: Path) -> None:
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp_path, LANGCHAIN_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
+    assert TOOL_KEY.encode() not in run.read_bytes()
+    read = open_run(run, whole=True)
+    assert len(read.analysis.turns) == 4
+    http = [c for c in read.analysis.mcp_calls.values() if c.via == "http"]
+    assert len(http) == 5
+    linked = {c.http.path: c for c in http if c.call_id is not None and c.http is not None}
+    assert sorted(linked) == ["/orders", "/weather?city=Paris", "/weather?city=Tokyo"], http
+    calls = {tc.id: tc.arguments for _, rt in read.pairs if rt.response for tc in rt.response.tool_calls}  # noqa: E501
+    assert calls[linked["/weather?city=Paris"].call_id] == {"city": "Paris"}
+    assert calls[linked["/weather?city=Tokyo"].call_id] == {"city": "Tokyo"}
+    assert calls[linked["/orders"].call_id] == {"item": "umbrella", "quantity": 2}
+    assert [c.candidates for c in http if c.call_id is None] == [2, 2]  # Oslo twice
 
 
 def test_no_tool_http_records_the_model_calls_only(tmp_path: Path) -> None:
