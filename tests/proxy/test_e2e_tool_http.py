@@ -125,8 +125,8 @@ def place_order(item, quantity):
 
 client = OpenAI()
 fn = lambda name, props: {"type": "function", "function": {"name": name, "parameters": {
-    "type": "object", "properties": {p: {"type": "string"} for p in props}}}}
-tools = [fn("get_weather", ["city"]), fn("place_order", ["item", "quantity"])]
+    "type": "object", "properties": {p: {"type": t} for p, t in props.items()}}}}
+tools = [fn("get_weather", {"city": "string"}), fn("place_order", {"item": "string", "quantity": "integer"})]
 messages = [{"role": "user", "content": "Weather in Paris, Tokyo and Oslo, then order an umbrella."}]
 for _ in range(6):
     msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
@@ -199,6 +199,7 @@ def test_the_tools_http_is_recorded_beside_the_model_calls(openai_run: dict[str,
 def test_each_tool_exchange_is_linked_to_the_call_it_served(openai_run: dict[str, Any]) -> None:
     read = open_run(openai_run["run"], whole=True)
     assert len(read.analysis.turns) == 4  # the tool exchanges are never turns
+    assert read.analysis.findings == []  # a clean run: no finding
     assert [list(c.turns) for c in read.analysis.conversations] == [[0, 3, 6, 8]]  # seqs
     by_seq = {ex.seq: ex for ex, _ in read.pairs}
     calls = {
@@ -264,6 +265,67 @@ def test_replay_neither_serves_nor_waits_for_the_tools(openai_run: dict[str, Any
     assert all(not cas.exchanges[r.index].tool for r in m.unplayed())
 
 
+def test_export_carries_them_as_http_spans_and_entries(openai_run: dict[str, Any], tmp_path: Path) -> None:  # noqa: E501
+    import sys
+
+    otel, har, page = tmp_path / "o.json", tmp_path / "o.har", tmp_path / "o.html"
+    proc = progress.run(
+        [sys.executable, "-m", "looptap.cassettes.cli", "export", "--otel", str(otel), "--har",
+         str(har), str(openai_run["run"])], capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    entries = json.loads(har.read_text())["log"]["entries"]
+    assert len(entries) == 9 and sum("/weather" in e["request"]["url"] for e in entries) == 4
+    spans = [
+        s for rs in json.loads(otel.read_text())["resourceSpans"]
+        for ss in rs["scopeSpans"] for s in ss["spans"]
+    ]  # fmt: skip
+    names = sorted(s["name"] for s in spans)
+    assert names.count("chat gpt-4o") == 4 and names.count("GET /weather") == 4, names
+    html = progress.run(
+        [sys.executable, "-m", "looptap.cassettes.cli", "export", "--html", "-o", str(page),
+         str(openai_run["run"])], capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert html.returncode == 0, html.stderr
+    assert "/weather?city=Paris" in page.read_text()
+
+
+def test_the_run_replays_with_its_tools_live(openai_run: dict[str, Any], tmp_path: Path) -> None:
+    """``looptap replay --strict`` serves the model calls; the agent's tools go live (not
+    replayed yet); every model call played, no tool exchange waited for."""
+    import signal
+    import sys
+
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", "--strict", str(openai_run["run"])],  # noqa: E501
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+    )  # fmt: skip
+    try:
+        assert replay.stdout is not None
+        env = {}
+        while "REPLICATE_API_TOKEN" not in env:  # the last export line
+            line = replay.stdout.readline()
+            assert line, replay.stderr.read() if replay.stderr else ""
+            name, _, value = line.strip().removeprefix("export ").partition("=")
+            env[name] = value
+        script = tmp_path / "agent.py"
+        script.write_text(OPENAI_AGENT)
+        with ToolServer() as tools:
+            agent = progress.run(
+                [str(CLIENTS_PYTHON), str(script)],
+                env=clean_env(**env, TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY),
+                capture_output=True, text=True, cwd=tmp_path,
+            )  # fmt: skip
+        assert agent.returncode == 0, agent.stdout + agent.stderr[-3000:]
+        assert "answer: Ordered an umbrella." in agent.stdout and len(tools.seen) == 5
+    finally:
+        replay.send_signal(signal.SIGINT)
+        _, err = replay.communicate(timeout=60)
+    assert replay.returncode == 0, err
+    assert "played 4 of 4 recorded round trips (5 tool HTTP calls beside them, not replayed)" in err
+    assert "unplayed" not in err
+
+
 LANGCHAIN_AGENT = """
 import os
 import requests
@@ -306,7 +368,7 @@ def test_a_langchain_agent_with_a_requests_tool(tmp_path: Path) -> None:
     assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
     assert TOOL_KEY.encode() not in run.read_bytes()
     read = open_run(run, whole=True)
-    assert len(read.analysis.turns) == 4
+    assert len(read.analysis.turns) == 4 and read.analysis.findings == []
     http = [c for c in read.analysis.mcp_calls.values() if c.via == "http"]
     assert len(http) == 5
     linked = {c.http.path: c for c in http if c.call_id is not None and c.http is not None}
