@@ -218,6 +218,7 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
+            tool_http=st.tools,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
         st.tools.model_turn(turn, rt.response)

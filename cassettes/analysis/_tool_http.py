@@ -104,9 +104,16 @@ class ToolHttpLinker:
     def __init__(self) -> None:
         #: The model's client tool calls awaiting their result, by call id.
         self.awaiting: OrderedDict[str, Awaiting] = OrderedDict()
+        #: What the tool's HTTP calls linked by their arguments got, by the model's call id (the
+        #: C check of the request that sends its result back reads it): per call, (seq, status,
+        #: transport error, the answer's start), the first 16.
+        self.served: OrderedDict[str, list[tuple[int, int | None, str | None, str | None]]] = (
+            OrderedDict()
+        )
 
     def clear(self) -> None:
         self.awaiting.clear()
+        self.served.clear()
 
     def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
         """A turn was analysed: its conversation's earlier calls are no longer awaited (their
@@ -143,6 +150,11 @@ class ToolHttpLinker:
                 made.name,
             )
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+            if best and call.http is not None:
+                got = self.served.get(cid) or []
+                h = call.http
+                if len(got) < 16:
+                    put(self.served, cid, [*got, (seq, h.status, h.transport_error, h.got)])
         else:
             call.candidates = len(fits)
         return call

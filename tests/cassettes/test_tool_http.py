@@ -164,3 +164,47 @@ def test_the_html_page_puts_them_under_their_calls(tmp_path: Path) -> None:
     )  # fmt: skip
     assert paris["path"] == "/v1/now?city=Paris&units=metric" and paris["got"] == '{"temp":15}'
     assert [h["seq"] for h in calls["call_T"]["http"]] == [1]
+
+
+def _run_with_paris(paris: list[Exchange], sent_paris: str) -> list[Exchange]:
+    """weather_run with Paris's tool HTTP replaced by ``paris`` and its result by ``sent_paris``."""
+    first = [{"role": "user", "content": "Weather in Paris and Tokyo?"}]
+    return [
+        chat(first, PARALLEL),
+        tool("GET", "https://wx.example.com/v1/now?city=Tokyo&units=metric", 200, b'{"temp":22}'),
+        *paris,
+        chat(echoed(PARALLEL, [sent_paris, '{"temp":22}']), [], "Paris 15 C, Tokyo 22 C."),
+    ]
+
+
+def _paris(status: int | None, got: bytes = b"", error: str | None = None) -> Exchange:
+    return tool("GET", "https://wx.example.com/v1/now?city=Paris&units=metric", status, got, error=error)  # noqa: E501
+
+
+def _hidden(exchanges: list[Exchange]) -> list[Any]:
+    return [f for f in analyse(exchanges).findings if f.code == "C.tool_http_error_hidden"]
+
+
+def test_a_failure_the_result_hides_is_named_at_c_on_the_turn_that_sent_it() -> None:
+    failed = _paris(503, b'{"error":"upstream overloaded"}')
+    (f,) = _hidden(_run_with_paris([failed], '{"temp":15}'))
+    assert (f.layer, f.severity.value, f.seq) == ("C", "warning", 3)
+    assert f.tool_call_id == "call_P" and f.details["tool_http_seq"] == 2
+    assert "#2 answered 503" in f.message and "“{\"temp\":15}”, with no error flag" in f.message
+    (empty,) = _hidden(_run_with_paris([_paris(None, error="Connection refused")], ""))
+    assert "ended without an answer (Connection refused)" in empty.message
+    assert "nothing (an empty result)" in empty.message
+    (other,) = _hidden(_run_with_paris([_paris(404, b"no such page")], "cloudy"))
+    assert "#2 answered 404" in other.message
+
+
+def test_a_failure_the_result_says_is_not_a_finding() -> None:
+    body = b'{"error":{"message":"City service closed for maintenance"}}'
+    for paris, sent in (
+        ([_paris(503, body)], "Weather service error: 503"),  # the status, a failure word
+        ([_paris(503, body)], "city service closed for maintenance"),  # the error's own text
+        ([_paris(503, b"x"), _paris(200, b'{"temp":15}')], '{"temp":15}'),  # retried, got it
+        ([_paris(200, b'{"temp":15}')], '{"temp":15}'),  # a clean call
+    ):
+        assert _hidden(_run_with_paris(paris, sent)) == [], (paris, sent)
+    assert analyse(weather_run()).findings == []  # the clean run: no finding at all

@@ -73,6 +73,9 @@ class ToolServer:
                 url = urlsplit(self.path)
                 outer.seen.append(("GET", self.path, self.headers.get("x-api-key")))
                 city = (parse_qs(url.query).get("city") or ["?"])[0]
+                if city == "Lyon":  # the planted failure
+                    self._answer(503, {"error": {"message": "weather backend overloaded"}})
+                    return
                 self._answer(200, {"city": city, "temp_c": 10 + len(city), "sky": "clear"})
 
             def do_POST(self) -> None:
@@ -117,8 +120,12 @@ KEY = os.environ["TOOL_KEY"]
 http = httpx.Client(headers={"x-api-key": KEY})  # trust_env: HTTP_PROXY, NO_PROXY, SSL_CERT_FILE
 
 def get_weather(city):
-    r = http.get(f"{TOOLS}/weather", params={"city": city, "key": KEY})
-    return r.text
+    try:  # as many tools do: a failure becomes an empty result
+        r = http.get(f"{TOOLS}/weather", params={"city": city, "key": KEY})
+        r.raise_for_status()
+        return r.text
+    except httpx.HTTPError:
+        return "{}"
 
 def place_order(item, quantity):
     return http.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
@@ -378,6 +385,25 @@ def test_a_langchain_agent_with_a_requests_tool(tmp_path: Path) -> None:
     assert calls[linked["/weather?city=Tokyo"].call_id] == {"city": "Tokyo"}
     assert calls[linked["/orders"].call_id] == {"item": "umbrella", "quantity": 2}
     assert [c.candidates for c in http if c.call_id is None] == [2, 2]  # Oslo twice
+
+
+def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path) -> None:
+    """Issue 84, item 3: the tool's API answers 503, the tool hands the model ``{}``: the turn
+    that sends that result back carries C.tool_http_error_hidden, and nothing else is found."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("It is fine in Lyon.")
+
+    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    read = open_run(run, whole=True)
+    assert [(f.code, f.seq) for f in read.analysis.findings] == [("C.tool_http_error_hidden", 2)]
+    (f,) = read.analysis.findings
+    assert "#1 answered 503" in f.message and "nothing (an empty result)" in f.message
+    assert "weather backend overloaded" in f.message
 
 
 def test_no_tool_http_records_the_model_calls_only(tmp_path: Path) -> None:
