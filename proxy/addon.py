@@ -271,7 +271,7 @@ class LooptapRecorder:
             return True
         tool = flow.metadata.get(TOOL)
         if tool is not None:  # told once per flow: a tool's (True), or not recorded (False)
-            return tool
+            return bool(tool)
         if is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path) or _is_mcp(
             flow
         ):
