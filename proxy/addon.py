@@ -272,13 +272,19 @@ class LooptapRecorder:
         tool = flow.metadata.get(TOOL)
         if tool is not None:  # told once per flow: a tool's (True), or not recorded (False)
             return bool(tool)
-        if is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path) or _is_mcp(
-            flow
-        ):
+        if self._llm_host(flow) or _is_mcp(flow):
             return True
         # (asked once the request is whole: from the response's head on, or at an error)
         flow.metadata[TOOL] = tool = self._tool_host(flow)
         return tool
+
+    def _llm_host(self, flow: http.HTTPFlow) -> bool:
+        """Whether a forward-proxy request goes to an LLM API's host (told once per flow)."""
+        llm = flow.metadata.get(_LLM)
+        if llm is None:
+            req = flow.request
+            llm = flow.metadata[_LLM] = is_llm_host(req.pretty_host, self._extra_hosts, req.path)
+        return bool(llm)
 
     def _tool_host(self, flow: http.HTTPFlow) -> bool:
         """A forward-proxy request the tools' HTTP records: on, and not to an excluded host nor
@@ -306,7 +312,7 @@ class LooptapRecorder:
         if (
             self._tool_http
             and not isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
-            and not is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path)
+            and not self._llm_host(flow)
             and "mcp-protocol-version" not in flow.request.headers
             and "mcp-session-id" not in flow.request.headers
         ):
@@ -534,6 +540,8 @@ _recorder = LooptapRecorder()
 addons = [_recorder, DurableGate()]
 
 
+#: The flow metadata key of whether a forward-proxy request goes to an LLM API's host.
+_LLM = "looptap_llm"
 #: The names of this machine a client reaches the recorder's listeners by.
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
