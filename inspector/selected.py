@@ -30,7 +30,9 @@ class TurnShown(Message):
     seq: int
     turn: Turn
     results: dict[str, ToolResult] | None
-    runs: dict[str, McpCall]
+    #: The tool's side of each of its calls, by call id: the MCP tools/call that ran it, the
+    #: tool's HTTP calls that served it (cassettes.analysis._tool_http), in recording order.
+    runs: dict[str, list[McpCall]]
 
 
 @dataclass
@@ -64,9 +66,10 @@ def read_panes(source: Run, index: TurnIndex, seq: int) -> TurnShown | None:
     nxt = index.next_seq(turn)
     full = source.full_turn(seq)
     results = results_sent_back(source, nxt) if nxt is not None else None
-    runs = {
-        c.call_id: c for c in source.analysis.mcp_calls.values() if c.call_id and c.model_seq == seq
-    }
+    runs: dict[str, list[McpCall]] = {}
+    for c in source.analysis.mcp_calls.values():
+        if c.call_id and c.model_seq == seq:
+            runs.setdefault(c.call_id, []).append(c)
     return TurnShown(seq, full, results, runs)
 
 

@@ -28,8 +28,11 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   connection of a recorded round trip is a reset or a close to the agent, not mitmproxy's 502
   page or clean close, and a WebSocket peer gone without a close frame is gone without one for the
   other side too, not a close ``1000 (OK)``.
-* In forward-proxy mode only LLM API hosts are recorded (``looptap_record_hosts`` adds more);
-  other traffic passes through, streamed and unrecorded.
+* In forward-proxy mode LLM API hosts are recorded (``looptap_record_hosts`` adds more), and MCP
+  servers on any host; with ``looptap_tool_http`` (``looptap run`` / ``record``'s default) the
+  rest too, as the tools' HTTP (marked ``tool``: never a turn), its bodies kept up to
+  :data:`~proxy.capture.TOOL_BODY`, but on the hosts of ``looptap_tool_http_exclude`` and the
+  recorder's own listeners; other traffic passes through, streamed and unrecorded.
 * What mitmproxy cannot pass never leaves the client waiting (docs/recorder.md, "What mitmproxy
   11.0.2 does not pass"): informational answers (``103 Early Hints``) before an HTTP/1 upstream's
   answer are dropped, so that the answer passes, and an HTTP/1 body's trailer fields, so that it
@@ -54,7 +57,10 @@ from looptap.proxy.capture import (
     CAPPED,
     CLIENT_PATH,
     MAX_REQUEST,
+    TOOL,
+    TOOL_BODY,
     Capped,
+    CappedTee,
     Tee,
     flow_to_exchange,
     request_body,
@@ -89,6 +95,20 @@ OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
         [],
         "Extra hosts (glob patterns) to record in forward-proxy mode, besides the known LLM API "
         "hosts.",
+    ),
+    (
+        "looptap_tool_http",
+        bool,
+        False,
+        "Record the tools' HTTP too: forward-proxy traffic to hosts that are not LLM APIs' (nor "
+        "MCP servers'), kept beside the model calls as tool exchanges, never as turns; bodies "
+        "kept up to 1 MiB.",
+    ),
+    (
+        "looptap_tool_http_exclude",
+        Sequence[str],
+        [],
+        "Hosts (glob patterns, or HOST:PORT) whose traffic is not recorded as the tools' HTTP.",
     ),
     (
         "looptap_redact_headers",
@@ -168,6 +188,12 @@ class LooptapRecorder:
         self.output: Path | None = None
         self.handoff = Handoff()
         self._extra_hosts: tuple[str, ...] = ()
+        self._tool_http = False
+        self._tool_exclude: tuple[str, ...] = ()
+        #: The ports of this proxy's reverse listeners: a client that reaches one through the
+        #: forward proxy (one that cannot exclude a port from its proxy) is passed on unrecorded,
+        #: the listener records it.
+        self._own_ports: frozenset[int] = frozenset()
         self._flow_bodies = True
         self._durable = False
         #: How each upstream connection ended (reset or closed by the peer), to pass it on as it
@@ -193,6 +219,12 @@ class LooptapRecorder:
             self._flow_bodies = bool(ctx.options.looptap_flow_bodies)
         if "looptap_record_hosts" in updated:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
+        if "looptap_tool_http" in updated:
+            self._tool_http = bool(ctx.options.looptap_tool_http)
+        if "looptap_tool_http_exclude" in updated:
+            self._tool_exclude = tuple(h.lower() for h in ctx.options.looptap_tool_http_exclude)
+        if "mode" in updated:
+            self._own_ports = frozenset(_reverse_ports(ctx.options.mode))
         if updated & {"looptap_output", "looptap_fsync", "looptap_durable"}:
             self.handoff.close()
             self.output = None
@@ -237,9 +269,38 @@ class LooptapRecorder:
         mode = flow.client_conn.proxy_mode
         if isinstance(mode, mode_specs.ReverseMode):
             return True
-        return is_llm_host(
-            flow.request.pretty_host, self._extra_hosts, flow.request.path
-        ) or _is_mcp(flow)
+        tool = flow.metadata.get(TOOL)
+        if tool is not None:  # told once per flow: a tool's (True), or not recorded (False)
+            return bool(tool)
+        if self._llm_host(flow) or _is_mcp(flow):
+            return True
+        # (asked once the request is whole: from the response's head on, or at an error)
+        flow.metadata[TOOL] = tool = self._tool_host(flow)
+        return tool
+
+    def _llm_host(self, flow: http.HTTPFlow) -> bool:
+        """Whether a forward-proxy request goes to an LLM API's host (told once per flow)."""
+        llm = flow.metadata.get(_LLM)
+        if llm is None:
+            req = flow.request
+            llm = flow.metadata[_LLM] = is_llm_host(req.pretty_host, self._extra_hosts, req.path)
+        return bool(llm)
+
+    def _tool_host(self, flow: http.HTTPFlow) -> bool:
+        """A forward-proxy request the tools' HTTP records: on, and not to an excluded host nor
+        to one of this recorder's listeners."""
+        if not self._tool_http:
+            return False
+        req = flow.request
+        host = req.pretty_host.lower().rstrip(".")
+        if req.port in self._own_ports and host in _LOOPBACK:
+            return False
+        if self._tool_exclude:
+            from fnmatch import fnmatch
+
+            where = f"{host}:{req.port}"
+            return not any(fnmatch(host, p) or fnmatch(where, p) for p in self._tool_exclude)
+        return True
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self._version_path(flow)
@@ -247,8 +308,17 @@ class LooptapRecorder:
         # mitmproxy holds a request whole before the ``request`` hook (65 MiB took the proxy to
         # +195 MiB, 200 MiB to +600 MiB): a long one, or one of unknown length, is streamed instead
         length = _content_length(flow.request.headers)
-        if length is None or length > MAX_REQUEST:
-            flow.request.stream = flow.metadata[CAPPED] = Capped(MAX_REQUEST)
+        limit = MAX_REQUEST
+        if (
+            self._tool_http
+            and not isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
+            and not self._llm_host(flow)
+            and "mcp-protocol-version" not in flow.request.headers
+            and "mcp-session-id" not in flow.request.headers
+        ):
+            limit = TOOL_BODY  # perhaps a tool's: kept up to its bound (an MCP body is small)
+        if length is None or length > limit:
+            flow.request.stream = flow.metadata[CAPPED] = Capped(limit)
 
     @staticmethod
     def _version_path(flow: http.HTTPFlow) -> None:
@@ -268,6 +338,13 @@ class LooptapRecorder:
         drop_own_marks(flow)
         if self._records(flow):
             length = _content_length(flow.response.headers)
+            if flow.metadata.get(TOOL):  # a tool's answer: kept up to its bound, never held
+                tee: Tee = CappedTee(TOOL_BODY)
+                if length:
+                    tee.expect(length, lambda: self._finish(flow, None))
+                flow.response.stream = tee
+                flow.metadata["looptap_tee"] = tee
+                return
             if self._durable and length is not None:
                 # A fixed-length body is complete for the client with its last byte, which a tee
                 # passes on before the writer has answered; buffered, mitmproxy sends it only
@@ -287,6 +364,9 @@ class LooptapRecorder:
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None and flow.response.status_code == 101 and self._records(flow):
+            if flow.metadata.get(TOOL):  # a tool's WebSocket: not recorded (docs/recorder.md)
+                flow.metadata["looptap_done"] = True
+                return
             self._start_session(flow)  # a WebSocket: its turns are recorded as they complete
             return
         tee = flow.metadata.get("looptap_tee")
@@ -458,6 +538,25 @@ class LooptapRecorder:
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
 _recorder = LooptapRecorder()
 addons = [_recorder, DurableGate()]
+
+
+#: The flow metadata key of whether a forward-proxy request goes to an LLM API's host.
+_LLM = "looptap_llm"
+#: The names of this machine a client reaches the recorder's listeners by.
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _reverse_ports(modes: Sequence[str]) -> set[int]:
+    """The ports of the reverse listeners among mitmproxy's ``mode`` specs."""
+    out: set[int] = set()
+    for spec in modes:
+        try:
+            mode = mode_specs.ProxyMode.parse(spec)
+        except ValueError:
+            continue
+        if isinstance(mode, mode_specs.ReverseMode) and mode.custom_listen_port is not None:
+            out.add(mode.custom_listen_port)
+    return out
 
 
 def _is_mcp(flow: http.HTTPFlow) -> bool:

@@ -20,7 +20,10 @@ __all__ = [
     "CAPPED",
     "CLIENT_PATH",
     "MAX_REQUEST",
+    "TOOL",
+    "TOOL_BODY",
     "Capped",
+    "CappedTee",
     "Tee",
     "flow_to_exchange",
     "request_body",
@@ -37,6 +40,13 @@ CAPPED = "looptap_capped"
 #: of held whole (:class:`Capped`); the cassette keeps its first bytes, with a note. Never a 413:
 #: the proxy does not break an upload the API would take.
 MAX_REQUEST = 32 << 20
+#: The flow metadata key of a tool's HTTP call (forward-proxy traffic to a host that is not an LLM
+#: API's, recorded beside the model calls: docs/recorder.md, "The tools' HTTP").
+TOOL = "looptap_tool"
+#: Bytes of a tool's request or answer body the recorder keeps (a tool's answer the model gets is
+#: far shorter; a download through the proxy, a package install, is not held): the rest passes
+#: on, counted, and the cassette says so.
+TOOL_BODY = 1 << 20
 
 
 class Tee:
@@ -68,6 +78,56 @@ class Tee:
         except Exception:  # never break the stream: a raising callable drops the chunk
             pass
         return data
+
+
+class CappedTee(Tee):
+    """A :class:`Tee` that keeps the first ``limit`` bytes and counts the rest (a tool's answer);
+    every chunk is still passed on untouched."""
+
+    __slots__ = ("_kept", "limit", "sent")
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.sent = 0
+        self._kept = 0
+
+    def __call__(self, data: bytes) -> bytes:
+        try:
+            self.sent += len(data)
+            if self._kept < self.limit and data:
+                piece = data[: self.limit - self._kept]
+                self._kept += len(piece)
+                super().__call__(piece)
+                if len(piece) < len(data) and self._on_complete is not None:
+                    self._left -= len(data) - len(piece)
+                    if self._left <= 0:
+                        done, self._on_complete = self._on_complete, None
+                        done()
+            elif data and self._on_complete is not None:
+                self._left -= len(data)
+                if self._left <= 0:
+                    done, self._on_complete = self._on_complete, None
+                    done()
+        except Exception:  # never break the stream
+            pass
+        return data
+
+    @property
+    def cut(self) -> bool:
+        return self.sent > self._kept
+
+    def kept_chunks(self) -> list[tuple[float, bytes]]:
+        """The chunks kept, cut before their last quote when the body was cut (no JSON string,
+        nor a secret in one, is kept in part)."""
+        chunks = self.chunks
+        if not self.cut:
+            return chunks
+        last = next((i for i in range(len(chunks) - 1, -1, -1) if b'"' in chunks[i][1]), -1)
+        if last < 0:
+            return []
+        t, data = chunks[last]
+        return [*chunks[:last], (t, data[: data.rfind(b'"')])]
 
 
 class Capped:
@@ -141,9 +201,17 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         started=start,
         request_encoded=True,
         response_encoded=True,
+        tool=flow.metadata.get(TOOL) is True,
     )
     if flow.response is not None:
         _response_into(ex, flow.response, tee, start)
+    if isinstance(tee, CappedTee) and tee.cut:
+        ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.kept_chunks()]
+        ex.notes.append(
+            f"response body: {tee.sent:,} bytes went to the client; the cassette keeps the first "
+            f"{len(ex.response_body):,} (the recorder keeps at most {tee.limit >> 10} KiB of a "
+            "tool's answer, cut before a quote so that no JSON string is kept in part)"
+        )
     if error:
         ex.transport_error = error
     dropped = http1_fixes.informational.get(req)
@@ -158,7 +226,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     if isinstance(capped, Capped) and capped.cut:
         ex.notes.append(
             f"request body: {capped.sent:,} bytes went to the upstream; the cassette keeps the "
-            f"first {len(ex.request_body):,} (the recorder keeps at most {MAX_REQUEST >> 20} MiB "
+            f"first {len(ex.request_body):,} (the recorder keeps at most {capped.limit >> 20} MiB "
             "of a request, cut before a quote so that no JSON string is kept in part)"
         )
     marks_into(ex, flow.metadata)

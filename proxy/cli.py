@@ -176,6 +176,8 @@ def _config(args: argparse.Namespace) -> Any:
         base_port=args.port,
         upstreams=upstreams,
         record_hosts=tuple(args.record_host),
+        tool_http=not args.no_tool_http,
+        tool_http_exclude=tuple(args.tool_http_exclude),
         redact_headers=tuple(args.redact_header),
         redact_patterns=tuple(args.redact_pattern),
         ssl_insecure=args.ssl_insecure,

@@ -43,6 +43,10 @@ class RecorderConfig:
     base_port: int = 0
     upstreams: dict[str, str] = field(default_factory=dict)
     record_hosts: tuple[str, ...] = ()
+    #: Record the tools' HTTP (forward-proxy traffic to hosts that are not LLM APIs'), but on the
+    #: hosts of ``tool_http_exclude`` (globs, or ``HOST:PORT``).
+    tool_http: bool = True
+    tool_http_exclude: tuple[str, ...] = ()
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     ssl_insecure: bool = False

@@ -266,6 +266,8 @@ class Recorder:
                 http3=False,
                 looptap_output=str(cfg.output),
                 looptap_record_hosts=list(cfg.record_hosts),
+                looptap_tool_http=cfg.tool_http,
+                looptap_tool_http_exclude=list(cfg.tool_http_exclude),
                 looptap_redact_headers=list(cfg.redact_headers),
                 looptap_redact_patterns=list(cfg.redact_patterns),
                 looptap_flow_bodies=False,
@@ -367,6 +369,24 @@ class Recorder:
             parts
         )
 
+    def _direct(self) -> list[str]:
+        """What the command reaches without the proxy (``NO_PROXY``): loopback; with the tools'
+        HTTP recorded, only this recorder's own listeners, so that a tool server on loopback is
+        recorded too. Each as ``HOST:PORT`` (read by requests for names, urllib, undici, Go) and
+        ``http://HOST:PORT`` (httpx's form); a client that cannot exclude a port (requests for an
+        address, curl) reaches a listener through the proxy, which passes it on unrecorded (the
+        listener records it)."""
+        if not self.config.tool_http:
+            return ["127.0.0.1", "localhost"]
+        host = self._client_host()
+        return [
+            f"{scheme}{h}:{lst.port}"
+            for lst in self.listeners
+            if lst.upstream
+            for h in (host, "localhost")
+            for scheme in ("", "http://")
+        ]
+
     def _environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
         for lst in self.listeners:
@@ -375,7 +395,7 @@ class Recorder:
                 env.update(dict.fromkeys(_PROXY_VARS, proxy), NODE_USE_ENV_PROXY="1")
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(
-                    dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"])
+                    dict.fromkeys([*no_proxy, *self._direct()])
                 )
             else:
                 for var in lst.env:

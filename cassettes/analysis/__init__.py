@@ -36,6 +36,7 @@ from ._model import (
     RunAnalysis,
     Severity,
     TokenCount,
+    ToolHttp,
     Turn,
     kind_text,
 )
@@ -62,6 +63,7 @@ from ._rules import (
     using,
 )
 from ._tokens import apportion, estimate_text
+from ._tool_http import tool_http
 from ._tool_schema import normalise_schema, schema_errors
 
 __all__ = [
@@ -84,6 +86,7 @@ __all__ = [
     "RunAnalysis",
     "Severity",
     "TokenCount",
+    "ToolHttp",
     "Turn",
     "active",
     "active_text",
@@ -107,6 +110,7 @@ __all__ = [
     "sections",
     "surely_valid",
     "table_identity",
+    "tool_http",
     "unsourced",
     "using",
 ]

@@ -169,6 +169,10 @@ class RunAnalyser:
             rt = self._parse(ex)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
+        if ex.tool:  # a tool's HTTP call: linked to the model's call it served, never a turn
+            st.result.mcp_calls[seq] = st.tools.exchange(seq, ex)
+            retention.remember(st, seq, rt, None)
+            return None
         if rt.operation != "generate" or rt.request is None or st.delivered.delivered_before(rt):
             side = side_call(ex, rt)  # what an MCP tool server listed or answered, linked to
             call = st.mcp.side_call(seq, side) if side else None  # the model's call it ran
@@ -214,8 +218,10 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
+            tool_http=st.tools,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
+        st.tools.model_turn(turn, rt.response)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:
@@ -339,6 +345,7 @@ class RunAnalyser:
         st.parked.clear()
         st.records.clear()
         st.mcp.clear()
+        st.tools.clear()
         st.threader.close()
         st.threader = Threader(keep=st.keep)
 

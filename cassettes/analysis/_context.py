@@ -24,6 +24,7 @@ from ..parsing import RoundTrip
 from ..wire import Exchange, MissNote, read_miss
 from ._mcp import McpLinker
 from ._model import CallCheck, Finding, Turn
+from ._tool_http import ToolHttpLinker
 from .codes import ROWS, severity_of
 
 __all__ = [
@@ -81,6 +82,8 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
+    #: What the tools' HTTP calls linked to the model's calls got (cassettes.analysis._tool_http).
+    tool_http: ToolHttpLinker | None = None
     #: For each call of the previous answer (by position), the id the client echoed it under in
     #: this request (the C layer's, :func:`cassettes.analysis.dispatch.build`).
     echo_ids: dict[int, str] = field(default_factory=dict)

@@ -29,16 +29,22 @@ from ._parking import reloaded
 from ._plain_values import dump, load
 from ._records import Conversations
 from ._state import CLASSES, AnalyserState, Parked
+from ._tool_http import ToolHttpLinker
 from .threading import restore_threads, threads_state
 
 __all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
-VERSION = 2
+VERSION = 3
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
-_OWN = {"mcp": McpLinker, "items": ItemReferences, "delivered": Deliveries}
+_OWN = {
+    "mcp": McpLinker,
+    "tools": ToolHttpLinker,
+    "items": ItemReferences,
+    "delivered": Deliveries,
+}
 
 
 def capture(analyser: RunAnalyser) -> dict[str, Any]:

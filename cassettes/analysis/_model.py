@@ -31,6 +31,7 @@ __all__ = [
     "Segments",
     "Severity",
     "TokenCount",
+    "ToolHttp",
     "Turn",
     "kind_text",
 ]
@@ -283,17 +284,46 @@ def kind_text(kind: str, parent_seq: int | None) -> str:
     return f"{KIND_WORDS.get(kind, 'branched from')} #{parent_seq}"
 
 
-class McpCall(_Model):
-    """An MCP ``tools/call`` and the model's tool call it ran (layer C: the client executing it)."""
+class ToolHttp(_Model):
+    """What a tool's HTTP call sent and got (a round trip the recorder took to a host that is not
+    an LLM API's): bounded, redacted as the cassette is, never markup."""
 
-    #: seq of the MCP round trip.
+    method: str
+    host: str
+    #: The path and query (at most 300 characters).
+    path: str
+    status: int | None = None
+    transport_error: str | None = None
+    #: Epoch seconds; seconds from the request to the answer's last byte.
+    started: float | None = None
+    duration: float | None = None
+    #: The start of the request body and of the answer's, as text (at most 300 characters each;
+    #: ``None``: empty), and their sizes in bytes as kept.
+    sent: str | None = None
+    got: str | None = None
+    sent_bytes: int = 0
+    got_bytes: int = 0
+
+
+class McpCall(_Model):
+    """A tool's side of a model's tool call, and the call it ran (layer C: the client executing
+    it): an MCP ``tools/call``, or a tool's own HTTP call (``via == "http"``)."""
+
+    #: seq of the MCP round trip, or of the tool's HTTP round trip.
     seq: int
+    #: The MCP server's tool; for a tool's HTTP call, the model's tool it served (when linked).
     tool: str | None = None
     #: The model's tool-call id it ran, when looptap could tell.
     call_id: str | None = None
-    #: How: ``id`` (the client sent the model's tool-use id in ``_meta``) or ``name_arguments``
-    #: (the one model call awaiting its result with this tool and these arguments).
-    linked_by: Literal["id", "name_arguments"] | None = None
+    #: How: ``id`` (the client sent the model's tool-use id in ``_meta``), ``name_arguments``
+    #: (the one model call awaiting its result with this tool and these arguments); for a tool's
+    #: HTTP call ``arguments`` (of the model calls awaiting their result, the one whose arguments
+    #: the URL, query or body carries most of) or ``awaiting`` (the only model call awaiting its
+    #: result; none of its arguments seen).
+    linked_by: Literal["id", "name_arguments", "arguments", "awaiting"] | None = None
+    #: ``mcp`` (a tools/call to an MCP server) or ``http`` (a tool's own HTTP call: :attr:`http`).
+    via: Literal["mcp", "http"] = "mcp"
+    http: ToolHttp | None = None
     #: The turn whose answer made the call (its seq, conversation and 0-based index).
     model_seq: int | None = None
     conversation: str | None = None
@@ -317,7 +347,8 @@ class RunAnalysis(_Model):
     findings: list[Finding] = Field(default_factory=list)
     #: Checks that failed with an internal error (the rest of the analysis still ran).
     errors: list[str] = Field(default_factory=list)
-    #: MCP ``tools/call`` round trips by seq, each with the model's call it ran.
+    #: The tools' side by seq: MCP ``tools/call`` round trips and tools' HTTP calls (``via``), each
+    #: with the model's call it ran.
     mcp_calls: dict[int, McpCall] = Field(default_factory=dict)
 
     @field_serializer("conversations", mode="wrap")

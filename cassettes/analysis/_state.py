@@ -21,6 +21,7 @@ from ._mcp import McpLinker, ModelCall
 from ._model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from ._records import Conversations
 from ._tokens import _ConvTokens
+from ._tool_http import Awaiting, ToolHttpLinker
 from .spill import Spill, SpillMap
 from .threading import Threader
 
@@ -55,7 +56,17 @@ QUIET_KEEP = 256
 #: spilled rows and its continued state (:mod:`._continuation`) are read back into.
 CLASSES: dict[str, type] = {
     c.__qualname__: c
-    for c in (Finding, McpCall, ModelCall, Part, ToolSpec, _ConvTokens, Conversation, Parked)
+    for c in (
+        Finding,
+        McpCall,
+        ModelCall,
+        Awaiting,
+        Part,
+        ToolSpec,
+        _ConvTokens,
+        Conversation,
+        Parked,
+    )
 }
 CLASSES["ConversationState"] = ConversationState
 
@@ -89,6 +100,8 @@ class AnalyserState:
     conversations: Conversations
     threader: Threader
     mcp: McpLinker = field(default_factory=McpLinker)
+    #: The model calls a tool's HTTP call may serve (cassettes.analysis._tool_http).
+    tools: ToolHttpLinker = field(default_factory=ToolHttpLinker)
     #: seqs of turns whose transfer call handed the run to another agent (a ``handoff``
     #: conversation branched from them): their calls are not left pending.
     handed_off: set[int] = field(default_factory=set)

@@ -132,6 +132,9 @@ class Matcher:
         #: Round trips a request was matched to past a fork's cursor and answered live, not from
         #: the recording (:meth:`went_live`): matched (never offered again), not played.
         self._live: set[int] = set()
+        for i in self.index.tools:  # a tool's HTTP call: matched already, never offered, not played
+            self._plays[i] = 1
+            self._live.add(i)
         self.recorded: Sequence[Recorded] = _RecordedList(self)
         self.misses: list[Miss] = []
         #: The client's base path → the recording's (``/v1`` → ``/backend-api/codex``), learned

@@ -151,6 +151,9 @@ class Index:
     conv_ids: list[str] = field(default_factory=list)
     #: How the rebuilt round trips among them are compared (:mod:`cassettes.providers._inferred`).
     profiles: set[InferredFields] = field(default_factory=set)
+    #: The positions of the tools' HTTP calls (``Exchange.tool``): not served (the tools are not
+    #: replayed yet), nor left unplayed.
+    tools: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -162,7 +165,10 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
     paths: set[str] = set()
     keys: list[RequestKey] | None = [] if isinstance(src, InMemory) else None
     profiles: set[InferredFields] = set()
+    tools: list[int] = []
     for ex in src.scan():
+        if ex.tool:
+            tools.append(len(hashes))
         key = recorded_key(ex, volatile, rules)
         inferred = inferred_fields(ex)
         if inferred is not None:
@@ -182,6 +188,7 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
         paths,
         keys,
         profiles=profiles,
+        tools=tools,
     )
 
 

@@ -5,11 +5,11 @@ safe (:mod:`.answers`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ..analysis import Conversation, Finding, RunAnalysis, Turn
+from ..analysis import Conversation, Finding, McpCall, RunAnalysis, Turn
 from ..matching import report_lines
 from ..models import Message
 from ._answers import byte_budget, json_size, safe_json, shrink, text
@@ -137,10 +137,16 @@ def conversation_row(
 
 
 def turn_body(
-    t: Turn, msgs: list[Message], after: int | None, next_turn: Turn | None, chars: int
+    t: Turn,
+    msgs: list[Message],
+    after: int | None,
+    next_turn: Turn | None,
+    chars: int,
+    served: Mapping[str, list[McpCall]] | None = None,
 ) -> dict[str, Any]:
     """A turn with E/A/C: what the client sent (``msgs``, the request's messages), what the model
-    emitted, what the API said, and what the client sent next (``next_turn``, seq ``after``)."""
+    emitted, what the API said, and what the client sent next (``next_turn``, seq ``after``);
+    ``served``: the tools' HTTP calls that served each of its calls, by call id."""
     return {
         "seq": t.seq,
         "conversation": t.conversation,
@@ -151,7 +157,7 @@ def turn_body(
         "findings": [finding_part(f, chars) for f in t.findings],
         "recorded": {
             "C_sent": _sent(t, msgs, chars),
-            "E_emitted": _emitted(t, chars),
+            "E_emitted": _emitted(t, chars, served or {}),
             "A_said": _said(t, chars),
             "C_next": None if next_turn is None else _next(next_turn, chars),
         },
@@ -172,7 +178,23 @@ def _sent(t: Turn, msgs: list[Message], chars: int) -> dict[str, Any]:
     }
 
 
-def _emitted(t: Turn, chars: int) -> dict[str, Any]:
+def _tool_http(calls: list[McpCall], chars: int) -> list[dict[str, Any]]:
+    """The tools' HTTP calls that served a tool call: what each sent and got (the first 10)."""
+    out = []
+    for c in calls[:10]:
+        h = c.http
+        if h is None:
+            continue
+        out.append({
+            "seq": c.seq, "linked_by": c.linked_by, "method": text(h.method, 16),
+            "host": text(h.host, 200), "path": text(h.path, 300), "status": h.status,
+            "transport_error": text(h.transport_error, 200), "duration": h.duration,
+            "sent": text(h.sent, chars), "got": text(h.got, chars),
+        })  # fmt: skip
+    return out
+
+
+def _emitted(t: Turn, chars: int, served: Mapping[str, list[McpCall]]) -> dict[str, Any]:
     e = t.e
     return {
         "text": text(e.text, chars),
@@ -186,6 +208,7 @@ def _emitted(t: Turn, chars: int) -> dict[str, Any]:
                 "parse_error": text(k.parse_error, 200),
                 "schema_errors": [text(x, 200) for x in k.schema_errors[:5]],
                 "offered": k.offered,
+                "tool_http": _tool_http(served.get(k.id or "") or [], chars // 2),
             }
             for k in e.tool_calls[:20]
         ],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis import Turn
+from ..analysis import McpCall, Turn
 from ..hints import count
 from ..models import Message
 from ..reading import Run
@@ -68,7 +68,11 @@ def turn(
     chars = max(40, min(chars, MAX_BYTES // 2))
     after = _next_seq(r, t)
     next_turn = r.analysis.turns.get(after) if after is not None else None
-    return wrap(fit_turn(turn_body(t, msgs, after, next_turn, chars), max_bytes))
+    served: dict[str, list[McpCall]] = {}
+    for c in r.analysis.mcp_calls.values():
+        if c.via == "http" and c.call_id and c.model_seq == t.seq:
+            served.setdefault(c.call_id, []).append(c)
+    return wrap(fit_turn(turn_body(t, msgs, after, next_turn, chars, served), max_bytes))
 
 
 def _message_whole(

@@ -138,6 +138,12 @@ def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
         transport_error=ex.transport_error,
         notes=list(ex.notes),
     )
+    if ex.tool:
+        # a tool's HTTP call (the recorder took it to a host that is not an LLM API's): never read
+        # as a model's, whatever its body looks like; the analysis links it to the tool call it
+        # served (cassettes.analysis._tool_http)
+        rt.operation = "tool_http"
+        return rt
     try:
         _parse_into(rt, ex, url, base)
     except Exception as exc:  # a bug in an adapter must never lose the round trip

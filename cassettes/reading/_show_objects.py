@@ -14,6 +14,8 @@ from ..views import (
     growth_row,
     mcp_link_json,
     roundtrip_json,
+    tool_call_http_json,
+    tool_http_link_json,
     turn_json,
 )
 from ._branch import fork_notes, origin_in, tolerated_by_conversation
@@ -42,7 +44,12 @@ def show_objects(run: Any, path: Path) -> Iterator[dict[str, Any]]:
 def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
     """Each round trip's ``show --json`` object and its growth row, in order, made afresh."""
     turns = run.analysis.turns
-    ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
+    ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id and c.via == "mcp"}
+    # a tool's HTTP calls, under the model's call each served (several may serve one)
+    served: dict[str, list[Any]] = {}
+    for c in run.analysis.mcp_calls.values():
+        if c.call_id and c.via == "http":
+            served.setdefault(c.call_id, []).append(c)
     # The conversations that branched from another (few): every other one is a main one. (Made for
     # text too: the printed views are kept with a kept analysis, and a later --json reads them.)
     branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
@@ -69,10 +76,15 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
         link = run.analysis.mcp_calls.get(v["seq"])
         if link is not None and v.get("mcp") is not None:
             v["mcp"]["linked"] = mcp_link_json(link)
-        for tc in v["tool_calls"] if ran else []:
+        if link is not None and v.get("tool_http") is not None:
+            v["tool_http"]["linked"] = tool_http_link_json(link)
+        for tc in v["tool_calls"] if ran or served else []:
             by = ran.get(tc.get("id") or "")
             if by is not None:
                 tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
+            http = served.get(tc.get("id") or "")
+            if http:
+                tc["http"] = [tool_call_http_json(c) for c in http]
         return [v, growth_row(turn) if turn is not None else None]
 
     for made in run.each_view(view):  # in order (made here, or kept)

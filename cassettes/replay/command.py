@@ -246,10 +246,13 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         for k, v in {**server.env, **placeholder_keys(os.environ)}.items():
             print(f"export {k}={v}")
         sys.stdout.flush()
-        n = len(server.matcher.recorded)
+        tools = len(server.matcher.index.tools)  # the tools' HTTP: not replayed (yet)
+        n = len(server.matcher.recorded) - tools
 
         _err(
-            f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace "
+            f"replaying {args.file}: {count(n, 'round trip')}"
+            + (f" (and {count(tools, 'tool HTTP call')}, not replayed)" if tools else "")
+            + f" on {server.url}, pace "
             f"{args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)"
         )
         await stop.wait()

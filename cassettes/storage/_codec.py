@@ -309,6 +309,8 @@ def exchange_to_record(
         rec["edits"] = ex.edits  # a fork's what-if edits (cassettes.wire._edit_marks)
     if ex.reconstructed:
         rec["reconstructed"] = ex.reconstructed  # an imported trace's (docs/cassette-format.md)
+    if ex.tool:
+        rec["tool"] = True  # a tool's HTTP call, not a model's (docs/cassette-format.md)
     return rec
 
 
@@ -370,6 +372,7 @@ def record_to_exchange(
             _read_edits(ex, rec["edits"])
         if "reconstructed" in rec:
             ex.reconstructed = _reconstructed(rec["reconstructed"], ex.notes)
+        ex.tool = rec.get("tool") is True
         body_form = req.get("body")
         if isinstance(body_form, dict) and "delta" in body_form:
             if decoder is None:

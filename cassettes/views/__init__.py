@@ -47,10 +47,14 @@ from ._roundtrip_view import (
     conversation_json,
     edit_lines,
     error_phrase,
+    http_body_lines,
+    http_call_text,
     link_text,
     mcp_link_json,
     status_text,
     summary_lines,
+    tool_call_http_json,
+    tool_http_link_json,
     turn_json,
 )
 from ._summary import TurnSummary, summarise
@@ -76,6 +80,8 @@ __all__ = [
     "estimated_why",
     "growth_bars",
     "growth_row",
+    "http_body_lines",
+    "http_call_text",
     "layer_findings",
     "link_text",
     "mcp_link_json",
@@ -88,5 +94,7 @@ __all__ = [
     "status_text",
     "summarise",
     "summary_lines",
+    "tool_call_http_json",
+    "tool_http_link_json",
     "turn_json",
 ]

@@ -74,7 +74,17 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         analysis_errors=list(rt.analysis_errors),
         notes=list(rt.notes),
         mcp=side_call(ex, rt) if ex is not None else None,
+        tool_http=_tool_http(ex),
     )
+
+
+def _tool_http(ex: Exchange | None) -> dict[str, Any] | None:
+    """A tool's HTTP call (an exchange the recorder marked ``tool``): what it sent and got."""
+    if ex is None or not ex.tool:
+        return None
+    from ..analysis import tool_http
+
+    return tool_http(ex).model_dump(mode="json")
 
 
 def _transport(ex: Exchange | None) -> str:

@@ -150,9 +150,56 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
     return out
 
 
+def _tool_http_lines(v: dict[str, Any]) -> list[str]:
+    """A tool's HTTP call: what it sent and got, and the model's call it served."""
+    t = v["tool_http"]
+    out = ["", f"#{v['seq']}  tool http  {http_call_text(t)}"]
+    link = t.get("linked") or {}
+    if link.get("model_seq") is not None:
+        how = (
+            " (by its arguments)" if link.get("by") == "arguments" else " (the only call awaiting)"
+        )
+        out.append(
+            f"    serves the model's call {link.get('tool')} id={link.get('call_id')} from "
+            f"#{link['model_seq']} {link['conversation']}/turn {link['turn']}{how}"
+        )
+    elif link.get("candidates"):
+        out.append(
+            f"    serves one of {link['candidates']} model calls awaiting a result that fit "
+            "equally (not linked: nothing on the wire tells which)"
+        )
+    else:
+        out.append("    no model tool call was awaiting its result (not linked)")
+    out.extend(f"    {line}" for line in http_body_lines(t))
+    return out
+
+
+def http_call_text(t: Mapping[str, Any]) -> str:
+    """``GET 127.0.0.1:8001/weather?city=Paris → 200  12 ms``: a tool's HTTP call in one line."""
+    ms = f"  {t['duration'] * 1000:.0f} ms" if isinstance(t.get("duration"), int | float) else ""
+    return (
+        f"{t.get('method')} {t.get('host')}{t.get('path')} → "
+        f"{status_text(t.get('status'), t.get('transport_error'))}{ms}"
+    )
+
+
+def http_body_lines(t: Mapping[str, Any], width: int = 120) -> list[str]:
+    """What a tool's HTTP call sent and got (clipped), and its transport error."""
+    out = []
+    if t.get("sent"):
+        out.append(f"sent: {_clip(t['sent'], width)}")
+    if t.get("transport_error"):
+        out.append(f"transport error: {_clip(t['transport_error'], width)}")
+    if t.get("got"):
+        out.append(f"got: {_clip(t['got'], width)}")
+    return out
+
+
 def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) -> list[str]:
     if v["family"] == "mcp":
         return _mcp_lines(v, calls or {})
+    if v.get("tool_http"):
+        return _tool_http_lines(v)
     if v["family"] == "none":
         return [
             "",
@@ -294,6 +341,9 @@ def _answer_lines(v: dict[str, Any]) -> list[str]:
             out.append(
                 f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})"
             )
+        for h in tc.get("http") or []:
+            out.append(f"      tool http #{h['seq']}: {http_call_text(h)}")
+            out.extend(f"        {line}" for line in http_body_lines(h, 100))
     return out
 
 
@@ -359,6 +409,17 @@ def _message_json(m: Any) -> dict[str, Any]:
             d["media_type"] = p.media_type
         out.append(d)
     return {"role": m.role, "parts": out}
+
+
+def tool_http_link_json(call: McpCall) -> dict[str, Any]:
+    """The model's call a tool's HTTP call served (``tool_http.linked`` in looptap.roundtrip/1)."""
+    return mcp_link_json(call) | {"tool": call.tool}
+
+
+def tool_call_http_json(call: McpCall) -> dict[str, Any]:
+    """A tool's HTTP call under the model's tool call it served (``tool_calls[].http[]``)."""
+    assert call.http is not None
+    return {"seq": call.seq, "by": call.linked_by} | call.http.model_dump(mode="json")
 
 
 def mcp_link_json(call: McpCall) -> dict[str, Any]:

@@ -335,6 +335,20 @@ def _mark_answered(
             call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
 
 
+def _mark_served(detail: dict[str, Any], analysis: Any) -> None:
+    """Each tool call with the tools' HTTP calls that served it (the first 10: method, host, path,
+    status, time, the clipped bodies)."""
+    for c in analysis.mcp_calls.values():
+        d = detail.get(str(c.model_seq)) if c.via == "http" and c.call_id else None
+        if d is None or c.http is None:
+            continue
+        for call in d["layers"]["E"]["calls"]:
+            if call["id"] == c.call_id and len(call.setdefault("http", [])) < 10:
+                call["http"].append(
+                    {"seq": c.seq, "by": c.linked_by} | c.http.model_dump(mode="json")
+                )
+
+
 def _total_cost(turns: list[Turn]) -> tuple[Decimal | None, bool, bool]:
     """The cost of ``turns`` (``None`` when none is priced), whether an estimate is in it, and
     whether every turn was priced."""
@@ -387,6 +401,7 @@ def report_data(run: Any) -> dict[str, Any]:
         detail[str(seq)] = _detail(rt, t, history, pinned)
         bars[seq] = _bar(t)
     _mark_answered(rows, detail, answered)
+    _mark_served(detail, analysis)
     cost, estimated, cost_complete = _total_cost(shown)
     conversations, growth = _conversations(analysis, bars)
     findings = [_finding(f) for f in analysis.findings]

@@ -219,6 +219,18 @@ class RoundTripJson(_Object):
         "`name_arguments`), `model_seq`, `conversation`, `turn` of the model's call it ran, or "
         "`candidates` (how many equal awaiting calls it could have run, when not linked)"
     )
+    tool_http: dict[str, Any] | None = Field(
+        description="for a tool's HTTP call (a round trip the recorder's forward proxy took to a "
+        "host that is not an LLM API's, marked `tool` in the cassette; family `none`, operation "
+        "`tool_http`, never a turn): `method`, `host`, `path` (with the query; at most 300 "
+        "characters), `status`, `transport_error`, `started` (epoch seconds), `duration` "
+        "(seconds), `sent` and `got` (the start of the request and answer bodies as text, at "
+        "most 300 characters each), `sent_bytes`, `got_bytes`; `linked` (from the analysis): "
+        "`call_id`, `by` (`arguments`: of the calls awaiting their result, the one whose "
+        "arguments the URL, query or body carries most of; `awaiting`: the only call awaiting), "
+        "`tool`, `model_seq`, `conversation`, `turn` of the model's call it served, or "
+        "`candidates` (how many awaiting calls fit equally, when not linked)"
+    )
 
 
 # -- the doc table and the JSON Schema, generated from RoundTripJson ----------------------------

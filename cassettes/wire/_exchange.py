@@ -99,6 +99,10 @@ class Exchange:
     #: fields came from the trace and which looptap inferred (``{"v": 1, "source", "from",
     #: "inferred"}``); ``None`` for a round trip that crossed a wire.
     reconstructed: dict[str, Any] | None = None
+    #: A tool's HTTP call, not a model's: the recorder's forward proxy took it to a host that is
+    #: not an LLM API's (docs/recorder.md, "The tools' HTTP"). Never a turn; read beside the turns
+    #: and linked to the model's tool call it served (:mod:`cassettes.analysis._tool_http`).
+    tool: bool = False
     #: Position in the cassette (assigned by the store).
     seq: int | None = None
     #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",

@@ -11,6 +11,7 @@ from ...cassettes.analysis import CallCheck, Layer, McpCall, Turn
 from ...cassettes.hints import count
 from ...cassettes.models import ToolResult
 from ...cassettes.untrusted import clean, clean_line
+from ...cassettes.views import http_body_lines, http_call_text
 from ..safe import wire
 from ._layers import PANE_ITEMS, LayerPane
 
@@ -33,16 +34,17 @@ class EmissionPane(LayerPane):
         super().__init__(id=id)
         self._turn: Turn | None = None
         self._results: dict[str, ToolResult] | None = None
-        self._runs: dict[str, McpCall] = {}
+        self._runs: dict[str, list[McpCall]] = {}
 
     def show_turn(
         self,
         turn: Turn,
         results: dict[str, ToolResult] | None,
-        runs: dict[str, McpCall] | None = None,
+        runs: dict[str, list[McpCall]] | None = None,
     ) -> None:
         """``results``: the tool results the next turn sent, by call id (``None``: no next turn
-        yet); ``runs``: the MCP tools/call that ran each call, by call id."""
+        yet); ``runs``: the tool's side of each call, by call id (the MCP tools/call that ran it,
+        the tool's HTTP calls that served it)."""
         self._turn = turn
         self._results = results
         self._runs = runs or {}
@@ -103,7 +105,8 @@ class EmissionPane(LayerPane):
         return body
 
     def _call(self, call: CallCheck) -> Text:
-        """A tool call, its argument checks, the MCP server that ran it, and its result."""
+        """A tool call, its argument checks, the MCP server that ran it or the tool's HTTP calls
+        that served it, and its result."""
         t = Text.assemble(
             ("⚙ ", "magenta"),
             (clean_line(call.name or "?"), "bold"),
@@ -111,10 +114,12 @@ class EmissionPane(LayerPane):
             (f"  id={clean_line(call.id or '')}", "dim"),
         )
         t.append_text(_checks(call))
-        run = self._runs.get(call.id or "")
-        if run is not None:
+        runs = self._runs.get(call.id or "") or []
+        for run in runs[:PANE_ITEMS]:
             t.append("\n")
-            t.append_text(_mcp_line(run))
+            t.append_text(_mcp_line(run) if run.via == "mcp" else _http_line(run))
+        if len(runs) > PANE_ITEMS:
+            t.append(f"\n  … {len(runs) - PANE_ITEMS:,} more tool HTTP calls", style="dim")
         t.append("\n")
         t.append_text(self._result_line(call.id, call.by_server))
         return t
@@ -169,6 +174,18 @@ def _mcp_line(run: McpCall) -> Text:
         t.append_text(wire(" ".join(run.result.split())))
     else:
         t.append(" → no reply recorded", style="dim")
+    return t
+
+
+def _http_line(run: McpCall) -> Text:
+    """A tool's HTTP call that served the call: what it sent and got (clipped, made safe)."""
+    assert run.http is not None
+    how = "by its arguments" if run.linked_by == "arguments" else "the only call awaiting"
+    t = Text(f"  ⇄ tool http #{run.seq} ({how}) ", style="bold blue")
+    t.append_text(wire(http_call_text(run.http.model_dump())))
+    for line in http_body_lines(run.http.model_dump(), 160):
+        t.append("\n    ")
+        t.append_text(wire(" ".join(line.split())))
     return t
 
 

@@ -99,7 +99,7 @@ class TurnPane(TabPane):
             )
 
     def show_panes(
-        self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]
+        self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, list[McpCall]]
     ) -> None:
         """The restored turn in the E, A and C panes, with what its next turn sent back."""
         self.pane_e.show_turn(turn, results, runs)

@@ -127,6 +127,7 @@ def _old_roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, 
         "analysis_errors": list(rt.analysis_errors),
         "notes": list(rt.notes),
         "mcp": side_call(ex, rt) if ex is not None else None,
+        "tool_http": None,  # (a tool's HTTP call has one: the corpus has none)
     }
 
 

@@ -376,3 +376,19 @@ def test_streamable_http_on_loopback(root: Path) -> None:
     finally:
         proc.terminate()
         progress.wait(proc)
+
+
+def test_the_turn_shows_the_tools_http_under_each_call(tmp_path: Path) -> None:
+    """Issue 84: a turn's tool calls carry the tools' HTTP calls that served them."""
+    from tests.cassettes.test_tool_http import weather_run
+
+    with CassetteWriter(tmp_path / "tools.jsonl") as w:
+        for ex in weather_run():
+            w.append(ex)
+    (turn,) = _ok(_calls(build_server([tmp_path]), [("turn", {"run": "tools.jsonl", "seq": 0})]))
+    calls = {c["id"]: c["tool_http"] for c in turn["recorded"]["E_emitted"]["tool_calls"]}
+    assert [(h["seq"], h["method"], h["host"], h["status"]) for h in calls["call_P"]] == [
+        (2, "GET", "wx.example.com", 200)
+    ]
+    assert calls["call_P"][0]["path"] == "/v1/now?city=Paris&units=metric"
+    assert calls["call_P"][0]["got"] == '{"temp":15}' and calls["call_T"][0]["seq"] == 1

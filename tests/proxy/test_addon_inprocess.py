@@ -221,6 +221,63 @@ def test_other_hosts_pass_through_streamed_and_unrecorded(tmp_path: Path) -> Non
     run(main)
 
 
+def test_the_tools_http_is_recorded_marked_and_bounded(tmp_path: Path) -> None:
+    """With ``looptap_tool_http`` (``looptap run``'s default) the other hosts are recorded too, as
+    the tools' HTTP: marked ``tool``, a connection error kept, an answer over 1 MiB passed on
+    whole and kept cut before its last quote, a request over 1 MiB streamed and kept cut; an
+    excluded host and the recorder's own listener (reached through the proxy) are not."""
+
+    async def main() -> None:
+        with recording(
+            tmp_path,
+            looptap_tool_http=True,
+            looptap_tool_http_exclude=["*.internal.example", "127.0.0.1:9999"],
+            mode=["regular@0", "reverse:https://api.openai.com@8123"],
+        ) as r:
+            ok = llm_flow(host="wx.example.com", path=b"/v1/now?city=Paris", body=b"", resp=json_response(b'{"t":15}'))  # noqa: E501
+            await r.tctx.cycle(r.rec, ok)
+            refused = llm_flow(host="wx.example.com", path=b"/v1/now?city=Oslo", body=b"")
+            refused.error = Error("Connection refused")
+            await r.tctx.cycle(r.rec, refused)
+            big = b'{"items": [' + b", ".join(b'"x%06d"' % i for i in range(200_000)) + b"]}"
+            headers = http.Headers(((b"content-type", b"application/json"), (b"content-length", str(len(big)).encode())))  # noqa: E501
+            long = llm_flow(host="files.example.com", path=b"/big", body=b"", resp=tutils.tresp(headers=headers, content=None))  # noqa: E501
+            r.rec.requestheaders(long)
+            r.rec.responseheaders(long)
+            tee = long.response.stream
+            passed = b"".join(tee(big[i : i + 65536]) for i in range(0, len(big), 65536))
+            assert passed == big  # the client gets every byte
+            upload = llm_flow(host="files.example.com", path=b"/up", body=b"")
+            upload.request.headers["content-length"] = str(3 << 20)
+            r.rec.requestheaders(upload)
+            assert upload.request.stream.limit == 1 << 20  # kept up to the tools' bound
+            for host, port in (("db.internal.example", 443), ("127.0.0.1", 9999), ("127.0.0.1", 8123)):  # noqa: E501
+                other = llm_flow(host=host, path=b"/v1/chat/completions", resp=json_response())
+                other.request.port = port
+                await r.tctx.cycle(r.rec, other)
+                assert other.response.stream is True, (host, port)
+            assert (await r.flushed()).handoff.recorded == 3
+            first, second, third = r.exchanges()
+            assert [ex.tool for ex in (first, second, third)] == [True, True, True]
+            assert first.status == 200 and first.response_body == b'{"t":15}'
+            assert second.transport_error == "Connection refused" and second.status is None
+            kept = third.response_body
+            assert len(kept) <= 1 << 20 and big.startswith(kept) and kept.endswith(b", ")
+            assert any(n.startswith(f"response body: {len(big):,} bytes went to the client") for n in third.notes)  # noqa: E501
+
+    run(main)
+
+
+def test_without_tool_http_other_hosts_stay_unrecorded(tmp_path: Path) -> None:
+    async def main() -> None:
+        with recording(tmp_path, looptap_tool_http=False) as r:
+            f = llm_flow(host="wx.example.com", path=b"/v1/now", body=b"", resp=json_response())
+            await r.tctx.cycle(r.rec, f)
+            assert f.response.stream is True and (await r.flushed()).handoff.recorded == 0
+
+    run(main)
+
+
 def test_a_streamed_response_is_teed_unchanged_and_recorded_with_its_chunks(tmp_path: Path) -> None:
     async def main() -> None:
         with recording(tmp_path) as r:

@@ -11,7 +11,9 @@ in known key formats (``sk-…``, ``AIza…``, ``AKIA…``) pasted into message 
 pattern net catches.
 
 After the round trips of six families (OpenAI chat and Responses, Anthropic, Gemini, Ollama,
-Bedrock) through the reverse listeners and the forward proxy, every file the recorder could have
+Bedrock) through the reverse listeners and the forward proxy, and one more to a tool's host (a
+host that is not an LLM API's, ``localhost`` here: recorded as the tools' HTTP, issue 84), every
+file the recorder could have
 written (the cassette directory, its mitmproxy confdir, and its ``TMPDIR``) is scanned byte-wise
 for each sentinel in raw, URL-encoded, JSON-escaped and base64 (three alignments, standard and
 URL-safe) forms. ``looptap verify`` must find the cassette clean, and must find the keys when they
@@ -172,33 +174,32 @@ def recorded(setup: tuple[FakeUpstream, RecorderProcess, Path]) -> dict[str, Any
     up, rec, root = setup
     all_secrets: list[str] = []
     sent = []
-    for family in FAMILIES:
-        for mode in MODES:
-            sec = {loc: sentinel(loc, special=loc == "query-api_key") for loc in LOCATIONS}
-            patterned = {
-                "openai": f"sk-proj-{secrets.token_hex(20)}",
-                "google": "AIza" + secrets.token_hex(18)[:35],
-                "aws": fake_aws_key(),
-            }
-            all_secrets += [*sec.values(), *patterned.values()]
-            target, headers, body = request_for(family, sec, patterned)
-            if mode == "reverse":
-                resp = http_request(
-                    "127.0.0.1", rec.port(ROUTES[family][0]), "POST", target, headers, body
-                )
-            else:
-                resp = http_request(
-                    "127.0.0.1",
-                    rec.forward_port,
-                    "POST",
-                    target,
-                    headers,
-                    body,
-                    proxy=True,
-                    upstream=up.url,
-                )
-            assert resp.complete, (family, mode, resp.error)
-            sent.append((family, mode, resp.status))
+    for family, mode in [*((f, m) for f in FAMILIES for m in MODES), ("openai_chat", "tool")]:
+        sec = {loc: sentinel(loc, special=loc == "query-api_key") for loc in LOCATIONS}
+        patterned = {
+            "openai": f"sk-proj-{secrets.token_hex(20)}",
+            "google": "AIza" + secrets.token_hex(18)[:35],
+            "aws": fake_aws_key(),
+        }
+        all_secrets += [*sec.values(), *patterned.values()]
+        target, headers, body = request_for(family, sec, patterned)
+        if mode == "reverse":
+            resp = http_request(
+                "127.0.0.1", rec.port(ROUTES[family][0]), "POST", target, headers, body
+            )
+        else:  # through the forward proxy: to an LLM API's host, or to a tool's
+            resp = http_request(
+                "127.0.0.1",
+                rec.forward_port,
+                "POST",
+                target,
+                headers,
+                body,
+                proxy=True,
+                upstream=up.url if mode == "forward" else up.url.replace("127.0.0.1", "localhost"),
+            )
+        assert resp.complete, (family, mode, resp.error)
+        sent.append((family, mode, resp.status))
     rc = rec.stop()
     return {
         "secrets": all_secrets,
@@ -214,25 +215,27 @@ def recorded(setup: tuple[FakeUpstream, RecorderProcess, Path]) -> dict[str, Any
 def test_the_upstream_set_its_cookie(recorded: dict[str, Any]) -> None:
     up: FakeUpstream = recorded["upstream"]
     cookies = [v for s in up.served for k, v in s.response_headers if k == "set-cookie"]
-    assert len(cookies) == 8 and all(c.startswith("sid=ltsetcookieQ") for c in cookies)
+    assert len(cookies) == 9 and all(c.startswith("sid=ltsetcookieQ") for c in cookies)
 
 
 def test_every_round_trip_is_recorded(recorded: dict[str, Any]) -> None:
     assert recorded["rc"] == 0, recorded["log"]
     cas = read_records(recorded["out"])
     assert not cas.problems
-    assert len(cas.exchanges) == len(FAMILIES) * len(MODES)
+    assert len(cas.exchanges) == len(FAMILIES) * len(MODES) + 1
     statuses = [ex.status for ex in cas.exchanges]
     assert statuses == [s for _, _, s in recorded["sent"]]
     # The served families answered 200 with a Set-Cookie; Ollama and Bedrock got the upstream's 404.
-    assert statuses.count(200) == 8 and statuses.count(404) == 4
+    assert statuses.count(200) == 9 and statuses.count(404) == 4
+    # the last, to a tool's host, is the tools' HTTP
+    assert [ex.tool for ex in cas.exchanges] == [False] * (len(cas.exchanges) - 1) + [True]
 
 
 def test_the_upstream_received_the_credentials(recorded: dict[str, Any]) -> None:
     """Redaction is of the record, never of the traffic: the upstream got every header as sent."""
     up: FakeUpstream = recorded["upstream"]
     llm = [s for s in up.served if s.method == "POST"]
-    assert len(llm) == len(FAMILIES) * len(MODES)
+    assert len(llm) == len(FAMILIES) * len(MODES) + 1
     for s in llm:
         assert (s.request_header("x-api-key") or "").startswith("ltxapikeyQ")
         assert "session=lt" in (s.request_header("cookie") or "")
@@ -245,7 +248,7 @@ def test_the_upstream_received_the_credentials(recorded: dict[str, Any]) -> None
 def test_no_sentinel_on_disk_in_any_form(recorded: dict[str, Any]) -> None:
     root: Path = recorded["root"]
     secrets_ = recorded["secrets"]
-    assert len(secrets_) == len(FAMILIES) * len(MODES) * (len(LOCATIONS) + 3)
+    assert len(secrets_) == (len(FAMILIES) * len(MODES) + 1) * (len(LOCATIONS) + 3)
     files = [p for p in root.rglob("*") if p.is_file()]
     assert any(p.suffix == ".jsonl" for p in files)
     hits = find_on_disk(root, secrets_)

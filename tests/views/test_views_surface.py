@@ -16,10 +16,11 @@ EXPORTED = [
     "GrowthBar", "GrowthRows", "TurnSummary",
     "analysis_lines", "conversation_json", "edit_lines", "edit_text", "edited_messages",
     "edits_json", "error_phrase", "estimated_note", "estimated_why", "growth_bars",
-    "growth_row", "layer_findings", "link_text",
+    "growth_row", "http_body_lines", "http_call_text", "layer_findings", "link_text",
     "mcp_link_json", "money", "reading_line", "reconstructed_said",
     "root_cause_lines", "roundtrip_json", "split_json",
-    "status_text", "summarise", "summary_lines", "turn_json",
+    "status_text", "summarise", "summary_lines", "tool_call_http_json", "tool_http_link_json",
+    "turn_json",
 ]  # fmt: skip
 PUBLIC_MODULES = ["htmlpage", "report", "schema", "search", "timeline"]
 

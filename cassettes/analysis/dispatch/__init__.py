@@ -59,6 +59,7 @@ from ._roots import (
     ordered_findings,
 )
 from ._shared import speaker
+from ._tool_http_results import check_tool_http_results
 
 __all__ = [
     "CHECKS",
@@ -92,6 +93,7 @@ CHECKS: tuple[Check, ...] = (
     check_truncated_treated_as_complete,
     check_refusal_treated_as_answer,
     check_mcp_results,
+    check_tool_http_results,
     check_retry,
     check_abandoned,
     check_tool_result_error,

@@ -258,9 +258,11 @@ class ReplayServer(BackgroundServer):
         """The report of the replay: what was played, went live, missed, refused, dropped."""
         # from the recording: a fork's requests past its cursor went live
         played = len(self.matcher.played())
+        tools = len(self.matcher.index.tools)  # the tools' HTTP: not replayed (yet)
         head = [
             f"looptap replay {self.source}: played {played:,} of "
-            f"{count(len(self.matcher.recorded), 'recorded round trip')}"
+            f"{count(len(self.matcher.recorded) - tools, 'recorded round trip')}"
+            + (f" ({count(tools, 'tool HTTP call')} beside them, not replayed)" if tools else "")
         ]
         if self.router is not None:
             head.append(f"{count(self.router.sent, 'request')} went live past the cursor")

@@ -248,6 +248,14 @@
         if (c.parse_error) sec.appendChild(el("div", "finding error", "arguments are not JSON: " + c.parse_error));
         for (const s of c.schema_errors) sec.appendChild(el("div", "finding warning", "schema: " + s));
         if (c.offered === false) sec.appendChild(el("div", "finding warning", "this tool was not offered"));
+        for (const h of c.http || []) {  // the tools' HTTP calls that served it (issue 84)
+          const ms = typeof h.duration === "number" ? "  " + Math.round(h.duration * 1000) + " ms" : "";
+          const status = h.status !== null ? String(h.status) : (h.transport_error ? "transport-error" : "-");
+          sec.appendChild(el("div", null, "⇄ tool http #" + h.seq + " " + h.method + " " + h.host + h.path + " → " + status + ms));
+          if (h.sent) sec.appendChild(el("pre", "dim", "sent: " + h.sent));
+          if (h.transport_error) sec.appendChild(el("div", "finding warning", "transport error: " + h.transport_error));
+          if (h.got) sec.appendChild(el("pre", "dim", "got: " + h.got));
+        }
         sec.appendChild(el("div", "dim", c.answered_by !== null && c.answered_by !== undefined
           ? "its result was sent back in #" + c.answered_by : "no later turn sent its result back"));
       }

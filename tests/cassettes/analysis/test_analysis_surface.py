@@ -16,11 +16,12 @@ EXPORTED = [
     "ACTIVE", "CHECKS", "FILE", "KINDS", "PRICES_VERSION",
     "ApiReport", "CallCheck", "Conversation", "Dispatch", "Finding", "Layer", "McpCall",
     "McpLinker", "Rule", "RulesError", "RunAnalyser", "RunAnalysis", "Severity",
-    "TokenCount", "Turn",
+    "TokenCount", "ToolHttp", "Turn",
     "active", "active_text", "analyse", "apportion", "calc_price", "canonical_call", "capture",
     "estimate_text", "get_snapshot", "kind_text", "lines", "load", "message_key",
     "normalise_schema", "parse_rules", "provider_for_url", "restore", "same_model",
-    "schema_errors", "sections", "surely_valid", "table_identity", "unsourced", "using",
+    "schema_errors", "sections", "surely_valid", "table_identity", "tool_http", "unsourced",
+    "using",
 ]  # fmt: skip
 PUBLIC = ["codes", "dispatch", "learning", "pricing", "spill", "threading"]
 

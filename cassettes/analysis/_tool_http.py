@@ -1,0 +1,160 @@
+"""Which model tool call each tool's HTTP call served: the state a run's tool exchanges are linked
+with (round trips the recorder's forward proxy took to hosts that are not LLM APIs', marked
+``tool`` in the cassette: docs/recorder.md, "The tools' HTTP").
+
+A model's client tool calls await their result from the model's answer until the conversation's
+next request (which sends the results back, or goes on without them). A tool's HTTP call read
+while calls await is linked to one of them: the one whose arguments the URL (path and query,
+percent-decoded) and the request body carry most of (``arguments``), or, when none of any awaiting
+call's arguments is seen there, the only call awaiting (``awaiting``). Two calls that fit equally
+(parallel calls with the same arguments, or several awaiting calls none of whose arguments is
+seen) leave it unlinked, their number kept: a wrong link is worse than none. What is read is
+bounded: the first 64 KiB of a body, 32 argument values of at most 200 characters each, the newest
+10,000 awaiting calls.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, NamedTuple
+from urllib.parse import unquote_plus, urlsplit
+
+from ..models import NormalisedResponse
+from ..wire import Exchange
+from ._mcp import put
+from ._model import McpCall, ToolHttp, Turn
+
+__all__ = ["Awaiting", "ToolHttpLinker", "tool_http"]
+
+#: Bytes of a request body searched for the arguments.
+_BODY = 64 << 10
+#: Argument values a call is known by, and the longest kept.
+_VALUES, _VALUE_CHARS = 32, 200
+#: Characters of a body's start and of a path kept for the views.
+CLIP = 300
+
+
+class Awaiting(NamedTuple):
+    """A model's client tool call awaiting its result."""
+
+    seq: int
+    conversation: str
+    turn: int
+    name: str
+    #: The arguments' leaf values as text, casefolded (strings of 2 characters or more, numbers).
+    values: tuple[str, ...]
+
+
+def _values(arguments: Any) -> tuple[str, ...]:
+    """The leaf values of a call's arguments a URL or a body may carry (bounded, depth 8)."""
+    out: list[str] = []
+
+    def walk(v: Any, depth: int) -> None:
+        if len(out) >= _VALUES or depth > 8:
+            return
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x, depth + 1)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, depth + 1)
+        elif isinstance(v, str):
+            text = v.strip()
+            if 2 <= len(text) <= _VALUE_CHARS:
+                out.append(text.casefold())
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            out.append(str(v))
+
+    walk(arguments, 0)
+    return tuple(dict.fromkeys(out))
+
+
+def _text(data: bytes) -> str:
+    return data[:_BODY].decode("utf-8", "replace")
+
+
+def _clip(text: str) -> str | None:
+    return (text[:CLIP] + "…" if len(text) > CLIP else text) or None
+
+
+def tool_http(ex: Exchange) -> ToolHttp:
+    """What a tool's HTTP round trip sent and got, for the views (bounded)."""
+    try:
+        url = urlsplit(ex.url)
+        host, path = url.netloc, url.path + (f"?{url.query}" if url.query else "")
+    except ValueError:
+        host, path = "", ex.url
+    got = ex.response_body
+    return ToolHttp(
+        method=ex.method[:16],
+        host=host[:CLIP],
+        path=_clip(path or "/") or "/",
+        status=ex.status,
+        transport_error=_clip(ex.transport_error or ""),
+        started=ex.started,
+        duration=ex.duration,
+        sent=_clip(_text(ex.request_body[: CLIP * 4])),
+        got=_clip(_text(got[: CLIP * 4])),
+        sent_bytes=len(ex.request_body),
+        got_bytes=len(got),
+    )
+
+
+class ToolHttpLinker:
+    def __init__(self) -> None:
+        #: The model's client tool calls awaiting their result, by call id.
+        self.awaiting: OrderedDict[str, Awaiting] = OrderedDict()
+        #: What the tool's HTTP calls linked by their arguments got, by the model's call id (the
+        #: C check of the request that sends its result back reads it): per call, (seq, status,
+        #: transport error, the answer's start), the first 16.
+        self.served: OrderedDict[str, list[tuple[int, int | None, str | None, str | None]]] = (
+            OrderedDict()
+        )
+
+    def clear(self) -> None:
+        self.awaiting.clear()
+        self.served.clear()
+
+    def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
+        """A turn was analysed: its conversation's earlier calls are no longer awaited (their
+        results were sent back, or the client went on without them); its answer's are."""
+        for cid in [c for c, a in self.awaiting.items() if a.conversation == turn.conversation]:
+            del self.awaiting[cid]
+        for tc in response.tool_calls if response is not None else []:
+            if tc.id and tc.name and tc.kind == "function":
+                made = Awaiting(
+                    turn.seq, turn.conversation, turn.index, tc.name, _values(tc.arguments)
+                )
+                put(self.awaiting, tc.id, made)
+
+    def exchange(self, seq: int, ex: Exchange) -> McpCall:
+        """A tool's HTTP round trip, linked to the model's call it served when that can be told."""
+        call = McpCall(seq=seq, via="http", http=tool_http(ex))
+        if not self.awaiting:
+            return call
+        try:
+            url = urlsplit(ex.url)
+            where = unquote_plus(url.path + "?" + url.query)
+        except ValueError:
+            where = ex.url
+        seen = f"{where}\n{_text(ex.request_body)}".casefold()
+        scores = {cid: sum(v in seen for v in a.values) for cid, a in self.awaiting.items()}
+        best = max(scores.values())
+        fits = [cid for cid, n in scores.items() if n == best]
+        if len(fits) == 1 and (best > 0 or len(scores) == 1):
+            cid = fits[0]
+            made = self.awaiting[cid]
+            call.call_id, call.linked_by, call.tool = (
+                cid,
+                "arguments" if best else "awaiting",
+                made.name,
+            )
+            call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+            if best and call.http is not None:
+                got = self.served.get(cid) or []
+                h = call.http
+                if len(got) < 16:
+                    put(self.served, cid, [*got, (seq, h.status, h.transport_error, h.got)])
+        else:
+            call.candidates = len(fits)
+        return call

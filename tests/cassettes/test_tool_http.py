@@ -1,0 +1,210 @@
+"""The tools' HTTP in the core (issue 84, items 1 and 2): a round trip the recorder marked ``tool``
+is kept as such in the cassette (``"tool": true``, an optional field of format version 1), never
+read as a model call whatever its body looks like, and linked to the model's tool call it served:
+by the arguments its URL, query or body carries, or as the only call awaiting; equal candidates
+are left unlinked with their number; a call whose result was sent back is no longer awaited."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+    for n in ("get_weather", "place_order")
+]
+
+
+def chat(messages: list[Any], calls: list[tuple[str, str, dict[str, Any]]], text: str = "") -> Exchange:  # noqa: E501
+    """A Chat Completions round trip whose answer makes ``calls`` ((id, name, arguments))."""
+    msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        msg["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": orjson.dumps(a).decode()}}  # noqa: E501
+            for i, n, a in calls
+        ]
+    resp = {
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+        "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}],  # noqa: E501
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+    }  # fmt: skip
+    return Exchange(
+        "POST", CHAT, [("content-type", "application/json")],
+        orjson.dumps({"model": "gpt-4o", "messages": messages, "tools": TOOLS}),
+        status=200, response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.1, orjson.dumps(resp))],
+    )  # fmt: skip
+
+
+def tool(method: str, url: str, status: int | None, got: bytes, sent: bytes = b"", error: str | None = None) -> Exchange:  # noqa: E501
+    ex = Exchange(
+        method, url, [("content-type", "application/json")], sent, status=status,
+        response_headers=[("content-type", "application/json")] if status else [],
+        response_chunks=[(0.02, got)] if got else [], tool=True, duration=0.02,
+    )  # fmt: skip
+    ex.transport_error = error
+    return ex
+
+
+def echoed(calls: list[tuple[str, str, dict[str, Any]]], results: list[str]) -> list[Any]:
+    asked = {"role": "user", "content": "Weather in Paris and Tokyo?"}
+    made = {
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": i, "type": "function", "function": {"name": n, "arguments": orjson.dumps(a).decode()}} for i, n, a in calls],  # noqa: E501
+    }  # fmt: skip
+    return [asked, made, *({"role": "tool", "tool_call_id": i, "content": r} for (i, _, _), r in zip(calls, results, strict=True))]  # noqa: E501
+
+
+PARALLEL = [("call_P", "get_weather", {"city": "Paris"}), ("call_T", "get_weather", {"city": "Tokyo"})]  # noqa: E501
+
+
+def weather_run(results: tuple[str, str] = ('{"temp":15}', '{"temp":22}')) -> list[Exchange]:
+    """Two parallel calls; the tool's HTTP of each (Tokyo's first); the results sent back; then
+    an HTTP call nobody awaits."""
+    first = [{"role": "user", "content": "Weather in Paris and Tokyo?"}]
+    return [
+        chat(first, PARALLEL),
+        tool("GET", "https://wx.example.com/v1/now?city=Tokyo&units=metric", 200, b'{"temp":22}'),
+        tool("GET", "https://wx.example.com/v1/now?city=Paris&units=metric", 200, b'{"temp":15}'),
+        chat(echoed(PARALLEL, list(results)), [], "Paris 15 C, Tokyo 22 C."),
+        tool("POST", "https://telemetry.example.com/v1/events", 204, b"", b'{"event":"done"}'),
+    ]
+
+
+def _written(tmp_path: Path, exchanges: list[Exchange]) -> Path:
+    path = tmp_path / "run.jsonl"
+    with CassetteWriter(path) as w:
+        for ex in exchanges:
+            w.append(ex)
+    return path
+
+
+def test_the_mark_is_kept_and_old_files_read_as_before(tmp_path: Path) -> None:
+    path = _written(tmp_path, weather_run())
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()[1:]]
+    assert [r.get("tool") for r in records] == [None, True, True, None, True]
+    assert [ex.tool for ex in read_records(path).exchanges] == [False, True, True, False, True]
+    # a record without the field (every file before it) is not a tool's
+    old = tmp_path / "old.jsonl"
+    lines = path.read_bytes().splitlines()
+    old.write_bytes(b"\n".join([lines[0], *(line.replace(b',"tool":true', b"") for line in lines[1:])]) + b"\n")  # noqa: E501
+    assert [ex.tool for ex in read_records(old).exchanges] == [False] * 5
+
+
+def test_parallel_calls_are_linked_by_their_arguments(tmp_path: Path) -> None:
+    run = open_run(_written(tmp_path, weather_run()), whole=True)
+    assert sorted(run.analysis.turns) == [0, 3]  # the tools' HTTP is never a turn
+    calls = run.analysis.mcp_calls
+    assert set(calls) == {1, 2, 4} and all(c.via == "http" for c in calls.values())
+    tokyo, paris, telemetry = calls[1], calls[2], calls[4]
+    assert (tokyo.call_id, tokyo.linked_by, tokyo.tool, tokyo.model_seq, tokyo.turn) == (
+        "call_T", "arguments", "get_weather", 0, 0,
+    )  # fmt: skip
+    assert (paris.call_id, paris.linked_by) == ("call_P", "arguments")
+    assert paris.http is not None and paris.http.host == "wx.example.com"
+    assert paris.http.path == "/v1/now?city=Paris&units=metric" and paris.http.got == '{"temp":15}'
+    # sent after the results went back: no call was awaiting
+    assert (telemetry.call_id, telemetry.candidates) == (None, 0)
+
+
+def test_equal_candidates_are_left_unlinked(tmp_path: Path) -> None:
+    same = [("call_1", "get_weather", {"city": "Oslo"}), ("call_2", "get_weather", {"city": "Oslo"})]  # noqa: E501
+    first = [{"role": "user", "content": "Oslo twice"}]
+    exchanges = [
+        chat(first, same),
+        tool("GET", "https://wx.example.com/v1/now?city=Oslo", 200, b"{}"),
+        # nothing of either call's arguments: two awaiting calls fit equally as well
+        tool("GET", "https://wx.example.com/v1/status", 200, b"{}"),
+    ]
+    calls = analyse(exchanges).mcp_calls
+    assert [(c.call_id, c.candidates) for c in calls.values()] == [(None, 2), (None, 2)]
+
+
+def test_the_only_call_awaiting_takes_a_call_without_its_arguments(tmp_path: Path) -> None:
+    one = [("call_1", "place_order", {"item": "umbrella", "quantity": 2})]
+    first = [{"role": "user", "content": "Order"}]
+    exchanges = [
+        chat(first, one),
+        tool("GET", "https://shop.example.com/v1/session", 200, b'{"s":1}'),  # none of its args
+        tool("POST", "https://shop.example.com/v1/orders", 201, b'{"id":"o-1"}', b'{"sku":"UMBRELLA","n":2}'),  # noqa: E501
+    ]
+    calls = analyse(exchanges).mcp_calls
+    assert [(c.call_id, c.linked_by) for c in calls.values()] == [
+        ("call_1", "awaiting"), ("call_1", "arguments"),
+    ]  # fmt: skip
+
+
+def test_a_tool_body_that_looks_like_a_model_call_is_not_a_turn(tmp_path: Path) -> None:
+    """A tool that itself calls a model API on a host the recorder did not know: a tool's call."""
+    first = [{"role": "user", "content": "Summarise the page"}]
+    one = [("call_1", "summarise", {"url": "https://example.com/a"})]
+    inner = chat([{"role": "user", "content": "summarise https://example.com/a"}], [], "A page.")
+    inner.url, inner.tool = "https://llm.internal.example/v1/chat/completions", True
+    run = analyse([chat(first, one), inner])
+    assert sorted(run.turns) == [0] and run.mcp_calls[1].call_id == "call_1"
+
+
+def test_the_html_page_puts_them_under_their_calls(tmp_path: Path) -> None:
+    from looptap.cassettes.views.report import report_data
+
+    data = report_data(open_run(_written(tmp_path, weather_run()), whole=True))
+    calls = {c["id"]: c for c in data["detail"]["0"]["layers"]["E"]["calls"]}
+    (paris,) = calls["call_P"]["http"]
+    assert (paris["seq"], paris["method"], paris["host"], paris["status"]) == (
+        2, "GET", "wx.example.com", 200,
+    )  # fmt: skip
+    assert paris["path"] == "/v1/now?city=Paris&units=metric" and paris["got"] == '{"temp":15}'
+    assert [h["seq"] for h in calls["call_T"]["http"]] == [1]
+
+
+def _run_with_paris(paris: list[Exchange], sent_paris: str) -> list[Exchange]:
+    """weather_run with Paris's tool HTTP replaced by ``paris`` and its result by ``sent_paris``."""
+    first = [{"role": "user", "content": "Weather in Paris and Tokyo?"}]
+    return [
+        chat(first, PARALLEL),
+        tool("GET", "https://wx.example.com/v1/now?city=Tokyo&units=metric", 200, b'{"temp":22}'),
+        *paris,
+        chat(echoed(PARALLEL, [sent_paris, '{"temp":22}']), [], "Paris 15 C, Tokyo 22 C."),
+    ]
+
+
+def _paris(status: int | None, got: bytes = b"", error: str | None = None) -> Exchange:
+    return tool("GET", "https://wx.example.com/v1/now?city=Paris&units=metric", status, got, error=error)  # noqa: E501
+
+
+def _hidden(exchanges: list[Exchange]) -> list[Any]:
+    return [f for f in analyse(exchanges).findings if f.code == "C.tool_http_error_hidden"]
+
+
+def test_a_failure_the_result_hides_is_named_at_c_on_the_turn_that_sent_it() -> None:
+    failed = _paris(503, b'{"error":"upstream overloaded"}')
+    (f,) = _hidden(_run_with_paris([failed], '{"temp":15}'))
+    assert (f.layer, f.severity.value, f.seq) == ("C", "warning", 3)
+    assert f.tool_call_id == "call_P" and f.details["tool_http_seq"] == 2
+    assert "#2 answered 503" in f.message and "“{\"temp\":15}”, with no error flag" in f.message
+    (empty,) = _hidden(_run_with_paris([_paris(None, error="Connection refused")], ""))
+    assert "ended without an answer (Connection refused)" in empty.message
+    assert "nothing (an empty result)" in empty.message
+    (other,) = _hidden(_run_with_paris([_paris(404, b"no such page")], "cloudy"))
+    assert "#2 answered 404" in other.message
+
+
+def test_a_failure_the_result_says_is_not_a_finding() -> None:
+    body = b'{"error":{"message":"City service closed for maintenance"}}'
+    for paris, sent in (
+        ([_paris(503, body)], "Weather service error: 503"),  # the status, a failure word
+        ([_paris(503, body)], "city service closed for maintenance"),  # the error's own text
+        ([_paris(503, b"x"), _paris(200, b'{"temp":15}')], '{"temp":15}'),  # retried, got it
+        ([_paris(200, b'{"temp":15}')], '{"temp":15}'),  # a clean call
+    ):
+        assert _hidden(_run_with_paris(paris, sent)) == [], (paris, sent)
+    assert analyse(weather_run()).findings == []  # the clean run: no finding at all

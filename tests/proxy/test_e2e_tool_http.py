@@ -1,0 +1,418 @@
+"""The tools' HTTP through the real ``looptap run`` (issue 84, items 1 and 2): real agents whose
+tools call a loopback tool server of ours (127.0.0.1 only) while a scripted model
+(:class:`~tests.support.scripted.ScriptedUpstream`, Chat Completions) drives their loop.
+
+1. The openai SDK (``.venv-clients``, pinned in tests/clients/requirements.txt) with httpx tools:
+   turn 0 asks for two calls at once (Paris and Tokyo, run in parallel threads), turn 1 for two
+   equal calls (Oslo twice), turn 2 for an order (a POST whose JSON body carries the arguments),
+   then the model answers. Every tool request passes the recorder's forward proxy (``HTTP_PROXY``;
+   ``NO_PROXY`` names only looptap's own listeners) and is recorded beside the model calls as a
+   tool exchange, never a turn; the calls with different arguments are linked to the model's call
+   each served, the two equal ones are left unlinked and said so; ``show``, ``show --json`` and
+   the replay matcher read the file. A tool credential (header and query) never reaches it.
+2. A LangChain agent (langchain-core 1.7.2 and langchain-openai 1.7.3 from ``.venv-clients``:
+   ``bind_tools`` and ``@tool``) whose tools call the server with requests 2.34.2.
+3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from looptap.cassettes.matching import Matcher
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.storage import read_records
+from tests.support import progress
+from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
+from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENTS_PYTHON = Path(
+    os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-clients" / "bin" / "python"
+)
+
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
+]
+
+#: The tool's credential, sent in a header and the query: never in the cassette.
+TOOL_KEY = "wx-7Hq2ZpL9vRk4TtYbN3mC"
+
+
+class ToolServer:
+    """A weather and orders API on 127.0.0.1: ``GET /weather?city=…``, ``POST /orders``."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str | None]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                outer.seen.append(("GET", self.path, self.headers.get("x-api-key")))
+                city = (parse_qs(url.query).get("city") or ["?"])[0]
+                if city == "Lyon":  # the planted failure
+                    self._answer(503, {"error": {"message": "weather backend overloaded"}})
+                    return
+                self._answer(200, {"city": city, "temp_c": 10 + len(city), "sky": "clear"})
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("content-length") or 0)
+                order = json.loads(self.rfile.read(n) or b"{}")
+                outer.seen.append(("POST", self.path, self.headers.get("x-api-key")))
+                self._answer(201, {"order": "o-1", "item": order.get("item"), "state": "placed"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ToolServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def route(req: ScriptedRequest) -> Reply:
+    """Parallel calls with different arguments, then two equal ones, then an order, then text."""
+    done = len(req.tool_results())
+    if done == 0:
+        return Reply(calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Tokyo"})))  # fmt: skip  # noqa: E501
+    if done == 2:
+        return Reply(calls=(Call("get_weather", {"city": "Oslo"}), Call("get_weather", {"city": "Oslo"})))  # fmt: skip  # noqa: E501
+    if done == 4:
+        return Reply.tool("place_order", {"item": "umbrella", "quantity": 2})
+    return Reply.say("Ordered an umbrella.")
+
+
+OPENAI_AGENT = """
+import json, os
+from concurrent.futures import ThreadPoolExecutor
+import httpx
+from openai import OpenAI
+
+TOOLS = os.environ["TOOL_URL"]
+KEY = os.environ["TOOL_KEY"]
+http = httpx.Client(headers={"x-api-key": KEY})  # trust_env: HTTP_PROXY, NO_PROXY, SSL_CERT_FILE
+
+def get_weather(city):
+    try:  # as many tools do: a failure becomes an empty result
+        r = http.get(f"{TOOLS}/weather", params={"city": city, "key": KEY})
+        r.raise_for_status()
+        return r.text
+    except httpx.HTTPError:
+        return "{}"
+
+def place_order(item, quantity):
+    return http.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
+
+client = OpenAI()
+fn = lambda name, props: {"type": "function", "function": {"name": name, "parameters": {
+    "type": "object", "properties": {p: {"type": t} for p, t in props.items()}}}}
+tools = [fn("get_weather", {"city": "string"}), fn("place_order", {"item": "string", "quantity": "integer"})]
+messages = [{"role": "user", "content": "Weather in Paris, Tokyo and Oslo, then order an umbrella."}]
+for _ in range(6):
+    msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
+    if not msg.tool_calls:
+        print("answer:", msg.content)
+        break
+    messages.append(msg.model_dump(exclude_none=True))
+    def run(tc):
+        args = json.loads(tc.function.arguments)
+        return {"role": "tool", "tool_call_id": tc.id,
+                "content": {"get_weather": get_weather, "place_order": place_order}[tc.function.name](**args)}
+    with ThreadPoolExecutor(4) as pool:  # the answer's calls run at once
+        messages.extend(pool.map(run, msg.tool_calls))
+"""  # noqa: E501
+
+
+def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolServer,
+                *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
+    script = tmp_path / "agent.py"
+    script.write_text(agent)
+    run = tmp_path / "run.jsonl"
+    proc = progress.run(
+        [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
+         "--upstream", f"openai={fake.url}", *extra, "--", str(CLIENTS_PYTHON), str(script)],
+        env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
+                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )  # fmt: skip
+    return proc, run
+
+
+def _show(*args: str) -> subprocess.CompletedProcess[str]:
+    return progress.run(
+        [*RECORDER, "show", *args], capture_output=True, text=True, env=clean_env()
+    )
+
+
+@pytest.fixture(scope="module")
+def openai_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("openai-tools")
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp, OPENAI_AGENT, fake, tools)
+        yield {"proc": proc, "run": run, "fake": fake, "tools": tools}
+
+
+def test_the_tools_http_is_recorded_beside_the_model_calls(openai_run: dict[str, Any]) -> None:
+    proc, run, tools = openai_run["proc"], openai_run["run"], openai_run["tools"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout
+    assert len(tools.seen) == 5 and all(key == TOOL_KEY for _, _, key in tools.seen)
+    cas = read_records(run)
+    assert not cas.problems
+    llm = [ex for ex in cas.exchanges if not ex.tool]
+    tool = [ex for ex in cas.exchanges if ex.tool]
+    assert len(llm) == 4 and all("/chat/completions" in ex.url for ex in llm)
+    assert sorted((ex.method, urlsplit(ex.url).path, ex.status) for ex in tool) == [
+        ("GET", "/weather", 200), ("GET", "/weather", 200), ("GET", "/weather", 200),
+        ("GET", "/weather", 200), ("POST", "/orders", 201),
+    ]  # fmt: skip
+    assert all(urlsplit(ex.url).netloc == urlsplit(tools.url).netloc for ex in tool)
+    # the tool's answer whole, its request body as sent
+    assert any(json.loads(ex.response_body).get("state") == "placed" for ex in tool)
+    assert any(json.loads(ex.request_body or b"{}").get("item") == "umbrella" for ex in tool)
+    # redacted as the model calls are: the tool's key, in a header and in the query, never kept
+    assert TOOL_KEY.encode() not in run.read_bytes()
+
+
+def test_each_tool_exchange_is_linked_to_the_call_it_served(openai_run: dict[str, Any]) -> None:
+    read = open_run(openai_run["run"], whole=True)
+    assert len(read.analysis.turns) == 4  # the tool exchanges are never turns
+    assert read.analysis.findings == []  # a clean run: no finding
+    assert [list(c.turns) for c in read.analysis.conversations] == [[0, 3, 6, 8]]  # seqs
+    by_seq = {ex.seq: ex for ex, _ in read.pairs}
+    calls = {
+        tc.id: (rt.seq, tc.name, tc.arguments)
+        for _, rt in read.pairs
+        if rt.response is not None
+        for tc in rt.response.tool_calls
+    }
+    http = [c for c in read.analysis.mcp_calls.values() if c.via == "http"]
+    assert len(http) == 5
+    for c in http:
+        ex = by_seq[c.seq]
+        query = parse_qs(urlsplit(ex.url).query)
+        if "city" in query and query["city"] == ["Oslo"]:
+            # two equal calls awaiting: nothing on the wire tells which this one served
+            assert c.call_id is None and c.candidates == 2, c
+            continue
+        assert c.call_id in calls and c.linked_by == "arguments", c
+        seq, name, args = calls[c.call_id]
+        turn = read.analysis.turns[seq]
+        assert (c.model_seq, c.tool, c.conversation, c.turn) == (
+            seq, name, turn.conversation, turn.index,
+        ), c  # fmt: skip
+        if "city" in query:
+            assert args == {"city": query["city"][0]}, (c, ex.url)
+        else:
+            assert name == "place_order" and args["item"] == "umbrella"
+        assert c.http is not None and c.http.status == ex.status and c.http.host.startswith(
+            "127.0.0.1:"
+        )
+
+
+def test_show_puts_each_tool_exchange_under_its_tool_call(openai_run: dict[str, Any]) -> None:
+    run = openai_run["run"]
+    text = _show(str(run))
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert "9 round trips, 4 to LLM APIs (openai_chat 4)" in out, out[:600]
+    assert out.count("tool http #") == 3  # under Paris, Tokyo and the order (not the equal pair)
+    assert "serves one of 2 model calls awaiting a result that fit equally" in out
+    assert "GET 127.0.0.1:" in out and "/weather?city=Paris" in out and '"sky":"clear"' in out
+    as_json = _show("--json", str(run))
+    assert as_json.returncode == 0, as_json.stderr
+    views = [json.loads(line) for line in as_json.stdout.splitlines() if line.strip()]
+    tools = [v for v in views if v.get("tool_http")]
+    assert len(tools) == 5 and all(v["turn"] is None and v["family"] == "none" for v in tools)
+    served = [h for v in views for tc in v["tool_calls"] for h in tc.get("http") or []]
+    assert sorted(h["path"].split("&")[0] for h in served) == [
+        "/orders", "/weather?city=Paris", "/weather?city=Tokyo",
+    ]  # fmt: skip
+    order = next(h for h in served if h["path"] == "/orders")
+    assert order["method"] == "POST" and order["status"] == 201 and "umbrella" in order["sent"]
+    linked = [v["tool_http"]["linked"] for v in tools]
+    assert sorted(str(x["by"]) for x in linked) == ["None", "None", "arguments", "arguments", "arguments"]  # noqa: E501
+
+
+def test_replay_neither_serves_nor_waits_for_the_tools(openai_run: dict[str, Any]) -> None:
+    """The replay matcher (replay server, pytest plugin, forks) reads the file: the tool exchanges
+    are not offered to a request, nor left unplayed."""
+    cas = read_records(openai_run["run"])
+    m = Matcher(cas.exchanges)
+    assert m.count_unplayed() == 4 and len(m.unplayed()) == 4
+    assert all(not cas.exchanges[r.index].tool for r in m.unplayed())
+
+
+def test_export_carries_them_as_http_spans_and_entries(openai_run: dict[str, Any], tmp_path: Path) -> None:  # noqa: E501
+    import sys
+
+    otel, har, page = tmp_path / "o.json", tmp_path / "o.har", tmp_path / "o.html"
+    proc = progress.run(
+        [sys.executable, "-m", "looptap.cassettes.cli", "export", "--otel", str(otel), "--har",
+         str(har), str(openai_run["run"])], capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    entries = json.loads(har.read_text())["log"]["entries"]
+    assert len(entries) == 9 and sum("/weather" in e["request"]["url"] for e in entries) == 4
+    spans = [
+        s for rs in json.loads(otel.read_text())["resourceSpans"]
+        for ss in rs["scopeSpans"] for s in ss["spans"]
+    ]  # fmt: skip
+    names = sorted(s["name"] for s in spans)
+    assert names.count("chat gpt-4o") == 4 and names.count("GET /weather") == 4, names
+    html = progress.run(
+        [sys.executable, "-m", "looptap.cassettes.cli", "export", "--html", "-o", str(page),
+         str(openai_run["run"])], capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert html.returncode == 0, html.stderr
+    assert "/weather?city=Paris" in page.read_text()
+
+
+def test_the_run_replays_with_its_tools_live(openai_run: dict[str, Any], tmp_path: Path) -> None:
+    """``looptap replay --strict`` serves the model calls; the agent's tools go live (not
+    replayed yet); every model call played, no tool exchange waited for."""
+    import signal
+    import sys
+
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", "--strict", str(openai_run["run"])],  # noqa: E501
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+    )  # fmt: skip
+    try:
+        assert replay.stdout is not None
+        env = {}
+        while "REPLICATE_API_TOKEN" not in env:  # the last export line
+            line = replay.stdout.readline()
+            assert line, replay.stderr.read() if replay.stderr else ""
+            name, _, value = line.strip().removeprefix("export ").partition("=")
+            env[name] = value
+        script = tmp_path / "agent.py"
+        script.write_text(OPENAI_AGENT)
+        with ToolServer() as tools:
+            agent = progress.run(
+                [str(CLIENTS_PYTHON), str(script)],
+                env=clean_env(**env, TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY),
+                capture_output=True, text=True, cwd=tmp_path,
+            )  # fmt: skip
+        assert agent.returncode == 0, agent.stdout + agent.stderr[-3000:]
+        assert "answer: Ordered an umbrella." in agent.stdout and len(tools.seen) == 5
+    finally:
+        replay.send_signal(signal.SIGINT)
+        _, err = replay.communicate(timeout=60)
+    assert replay.returncode == 0, err
+    assert "played 4 of 4 recorded round trips (5 tool HTTP calls beside them, not replayed)" in err
+    assert "unplayed" not in err
+
+
+LANGCHAIN_AGENT = """
+import os
+import requests
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+TOOLS = os.environ["TOOL_URL"]
+session = requests.Session()  # trust_env: HTTP_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE
+session.headers["x-api-key"] = os.environ["TOOL_KEY"]
+
+@tool
+def get_weather(city: str) -> str:
+    \"\"\"The weather in a city right now.\"\"\"
+    return session.get(f"{TOOLS}/weather", params={"city": city}).text
+
+@tool
+def place_order(item: str, quantity: int) -> str:
+    \"\"\"Order an item.\"\"\"
+    return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
+
+tools = {t.name: t for t in (get_weather, place_order)}
+model = ChatOpenAI(model="gpt-4o").bind_tools(list(tools.values()))
+messages = [HumanMessage("Weather in Paris, Tokyo and Oslo, then order an umbrella.")]
+for _ in range(6):
+    answer = model.invoke(messages)
+    messages.append(answer)
+    if not answer.tool_calls:
+        print("answer:", answer.content)
+        break
+    for call in answer.tool_calls:
+        messages.append(ToolMessage(tools[call["name"]].invoke(call["args"]), tool_call_id=call["id"]))
+"""  # noqa: E501
+
+
+def test_a_langchain_agent_with_a_requests_tool(tmp_path: Path) -> None:
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp_path, LANGCHAIN_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
+    assert TOOL_KEY.encode() not in run.read_bytes()
+    read = open_run(run, whole=True)
+    assert len(read.analysis.turns) == 4 and read.analysis.findings == []
+    http = [c for c in read.analysis.mcp_calls.values() if c.via == "http"]
+    assert len(http) == 5
+    linked = {c.http.path: c for c in http if c.call_id is not None and c.http is not None}
+    assert sorted(linked) == ["/orders", "/weather?city=Paris", "/weather?city=Tokyo"], http
+    calls = {tc.id: tc.arguments for _, rt in read.pairs if rt.response for tc in rt.response.tool_calls}  # noqa: E501
+    assert calls[linked["/weather?city=Paris"].call_id] == {"city": "Paris"}
+    assert calls[linked["/weather?city=Tokyo"].call_id] == {"city": "Tokyo"}
+    assert calls[linked["/orders"].call_id] == {"item": "umbrella", "quantity": 2}
+    assert [c.candidates for c in http if c.call_id is None] == [2, 2]  # Oslo twice
+
+
+def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path) -> None:
+    """Issue 84, item 3: the tool's API answers 503, the tool hands the model ``{}``: the turn
+    that sends that result back carries C.tool_http_error_hidden, and nothing else is found."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("It is fine in Lyon.")
+
+    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    read = open_run(run, whole=True)
+    assert [(f.code, f.seq) for f in read.analysis.findings] == [("C.tool_http_error_hidden", 2)]
+    (f,) = read.analysis.findings
+    assert "#1 answered 503" in f.message and "nothing (an empty result)" in f.message
+    assert "weather backend overloaded" in f.message
+
+
+def test_no_tool_http_records_the_model_calls_only(tmp_path: Path) -> None:
+    for flag in (("--no-tool-http",), ("--tool-http-exclude", "127.0.0.1")):
+        where = tmp_path / flag[0].strip("-")
+        where.mkdir()
+        with ScriptedUpstream(route) as fake, ToolServer() as tools:
+            proc, run = looptap_run(where, OPENAI_AGENT, fake, tools, *flag)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        assert len(tools.seen) == 5, flag
+        exchanges = read_records(run).exchanges
+        assert [ex.tool for ex in exchanges] == [False] * 4, flag
