@@ -111,6 +111,12 @@ class Reply:
     #: :attr:`inner_key` (``inner_error`` in newer API versions' shape).
     inner: dict[str, Any] | None = None
     inner_key: str = "innererror"
+    #: Fields the API adds to an Anthropic answer beside its content (``context_management`` with
+    #: the edits it applied): in the message, or in a stream's ``message_delta``.
+    extra: dict[str, Any] | None = None
+    #: The input tokens the answer's usage reports (default: the request's size / 4): what makes a
+    #: client that watches its context window (Claude Code's auto-compact) think it is full.
+    usage_in: int | None = None
 
     @classmethod
     def refuse(
@@ -662,7 +668,7 @@ class ScriptedUpstream:
                         self._json(400, _error_body(fam, problem))
                         return
                 logged = upstream._record(req, reply, 200)
-                usage_in = max(1, len(raw) // 4)
+                usage_in = reply.usage_in or max(1, len(raw) // 4)
                 if fam == "anthropic":
                     self._anthropic(req, reply, usage_in, logged)
                     return
@@ -807,6 +813,7 @@ class ScriptedUpstream:
                             "stop_reason": stop,
                             "stop_sequence": None,
                             "usage": usage,
+                            **(reply.extra or {}),
                         },
                     )
                     return
@@ -887,6 +894,7 @@ class ScriptedUpstream:
                         "type": "message_delta",
                         "delta": {"stop_reason": stop, "stop_sequence": None},
                         "usage": {"output_tokens": out_tokens},
+                        **(reply.extra or {}),
                     },
                 )
                 self._event("message_stop", {"type": "message_stop"})
