@@ -71,8 +71,10 @@ def _weather() -> Route:
                 what="side:summary",
             )
         seen = json.dumps(req.messages)
+        # a city is done when its result is there, or its call is (a result cleared in place)
+        done = set(re.findall(r"WEATHER: (\w+)", seen)) | set(re.findall(r"city\W+(\w+)", seen))
         asked = [c for c in CITIES if c in question]
-        todo = [c for c in asked if f"WEATHER: {c}" not in seen]
+        todo = [c for c in asked if c not in done]
         if todo:
             return Reply.tool("get_weather", {"city": todo[0]}, what=f"call:{todo[0]}")
         return Reply.say("FORECAST: " + ", ".join(asked), what="answer")
@@ -199,6 +201,20 @@ result = agent.invoke({"messages": [("user", "What is the weather in Paris, Toky
 out(final=result["messages"][-1].content)
 """  # noqa: E501
 
+LANGCHAIN_CLEAR = """
+import warnings
+warnings.filterwarnings("ignore")
+from langchain.agents import create_agent
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+# the client clears old tool results in place (LangChain's own kin of Anthropic's server-side edit)
+agent = create_agent(ChatOpenAI(model="gpt-4o"), tools=[tool(get_weather)], system_prompt=SYSTEM,
+                     middleware=[ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=1)])])
+result = agent.invoke({"messages": [("user", "What is the weather in Paris and Tokyo?")]})
+out(final=result["messages"][-1].content)
+"""  # noqa: E501
+
 PYDANTIC_AI_KEEP_LAST = '''
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
@@ -310,6 +326,13 @@ CASES = (
         final="FORECAST: Paris, Tokyo, Berlin, Madrid",
         before="two conversations [0-2] [4-5], the summary a side call of #1, a false "
         "C.stopped_with_pending_calls at #2",
+    ),
+    Case(
+        "langchain ContextEditingMiddleware", "langchain", "frameworks", LANGCHAIN_CLEAR, _weather,
+        main=(0, 1, 2), side=(), at=2, code="C.history_trimmed", kind="cleared",
+        final="FORECAST: Paris, Tokyo",
+        before="one conversation, a false C.history_mutated (warning) at #2: the cleared result read "
+        "as history the client rewrote",
     ),
     Case(
         "pydantic-ai history processor", "pydantic-ai-slim", "test", PYDANTIC_AI_KEEP_LAST,
