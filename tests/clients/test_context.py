@@ -331,8 +331,8 @@ CASES = (
         "langchain ContextEditingMiddleware", "langchain", "frameworks", LANGCHAIN_CLEAR, _weather,
         main=(0, 1, 2), side=(), at=2, code="C.history_trimmed", kind="cleared",
         final="FORECAST: Paris, Tokyo",
-        before="one conversation, a false C.history_mutated (warning) at #2: the cleared result read "
-        "as history the client rewrote",
+        before="one conversation, a false C.history_mutated (warning) at #2: the cleared result "
+        "read as history the client rewrote",
     ),
     Case(
         "pydantic-ai history processor", "pydantic-ai-slim", "test", PYDANTIC_AI_KEEP_LAST,
