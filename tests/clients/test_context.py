@@ -14,6 +14,8 @@ Each client is the framework's documented idiom, nothing that names looptap:
   pydantic-ai 2 took ``history_processors=`` off ``Agent``);
 * **openai-agents** with a ``SQLiteSession`` whose ``SessionSettings(limit=3)`` gives the next run
   only the session's latest items;
+* **openai-agents** with an ``OpenAIResponsesCompactionSession``: the Responses API's compaction
+  (``POST /v1/responses/compact``), whose opaque ``compaction`` item then stands for the history;
 * **Anthropic SDK** ``context_management`` (``clear_tool_uses_20250919``): the API clears old tool
   uses server-side and says so (``applied_edits``); the SDK re-sends the whole history;
 * **Claude Code** auto-compact (its window set low, the model's usage reported high): a compaction
@@ -248,6 +250,21 @@ async def main():
 asyncio.run(main())
 """  # noqa: E501
 
+OPENAI_AGENTS_COMPACTION = """
+import asyncio
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import OpenAIResponsesCompactionSession
+set_tracing_disabled(True)
+agent = Agent(name="weather_agent", instructions=SYSTEM, tools=[function_tool(get_weather)], model="gpt-4o")
+async def main():
+    # the Responses API's compaction (POST /v1/responses/compact) once 4 items other than the user's
+    session = OpenAIResponsesCompactionSession("chat", SQLiteSession("chat"), model="gpt-4o", compaction_mode="input",
+                                               should_trigger_compaction=lambda c: len(c["compaction_candidate_items"]) >= 4)
+    await Runner.run(agent, "What is the weather in Paris and Tokyo?", session=session)
+    out(final=(await Runner.run(agent, "And in Berlin?", session=session)).final_output)
+asyncio.run(main())
+"""  # noqa: E501
+
 ANTHROPIC_CONTEXT_EDITS = """
 import anthropic
 client = anthropic.Anthropic()
@@ -344,6 +361,12 @@ CASES = (
         "openai-agents session limit", "openai-agents", "test", OPENAI_AGENTS_SESSION, _weather,
         main=(0, 1, 2, 3), side=(), at=2, code="C.history_trimmed", kind="trimmed",
         final="FORECAST: Tokyo", before="two conversations [0-1] [2-3], the trim not said",
+    ),
+    Case(
+        "openai-agents responses compaction", "openai-agents", "test", OPENAI_AGENTS_COMPACTION,
+        _weather, main=(0, 1, 2, 4, 5), side=((3, 2),), at=4, code="C.history_trimmed",
+        kind="summarised", final="FORECAST: Berlin",
+        before="two conversations [0-2] [4-5]; the compaction call (#3) no round trip of any",
     ),
     Case(
         "anthropic context_management", "anthropic", "test", ANTHROPIC_CONTEXT_EDITS,
