@@ -472,7 +472,12 @@ def test_managed_context_is_one_conversation_said_once(case: Case, tmp_path: Pat
     managed = [f for f in an.findings if f.code in MANAGED]
     assert [(f.code, f.seq) for f in managed] == [(case.code, case.at)], said
     if case.code == "C.history_trimmed":
-        assert managed[0].details.get("kind") == case.kind, managed[0].details
+        # what was managed: the request of the conversation's turn before, and the side call
+        # whose answer stands in its place
+        details = managed[0].details
+        assert details.get("kind") == case.kind, details
+        assert details.get("from_seq") == case.main[case.main.index(case.at) - 1], details
+        assert details.get("summary_by_seq") == (case.side[0][0] if case.side else None), details
     else:
         assert case.kind in json.dumps(managed[0].details), managed[0].details
     others = [s for f, s in zip(an.findings, said, strict=True) if f.code not in MANAGED]
