@@ -358,6 +358,40 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
+def check_context_edited(ctx: TurnContext) -> Iterator[Finding]:
+    """A.context_edited — the client asked the API to edit the context server-side (Anthropic
+    ``context_management`` edits, OpenAI Responses ``truncation: "auto"``): the API changes the
+    history it was sent, on the client's request. Said when the edits asked for change within the
+    conversation, and whenever the response says some were applied; never a C finding (the
+    client sent its history whole)."""
+    req, adapter = ctx.request, providers.by_family(ctx.rt.family)
+    if req is None or adapter is None:
+        return
+    asked, applied = adapter.context_edits(req.params, ctx.response.provider_details if ctx.response else None)
+    if not asked and not applied:
+        return
+    before = ctx.conv.state.get(codes.CONTEXT_EDITED)
+    ctx.conv.state[codes.CONTEXT_EDITED] = asked
+    if asked == before and not applied:
+        return
+    said = (
+        f"The client asked the API to edit the context server-side ({', '.join(asked)})"
+        if asked
+        else "The API edited the context server-side"
+    )
+    done = (
+        f"; the API applied: {', '.join(applied)}"
+        if applied
+        else "; the response does not say whether it applied any"
+    )
+    yield ctx.finding(
+        codes.CONTEXT_EDITED,
+        f"{said}{done}. The model read the history as the API edited it, not as the client sent it.",
+        asked=asked,
+        applied=applied,
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     check_http_error,
     check_error_in_200,
@@ -370,4 +404,5 @@ CHECKS: tuple[Check, ...] = (
     check_finish_other,
     check_model_mismatch,
     check_usage_missing,
+    check_context_edited,
 )
