@@ -102,7 +102,7 @@ USAGE_MISSING = _row("A", "A.usage_missing", INFO, "a complete 2xx response with
 TOOL_LOOP_LIMIT = _row("A", "A.tool_loop_limit", WARNING, "the API ended the turn because of too many tool calls")  # fmt: skip
 PAUSED = _row("A", "A.paused", INFO, "the API paused a long turn (`pause_turn`): the client must send the history back to continue")  # fmt: skip
 MALFORMED_RESPONSE = _row("A", "A.malformed_response", WARNING, "a 2xx body with no output, no finish reason and no error")  # fmt: skip
-CONTEXT_EDITED = _row("A", "A.context_edited", INFO, "the client asked the API to edit the context server-side (Anthropic `context_management` edits: clearing old tool uses or thinking; OpenAI Responses `truncation: \"auto\"`): what the request asked and, where the response says it, what the API applied (`context_management.applied_edits`); said when the edits in force change or the API applies some", see="threading.md")  # fmt: skip
+CONTEXT_EDITED = _row("A", "A.context_edited", INFO, "the API edited the context server-side on the client's request: Anthropic `context_management` edits where the response reports `applied_edits` (clearing old tool uses or thinking), OpenAI Responses `truncation: \"auto\"` once per conversation (its response does not say whether it truncated); what was asked and applied. Never a C finding", see="threading.md")  # fmt: skip
 UNUSUAL_FINISH = _row("A", "A.unusual_finish", INFO, "a finish reason outside the known classes (`other`, `unknown`, `cancelled`, `no_generation`)")  # fmt: skip
 
 # --- C: what the client dispatched -------------------------------------------------------------

@@ -32,6 +32,7 @@ from ._words import (
     MAX_PROMPTS,
     MIN_SUMMARY,
     norm_prompt,
+    summary_body,
     handoff_targets,
     prompt_strings,
     quote_key,
@@ -202,11 +203,13 @@ def _register_summary(s: Threads, echo: Message, link: Link, tid: int) -> None:
         return
     if any(p.tool_call is not None for p in echo.parts):
         return
-    text = norm_prompt(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text))
-    if len(text) < MIN_SUMMARY or len(text) > MAX_PROMPT:
-        return
-    s.summaries[text] = [target, tid]
-    s.summaries.move_to_end(text)
+    said = " ".join(p.text for p in echo.parts if p.kind == "text" and p.text)
+    # The answer, and the body of a <summary> block in it (Claude Code's compaction answers
+    # <analysis>…</analysis><summary>…</summary> and uses the summary's body alone).
+    for text in (norm_prompt(said), norm_prompt(summary_body(said))):
+        if MIN_SUMMARY <= len(text) <= MAX_PROMPT:
+            s.summaries[text] = [target, tid]
+            s.summaries.move_to_end(text)
     while len(s.summaries) > MAX_PROMPTS:
         s.summaries.popitem(last=False)
 

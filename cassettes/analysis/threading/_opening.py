@@ -13,10 +13,8 @@ from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
-from ._history import answered_alike, built_like, describe
+from ._history import answered_alike, built_like, describe, summary_used
 from ._words import (
-    MAX_HAY,
-    MIN_SUMMARY,
     SCAN_ANSWERS,
     SCAN_OPENING,
     SCAN_PROMPTS,
@@ -90,7 +88,7 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     conversation's latest calls (their ids), that conversation's latest answer carried anywhere
     in it, a summary that is a compaction's answer (:data:`~._data.Threads.summaries`). The C
     layer says what the client dropped and what replaced it."""
-    summary = _summary_used(s, r)
+    summary = summary_used(s, r)
     tid = _calls_answered(s, r)
     if tid is None:
         tid = _answer_carried(s, r, start)
@@ -138,33 +136,6 @@ def _answer_carried(s: Threads, r: Request, start: int) -> int | None:
         t = s.turns[tid]
         if s.latest(tid) and not t.failed and t.system == r.system:
             return tid
-    return None
-
-
-def _summary_used(s: Threads, r: Request) -> tuple[int, int] | None:
-    """The latest turn of the conversation a compaction summarised, when this request's opening
-    carries the compaction's answer (word for word, whatever its client wrapped it in): a side
-    call's answer over that conversation, or the conversation's own latest answer when its agent
-    was asked for the summary; with the turn that answered it."""
-    if not s.summaries:
-        return None
-    hay = norm_prompt(
-        " ".join(
-            p.text
-            for m in r.messages[:SCAN_OPENING]
-            if _ROLE.get(m.role, m.role) != "assistant"
-            for p in m.parts
-            if p.kind == "text" and p.text
-        )[:MAX_HAY]
-    )
-    if len(hay) < MIN_SUMMARY:
-        return None
-    for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
-        if text in hay:
-            conv = s.turns[target].conversation
-            latest = s.last_of.get(conv)
-            if latest is not None and not _other(r, s.turns[latest]):
-                return latest, by
     return None
 
 

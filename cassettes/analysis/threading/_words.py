@@ -38,6 +38,15 @@ def norm_prompt(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+_SUMMARY_TAG = pattern(r"<summary>(.*?)</summary>", re.S | re.I)
+
+
+def summary_body(text: str) -> str:
+    """The body of a ``<summary>`` block of an answer (bounded), else ``""``."""
+    found = _SUMMARY_TAG.search(text[:MAX_PROMPT])
+    return found.group(1) if found else ""
+
+
 def short(prompt: str) -> bool:
     """A prompt too short to be looked for inside other words (it would match by accident)."""
     return len(prompt) < MIN_PROMPT

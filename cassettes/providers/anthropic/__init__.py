@@ -223,7 +223,7 @@ class AnthropicMessages(Provider):
 
     def context_edits(
         self, params: dict[str, Any], details: dict[str, Any] | None
-    ) -> tuple[list[str], list[str]]:
+    ) -> tuple[list[str], list[str] | None]:
         """``context_management.edits`` (``clear_tool_uses_20250919``, ``clear_thinking_20251015``
         …) and the response's ``context_management.applied_edits``."""
         cm = params.get("context_management")

@@ -248,6 +248,242 @@ SHAPES: dict[str, Callable[[str], Case]] = {
 API_EDITS = ("openai_responses", "anthropic")
 
 
+# --- the shapes real clients send (recorded by hand through `looptap run`: /work/s42-ctx-shapes.md,
+# tests/clients/test_context.py), scripted here message for message -------------------------------
+
+S = "You are a weather assistant. Use the get_weather tool for every city."
+
+
+def _w(city: str, tag: str) -> Call:
+    return Call("get_weather", {"city": city}, id=tag)
+
+
+def wild_langchain_trim() -> Case:
+    """LangChain ``trim_messages(strategy="last", include_system=True, start_on="human")``: the
+    system prompt, the latest question and what followed it."""
+    s = AgentScript("openai_chat", tools=[WEATHER], system=S)
+    s.user("What is the weather in Paris?")
+    s.reply(calls=[_w("Paris", "call_s0001")])
+    s.results("WEATHER: Paris is sunny")
+    s.reply("FORECAST: Paris")
+    s.user("And in Tokyo and Berlin?")
+    s.reply(calls=[_w("Tokyo", "call_s0004")])
+    s.results("WEATHER: Tokyo is rainy")
+    s.history = s.history[-3:]  # U2, the call, its result
+    s.reply(calls=[_w("Berlin", "call_s0006")])
+    s.results("WEATHER: Berlin is cloudy")
+    s.reply("FORECAST: Tokyo, Berlin")
+    return Case("langchain_trim_messages", "openai_chat", s, [[0, 1, 2, 3, 4]], [("C.history_trimmed", 3)])
+
+
+SUMMARY2 = (
+    "The user asked for the weather in Paris, Tokyo, Berlin, Madrid. Known so far: WEATHER: "
+    "Paris is sunny; WEATHER: Tokyo is rainy"
+)
+
+
+def wild_langchain_summarization() -> Case:
+    """LangChain ``SummarizationMiddleware`` in ``create_agent``: a summary asked by a call of its
+    own (no system prompt, no tools, the messages to drop rendered as text), then a user message
+    carrying it word for word in place of the head, the latest call and result kept."""
+    s = AgentScript("openai_chat", tools=[WEATHER], system=S)
+    s.user("What is the weather in Paris, Tokyo, Berlin and Madrid?")
+    for i, city in enumerate(("Paris", "Tokyo", "Berlin")):
+        s.reply(calls=[_w(city, f"call_s000{2 * i + 1}")])
+        s.results(f"WEATHER: {city} is {('sunny', 'rainy', 'cloudy')[i]}")
+    main = s.history
+    s.system, s.tools, s.history = None, (), []
+    s.user(
+        "<role>\nContext Extraction Assistant\n</role>\n<messages>\nMessages to summarize:\n"
+        '<message type="human">What is the weather in Paris, Tokyo, Berlin and Madrid?</message>\n'
+        '<message type="ai">\n  <tool_call id="call_s0001" name="get_weather">{"city": "Paris"}'
+        "</tool_call>\n</message>\n</messages>"
+    )
+    s.reply(SUMMARY2, echo=False)
+    s.system, s.tools = S, (WEATHER,)
+    s.history = [
+        {"role": "user", "content": "Here is a summary of the conversation to date:\n\n" + SUMMARY2},
+        *main[-2:],
+    ]
+    s.reply(calls=[_w("Madrid", "call_s0007")])
+    s.results("WEATHER: Madrid is hot")
+    s.reply("FORECAST: Paris, Tokyo, Berlin, Madrid")
+    return Case(
+        "langchain_summarization",
+        "openai_chat",
+        s,
+        [[0, 1, 2, 4, 5], [3]],
+        [("C.history_trimmed", 4)],
+    )
+
+
+def wild_pydantic_ai_last_n() -> Case:
+    """pydantic-ai's ``ProcessHistory`` keeping the last 5 messages: the trimmed history opens
+    with an earlier answer after the instructions."""
+    s = AgentScript("openai_chat", tools=[WEATHER], system=S)
+    s.user("What is the weather in Paris?")
+    s.reply(calls=[_w("Paris", "call_s0001")])
+    s.results("WEATHER: Paris is sunny")
+    s.reply("FORECAST: Paris")
+    s.user("And in Tokyo?")
+    s.reply(calls=[_w("Tokyo", "call_s0004")])
+    s.results("WEATHER: Tokyo is rainy")
+    s.history = s.history[-4:]  # the earlier answer, U2, the call, its result
+    s.reply("FORECAST: Tokyo")
+    return Case("pydantic_ai_last_n", "openai_chat", s, [[0, 1, 2, 3]], [("C.history_trimmed", 3)])
+
+
+def wild_openai_agents_session() -> Case:
+    """openai-agents' session limited to its latest 3 items: the next run's input opens with a
+    function call (its output and the answer after it), then the new question."""
+    s = AgentScript("openai_responses", tools=[WEATHER], system=S)
+    s.user("What is the weather in Paris?")
+    s.reply(calls=[_w("Paris", "call_s0001")])
+    s.results("WEATHER: Paris is sunny")
+    s.reply("FORECAST: Paris")
+    s.history = s.history[-3:]
+    s.user("And in Tokyo?")
+    s.reply(calls=[_w("Tokyo", "call_s0005")])
+    s.results("WEATHER: Tokyo is rainy")
+    s.reply("FORECAST: Tokyo")
+    return Case("openai_agents_session", "openai_responses", s, [[0, 1, 2, 3]], [("C.history_trimmed", 2)])
+
+
+def _cm(applied: list[Json]) -> Callable[[Any], None]:
+    def edit(ex: Any) -> None:
+        edit_request(ex, _anthropic_edits)
+        resp = orjson.loads(ex.response_chunks[0][1])
+        resp["context_management"] = {"applied_edits": applied}
+        ex.response_chunks = [(0.05, orjson.dumps(resp))]
+
+    return edit
+
+
+def wild_anthropic_context_management() -> Case:
+    """The Anthropic SDK with ``context_management`` on every request; every answer reports its
+    ``applied_edits``, empty until the API cleared old tool uses."""
+    s = AgentScript("anthropic", tools=[WEATHER], system=S)
+    s.user("What is the weather in Paris, Tokyo and Berlin?")
+    for i, city in enumerate(("Paris", "Tokyo", "Berlin")):
+        _cm([])(s.reply(calls=[_w(city, f"toolu_s000{2 * i + 2}")]))
+        s.results(f"WEATHER: {city} is fine")
+    cleared = {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 80}
+    _cm([cleared])(s.reply("FORECAST: Paris, Tokyo, Berlin"))
+    return Case("anthropic_context_management", "anthropic", s, [[0, 1, 2, 3]], [("A.context_edited", 3)])
+
+
+CC_BODY = (
+    "1. Primary Request: the user asked to run echo step1, echo step2 and echo step3 with Bash, "
+    "one at a time. 2. Progress: step1 ran; step2 was asked."
+)
+
+
+def wild_claude_code_compaction() -> Case:
+    """Claude Code's auto-compact: the compaction asked under the same system prompt and tools
+    (its prompt appended to the last user message, the latest answer left out), then a request
+    that opens with a summary message carrying the compaction's ``<summary>`` body, then the
+    latest answer and its result."""
+    bash = Call("Bash", {"command": "echo step1"}, id="toolu_s0002")
+    tool = type(WEATHER)("Bash", {"type": "object", "properties": {"command": {"type": "string"}}})
+    s = AgentScript("anthropic", tools=[tool], system="You are a Claude agent. cc=.9c4")
+    s.user("Run echo step1, echo step2 and echo step3 with Bash, one at a time.")
+    s.reply(calls=[bash])
+    s.results("step1")
+    step2 = Call("Bash", {"command": "echo step2"}, id="toolu_s0004")
+    s.reply(calls=[step2], echo=False)
+    main = list(s.history)
+    s.history[-1] = {
+        **s.history[-1],
+        "content": [
+            *s.history[-1]["content"],
+            {"type": "text", "text": "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools. "
+             "Your task is to create a detailed summary of the conversation so far."},
+        ],
+    }  # fmt: skip
+    s.reply(f"<analysis>thinking</analysis>\n<summary>\n{CC_BODY}\n</summary>", echo=False)
+    s.system = "You are a Claude agent. cc=.281"
+    s.history = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "This session is being continued from a previous "
+                 f"conversation that ran out of context.\nSummary:\n{CC_BODY}\nContinue the "
+                 "conversation from where it left off."},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_s0004", "name": "Bash", "input": {"command": "echo step2"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_s0004", "content": "step2"}]},
+    ]  # fmt: skip
+    del main
+    s.reply(calls=[Call("Bash", {"command": "echo step3"}, id="toolu_s0007")])
+    s.results("step3")
+    s.reply("All three steps ran.")
+    return Case(
+        "claude_code_compaction",
+        "anthropic",
+        s,
+        [[0, 1, 3, 4], [2]],
+        [("C.history_trimmed", 3)],
+    )
+
+
+CODEX_SUMMARY = (
+    "Handoff: the user asked to run echo step1, echo step2 and echo step3; step1 and step2 ran, "
+    "step3 is next."
+)
+
+
+def wild_codex_compaction() -> Case:
+    """Codex's local compaction: the checkpoint asked with ``tools: []`` over the whole history,
+    answer and result included; then the opening again (developer messages, environment, the
+    task) and a user message carrying the checkpoint's answer; every call and result dropped."""
+    exec_tool = type(WEATHER)("exec_command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    s = AgentScript("openai_responses", tools=[exec_tool], system=None)
+    s.history = [
+        {"role": "developer", "content": "You are Codex, a coding agent."},
+        {"role": "developer", "content": "Skills: none."},
+        {"role": "user", "content": [{"type": "input_text", "text": "<environment_context>cwd=/w</environment_context>"}]},
+    ]  # fmt: skip
+    s.user("Run echo step1, echo step2 and echo step3 in the shell, one at a time.")
+    opening = list(s.history)
+    s.reply(calls=[Call("exec_command", {"cmd": "echo step1"}, id="call_s0001")])
+    s.results("step1")
+    s.reply(calls=[Call("exec_command", {"cmd": "echo step2"}, id="call_s0004")])
+    s.results("step2")
+    s.tools = ()
+    s.user("You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for "
+           "another LLM that will resume the task.")  # fmt: skip
+    s.reply(CODEX_SUMMARY, echo=False)
+    s.tools = (exec_tool,)
+    s.history = opening
+    s.user(
+        "Another language model started to solve this problem and produced a summary of its "
+        f"thinking process. Here is the summary: {CODEX_SUMMARY}"
+    )
+    s.reply(calls=[Call("exec_command", {"cmd": "echo step3"}, id="call_s0007")])
+    s.results("step3")
+    s.reply("All three steps ran.")
+    return Case("codex_compaction", "openai_responses", s, [[0, 1, 3, 4], [2]], [("C.history_trimmed", 3)])
+
+
+def _renamed(case: Case, shape: str) -> Case:
+    case.shape = shape
+    return case
+
+
+WILD: dict[str, Callable[[], Case]] = {
+    "langchain_trim_messages": wild_langchain_trim,
+    "langchain_summarization": wild_langchain_summarization,
+    "pydantic_ai_last_n": wild_pydantic_ai_last_n,
+    "openai_agents_session": wild_openai_agents_session,
+    "anthropic_context_management": wild_anthropic_context_management,
+    "claude_code_compaction": wild_claude_code_compaction,
+    "codex_compaction": wild_codex_compaction,
+    "langchain_context_editing": lambda: _renamed(cleared_results("openai_chat"), "langchain_context_editing"),
+}
+
+
 def all_cases() -> list[Case]:
+    """Every shape × family, then the shapes real clients send (:data:`WILD`)."""
     cases = [build(f) for build in SHAPES.values() for f in FAMILIES4]
-    return cases + [api_edits(f) for f in API_EDITS]
+    return cases + [api_edits(f) for f in API_EDITS] + [build() for build in WILD.values()]
