@@ -73,8 +73,9 @@ def _part_words(p: Part) -> str:
 #: (:func:`shapes`), what the next turn's management is judged against once its history was
 #: released.
 SHAPES = "_shapes"
-#: Characters of a plain user message a shape keeps (to quote it, and judge its words).
-KEEP_TEXT = 2000
+#: Characters of a plain user message a shape keeps, to quote it and judge its words by (a
+#: conversation keeps one shape per message of its latest request: memory stays small).
+KEEP_TEXT = 240
 
 #: One history message as the next turn compares it (plain values: a conversation's state is
 #: spilled): its key, role, its text when it is a plain user message, the key of its parts but

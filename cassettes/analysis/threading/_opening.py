@@ -97,6 +97,11 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     if tid is None:
         return None
     t = s.turns[tid]
+    if _results_only(r):
+        # Nothing but the results of the turn's calls, not even the calls: the API holds the
+        # history (OpenAI's Conversations API, ``conversation``: the request sends its new items
+        # only), as with a previous response's id. Nothing was dropped.
+        return Link(t.conversation, tid, "previous_response_id", kept=0, echoed=None)
     link = describe(s, r, t.conversation, tid, "rewritten")
     if link.rewritten <= 0:
         return None
@@ -119,6 +124,14 @@ def _calls_answered(s: Threads, r: Request) -> int | None:
                 t = s.turns[tid]
                 return tid if not t.failed and not _other(r, t) else None
     return None
+
+
+def _results_only(r: Request) -> bool:
+    """The request's messages after its system ones are tool results and nothing else."""
+    rest = r.messages[start_len(r.messages) - 1 :]
+    return bool(rest) and all(
+        p.tool_result is not None for m in rest for p in m.parts
+    ) and all(m.parts for m in rest)
 
 
 def _answer_carried(s: Threads, r: Request, start: int) -> int | None:

@@ -126,3 +126,18 @@ def test_clean_twin_a_new_agent_answering_other_ids_is_its_own() -> None:
     b.reply("Rain in Porto.")
     run = run_of([a.exchanges[0], b.exchanges[0], b.exchanges[1]])
     assert threads(run) == [[0], [1, 2]]
+
+
+def test_clean_twin_a_conversation_the_api_holds_sends_its_results_only() -> None:
+    """OpenAI's Conversations API (``conversation``: the API holds the history): the next request
+    is the results alone. The same conversation, nothing dropped (corpus: pydantic-ai's
+    test_openai_conversation_id_tool_call_continuation was a false C.history_mutated)."""
+    s = AgentScript("openai_responses", tools=[WEATHER], system=None)
+    s.user(TASK)
+    s.reply(calls=[Call("get_weather", {"city": "Lisbon"}, id="call_conv_1")])
+    s.history = []
+    s.results("sunny")
+    s.reply("Sunny in Lisbon.")
+    run = s.analyse()
+    assert threads(run) == [[0, 1]] and run.turns[1].c.context is None
+    assert [f.code for f in run.findings if f.code.startswith("C.")] == []
