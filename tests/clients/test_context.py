@@ -452,6 +452,7 @@ def test_managed_context_is_one_conversation_said_once(case: Case, tmp_path: Pat
     why = _explain(proc, up)
     final = _final(proc) if case.runtime != "agent" else proc.stdout
     assert final and case.final in final, why
+    assert f"-context-{tmp_path.name}".encode() not in out.read_bytes()  # the agents' keys
     cas, an = _findings(out)
     assert all(e.status == 200 for e in cas.exchanges), why
     # what the scripted model took each request for, in arrival order: the client did manage
