@@ -149,7 +149,11 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
         if cc.cleared:
             what += f" and cleared {len(cc.cleared)} in place"
         if cc.summary:
-            by = f", the answer of round trip #{cc.summary_by_seq}" if cc.summary_by_seq is not None else ""
+            by = (
+                f", the answer of round trip #{cc.summary_by_seq}"
+                if cc.summary_by_seq is not None
+                else ""
+            )
             what += (
                 f", and put {len(cc.summary)} message(s) in their place (a summary: history item "
                 f"{cc.summary[0]}{by})"
@@ -177,7 +181,12 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
 
 
 #: How a role is said in a count of dropped messages.
-_ROLE_WORDS = {"user": "user message", "assistant": "answer", "tool": "tool result", "system": "system message"}
+_ROLE_WORDS = {
+    "user": "user message",
+    "assistant": "answer",
+    "tool": "tool result",
+    "system": "system message",
+}
 
 
 def _rewritten_steps(ctx: TurnContext) -> list[str]:

@@ -129,9 +129,11 @@ def _calls_answered(s: Threads, r: Request) -> int | None:
 def _results_only(r: Request) -> bool:
     """The request's messages after its system ones are tool results and nothing else."""
     rest = r.messages[start_len(r.messages) - 1 :]
-    return bool(rest) and all(
-        p.tool_result is not None for m in rest for p in m.parts
-    ) and all(m.parts for m in rest)
+    return (
+        bool(rest)
+        and all(p.tool_result is not None for m in rest for p in m.parts)
+        and all(m.parts for m in rest)
+    )
 
 
 def _answer_carried(s: Threads, r: Request, start: int) -> int | None:
