@@ -331,6 +331,8 @@ class Case:
     final: str
     #: what fec4f2c2 said of the run (the misreading this test catches)
     before: str
+    #: why the run is not read right yet: the test is then a strict expected failure
+    pending: str = ""
 
 
 CASES = (
@@ -445,7 +447,11 @@ def _agent(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_managed_context_is_one_conversation_said_once(case: Case, tmp_path: Path) -> None:
+def test_managed_context_is_one_conversation_said_once(
+    case: Case, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if case.pending:
+        request.applymarker(pytest.mark.xfail(reason=case.pending, strict=True))
     with ScriptedUpstream(case.route(), validate=True) as up:
         run = _agent if case.runtime == "agent" else _python
         proc, out = run(case, tmp_path, up)
