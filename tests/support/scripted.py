@@ -111,6 +111,12 @@ class Reply:
     #: :attr:`inner_key` (``inner_error`` in newer API versions' shape).
     inner: dict[str, Any] | None = None
     inner_key: str = "innererror"
+    #: Fields the API adds to an Anthropic answer beside its content (``context_management`` with
+    #: the edits it applied): in the message, or in a stream's ``message_delta``.
+    extra: dict[str, Any] | None = None
+    #: The input tokens the answer's usage reports (default: the request's size / 4): what makes a
+    #: client that watches its context window (Claude Code's auto-compact) think it is full.
+    usage_in: int | None = None
 
     @classmethod
     def refuse(
@@ -161,6 +167,9 @@ class ScriptedRequest:
     connection: int = 0
     #: The body as it came, framing removed (JSON or not).
     raw: bytes = b""
+    #: Responses API: the items each ``compaction`` item this server made stands for (what the
+    #: API decrypts from its ``encrypted_content``), which :attr:`messages` puts in its place.
+    compacted: dict[str, list[Any]] = field(default_factory=dict)
 
     # -- views of the body shared by the families ------------------------------------------------
     @property
@@ -252,7 +261,15 @@ class ScriptedRequest:
         items = b.get(key)
         if isinstance(items, str):
             return [*self.prior, {"role": "user", "content": items}]
-        return [*self.prior, *(items or [])]
+        out = list(self.prior)
+        for item in items or []:
+            held = (
+                self.compacted.get(str(item.get("encrypted_content")))
+                if isinstance(item, dict) and item.get("type") == "compaction"
+                else None
+            )
+            out += [item] if held is None else held
+        return out
 
     def user_texts(self) -> list[str]:
         """The text of every user message, in order (tool results left out)."""
@@ -399,6 +416,8 @@ def _family(path: str) -> str | None:
         return "anthropic"
     if path.endswith("/responses"):
         return "openai_responses"
+    if path.endswith("/responses/compact"):
+        return "openai_compact"
     if path.endswith("/chat/completions"):
         return "openai_chat"
     return None
@@ -467,6 +486,8 @@ class ScriptedUpstream:
         self.response_calls: dict[str, list[str]] = {}
         self.items: dict[str, dict[str, Any]] = {}
         self.histories: dict[str, list[Any]] = {}
+        #: Responses API: what each compaction item's ``encrypted_content`` stands for.
+        self.compactions: dict[str, list[Any]] = {}
         self.log: list[Logged] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -618,6 +639,12 @@ class ScriptedUpstream:
                         )
                         return
                     req.prior = list(upstream.histories[prev])
+                if fam in ("openai_responses", "openai_compact"):
+                    req.compacted = dict(upstream.compactions)
+                if fam == "openai_compact" and isinstance(body, dict):
+                    upstream._record(req, Reply(what="side:compaction"), 200)
+                    self._json(200, upstream._compact(req))
+                    return
                 if fam == "anthropic_count":
                     upstream._record(req, None, 200)
                     self._json(200, {"input_tokens": max(1, len(raw) // 4)})
@@ -662,7 +689,7 @@ class ScriptedUpstream:
                         self._json(400, _error_body(fam, problem))
                         return
                 logged = upstream._record(req, reply, 200)
-                usage_in = max(1, len(raw) // 4)
+                usage_in = reply.usage_in or max(1, len(raw) // 4)
                 if fam == "anthropic":
                     self._anthropic(req, reply, usage_in, logged)
                     return
@@ -807,6 +834,7 @@ class ScriptedUpstream:
                             "stop_reason": stop,
                             "stop_sequence": None,
                             "usage": usage,
+                            **(reply.extra or {}),
                         },
                     )
                     return
@@ -887,6 +915,7 @@ class ScriptedUpstream:
                         "type": "message_delta",
                         "delta": {"stop_reason": stop, "stop_sequence": None},
                         "usage": {"output_tokens": out_tokens},
+                        **(reply.extra or {}),
                     },
                 )
                 self._event("message_stop", {"type": "message_stop"})
@@ -999,6 +1028,49 @@ class ScriptedUpstream:
                 "output_tokens": out_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": usage_in + out_tokens,
+            },
+        }
+
+    def _compact(self, req: ScriptedRequest) -> dict[str, Any]:
+        """``POST /v1/responses/compact`` as the API answers it: the input's user messages, then
+        one ``compaction`` item whose opaque ``encrypted_content`` stands for the whole input
+        (held here, so a later request that sends the item back is read with it)."""
+        history = list(req.messages)
+        token = "gAAAA" + self.new_id("cmp_s")
+        with self._lock:
+            self.compactions[token] = history
+        users = [
+            {
+                "type": "message",
+                "id": self.new_id("msg_s"),
+                "role": "user",
+                "status": "completed",
+                "content": (
+                    [{"type": "input_text", "text": m["content"]}]
+                    if isinstance(m.get("content"), str)
+                    else m.get("content")
+                ),
+            }
+            for m in history
+            if isinstance(m, dict)
+            and m.get("role") == "user"
+            and m.get("type", "message") == "message"
+        ]
+        size = max(1, len(req.raw) // 4)
+        return {
+            "id": self.new_id("resp_s"),
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": [
+                *users,
+                {"type": "compaction", "id": self.new_id("cmp_s"), "encrypted_content": token},
+            ],
+            "usage": {
+                "input_tokens": size,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 1,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": size + 1,
             },
         }
 

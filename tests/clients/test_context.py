@@ -1,0 +1,517 @@
+"""Real clients that manage their context (issue 82), each recorded through the real ``looptap run``
+against a scripted upstream that answers as the API does: one conversation however the client
+trimmed, summarised, compacted or had the API clear its history, the management said once at the
+round trip it happened, and no false finding.
+
+Each client is the framework's documented idiom, nothing that names looptap:
+
+* **LangChain** ``trim_messages`` (strategy ``"last"``, ``include_system=True``,
+  ``start_on="human"``) before every call of a chat whose second question's tool loop runs past
+  the budget;
+* **LangChain** ``SummarizationMiddleware`` in ``create_agent`` (langchain 1.x), triggered at six
+  messages: a side call writes the summary, which then stands in place of the head;
+* **pydantic-ai** with a history processor that keeps the last five messages (``ProcessHistory``;
+  pydantic-ai 2 took ``history_processors=`` off ``Agent``);
+* **openai-agents** with a ``SQLiteSession`` whose ``SessionSettings(limit=3)`` gives the next run
+  only the session's latest items;
+* **openai-agents** with an ``OpenAIResponsesCompactionSession``: the Responses API's compaction
+  (``POST /v1/responses/compact``), whose opaque ``compaction`` item then stands for the history;
+* **Anthropic SDK** ``context_management`` (``clear_tool_uses_20250919``): the API clears old tool
+  uses server-side and says so (``applied_edits``); the SDK re-sends the whole history;
+* **Claude Code** auto-compact (its window set low, the model's usage reported high): a compaction
+  side call over the history, then the summary in place of everything but the latest call;
+* **Codex** auto-compaction (``model_auto_compact_token_limit``, a custom provider: Codex's local
+  compaction): a side call without tools, then the opening and the user's messages with the summary.
+
+docs/threading.md ("Context management in the wild") says what each sends. The environments are the
+client matrix's (tests/clients/test_matrix.py, tests/clients/test_agents.py): a missing one skips.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.clients.clients import Client
+from tests.clients.test_matrix import PYTHONS, _explain, _final, _findings, _interpreter, _run
+from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, looptap_run, need, run_env
+from tests.support.recorder import needs_recorder
+from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [needs_recorder]
+
+CITIES = ("Paris", "Tokyo", "Berlin", "Madrid")
+#: What says a client managed its context (the codes of issue 82): one of them, once, is expected.
+MANAGED = ("C.history_trimmed", "A.context_edited")
+#: What a management causes and may say folded under it (``details.caused_by``): a trim, summary or
+#: compaction changes the prompt's prefix, so the provider's prompt cache starts afresh.
+FOLDED = ("C.cache_prefix_broken",)
+Route = Callable[[ScriptedRequest], Reply]
+
+
+# -- the scripted models -------------------------------------------------------------------------
+
+
+def _weather() -> Route:
+    """One get_weather call per turn for each city the latest user text names (a summary that
+    stands for the head included) and no result in the request carries yet, then the forecast.
+    LangChain's summary side call is answered with the task and what is known."""
+
+    def route(req: ScriptedRequest) -> Reply:
+        texts = req.user_texts()
+        question = texts[-1] if texts else ""
+        if "Context Extraction Assistant" in question:  # LangChain's DEFAULT_SUMMARY_PROMPT
+            known = sorted(set(re.findall(r"WEATHER: \w+ is \w+", question)))
+            asked = [c for c in CITIES if c in question]
+            return Reply.say(
+                f"The user asked for the weather in {', '.join(asked)}. Known so far: "
+                + "; ".join(known),
+                what="side:summary",
+            )
+        seen = json.dumps(req.messages)
+        # a city is done when its result is there, or its call is (a result cleared in place)
+        done = set(re.findall(r"WEATHER: (\w+)", seen)) | set(re.findall(r"city\W+(\w+)", seen))
+        asked = [c for c in CITIES if c in question]
+        todo = [c for c in asked if c not in done]
+        if todo:
+            return Reply.tool("get_weather", {"city": todo[0]}, what=f"call:{todo[0]}")
+        return Reply.say("FORECAST: " + ", ".join(asked), what="answer")
+
+    return route
+
+
+def _anthropic_edits() -> Route:
+    """As the API with ``clear_tool_uses_20250919`` (trigger: 3 tool uses, keep 1): every answer
+    to a request that asks for edits says which it applied (``context_management.applied_edits``);
+    once the request's context holds 3 tool uses, all but the latest are cleared server-side."""
+    weather = _weather()
+
+    def route(req: ScriptedRequest) -> Reply:
+        reply = weather(req)
+        uses = sum(
+            1
+            for m in req.messages
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        )
+        config = (req.body.get("context_management") or {}).get("edits") or []
+        applied = [
+            {
+                "type": e["type"],
+                "cleared_tool_uses": uses - e["keep"]["value"],
+                "cleared_input_tokens": 40 * (uses - e["keep"]["value"]),
+            }
+            for e in config
+            if e.get("type") == "clear_tool_uses_20250919" and uses >= e["trigger"]["value"]
+        ]
+        return Reply(
+            text=reply.text,
+            calls=reply.calls,
+            what=reply.what + (" (edited)" if applied else ""),
+            extra={"context_management": {"applied_edits": applied}} if config else None,
+        )
+
+    return route
+
+
+def _steps(summary_asked: Callable[[ScriptedRequest], bool], tool: Callable[[str], Call]) -> Route:
+    """A coding agent asked to run ``echo step1`` … ``step3`` one at a time. The answer after the
+    first step reports a nearly full context window (once), so the agent compacts before its next
+    request; the compaction is answered with the task and the steps that ran, which the route
+    reads back after it."""
+    full = {"said": False}
+
+    def route(req: ScriptedRequest) -> Reply:
+        ran = set(re.findall(r"step\d", " ".join(req.tool_results())))
+        if summary_asked(req):
+            return Reply.say(
+                "<analysis>Steps ran.</analysis>\n<summary>1. Primary Request and Intent: Run echo "
+                "step1, echo step2 and echo step3, one at a time.\n7. Pending Tasks: steps that "
+                f"ran: {', '.join(sorted(ran))}.</summary>",
+                what="side:compaction",
+            )
+        said = re.search(r"steps that ran: ([^.]*)\.", json.dumps(req.messages))
+        if said:
+            ran |= set(re.findall(r"step\d", said.group(1)))
+        todo = [f"step{n}" for n in (1, 2, 3) if f"step{n}" not in ran]
+        if not todo:
+            return Reply.say("All three steps ran.", what="answer")
+        usage = None
+        if len(ran) == 1 and not full["said"]:
+            full["said"], usage = True, 170_000
+        return Reply(calls=(tool(todo[0]),), what=f"call:{todo[0]}", usage_in=usage)
+
+    return route
+
+
+def _claude_code_steps() -> Route:
+    return _steps(
+        lambda req: "create a detailed summary of the conversation so far" in req.last_user_text(),
+        lambda step: Call("Bash", {"command": f"echo {step}", "description": f"Run {step}"}),
+    )
+
+
+def _codex_steps() -> Route:
+    return _steps(
+        lambda req: "CONTEXT CHECKPOINT COMPACTION" in json.dumps(req.messages[-1:]),
+        lambda step: Call("exec_command", {"cmd": f"echo {step}"}),
+    )
+
+
+# -- the clients -----------------------------------------------------------------------------------
+
+LANGCHAIN_TRIM = """
+import warnings
+warnings.filterwarnings("ignore")
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage, trim_messages
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+llm = ChatOpenAI(model="gpt-4o").bind_tools([tool(get_weather)])
+history = [SystemMessage(SYSTEM)]
+def ask(question):
+    history.append(HumanMessage(question))
+    while True:
+        # LangChain's chat idiom: the system prompt and the latest messages that fit, from a question on
+        kept = trim_messages(history, strategy="last", token_counter=len, max_tokens=6, include_system=True,
+                             start_on="human", end_on=("human", "tool"))
+        ai = llm.invoke(kept)
+        history.append(ai)
+        if not ai.tool_calls:
+            return ai.content
+        for tc in ai.tool_calls:
+            history.append(ToolMessage(get_weather(**tc["args"]), tool_call_id=tc["id"]))
+ask("What is the weather in Paris?")
+out(final=ask("And in Tokyo and Berlin?"))
+"""  # noqa: E501
+
+LANGCHAIN_SUMMARY = """
+import warnings
+warnings.filterwarnings("ignore")
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+model = ChatOpenAI(model="gpt-4o")
+agent = create_agent(model, tools=[tool(get_weather)], system_prompt=SYSTEM,
+                     middleware=[SummarizationMiddleware(model=model, trigger=("messages", 6), keep=("messages", 2))])
+result = agent.invoke({"messages": [("user", "What is the weather in Paris, Tokyo, Berlin and Madrid?")]})
+out(final=result["messages"][-1].content)
+"""  # noqa: E501
+
+LANGCHAIN_CLEAR = """
+import warnings
+warnings.filterwarnings("ignore")
+from langchain.agents import create_agent
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+# the client clears old tool results in place (LangChain's own kin of Anthropic's server-side edit)
+agent = create_agent(ChatOpenAI(model="gpt-4o"), tools=[tool(get_weather)], system_prompt=SYSTEM,
+                     middleware=[ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=1)])])
+result = agent.invoke({"messages": [("user", "What is the weather in Paris and Tokyo?")]})
+out(final=result["messages"][-1].content)
+"""  # noqa: E501
+
+PYDANTIC_AI_KEEP_LAST = '''
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models.openai import OpenAIChatModel
+def keep_recent(messages):
+    """The last 5 messages, from a model response on (a tool return keeps its call)."""
+    if len(messages) <= 5:
+        return messages
+    tail = messages[-5:]
+    while tail and not isinstance(tail[0], ModelResponse):
+        tail = tail[1:]
+    return tail
+agent = Agent(OpenAIChatModel("gpt-4o"), instructions=SYSTEM, capabilities=[ProcessHistory(keep_recent)])
+agent.tool_plain(get_weather)
+first = agent.run_sync("What is the weather in Paris?")
+out(final=agent.run_sync("And in Tokyo?", message_history=first.all_messages()).output)
+'''  # noqa: E501
+
+OPENAI_AGENTS_SESSION = """
+import asyncio
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import SessionSettings
+set_tracing_disabled(True)
+agent = Agent(name="weather_agent", instructions=SYSTEM, tools=[function_tool(get_weather)], model="gpt-4o")
+async def main():
+    # the session hands each run only its latest 3 items
+    session = SQLiteSession("chat", session_settings=SessionSettings(limit=3))
+    await Runner.run(agent, "What is the weather in Paris?", session=session)
+    out(final=(await Runner.run(agent, "And in Tokyo?", session=session)).final_output)
+asyncio.run(main())
+"""  # noqa: E501
+
+OPENAI_AGENTS_COMPACTION = """
+import asyncio
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import OpenAIResponsesCompactionSession
+set_tracing_disabled(True)
+agent = Agent(name="weather_agent", instructions=SYSTEM, tools=[function_tool(get_weather)], model="gpt-4o")
+async def main():
+    # the Responses API's compaction (POST /v1/responses/compact) once 4 items other than the user's
+    session = OpenAIResponsesCompactionSession("chat", SQLiteSession("chat"), model="gpt-4o", compaction_mode="input",
+                                               should_trigger_compaction=lambda c: len(c["compaction_candidate_items"]) >= 4)
+    await Runner.run(agent, "What is the weather in Paris and Tokyo?", session=session)
+    out(final=(await Runner.run(agent, "And in Berlin?", session=session)).final_output)
+asyncio.run(main())
+"""  # noqa: E501
+
+ANTHROPIC_CONTEXT_EDITS = """
+import anthropic
+client = anthropic.Anthropic()
+tools = [{"name": "get_weather", "description": "The weather in a city", "input_schema": PARAMS}]
+messages = [{"role": "user", "content": "What is the weather in Paris, Tokyo and Berlin?"}]
+# the API clears old tool uses once 3 are in the context, keeping the latest
+edits = {"edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "tool_uses", "value": 3},
+                    "keep": {"type": "tool_uses", "value": 1}}]}
+for _ in range(8):
+    m = client.beta.messages.create(model="claude-sonnet-4-5", max_tokens=1024, system=SYSTEM, messages=messages,
+                                    tools=tools, betas=["context-management-2025-06-27"], context_management=edits)
+    messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]})
+    uses = [b for b in m.content if b.type == "tool_use"]
+    if not uses:
+        out(final="".join(b.text for b in m.content if b.type == "text"))
+        break
+    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": get_weather(**b.input)} for b in uses]})
+"""  # noqa: E501
+
+#: Codex on a provider of its own (local compaction; the built-in provider compacts through the
+#: API's ``/responses/compact`` instead), compacting past 60,000 tokens.
+CODEX_CONFIG = """\
+model = "gpt-5-codex"
+model_provider = "looptap"
+model_auto_compact_token_limit = 60000
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+
+[model_providers.looptap]
+name = "looptap recorder"
+base_url = "@OPENAI_BASE_URL@"
+env_key = "LOOPTAP_CODEX_KEY"
+wire_api = "responses"
+supports_websockets = false
+"""
+
+STEPS_TASK = "Run echo step1, echo step2 and echo step3 with Bash, one at a time."
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    #: the package whose pinned version runs, and its environment (test_matrix's runtimes, or
+    #: "agent": a coding agent of .npm-agents)
+    package: str
+    runtime: str
+    script: str
+    route: Callable[[], Route]
+    #: seqs of the one conversation the client kept, in order
+    main: tuple[int, ...]
+    #: the side calls the management made: (seq, the seq of the turn it was asked over)
+    side: tuple[tuple[int, int], ...]
+    #: where the management is said, and with which code and kind
+    at: int
+    code: str
+    kind: str
+    final: str
+    #: what fec4f2c2 said of the run (the misreading this test catches)
+    before: str
+    #: why the run is not read right yet: the test is then a strict expected failure
+    pending: str = ""
+
+
+CASES = (
+    Case(
+        "langchain trim_messages", "langchain-core", "frameworks", LANGCHAIN_TRIM, _weather,
+        main=(0, 1, 2, 3, 4), side=(), at=3, code="C.history_trimmed", kind="trimmed",
+        final="FORECAST: Tokyo, Berlin",
+        before="two conversations [0-2] [3-4], a false C.stopped_with_pending_calls at #2",
+    ),
+    Case(
+        "langchain SummarizationMiddleware", "langchain", "frameworks", LANGCHAIN_SUMMARY, _weather,
+        main=(0, 1, 2, 4, 5), side=((3, 1),), at=4, code="C.history_trimmed", kind="summarised",
+        final="FORECAST: Paris, Tokyo, Berlin, Madrid",
+        before="two conversations [0-2] [4-5], the summary a side call of #1, a false "
+        "C.stopped_with_pending_calls at #2",
+    ),
+    Case(
+        "langchain ContextEditingMiddleware", "langchain", "frameworks", LANGCHAIN_CLEAR, _weather,
+        main=(0, 1, 2), side=(), at=2, code="C.history_trimmed", kind="cleared",
+        final="FORECAST: Paris, Tokyo",
+        before="one conversation, a false C.history_mutated (warning) at #2: the cleared result "
+        "read as history the client rewrote",
+    ),
+    Case(
+        "pydantic-ai history processor", "pydantic-ai-slim", "test", PYDANTIC_AI_KEEP_LAST,
+        _weather, main=(0, 1, 2, 3), side=(), at=3, code="C.history_trimmed", kind="trimmed",
+        final="FORECAST: Tokyo",
+        before="two conversations [0-2] [3], a false C.stopped_with_pending_calls at #2",
+    ),
+    Case(
+        "openai-agents session limit", "openai-agents", "test", OPENAI_AGENTS_SESSION, _weather,
+        main=(0, 1, 2, 3), side=(), at=2, code="C.history_trimmed", kind="trimmed",
+        final="FORECAST: Tokyo", before="two conversations [0-1] [2-3], the trim not said",
+    ),
+    Case(
+        "openai-agents responses compaction", "openai-agents", "test", OPENAI_AGENTS_COMPACTION,
+        _weather, main=(0, 1, 2, 4, 5), side=((3, 2),), at=4, code="C.history_trimmed",
+        kind="summarised", final="FORECAST: Berlin",
+        before="two conversations [0-2] [4-5]; the compaction call (#3) no round trip of any",
+        pending=(
+            "POST /v1/responses/compact is no round trip of any conversation, so the request "
+            "opening with its compaction item starts a new one (issue 82 item 1)"
+        ),
+    ),
+    Case(
+        "anthropic context_management", "anthropic", "test", ANTHROPIC_CONTEXT_EDITS,
+        _anthropic_edits, main=(0, 1, 2, 3), side=(), at=3, code="A.context_edited",
+        kind="clear_tool_uses_20250919", final="FORECAST: Paris, Tokyo, Berlin",
+        before="one conversation, the API's edit not said",
+    ),
+    Case(
+        "claude-code auto-compact", "@anthropic-ai/claude-code", "agent", "claude",
+        _claude_code_steps, main=(0, 1, 3, 4), side=((2, 1),), at=3, code="C.history_trimmed",
+        kind="summarised", final="All three steps ran.",
+        before="two conversations [0-1] [3-4], the compaction a side call of #1, a false "
+        "C.stopped_with_pending_calls at #1",
+        pending=(
+            "the system prompt's billing-header block (cc_version=2.1.328.<hash>) changes with the "
+            "compaction: C.cache_prefix_broken at the compacted request, not folded under "
+            "C.history_trimmed (issue 82 item 2)"
+        ),
+    ),
+    Case(
+        "codex auto-compaction", "@openai/codex", "agent", "codex", _codex_steps,
+        main=(0, 1, 3, 4), side=((2, 1),), at=3, code="C.history_trimmed", kind="summarised",
+        final="All three steps ran.",
+        before="one conversation with the compaction (#2) as a turn of it, a false "
+        "C.cache_prefix_broken at #2 and #3 (tools changed), C.history_trimmed at #3 measured "
+        "against the compaction's request",
+        pending=(
+            "C.dropped_tool_result (folded under C.history_trimmed) at the compacted request for "
+            "the call whose output went to the compaction side call (issue 82 item 2)"
+        ),
+    ),
+)  # fmt: skip
+
+
+def _python(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
+    c = Client(case.id, case.package, "", case.runtime, case.script, (), "")
+    interp = _interpreter(c)
+    if case.runtime in PYTHONS:
+        module = case.package.replace("-", "_")
+        probe = subprocess.run([*interp, "-c", f"import {module}"], capture_output=True)
+        if probe.returncode:
+            pytest.skip(
+                f"{case.package} is not in {interp[0]} (bash .ci/run installs it from "
+                f"tests/clients/{PYTHONS[case.runtime][1]})"
+            )
+    return _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
+
+
+def _agent(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
+    confdir = tmp_path / "mitmproxy-conf"
+    if case.script == "claude":
+        claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
+        env = run_env(
+            tmp_path,
+            ANTHROPIC_API_KEY=f"sk-ant-context-{tmp_path.name}",
+            CLAUDE_CODE_AUTO_COMPACT_WINDOW="60000",
+            **CLAUDE_OFFLINE,
+        )
+        cmd = [str(claude), "-p", STEPS_TASK, "--model", "claude-sonnet-4-5", "--output-format",
+               "json", "--no-session-persistence", "--allowedTools", "Bash"]  # fmt: skip
+        return looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
+    codex = need("@openai/codex", bin_name="codex")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    # looptap run exports its listener's URL; Codex reads base_url from config.toml only
+    (tmp_path / "config.toml.in").write_text(CODEX_CONFIG)
+    wrapper = tmp_path / "codex.sh"
+    wrapper.write_text(
+        "#!/bin/sh\nset -e\n"
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = run_env(tmp_path, CODEX_HOME=str(home), LOOPTAP_CODEX_KEY=f"sk-context-{tmp_path.name}")
+    cmd = [
+        str(wrapper),
+        "exec",
+        "--skip-git-repo-check",
+        STEPS_TASK.replace("with Bash", "in the shell"),
+    ]
+    return looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_managed_context_is_one_conversation_said_once(
+    case: Case, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if case.pending:
+        request.applymarker(pytest.mark.xfail(reason=case.pending, strict=True))
+    with ScriptedUpstream(case.route(), validate=True) as up:
+        run = _agent if case.runtime == "agent" else _python
+        proc, out = run(case, tmp_path, up)
+    why = _explain(proc, up)
+    final = _final(proc) if case.runtime != "agent" else proc.stdout
+    assert final and case.final in final, why
+    assert f"-context-{tmp_path.name}".encode() not in out.read_bytes()  # the agents' keys
+    cas, an = _findings(out)
+    assert all(e.status == 200 for e in cas.exchanges), why
+    # what the scripted model took each request for, in arrival order: the client did manage
+    # its context where the case says (a side call where it says, the rest its own loop)
+    asked = [(e.seq, e.reply.what if e.reply else "") for e in up.log]
+    assert [seq for seq, what in asked if what.startswith("side:")] == [s for s, _ in case.side], (
+        why
+    )
+    said = [
+        f"{f.code} {f.severity} seq={f.seq} turn={f.turn} conv={f.conversation}: {f.message}"
+        for f in an.findings
+    ]
+    convs = [
+        (conv.kind, conv.parent_seq, tuple(conv.turns)) for conv in an.conversations if conv.turns
+    ]
+    # one conversation the client kept; its management's side calls under the turn they read
+    assert sorted(convs) == sorted(
+        [("main", None, case.main), *(("side_call", parent, (seq,)) for seq, parent in case.side)]
+    ), (convs, said, why)
+    # the management said once, where it happened, and nothing else said of the run
+    managed = [f for f in an.findings if f.code in MANAGED]
+    assert [(f.code, f.seq) for f in managed] == [(case.code, case.at)], said
+    if case.code == "C.history_trimmed":
+        # what was managed: the request of the conversation's turn before, and the side call
+        # whose answer stands in its place
+        details = managed[0].details
+        assert details.get("kind") == case.kind, details
+        assert details.get("from_seq") == case.main[case.main.index(case.at) - 1], details
+        assert details.get("summary_by_seq") == (case.side[0][0] if case.side else None), details
+    else:
+        assert case.kind in json.dumps(managed[0].details), managed[0].details
+    # a consequence folded under it (the prompt cache starts afresh after a trim) is not said again
+    folded = [
+        f
+        for f in an.findings
+        if f.code in FOLDED and f.seq == case.at and f.details.get("caused_by") == case.code
+    ]
+    others = [
+        s
+        for f, s in zip(an.findings, said, strict=True)
+        if f.code not in MANAGED and f not in folded
+    ]
+    assert not others, (others, case.before)
