@@ -84,20 +84,19 @@ def project_table(
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The file's TOML, bounded (:func:`~cassettes.storage.read_config`: its size, checked before
+    it is parsed; :func:`~cassettes.bounds.parse_toml`: its depth); one line naming it if not."""
     import tomllib
 
+    from .bounds import parse_toml
+    from .errors import CassetteIOError
+    from .storage import read_config
+
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_FILE + 1)
-    except OSError as exc:
-        raise RuleError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE:
-        raise RuleError(
-            f"{path}: larger than {MAX_FILE // 1024} KiB; not read as the project's looptap rules"
-        )
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return parse_toml(read_config(path, "the project's looptap rules", MAX_FILE))
+    except CassetteIOError as exc:
+        raise RuleError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{path}: not valid TOML: {exc}") from None
 
 
