@@ -92,7 +92,9 @@ def parse_toml(text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except RecursionError:
-        raise tomllib.TOMLDecodeError(f"nested too deep (over {deepest} levels): not read") from None
+        raise tomllib.TOMLDecodeError(
+            f"nested too deep (over {deepest} levels): not read"
+        ) from None
 
 
 def too_deep(value: Any, limit: int = WALK_DEPTH) -> bool:

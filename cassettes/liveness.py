@@ -55,7 +55,7 @@ def _io(pid: int) -> int:
 
 
 def _tree(root: int) -> list[int]:
-    """``root`` and its living descendants (``[]`` when ``root`` is gone or ``/proc`` unreadable)."""
+    """``root`` and its living descendants (``[]``: ``root`` is gone or ``/proc`` unreadable)."""
     if not os.path.exists(f"/proc/{root}"):
         return []
     children: dict[int, list[int]] = {}
@@ -118,4 +118,3 @@ class Progress:
         st = _stat(self.pid) if self.pid is not None else None
         names = {"T": "stopped", "t": "stopped", "R": "running", "S": "sleeping"}
         return "" if st is None else names.get(st[1], {"D": "waiting for the disk"}.get(st[1], ""))
-

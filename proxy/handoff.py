@@ -204,9 +204,8 @@ class Handoff:
                 break
             elif moving.stalled():
                 how = moving.state()
-                msg = (
-                    f"the writer process made no progress for {stall:.0f} s and did not start"
-                    + (f" (it is {how})" if how else "")
+                msg = f"the writer process made no progress for {stall:.0f} s and did not start" + (
+                    f" (it is {how})" if how else ""
                 )
                 break
         if not ready:

@@ -461,13 +461,13 @@ def report_lines(
     if i is not None and i.fix:
         fork = ["looptap", "run", "--from", f"{run}@{i.cursor}", *i.fix, *(passed or [])]
         lines.append(
-            "to test a fix: "
-            + command_line([*fork, "-o", "fixed.jsonl", "--", *(argv or ["CMD"])])
+            "to test a fix: " + command_line([*fork, "-o", "fixed.jsonl", "--", *(argv or ["CMD"])])
         )
     if v.determined and v.best is not None:
+        confirm = command_line(["looptap", "why", str(directory), "--confirm", "--"])
         lines.append(
-            f"to confirm a fix: {command_line(['looptap', 'why', str(directory), '--confirm', '--'])}"
-            " FIXED_AGENT_COMMAND (runs it K times from the verdict's turn, live after it)"
+            f"to confirm a fix: {confirm} FIXED_AGENT_COMMAND (runs it K times from the verdict's "
+            "turn, live after it)"
         )
     lines.append("interventions, ranked:")
     lines += [f"  {t.line()}" for t in v.ranked]

@@ -58,7 +58,9 @@ def _deep(kind: str, n: int = 1000) -> str:
     return '[tool.looptap]\ns = "]]]}}}" # ]]]\nx = [' + "[" * n + "]" * n + "]\n"
 
 
-@pytest.mark.parametrize("deep", ["arrays", "inline tables", "mixed", "after a string and a comment"])
+@pytest.mark.parametrize(
+    "deep", ["arrays", "inline tables", "mixed", "after a string and a comment"]
+)
 @pytest.mark.parametrize("reader", READERS)
 def test_a_file_nested_a_thousand_deep_is_one_line_naming_it(
     tmp_path: Path, reader: str, deep: str

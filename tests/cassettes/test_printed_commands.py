@@ -235,10 +235,10 @@ def p_why_report(d: Drawn) -> None:
         return
     v, lines = _report(i, d.b, d.c, d.more, d.words)
     assert all("\n" not in ln for ln in lines)
+    tool = _json_text(d.a)[:128]
     fork = [
         "looptap", "run", "--from", f"{Path(d.b)}@conversation=c1:turn=1",
-        "--edit", f"tool_schema[{_json_text(d.a)[:128]}]=@SCHEMA.json", *d.more, "-o", "fixed.jsonl", "--",
-        *d.words,
+        "--edit", f"tool_schema[{tool}]=@SCHEMA.json", *d.more, "-o", "fixed.jsonl", "--", *d.words,
     ]  # fmt: skip
     fix = next(ln for ln in lines if ln.startswith("to test a fix: "))
     _check(_between(fix, "to test a fix: "), fork)

@@ -387,10 +387,10 @@ def _spawned_writer(out: Path) -> tuple[Any, Any, Any]:
 
 
 def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None:
-    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 1.5 s of every
-    1.6 s until it is ready, so its start takes many times the 5 s allowed without progress (on
-    fec4f2c2 a fixed limit: "the writer process did not start within 5 s"); it moves in every
-    window, and it is waited for, then records."""
+    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.8 s of every
+    second until it is ready, so its start takes several times the 3 s allowed without progress
+    (on fec4f2c2 a fixed limit: "the writer process did not start within 3 s"); it moves in every
+    3 s window, and it is waited for, then records."""
     import signal
 
     process, inbox, outbox = _spawned_writer(tmp_path / "run.jsonl")
@@ -401,15 +401,15 @@ def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None
         while not done.is_set():
             os.kill(process.pid, signal.SIGSTOP)
             stops[0] += 1
-            done.wait(1.5)
+            done.wait(0.8)
             os.kill(process.pid, signal.SIGCONT)
-            done.wait(0.1)
+            done.wait(0.2)
 
     slow = threading.Thread(target=throttle, daemon=True)
     slow.start()
     h = Handoff()
     try:
-        h.connect(process, inbox, outbox, 5.0)  # (the stall; on fec4f2c2 the fixed limit)
+        h.connect(process, inbox, outbox, 3.0)  # (the stall; on fec4f2c2 the fixed limit)
     finally:
         done.set()
         slow.join()

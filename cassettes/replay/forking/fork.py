@@ -385,7 +385,10 @@ def sent_lines(run: str, kept: Path, *, strict: bool, divergence: bool) -> list[
         f"volatile: {command_line(['looptap', 'rules', 'propose', run, str(kept)])}"
     ]
     modes = (
-        ["--prefix tolerant answers a request that differs only in tool results with its recorded turn"]
+        [
+            "--prefix tolerant answers a request that differs only in tool results with its "
+            "recorded turn"
+        ]
         if strict
         else []
     )

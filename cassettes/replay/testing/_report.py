@@ -255,9 +255,7 @@ def _write_failed_run(session: LooptapSession, path: Path) -> str:
         return ""
     try:
         session.server.keep_sent(path)
-        return (
-            f"\nlooptap: what this test sent: {path}; {propose_line(session.path, path)}"
-        )
+        return f"\nlooptap: what this test sent: {path}; {propose_line(session.path, path)}"
     except Exception as exc:  # a help, never a second failure
         return f"\nlooptap: could not keep what this test sent: {type(exc).__name__}: {exc}"
 
