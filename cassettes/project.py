@@ -84,18 +84,26 @@ def project_table(
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The file's TOML, bounded (:func:`~cassettes.storage.read_config`: its size, checked before
-    it is parsed; :func:`~cassettes.bounds.parse_toml`: its depth); one line naming it if not."""
+    """The file's TOML, bounded: at most :data:`MAX_FILE` bytes (checked before it is parsed),
+    nested at most :data:`~cassettes.bounds.TOML_DEPTH` levels; one line naming it if not (a
+    regular file: :func:`find_config` takes no other)."""
     import tomllib
 
     from .bounds import parse_toml
-    from .errors import CassetteIOError
-    from .storage import read_config
 
     try:
-        return parse_toml(read_config(path, "the project's looptap rules", MAX_FILE))
-    except CassetteIOError as exc:
-        raise RuleError(str(exc)) from None
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE + 1)
+    except OSError as exc:
+        raise RuleError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE:
+        raise RuleError(
+            f"{path}: larger than {MAX_FILE // 1024:,} KiB; not read as the project's looptap rules"
+        )
+    try:
+        return parse_toml(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{path}: not UTF-8 text (byte {exc.start:,}): not read") from None
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{path}: not valid TOML: {exc}") from None
 
