@@ -145,3 +145,30 @@ def test_show_and_rules_check_say_a_deep_rules_file_in_one_line(tmp_path: Path) 
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
         (line,) = done.stderr.strip().splitlines()
         assert "looptap-rules.toml" in line and "nested deeper than" in line, line
+
+
+def test_recorded_names_in_what_rules_and_errors_print_are_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What ``rules check`` prints of a broken rule (the recorded tool's name, why) and every
+    command's error line (``err``) are one line each, controls shown, whatever the recording holds
+    (on fec4f2c2 a tool name's newline and ESC reached the terminal)."""
+    from looptap.cassettes.analysis import Finding
+    from looptap.cassettes.cli import agent_rules
+    from looptap.cassettes.commands import err
+
+    tool = "lookup\nlooptap: all rules passed\x1b[2J"
+    f = Finding(
+        code="E.rule_broken",
+        layer="E",
+        severity="warning",
+        message="x",
+        conversation="c1\nc2",
+        turn=1,
+        details={"rule": "r", "tool": tool, "why": "called before\nauth"},
+    )
+    agent_rules._print_run("run.jsonl", [f])
+    err(f"error: {tool}")
+    out, said = capsys.readouterr()
+    assert len(out.splitlines()) == 2 and "\x1b" not in out, out
+    assert len(said.splitlines()) == 1 and "\x1b" not in said, said
