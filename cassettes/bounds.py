@@ -11,11 +11,16 @@ is bounded here, once, with named limits:
   subtree is treated as opaque (and labelled where it matters), never recursed into.
 
 :func:`too_deep` tests nesting without recursion in Python (orjson's own bound on what it writes).
+:func:`parse_toml` reads a TOML file looptap finds on its own (a project's ``looptap.toml`` or
+``pyproject.toml``, the agent's ``looptap-rules.toml``) nested at most :data:`TOML_DEPTH` levels:
+the standard library's reader recurses once a level, and a file nested ~1,000 deep ended a command
+in a ``RecursionError`` traceback.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from typing import Any
 
 import orjson
@@ -28,11 +33,13 @@ __all__ = [
     "MAX_LIST",
     "RECORD_DEPTH",
     "STORE_DEPTH",
+    "TOML_DEPTH",
     "WALK_DEPTH",
     "cap_lists",
     "cut_reason",
     "loads",
     "parse",
+    "parse_toml",
     "record_fits",
     "too_deep",
 ]
@@ -52,6 +59,42 @@ MARKER = "[looptap: nested too deep; cut here]"
 #: looptap would read fits; one that decompresses further is kept compressed, as received, and
 #: labelled.
 MAX_DECODED_BYTES = 64 << 20
+#: Deepest nesting (arrays, inline tables, a table header's brackets) of a TOML file looptap reads
+#: on its own; a configuration nests a few levels, the reader's recursion ends near 300.
+TOML_DEPTH = 64
+#: What can hold a bracket that does not nest: strings (basic, literal, multi-line) and comments.
+_TOML_TOKENS = pattern(
+    r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*"""'
+    r"|'''[\s\S]*?'''"
+    r'|"(?:[^"\\\n]|\\.)*"'
+    r"|'[^'\n]*'|#[^\n]*|[\[\]{}]"
+)
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """``text`` read by :mod:`tomllib`, refused (a :class:`tomllib.TOMLDecodeError`, as a syntax
+    error is, naming the line) when it nests deeper than :data:`TOML_DEPTH`: its brackets counted
+    outside strings and comments first, in one pass; the reader's own ``RecursionError`` said
+    so too, should a text the count misjudged still reach it."""
+    depth = deepest = 0
+    for m in _TOML_TOKENS.finditer(text):
+        ch = m.group()
+        if ch in "[{":
+            depth += 1
+            if depth > TOML_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                raise tomllib.TOMLDecodeError(
+                    f"nested deeper than {TOML_DEPTH} levels (at line {line}): not read"
+                )
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(
+            f"nested too deep (over {deepest} levels): not read"
+        ) from None
 
 
 def too_deep(value: Any, limit: int = WALK_DEPTH) -> bool:

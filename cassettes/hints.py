@@ -7,6 +7,10 @@ as typed in the user's shell.
   (``.venv-proxy/bin/looptap``), else ``python -m cassettes.cli`` with this interpreter.
 - :func:`found_recorder`: the recorder's environment where set-up makes it (the checkout's
   ``.venv-proxy``), so a ``looptap`` installed elsewhere (the user's project) finds it.
+- :func:`shell_command`, :func:`command_line`: every command looptap prints or hands to a shell,
+  from its argv (each word quoted once by :func:`shlex.join`, never by quotes formatted around
+  recorded text), one line that the terminal sanitiser leaves as it is; a word holding a
+  character no pasted line carries is refused (:class:`UnprintableCommand`), in a hint said so.
 - :func:`install_command`: what installs an extra into *this* environment: the looptap checkout
   this code runs from (an editable install, by its absolute path, so the line works from the
   user's own project too), else the package by name. Never ``-e '.[…]'``, which in the user's
@@ -19,18 +23,26 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from .errors import CassetteError
+from .untrusted import clean_line
 
 __all__ = [
     "HANDED_OFF",
     "HANDOVER",
     "INVOKED_AS",
+    "UnprintableCommand",
+    "command_line",
     "count",
     "found_recorder",
     "install_command",
+    "looptap_argv",
     "looptap_checkout",
     "looptap_command",
     "recorder_install_command",
+    "shell_command",
 ]
 
 
@@ -50,21 +62,70 @@ HANDED_OFF = "LOOPTAP_HANDED_OFF"
 HANDOVER = (INVOKED_AS, HANDED_OFF)
 
 
-def looptap_command() -> str:
+def looptap_argv() -> list[str]:
     """The words that run this looptap in the user's shell."""
     said = os.environ.get(INVOKED_AS, "").strip()
-    if said and len(said) < 512 and said.isprintable():
-        return said
+    if said and len(said) < 512 and clean_line(said) == said:
+        try:
+            words = shlex.split(said)
+        except ValueError:
+            words = []
+        if words:
+            return words
     argv0 = sys.argv[0] if sys.argv else ""
     if Path(argv0).name == "looptap":
         found = shutil.which("looptap")
         if found is not None and _same(found, argv0):
-            return "looptap"
-        return shlex.quote(argv0)
+            return ["looptap"]
+        return [argv0]
     found = shutil.which("looptap")
     if found is not None and Path(found).parent == Path(sys.executable).parent:
-        return "looptap"
-    return f"{shlex.quote(sys.executable)} -m looptap.cassettes.cli"
+        return ["looptap"]
+    return [sys.executable, "-m", "looptap.cassettes.cli"]
+
+
+def looptap_command() -> str:
+    """:func:`looptap_argv` as a shell reads it (what :data:`INVOKED_AS` hands on); empty when
+    a word cannot be printed (then the looptap handed to says its own)."""
+    try:
+        return shell_command(looptap_argv())
+    except UnprintableCommand:
+        return ""
+
+
+class UnprintableCommand(CassetteError, ValueError):
+    """A command one of whose words no pasted line carries as itself (:func:`shell_command`)."""
+
+
+def shell_command(*argvs: Sequence[str], subshell: bool = False) -> str:
+    """The command that runs ``argvs`` one after another (``&&``; ``subshell``: in parentheses),
+    each word quoted once (:func:`shlex.join`): a POSIX shell, and :func:`shlex.split`, read back
+    the same words, whatever recorded text a word holds (quotes, ``$()``, backticks, globs).
+
+    The line is printed as it is, on one line. A word holding a character that the terminal
+    sanitiser would show escaped (:func:`cassettes.untrusted.clean_line`: a newline, a tab, NUL
+    or another control, a bidi or zero-width character, a lone surrogate) cannot be carried by a
+    pasted line as itself (NUL by no shell word at all): :class:`UnprintableCommand`, never a
+    line that would run other words than it shows."""
+    for argv in argvs:
+        for n, word in enumerate(argv, 1):
+            if clean_line(word) != word:
+                bad = next(ch for ch in word if clean_line(ch) != ch)
+                raise UnprintableCommand(
+                    f"a command not printed: its word {n} holds U+{ord(bad):04X}, which no pasted "
+                    "line carries as itself"
+                )
+    line = " && ".join(shlex.join(argv) for argv in argvs)
+    return f"({line})" if subshell else line
+
+
+def command_line(*argvs: Sequence[str], subshell: bool = False) -> str:
+    """:func:`shell_command` for a hint: the command, or, when it cannot be printed, the reason
+    in parentheses (the rest of the hint still said)."""
+    try:
+        return shell_command(*argvs, subshell=subshell)
+    except UnprintableCommand as exc:
+        return f"({exc})"
 
 
 def looptap_checkout() -> Path | None:
@@ -87,25 +148,21 @@ def install_command(*extras: str) -> str:
     names = ",".join(extras)
     spec_extras = f"[{names}]" if names else ""
     checkout = looptap_checkout()
-    python = shlex.quote(sys.executable)
+    python = sys.executable
     beside = Path(sys.executable).parent / "uv"  # the README's set-up puts uv there
+    first: list[list[str]] = []
     if shutil.which("uv"):
-        uv = "uv"
+        uv = ["uv"]
     elif beside.exists():
-        uv = shlex.quote(str(beside))
+        uv = [str(beside)]
     else:
-        uv = f"{python} -m pip install -q uv && {python} -m uv"
+        first, uv = [[python, "-m", "pip", "install", "-q", "uv"]], [python, "-m", "uv"]
+    install = [*uv, "pip", "install", "--python", python]
     if checkout is not None:
         override = checkout / ".ci" / "proxy-overrides.txt"
-        over = (
-            f" --override {shlex.quote(str(override))}"
-            if "proxy" in extras and override.exists()
-            else ""
-        )
-        return (
-            f"{uv} pip install --python {python}{over} -e {shlex.quote(f'{checkout}{spec_extras}')}"
-        )
-    return f"{uv} pip install --python {python} {shlex.quote(f'looptap{spec_extras}')}"
+        over = ["--override", str(override)] if "proxy" in extras and override.exists() else []
+        return command_line(*first, [*install, *over, "-e", f"{checkout}{spec_extras}"])
+    return command_line(*first, [*install, f"looptap{spec_extras}"])
 
 
 def _recorder_venv() -> Path:
@@ -130,17 +187,23 @@ def recorder_install_command() -> tuple[str, str]:
     checkout = looptap_checkout()
     venv = _recorder_venv()
     if checkout is not None:
-        command = (
-            f"(cd {shlex.quote(str(checkout))} && python3 -m venv .venv-proxy && "
-            ".venv-proxy/bin/pip install -q uv && .venv-proxy/bin/uv pip install -q --python "
-            ".venv-proxy/bin/python --override .ci/proxy-overrides.txt -e "
-            "'.[proxy,inspector,mcp,html]')"
+        command = command_line(
+            ["cd", str(checkout)],
+            ["python3", "-m", "venv", ".venv-proxy"],
+            [".venv-proxy/bin/pip", "install", "-q", "uv"],
+            [".venv-proxy/bin/uv", "pip", "install", "-q", "--python", ".venv-proxy/bin/python"]
+            + ["--override", ".ci/proxy-overrides.txt", "-e", ".[proxy,inspector,mcp,html]"],
+            subshell=True,
         )
         return command, f"{venv}/bin/python"
-    v = shlex.quote(str(venv))
-    bin_ = f"{v}/bin"
-    install = f"{bin_}/uv pip install -q --python {bin_}/python 'looptap[proxy,inspector,mcp,html]'"
-    return f"python3 -m venv {v} && {bin_}/pip install -q uv && {install}", f"{venv}/bin/python"
+    bin_ = f"{venv}/bin"
+    command = command_line(
+        ["python3", "-m", "venv", str(venv)],
+        [f"{bin_}/pip", "install", "-q", "uv"],
+        [f"{bin_}/uv", "pip", "install", "-q", "--python", f"{bin_}/python"]
+        + ["looptap[proxy,inspector,mcp,html]"],
+    )
+    return command, f"{venv}/bin/python"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

@@ -84,7 +84,12 @@ def project_table(
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The file's TOML, bounded: at most :data:`MAX_FILE` bytes (checked before it is parsed),
+    nested at most :data:`~cassettes.bounds.TOML_DEPTH` levels; one line naming it if not (a
+    regular file: :func:`find_config` takes no other)."""
     import tomllib
+
+    from .bounds import parse_toml
 
     try:
         with path.open("rb") as f:
@@ -93,11 +98,13 @@ def _read(path: Path) -> dict[str, Any]:
         raise RuleError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE:
         raise RuleError(
-            f"{path}: larger than {MAX_FILE // 1024} KiB; not read as the project's looptap rules"
+            f"{path}: larger than {MAX_FILE // 1024:,} KiB; not read as the project's looptap rules"
         )
     try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return parse_toml(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{path}: not UTF-8 text (byte {exc.start:,}): not read") from None
+    except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{path}: not valid TOML: {exc}") from None
 
 

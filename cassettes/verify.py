@@ -36,8 +36,8 @@ from urllib.parse import unquote
 
 import orjson
 
-from .bounds import RECORD_DEPTH, record_fits
-from .errors import CassetteError
+from .bounds import RECORD_DEPTH, parse_toml, record_fits
+from .errors import CassetteError, CassetteIOError
 from .hints import count
 from .jsonpath import PathItem, format_path, walk
 from .patterns import PatternError, UserPattern
@@ -50,7 +50,7 @@ from .recording import (
     secret_name,
     stream_texts,
 )
-from .storage import decode_chunks, open_regular
+from .storage import decode_chunks, open_regular, read_config
 from .untrusted import clean_line
 from .wire import body_cut, salvage
 
@@ -385,8 +385,12 @@ def load_config_patterns(config: str | Path | None) -> list[str]:
         if not default.is_file():
             return []
         config = default
-    with open(config, "rb") as f:
-        doc = tomllib.load(f)
+    try:  # bounded in size and depth, one line naming the file (storage, bounds)
+        doc = parse_toml(read_config(config, "the verify patterns' file"))
+    except CassetteIOError as exc:
+        raise ValueError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{config}: not valid TOML: {exc}") from None
     looptap = doc.get("tool", {}).get("looptap", {})
     looptap = looptap if isinstance(looptap, dict) else {}
     # The recorder's own patterns ([tool.looptap.redact]) are scanned for too: what it was told to

@@ -33,14 +33,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..cassettes.liveness import POLL, STALL, Progress
 from . import messages
 from .pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
 from .writer import writer_main  # light: the writer process imports the pipeline, not this one
 
 __all__ = ["Handoff", "HandoffError", "Receipt"]
 
-#: Seconds the writer process may take to start (spawn, imports, opening the cassette).
-START_TIMEOUT = 60.0
+#: Seconds the writer process may go without progress while it starts (spawn, imports, opening
+#: the cassette): it is waited for while it is alive and moving (:mod:`cassettes.liveness`), however
+#: long a busy machine makes its start.
+START_STALL = STALL
 
 
 class HandoffError(RuntimeError):
@@ -134,7 +137,7 @@ class Handoff:
         fsync: bool = False,
         settle: float = SETTLE,
         redact: tuple[Sequence[str], Sequence[str]] = ((), ()),
-        timeout: float = START_TIMEOUT,
+        stall: float = START_STALL,
         about: tuple[str, Sequence[str]] = ("", ()),
     ) -> None:
         """Start a writer process on the cassette at ``path`` and return once it can write (a
@@ -166,34 +169,44 @@ class Handoff:
         in_r.close()
         out_w.close()
         try:
-            self.connect(process, in_w, out_r, timeout=timeout)
+            self.connect(process, in_w, out_r, stall=stall)
         except HandoffError:
             process.kill()
             process.join(timeout=5)
             raise
 
     def connect(
-        self, process: WriterProcess, inbox: Pipe, outbox: Pipe, timeout: float = START_TIMEOUT
+        self, process: WriterProcess, inbox: Pipe, outbox: Pipe, stall: float = START_STALL
     ) -> None:
         """Use a started writer: frames go into ``inbox``, its answers come from ``outbox``. Waits
-        for its ``ready`` answer; raises :class:`HandoffError` (both ends closed) without one."""
+        for its ``ready`` answer while the writer is alive and makes progress (its CPU time, its
+        children, its reads and writes: :class:`cassettes.liveness.Progress`); raises
+        :class:`HandoffError` (both ends closed) when it ended, answered otherwise, or made no
+        progress for ``stall`` seconds."""
         self.close()
         os.set_blocking(inbox.fileno(), False)
         os.set_blocking(outbox.fileno(), False)
-        msg = f"the writer process did not start within {timeout:.0f} s"
         reader = FrameReader()
-        deadline = time.monotonic() + timeout
+        moving = Progress(getattr(process, "pid", None), stall)
         ready = False
-        while (left := deadline - time.monotonic()) > 0 and select.select(
-            [outbox.fileno()], [], [], left
-        )[0]:
-            if not _read_available(outbox.fileno(), reader):
+        while True:
+            if select.select([outbox.fileno()], [], [], POLL)[0]:
+                if not _read_available(outbox.fileno(), reader):
+                    msg = "the writer process ended at start-up"
+                    break
+                frames = reader.frames()
+                if frames:
+                    kind, msg = frames[0]
+                    ready = kind == "ready"
+                    break
+            elif not process.is_alive():
                 msg = "the writer process ended at start-up"
                 break
-            frames = reader.frames()
-            if frames:
-                kind, msg = frames[0]
-                ready = kind == "ready"
+            elif moving.stalled():
+                how = moving.state()
+                msg = f"the writer process made no progress for {stall:.0f} s and did not start" + (
+                    f" (it is {how})" if how else ""
+                )
                 break
         if not ready:
             inbox.close()

@@ -3,18 +3,17 @@ turns, findings by layer, tokens and cost, and the command that shows the detail
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from ..cassettes.analysis import analyse
-from ..cassettes.hints import count, looptap_command
+from ..cassettes.hints import command_line, count, looptap_argv
 from ..cassettes.reading import open_run
 from ..cassettes.views import estimated_note, estimated_why, money
 
-__all__ = ["summary_lines"]
+__all__ = ["details_line", "summary_lines"]
 
 
 def summary_lines(path: Path, before: int = 0) -> list[str]:
@@ -63,5 +62,10 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
         f"A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {sum(t.input or 0 for t in tokens)}, out {sum(t.output or 0 for t in tokens)}; "
         f"cost {cost}",
-        f"details: {looptap_command()} show {shlex.quote(str(path))}",
+        details_line(path),
     ]
+
+
+def details_line(path: Path) -> str:
+    """The last line of the summary: the command that shows the run, as the user runs looptap."""
+    return f"details: {command_line([*looptap_argv(), 'show', str(path)])}"

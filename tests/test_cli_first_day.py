@@ -181,7 +181,7 @@ def test_the_demo_next_line_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> 
     from looptap.cassettes.cli import demo as demo_mod
 
     said: list[str] = []
-    monkeypatch.setattr(demo_mod, "looptap_command", lambda: ".venv-proxy/bin/looptap")
+    monkeypatch.setattr(demo_mod, "looptap_argv", lambda: [".venv-proxy/bin/looptap"])
     demo_mod.next_steps(0, Path("looptap-demo.jsonl"), said.append)
     assert said[0].strip().startswith("next: .venv-proxy/bin/looptap show looptap-demo.jsonl")
     assert said[1].strip().startswith(".venv-proxy/bin/looptap inspect looptap-demo.jsonl")

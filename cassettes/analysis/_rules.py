@@ -41,9 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CassetteError
+from ..bounds import parse_toml
+from ..errors import CassetteError, CassetteIOError
 from ..hints import count
 from ..patterns import PatternError, UserPattern
+from ..storage import read_config
 from ..untrusted import clean_line
 from ._model import Severity
 from .codes import ROWS, RULE_BROKEN
@@ -129,17 +131,17 @@ class Rules:
 def load(path: str | Path) -> Rules:
     """The rules of the file at ``path``; :class:`RulesError` in one line when it is wrong."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RulesError(f"{p}: cannot read the rules file: {exc.__class__.__name__}") from None
+    try:  # bounded: at most MAX_CONFIG bytes, a regular file (never a FIFO), refused at once
+        text = read_config(p, "the rules file")
+    except CassetteIOError as exc:
+        raise RulesError(str(exc)) from None
     return parse_rules(text, str(p))
 
 
 def parse_rules(text: str, where: str) -> Rules:
     """The rules of ``text`` (the file ``where``); :class:`RulesError` in one line when wrong."""
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text)  # nested at most TOML_DEPTH levels
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
         raise RulesError(f"{where}:{line.group(1) if line else 1}: not TOML: {exc}") from None

@@ -145,6 +145,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except RecursionError:
+        # Whatever a depth bound did not foresee (cassettes/bounds.py): one line, not a traceback.
+        err("error: the input is nested too deep to be read")
+        return EXIT_ERROR
     except MemoryError:
         # Whatever a budget did not foresee: one line, not a traceback (the memory is free again).
         err("error: out of memory (the input is too large for the memory this process may use)")

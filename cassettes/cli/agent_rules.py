@@ -28,6 +28,7 @@ from ..hints import count
 from ..models import Message, Part
 from ..reading import Run, open_run
 from ..storage import check_target, staged
+from ..untrusted import clean_line
 
 __all__ = ["cmd_rules_check", "cmd_rules_learn", "proposals_toml", "traces"]
 
@@ -77,7 +78,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         n = by_rule.get(rule.name, 0)
         runs = f"{len(runs_of.get(rule.name, ()))} of {count(len(args.runs), 'run')}"
         what = f"broken {count(n, 'time')} in {runs}" if n else "never broken"
-        print(f"  {rule.name!r} ({rule.kind}): {what}")
+        print(clean_line(f"  {rule.name!r} ({rule.kind}): {what}"))
     if unread:
         err(f"error: {count(unread, 'run')} of {len(args.runs)} could not be read (above)")
         return EXIT_ERROR
@@ -101,14 +102,17 @@ def _row(run: str, f: Finding) -> dict[str, Any]:
 
 def _print_run(name: str, found: list[Finding]) -> None:
     if not found:
-        print(f"{name}: no rule broken")
+        print(clean_line(f"{name}: no rule broken"))
         return
-    print(f"{name}: {count(len(found), 'call')} {'breaks' if len(found) == 1 else 'break'} a rule")
-    for f in found:
+    verb = "breaks" if len(found) == 1 else "break"
+    print(clean_line(f"{name}: {count(len(found), 'call')} {verb} a rule"))
+    for f in found:  # the conversation, the tool and why are the recording's: one line each
         d = f.details
         print(
-            f"  {f.conversation} turn {f.turn} (seq {f.seq}): {d.get('rule')!r} "
-            f"{d.get('tool')}: {d.get('why')}"
+            clean_line(
+                f"  {f.conversation} turn {f.turn} (seq {f.seq}): {d.get('rule')!r} "
+                f"{d.get('tool')}: {d.get('why')}"
+            )
         )
 
 
@@ -159,12 +163,14 @@ def cmd_rules_learn(args: argparse.Namespace) -> int:
     with staged(target, mode=0o644) as s:  # (written whole, or not at all)
         s.file.write(text.encode())
     print(
-        f"{out}: {count(len(proposals), 'rule')} proposed from {count(len(every), 'trace')} "
-        f"(conversations) of {count(len(args.runs), 'run')}; review them — nothing is in force "
-        f"until the file is looptap-rules.toml or named by LOOPTAP_RULES"
+        clean_line(
+            f"{out}: {count(len(proposals), 'rule')} proposed from {count(len(every), 'trace')} "
+            f"(conversations) of {count(len(args.runs), 'run')}; review them — nothing is in "
+            "force until the file is looptap-rules.toml or named by LOOPTAP_RULES"
+        )
     )
-    for p in proposals:
-        print(f"  {p.rule.kind:10} {p.rule.name} ({len(p.support)} traces)")
+    for p in proposals:  # a rule's name holds the recorded tools' names: one line each
+        print(clean_line(f"  {p.rule.kind:10} {p.rule.name} ({len(p.support)} traces)"))
     return EXIT_OK
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CassetteError
-from ..hints import INVOKED_AS, count, found_recorder, looptap_command
+from ..hints import INVOKED_AS, command_line, count, found_recorder, looptap_argv, looptap_command
 from ..reading import open_run
 from ..recording.pipeline import CassetteWriter
 from ..replay.serving.server import ReplayServer
@@ -129,19 +128,15 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
             return rc or 2
     # the file itself, not the editable install's link to it (.looptap-editable/looptap/…)
     agent_file = Path(agent_path).resolve()
-    live = f"{_looptap(python)} run -o run.jsonl -- python3 {shlex.quote(str(agent_file))}"
+    live = [*_looptap(python), "run", "-o", "run.jsonl", "--", "python3", str(agent_file)]
     return first_screen(dest, say, live=live, recorder=_looptap(python))
 
 
-def _looptap(python: str) -> str:
+def _looptap(python: str) -> list[str]:
     """How the user runs the recorder: as they run looptap when this is the recorder's
     environment, else by the recorder's interpreter (``LOOPTAP_PROXY_PYTHON``)."""
 
-    return (
-        looptap_command()
-        if python == sys.executable
-        else f"{shlex.quote(python)} -m looptap.cassettes.cli"
-    )
+    return looptap_argv() if python == sys.executable else [python, "-m", "looptap.cassettes.cli"]
 
 
 #: The widest line of the demo's first screen (a recorded message is cut to it).
@@ -149,7 +144,11 @@ WIDTH = 100
 
 
 def first_screen(
-    dest: Path, say: Callable[[str], None], *, live: str | None = None, recorder: str | None = None
+    dest: Path,
+    say: Callable[[str], None],
+    *,
+    live: list[str] | None = None,
+    recorder: list[str] | None = None,
 ) -> int:
     """The demo's first screen: a short summary of the run, its root cause (and what it caused),
     the next commands, ``show`` first (the whole run, one command away); no line wider than
@@ -187,9 +186,9 @@ def first_screen(
         say(line)
     if live is not None:
         say("\nwith your ANTHROPIC_API_KEY this records the example agent live:")
-        head, _, agent = live.rpartition(" ")
+        line, head, agent = command_line(live), command_line(live[:-1]), command_line(live[-1:])
         # a long path on a line of its own, continued as the shell reads it
-        say(f"  {live}" if len(live) + 2 <= WIDTH else f"  {head} \\\n    {agent}")
+        say(f"  {line}" if len(line) + 2 <= WIDTH else f"  {head} \\\n    {agent}")
     return next_steps(0, dest, say, recorder)
 
 
@@ -197,17 +196,18 @@ def first_screen(
 _SEVERITIES = ("error", "warning", "info")
 
 
-def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
+def next_steps(
+    rc: int, dest: Path, say: Callable[[str], None], recorder: list[str] | None = None
+) -> int:
     """What to try next: the whole run (``show``), turn by turn (``inspect``), your own agent
     (``recorder``: how to run the recorder, when it is not this looptap)."""
 
-    me = looptap_command()  # as the user runs looptap, so the lines run as printed
-    d = shlex.quote(str(dest))
-    say(f"\nnext: {me} show {d}   (every round trip, the findings, the token growth)")
-    say(f"      {me} inspect {d}   (turn by turn in the terminal; ? for the keys)")
-    say(
-        f"      {recorder or me} run -o run.jsonl -- python your_agent.py   (record your own agent)"
-    )
+    me = looptap_argv()  # as the user runs looptap, so the lines run as printed
+    show, inspect = (command_line([*me, verb, str(dest)]) for verb in ("show", "inspect"))
+    own = command_line([*(recorder or me), "run", "-o", "run.jsonl", "--"])
+    say(f"\nnext: {show}   (every round trip, the findings, the token growth)")
+    say(f"      {inspect}   (turn by turn in the terminal; ? for the keys)")
+    say(f"      {own} python your_agent.py   (record your own agent)")
     return rc
 
 

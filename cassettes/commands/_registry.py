@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, TypeAlias
 
+from ..untrusted import clean_line
+
 __all__ = [
     "EXIT_ERROR",
     "EXIT_OK",
@@ -139,8 +141,9 @@ def loading() -> Iterator[None]:
 
 
 def err(msg: str) -> None:
-    """One line on stderr, as every command says what went wrong: ``looptap: MSG``."""
-    print(f"looptap: {msg}", file=sys.stderr)
+    """One line on stderr, as every command says what went wrong: ``looptap: MSG`` (shown as one
+    line by the sanitiser, whatever recorded text MSG holds)."""
+    print(clean_line(f"looptap: {msg}"), file=sys.stderr)
 
 
 class Handler:

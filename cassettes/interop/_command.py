@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import stat
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import orjson
 
 from ..errors import CassetteError, CassetteFormatError, problem_lines
 from ..fleet import export_parquet
-from ..hints import count
+from ..hints import UnprintableCommand, count, shell_command
 from ..reading import open_run
 from ..recording import Redactor
 from ..storage import UnsafePath, check_target, same_path, staged
@@ -244,7 +243,10 @@ def _install_textconv(repo: Path) -> int:
         target = check_target(attrs, "the attributes file", owned=lambda _p: True)
     except UnsafePath as exc:
         raise _Refused(str(exc)) from None
-    command = f"{shlex.quote(sys.executable)} -m looptap.cassettes.cli textconv"
+    try:  # git runs it through sh: this interpreter's path as one word, or refused
+        command = shell_command([sys.executable, "-m", "looptap.cassettes.cli", "textconv"])
+    except UnprintableCommand as exc:
+        raise _Refused(str(exc)) from None
     done = subprocess.run(
         ["git", "-C", str(root), "config", "diff.looptap.textconv", command],
         capture_output=True,

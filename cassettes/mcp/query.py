@@ -24,7 +24,6 @@ comparison and a why are answered by :mod:`cassettes.mcp._turnquery`,
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Iterable
 from decimal import Decimal
@@ -34,7 +33,7 @@ from typing import Any
 
 from ..analysis.dispatch import is_consequence
 from ..fleet import overviews, runs_mentioning
-from ..hints import install_command
+from ..hints import command_line, install_command
 from ..reading import Run
 from ..replay.comparison import different_apis
 from ..replay.forking.rundiff import diff_analysed
@@ -67,6 +66,7 @@ __all__ = [
     "Runs",
     "comparison",
     "diff",
+    "export_command",
     "findings",
     "fork_diff",
     "growth",
@@ -419,18 +419,7 @@ def web_report(runs: Runs, run: str, max_bytes: int) -> dict[str, Any]:
     del max_bytes
     path = runs.resolve(run)
     page = path.with_name(path.name + ".html")
-    command = shlex.join(
-        [
-            sys.executable,
-            "-m",
-            "looptap.cassettes.cli",
-            "export",
-            "--html",
-            str(path),
-            "-o",
-            str(page),
-        ]
-    )
+    command = export_command(path, page)
     exists = page.is_file() and not page.is_symlink()
     # The command runs with this interpreter: the extra is missing only if Jinja2 is not here.
     missing = (
@@ -448,8 +437,15 @@ def web_report(runs: Runs, run: str, max_bytes: int) -> dict[str, Any]:
             else ""
         ),
         # The run's file name is the recording's: inside the fence, made safe.
-        "recorded": {"command": clean(command), "page": clean(str(page)) if exists else None},
+        "recorded": {"command": command, "page": clean(str(page)) if exists else None},
     }
+
+
+def export_command(path: Path, page: Path) -> str:
+    """The command that writes the web page ``page`` of the run at ``path`` (with this
+    interpreter), built from its words: a run's file name is the recording's, any text."""
+    cmd = [sys.executable, "-m", "looptap.cassettes.cli", "export", "--html", str(path)]
+    return command_line([*cmd, "-o", str(page)])
 
 
 def _importable(module: str) -> bool:

@@ -39,7 +39,10 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
+from ..bounds import parse_toml
+from ..errors import CassetteIOError
 from ..patterns import PatternError, UserPattern
+from ..storage import read_config
 from ..wire import Exchange, Headers, body_cut, salvage
 from ._bodies import Chunks, JsonRedactor, StreamRedactor
 from ._credentials import (
@@ -254,14 +257,14 @@ class Redactor:
         keys: list[str] = []
         path = Path(config) if config is not None else Path("pyproject.toml")
         if path.is_file():
-            try:
+            try:  # bounded in size and depth, one line naming the file (storage, bounds)
                 table = (
-                    tomllib.loads(path.read_text("utf-8"))
+                    parse_toml(read_config(path, "the redaction table's file"))
                     .get("tool", {})
                     .get("looptap", {})
                     .get("redact", {})
                 )
-            except (OSError, tomllib.TOMLDecodeError) as exc:
+            except (CassetteIOError, tomllib.TOMLDecodeError) as exc:
                 raise ValueError(f"cannot read [tool.looptap.redact] from {path}: {exc}") from None
             if not isinstance(table, dict):
                 raise ValueError(f"{path}: [tool.looptap.redact] is not a table")

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from ..errors import CassetteError, problem_lines
-from ..hints import count
+from ..hints import command_line, count
 from ..matching import rules_of_args
 from ..net import header_problem, said_name
 from ..project import RuleError
@@ -119,8 +119,9 @@ def _related(args: argparse.Namespace, rel: Relation | None, notes: list[str]) -
     if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
         notes.append(
             clean_line(
-                f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} "
-                "(the origin as A, the branch as B)"
+                f"{args.a} is a branch of {args.b}: compared as "
+                f"{command_line(['looptap', 'diff', args.b, args.a])} (the origin as A, the "
+                "branch as B)"
             )
         )
         args.a, args.b = args.b, args.a

@@ -42,6 +42,7 @@ __all__ = [
     "describe",
     "open_append",
     "process_start",
+    "read_config",
     "read_input",
     "reclaim_staged",
     "remove_if_same",
@@ -262,6 +263,26 @@ def read_input(path: str | Path, what: str, limit: int) -> bytes:
             return f.read(limit)
         except OSError as exc:
             raise CassetteIOError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+
+
+#: The most looptap reads of a file it finds on its own (a project's ``looptap.toml`` or
+#: ``pyproject.toml``, the agent's ``looptap-rules.toml``): a configuration is a few KiB.
+MAX_CONFIG = 1 << 20
+
+
+def read_config(path: str | Path, what: str, limit: int = MAX_CONFIG) -> str:
+    """The text of the configuration file ``path`` (:func:`read_input`: a regular file, never a
+    FIFO), refused in one line naming it when it is over ``limit`` bytes (at once, before any of
+    it is parsed) or not UTF-8."""
+    raw = read_input(path, what, limit + 1)
+    if len(raw) > limit:
+        raise CassetteIOError(f"{what} {path} is larger than {limit >> 10:,} KiB: not read")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteIOError(
+            f"{what} {path} is not UTF-8 text (byte {exc.start:,}): not read"
+        ) from None
 
 
 def same_path(a: str | Path, b: str | Path) -> bool:

@@ -6,10 +6,11 @@ and why it cannot run when it cannot (docs/why.md "Interventions");
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..hints import count
+from ..hints import command_line, count
 
 __all__ = ["Intervention"]
 
@@ -59,8 +60,9 @@ class Intervention:
     #: What shows it, beside the finding (a refused request: the API's own message).
     evidence: str | None = None
     #: How a fix would be tested when the repair needs what only the user knows (a refused
-    #: request: the ``--edit`` or ``--model`` of a fork at its turn).
-    fix: str | None = None
+    #: request: the ``--edit`` or ``--model`` of a fork at its turn), as the words of the
+    #: command (quoted once where printed: :func:`cassettes.hints.command_line`); empty: none.
+    fix: list[str] = field(default_factory=list)
     #: Only this turn re-sampled: the later turns of its conversation held (served as recorded
     #: while their requests still match: the ``…:hold`` cursor), so E re-samples of one
     #: conversation are not nested in each other.
@@ -71,6 +73,15 @@ class Intervention:
     @property
     def cursor(self) -> str:
         return f"conversation={self.conversation}:turn={self.turn}" + ":hold" * self.hold
+
+    @property
+    def options(self) -> str:
+        """The fork's options as the dry run prints them (`` [--edit …] --model …``; each word
+        quoted once: an edit names a recorded call id or tool)."""
+        edits = [w for e in self.edits for w in ("--edit", e)]
+        return (f" [{command_line(edits)}]" if edits else "") + (
+            f" {command_line(['--model', self.model])}" if self.model else ""
+        )
 
     @property
     def expected_extra(self) -> int:
@@ -154,6 +165,7 @@ class Intervention:
             "runnable": self.missing is None,
             "missing": self.missing,
             "evidence": self.evidence,
-            "fix": self.fix,
+            # the words as a shell reads them (JSON escapes what a terminal would act on)
+            "fix": shlex.join(self.fix) if self.fix else None,
             **({"together": list(self.parts)} if self.parts else {}),
         }

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CassetteError
-from ..hints import count
+from ..hints import command_line, count
 from ..reading import Run, open_run
 from ..replay.forking.compare.budget import BudgetError, upstream_bases
 from ..replay.testing.recorder import how_to_install, recorder_python
@@ -284,11 +284,7 @@ def _dry_run(
     ]
     for i in found:
         cost = i.cost(args.samples) if i.missing is None else f"not run: {i.missing}"
-        edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
-        out.append(
-            f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: "
-            f"{i.layer}: {i.what}: {cost}"
-        )
+        out.append(f"would fork at {i.cursor}{i.options}: {i.layer}: {i.what}: {cost}")
     return Result(0, doc, [clean_line(ln) for ln in [*out, *lines]])
 
 
@@ -455,31 +451,29 @@ def report_lines(
 ) -> list[str]:
     """The report as text (each line cleaned for a terminal); ``passed``: the ``looptap run``
     options every branch had (``--upstream``, ``--confdir``), which the fork that tests a fix needs
-    too, to reach the same upstream (never the real API's host instead)."""
-    import shlex
-
+    too, to reach the same upstream (never the real API's host instead). Each command is built
+    from its words (:func:`cassettes.hints.command_line`), whatever the recording holds."""
     lines = [
         f"verdict: {v.headline}",
         f"outcome: failed means {outcome.describe()}; a flip is a branch that does not fail",
     ]
     i = v.best.intervention if v.refused and v.best is not None else None
     if i is not None and i.fix:
-        cmd = shlex.join(argv or ["CMD"])
+        fork = ["looptap", "run", "--from", f"{run}@{i.cursor}", *i.fix, *(passed or [])]
         lines.append(
-            f"to test a fix: looptap run --from {shlex.quote(f'{run}@{i.cursor}')} {i.fix} "
-            + "".join(f"{shlex.quote(x)} " for x in passed or [])
-            + f"-o fixed.jsonl -- {cmd}"
+            "to test a fix: " + command_line([*fork, "-o", "fixed.jsonl", "--", *(argv or ["CMD"])])
         )
     if v.determined and v.best is not None:
+        confirm = command_line(["looptap", "why", str(directory), "--confirm", "--"])
         lines.append(
-            f"to confirm a fix: looptap why {shlex.quote(str(directory))} --confirm -- "
-            "FIXED_AGENT_COMMAND (runs it K times from the verdict's turn, live after it)"
+            f"to confirm a fix: {confirm} FIXED_AGENT_COMMAND (runs it K times from the verdict's "
+            "turn, live after it)"
         )
     lines.append("interventions, ranked:")
     lines += [f"  {t.line()}" for t in v.ranked]
     if any(t.branches for t in v.ranked):  # none ran (a refusal only): no directory to point at
+        diff = command_line(["looptap", "diff", str(run), f"{directory}/BRANCH.jsonl"])
         lines.append(
-            f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} "
-            f"{directory}/BRANCH.jsonl shows what each changed"
+            f"branches (ordinary branch cassettes) in {directory}: {diff} shows what each changed"
         )
     return [clean_line(ln) for ln in lines]

@@ -14,6 +14,7 @@ import orjson
 
 from .. import bounds
 from ..analysis import codes
+from ..hints import command_line
 from ._intervention import Intervention
 
 __all__ = ["recovered", "refusal", "refusal_or_context"]
@@ -41,15 +42,15 @@ def refusal(f: Any, ex: Any) -> Intervention | None:
     named = param or message
     tool = _refused_tool(named, message, ex)
     if tool is not None:
-        fix, what = f"--edit 'tool_schema[{tool}]=@SCHEMA.json'", f"the schema of tool {tool!r}"
+        fix, what = ["--edit", f"tool_schema[{tool}]=@SCHEMA.json"], f"the schema of tool {tool!r}"
     elif re.match(r"models?\b", named) or "model" in str(f.details.get("error_code") or ""):
-        fix, what = "--model MODEL", "the model"
+        fix, what = ["--model", "MODEL"], "the model"
     elif re.search(r"max_(?:completion_|output_)?tokens", named):
-        fix, what = "--edit max_tokens=N", "the token cap"
+        fix, what = ["--edit", "max_tokens=N"], "the token cap"
     else:
-        fix, what = None, f"{param!r}" if param else "the request"
+        fix, what = [], f"{param!r}" if param else "the request"
     test = (
-        f"test a fix with a fork at it: {fix}"
+        f"test a fix with a fork at it: {command_line(fix)}"
         if fix
         else "no fork edit changes it: fix the client and record again"
     )
@@ -140,7 +141,7 @@ def refusal_or_context(
     how = recovered(a, by_turn, (f.conversation, f.turn), run) if i is not None else None
     if i is None or how is None:
         return i
-    i.kind, i.fix = "c-recovered", None
+    i.kind, i.fix = "c-recovered", []
     i.missing = (
         f"context, not a cause: the client recovered ({how}), so the run's failure does not "
         "follow from this refusal"

@@ -33,10 +33,11 @@ became determined at K = 10 … 160).
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..hints import count
+from ..hints import command_line, count
 from ._intervention import Intervention
 
 __all__ = ["MOST", "Tally", "Verdict", "advice", "needed", "verdict", "why_alike", "wilson"]
@@ -231,7 +232,7 @@ class Verdict:
             "either": self.either,
             "by": "refusal" if self.refused else "flips",
             "evidence": b.intervention.evidence if b else None,
-            "fix": b.intervention.fix if b else None,
+            "fix": shlex.join(b.intervention.fix) if b and b.intervention.fix else None,
             "left_out": b.invalid if b else 0,
             "layer_determined": self.determined or self.layer_only,
             # where a fix of a layer-only verdict is confirmed from: its earliest turn there
@@ -382,7 +383,11 @@ def _refusal(
         if len(ran) == 1
         else f"none of the {len(ran)} interventions run flipped it in {count(n, 'sample')}"
     )
-    test = f"test a fix with a fork at it ({i.fix})" if i.fix else "fix the client and record again"
+    test = (
+        f"test a fix with a fork at it ({command_line(i.fix)})"
+        if i.fix
+        else "fix the client and record again"
+    )
     said = f": {i.evidence!r}" if i.evidence else ""
     return Verdict(
         True,

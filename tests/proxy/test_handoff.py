@@ -90,7 +90,7 @@ class FakeWriter:
     def connected(self) -> Handoff:
         h = Handoff()
         self.answer("ready")
-        h.connect(self, self.in_w, self.out_r, timeout=5)
+        h.connect(self, self.in_w, self.out_r, stall=5)
         return h
 
 
@@ -332,16 +332,16 @@ def test_the_writer_start_is_waited_for_and_its_failure_said() -> None:
     with pytest.raises(
         HandoffError, match=re.escape("cannot open /x/run.jsonl: Permission denied")
     ):
-        Handoff().connect(w, w.in_w, w.out_r, timeout=5)
+        Handoff().connect(w, w.in_w, w.out_r, stall=5)
 
     w = FakeWriter()
     w.out_w.close()  # it ended without a word
     with pytest.raises(HandoffError, match="ended at start-up"):
-        Handoff().connect(w, w.in_w, w.out_r, timeout=5)
+        Handoff().connect(w, w.in_w, w.out_r, stall=5)
 
     w = FakeWriter()
-    with pytest.raises(HandoffError, match="did not start within 0 s"):
-        Handoff().connect(w, w.in_w, w.out_r, timeout=0.2)
+    with pytest.raises(HandoffError, match="made no progress for 0 s and did not start"):
+        Handoff().connect(w, w.in_w, w.out_r, stall=0.2)
 
 
 def test_what_is_lost_is_said_redacted(caplog: pytest.LogCaptureFixture) -> None:
@@ -361,3 +361,80 @@ def test_what_is_lost_is_said_redacted(caplog: pytest.LogCaptureFixture) -> None
     assert key[:10] not in text
     w.die()
     h.close()
+
+
+# -- the writer's start: waited for while it moves (issue 83 item 3) ------------------------------
+
+
+def _spawned_writer(out: Path) -> tuple[Any, Any, Any]:
+    """The real writer process, started as :meth:`Handoff.open` starts it (spawned: a fresh
+    interpreter importing the pipeline), with the proxy's ends of its two pipes."""
+    from looptap.proxy.writer import writer_main
+
+    mp = multiprocessing.get_context("spawn")
+    in_r, in_w = mp.Pipe(duplex=False)
+    out_r, out_w = mp.Pipe(duplex=False)
+    process = mp.Process(
+        target=writer_main,
+        args=(str(out), False, in_r, out_w, 0.0, ([], []), ("", [])),
+        name="looptap-writer",
+        daemon=True,
+    )
+    process.start()
+    in_r.close()
+    out_w.close()
+    return process, in_w, out_r
+
+
+def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None:
+    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.8 s of every
+    second until it is ready, so its start takes several times the 3 s allowed without progress
+    (on fec4f2c2 a fixed limit: "the writer process did not start within 3 s"); it moves in every
+    3 s window, and it is waited for, then records."""
+    import signal
+
+    process, inbox, outbox = _spawned_writer(tmp_path / "run.jsonl")
+    done = threading.Event()
+    stops = [0]
+
+    def throttle() -> None:
+        while not done.is_set():
+            os.kill(process.pid, signal.SIGSTOP)
+            stops[0] += 1
+            done.wait(0.8)
+            os.kill(process.pid, signal.SIGCONT)
+            done.wait(0.2)
+
+    slow = threading.Thread(target=throttle, daemon=True)
+    slow.start()
+    h = Handoff()
+    try:
+        h.connect(process, inbox, outbox, 3.0)  # (the stall; on fec4f2c2 the fixed limit)
+    finally:
+        done.set()
+        slow.join()
+        os.kill(process.pid, signal.SIGCONT)
+    assert stops[0] >= 2, stops  # it was slowed while it started
+    h.hand_over(_ex(0))
+    h.close()
+    assert h.recorded == 1 and _urls(tmp_path / "run.jsonl") == [_ex(0).url]
+
+
+def test_a_writer_stopped_for_good_or_dead_is_said(tmp_path: Path) -> None:
+    """What fails a start: a writer that makes no progress at all for the stall (stopped, and
+    never continued), said as such; one that ended."""
+    import signal
+
+    process, inbox, outbox = _spawned_writer(tmp_path / "run.jsonl")
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(HandoffError, match=r"made no progress for 2 s .*\(it is stopped\)"):
+            Handoff().connect(process, inbox, outbox, 2.0)
+    finally:
+        process.kill()
+        process.join(30)
+    process, inbox, outbox = _spawned_writer(tmp_path / "run2.jsonl")
+    process.kill()
+    with pytest.raises(HandoffError, match="ended at start-up"):
+        Handoff().connect(process, inbox, outbox, 60.0)
+    process.join(30)

@@ -249,7 +249,8 @@ def test_shipped_recorder_process_times_out_clearly(
     )
     assert len(raised) == 1 and isinstance(raised[0], CassetteError), raised
     assert re.search(
-        r"did not start within 1 s \(no ready file\): looptap: still thinking", str(raised[0])
+        r"made no progress for 1 s and did not start \(no ready file\): looptap: still thinking",
+        str(raised[0]),
     ), raised[0]
     assert rec.proc is None
     assert not Path(f"/proc/{pid}").exists(), "the fake recorder is still there"

@@ -269,7 +269,7 @@ def test_dry_run_and_the_budget_guard_send_nothing(
         assert rc == 0, err
         lines = out.splitlines()
         assert any(
-            ln.startswith("would fork at conversation=c1:turn=1 [--edit restore_result[")
+            ln.startswith("would fork at conversation=c1:turn=1 [--edit 'restore_result[")
             and ": C: the dropped result of call" in ln
             and ln.endswith("10 live requests (1 × 10 samples)")
             for ln in lines

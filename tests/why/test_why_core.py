@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -471,7 +472,7 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
             "A.http_error",
             missing="the API refuses this request whenever it is sent, so no re-run flips it",
             evidence=said,
-            fix="--edit 'tool_schema[get_forecast]=@SCHEMA.json'",
+            fix=["--edit", "tool_schema[get_forecast]=@SCHEMA.json"],
         )
     )
     v = verdict([refused, _tally("E", 0, 0, 5)], 5)
@@ -553,7 +554,7 @@ def test_a_4xx_that_names_the_request_is_the_clients_with_the_fix_to_test() -> N
         tools,
     )
     assert chat is not None and chat.kind == "c-refused" and chat.layer == "C"
-    assert chat.fix == "--edit 'tool_schema[get_forecast]=@SCHEMA.json'" and chat.missing
+    assert chat.fix == ["--edit", "tool_schema[get_forecast]=@SCHEMA.json"] and chat.missing
     anthropic = _refusal_of(
         400,
         {
@@ -574,11 +575,11 @@ def test_a_4xx_that_names_the_request_is_the_clients_with_the_fix_to_test() -> N
         },
         {},
     )
-    assert model is not None and model.fix == "--model MODEL"
+    assert model is not None and model.fix == ["--model", "MODEL"]
     param = _refusal_of(
         400, {"message": "bad", "type": "invalid_request_error", "param": "temperature"}, {}
     )
-    assert param is not None and param.fix is None and "'temperature'" in param.what
+    assert param is not None and param.fix == [] and "'temperature'" in param.what
     # Gemini's message runs over lines (one per field it refused): the evidence is one line, and
     # the headline, which quotes it, shows no literal "\\n" (issue 68)
     said = (
@@ -742,3 +743,46 @@ def test_a_cut_answer_is_not_expected_continued_when_its_cap_is_lifted_too() -> 
     assert (lifted.live_requests, lifted.most_requests) == (1, 4)
     assert (kept.live_requests, kept.most_requests) == (2, 4)
     assert cont.live_requests == 2
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x'; touch PWNED; echo '",  # closes the quote put around it
+        "x' && touch PWNED && echo '",
+        "x'$(touch PWNED)'",
+        "x'`touch PWNED`'",
+    ],
+)
+def test_a_fix_line_pasted_runs_no_command_the_recorded_tool_name_plants(
+    tmp_path: Path, name: str
+) -> None:
+    """Issue 83 item 1: the tool named by index in the recorded request body; the printed "to test
+    a fix" line, run by a shell, hands looptap exactly its words and runs nothing planted (on
+    fec4f2c2 the name was put between quotes it could close: pasting it ran ``touch PWNED``)."""
+    import shlex
+    import subprocess
+
+    i = _refusal_of(
+        400,
+        {"message": "bad schema", "type": "invalid_request_error", "param": "tools[1].parameters"},
+        {"tools": [{"name": "ok"}, {"name": name}]},
+    )
+    assert i is not None and i.fix
+    lines = report_lines_of(verdict([Tally(i)], 5), ["python", "agent.py"])
+    line = next(ln for ln in lines if ln.startswith("to test a fix: ")).removeprefix(
+        "to test a fix: "
+    )
+    done = subprocess.run(
+        ["sh", "-c", f"printf '%s\\0' {line}"], cwd=tmp_path, capture_output=True, check=False
+    )
+    assert not (tmp_path / "PWNED").exists(), line
+    words = [w.decode() for w in done.stdout.split(b"\0")[:-1]]
+    assert words == shlex.split(line)
+    assert f"tool_schema[{name}]=@SCHEMA.json" in words, words
+
+
+def report_lines_of(v: Any, argv: list[str]) -> list[str]:
+    from looptap.cassettes.why import report_lines
+
+    return report_lines(v, Outcome("exit"), Path("w"), Path("run.jsonl"), argv)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import shutil
 import signal
 import sys
@@ -30,6 +29,7 @@ import orjson
 
 from ... import bounds
 from ...errors import CassetteError
+from ...hints import command_line
 from ...matching import Matcher, here, rules_of_args
 from ...reading import first_turn, open_run, origin_fields, origin_in, read_entries
 from ...storage import CassetteFile, check_input
@@ -40,7 +40,7 @@ from ..serving.server import replay_env
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
 
-__all__ = ["ForkReplay", "ForkSource", "parse_from"]
+__all__ = ["ForkReplay", "ForkSource", "parse_from", "sent_lines"]
 
 #: The key of the branch's origin in the cassette header's ``meta``.
 ORIGIN = "origin"
@@ -294,25 +294,12 @@ class ForkReplay:
         except OSError as exc:
             self.report.append(f"what the agent sent could not be kept: {exc.strerror or exc}")
             return
-        run = shlex.quote(str(self.source.run))
-        self.report.append(
-            f"what the agent sent: {kept}; rules that would make it match, if what differs is "
-            f"volatile: looptap rules propose {run} {shlex.quote(str(kept))}"
+        self.report += sent_lines(
+            str(self.source.run),
+            kept,
+            strict=self.prefix == "strict",
+            divergence=self.source.cursor.divergence,
         )
-        modes = (
-            [
-                "--prefix tolerant answers a request that differs "
-                "only in tool results with its recorded turn"
-            ]
-            if self.prefix == "strict"
-            else []
-        )
-        if not self.source.cursor.divergence:
-            modes.append(
-                f"--from {run}@divergence goes live at the first difference instead of failing"
-            )
-        if modes:
-            self.report.append("; ".join(modes) + " (docs/fork.md)")
 
     def _read_tolerated(self) -> None:
         """What the replay server wrote of what it tolerated (its own file, in this fork's private
@@ -387,3 +374,29 @@ def start_fork(args: Any) -> ForkReplay:
         rules={n: list(getattr(args, n, ()) or ()) for n in RULES},
         placed=placed,
     )
+
+
+def sent_lines(run: str, kept: Path, *, strict: bool, divergence: bool) -> list[str]:
+    """The next steps after a prefix that missed (``kept``: what the agent sent): the rules
+    proposed from it, the other prefix modes; every command built from its words
+    (:func:`cassettes.hints.command_line`: ``run`` is any path the user gave)."""
+    lines = [
+        f"what the agent sent: {kept}; rules that would make it match, if what differs is "
+        f"volatile: {command_line(['looptap', 'rules', 'propose', run, str(kept)])}"
+    ]
+    modes = (
+        [
+            "--prefix tolerant answers a request that differs only in tool results with its "
+            "recorded turn"
+        ]
+        if strict
+        else []
+    )
+    if not divergence:
+        modes.append(
+            f"{command_line(['--from', f'{run}@divergence'])} goes live at the first difference "
+            "instead of failing"
+        )
+    if modes:
+        lines.append("; ".join(modes) + " (docs/fork.md)")
+    return lines

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ...hints import count
+from ...hints import command_line, count
 from ...matching import report_lines, turn_entries
 from ...storage import check_target, staged
 from ...untrusted import clean_line
@@ -26,7 +26,7 @@ from ._keys import MISS, REPORTS_DIR
 if TYPE_CHECKING:
     from ._session import LooptapSession
 
-__all__ = ["add_sections", "failure_text", "summary_lines"]
+__all__ = ["add_sections", "failure_text", "propose_line", "summary_lines"]
 
 
 def add_sections(
@@ -255,9 +255,14 @@ def _write_failed_run(session: LooptapSession, path: Path) -> str:
         return ""
     try:
         session.server.keep_sent(path)
-        return (
-            f"\nlooptap: what this test sent: {path}; rules that would make it match, if what "
-            f"differs is volatile: looptap rules propose {session.path} {path}"
-        )
+        return f"\nlooptap: what this test sent: {path}; {propose_line(session.path, path)}"
     except Exception as exc:  # a help, never a second failure
         return f"\nlooptap: could not keep what this test sent: {type(exc).__name__}: {exc}"
+
+
+def propose_line(cassette: Path, sent: Path) -> str:
+    """The command that proposes rules from what a failed test sent (``sent``) against its
+    recorded ``cassette`` (any path the test's marker gave), built from its words."""
+    return "rules that would make it match, if what differs is volatile: " + command_line(
+        ["looptap", "rules", "propose", str(cassette), str(sent)]
+    )

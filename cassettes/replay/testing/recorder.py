@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ...errors import CassetteError, RecorderUnavailable
 from ...hints import count
+from ...liveness import Progress
 from ...wire import Exchange
 from .ready import Ready, read_ready
 
@@ -152,8 +153,10 @@ class RecorderProcess:
     def start(self, timeout: float = 60.0) -> dict[str, str]:
         """Start the recorder and wait until it listens (its ready file is there); returns the
         environment a client needs. Raises :class:`RecorderUnavailable` when the recorder cannot
-        run here, :class:`CassetteError` when it exits first or is not ready within ``timeout``
-        (with the end of what it said)."""
+        run here, :class:`CassetteError` when it exits first or makes no progress for ``timeout``
+        seconds before it is ready (its process tree's CPU time, reads and writes, what it says:
+        :class:`cassettes.liveness.Progress`; a busy machine slows a start, never fails it), with
+        the end of what it said."""
         self._dir = tempfile.mkdtemp(prefix="looptap-recorder-")
         try:
             ready = self._start(Path(self._dir) / "ready.json", timeout)
@@ -181,7 +184,9 @@ class RecorderProcess:
             target=self._drain_output, name="looptap recorder output", daemon=True
         )
         self._drain.start()
-        deadline = time.monotonic() + timeout
+        # waited for while it (and the writer it starts) is alive and moving, however busy the
+        # machine: only ``timeout`` seconds without progress are a failed start
+        moving = Progress(proc.pid, timeout, extra=lambda: len(self.log))
         while True:
             try:
                 ready = read_ready(ready_file)
@@ -202,19 +207,18 @@ class RecorderProcess:
                     f"the recorder exited with {proc.returncode} "
                     f"before it was ready: {text[-2000:]}"
                 )
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if moving.stalled():
                 text = self.log.strip()
                 # Not ready: nothing recorded, nothing to flush. A short grace, then SIGKILL (a
                 # child that inherited an ignored SIGINT would otherwise cost the full 30 s).
                 self.stop(timeout=_NOT_READY_GRACE)
                 raise CassetteError(
-                    f"the recorder did not start within {timeout:.0f} "
-                    f"s (no ready file): {text[-2000:]}"
+                    f"the recorder made no progress for {timeout:.0f} s and did not start (no "
+                    f"ready file): {text[-2000:]}"
                 )
             with self._said:
-                self._said.wait(min(left, 0.05))
-        self._await_exports(ready, deadline)
+                self._said.wait(0.05)
+        self._await_exports(ready, time.monotonic() + timeout)
         return ready
 
     def _await_exports(self, ready: Ready, deadline: float) -> None:
