@@ -273,6 +273,34 @@ def trimmed(case: str) -> Callable[[bool], Route]:
     return made
 
 
+def group_chat(recording: bool) -> Route:
+    """The model of bench/why_trim_agent.py's ``groupchat``: the selector names the planner, the
+    weather agent, the planner; the planner plans, then sums up what the weather agent said; the
+    weather agent calls the tool for both cities in one answer and says what came back."""
+    from bench.why_trim_agent import PLANNER, SELECT
+
+    def route(req: ScriptedRequest) -> Reply:
+        if SELECT in req.system:
+            lines = req.user_texts()[-1].splitlines()
+            spoke = [ln.split(":", 1)[0] for ln in lines]
+            return Reply.say("weather_agent" if spoke.count("planner") == 1 and
+                             "weather_agent" not in spoke else "planner")  # fmt: skip
+        results = req.tool_results()
+        if PLANNER in req.system:
+            heard = [
+                m for m in req.messages if isinstance(m, dict) and m.get("name") == "weather_agent"
+            ]
+            if not heard:
+                return Reply.say("Look up Paris and Lyon.")
+            told = str(heard[-1].get("content") or "")
+            return Reply.say(f"Summary: {told}" + ("" if "Lyon" in told else " Lyon: not known."))
+        if not results:
+            return BOTH
+        return Reply.say(" ".join(f"{r}." for r in results))
+
+    return route
+
+
 def _static(route: Route) -> Callable[[bool], Route]:
     return lambda recording: route
 
@@ -420,7 +448,11 @@ CASES = [
     Case("claude", "Claude Code: its Agent sub-agent miscounts 30% of the time (E c2 t0)", claude,
          [], [], ("E", "c2", 0), apis=("anthropic",),
          outcome=["--answer-not-matches", "3 vowels"], exit_ok=True),
-    # issue 82: a managed context (bench/why_trim_agent.py)
+    # issue 82: a group chat whose confirm was refused, and a managed context
+    # (bench/why_trim_agent.py)
+    Case("groupchat", "selector group chat (AutoGen-like): the weather agent drops a tool result "
+         "(C c4 t1)", group_chat, ["groupchat"], ["groupchat", "--fixed"], ("C", "c4", 1),
+         script=TRIM_AGENT, apis=("openai",), result="Lyon: rain"),
     Case("trim-task", "a head cut drops the user's task and its instruction (C c1 t2)",
          trimmed("trim-task"), ["trim-task"], ["trim-task", "--fixed"], ("C", "c1", 2),
          script=TRIM_AGENT, apis=("openai",)),

@@ -28,6 +28,13 @@ nothing a fork changes flips it. Fixed: the result sent as the tool returned it.
 ``trim-ignored``: the same harmless trim; the model ignores the instruction, still in the request,
 40% of the time. Fixed: the agent checks its answer and asks again (up to 3 times).
 
+``groupchat``: not a managed context: a group chat as AutoGen's selector group chat runs one.
+Before each turn a side call asks the model who speaks next (the transcript as text); each agent
+keeps its own context, the others' messages in it as user messages with their ``name``. The
+planner speaks first, the weather agent looks the cities up (both calls in one answer) and drops
+the second result (the bug), the planner sums up. Fixed: no drop. What ``why --confirm`` must
+judge: every selector call after the fixed turn differs from the recording.
+
 Exits 1 when the final answer fails the task's check, as the task's own check would.
 """
 
@@ -72,7 +79,11 @@ CHECK = {
     "trim-compact": ("Lyon: rain",),
     "trim-garbled": ("Lyon: rain",),
     "trim-ignored": ("PARIS", "LYON"),
+    "groupchat": ("rain",),
 }
+#: The group chat's selector side call, and its two agents' system prompts.
+SELECT = "Select the next speaker of the group chat: planner or weather_agent. Say the name only."
+PLANNER = "You are the planner of a group chat. Say what to look up, then sum up."
 
 
 def run_tool(name: str, city: str) -> str:
@@ -166,12 +177,73 @@ def loop(opts: argparse.Namespace) -> str:
     return "(no answer after 8 turns)"
 
 
+def group_chat(opts: argparse.Namespace) -> str:
+    """The ``groupchat`` case (see the module docstring); the planner's last word is the answer."""
+    from openai import OpenAI
+
+    client = OpenAI(max_retries=0)
+    task = "Weather in Paris and Lyon?"
+    said: list[tuple[str, str]] = [("user", task)]
+    contexts: dict[str, list[dict[str, Any]]] = {
+        "planner": [{"role": "user", "content": task}],
+        "weather_agent": [{"role": "user", "content": task}],
+    }
+
+    def ask(system: str, messages: list[Any], tools: bool) -> Any:
+        return (
+            client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "system", "content": system}, *messages],
+                max_tokens=100,
+                **({"tools": TOOLS} if tools else {}),
+            )  # type: ignore[call-overload]
+            .choices[0]
+            .message
+        )
+
+    planned = False
+    for _ in range(4):
+        transcript = "\n".join(f"{who}: {text}" for who, text in said)
+        who = (ask(SELECT, [{"role": "user", "content": transcript}], False).content or "").strip()
+        if who not in contexts:
+            return f"(the selector named {who[:40]!r})"
+        mine = contexts[who]
+        if who == "planner":
+            text = ask(PLANNER, mine, False).content or ""
+        else:
+            text = ""
+            for _ in range(3):
+                msg = ask(SYSTEM, mine, True)
+                calls = list(msg.tool_calls or [])
+                if not calls:
+                    text = msg.content or ""
+                    break
+                mine.append({"role": "assistant", "content": msg.content, "tool_calls": [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                    for c in calls]})  # fmt: skip
+                for k, c in enumerate(calls):
+                    out = run_tool(c.function.name, json.loads(c.function.arguments)["city"])
+                    if k == 1 and not opts.fixed:
+                        continue  # the bug: the tool ran, its result never goes back
+                    mine.append({"role": "tool", "tool_call_id": c.id, "content": out})
+        mine.append({"role": "assistant", "content": text})
+        for other, ctx in contexts.items():
+            if other != who:
+                ctx.append({"role": "user", "name": who, "content": text})
+        said.append((who, text))
+        if who == "planner" and planned:
+            return text
+        planned = planned or who == "planner"
+    return "(no summary after 4 turns)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(CHECK))
     ap.add_argument("--fixed", action="store_true")
     opts = ap.parse_args()
-    text = loop(opts)
+    text = group_chat(opts) if opts.case == "groupchat" else loop(opts)
     print(f"answer: {text}")
     return 0 if all(c in text for c in CHECK[opts.case]) else 1
 
