@@ -184,6 +184,10 @@ class RunAnalyser:
         link = self._thread(rt, label, _attempt(ex))
         tid = len(st.threader.turns) - 1
         st.seq_of_tid.append(seq)
+        if link.summary_of is not None and 0 <= link.summary_of < tid:
+            link.summary_of = st.seq_of_tid[link.summary_of]  # the C layer names round trips
+        else:
+            link.summary_of = None
         retention.remember(st, seq, rt, tid)
         conv = self._conversation(link, rt, label)
         parked = st.parked.get(conv.id)

@@ -358,6 +358,45 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
+def check_context_edited(ctx: TurnContext) -> Iterator[Finding]:
+    """A.context_edited — the API edited the context server-side on the client's request
+    (Anthropic ``context_management`` edits, OpenAI Responses ``truncation: "auto"``): the model
+    read the history as the API changed it. Said where the response reports edits applied (a
+    request that merely asks, as Claude Code asks on every request to keep all thinking, says
+    nothing); where the API never reports them (Responses), once per conversation the edits
+    asked for change. Never a C finding: the client sent its history whole."""
+    req, adapter = ctx.request, providers.by_family(ctx.rt.family)
+    if req is None or adapter is None or ctx.response is None:
+        return
+    asked, applied = adapter.context_edits(req.params, ctx.response.provider_details)
+    if applied is not None:
+        if not applied:
+            return
+        said = "The API edited the context server-side on the client's request" + (
+            f" ({', '.join(asked)})" if asked else ""
+        )
+        yield ctx.finding(
+            codes.CONTEXT_EDITED,
+            f"{said}: it applied {', '.join(applied)}. The model read the history as the API "
+            "edited it, not as the client sent it.",
+            asked=asked,
+            applied=applied,
+        )
+        return
+    before = ctx.conv.state.get(codes.CONTEXT_EDITED)
+    ctx.conv.state[codes.CONTEXT_EDITED] = asked
+    if not asked or asked == before:
+        return
+    yield ctx.finding(
+        codes.CONTEXT_EDITED,
+        f"The client asked the API to edit the context server-side ({', '.join(asked)}): the "
+        "API may drop or clear what the client sent, and its response does not say whether it "
+        "did. The model may not have read the whole history.",
+        asked=asked,
+        applied=None,
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     check_http_error,
     check_error_in_200,
@@ -370,4 +409,5 @@ CHECKS: tuple[Check, ...] = (
     check_finish_other,
     check_model_mismatch,
     check_usage_missing,
+    check_context_edited,
 )

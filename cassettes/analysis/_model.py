@@ -21,6 +21,7 @@ __all__ = [
     "ApiReport",
     "CallCheck",
     "Conversation",
+    "ContextChange",
     "Dispatch",
     "Emission",
     "Finding",
@@ -148,6 +149,42 @@ class Pairing(_Model):
     call_name: str | None = None
 
 
+class ContextChange(_Model):
+    """What the client's context management did to the history on this turn (docs/threading.md,
+    "Context management"): what it dropped, cleared and put in its place. Indexes into the
+    previous request are those of its normalised history (``from_seq``'s request messages)."""
+
+    #: ``trimmed`` (messages dropped), ``summarised`` (dropped, and a summary put in their place)
+    #: or ``cleared`` (tool results or reasoning emptied in place, nothing dropped).
+    kind: Literal["trimmed", "summarised", "cleared"]
+    #: seq of the previous round trip of the conversation: the request whose history was managed.
+    from_seq: int
+    #: Indexes, in ``from_seq``'s request history, of the messages dropped.
+    dropped: list[int] = Field(default_factory=list)
+    #: The dropped messages counted by role (``user``, ``assistant``, ``tool``, ``system``).
+    dropped_roles: dict[str, int] = Field(default_factory=dict)
+    #: The plain user messages dropped (no tool results), each clipped to 200 characters.
+    dropped_user: list[str] = Field(default_factory=list)
+    #: The latest plain user message of the previous request is among the dropped ones.
+    question_dropped: bool = False
+    #: The names of the tools whose calls were in the dropped messages.
+    dropped_tools: list[str] = Field(default_factory=list)
+    #: Indexes, in ``from_seq``'s request history, of the messages cleared in place.
+    cleared: list[int] = Field(default_factory=list)
+    #: Indexes, in this request's history, of the messages put in place of the dropped ones.
+    summary: list[int] = Field(default_factory=list)
+    #: seq of the round trip whose answer the summary carries (a compaction), if any.
+    summary_by_seq: int | None = None
+    #: Index in this request's history where the dropped messages stood (where restoring them
+    #: puts them back, in order).
+    restore_at: int = 0
+    #: The user's task or instructions dropped that nothing the request keeps carries (clipped to
+    #: 200 characters): what ``C.user_instruction_dropped`` quotes.
+    lost: list[str] = Field(default_factory=list)
+    #: Whether the user's task (the latest plain user message before) is among ``lost``.
+    task_lost: bool = False
+
+
 class Dispatch(_Model):
     """C — what the client sent, relative to the previous turn of the same conversation."""
 
@@ -165,6 +202,8 @@ class Dispatch(_Model):
     tools_offered: list[str] = Field(default_factory=list)
     tool_choice: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    #: What the client's context management did to the history (``None``: nothing was managed).
+    context: ContextChange | None = None
     #: How this turn was linked to its conversation.
     link: Literal["start", "extends", "rewritten", "previous_response_id", "header", "retry"] = (
         "start"

@@ -137,6 +137,16 @@ class Provider:
             error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
         )
 
+    def context_edits(
+        self, params: dict[str, Any], details: dict[str, Any] | None
+    ) -> tuple[list[str], list[str] | None]:
+        """The context edits the request asked the API to make server-side (the API edits the
+        history it is sent: clears old tool results, truncates) and those the response says it
+        applied, each in words, from the request's ``params`` and the response's provider
+        details (``None``: this API does not say what it applied); nothing for an API that
+        makes none (docs/threading.md)."""
+        return [], None
+
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
         """The JSON path of a normalised history message (and one of its parts) in the request as
         sent, when the wire does not hold one item per message (``None``: ``KEY[message_index]``

@@ -406,7 +406,11 @@ def turn_json(turn: Turn) -> dict[str, Any]:
                 if turn.a.error
                 else None
             },
-            "C": c.model_dump(mode="json", exclude={"appended", "params"})
+            # (``context`` only where the client managed the history: most turns have none)
+            "C": c.model_dump(
+                mode="json",
+                exclude={"appended", "params"} | ({"context"} if c.context is None else set()),
+            )
             | {"appended": [_message_json(m) for m in c.appended]},
         },
         "tokens": _tokens_json(turn),

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from ..analysis import Finding, Turn
+from ..analysis import codes
 from ..analysis.dispatch import replay_miss
 from ._growth import GrowthBar, growth_bars
 
@@ -45,6 +46,9 @@ class TurnSummary:
     #: looptap's replay answered: the request is not in the recording
     #: (``C.diverged_from_recording``).
     replay_miss: bool = False
+    #: Where the context was managed: ``trimmed``, ``summarised``, ``cleared`` (the client,
+    #: ``Dispatch.context``) or ``edited by the API`` (``A.context_edited``); ``None``: nowhere.
+    managed: str | None = None
 
 
 def _intern(s: str | None) -> str | None:
@@ -54,7 +58,16 @@ def _intern(s: str | None) -> str | None:
 def summarise(turn: Turn) -> TurnSummary:
     a = turn.a
     miss = replay_miss(turn.findings) is not None
+    cc = turn.c.context
+    managed = (
+        cc.kind
+        if cc is not None
+        else "edited by the API"
+        if any(f.code == codes.CONTEXT_EDITED for f in turn.findings)
+        else None
+    )
     return TurnSummary(
+        managed=managed,
         seq=turn.seq,
         conversation=turn.conversation,
         index=turn.index,

@@ -60,6 +60,7 @@ class DispatchPane(LayerPane):
         out: list[RenderableType] = self._findings(turn.findings, "C")
         out.extend(_miss_lines(turn))
         out.append(self._kv(_dispatch_rows(turn)))
+        out.extend(_context_lines(turn))
         out.extend(_appended_lines(c))
         out.extend(_pairing_lines(c))
         self._set(out, turn)
@@ -85,6 +86,47 @@ def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
     if c.params:
         rows.append(("params", params_text(c.params)))
     return rows
+
+
+#: The words for what the client's context management did (``ContextChange.kind``).
+_MANAGED = {
+    "trimmed": "trimmed the history",
+    "summarised": "summarised the history",
+    "cleared": "cleared earlier messages in place",
+}
+
+
+def _context_lines(turn: Turn) -> list[RenderableType]:
+    """What the client's context management did this turn (``Dispatch.context``, computed by the
+    core): what it dropped, by role, the user's messages it dropped, and what replaced them."""
+    cc = turn.c.context
+    if cc is None:
+        return []
+    out: list[RenderableType] = [
+        Text.assemble(
+            ("✂ context managed: ", "bold magenta"),
+            (f"the client {_MANAGED.get(cc.kind, cc.kind)} of #{cc.from_seq}'s request", ""),
+        )
+    ]
+    if cc.dropped:
+        roles = ", ".join(f"{n} {r}" for r, n in sorted(cc.dropped_roles.items()))
+        out.append(Text(f"  dropped {count(len(cc.dropped), 'message')} ({roles})"))
+    if cc.cleared:
+        out.append(Text(f"  cleared {count(len(cc.cleared), 'message')} in place"))
+    for said in cc.dropped_user[:PANE_ITEMS]:
+        lost = said in cc.lost
+        out.append(
+            wire_line(
+                f"  - dropped user message{' (nothing kept carries it)' if lost else ''}: {said}",
+                style="bold yellow" if lost else "",
+            )
+        )
+    if cc.summary:
+        by = f", the answer of #{cc.summary_by_seq}" if cc.summary_by_seq is not None else ""
+        out.append(Text(f"  replaced by a summary: history item [{cc.summary[0]}]{by}"))
+    elif cc.dropped:
+        out.append(Text("  replaced by nothing", style="dim"))
+    return out
 
 
 def _appended_lines(c: Dispatch) -> list[RenderableType]:

@@ -22,7 +22,10 @@ from ...cassettes.untrusted import clean_line
 from ...cassettes.views import TurnSummary
 from ..badges import layer_badges
 
-__all__ = ["TurnList", "short_finish", "turn_line", "turn_width"]
+__all__ = ["MANAGED_MARK", "TurnList", "short_finish", "turn_line", "turn_width"]
+
+#: The turn list's mark of a turn whose context was managed.
+MANAGED_MARK = "✂"
 
 
 def _tokens(n: int | None) -> str:
@@ -66,7 +69,10 @@ def turn_line(turn: TurnSummary, show_conversation: bool, width: int | None = No
     t = Text(no_wrap=True, overflow="ellipsis", end="")
     t.append(f"#{turn.seq:<4} ", style="dim")
     where = f"{turn.conversation}/{turn.index}" if show_conversation else f"turn {turn.index}"
-    t.append(f"{clean_line(where):<7} ")
+    t.append(f"{clean_line(where):<7}")
+    # Where the context was managed (trimmed, summarised, cleared, edited by the API): a mark in
+    # the column's last cell; the C pane (A for the API's edits) says what.
+    t.append(MANAGED_MARK if turn.managed else " ", style="bold magenta")
     t.append_text(layer_badges(turn.findings))
     finish = _finish(turn)
     tokens = f"{_tokens(turn.input)}→{_tokens(turn.output)}"

@@ -39,6 +39,7 @@ from ._history import (
     reprompted,
 )
 from ._layer import build
+from ._managed import check_history_managed
 from ._mcp_results import check_mcp_results
 from ._results import (
     check_dropped_tool_result,
@@ -87,6 +88,7 @@ CHECKS: tuple[Check, ...] = (
     check_result_name,
     check_assistant_echo,
     check_history_rewritten,
+    check_history_managed,
     check_pairing_error,
     check_continued_after_final,
     check_truncated_treated_as_complete,

@@ -14,7 +14,7 @@ from ...models import FinishReason, Message
 from .. import codes as codes
 from .._context import TurnContext
 from .._message_keys import message_key, response_message, stable
-from .._model import Finding
+from .._model import ContextChange, Finding
 from .._trajectory import fields_of, follows, step_of
 from ._shared import _continues, _item, _prev_ok, speaker
 
@@ -78,6 +78,9 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     c = ctx.turn.c
     if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
         return
+    if c.context is not None:
+        yield managed_finding(ctx, c.context)
+        return
     prev_len = ctx.prev.n_messages
     dropped = _dropped_before_answer(ctx)
     # A provider item standing for earlier history (a compaction summary) marks a deliberate
@@ -123,6 +126,58 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             changed=c.rewritten,
             **extra,
         )
+
+
+def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
+    """C.history_trimmed for what the client's context management did (:mod:`._managed`): what
+    it dropped (by role, the user's messages quoted) or cleared, and what it put in their
+    place."""
+    prev = ctx.prev
+    assert prev is not None
+    c = ctx.turn.c
+    roles = ", ".join(
+        f"{n} {_ROLE_WORDS.get(role, role)}{'s' if n > 1 else ''}"
+        for role, n in sorted(cc.dropped_roles.items())
+    )
+    if cc.kind == "cleared":
+        what = (
+            f"cleared {len(cc.cleared)} earlier message(s) in place (their tool results' content "
+            "replaced, or their reasoning removed), the calls and the rest kept"
+        )
+    else:
+        what = f"dropped {len(cc.dropped)} message(s) of turn {prev.index}'s request ({roles})"
+        if cc.cleared:
+            what += f" and cleared {len(cc.cleared)} in place"
+        if cc.summary:
+            by = f", the answer of round trip #{cc.summary_by_seq}" if cc.summary_by_seq is not None else ""
+            what += (
+                f", and put {len(cc.summary)} message(s) in their place (a summary: history item "
+                f"{cc.summary[0]}{by})"
+            )
+        else:
+            what += ", and put nothing in their place"
+    asked = (
+        " The user's messages dropped"
+        + (" (the user's latest question among them)" if cc.question_dropped else "")
+        + f": {'; '.join(repr(t) for t in cc.dropped_user[:3])}"
+        + (f" and {len(cc.dropped_user) - 3} more" if len(cc.dropped_user) > 3 else "")
+        + "."
+        if cc.dropped_user
+        else ""
+    )
+    return ctx.finding(
+        codes.HISTORY_TRIMMED,
+        f"The client managed its context: it {what}; {prev.n_messages} messages last turn, "
+        f"{len(ctx.messages)} now.{asked} Intentional trimming or summarising looks like this.",
+        path=_item(ctx, cc.restore_at if cc.restore_at < len(ctx.messages) else c.kept),
+        related_turn=prev.index,
+        kept=c.kept,
+        **cc.model_dump(mode="json", exclude={"lost", "task_lost"}),
+    )
+
+
+#: How a role is said in a count of dropped messages.
+_ROLE_WORDS = {"user": "user message", "assistant": "answer", "tool": "tool result", "system": "system message"}
 
 
 def _rewritten_steps(ctx: TurnContext) -> list[str]:
@@ -362,6 +417,12 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         and prev_usage.cache_read_tokens
         and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens)
     )
+    # A prefix broken by the client's context management alone follows from it.
+    folded: dict[str, Any] = (
+        {"caused_by": codes.HISTORY_TRIMMED, "caused_by_seq": ctx.seq}
+        if not changed and ctx.turn.c.context is not None
+        else {}
+    )
     yield ctx.finding(
         codes.CACHE_PREFIX_BROKEN,
         f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer "
@@ -369,4 +430,5 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         grade="cache reads dropped" if lost else None,
         related_turn=ctx.prev.index,
         changed=changed,
+        **folded,
     )

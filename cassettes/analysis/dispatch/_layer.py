@@ -13,6 +13,7 @@ from .._context import TurnContext
 from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
+from ._managed import context_change, shapes
 
 _THINK = pattern(r"<think>.*?(</think>|$)", re.S)
 
@@ -253,7 +254,14 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
     req = ctx.rt.request
     assert req is not None
     kept = link.kept if link.how != "previous_response_id" else 0
-    new_from = _rewritten_in_place(ctx, link, kept)
+    # A managed history (trimmed, summarised) carries the previous answer further on: this turn's
+    # own messages start at its echo.
+    new_from = (
+        link.echo_at
+        if link.echo_at is not None and kept <= link.echo_at < len(ctx.messages)
+        else _rewritten_in_place(ctx, link, kept)
+    )
+    before = shapes(ctx, kept)
     appended = ctx.messages[new_from:]
     calls = [
         c
@@ -289,6 +297,7 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         tools_offered=[t.name for t in req.tools],
         tool_choice=req.tool_choice_mode,
         params=req.params,
+        context=context_change(ctx, link, new_from, before),
         link=link.how,  # type: ignore[arg-type]
     )
 

@@ -48,8 +48,26 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             related_turn=prev.index,
         )
         return
+    cc = ctx.turn.c.context
+    # The client's context management dropped the answer with its calls (a summary in their
+    # place, the results read into it): the API sees no pending call; what is missing follows
+    # from the management, said by C.history_trimmed.
+    folded = cc is not None and cc.kind != "cleared" and not ctx.turn.c.echoed_assistant
     for c in _unanswered_calls(ctx, prev.index, prev.rt.response.tool_calls):
-        yield from _dropped(ctx, prev.index, c)
+        for f in _dropped(ctx, prev.index, c):
+            yield (
+                f.model_copy(
+                    update={
+                        "details": {
+                            **f.details,
+                            "caused_by": codes.HISTORY_TRIMMED,
+                            "caused_by_seq": ctx.seq,
+                        }
+                    }
+                )
+                if folded
+                else f
+            )
 
 
 def _output_call_as_text(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -> Finding:

@@ -4,7 +4,12 @@ agent used as a tool, a side call over the history). Each rule reads the threads
 
 from __future__ import annotations
 
-from .._message_keys import _ROLE, _part_keys
+import re
+
+import orjson
+
+from ...lazy import pattern
+from .._message_keys import _ROLE, _part_keys, stable
 from ._data import MAX_PER_PREFIX, Keys, Link, Registered, Request, Threads, TurnInfo
 from ._words import SCAN_OPENING, names_agent, norm_prompt
 
@@ -138,6 +143,28 @@ def _calls_running(r: Request, t: TurnInfo, link: Link) -> bool:
     if t.failed or not (t.echo_ids or t.echo_names) or t.keys is None or not r.messages:
         return False
     return not (link.echoed or r.ids & t.echo_ids)
+
+
+#: A compaction's request asks for a summary (Codex: "CONTEXT CHECKPOINT COMPACTION. Create a
+#: handoff summary …"; LangChain, Claude Code: "summarize the conversation").
+_COMPACTION = pattern(r"\b(summar(y|ies|i[sz]e)|compact(ion)?)\b", re.I)
+#: The key of an empty tool set (:class:`~._data.Request`'s ``tools`` of ``[]``).
+NO_TOOLS = stable(orjson.dumps([]))
+
+
+def compaction(r: Request, t: TurnInfo) -> bool:
+    """The request is this agent (same system prompt) asking for a summary of ``t``'s history
+    with every tool withdrawn (``t`` offered some): its last message a user text that asks for
+    a summary or a compaction (Codex's local compaction sends ``tools: []`` and its checkpoint
+    prompt). A compaction made by a side call, not the loop's next step: the summary comes back
+    in a later request of the conversation."""
+    if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system or not r.messages:
+        return False
+    last = r.messages[-1]
+    if _ROLE.get(last.role, last.role) != "user" or any(p.tool_result is not None for p in last.parts):
+        return False
+    text = " ".join(p.text for p in last.parts if p.kind == "text" and p.text)[:20000]
+    return bool(_COMPACTION.search(text))
 
 
 def forks_running_calls(r: Request, t: TurnInfo, link: Link) -> bool:

@@ -52,6 +52,12 @@ class Link:
     #: How many conversations this turn could equally belong to (0 or 1: no doubt). Identical
     #: histories with identical ids cannot be told apart; the most recent waiting one was taken.
     ambiguous: int = 0
+    #: Where the request carries the previous turn's answer, when the history before it was
+    #: managed (trimmed, summarised): this turn's own messages start there.
+    echo_at: int | None = None
+    #: The turn whose answer the request opens with as its history's summary (a compaction): a
+    #: threader turn id, made the round trip's seq by the analyser for the C layer.
+    summary_of: int | None = None
 
 
 @dataclass(slots=True)
@@ -192,6 +198,11 @@ class Threads:
     prompts: OrderedDict[str, int] = field(default_factory=OrderedDict)
     #: Recent calls' arguments as JSON without whitespace (see :func:`._words.quote_key`) → turn id.
     quotes: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    #: Recent text answers (normalised, :data:`~._words.MIN_SUMMARY` characters or more) a later
+    #: request may open with as the summary of a conversation (a compaction) → [the turn whose
+    #: conversation they summarise (a side call's parent, else the answering turn itself), the
+    #: answering turn].
+    summaries: OrderedDict[str, list[int]] = field(default_factory=OrderedDict)
     count: int = 0
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     id_turn: SpillMap[str, int] = field(init=False)

@@ -28,7 +28,11 @@ from ._data import (
 from ._history import by_history, describe, discarded, use_strict
 from ._opening import by_opening, head_key, sibling, start_link
 from ._words import (
+    MAX_PROMPT,
     MAX_PROMPTS,
+    MIN_SUMMARY,
+    norm_prompt,
+    summary_body,
     handoff_targets,
     prompt_strings,
     quote_key,
@@ -132,6 +136,7 @@ def record(
     if echo is not None and echo_keys is not None:
         s.by_answer[hash((r.fam, echo_keys[0]))] = tid
         _register_echo(s, r, echo, echo_keys, link.conversation, tid)
+        _register_summary(s, echo, link, tid)
 
 
 def _turn_info(
@@ -182,6 +187,31 @@ def _register_history(s: Threads, r: Request, conversation: str, tid: int) -> No
         s.register(r.fam, "s", keys.strict[n - 1], Registered(conversation, tid, n, False))
     start = start_len(r.messages)
     s.add_start(hash((r.fam, keys.key[start - 1])), tid)
+
+
+def _register_summary(s: Threads, echo: Message, link: Link, tid: int) -> None:
+    """Register a text answer a later request may open with as its conversation's summary: a
+    side call's (a compaction asked by another agent: it summarises its parent's conversation),
+    or a turn's that went on from an earlier one of its conversation (the agent asked for the
+    summary itself). A conversation's first answer is not one: a chain that feeds one call's
+    answer to the next call is two conversations."""
+    if link.branch == "side_call" and link.parent is not None:
+        target = link.parent
+    elif link.previous is not None and link.branch is None:
+        target = tid
+    else:
+        return
+    if any(p.tool_call is not None for p in echo.parts):
+        return
+    said = " ".join(p.text for p in echo.parts if p.kind == "text" and p.text)
+    # The answer, and the body of a <summary> block in it (Claude Code's compaction answers
+    # <analysis>…</analysis><summary>…</summary> and uses the summary's body alone).
+    for text in (norm_prompt(said), norm_prompt(summary_body(said))):
+        if MIN_SUMMARY <= len(text) <= MAX_PROMPT:
+            s.summaries[text] = [target, tid]
+            s.summaries.move_to_end(text)
+    while len(s.summaries) > MAX_PROMPTS:
+        s.summaries.popitem(last=False)
 
 
 def _register_echo(

@@ -4,10 +4,13 @@ another agent's side call), and how a link describes what the request kept of th
 
 from __future__ import annotations
 
+import itertools
+
 from .._message_keys import _ROLE, _part_keys
 from ._agents import (
     agent_tool,
     choose,
+    compaction,
     forks_running_calls,
     handed_to,
     hands_over,
@@ -17,7 +20,16 @@ from ._agents import (
     receives_answer,
 )
 from ._data import MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
-from ._words import demo_pairs, fields_prompt, start_len
+from ._words import (
+    MAX_HAY,
+    MIN_SUMMARY,
+    SCAN_OPENING,
+    SCAN_PROMPTS,
+    demo_pairs,
+    fields_prompt,
+    norm_prompt,
+    start_len,
+)
 
 #: The longest wait after a failure that still reads as a retry when the client's retry counter
 #: does not say it is one: the SDKs honour a retry-after of up to 60 s and back off for less; an
@@ -150,6 +162,10 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
     heard = hears_final_answer(s, r, best, r.keys)
     if heard is not None:
         return Link(s.new_conversation(), None, "start", parent=heard, branch="group_chat")
+    if compaction(r, prev_info):
+        # The agent asked for a summary of its history, every tool withdrawn (Codex's local
+        # compaction): a side call; the summary comes back in the conversation's next request.
+        return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
     if other_agent(r, prev_info) and not hands_over(r, prev_info):
         # Another agent (another system prompt and other tools) over this history: the agent
         # a pending transfer call named (a handoff), else a summary, compaction or title call.
@@ -167,9 +183,42 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
     known = best.length - best.with_echo if latest == best.turn else 0
     link = describe(s, r, best.conversation, latest, "extends", known)
     if forks_running_calls(r, s.turns[latest], link):
+        used = summary_used(s, r)
+        if used is not None and used[0] == latest:
+            # Not a question over the running calls: the conversation's compaction used (its
+            # summary in place of the calls and results; Codex keeps the opening and the task).
+            link.summary_of = used[1]
+            return link
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
     link.ambiguous = tied if tied > 1 else 0
     return link
+
+
+def summary_used(s: Threads, r: Request) -> tuple[int, int] | None:
+    """The latest turn of the conversation a compaction summarised, when this request's opening
+    carries the compaction's answer (word for word, whatever its client wrapped it in): a side
+    call's answer over that conversation, or the conversation's own latest answer when its agent
+    was asked for the summary; with the turn that answered it."""
+    if not s.summaries:
+        return None
+    hay = norm_prompt(
+        " ".join(
+            p.text
+            for m in r.messages[:SCAN_OPENING]
+            if _ROLE.get(m.role, m.role) != "assistant"
+            for p in m.parts
+            if p.kind == "text" and p.text
+        )[:MAX_HAY]
+    )
+    if len(hay) < MIN_SUMMARY:
+        return None
+    for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
+        if text in hay:
+            conv = s.turns[target].conversation
+            latest = s.last_of.get(conv)
+            if latest is not None and not other_agent(r, s.turns[latest]):
+                return latest, by
+    return None
 
 
 def discarded(s: Threads, r: Request, strict: bool) -> Link | None:

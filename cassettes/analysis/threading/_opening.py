@@ -13,8 +13,9 @@ from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
-from ._history import answered_alike, built_like, describe
+from ._history import answered_alike, built_like, describe, summary_used
 from ._words import (
+    SCAN_ANSWERS,
     SCAN_OPENING,
     SCAN_PROMPTS,
     demo_pairs,
@@ -27,16 +28,21 @@ from ._words import (
 
 
 def by_opening(s: Threads, r: Request) -> Link:
-    """No earlier history is extended: a conversation that begins with the same opening
-    words has rewritten its history — unless another agent opens the same way."""
+    """No earlier history is extended: the conversation the wire's evidence of managed context
+    names (:func:`managed`), else a conversation that begins with the same opening words has
+    rewritten its history — unless another agent opens the same way."""
     messages = r.messages
     start = start_len(messages)
     cands = s.by_start.get(hash((r.fam, r.keys.key[start - 1])))
+    if cands:
+        sib = sibling(s, r)
+        if sib is not None:
+            return sib
+    found = re_rendered(s, r) or managed(s, r, start)
+    if found is not None:
+        return found
     if not cands:
-        return re_rendered(s, r) or after_answer(s, r, start) or start_link(s, r)
-    sib = sibling(s, r)
-    if sib is not None:
-        return sib
+        return start_link(s, r)
     best_tid = max(cands, key=lambda t: (rank(s, r, t, s.latest(t)), t))
     info = s.turns[best_tid]
     conv = info.conversation
@@ -76,23 +82,90 @@ def re_rendered(s: Threads, r: Request) -> Link | None:
     return Link(t.conversation, tid, "extends", kept=t.length, echoed=True)
 
 
-def after_answer(s: Threads, r: Request, start: int) -> Link | None:
-    """A history that opens (after its system messages) with the answer a conversation's
-    latest turn gave: that conversation goes on, the messages before the answer dropped (a
-    Responses client sending the answer back by id without the question). The C layer says
-    what was dropped."""
-    first = r.messages[start - 1]
-    if _ROLE.get(first.role, first.role) not in ("assistant", "model"):
-        return None
-    key = r.keys.key
-    tid = s.by_answer.get(hash((r.fam, key[start - 1])))
+def managed(s: Threads, r: Request, start: int) -> Link | None:
+    """A history its client managed (trimmed, summarised, compacted) that extends no registered
+    history, linked by the strongest evidence the wire holds, in order: the results of a
+    conversation's latest calls (their ids), that conversation's latest answer carried anywhere
+    in it, a summary that is a compaction's answer (:data:`~._data.Threads.summaries`). The C
+    layer says what the client dropped and what replaced it."""
+    summary = summary_used(s, r)
+    tid = _calls_answered(s, r)
+    if tid is None:
+        tid = _answer_carried(s, r, start)
+    if tid is None and summary is not None:
+        tid = summary[0]
     if tid is None:
         return None
     t = s.turns[tid]
-    if s.last_of.get(t.conversation) != tid or t.failed or t.system != r.system:
+    if _results_only(r):
+        # Nothing but the results of the turn's calls, not even the calls: the API holds the
+        # history (OpenAI's Conversations API, ``conversation``: the request sends its new items
+        # only), as with a previous response's id. Nothing was dropped.
+        return Link(t.conversation, tid, "previous_response_id", kept=0, echoed=None)
+    link = describe(s, r, t.conversation, tid, "rewritten")
+    if link.rewritten <= 0:
         return None
-    kept = start - 1 if t.keys is not None and t.keys.key[: start - 1] == key[: start - 1] else 0
-    return Link(t.conversation, tid, "rewritten", kept=kept, echoed=True, rewritten=t.length - kept)
+    if summary is not None and summary[0] == tid:
+        link.summary_of = summary[1]
+    link.echo_at = _echo_at(s, r, tid)
+    if link.echo_at is not None:
+        link.echoed = True
+    return link
+
+
+def _calls_answered(s: Threads, r: Request) -> int | None:
+    """The latest turn of a conversation whose calls this request's results answer (by their
+    ids: unique per call on the APIs that give them), made by this agent."""
+    for m in reversed(r.messages[-8:]):
+        for p in m.parts:
+            res = p.tool_result
+            tid = s.id_turn.get(res.call_id) if res is not None and res.call_id else None
+            if tid is not None:
+                t = s.turns[tid]
+                return tid if not t.failed and not _other(r, t) else None
+    return None
+
+
+def _results_only(r: Request) -> bool:
+    """The request's messages after its system ones are tool results and nothing else."""
+    rest = r.messages[start_len(r.messages) - 1 :]
+    return bool(rest) and all(
+        p.tool_result is not None for m in rest for p in m.parts
+    ) and all(m.parts for m in rest)
+
+
+def _answer_carried(s: Threads, r: Request, start: int) -> int | None:
+    """The latest turn of a conversation whose answer this request carries as a model message
+    (anywhere after its system messages: the history before it dropped or summarised), made
+    under the same system prompt."""
+    key = r.keys.key
+    for i in range(len(key) - 1, max(start - 2, len(key) - 1 - SCAN_ANSWERS), -1):
+        m = r.messages[i]
+        if _ROLE.get(m.role, m.role) not in ("assistant", "model"):
+            continue
+        tid = s.by_answer.get(hash((r.fam, key[i])))
+        if tid is None:
+            continue
+        t = s.turns[tid]
+        if s.latest(tid) and not t.failed and t.system == r.system:
+            return tid
+    return None
+
+
+def _other(r: Request, t: TurnInfo) -> bool:
+    return t.system != r.system and t.tools != r.tools
+
+
+def _echo_at(s: Threads, r: Request, tid: int) -> int | None:
+    """Where in the request turn ``tid``'s answer is echoed (``None``: not carried)."""
+    echo = s.turns[tid].echo_key
+    if echo is None:
+        return None
+    key = r.keys.key
+    for i in range(len(key) - 1, max(-1, len(key) - 1 - SCAN_ANSWERS), -1):
+        if key[i] == echo:
+            return i
+    return None
 
 
 def start_link(s: Threads, r: Request) -> Link:

@@ -24,7 +24,8 @@ def threads_state(threader: Threader) -> dict[str, Any]:
     out: dict[str, Any] = {
         "turns": (dump(info, _CLASSES) for info in s.turns.entries()),
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
-        "quotes": list(s.quotes.items()), "count": s.count, "families": dict(s.families),
+        "quotes": list(s.quotes.items()), "summaries": list(s.summaries.items()),
+        "count": s.count, "families": dict(s.families),
     }  # fmt: skip
     for name in TABLES:
         table: SpillMap[Any, Any] = getattr(s, name)
@@ -40,7 +41,8 @@ def restore_threads(data: Any, keep: int) -> Threader:
     """A threader knowing what :func:`threads_state` gave ``data`` for (``ValueError`` when
     ``data`` does not check out)."""
     if not isinstance(data, dict) or set(data) != {*TABLES, "turns", "by_label", "prompts",
-                                                   "quotes", "count", "families"}:  # fmt: skip
+                                                   "quotes", "summaries", "count",
+                                                   "families"}:  # fmt: skip
         raise _bad("tables")
     threader = Threader(keep=keep)
     s: Threads = threader.threads
@@ -63,6 +65,12 @@ def restore_threads(data: Any, keep: int) -> Threader:
     s.by_label = _str_map(data["by_label"], str)
     s.prompts = OrderedDict(_str_map(dict(data["prompts"]), int))
     s.quotes = OrderedDict(_str_map(dict(data["quotes"]), int))
+    s.summaries = OrderedDict(_str_map(dict(data["summaries"]), list))
+    if not all(
+        len(v) == 2 and all(type(t) is int and 0 <= t < n for t in v)
+        for v in s.summaries.values()
+    ):
+        raise _bad("summaries")
     s.families = _str_map(data["families"], int)
     if type(data["count"]) is not int or any(
         not 0 <= t < n for t in [*s.prompts.values(), *s.quotes.values()]

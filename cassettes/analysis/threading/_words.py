@@ -23,12 +23,28 @@ SCAN_OPENING = 16
 #: Shortest argument text looked for inside a new conversation's first words (a shorter one is
 #: taken only as the whole first message of another agent while its call runs: :func:`short`).
 MIN_PROMPT = 24
+#: Shortest answer registered as a summary a later request may open with (a compaction's answer:
+#: :attr:`~._data.Threads.summaries`); shorter answers match other words by accident.
+MIN_SUMMARY = 80
+#: Characters of a new conversation's opening searched for a summary.
+MAX_HAY = 200_000
+#: Messages read from a request's end for the answer it carries (:func:`._opening.managed`).
+SCAN_ANSWERS = 64
 #: Longest argument text registered as a prompt.
 MAX_PROMPT = 100_000
 
 
 def norm_prompt(text: str) -> str:
     return " ".join(text.split()).casefold()
+
+
+_SUMMARY_TAG = pattern(r"<summary>(.*?)</summary>", re.S | re.I)
+
+
+def summary_body(text: str) -> str:
+    """The body of a ``<summary>`` block of an answer (bounded), else ``""``."""
+    found = _SUMMARY_TAG.search(text[:MAX_PROMPT])
+    return found.group(1) if found else ""
 
 
 def short(prompt: str) -> bool:

@@ -220,6 +220,31 @@ class AnthropicMessages(Provider):
     )
     replay = MessagesReplay()
 
+
+    def context_edits(
+        self, params: dict[str, Any], details: dict[str, Any] | None
+    ) -> tuple[list[str], list[str] | None]:
+        """``context_management.edits`` (``clear_tool_uses_20250919``, ``clear_thinking_20251015``
+        …) and the response's ``context_management.applied_edits``."""
+        cm = params.get("context_management")
+        edits = cm.get("edits") if isinstance(cm, dict) else None
+        asked = [
+            str(e.get("type"))[:60]
+            for e in (edits if isinstance(edits, list) else [])[:16]
+            if isinstance(e, dict) and e.get("type")
+        ]
+        got = (details or {}).get("context_management")
+        applied_raw = got.get("applied_edits") if isinstance(got, dict) else None
+        applied = []
+        for e in (applied_raw if isinstance(applied_raw, list) else [])[:16]:
+            if not isinstance(e, dict) or not e.get("type"):
+                continue
+            counts = ", ".join(
+                f"{k} {v}" for k, v in list(e.items())[:8] if k != "type" and isinstance(v, int)
+            )
+            applied.append(str(e["type"])[:60] + (f" ({counts})" if counts else ""))
+        return asked, applied
+
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST":
             return 0

@@ -221,6 +221,14 @@ class OpenAIResponses(Provider):
     )
     replay = ResponsesReplay()
 
+
+    def context_edits(
+        self, params: dict[str, Any], details: dict[str, Any] | None
+    ) -> tuple[list[str], list[str] | None]:
+        """``truncation: "auto"``: the API drops items from the conversation's start when it
+        exceeds the context window (the response does not say whether it did)."""
+        return (['truncation: "auto"'] if params.get("truncation") == "auto" else []), None
+
     def history_tools(self, items: list[Any]) -> list[ToolSpec]:
         return additional_tools(items)
 

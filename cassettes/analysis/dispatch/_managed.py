@@ -1,0 +1,297 @@
+"""What a client's context management did to a history (docs/threading.md, "Context
+management"): the messages of the previous request it dropped, the ones it cleared in place, what it
+put in their place (a summary), and the user's task or instructions that nothing kept carries.
+Computed once per turn, by the C layer's :func:`~cassettes.analysis.dispatch.build`, into
+:attr:`~cassettes.analysis._model.Dispatch.context`; the checks here say it."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+from ...lazy import pattern
+from ...models import Message, Part
+from .. import codes as codes
+from .._context import TurnContext
+from .._message_keys import _ROLE, message_key, response_message, stable
+from .._model import ContextChange, Finding
+from ..threading import Link
+
+#: Characters of a dropped user message kept to quote it.
+CLIP = 200
+#: At most this many dropped user messages quoted (their count is always whole).
+MAX_QUOTED = 8
+#: Messages of a history compared (a longer one is judged on its first and last ones only).
+MAX_COMPARED = 2048
+#: A dropped user message is the user's instruction when it says how to work from now on.
+INSTRUCTION = pattern(
+    r"\b(always|never|must|do not|don't|dont|make sure|remember|from now on|avoid|"
+    r"stick to|only use|only answer|only reply|at all times)\b",
+    re.I,
+)
+_WORD = pattern(r"[^\W_]{3,}", re.U)
+#: Words that say nothing of an instruction's content (and the instruction markers themselves).
+_STOP = frozenset(
+    """the and for are but not you your yours with this that these those from have has had was
+    were will would can could should shall may might must into onto over under then than them
+    they their there here what which who whom whose when where why how all any each every some
+    such very just also only own same too out off our ours its it's let lets please use using
+    about after before again once more most other both few nor now always never remember make
+    sure dont don't avoid stick at times answer reply""".split()
+)
+#: An instruction is judged only on this many content words or more (a short one matches or
+#: misses by accident); carried when at least half of them are in the request.
+MIN_WORDS = 3
+
+
+def _role(m: Message) -> str:
+    return _ROLE.get(m.role, m.role)
+
+
+def _plain_user(m: Message) -> bool:
+    return _role(m) == "user" and not any(p.tool_result is not None for p in m.parts)
+
+
+def _text(m: Message) -> str:
+    return " ".join(p.text for p in m.parts if p.kind == "text" and p.text)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text[:20000].casefold()) if w not in _STOP}
+
+
+def _part_words(p: Part) -> str:
+    if p.tool_result is not None:
+        return p.tool_result.content[:20000]
+    if p.tool_call is not None:
+        return (p.tool_call.arguments_raw or "")[:20000] or str(p.tool_call.arguments)[:20000]
+    return (p.text or "")[:20000]
+
+
+#: ``ConversationState.state`` key: the shape of the conversation's latest request
+#: (:func:`shapes`), what the next turn's management is judged against once its history was
+#: released.
+SHAPES = "_shapes"
+#: Characters of a plain user message a shape keeps, to quote it and judge its words by (a
+#: conversation keeps one shape per message of its latest request: memory stays small).
+KEEP_TEXT = 240
+
+#: One history message as the next turn compares it (plain values: a conversation's state is
+#: spilled): its key, role, its text when it is a plain user message, the key of its parts but
+#: its results and reasoning, whether it had reasoning, its results (call id, tool name, length
+#: and key of the content) and the names of its calls.
+Shape = tuple[int, str, str | None, int, bool, tuple[tuple[str, str, int, int], ...], tuple[str, ...]]
+
+
+def _shape(m: Message) -> Shape:
+    role = _role(m)
+    results = tuple(
+        (r.call_id or "", r.name or "", len(r.content), stable(r.content.encode("utf-8", "surrogatepass")))
+        for p in m.parts
+        if (r := p.tool_result) is not None
+    )
+    reasoning = any(p.kind == "reasoning" for p in m.parts)
+    rest = (
+        message_key(Message(role="x", parts=[p for p in m.parts if p.tool_result is None and p.kind != "reasoning"]))
+        if results or reasoning
+        else 0
+    )
+    return (
+        message_key(m),
+        "tool" if results else role,
+        _text(m)[:KEEP_TEXT] if _plain_user(m) else None,
+        rest,
+        reasoning,
+        results,
+        tuple(p.tool_call.name for p in m.parts if p.tool_call is not None and p.tool_call.name)[:16],
+    )
+
+
+def shapes(ctx: TurnContext, kept: int) -> list[Shape]:
+    """The shape of each message of this request, the first ``kept`` taken over from the previous
+    request's (they are its messages, unchanged); kept in the conversation's state for the next
+    turn (only the latest request's: memory stays one history per conversation)."""
+    prev = ctx.conv.state.get(SHAPES)
+    before: list[Shape] = (
+        prev[1] if prev is not None and ctx.prev is not None and prev[0] == ctx.prev.seq else []
+    )
+    n = min(kept, len(before))
+    out = [*before[:n], *(_shape(m) for m in ctx.messages[n:MAX_COMPARED])]
+    ctx.conv.state[SHAPES] = (ctx.seq, out)
+    return before if ctx.prev is not None and prev is not None and prev[0] == ctx.prev.seq else []
+
+
+def _cleared(old: Shape, new: Shape) -> bool:
+    """``new`` is ``old`` with its tool results' content shortened (a placeholder) or its
+    reasoning removed, and nothing else changed: cleared in place, not rewritten."""
+    if old[1] != new[1] or old[3] != new[3] or (new[4] and not old[4]):
+        return False
+    if len(old[5]) != len(new[5]):
+        return False
+    shortened = old[4] and not new[4]
+    for (oid, oname, olen, okey), (nid, nname, nlen, nkey) in zip(old[5], new[5], strict=True):
+        if oid != nid or (not oid and oname != nname):
+            return False
+        if okey != nkey:
+            if nlen >= olen:
+                return False
+            shortened = True
+    return shortened
+
+
+def context_change(
+    ctx: TurnContext, link: Link, new_from: int, before: list[Shape]
+) -> ContextChange | None:
+    """What the client's management did to the history of this request, relative to the
+    previous request of its conversation (``before``: its shapes; ``None``: nothing dropped nor
+    cleared, or an edit in place that replaced messages one for one: ``C.history_mutated``'s).
+    ``new_from``: where this turn's own messages start (the previous answer's echo, when the
+    history before it was managed)."""
+    prev = ctx.prev
+    if prev is None or link.rewritten <= 0 or link.how != "rewritten" or not before:
+        return None
+    now = ctx.conv.state[SHAPES][1]
+    have = Counter(sh[0] for sh in now)
+    answer = response_message(prev.rt.response) if prev.rt.response is not None else None
+    if answer is not None and have[message_key(answer)] > 0:
+        have[message_key(answer)] -= 1
+    gone: list[int] = []
+    for i, sh in enumerate(before):
+        if have[sh[0]] > 0:
+            have[sh[0]] -= 1
+        else:
+            gone.append(i)
+    if not gone:
+        return None
+    # The messages of this request no earlier message accounts for, before its own ones: before
+    # the previous answer's echo; where the management dropped the answer too, every message but
+    # the last (the new input), unless the threader found the summary a compaction wrote.
+    if link.echo_at is not None:
+        upto = new_from
+    elif link.summary_of is not None:
+        upto = len(now)
+    else:
+        upto = max(new_from, len(now) - 1)
+    left = Counter({k: n for k, n in have.items() if n > 0})
+    unmatched: list[int] = []
+    for j, sh in enumerate(now):
+        if left[sh[0]] > 0:
+            left[sh[0]] -= 1
+            unmatched.append(j)
+    cleared: list[int] = []
+    for i in list(gone):
+        match = next((j for j in unmatched if _cleared(before[i], now[j])), None)
+        if match is not None:
+            cleared.append(i)
+            gone.remove(i)
+            unmatched.remove(match)
+    inserted = [j for j in unmatched if j < upto]
+    summary_by = link.summary_of if inserted else None
+    # What stands in the history where the dropped messages were: before the previous answer's
+    # echo when there is one, else anywhere (a re-rendered request replaces its one message).
+    standing = (
+        [j for j in unmatched if j < new_from]
+        if link.echo_at is not None or new_from > link.kept
+        else unmatched
+    )
+    if gone and len(standing) >= len(gone) and summary_by is None:
+        return None  # messages replaced one for one: an edit in place (C.history_mutated)
+    if not gone and standing:
+        return None
+    # The user's task is the latest plain user message before, while the agent still works on
+    # it: no new plain user message came since (a question asked after an answer is a new one).
+    asked_anew = any(
+        now[j][2] is not None for j in range(new_from, len(now)) if j not in inserted
+    )
+    task = next((i for i in range(len(before) - 1, -1, -1) if before[i][2] is not None), None)
+    lost, task_lost = _lost(ctx, [i for i in gone if before[i][2] is not None], before, now,
+                            task if not asked_anew else None)  # fmt: skip
+    return ContextChange(
+        kind="summarised" if gone and inserted else "trimmed" if gone else "cleared",
+        from_seq=prev.seq,
+        dropped=gone,
+        dropped_roles=dict(Counter(before[i][1] for i in gone)),
+        dropped_user=[t for i in gone if (t := before[i][2]) is not None][:MAX_QUOTED],
+        dropped_tools=sorted({n for i in gone for n in before[i][6]})[:64],
+        question_dropped=task is not None and task in gone,
+        cleared=cleared,
+        summary=inserted,
+        summary_by_seq=summary_by,
+        restore_at=min(inserted) if inserted else _restore_at(before, now, gone, new_from),
+        lost=lost,
+        task_lost=task_lost,
+    )
+
+
+def _restore_at(before: list[Shape], now: list[Shape], gone: list[int], new_from: int) -> int:
+    """Where in ``now`` the dropped messages stood: at the first message the previous request
+    had after the first dropped one that this request kept, else before this turn's own."""
+    if not gone:
+        return new_from
+    dropped = set(gone)
+    opening = next((j for j, sh in enumerate(now) if sh[1] != "system"), len(now))
+    for i in range(gone[0] + 1, len(before)):
+        if i in dropped:
+            continue
+        at = next((j for j in range(opening, len(now)) if now[j][0] == before[i][0]), None)
+        if at is not None:
+            return at
+    return new_from
+
+
+def _lost(
+    ctx: TurnContext, users: list[int], before: list[Shape], now: list[Shape], task: int | None
+) -> tuple[list[str], bool]:
+    """The user's task (``task``: the latest plain user message before, while the agent is still
+    working on it) and the user's instructions among the dropped plain user messages (``users``)
+    that nothing this request holds carries: fewer than half of their content words anywhere in
+    it (system prompt, kept messages, summary, results)."""
+    judged = [i for i in users if i == task or INSTRUCTION.search(before[i][2] or "")]
+    if not judged:
+        return [], False
+    req = ctx.rt.request
+    hay: set[str] = set()
+    for p in req.system if req is not None else []:
+        hay |= _words(p.text or "")
+    for m in ctx.messages[:MAX_COMPARED]:
+        for p in m.parts:
+            hay |= _words(_part_words(p))
+    lost: list[str] = []
+    task_lost = False
+    for i in judged:
+        text = before[i][2] or ""
+        words = _words(text)
+        if len(words) < MIN_WORDS or 2 * len(words & hay) >= len(words):
+            continue
+        lost.append(text[:CLIP])
+        task_lost = task_lost or i == task
+    return lost[:MAX_QUOTED], task_lost
+
+
+def _said(items: list[str]) -> str:
+    return "; ".join(repr(t) for t in items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+
+
+def check_history_managed(ctx: TurnContext) -> Iterator[Finding]:
+    """C.user_instruction_dropped — the client's context management dropped the user's task or
+    an instruction of the user's that nothing the request keeps (no kept message, no summary,
+    not the system prompt) carries. The root of what follows from it on this turn."""
+    cc = ctx.turn.c.context
+    if cc is None or not cc.lost or ctx.prev is None:
+        return
+    what = "the user's task" if cc.task_lost else "an instruction of the user's"
+    if len(cc.lost) > 1:
+        what += f" (and {len(cc.lost) - 1} more of the user's messages)"
+    replaced = "the summary that replaced them" if cc.summary else "any summary"
+    yield ctx.finding(
+        codes.USER_INSTRUCTION_DROPPED,
+        f"The client's context management dropped {what} from the history, and neither the "
+        f"messages it kept nor {replaced} carry it: {_said(cc.lost)}. The model no longer sees "
+        "it from this turn on.",
+        related_turn=ctx.prev.index,
+        from_seq=cc.from_seq,
+        lost=cc.lost,
+        task=cc.task_lost,
+        dropped=cc.dropped,
+    )
