@@ -160,7 +160,7 @@ def test_a_trimmed_history_is_a_c_suspect_whose_repair_puts_it_back(
     # every item the client sent stays, in its order
     assert [x for x in restored if x in sent] == sent
     # every item its conversation sent before is back, in the order it had
-    mine = [s for s in run.analysis.conversations if s.id == turn.conversation][0].turns
+    mine = next(c for c in run.analysis.conversations if c.id == turn.conversation).turns
     before = [x for s in mine if s < trim_seq for x in history(exchanges[s])]
     kept_order = [x for x in restored if x in before]
     assert set(before) <= set(restored) and kept_order == list(dict.fromkeys(kept_order))
