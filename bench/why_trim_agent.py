@@ -19,8 +19,9 @@ than 4 messages; the summary keeps the facts and loses the instruction. Fixed: n
 once the history is longer than 5: the fourth request has lost Lyon's weather, which the answer
 needs. Fixed: no trim.
 ``trim-compact``: the three lookups of ``trim-tail``; once the history is longer than 5 messages,
-the client asks the model, in a side call, for a one-line summary of the conversation and sends
-the summary in place of it all (as compaction does); the summary drops Lyon's weather, which the
+the client asks the model, in a side call (another system prompt, no tools, over the whole
+history), for a one-line summary of the conversation and sends the summary in place of it all (as
+compaction does); the summary drops Lyon's weather, which the
 answer needs. Fixed: no compaction.
 ``trim-garbled``: a harmless trim (the greeting before the task dropped) and a client bug elsewhere:
 Lyon's result garbled before it is sent ("Lyon: r@in"), so the answer has no rain. Off the wire:
@@ -108,14 +109,15 @@ def managed(opts: argparse.Namespace, client: Any, history: list[dict[str, Any]]
     if case == "trim-tail" and len(history) > 5:
         return [history[0], *history[-2:]]
     if case == "trim-compact" and len(history) > 5:
-        said = "\n".join(f"{m['role']}: {json.dumps(m.get('content') or m.get('tool_calls'))}"
-                         for m in history)  # fmt: skip
+        # the side call: another system prompt, no tools, over the whole history (Claude Code's
+        # compaction, LangGraph's summarising node)
         summary = (
             client.chat.completions.create(
                 model="gpt-4o-mini",
                 messages=[
                     {"role": "system", "content": SUMMARIZE},
-                    {"role": "user", "content": said},
+                    *history,
+                    {"role": "user", "content": "Summarize the conversation above."},
                 ],
                 max_tokens=100,
             )
