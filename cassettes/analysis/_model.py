@@ -20,8 +20,8 @@ from ..models import SERVER_KINDS, ApiError, FinishReason, Message, Usage
 __all__ = [
     "ApiReport",
     "CallCheck",
-    "Conversation",
     "ContextChange",
+    "Conversation",
     "Dispatch",
     "Emission",
     "Finding",

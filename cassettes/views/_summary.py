@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..analysis import Finding, Turn
-from ..analysis import codes
+from ..analysis import Finding, Turn, codes
 from ..analysis.dispatch import replay_miss
 from ._growth import GrowthBar, growth_bars
 

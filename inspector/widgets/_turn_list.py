@@ -72,7 +72,10 @@ def turn_line(turn: TurnSummary, show_conversation: bool, width: int | None = No
     t.append(f"{clean_line(where):<7}")
     # Where the context was managed (trimmed, summarised, cleared, edited by the API): a mark in
     # the column's last cell; the C pane (A for the API's edits) says what.
-    t.append(MANAGED_MARK if turn.managed else " ", style="bold magenta")
+    if turn.managed:
+        t.append(MANAGED_MARK, style="bold magenta")
+    else:
+        t.append(" ")
     t.append_text(layer_badges(turn.findings))
     finish = _finish(turn)
     tokens = f"{_tokens(turn.input)}→{_tokens(turn.output)}"

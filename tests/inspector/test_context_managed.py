@@ -18,7 +18,7 @@ from looptap.inspector.widgets import TurnList
 from looptap.inspector.widgets._turn_list import MANAGED_MARK, turn_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cassettes" / "analysis"))
-from context_cases import wild_langchain_summarization  # noqa: E402
+from context_cases import wild_langchain_summarization
 
 pytestmark = pytest.mark.anyio
 
@@ -42,6 +42,9 @@ async def test_the_summarised_turn_is_marked_and_its_c_pane_says_what_was_droppe
         text = pane_text(app, "#pane-c")
         assert "✂ context managed: the client summarised the history of #2's request" in text, text
         assert "dropped 5 messages (2 assistant, 2 tool, 1 user)" in text, text
-        assert "- dropped user message: What is the weather in Paris, Tokyo, Berlin and Madrid?" in text
+        assert (
+            "- dropped user message: What is the weather in Paris, Tokyo, Berlin and Madrid?"
+            in text
+        )
         assert "replaced by a summary: history item [1], the answer of #3" in text
         assert "C.history_trimmed" in text

@@ -67,7 +67,7 @@ def agent():
 
 REPLAY = (
     AGENT
-    + '''
+    + """
 @pytest.mark.looptap("cassettes/trim.jsonl")
 def test_trimming_agent(looptap):
     assert agent() == ["FORECAST: Paris", "FORECAST: Tokyo, Berlin"]
@@ -76,19 +76,19 @@ def test_trimming_agent(looptap):
     run.assert_no_findings()                  # nothing false: no pending calls, no rewrite
     trims = [f for f in run.findings("C", "info") if f.code == "C.history_trimmed"]
     assert [f.turn for f in trims] == [3]
-'''
+"""
 )
 
 FORK = (
     AGENT
-    + '''
+    + """
 @pytest.mark.looptap("cassettes/trim.jsonl", fork="turn=4", live={"openai": os.environ["FAKE_NEW_MODEL"]}, model="new-model-2")
 def test_forked_after_the_trim(looptap):
     assert agent() == ["FORECAST: Paris", "NEW MODEL (new-model-2): Tokyo and Berlin are warm."]
     run = looptap.run
     assert len(run.conversations) == 1
     run.assert_no_findings(layer="C")
-'''  # noqa: E501
+"""  # noqa: E501
 )
 
 
@@ -130,4 +130,11 @@ def test_a_trimming_agent_forks_at_a_turn_after_the_trim(
     # turns 0-3 replayed (the trimmed request #3 matched as recorded), turn 4 sent live, trimmed
     (sent,) = fake.log
     assert sent.request.model == "new-model-2" and len(sent.request.tool_results()) == 2
-    assert [m["role"] for m in sent.request.body["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in sent.request.body["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]

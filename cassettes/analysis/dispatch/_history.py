@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ...hints import count
 from ...lazy import pattern
 from ...models import FinishReason, Message
 from .. import codes as codes
@@ -141,17 +142,25 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
     )
     if cc.kind == "cleared":
         what = (
-            f"cleared {len(cc.cleared)} earlier message(s) in place (their tool results' content "
-            "replaced, or their reasoning removed), the calls and the rest kept"
+            f"cleared {count(len(cc.cleared), 'earlier message')} in place (their tool results' "
+            "content"
+            " replaced, or their reasoning removed), the calls and the rest kept"
         )
     else:
-        what = f"dropped {len(cc.dropped)} message(s) of turn {prev.index}'s request ({roles})"
+        what = (
+            f"dropped {count(len(cc.dropped), 'message')} of turn {prev.index}'s request ({roles})"
+        )
         if cc.cleared:
             what += f" and cleared {len(cc.cleared)} in place"
         if cc.summary:
-            by = f", the answer of round trip #{cc.summary_by_seq}" if cc.summary_by_seq is not None else ""
+            by = (
+                f", the answer of round trip #{cc.summary_by_seq}"
+                if cc.summary_by_seq is not None
+                else ""
+            )
             what += (
-                f", and put {len(cc.summary)} message(s) in their place (a summary: history item "
+                f", and put {count(len(cc.summary), 'message')} in their place (a summary: "
+                "history item "
                 f"{cc.summary[0]}{by})"
             )
         else:
@@ -167,7 +176,8 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
     )
     return ctx.finding(
         codes.HISTORY_TRIMMED,
-        f"The client managed its context: it {what}; {prev.n_messages} messages last turn, "
+        f"The client managed its context: it {what}; {count(prev.n_messages, 'message')} last "
+        "turn, "
         f"{len(ctx.messages)} now.{asked} Intentional trimming or summarising looks like this.",
         path=_item(ctx, cc.restore_at if cc.restore_at < len(ctx.messages) else c.kept),
         related_turn=prev.index,
@@ -177,7 +187,12 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
 
 
 #: How a role is said in a count of dropped messages.
-_ROLE_WORDS = {"user": "user message", "assistant": "answer", "tool": "tool result", "system": "system message"}
+_ROLE_WORDS = {
+    "user": "user message",
+    "assistant": "answer",
+    "tool": "tool result",
+    "system": "system message",
+}
 
 
 def _rewritten_steps(ctx: TurnContext) -> list[str]:

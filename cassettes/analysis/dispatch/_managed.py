@@ -7,8 +7,10 @@ Computed once per turn, by the C layer's :func:`~cassettes.analysis.dispatch.bui
 from __future__ import annotations
 
 import re
+import struct
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 from ...lazy import pattern
 from ...models import Message, Part
@@ -77,62 +79,123 @@ SHAPES = "_shapes"
 #: conversation keeps one shape per message of its latest request: memory stays small).
 KEEP_TEXT = 240
 
-#: One history message as the next turn compares it (plain values: a conversation's state is
-#: spilled): its key, role, its text when it is a plain user message, the key of its parts but
-#: its results and reasoning, whether it had reasoning, its results (call id, tool name, length
-#: and key of the content) and the names of its calls.
-Shape = tuple[int, str, str | None, int, bool, tuple[tuple[str, str, int, int], ...], tuple[str, ...]]
+#: One history message as the next turn compares it: its key, role, its text when it is a plain
+#: user message (clipped), the key of the message with its results' content blanked and its
+#: reasoning left out, whether it had reasoning, its results' (length, key of the content), and
+#: the names of its calls. Kept packed in the conversation's state (:func:`_packed`).
+Shape = tuple[int, str, str | None, int, bool, tuple[tuple[int, int], ...], tuple[str, ...]]
+
+_Q = struct.Struct("<Q")
+_MASK = (1 << 64) - 1
+#: A role as one character of the packed roles, and back.
+_ROLE_CHAR = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
+_CHAR_ROLE = {c: r for r, c in _ROLE_CHAR.items()} | {"o": "other"}
 
 
-def _shape(m: Message) -> Shape:
+def _k(v: int) -> bytes:
+    return _Q.pack(v & _MASK)
+
+
+def _packed(m: Message) -> tuple[bytes, str, Any]:
+    """``m`` as the state keeps it: its key (8 bytes), its role (one character), and what only
+    some messages need (plain values; ``None`` for most): a plain user message's text, a call's
+    tool names (one per line), else the results' and reasoning's blob (:func:`_shape`)."""
     role = _role(m)
-    results = tuple(
-        (r.call_id or "", r.name or "", len(r.content), stable(r.content.encode("utf-8", "surrogatepass")))
-        for p in m.parts
-        if (r := p.tool_result) is not None
-    )
+    results = [r for p in m.parts if (r := p.tool_result) is not None]
     reasoning = any(p.kind == "reasoning" for p in m.parts)
-    rest = (
-        message_key(Message(role="x", parts=[p for p in m.parts if p.tool_result is None and p.kind != "reasoning"]))
-        if results or reasoning
-        else 0
+    names = "\n".join(
+        p.tool_call.name for p in m.parts[:16] if p.tool_call is not None and p.tool_call.name
     )
+    char = "t" if results else _ROLE_CHAR.get(role, "o")
+    extra: Any = None
+    if results or reasoning:
+        blanked = [
+            p
+            if p.tool_result is None
+            else p.model_copy(
+                update={"tool_result": p.tool_result.model_copy(update={"content": ""})}
+            )
+            for p in m.parts
+            if p.kind != "reasoning"
+        ]
+        blob = _k(message_key(Message(role="x", parts=blanked))) + b"".join(
+            _k(len(r.content)) + _k(stable(r.content.encode("utf-8", "surrogatepass")))
+            for r in results[:64]
+        )
+        extra = blob if not reasoning and not names else (blob, reasoning, names)
+    elif _plain_user(m):
+        extra = _text(m)[:KEEP_TEXT]
+    elif names:
+        extra = names
+    return _k(message_key(m)), char, extra
+
+
+def _shape(keys: bytes, roles: str, extras: list[Any], i: int) -> Shape:
+    """Message ``i`` of a packed request, read back."""
+    key = _Q.unpack_from(keys, 8 * i)[0]
+    char, extra = roles[i], extras[i]
+    text: str | None = None
+    rest, reasoning, results, names = 0, False, (), ""
+    if isinstance(extra, tuple):
+        blob, reasoning, names = extra
+    else:
+        blob = extra if isinstance(extra, bytes) else b""
+        if isinstance(extra, str):
+            text, names = (extra, "") if char == "u" else (None, extra)
+    if blob:
+        rest = _Q.unpack_from(blob, 0)[0]
+        n = (len(blob) - 8) // 16
+        results = tuple(
+            _Q.unpack_from(blob, 8 + 16 * j) + _Q.unpack_from(blob, 16 + 16 * j) for j in range(n)
+        )  # type: ignore[assignment]
     return (
-        message_key(m),
-        "tool" if results else role,
-        _text(m)[:KEEP_TEXT] if _plain_user(m) else None,
+        key,
+        _CHAR_ROLE.get(char, "other"),
+        text,
         rest,
         reasoning,
         results,
-        tuple(p.tool_call.name for p in m.parts if p.tool_call is not None and p.tool_call.name)[:16],
+        tuple(names.split("\n")) if names else (),
     )
 
 
-def shapes(ctx: TurnContext, kept: int) -> list[Shape]:
-    """The shape of each message of this request, the first ``kept`` taken over from the previous
-    request's (they are its messages, unchanged); kept in the conversation's state for the next
-    turn (only the latest request's: memory stays one history per conversation)."""
-    prev = ctx.conv.state.get(SHAPES)
-    before: list[Shape] = (
-        prev[1] if prev is not None and ctx.prev is not None and prev[0] == ctx.prev.seq else []
-    )
-    n = min(kept, len(before))
-    out = [*before[:n], *(_shape(m) for m in ctx.messages[n:MAX_COMPARED])]
-    ctx.conv.state[SHAPES] = (ctx.seq, out)
-    return before if ctx.prev is not None and prev is not None and prev[0] == ctx.prev.seq else []
+Packed = tuple[int, bytes, str, list[Any]]
+
+
+def shapes(ctx: TurnContext, kept: int) -> Packed | None:
+    """This request packed (:func:`_packed`), the first ``kept`` messages taken over from the
+    previous request's (they are its messages, unchanged), kept in the conversation's state for
+    the next turn (only the latest request's: memory stays one packed history per conversation);
+    returns the previous request's, when it is the one this turn follows."""
+    prev: Packed | None = ctx.conv.state.get(SHAPES)
+    before = prev if prev is not None and ctx.prev is not None and prev[0] == ctx.prev.seq else None
+    n = min(kept, len(before[2])) if before is not None else 0
+    keys = [before[1][: 8 * n]] if before is not None else []
+    roles = [before[2][:n]] if before is not None else []
+    extras = list(before[3][:n]) if before is not None else []
+    for m in ctx.messages[n:MAX_COMPARED]:
+        k, r, e = _packed(m)
+        keys.append(k)
+        roles.append(r)
+        extras.append(e)
+    ctx.conv.state[SHAPES] = (ctx.seq, b"".join(keys), "".join(roles), extras)
+    return before
+
+
+def _unpacked(p: Packed) -> list[Shape]:
+    return [_shape(p[1], p[2], p[3], i) for i in range(len(p[2]))]
 
 
 def _cleared(old: Shape, new: Shape) -> bool:
     """``new`` is ``old`` with its tool results' content shortened (a placeholder) or its
-    reasoning removed, and nothing else changed: cleared in place, not rewritten."""
-    if old[1] != new[1] or old[3] != new[3] or (new[4] and not old[4]):
+    reasoning removed, and nothing else changed (the same calls, ids and names): cleared in
+    place, not rewritten."""
+    if old[1] != new[1] or not old[3] or old[3] != new[3] or (new[4] and not old[4]):
         return False
     if len(old[5]) != len(new[5]):
         return False
     shortened = old[4] and not new[4]
-    for (oid, oname, olen, okey), (nid, nname, nlen, nkey) in zip(old[5], new[5], strict=True):
-        if oid != nid or (not oid and oname != nname):
-            return False
+    for (olen, okey), (nlen, nkey) in zip(old[5], new[5], strict=True):
         if okey != nkey:
             if nlen >= olen:
                 return False
@@ -141,7 +204,7 @@ def _cleared(old: Shape, new: Shape) -> bool:
 
 
 def context_change(
-    ctx: TurnContext, link: Link, new_from: int, before: list[Shape]
+    ctx: TurnContext, link: Link, new_from: int, packed: Packed | None
 ) -> ContextChange | None:
     """What the client's management did to the history of this request, relative to the
     previous request of its conversation (``before``: its shapes; ``None``: nothing dropped nor
@@ -149,13 +212,14 @@ def context_change(
     ``new_from``: where this turn's own messages start (the previous answer's echo, when the
     history before it was managed)."""
     prev = ctx.prev
-    if prev is None or link.rewritten <= 0 or link.how != "rewritten" or not before:
+    if prev is None or link.rewritten <= 0 or link.how != "rewritten" or not packed:
         return None
-    now = ctx.conv.state[SHAPES][1]
+    before, now = _unpacked(packed), _unpacked(ctx.conv.state[SHAPES])
     have = Counter(sh[0] for sh in now)
     answer = response_message(prev.rt.response) if prev.rt.response is not None else None
-    if answer is not None and have[message_key(answer)] > 0:
-        have[message_key(answer)] -= 1
+    answer_key = message_key(answer) & _MASK if answer is not None else None
+    if answer_key is not None and have[answer_key] > 0:
+        have[answer_key] -= 1
     gone: list[int] = []
     for i, sh in enumerate(before):
         if have[sh[0]] > 0:
@@ -201,9 +265,7 @@ def context_change(
         return None
     # The user's task is the latest plain user message before, while the agent still works on
     # it: no new plain user message came since (a question asked after an answer is a new one).
-    asked_anew = any(
-        now[j][2] is not None for j in range(new_from, len(now)) if j not in inserted
-    )
+    asked_anew = any(now[j][2] is not None for j in range(new_from, len(now)) if j not in inserted)
     task = next((i for i in range(len(before) - 1, -1, -1) if before[i][2] is not None), None)
     lost, task_lost = _lost(ctx, [i for i in gone if before[i][2] is not None], before, now,
                             task if not asked_anew else None)  # fmt: skip
@@ -270,7 +332,9 @@ def _lost(
 
 
 def _said(items: list[str]) -> str:
-    return "; ".join(repr(t) for t in items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+    return "; ".join(repr(t) for t in items[:3]) + (
+        f" and {len(items) - 3} more" if len(items) > 3 else ""
+    )
 
 
 def check_history_managed(ctx: TurnContext) -> Iterator[Finding]:

@@ -161,7 +161,9 @@ def compaction(r: Request, t: TurnInfo) -> bool:
     if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system or not r.messages:
         return False
     last = r.messages[-1]
-    if _ROLE.get(last.role, last.role) != "user" or any(p.tool_result is not None for p in last.parts):
+    if _ROLE.get(last.role, last.role) != "user" or any(
+        p.tool_result is not None for p in last.parts
+    ):
         return False
     text = " ".join(p.text for p in last.parts if p.kind == "text" and p.text)[:20000]
     return bool(_COMPACTION.search(text))

@@ -31,12 +31,12 @@ from ._words import (
     MAX_PROMPT,
     MAX_PROMPTS,
     MIN_SUMMARY,
-    norm_prompt,
-    summary_body,
     handoff_targets,
+    norm_prompt,
     prompt_strings,
     quote_key,
     start_len,
+    summary_body,
 )
 
 

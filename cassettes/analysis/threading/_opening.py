@@ -129,17 +129,32 @@ def _calls_answered(s: Threads, r: Request) -> int | None:
 def _results_only(r: Request) -> bool:
     """The request's messages after its system ones are tool results and nothing else."""
     rest = r.messages[start_len(r.messages) - 1 :]
-    return bool(rest) and all(
-        p.tool_result is not None for m in rest for p in m.parts
-    ) and all(m.parts for m in rest)
+    return (
+        bool(rest)
+        and all(p.tool_result is not None for m in rest for p in m.parts)
+        and all(m.parts for m in rest)
+    )
 
 
 def _answer_carried(s: Threads, r: Request, start: int) -> int | None:
     """The latest turn of a conversation whose answer this request carries as a model message
-    (anywhere after its system messages: the history before it dropped or summarised), made
-    under the same system prompt."""
+    (right after its system messages, or anywhere after them in an agent's loop: the history
+    before it dropped or summarised), made under the same system prompt."""
     key = r.keys.key
-    for i in range(len(key) - 1, max(start - 2, len(key) - 1 - SCAN_ANSWERS), -1):
+    # Past the opening, only in an agent's loop (calls or results in it): a prompt of demo
+    # questions and answers carries earlier answers as its demos (a prompt optimiser's few-shot
+    # prompts, DSPy's bootstrapped demos), not a trimmed history.
+    loop = any(
+        p.tool_call is not None or p.tool_result is not None
+        for m in r.messages[-SCAN_ANSWERS:]
+        for p in m.parts
+    )
+    at = (
+        range(len(key) - 1, max(start - 2, len(key) - 1 - SCAN_ANSWERS), -1)
+        if loop
+        else range(start - 1, start)
+    )
+    for i in at:
         m = r.messages[i]
         if _ROLE.get(m.role, m.role) not in ("assistant", "model"):
             continue

@@ -67,8 +67,7 @@ def restore_threads(data: Any, keep: int) -> Threader:
     s.quotes = OrderedDict(_str_map(dict(data["quotes"]), int))
     s.summaries = OrderedDict(_str_map(dict(data["summaries"]), list))
     if not all(
-        len(v) == 2 and all(type(t) is int and 0 <= t < n for t in v)
-        for v in s.summaries.values()
+        len(v) == 2 and all(type(t) is int and 0 <= t < n for t in v) for v in s.summaries.values()
     ):
         raise _bad("summaries")
     s.families = _str_map(data["families"], int)

@@ -220,7 +220,6 @@ class AnthropicMessages(Provider):
     )
     replay = MessagesReplay()
 
-
     def context_edits(
         self, params: dict[str, Any], details: dict[str, Any] | None
     ) -> tuple[list[str], list[str] | None]:

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from scenarios import WEATHER, AgentScript, Call, edit_request
+from scenarios import (
+    WEATHER,
+    AgentScript,
+    Call,
+    anthropic_assistant,
+    anthropic_results,
+    edit_request,
+    openai_responses_user,
+)
 
 Json = dict[str, Any]
 
@@ -152,9 +160,7 @@ def side_call_summary(family: str) -> Case:
         f"context. The conversation is summarized below:\n{SUMMARY}\nPlease continue."
     )
     s.reply("Museums: Gulbenkian and the Tile Museum; it is sunny, 75 F.")
-    return Case(
-        "side_call_summary", family, s, [[0, 1, 3], [2]], [("C.history_trimmed", 3)]
-    )
+    return Case("side_call_summary", family, s, [[0, 1, 3], [2]], [("C.history_trimmed", 3)])
 
 
 _PLACEHOLDER = "[cleared]"
@@ -273,7 +279,9 @@ def wild_langchain_trim() -> Case:
     s.reply(calls=[_w("Berlin", "call_s0006")])
     s.results("WEATHER: Berlin is cloudy")
     s.reply("FORECAST: Tokyo, Berlin")
-    return Case("langchain_trim_messages", "openai_chat", s, [[0, 1, 2, 3, 4]], [("C.history_trimmed", 3)])
+    return Case(
+        "langchain_trim_messages", "openai_chat", s, [[0, 1, 2, 3, 4]], [("C.history_trimmed", 3)]
+    )
 
 
 SUMMARY2 = (
@@ -302,7 +310,10 @@ def wild_langchain_summarization() -> Case:
     s.reply(SUMMARY2, echo=False)
     s.system, s.tools = S, (WEATHER,)
     s.history = [
-        {"role": "user", "content": "Here is a summary of the conversation to date:\n\n" + SUMMARY2},
+        {
+            "role": "user",
+            "content": "Here is a summary of the conversation to date:\n\n" + SUMMARY2,
+        },
         *main[-2:],
     ]
     s.reply(calls=[_w("Madrid", "call_s0007")])
@@ -346,7 +357,9 @@ def wild_openai_agents_session() -> Case:
     s.reply(calls=[_w("Tokyo", "call_s0005")])
     s.results("WEATHER: Tokyo is rainy")
     s.reply("FORECAST: Tokyo")
-    return Case("openai_agents_session", "openai_responses", s, [[0, 1, 2, 3]], [("C.history_trimmed", 2)])
+    return Case(
+        "openai_agents_session", "openai_responses", s, [[0, 1, 2, 3]], [("C.history_trimmed", 2)]
+    )
 
 
 def _cm(applied: list[Json]) -> Callable[[Any], None]:
@@ -367,9 +380,15 @@ def wild_anthropic_context_management() -> Case:
     for i, city in enumerate(("Paris", "Tokyo", "Berlin")):
         _cm([])(s.reply(calls=[_w(city, f"toolu_s000{2 * i + 2}")]))
         s.results(f"WEATHER: {city} is fine")
-    cleared = {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 80}
+    cleared = {
+        "type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": 2,
+        "cleared_input_tokens": 80,
+    }
     _cm([cleared])(s.reply("FORECAST: Paris, Tokyo, Berlin"))
-    return Case("anthropic_context_management", "anthropic", s, [[0, 1, 2, 3]], [("A.context_edited", 3)])
+    return Case(
+        "anthropic_context_management", "anthropic", s, [[0, 1, 2, 3]], [("A.context_edited", 3)]
+    )
 
 
 CC_BODY = (
@@ -391,7 +410,6 @@ def wild_claude_code_compaction() -> Case:
     s.results("step1")
     step2 = Call("Bash", {"command": "echo step2"}, id="toolu_s0004")
     s.reply(calls=[step2], echo=False)
-    main = list(s.history)
     s.history[-1] = {
         **s.history[-1],
         "content": [
@@ -411,10 +429,9 @@ def wild_claude_code_compaction() -> Case:
                  "conversation from where it left off."},
             ],
         },
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_s0004", "name": "Bash", "input": {"command": "echo step2"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_s0004", "content": "step2"}]},
+        anthropic_assistant(calls=[step2]),
+        *anthropic_results([(step2, "step2")]),
     ]  # fmt: skip
-    del main
     s.reply(calls=[Call("Bash", {"command": "echo step3"}, id="toolu_s0007")])
     s.results("step3")
     s.reply("All three steps ran.")
@@ -437,12 +454,14 @@ def wild_codex_compaction() -> Case:
     """Codex's local compaction: the checkpoint asked with ``tools: []`` over the whole history,
     answer and result included; then the opening again (developer messages, environment, the
     task) and a user message carrying the checkpoint's answer; every call and result dropped."""
-    exec_tool = type(WEATHER)("exec_command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    exec_tool = type(WEATHER)(
+        "exec_command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
     s = AgentScript("openai_responses", tools=[exec_tool], system=None)
     s.history = [
         {"role": "developer", "content": "You are Codex, a coding agent."},
         {"role": "developer", "content": "Skills: none."},
-        {"role": "user", "content": [{"type": "input_text", "text": "<environment_context>cwd=/w</environment_context>"}]},
+        openai_responses_user("<environment_context>cwd=/w</environment_context>"),
     ]  # fmt: skip
     s.user("Run echo step1, echo step2 and echo step3 in the shell, one at a time.")
     opening = list(s.history)
@@ -463,7 +482,9 @@ def wild_codex_compaction() -> Case:
     s.reply(calls=[Call("exec_command", {"cmd": "echo step3"}, id="call_s0007")])
     s.results("step3")
     s.reply("All three steps ran.")
-    return Case("codex_compaction", "openai_responses", s, [[0, 1, 3, 4], [2]], [("C.history_trimmed", 3)])
+    return Case(
+        "codex_compaction", "openai_responses", s, [[0, 1, 3, 4], [2]], [("C.history_trimmed", 3)]
+    )
 
 
 def _renamed(case: Case, shape: str) -> Case:
@@ -479,7 +500,9 @@ WILD: dict[str, Callable[[], Case]] = {
     "anthropic_context_management": wild_anthropic_context_management,
     "claude_code_compaction": wild_claude_code_compaction,
     "codex_compaction": wild_codex_compaction,
-    "langchain_context_editing": lambda: _renamed(cleared_results("openai_chat"), "langchain_context_editing"),
+    "langchain_context_editing": lambda: _renamed(
+        cleared_results("openai_chat"), "langchain_context_editing"
+    ),
 }
 
 

@@ -67,7 +67,7 @@ def test_what_was_dropped_and_what_replaced_it(family: str) -> None:
     assert cc.summary == [opening] and cc.restore_at == opening
     (f,) = [f for f in run.findings if f.code == "C.history_trimmed"]
     assert f.details["dropped"] == cc.dropped and f.details["summary"] == cc.summary
-    assert "put 1 message(s) in their place" in f.message and repr(TASK) in f.message
+    assert "put 1 message in their place" in f.message and repr(TASK) in f.message
     # show --json carries it where the history was managed, and only there
     assert turn_json(run.turns[2])["layers"]["C"]["context"]["dropped_user"] == [TASK]
     assert "context" not in turn_json(run.turns[1])["layers"]["C"]
