@@ -52,9 +52,7 @@ open(sys.argv[2], "w").write(json.dumps(out))
 """
 
 
-def _child(
-    tmp: Path, argvs: list[list[str]], **env: str
-) -> subprocess.CompletedProcess[str]:
+def _child(tmp: Path, argvs: list[list[str]], **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("LOOPTAP_")}
     return progress.run(
         [sys.executable, "-c", CHILD, json.dumps(argvs), str(tmp / "said.json")],
@@ -141,7 +139,7 @@ def test_what_the_recorders_environment_has_runs_there(
     the words the user typed, marked as handed over, as ``run`` does."""
     fake = tmp_path / "python"
     fake.write_text(
-        "#!/bin/sh\nprintf '%s\\n' \"$LOOPTAP_HANDED_OFF\" \"$@\" > \"$(dirname \"$0\")/argv\"\n"
+        '#!/bin/sh\nprintf \'%s\\n\' "$LOOPTAP_HANDED_OFF" "$@" > "$(dirname "$0")/argv"\n'
     )
     fake.chmod(0o755)
     argv = _lines(run, tmp_path)[command]
