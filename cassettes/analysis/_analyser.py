@@ -214,6 +214,7 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
+            repeats=st.repeats,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
         conv.count += 1

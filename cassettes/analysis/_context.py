@@ -31,6 +31,7 @@ __all__ = [
     "Check",
     "ConversationState",
     "FinalCheck",
+    "RunRepeats",
     "TurnContext",
     "call_label",
     "clipped",
@@ -58,6 +59,15 @@ class ConversationState:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class RunRepeats:
+    """The run's first repeated call (``E.repeated_call``): its round trip and conversation, what
+    an agent's report of a loop in another conversation folds under (an orchestrator reports the
+    loop the agents it directs are in: ``C.loop_reported_not_stopped``)."""
+
+    first: list[Any] = field(default_factory=list)  # [seq, conversation id], or empty
+
+
 @dataclass(eq=False)
 class TurnContext:
     seq: int
@@ -81,6 +91,8 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
+    #: The run's first repeated call (:class:`RunRepeats`), shared by every turn of the run.
+    repeats: RunRepeats = field(default_factory=RunRepeats)
     #: For each call of the previous answer (by position), the id the client echoed it under in
     #: this request (the C layer's, :func:`cassettes.analysis.dispatch.build`).
     echo_ids: dict[int, str] = field(default_factory=dict)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ._analyser import RunAnalyser
-from ._context import ConversationState, TurnContext
+from ._context import ConversationState, RunRepeats, TurnContext
 from ._items import Deliveries, ItemReferences
 from ._judgement import NO_EXCHANGE, slim
 from ._mcp import McpLinker
@@ -38,7 +38,12 @@ VERSION = 2
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
-_OWN = {"mcp": McpLinker, "items": ItemReferences, "delivered": Deliveries}
+_OWN = {
+    "mcp": McpLinker,
+    "items": ItemReferences,
+    "delivered": Deliveries,
+    "repeats": RunRepeats,
+}
 
 
 def capture(analyser: RunAnalyser) -> dict[str, Any]:
@@ -259,7 +264,7 @@ def _context_of(
         else None,
         req.messages if raw["messages"] else [], turn, _int(raw["n"]),
         _float(raw["started"]), _float(raw["ended"]), _float(raw["retry_after"]),
-        mcp=st.mcp,
+        mcp=st.mcp, repeats=st.repeats,
     )  # fmt: skip
     return ctx
 

@@ -15,6 +15,7 @@ from ..lazy import pattern
 from . import codes as codes
 from ._context import Check, TurnContext, short
 from ._model import CallCheck, Finding
+from ._repeats import FIRST_REPEAT
 
 __all__ = ["CHECKS"]
 
@@ -189,7 +190,26 @@ def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
         "stopped, replanned or handed to a person.",
         related_turn=prev.index,
         times=said,
+        **_loop_of(ctx),
     )
+
+
+def _loop_of(ctx: TurnContext) -> dict[str, Any]:
+    """The loop a report of a loop is a consequence of (docs/findings.md, "Root causes first"):
+    the first repeated call of this conversation's task, else the run's first, an earlier one of
+    another conversation (an orchestrator reports the loop of the agents it directs), as
+    ``details.caused_by``; none when no repeated call was seen before the report."""
+    own = ctx.conv.state.get(FIRST_REPEAT)
+    if isinstance(own, int):
+        return {"caused_by": codes.REPEATED_CALL, "caused_by_seq": own}
+    first = ctx.repeats.first
+    if first and first[0] < ctx.seq:
+        return {
+            "caused_by": codes.REPEATED_CALL,
+            "caused_by_seq": first[0],
+            "caused_by_conversation": first[1],
+        }
+    return {}
 
 
 CHECKS: tuple[Check, ...] = (

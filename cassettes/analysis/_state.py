@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..models import Part, ToolSpec
 from ..parsing import RoundTrip
 from ..wire import Exchange
-from ._context import ConversationState, TurnContext
+from ._context import ConversationState, RunRepeats, TurnContext
 from ._items import Deliveries, ItemReferences
 from ._mcp import McpLinker, ModelCall
 from ._model import Conversation, Finding, McpCall, RunAnalysis, Turn
@@ -89,6 +89,7 @@ class AnalyserState:
     conversations: Conversations
     threader: Threader
     mcp: McpLinker = field(default_factory=McpLinker)
+    repeats: RunRepeats = field(default_factory=RunRepeats)
     #: seqs of turns whose transfer call handed the run to another agent (a ``handoff``
     #: conversation branched from them): their calls are not left pending.
     handed_off: set[int] = field(default_factory=set)
