@@ -176,8 +176,9 @@ def is_consequence(f: Finding) -> bool:
 def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Root causes first (by severity, then recording order), each followed by the findings it
     caused (same code and conversation, ``caused_by_conversation`` when the cause is in another
-    one, on the round trip ``caused_by_seq`` names when it is known); consequences whose cause is not among ``findings`` come at the end. In n log n: the
-    analysis orders every run's list, a million findings included."""
+    one, on the round trip ``caused_by_seq`` names when it is known); consequences whose cause
+    is not among ``findings`` come at the end. In n log n: the analysis orders every run's list,
+    a million findings included."""
     fs = list(findings)
     roots = sorted(
         (f for f in fs if not is_consequence(f)),

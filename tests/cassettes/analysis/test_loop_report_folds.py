@@ -1,9 +1,9 @@
-"""A report of a loop folds under the loop it reports (issue 83, item 6): ``C.loop_reported_not_stopped``
-was the first warning of 44 labelled multi-agent runs, a round trip or more after the step people
-labelled, ahead of earlier warnings. The agent saying it loops is a consequence of the loop: the
-report is folded (info, ``details.caused_by``) under the first repeated call of its task
-(``E.repeated_call``), in its own conversation or, for an orchestrator that reports the loop of
-the agent it directs, in that agent's; ordered right after it."""
+"""A report of a loop folds under the loop it reports (issue 83, item 6):
+``C.loop_reported_not_stopped`` was the first warning of 44 labelled multi-agent runs, a round
+trip or more after the step people labelled, ahead of earlier warnings. The agent saying it loops
+is a consequence of the loop: the report is folded (info, ``details.caused_by``) under the first
+repeated call of its task (``E.repeated_call``), in its own conversation or, for an orchestrator
+that reports the loop of the agent it directs, in that agent's; ordered right after it."""
 
 from __future__ import annotations
 
@@ -50,12 +50,10 @@ def test_an_agent_saying_it_loops_while_it_repeats_a_call_folds_under_the_first_
     assert report.details["caused_by_seq"] == first.seq, report.details
     order = run.findings
     assert order.index(report) > order.index(first), order
-    assert [f.code for f in order if f.severity != "info"][0] == REPEAT, order
+    assert next(f.code for f in order if f.severity != "info") == REPEAT, order
 
 
-def test_an_orchestrator_reporting_the_loop_of_the_agent_it_directs_folds_under_that_agents_repeat() -> (
-    None
-):
+def test_an_orchestrator_reporting_the_loop_of_its_agent_folds_under_that_agents_repeat() -> None:
     """Two conversations, as Magentic-One runs them: the surfer repeats its call (its turns 1 and
     2 are repeats), the orchestrator's ledger says ``is_in_loop`` on two answers in a row and it
     is called again: its report folds under the surfer's first repeat, in the surfer's
