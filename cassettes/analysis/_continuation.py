@@ -34,7 +34,7 @@ from .threading import restore_threads, threads_state
 __all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
-VERSION = 2
+VERSION = 3  # 3: the run's first repeated call (RunRepeats)
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.

@@ -183,14 +183,16 @@ def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
     if prev is None or said < 2 or ctx.conv.state.get("C.loop_reported_said"):
         return
     ctx.conv.state["C.loop_reported_said"] = True
+    loop = _loop_of(ctx)
     yield ctx.finding(
         codes.LOOP_REPORTED_NOT_STOPPED,
         f"The agent said in {said} answers in a row, the last on turn {prev.index}, that it is "
         "stuck or looping, and the client called it again all the same: the loop was not "
         "stopped, replanned or handed to a person.",
+        grade="repeated call" if loop else None,
         related_turn=prev.index,
         times=said,
-        **_loop_of(ctx),
+        **loop,
     )
 
 
