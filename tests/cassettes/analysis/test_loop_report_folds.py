@@ -3,7 +3,8 @@
 trip or more after the step people labelled, ahead of earlier warnings. The agent saying it loops
 is a consequence of the loop: the report is folded (info, ``details.caused_by``) under the first
 repeated call of its task (``E.repeated_call``), in its own conversation or, for an orchestrator
-that reports the loop of the agent it directs, in that agent's; ordered right after it."""
+that reports the loop of the agent it directs, in that agent's; ordered right after it, the cause
+carrying its warning."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_an_agent_saying_it_loops_while_it_repeats_a_call_folds_under_the_first_
     assert (report.seq, first.seq) == (4, 1), run.findings
     assert report.severity == "info" and report.details["caused_by"] == REPEAT, report
     assert report.details["caused_by_seq"] == first.seq, report.details
+    assert first.severity == "warning", first  # the cause carries the report's warning
     order = run.findings
     assert order.index(report) > order.index(first), order
     assert next(f.code for f in order if f.severity != "info") == REPEAT, order
@@ -78,6 +80,7 @@ def test_an_orchestrator_reporting_the_loop_of_its_agent_folds_under_that_agents
     assert report.severity == "info" and report.details["caused_by"] == REPEAT, report
     assert report.details["caused_by_seq"] == first.seq, report.details
     assert report.details["caused_by_conversation"] == first.conversation, report.details
+    assert first.severity == "warning", first  # the cause carries the report's warning
     findings = run.findings
     assert findings[findings.index(first) + 1] is report, findings
     assert all(f.severity == "info" for f in findings if f.code == LOOP), findings
