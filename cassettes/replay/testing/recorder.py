@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import CassetteError, RecorderUnavailable
-from ...hints import count
+from ...hints import HANDED_OFF, INVOKED_AS, count, looptap_command
 from ...wire import Exchange
 from .ready import Ready, read_ready
 
@@ -105,8 +105,6 @@ def elsewhere() -> str | None:
     Textual, the mcp package: the README makes it with ``proxy,inspector,mcp,html``) runs when
     the looptap of the user's own project lacks it. ``None``: there is no such environment (none
     found, ``LOOPTAP_PROXY_PYTHON`` names no file, or this is it)."""
-    from ...hints import HANDED_OFF
-
     try:
         python = recorder_python()
     except CassetteError:
@@ -126,8 +124,6 @@ def hand_to(python: str, words: Sequence[str]) -> str:
     said as the user runs looptap (:data:`~cassettes.hints.INVOKED_AS`), never handed on again
     (:data:`~cassettes.hints.HANDED_OFF`). Returns only when it cannot: the one line that says
     why."""
-    from ...hints import HANDED_OFF, INVOKED_AS, looptap_command
-
     env = {**os.environ, HANDED_OFF: "1", INVOKED_AS: looptap_command()}
     sys.stdout.flush()
     sys.stderr.flush()
