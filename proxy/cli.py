@@ -18,21 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..cassettes.errors import CassetteError, CassetteIOError
-from ..cassettes.hints import (
-    HANDED_OFF,
-    INVOKED_AS,
-    count,
-    install_command,
-    looptap_command,
-    recorder_install_command,
-)
+from ..cassettes.hints import HANDED_OFF, count, install_command, recorder_install_command
 from ..cassettes.recording import agent_name, run_about
 from ..cassettes.replay.forking.cursor import bases_of
 from ..cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
 from ..cassettes.replay.forking.repeat import agreement, agreement_lines
 from ..cassettes.replay.serving.faults import FaultSpecError
 from ..cassettes.replay.testing.ready import check_ready_path
-from ..cassettes.replay.testing.recorder import recorder_python
+from ..cassettes.replay.testing.recorder import hand_to, recorder_python
 from ..cassettes.storage import UnsafePath, check_target, is_cassette, same_path
 from . import messages
 from .output import output_of, prepare_output, settle_earlier
@@ -54,9 +47,9 @@ __all__ = ["cmd_record", "cmd_run", "hand_off"]
 def hand_off(args: argparse.Namespace) -> str:
     """Without mitmproxy here (the ``looptap`` of the user's project): run this very command with
     the recorder's interpreter (:func:`~cassettes.replay.testing.recorder_python`:
-    ``LOOPTAP_PROXY_PYTHON``, else the checkout's ``.venv-proxy``), by ``exec``: the same process,
-    terminal and signals, its hints said as the user runs looptap. Returns only when it cannot: the
-    one line that says what to do."""
+    ``LOOPTAP_PROXY_PYTHON``, else the checkout's ``.venv-proxy``), by ``exec``
+    (:func:`~cassettes.replay.testing.recorder.hand_to`). Returns only when it cannot: the one
+    line that says what to do."""
     try:
         python = recorder_python()
     except CassetteError as exc:
@@ -74,15 +67,7 @@ def hand_off(args: argparse.Namespace) -> str:
             "error: recording needs the looptap recorder (mitmproxy, in an environment of its "
             f"own), not found: create it with `{command}`, then run this again"
         )
-    argv = [python, "-m", "looptap.cassettes.cli", *getattr(args, "cli_argv", sys.argv[1:])]
-    env = {**os.environ, HANDED_OFF: "1", INVOKED_AS: looptap_command()}
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execve(python, argv, env)
-    except OSError as exc:
-        return f"error: cannot run the recorder {python}: {exc.strerror or exc}"
-    return ""  # not reached: execve replaced this process
+    return hand_to(python, getattr(args, "cli_argv", sys.argv[1:]))
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")

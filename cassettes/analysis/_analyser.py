@@ -223,6 +223,7 @@ class RunAnalyser:
             n_messages=len(msgs),
             mcp=st.mcp,
             tool_http=st.tools,
+            repeats=st.repeats,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
         st.tools.model_turn(turn, rt.response)

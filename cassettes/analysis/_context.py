@@ -32,6 +32,7 @@ __all__ = [
     "Check",
     "ConversationState",
     "FinalCheck",
+    "RunRepeats",
     "TurnContext",
     "call_label",
     "clipped",
@@ -59,6 +60,15 @@ class ConversationState:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class RunRepeats:
+    """The run's first repeated call (``E.repeated_call``): its round trip and conversation, what
+    an agent's report of a loop in another conversation folds under (an orchestrator reports the
+    loop the agents it directs are in: ``C.loop_reported_not_stopped``)."""
+
+    first: list[Any] = field(default_factory=list)  # [seq, conversation id], or empty
+
+
 @dataclass(eq=False)
 class TurnContext:
     seq: int
@@ -84,6 +94,8 @@ class TurnContext:
     mcp: McpLinker = field(default_factory=McpLinker)
     #: What the tools' HTTP calls linked to the model's calls got (cassettes.analysis._tool_http).
     tool_http: ToolHttpLinker | None = None
+    #: The run's first repeated call (:class:`RunRepeats`), shared by every turn of the run.
+    repeats: RunRepeats = field(default_factory=RunRepeats)
     #: For each call of the previous answer (by position), the id the client echoed it under in
     #: this request (the C layer's, :func:`cassettes.analysis.dispatch.build`).
     echo_ids: dict[int, str] = field(default_factory=dict)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ._analyser import RunAnalyser
-from ._context import ConversationState, TurnContext
+from ._context import ConversationState, RunRepeats, TurnContext
 from ._items import Deliveries, ItemReferences
 from ._judgement import NO_EXCHANGE, slim
 from ._mcp import McpLinker
@@ -35,7 +35,7 @@ from .threading import restore_threads, threads_state
 __all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
-VERSION = 3
+VERSION = 3  # 3: the tools' HTTP links, the run's first repeated call (RunRepeats), the threads' summaries
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
@@ -44,6 +44,7 @@ _OWN = {
     "tools": ToolHttpLinker,
     "items": ItemReferences,
     "delivered": Deliveries,
+    "repeats": RunRepeats,
 }
 
 
@@ -265,7 +266,7 @@ def _context_of(
         else None,
         req.messages if raw["messages"] else [], turn, _int(raw["n"]),
         _float(raw["started"]), _float(raw["ended"]), _float(raw["retry_after"]),
-        mcp=st.mcp,
+        mcp=st.mcp, repeats=st.repeats,
     )  # fmt: skip
     return ctx
 

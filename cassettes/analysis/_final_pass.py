@@ -37,8 +37,32 @@ def finish(state: AnalyserState) -> RunAnalysis:
     else:
         ordered = sorted(state.flagged.values(), key=lambda p: p[0])
         found = [f for _, fs in ordered for f in fs]
+    _carry(found)
     result.findings = dispatch.ordered_findings(found)
     return result
+
+
+def _carry(found: list[Finding]) -> None:
+    """A report of a loop is linked by its check to the first repeated call of the loop, on an
+    earlier round trip (``C.loop_reported_not_stopped``, info under ``E.repeated_call``): that
+    cause carries the report's warning, as a cause carries what it caused on its own round trip
+    (:func:`~cassettes.analysis.dispatch._roots.fold_root_causes`). Changed in place: the turns'
+    lists hold the same findings."""
+    causes = {
+        (d["caused_by"], d.get("caused_by_conversation", f.conversation), d.get("caused_by_seq"))
+        for f in found
+        if f.code == codes.LOOP_REPORTED_NOT_STOPPED and (d := f.details).get("caused_by")
+    }
+    if not causes:
+        return
+    carried = codes.ROWS[codes.LOOP_REPORTED_NOT_STOPPED].severity
+    for f in found:
+        if (
+            (f.code, f.conversation, f.seq) in causes
+            and not dispatch.is_consequence(f)
+            and f.severity.rank < carried.rank
+        ):
+            f.severity = carried
 
 
 def _final_findings(state: AnalyserState, conv_id: str, last: _Last) -> Iterable[Finding]:

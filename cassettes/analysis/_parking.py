@@ -88,7 +88,10 @@ def unpark(state: AnalyserState, tid: int) -> TurnContext | None:
     n = len(rt.request.messages)
     rt.request.messages = []  # as the analyser releases a quiet conversation's latest history
     rt.forget_history_base()
-    ctx = TurnContext(seq, rt, NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=state.mcp)
+    ctx = TurnContext(
+        seq, rt, NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=state.mcp,
+        repeats=state.repeats,
+    )  # fmt: skip
     conv.turns[:] = [ctx]
     state.contexts[tid] = ctx
     return ctx

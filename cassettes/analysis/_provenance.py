@@ -15,6 +15,7 @@ from ..lazy import pattern
 from . import codes as codes
 from ._context import Check, TurnContext, short
 from ._model import CallCheck, Finding
+from ._repeats import FIRST_REPEAT
 
 __all__ = ["CHECKS"]
 
@@ -182,14 +183,35 @@ def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
     if prev is None or said < 2 or ctx.conv.state.get("C.loop_reported_said"):
         return
     ctx.conv.state["C.loop_reported_said"] = True
+    loop = _loop_of(ctx)
     yield ctx.finding(
         codes.LOOP_REPORTED_NOT_STOPPED,
         f"The agent said in {said} answers in a row, the last on turn {prev.index}, that it is "
         "stuck or looping, and the client called it again all the same: the loop was not "
         "stopped, replanned or handed to a person.",
+        grade="repeated call" if loop else None,
         related_turn=prev.index,
         times=said,
+        **loop,
     )
+
+
+def _loop_of(ctx: TurnContext) -> dict[str, Any]:
+    """The loop a report of a loop is a consequence of (docs/findings.md, "Root causes first"):
+    the first repeated call of this conversation's task, else the run's first, an earlier one of
+    another conversation (an orchestrator reports the loop of the agents it directs), as
+    ``details.caused_by``; none when no repeated call was seen before the report."""
+    own = ctx.conv.state.get(FIRST_REPEAT)
+    if isinstance(own, int):
+        return {"caused_by": codes.REPEATED_CALL, "caused_by_seq": own}
+    first = ctx.repeats.first
+    if first and first[0] < ctx.seq:
+        return {
+            "caused_by": codes.REPEATED_CALL,
+            "caused_by_seq": first[0],
+            "caused_by_conversation": first[1],
+        }
+    return {}
 
 
 CHECKS: tuple[Check, ...] = (

@@ -13,8 +13,11 @@ from ._context import CLIENT_KINDS, TurnContext, call_label, clipped
 from ._message_keys import _canon, squashed, stable
 from ._model import CallCheck, Finding
 
-__all__ = ["canonical_call", "check_repeated_call"]
+__all__ = ["FIRST_REPEAT", "canonical_call", "check_repeated_call"]
 
+#: The conversation's memory (``ConversationState.state``) of its task's first repeated call: the
+#: round trip of its first ``E.repeated_call``.
+FIRST_REPEAT = "E.repeated_call.first"
 #: Repeats: the n-th identical call from which a repeat is a loop (warning); earlier repeats are
 #: info.
 _LOOP_AT = 3
@@ -60,6 +63,7 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
     )
     if _new_task(ctx):
         seen.clear()  # the same question in a new task is asked afresh, not a loop
+        ctx.conv.state.pop(FIRST_REPEAT, None)
     here: set[str] = set()
     for i, c in enumerate(ctx.turn.e.tool_calls):
         if c.parse_error is not None or c.kind not in CLIENT_KINDS:
@@ -73,6 +77,10 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
         if earlier:
             results = _earlier_results(c, earlier, by_id, by_name)
             never_run = [cid or "" for _, cid in earlier] if not results else None
+            # the task's first repeated action: what a report of the loop folds under
+            ctx.conv.state.setdefault(FIRST_REPEAT, ctx.seq)
+            if not ctx.repeats.first:
+                ctx.repeats.first = [ctx.seq, ctx.conv.id]
             yield _repeated(ctx, i, c, [t for t, _ in earlier], results, never_run)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..models import Part, ToolSpec
 from ..parsing import RoundTrip
 from ..wire import Exchange
-from ._context import ConversationState, TurnContext
+from ._context import ConversationState, RunRepeats, TurnContext
 from ._items import Deliveries, ItemReferences
 from ._mcp import McpLinker, ModelCall
 from ._model import Conversation, Finding, McpCall, RunAnalysis, Turn
@@ -102,6 +102,7 @@ class AnalyserState:
     mcp: McpLinker = field(default_factory=McpLinker)
     #: The model calls a tool's HTTP call may serve (cassettes.analysis._tool_http).
     tools: ToolHttpLinker = field(default_factory=ToolHttpLinker)
+    repeats: RunRepeats = field(default_factory=RunRepeats)
     #: seqs of turns whose transfer call handed the run to another agent (a ``handoff``
     #: conversation branched from them): their calls are not left pending.
     handed_off: set[int] = field(default_factory=set)

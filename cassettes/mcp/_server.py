@@ -281,6 +281,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         import mcp  # noqa: F401
     except ImportError:
+        # the recorder's environment has it (the README makes it with the mcp extra): the
+        # command runs there, as ``run`` does, with the same standard streams
+        from ..replay.testing.recorder import elsewhere, hand_to
+
+        python = elsewhere()
+        if python is not None:
+            return _refuse(
+                f"looptap mcp: {hand_to(python, getattr(args, 'cli_argv', sys.argv[1:]))}",
+                address is None,
+            )
         return _refuse(
             "looptap mcp: error: the MCP server needs the mcp package, not installed in "
             f"{sys.prefix}: {install_command('mcp')}",

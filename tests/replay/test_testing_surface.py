@@ -23,8 +23,8 @@ PUBLIC = {
         "bare_url", "check_ready_path", "clear_stale", "read_ready", "remove_ready", "write_ready",
     ],
     "recorder": [
-        "RecorderProcess", "SessionCassette", "SessionRecorder", "how_to_install",
-        "recorder_python",
+        "RecorderProcess", "SessionCassette", "SessionRecorder", "elsewhere", "hand_to",
+        "how_to_install", "recorder_python",
     ],
 }  # fmt: skip
 

@@ -175,9 +175,10 @@ def is_consequence(f: Finding) -> bool:
 
 def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Root causes first (by severity, then recording order), each followed by the findings it
-    caused (same code and conversation, on the round trip ``caused_by_seq`` names when it is
-    known); consequences whose cause is not among ``findings`` come at the end. In n log n: the
-    analysis orders every run's list, a million findings included."""
+    caused (same code and conversation, ``caused_by_conversation`` when the cause is in another
+    one, on the round trip ``caused_by_seq`` names when it is known); consequences whose cause
+    is not among ``findings`` come at the end. In n log n: the analysis orders every run's list,
+    a million findings included."""
     fs = list(findings)
     roots = sorted(
         (f for f in fs if not is_consequence(f)),
@@ -189,7 +190,8 @@ def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
     for i, f in enumerate(fs):
         if is_consequence(f):
             d = f.details
-            under.setdefault((d["caused_by"], f.conversation, d.get("caused_by_seq")), []).append(i)
+            conv = d.get("caused_by_conversation", f.conversation)  # a cause in another one
+            under.setdefault((d["caused_by"], conv, d.get("caused_by_seq")), []).append(i)
     out: list[Finding] = []
     for r in roots:
         out.append(r)

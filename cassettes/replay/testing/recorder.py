@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import CassetteError, RecorderUnavailable
-from ...hints import count
+from ...hints import HANDED_OFF, INVOKED_AS, count, looptap_command
 from ...liveness import Progress
 from ...wire import Exchange
 from .ready import Ready, read_ready
@@ -39,6 +39,8 @@ __all__ = [
     "RecorderProcess",
     "SessionCassette",
     "SessionRecorder",
+    "elsewhere",
+    "hand_to",
     "how_to_install",
     "recorder_python",
 ]
@@ -95,6 +97,42 @@ def recorder_python(base: Path | None = None) -> str | None:
     from ... import hints
 
     return hints.found_recorder()
+
+
+def elsewhere() -> str | None:
+    """The recorder's interpreter (:func:`recorder_python`) when it is another environment than
+    this one and this command was not handed to this one already (:data:`~cassettes.hints.
+    HANDED_OFF`): where a command that needs what the recorder's environment holds (mitmproxy,
+    Textual, the mcp package: the README makes it with ``proxy,inspector,mcp,html``) runs when
+    the looptap of the user's own project lacks it. ``None``: there is no such environment (none
+    found, ``LOOPTAP_PROXY_PYTHON`` names no file, or this is it)."""
+    try:
+        python = recorder_python()
+    except CassetteError:
+        return None
+    if (
+        python is None
+        or os.environ.get(HANDED_OFF)
+        or os.path.abspath(python) == os.path.abspath(sys.executable)
+    ):
+        return None
+    return python
+
+
+def hand_to(python: str, words: Sequence[str]) -> str:
+    """Run ``looptap WORDS`` (the words the user typed after ``looptap``) with the interpreter
+    ``python``, by ``exec``: the same process, terminal, standard streams and signals, its hints
+    said as the user runs looptap (:data:`~cassettes.hints.INVOKED_AS`), never handed on again
+    (:data:`~cassettes.hints.HANDED_OFF`). Returns only when it cannot: the one line that says
+    why."""
+    env = {**os.environ, HANDED_OFF: "1", INVOKED_AS: looptap_command()}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(python, [python, "-m", "looptap.cassettes.cli", *words], env)
+    except OSError as exc:
+        return f"error: cannot run the recorder {python}: {exc.strerror or exc}"
+    return ""  # not reached: execve replaced this process
 
 
 #: Seconds a recorder that never became ready gets to exit on SIGINT before SIGKILL.
