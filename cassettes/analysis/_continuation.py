@@ -35,7 +35,8 @@ from .threading import restore_threads, threads_state
 __all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
-VERSION = 3  # 3: the tools' HTTP links, the run's first repeated call (RunRepeats), the threads' summaries
+#: 3: the tools' HTTP links, the run's first repeated call (RunRepeats), the threads' summaries.
+VERSION = 3
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
