@@ -163,6 +163,7 @@ def _config(args: argparse.Namespace) -> Any:
         record_hosts=tuple(args.record_host),
         tool_http=not args.no_tool_http,
         tool_http_exclude=tuple(args.tool_http_exclude),
+        tool_http_loopback=args.tool_http_loopback,
         redact_headers=tuple(args.redact_header),
         redact_patterns=tuple(args.redact_pattern),
         ssl_insecure=args.ssl_insecure,

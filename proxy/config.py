@@ -47,6 +47,10 @@ class RecorderConfig:
     #: hosts of ``tool_http_exclude`` (globs, or ``HOST:PORT``).
     tool_http: bool = True
     tool_http_exclude: tuple[str, ...] = ()
+    #: Record tool servers on this machine too: ``NO_PROXY`` then names only the recorder's own
+    #: listeners, not loopback (docs/recorder.md: what that costs the clients that cannot leave
+    #: out a port).
+    tool_http_loopback: bool = False
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     ssl_insecure: bool = False

@@ -51,6 +51,12 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
             "leave this host (glob, or HOST:PORT) out of the tools' HTTP recorded: it passes "
             "through unrecorded (repeatable)"
         ),
+        "--tool-http-loopback": flag(
+            "record tool servers on this machine too (127.0.0.1, localhost): NO_PROXY then names "
+            "only looptap's own listeners, which a client that cannot leave out a port (aiohttp, "
+            "curl, requests to an address) then reaches through the proxy, and mitmproxy refuses "
+            "(docs/recorder.md)"
+        ),
         "--ssl-insecure": flag("do not verify upstream TLS certificates"),
         "--confdir": Arg("mitmproxy's configuration and CA directory", default="~/.mitmproxy"),
         "--fsync": flag("fsync the cassette after every round trip"),

@@ -6,13 +6,16 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    turn 0 asks for two calls at once (Paris and Tokyo, run in parallel threads), turn 1 for two
    equal calls (Oslo twice), turn 2 for an order (a POST whose JSON body carries the arguments),
    then the model answers. Every tool request passes the recorder's forward proxy (``HTTP_PROXY``;
-   ``NO_PROXY`` names only looptap's own listeners) and is recorded beside the model calls as a
-   tool exchange, never a turn; the calls with different arguments are linked to the model's call
-   each served, the two equal ones are left unlinked and said so; ``show``, ``show --json`` and
+   with ``--tool-http-loopback`` ``NO_PROXY`` names only looptap's own listeners) and is
+   recorded beside the model calls as a tool exchange, never a turn; the calls with different
+   arguments are linked to the model's call each served, the two equal ones are left unlinked and said so; ``show``, ``show --json`` and
    the replay matcher read the file. A tool credential (header and query) never reaches it.
 2. A LangChain agent (langchain-core 1.7.2 and langchain-openai 1.7.3 from ``.venv-clients``:
    ``bind_tools`` and ``@tool``) whose tools call the server with requests 2.34.2.
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
+4. Without ``--tool-http-loopback``, loopback stays direct: a client that reads ``NO_PROXY`` by
+   host alone (aiohttp, google-genai's async client) still reaches the model's listener (with the
+   loopback listed by port only, mitmproxy refused its call as a connection to itself).
 """
 
 from __future__ import annotations
@@ -157,7 +160,8 @@ def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolS
     run = tmp_path / "run.jsonl"
     proc = progress.run(
         [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
-         "--upstream", f"openai={fake.url}", *extra, "--", str(CLIENTS_PYTHON), str(script)],
+         "--upstream", f"openai={fake.url}", "--tool-http-loopback", *extra,
+         "--", str(CLIENTS_PYTHON), str(script)],
         env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
                       LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
         capture_output=True,
@@ -416,3 +420,40 @@ def test_no_tool_http_records_the_model_calls_only(tmp_path: Path) -> None:
         assert len(tools.seen) == 5, flag
         exchanges = read_records(run).exchanges
         assert [ex.tool for ex in exchanges] == [False] * 4, flag
+
+
+AIOHTTP_AGENT = """
+import asyncio, os, sys
+import aiohttp
+
+async def main():
+    async with aiohttp.ClientSession(trust_env=True) as s:  # NO_PROXY read by host, not port
+        url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions"
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+        async with s.post(url, json=body) as r:
+            print(r.status, (await r.text())[:200])
+            sys.exit(0 if r.status == 200 else 1)
+
+asyncio.run(main())
+"""
+
+
+def test_loopback_stays_direct_by_default_for_a_client_that_reads_no_proxy_by_host(
+    tmp_path: Path,
+) -> None:
+    """The Google ADK and Strands Gemini rows of the client matrix failed with the loopback
+    listed by port only: aiohttp sent the model call to looptap's listener through the forward
+    proxy, and mitmproxy refused it ("Request destination unknown")."""
+    # (aiohttp comes into .venv-clients with the frameworks that use it: 3.14.5 here)
+    script = tmp_path / "agent.py"
+    script.write_text(AIOHTTP_AGENT)
+    run = tmp_path / "run.jsonl"
+    with ScriptedUpstream(route) as fake:
+        proc = progress.run(
+            [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
+             "--upstream", f"openai={fake.url}", "--", str(CLIENTS_PYTHON), str(script)],
+            env=clean_env(OPENAI_API_KEY="sk-test-tools", LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert [ex.tool for ex in read_records(run).exchanges] == [False]
