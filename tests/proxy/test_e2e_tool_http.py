@@ -9,7 +9,8 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    with ``--tool-http-loopback`` ``NO_PROXY`` names only looptap's own listeners) and is
    recorded beside the model calls as a tool exchange, never a turn; the calls with different
    arguments are linked to the model's call each served, the two equal ones are left unlinked
-   and said so; ``show``, ``show --json`` and the replay matcher read the file. A tool credential (header and query) never reaches it.
+   and said so; ``show``, ``show --json`` and the replay matcher read the file. A tool
+   credential (header and query) never reaches it.
 2. A LangChain agent (langchain-core 1.7.2 and langchain-openai 1.7.3 from ``.venv-clients``:
    ``bind_tools`` and ``@tool``) whose tools call the server with requests 2.34.2.
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
