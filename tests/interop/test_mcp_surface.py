@@ -15,7 +15,8 @@ EXPORTED = [
     "build_server", "cmd_mcp", "encode", "read_json", "text",
 ]  # fmt: skip
 QUERIES = [
-    "Runs", "comparison", "diff", "findings", "fork_diff", "growth", "list_runs", "run_summary",
+    "Runs", "comparison", "diff", "export_command", "findings", "fork_diff", "growth", "list_runs",
+    "run_summary",
     "search", "tail", "turn", "web_report", "why_report",
 ]  # fmt: skip
 

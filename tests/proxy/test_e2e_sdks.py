@@ -502,15 +502,16 @@ def test_curl_through_forward_proxy_records_llm_host(
 def test_forward_proxy_passes_other_hosts_through_unrecorded(
     tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
 ) -> None:
-    """Without --record-host, 127.0.0.1 is not an LLM API host: traffic flows, nothing is
-    recorded."""
+    """Without --record-host, 127.0.0.1 is not an LLM API host: with the tools' HTTP not
+    recorded (--no-tool-http; tests/proxy/test_e2e_tool_http.py records it), traffic flows and
+    nothing is recorded."""
     script = (
         'curl -sS --noproxy "" -x "$HTTP_PROXY" "$U/ping" && '
         'curl -sS --noproxy "" -x "$HTTP_PROXY" -H "content-type: application/json" '
         '"$U/v1/chat/completions" -d \'{"model":"m","messages":[]}\''
     )
     env_cmd = ["env", f"U={upstream.url}", "sh", "-c", script]
-    proc, out = looptap_run(tmp_path, confdir, secret, cmd=env_cmd)
+    proc, out = looptap_run(tmp_path, confdir, secret, cmd=env_cmd, extra=("--no-tool-http",))
     assert proc.returncode == 0, explain(proc)
     assert proc.stdout.startswith("pong\n"), explain(proc)
     served = upstream.served

@@ -44,5 +44,5 @@ def test_every_generating_family_with_finish_reasons_has_them_in_its_profile() -
     # embedding, a protocol message), or whose format is another family's.
     assert without == {
         "a2a", "embeddings", "gemini_interactions", "gemini_live", "mcp", "openai_realtime",
-        "openai_responses", "portkey_prompt", "writer", "bedrock_agents",
+        "openai_responses", "portkey_prompt", "writer", "bedrock_agents", "openai_media",
     }  # fmt: skip
