@@ -42,11 +42,12 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
             "(OPENAI_BASE_URL …, said at start), else to the vendor"
         ),
         "--record-host HOST": many("also record this host (glob) in forward-proxy mode"),
-        "--no-tool-http": flag(
-            "do not record the tools' HTTP: the calls the agent's process makes through the proxy "
-            "to hosts that are not LLM APIs (recorded by default, beside the model calls, never "
-            "as turns; docs/recorder.md)"
+        "--tool-http": flag(
+            "record the tools' HTTP: the calls the agent's process makes through the proxy to "
+            "hosts that are not LLM APIs, beside the model calls, never as turns "
+            "(docs/recorder.md)"
         ),
+        "--no-tool-http": flag("do not record the tools' HTTP (the default; wins over --tool-http)"),
         "--tool-http-exclude HOST": many(
             "leave this host (glob, or HOST:PORT) out of the tools' HTTP recorded: it passes "
             "through unrecorded (repeatable)"

@@ -161,7 +161,7 @@ def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolS
     run = tmp_path / "run.jsonl"
     proc = progress.run(
         [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
-         "--upstream", f"openai={fake.url}", "--tool-http-loopback", *extra,
+         "--upstream", f"openai={fake.url}", "--tool-http", "--tool-http-loopback", *extra,
          "--", str(CLIENTS_PYTHON), str(script)],
         env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
                       LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
