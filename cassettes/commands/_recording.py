@@ -47,7 +47,7 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
             "hosts that are not LLM APIs, beside the model calls, never as turns "
             "(docs/recorder.md)"
         ),
-        "--no-tool-http": flag("do not record the tools' HTTP (the default; wins over --tool-http)"),
+        "--no-tool-http": flag("do not record the tools' HTTP (the default; wins over it)"),
         "--tool-http-exclude HOST": many(
             "leave this host (glob, or HOST:PORT) out of the tools' HTTP recorded: it passes "
             "through unrecorded (repeatable)"
