@@ -28,10 +28,10 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tests.support import progress
-
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+
+from tests.support import progress  # noqa: E402
 
 
 _HOSTS = ("api.openai.com", "chatgpt.com", "auth.openai.com", "generativelanguage.googleapis.com")
