@@ -30,9 +30,9 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   other side too, not a close ``1000 (OK)``.
 * In forward-proxy mode LLM API hosts are recorded (``looptap_record_hosts`` adds more), and MCP
   servers on any host; with ``looptap_tool_http`` (``looptap run`` / ``record``'s default) the
-  rest too, as the tools' HTTP (marked ``tool``: never a turn), its bodies kept up to
-  :data:`~proxy.capture.TOOL_BODY`, but on the hosts of ``looptap_tool_http_exclude`` and the
-  recorder's own listeners; other traffic passes through, streamed and unrecorded.
+  rest too, as the tools' HTTP (marked ``tool``: never a turn; which requests, and how much of
+  their bodies, :mod:`proxy.tool_http` says); other traffic passes through, streamed and
+  unrecorded.
 * What mitmproxy cannot pass never leaves the client waiting (docs/recorder.md, "What mitmproxy
   11.0.2 does not pass"): informational answers (``103 Early Hints``) before an HTTP/1 upstream's
   answer are dropped, so that the answer passes, and an HTTP/1 body's trailer fields, so that it
@@ -58,9 +58,6 @@ from looptap.proxy.capture import (
     CLIENT_PATH,
     MAX_REQUEST,
     TOOL,
-    TOOL_BODY,
-    Capped,
-    CappedTee,
     Tee,
     flow_to_exchange,
     request_body,
@@ -69,6 +66,7 @@ from looptap.proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
 from looptap.proxy.handoff import Handoff, HandoffError
 from looptap.proxy.marks import drop_own_marks, take_edit_marks
 from looptap.proxy.pipe import SETTLE
+from looptap.proxy.tool_http import ToolHttp
 
 __all__ = [
     "LooptapRecorder",
@@ -188,12 +186,8 @@ class LooptapRecorder:
         self.output: Path | None = None
         self.handoff = Handoff()
         self._extra_hosts: tuple[str, ...] = ()
-        self._tool_http = False
-        self._tool_exclude: tuple[str, ...] = ()
-        #: The ports of this proxy's reverse listeners: a client that reaches one through the
-        #: forward proxy (one that cannot exclude a port from its proxy) is passed on unrecorded,
-        #: the listener records it.
-        self._own_ports: frozenset[int] = frozenset()
+        #: The tools' HTTP: which forward-proxy requests are a tool's (:mod:`proxy.tool_http`).
+        self._tools = ToolHttp()
         self._flow_bodies = True
         self._durable = False
         #: How each upstream connection ended (reset or closed by the peer), to pass it on as it
@@ -220,11 +214,11 @@ class LooptapRecorder:
         if "looptap_record_hosts" in updated:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
         if "looptap_tool_http" in updated:
-            self._tool_http = bool(ctx.options.looptap_tool_http)
+            self._tools.on = bool(ctx.options.looptap_tool_http)
         if "looptap_tool_http_exclude" in updated:
-            self._tool_exclude = tuple(h.lower() for h in ctx.options.looptap_tool_http_exclude)
+            self._tools.exclude = tuple(h.lower() for h in ctx.options.looptap_tool_http_exclude)
         if "mode" in updated:
-            self._own_ports = frozenset(_reverse_ports(ctx.options.mode))
+            self._tools.listeners(ctx.options.mode)
         if updated & {"looptap_output", "looptap_fsync", "looptap_durable"}:
             self.handoff.close()
             self.output = None
@@ -275,7 +269,7 @@ class LooptapRecorder:
         if self._llm_host(flow) or _is_mcp(flow):
             return True
         # (asked once the request is whole: from the response's head on, or at an error)
-        flow.metadata[TOOL] = tool = self._tool_host(flow)
+        flow.metadata[TOOL] = tool = self._tools.records(flow)
         return tool
 
     def _llm_host(self, flow: http.HTTPFlow) -> bool:
@@ -286,39 +280,16 @@ class LooptapRecorder:
             llm = flow.metadata[_LLM] = is_llm_host(req.pretty_host, self._extra_hosts, req.path)
         return bool(llm)
 
-    def _tool_host(self, flow: http.HTTPFlow) -> bool:
-        """A forward-proxy request the tools' HTTP records: on, and not to an excluded host nor
-        to one of this recorder's listeners."""
-        if not self._tool_http:
-            return False
-        req = flow.request
-        host = req.pretty_host.lower().rstrip(".")
-        if req.port in self._own_ports and host in _LOOPBACK:
-            return False
-        if self._tool_exclude:
-            from fnmatch import fnmatch
-
-            where = f"{host}:{req.port}"
-            return not any(fnmatch(host, p) or fnmatch(where, p) for p in self._tool_exclude)
-        return True
-
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self._version_path(flow)
         take_edit_marks(flow, self.edit_key)
         # mitmproxy holds a request whole before the ``request`` hook (65 MiB took the proxy to
         # +195 MiB, 200 MiB to +600 MiB): a long one, or one of unknown length, is streamed instead
         length = _content_length(flow.request.headers)
-        limit = MAX_REQUEST
-        if (
-            self._tool_http
-            and not isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
-            and not self._llm_host(flow)
-            and "mcp-protocol-version" not in flow.request.headers
-            and "mcp-session-id" not in flow.request.headers
-        ):
-            limit = TOOL_BODY  # perhaps a tool's: kept up to its bound (an MCP body is small)
+        forward = not isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
+        limit = self._tools.request_limit(flow, forward and self._llm_host(flow), MAX_REQUEST)
         if length is None or length > limit:
-            flow.request.stream = flow.metadata[CAPPED] = Capped(limit)
+            flow.request.stream = flow.metadata[CAPPED] = Tee(limit)
 
     @staticmethod
     def _version_path(flow: http.HTTPFlow) -> None:
@@ -339,7 +310,7 @@ class LooptapRecorder:
         if self._records(flow):
             length = _content_length(flow.response.headers)
             if flow.metadata.get(TOOL):  # a tool's answer: kept up to its bound, never held
-                tee: Tee = CappedTee(TOOL_BODY)
+                tee = self._tools.tee()
                 if length:
                     tee.expect(length, lambda: self._finish(flow, None))
                 flow.response.stream = tee
@@ -542,21 +513,6 @@ addons = [_recorder, DurableGate()]
 
 #: The flow metadata key of whether a forward-proxy request goes to an LLM API's host.
 _LLM = "looptap_llm"
-#: The names of this machine a client reaches the recorder's listeners by.
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
-
-def _reverse_ports(modes: Sequence[str]) -> set[int]:
-    """The ports of the reverse listeners among mitmproxy's ``mode`` specs."""
-    out: set[int] = set()
-    for spec in modes:
-        try:
-            mode = mode_specs.ProxyMode.parse(spec)
-        except ValueError:
-            continue
-        if isinstance(mode, mode_specs.ReverseMode) and mode.custom_listen_port is not None:
-            out.add(mode.custom_listen_port)
-    return out
 
 
 def _is_mcp(flow: http.HTTPFlow) -> bool:

@@ -1,5 +1,5 @@
 """What a recorded flow is made of: the stream callables that keep a copy of its bodies as they
-pass (:class:`Tee` for a response, :class:`Capped` for a long request) and the one conversion of
+pass (:class:`Tee`, for a response and for a long request) and the one conversion of
 the flow into a neutral :class:`~cassettes.wire.Exchange` (:func:`flow_to_exchange`)."""
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ __all__ = [
     "MAX_REQUEST",
     "TOOL",
     "TOOL_BODY",
-    "Capped",
-    "CappedTee",
     "Tee",
     "flow_to_exchange",
     "request_body",
@@ -32,13 +30,13 @@ __all__ = [
 #: metadata key: the path the client sent, when a reverse listener put back the API's version
 #: segment its base URL lacked (:func:`cassettes.providers.versioned_path`).
 CLIENT_PATH = "looptap_client_path"
-#: The flow metadata key of a request streamed to the upstream through a :class:`Capped`.
+#: The flow metadata key of a request streamed to the upstream through a :class:`Tee` with a limit.
 CAPPED = "looptap_capped"
 #: Bytes of a request body the recorder keeps (the size of a whole LLM request: Anthropic's limit
 #: for a Messages request, OpenAI's for the files of one; larger uploads are files and batches). A
 #: longer body, or one of unknown length (chunked), is streamed to the upstream as it comes instead
-#: of held whole (:class:`Capped`); the cassette keeps its first bytes, with a note. Never a 413:
-#: the proxy does not break an upload the API would take.
+#: of held whole (through a :class:`Tee` with a limit); the cassette keeps its first bytes, with a
+#: note. Never a 413: the proxy does not break an upload the API would take.
 MAX_REQUEST = 32 << 20
 #: The flow metadata key of a tool's HTTP call (forward-proxy traffic to a host that is not an LLM
 #: API's, recorded beside the model calls: docs/recorder.md, "The tools' HTTP").
@@ -50,17 +48,24 @@ TOOL_BODY = 1 << 20
 
 
 class Tee:
-    """The stream callable: forwards every chunk untouched and keeps a timestamped copy.
+    """The stream callable of a recorded body: forwards every chunk untouched and keeps a
+    timestamped copy — all of it, or with ``limit`` its first ``limit`` bytes, the rest counted (a
+    long request, a tool's answer); cannot raise.
 
     With :meth:`expect`, calls ``on_complete`` once the body's announced length has arrived,
     before that last chunk is passed on."""
 
-    __slots__ = ("_left", "_on_complete", "chunks")
+    __slots__ = ("_joined", "_kept", "_left", "_on_complete", "chunks", "limit", "sent")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.chunks: list[tuple[float, bytes]] = []
+        self.limit = limit
+        #: Bytes passed on; of them ``_kept`` kept.
+        self.sent = 0
+        self._kept = 0
         self._left = 0
         self._on_complete: Callable[[], None] | None = None
+        self._joined: tuple[int, bytes] = (0, b"")
 
     def expect(self, length: int, on_complete: Callable[[], None]) -> None:
         self._left = length
@@ -69,7 +74,13 @@ class Tee:
     def __call__(self, data: bytes) -> bytes:
         try:
             if data:
-                self.chunks.append((time.time(), data))
+                self.sent += len(data)
+                if self.limit is None:
+                    self.chunks.append((time.time(), data))
+                elif self._kept < self.limit:
+                    piece = data[: self.limit - self._kept]
+                    self._kept += len(piece)
+                    self.chunks.append((time.time(), piece))
                 if self._on_complete is not None:
                     self._left -= len(data)
                     if self._left <= 0:
@@ -79,47 +90,13 @@ class Tee:
             pass
         return data
 
-
-class CappedTee(Tee):
-    """A :class:`Tee` that keeps the first ``limit`` bytes and counts the rest (a tool's answer);
-    every chunk is still passed on untouched."""
-
-    __slots__ = ("_kept", "limit", "sent")
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-        self.sent = 0
-        self._kept = 0
-
-    def __call__(self, data: bytes) -> bytes:
-        try:
-            self.sent += len(data)
-            if self._kept < self.limit and data:
-                piece = data[: self.limit - self._kept]
-                self._kept += len(piece)
-                super().__call__(piece)
-                if len(piece) < len(data) and self._on_complete is not None:
-                    self._left -= len(data) - len(piece)
-                    if self._left <= 0:
-                        done, self._on_complete = self._on_complete, None
-                        done()
-            elif data and self._on_complete is not None:
-                self._left -= len(data)
-                if self._left <= 0:
-                    done, self._on_complete = self._on_complete, None
-                    done()
-        except Exception:  # never break the stream
-            pass
-        return data
-
     @property
     def cut(self) -> bool:
-        return self.sent > self._kept
+        return self.limit is not None and self.sent > self._kept
 
     def kept_chunks(self) -> list[tuple[float, bytes]]:
-        """The chunks kept, cut before their last quote when the body was cut (no JSON string,
-        nor a secret in one, is kept in part)."""
+        """The chunks kept: all of them, or, when the body was cut, its first bytes cut before
+        their last quote (no JSON string, nor a secret in one, is kept in part)."""
         chunks = self.chunks
         if not self.cut:
             return chunks
@@ -129,55 +106,20 @@ class CappedTee(Tee):
         t, data = chunks[last]
         return [*chunks[:last], (t, data[: data.rfind(b'"')])]
 
-
-class Capped:
-    """The request stream callable: forwards every chunk untouched, keeps the first ``limit``
-    bytes and counts the rest; cannot raise."""
-
-    __slots__ = ("_chunks", "_joined", "_kept", "limit", "sent")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.sent = 0
-        self._kept = 0
-        self._chunks: list[bytes] = []
-        self._joined: tuple[int, bytes] = (0, b"")
-
-    def __call__(self, data: bytes) -> bytes:
-        try:
-            self.sent += len(data)
-            if self._kept < self.limit and data:
-                piece = data[: self.limit - self._kept]
-                self._chunks.append(piece)
-                self._kept += len(piece)
-        except Exception:  # never break the stream
-            pass
-        return data
-
-    @property
-    def cut(self) -> bool:
-        return self.sent > self._kept
-
     def kept(self) -> bytes:
-        """What the cassette keeps: all of it, or the first bytes cut before their last quote (a
-        JSON string, a secret in it, is never kept in part)."""
-        if self._joined[0] != self.sent:  # (joined once per length: asked for by several hooks)
-            chunks = self._chunks
-            if self.cut:  # up to the last quote, copied once
-                last = next((i for i in range(len(chunks) - 1, -1, -1) if b'"' in chunks[i]), -1)
-                chunks = (
-                    [*chunks[:last], chunks[last][: chunks[last].rfind(b'"')]] if last >= 0 else []
-                )
-            self._joined = (self.sent, b"".join(chunks))
+        """What the cassette keeps of the body, joined (once per length: asked for by several
+        hooks)."""
+        if self._joined[0] != self.sent:
+            self._joined = (self.sent, b"".join(c for _, c in self.kept_chunks()))
         return self._joined[1]
 
 
 def request_body(flow: http.HTTPFlow) -> bytes:
-    """The request body as the cassette keeps it (a streamed one: what its :class:`Capped`
+    """The request body as the cassette keeps it (a streamed one: what its :class:`Tee`
     kept)."""
     raw = flow.request.raw_content
     capped = flow.metadata.get(CAPPED)
-    if raw is None and isinstance(capped, Capped):
+    if raw is None and isinstance(capped, Tee):
         return capped.kept()
     return raw or b""
 
@@ -205,12 +147,12 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     )
     if flow.response is not None:
         _response_into(ex, flow.response, tee, start)
-    if isinstance(tee, CappedTee) and tee.cut:
+    if tee is not None and tee.cut:
         ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.kept_chunks()]
         ex.notes.append(
             f"response body: {tee.sent:,} bytes went to the client; the cassette keeps the first "
-            f"{len(ex.response_body):,} (the recorder keeps at most {tee.limit >> 10} KiB of a "
-            "tool's answer, cut before a quote so that no JSON string is kept in part)"
+            f"{len(ex.response_body):,} (the recorder keeps at most {(tee.limit or 0) >> 10} KiB "
+            "of a tool's answer, cut before a quote so that no JSON string is kept in part)"
         )
     if error:
         ex.transport_error = error
@@ -223,11 +165,12 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
             f"forwarded upstream as {req.path}"
         )
     capped = flow.metadata.get(CAPPED)
-    if isinstance(capped, Capped) and capped.cut:
+    if isinstance(capped, Tee) and capped.cut:
         ex.notes.append(
             f"request body: {capped.sent:,} bytes went to the upstream; the cassette keeps the "
-            f"first {len(ex.request_body):,} (the recorder keeps at most {capped.limit >> 20} MiB "
-            "of a request, cut before a quote so that no JSON string is kept in part)"
+            f"first {len(ex.request_body):,} (the recorder keeps at most "
+            f"{(capped.limit or 0) >> 20} MiB of a request, cut before a quote so that no JSON "
+            "string is kept in part)"
         )
     marks_into(ex, flow.metadata)
     return ex

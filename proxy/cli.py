@@ -161,7 +161,7 @@ def _config(args: argparse.Namespace) -> Any:
         base_port=args.port,
         upstreams=upstreams,
         record_hosts=tuple(args.record_host),
-        tool_http=args.tool_http and not args.no_tool_http,
+        tool_http=not args.no_tool_http,
         tool_http_exclude=tuple(args.tool_http_exclude),
         tool_http_loopback=args.tool_http_loopback,
         redact_headers=tuple(args.redact_header),

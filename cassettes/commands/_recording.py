@@ -43,11 +43,11 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
         ),
         "--record-host HOST": many("also record this host (glob) in forward-proxy mode"),
         "--tool-http": flag(
-            "record the tools' HTTP: the calls the agent's process makes through the proxy to "
-            "hosts that are not LLM APIs, beside the model calls, never as turns "
-            "(docs/recorder.md)"
+            "record the tools' HTTP (the default: the calls the agent's tools make through the "
+            "proxy to hosts that are not LLM APIs, beside the model calls, never as turns; "
+            "docs/recorder.md)"
         ),
-        "--no-tool-http": flag("do not record the tools' HTTP (the default; wins over it)"),
+        "--no-tool-http": flag("do not record the tools' HTTP (wins over --tool-http)"),
         "--tool-http-exclude HOST": many(
             "leave this host (glob, or HOST:PORT) out of the tools' HTTP recorded: it passes "
             "through unrecorded (repeatable)"

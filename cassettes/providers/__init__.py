@@ -56,6 +56,7 @@ __all__ = [
     "exchange",
     "from_parts",
     "inferred_fields",
+    "is_agent_own",
     "is_llm_host",
     "is_ws_turn",
     "link_items",
@@ -229,6 +230,34 @@ def is_llm_host(host: str, extra: tuple[str, ...] = (), path: str | None = None)
         return True
     prefixes = LLM_HOST_PATHS.get(h)
     return path is not None and prefixes is not None and path.startswith(prefixes)
+
+
+#: The agent vendors' own traffic to hosts that are not LLM APIs' (sign-in, telemetry, model
+#: lists, update checks), by host: the path prefixes, or ``()`` for the whole host. It is the
+#: agent's, not a tool's: the tools' HTTP does not record it (docs/recorder.md, "The tools' HTTP").
+#: Each row was seen on a real agent's run through ``looptap run`` (tests/clients/test_agents.py,
+#: tests/proxy/test_codex_websocket.py) or is named by its vendor's source or docs.
+AGENT_OWN_HOSTS: dict[str, tuple[str, ...]] = {
+    # Codex signed in with ChatGPT: workspace routing and settings (/backend-api/wham/…), the
+    # model list (/backend-api/codex/models is under the LLM prefix and recorded, not a turn),
+    # its connectors; the sign-in and token refresh
+    "chatgpt.com": (),
+    "auth.openai.com": (),
+    # Gemini CLI: Clearcut telemetry (POST /log?format=json), seen on every run
+    "play.googleapis.com": ("/log",),
+    # opencode: its plugin's version check on npm (GET /@opencode-ai%2fplugin), seen on every run;
+    # its model catalogue (models.dev/api.json)
+    "registry.npmjs.org": ("/@opencode-ai",),
+    "models.dev": (),
+    # Claude Code: its feature flags (off with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC)
+    "statsig.anthropic.com": (),
+}
+
+
+def is_agent_own(host: str, path: str) -> bool:
+    """A forward-proxy request is an agent vendor's own (:data:`AGENT_OWN_HOSTS`), not a tool's."""
+    prefixes = AGENT_OWN_HOSTS.get(host.lower().rstrip("."))
+    return prefixes is not None and (not prefixes or path.startswith(prefixes))
 
 
 #: The reverse listeners ``looptap record`` / ``run`` open by default: name → (upstream, the

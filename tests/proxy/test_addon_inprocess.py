@@ -225,7 +225,9 @@ def test_the_tools_http_is_recorded_marked_and_bounded(tmp_path: Path) -> None:
     """With ``looptap_tool_http`` (``looptap run``'s default) the other hosts are recorded too, as
     the tools' HTTP: marked ``tool``, a connection error kept, an answer over 1 MiB passed on
     whole and kept cut before its last quote, a request over 1 MiB streamed and kept cut; an
-    excluded host and the recorder's own listener (reached through the proxy) are not."""
+    excluded host, the recorder's own listener (reached through the proxy) and the agents' own
+    calls seen on their runs (Gemini CLI's telemetry, opencode's plugin check, Codex's ChatGPT
+    workspace discovery: ``providers.AGENT_OWN_HOSTS``) are not."""
 
     async def main() -> None:
         with recording(
@@ -251,14 +253,25 @@ def test_the_tools_http_is_recorded_marked_and_bounded(tmp_path: Path) -> None:
             upload.request.headers["content-length"] = str(3 << 20)
             r.rec.requestheaders(upload)
             assert upload.request.stream.limit == 1 << 20  # kept up to the tools' bound
-            for host, port in (("db.internal.example", 443), ("127.0.0.1", 9999), ("127.0.0.1", 8123)):  # noqa: E501
-                other = llm_flow(host=host, path=b"/v1/chat/completions", resp=json_response())
+            for host, port, path in (
+                ("db.internal.example", 443, b"/v1/chat/completions"),
+                ("127.0.0.1", 9999, b"/v1/chat/completions"),
+                ("127.0.0.1", 8123, b"/v1/chat/completions"),
+                ("play.googleapis.com", 443, b"/log?format=json&hasfast=true"),
+                ("registry.npmjs.org", 443, b"/@opencode-ai%2fplugin"),
+                ("chatgpt.com", 443, b"/backend-api/wham/accounts/check"),
+            ):
+                other = llm_flow(host=host, path=path, resp=json_response())
                 other.request.port = port
                 await r.tctx.cycle(r.rec, other)
-                assert other.response.stream is True, (host, port)
-            assert (await r.flushed()).handoff.recorded == 3
-            first, second, third = r.exchanges()
-            assert [ex.tool for ex in (first, second, third)] == [True, True, True]
+                assert other.response.stream is True, (host, port, path)
+            # a tool's call to npm and to Google's other paths is a tool's
+            for host, path in (("registry.npmjs.org", b"/left-pad"), ("play.googleapis.com", b"/x")):
+                npm = llm_flow(host=host, path=path, body=b"", resp=json_response())
+                await r.tctx.cycle(r.rec, npm)
+            assert (await r.flushed()).handoff.recorded == 5
+            first, second, third, *tools = r.exchanges()
+            assert [ex.tool for ex in (first, second, third, *tools)] == [True] * 5
             assert first.status == 200 and first.response_body == b'{"t":15}'
             assert second.transport_error == "Connection refused" and second.status is None
             kept = third.response_body

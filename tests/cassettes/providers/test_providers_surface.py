@@ -14,8 +14,8 @@ EXPORTED = [
     "API_PARAMS", "FAMILIES", "GEMINI_CLI_AUTH", "INFERRED", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS",
     "REBUILT", "REQUEST_FIELDS", "REVERSE_UPSTREAMS", "WS_TURN",
     "Call", "Chaining", "InferredFields", "Profile", "Provider", "Rendered", "WsTurns",
-    "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields", "is_llm_host",
-    "is_ws_turn", "link_items", "masked_endpoint",
+    "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields",
+    "is_agent_own", "is_llm_host", "is_ws_turn", "link_items", "masked_endpoint",
     "reduced", "request_field", "request_places", "reset_at", "start_advice", "versioned_path",
 ]  # fmt: skip
 
