@@ -45,6 +45,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
     req = rt.request
     url = urlsplit(rt.url)
     complete = rt.complete
+    tool = _tool_http(ex)
     return dict(
         schema=SCHEMA,  # (the model's field is ``schema_``, aliased: a BaseModel method)
         seq=rt.seq,
@@ -74,7 +75,8 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         analysis_errors=list(rt.analysis_errors),
         notes=list(rt.notes),
         mcp=side_call(ex, rt) if ex is not None else None,
-        tool_http=_tool_http(ex),
+        # only on a tool's HTTP call (most round trips are not one)
+        **({"tool_http": tool} if tool is not None else {}),
     )
 
 
