@@ -8,6 +8,7 @@ Runs in the recorder's environment (mitmproxy 11.0.2 + the looptap core; no http
     .venv-proxy/bin/python bench/proxy.py --quick --profile cprofile  # + cProfile of looptap's threads
     .venv-proxy/bin/python bench/proxy.py --durable  # the looptap column as `looptap record --durable`
     .venv-proxy/bin/python bench/proxy.py --uvloop   # + a fifth column: looptap on uvloop's event loop
+    .venv-proxy/bin/python bench/proxy.py --no-tool-http-column  # + a column: looptap, tools' HTTP off
 
 Every process is separate, all on 127.0.0.1: the upstream (a stdlib asyncio HTTP/1.1 keep-alive
 server), one subprocess per proxy target, and this process as the client (asyncio streams, its own
@@ -76,7 +77,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 TARGETS: tuple[str, ...] = ("direct", "bare", "stream", "looptap")
-LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop"}  # noqa: E501
+LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop", "notools": "looptap, no tool HTTP"}  # noqa: E501
 N_EVENTS = 20
 GAP = 0.020
 CONC = 50
@@ -390,6 +391,7 @@ async def serve_looptap(
     profile: str | None,
     durable: bool = False,
     name: str = "looptap",
+    tool_http: bool = True,
 ) -> None:
     from looptap.proxy.config import RecorderConfig
     from looptap.proxy.launcher import Recorder
@@ -399,6 +401,7 @@ async def serve_looptap(
         upstreams={"openai": f"http://127.0.0.1:{upstream_port}"},
         confdir=workdir / f"confdir-{name}",
         durable=durable,
+        tool_http=tool_http,  # (on, as `looptap run` records by default; off: --no-tool-http)
     )
     rec = Recorder(cfg)
     stats: dict[str, list[float]] = {}
@@ -1078,6 +1081,7 @@ async def main(args: Any) -> None:
             Child.spawn("stream", *common),
             Child.spawn("looptap", *common, *extra),
             *([Child.spawn("uvloop", *common, *extra)] if "uvloop" in TARGETS else []),
+            *([Child.spawn("notools", *common, *extra)] if "notools" in TARGETS else []),
         )
         children = {c.target: c for c in spawned}
         ports = {"direct": up.port, **{t: c.port for t, c in children.items()}}
@@ -1143,7 +1147,7 @@ def peer_report(bench: Bench, load0: tuple[float, ...], load1: tuple[float, ...]
         f"peer summary (small JSON, n={n} per target; SSE TTFB, n={len(S['looptap'].sse_ttfb)}; "
         f"load {load0[0]:.2f} -> {load1[0]:.2f}, {os.cpu_count()} CPUs):"
     )
-    for t in ("looptap",):
+    for t in ("looptap", *(("notools",) if "notools" in TARGETS else ())):
         a50, b50 = added(t, "json", 0.5), added("bare", "json", 0.5)
         a99, b99 = added(t, "json", 0.99), added("bare", "json", 0.99)
         ttfb = added(t, "sse_ttfb", 0.5)
@@ -1203,8 +1207,14 @@ def cli() -> None:
         help="add a column: the looptap recorder on uvloop (needs uvloop installed)",
     )
     ap.add_argument(
+        "--no-tool-http-column",
+        action="store_true",
+        help="add a column: the looptap recorder with the tools' HTTP off (the looptap column "
+        "records it, as `looptap run` does by default), side by side in one run",
+    )
+    ap.add_argument(
         "--serve",
-        choices=["upstream", "bare", "stream", "looptap", "uvloop"],
+        choices=["upstream", "bare", "stream", "looptap", "uvloop", "notools"],
         help=argparse.SUPPRESS,
     )
     ap.add_argument("--upstream-port", type=int, help=argparse.SUPPRESS)
@@ -1224,6 +1234,17 @@ def cli() -> None:
                 name=args.serve,
             )
         )
+    elif args.serve == "notools":
+        asyncio.run(
+            serve_looptap(
+                args.upstream_port,
+                args.dir,
+                args.profile,
+                args.durable,
+                name="notools",
+                tool_http=False,
+            )
+        )
     elif args.serve == "uvloop":
         import uvloop
 
@@ -1241,6 +1262,8 @@ def cli() -> None:
         global TARGETS
         if args.uvloop:
             TARGETS = (*TARGETS, "uvloop")
+        if args.no_tool_http_column:
+            TARGETS = (*TARGETS, "notools")
         asyncio.run(main(args))
 
 
