@@ -86,7 +86,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         def text() -> Iterator[str]:  # every line after the title
             try:
                 yield from summary_lines(
-                    kept(), run.problems, total=len(run.exchanges), families=run.families
+                    kept(),
+                    run.problems,
+                    total=len(run.exchanges),
+                    families=run.families,
+                    tool_http=tool_http_counts(run.analysis.mcp_calls.values()),
                 )
                 yield from analysis_lines(
                     keep.analysis(run.analysis) if keep is not None else run.analysis, growth
@@ -138,3 +142,19 @@ def _print_lines(lines: Iterable[str]) -> None:
             chunk = []
     if chunk:
         out.write("\n".join(chunk) + "\n")
+
+
+def tool_http_counts(calls: Iterable[Any]) -> tuple[int, int, int]:
+    """The tools' HTTP calls of a run (``McpCall`` with ``via == "http"``): recorded, linked to the
+    model's call they served, and made while no call awaited its result (the agent's own: not
+    linked, no candidate)."""
+    recorded = linked = own = 0
+    for c in calls:
+        if c.via != "http":
+            continue
+        recorded += 1
+        if c.call_id is not None:
+            linked += 1
+        elif not c.candidates:
+            own += 1
+    return recorded, linked, own

@@ -65,9 +65,12 @@ def summary_lines(
     *,
     total: int | None = None,
     families: Mapping[str, int] | None = None,
+    tool_http: tuple[int, int, int] | None = None,
 ) -> Iterator[str]:
     """A readable per-round-trip summary, a line at a time. ``views`` may be a one-pass stream when
-    ``total`` (round trips) and ``families`` (round trips by family) are given."""
+    ``total`` (round trips) and ``families`` (round trips by family) are given. ``tool_http``: the
+    tools' HTTP calls recorded, those linked to the model's call they served, and those made while
+    no call awaited its result (the agent's own)."""
     if total is None or families is None:
         views = list(views)
         total = len(views)
@@ -79,7 +82,16 @@ def summary_lines(
     fams = {k: n for k, n in families.items() if k not in ("none", "mcp")}
     fam_text = ", ".join(f"{k} {n}" for k, n in sorted(fams.items())) or "none"
     mcp = f", {families['mcp']} to MCP tool servers" if families.get("mcp") else ""
-    yield f"{count(total, 'round trip')}, {sum(fams.values())} to LLM APIs ({fam_text}){mcp}"
+    tools = ""
+    if tool_http and tool_http[0]:
+        recorded, linked, own = tool_http
+        if recorded > own:
+            tools = f", {count(recorded - own, 'tool HTTP call')} ({linked} linked)"
+        if own:
+            tools += f", {count(own, 'HTTP call')} of the agent's own (no tool call awaiting)"
+    yield (
+        f"{count(total, 'round trip')}, {sum(fams.values())} to LLM APIs ({fam_text}){mcp}{tools}"
+    )
     for p in problem_lines(problems or []):
         yield f"! {p}"
     # The model's tool calls seen so far (id → where), so an MCP tools/call names the call it ran
@@ -169,7 +181,10 @@ def _tool_http_lines(v: dict[str, Any]) -> list[str]:
             "equally (not linked: nothing on the wire tells which)"
         )
     else:
-        out.append("    no model tool call was awaiting its result (not linked)")
+        out.append(
+            "    no model tool call was awaiting its result: the agent's own call, not a tool's "
+            "(not linked)"
+        )
     out.extend(f"    {line}" for line in http_body_lines(t))
     return out
 

@@ -208,3 +208,22 @@ def test_a_failure_the_result_says_is_not_a_finding() -> None:
     ):
         assert _hidden(_run_with_paris(paris, sent)) == [], (paris, sent)
     assert analyse(weather_run()).findings == []  # the clean run: no finding at all
+
+
+def test_show_counts_the_tools_calls_apart_from_the_agents_own(tmp_path: Path) -> None:
+    """``show``'s first line counts the model round trips, the tools' HTTP calls (and how many
+    are linked), and apart from them the calls made while no tool call awaited its result (the
+    agent's own: telemetry after the results went back), said so under the call too."""
+    import subprocess
+    import sys
+
+    path = _written(tmp_path, weather_run())
+    out = subprocess.run(
+        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert (
+        "5 round trips, 2 to LLM APIs (openai_chat 2), 2 tool HTTP calls (2 linked), "
+        "1 HTTP call of the agent's own (no tool call awaiting)\n"
+    ) in out, out[:400]
+    assert "the agent's own call, not a tool's (not linked)" in out

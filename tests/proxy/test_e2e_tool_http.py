@@ -249,7 +249,8 @@ def test_show_puts_each_tool_exchange_under_its_tool_call(openai_run: dict[str, 
     text = _show(str(run))
     assert text.returncode == 0, text.stderr
     out = text.stdout
-    assert "9 round trips, 4 to LLM APIs (openai_chat 4)" in out, out[:600]
+    head = "9 round trips, 4 to LLM APIs (openai_chat 4), 5 tool HTTP calls (3 linked)\n"
+    assert head in out, out[:600]
     assert out.count("tool http #") == 3  # under Paris, Tokyo and the order (not the equal pair)
     assert "serves one of 2 model calls awaiting a result that fit equally" in out
     assert "GET 127.0.0.1:" in out and "/weather?city=Paris" in out and '"sky":"clear"' in out
