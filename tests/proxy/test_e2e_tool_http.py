@@ -12,7 +12,11 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    and said so; ``show``, ``show --json`` and the replay matcher read the file. A tool
    credential (header and query) never reaches it.
 2. A LangChain agent (langchain-core 1.7.2 and langchain-openai 1.7.3 from ``.venv-clients``:
-   ``bind_tools`` and ``@tool``) whose tools call the server with requests 2.34.2.
+   ``bind_tools`` and ``@tool``) whose tools call the server with requests 2.34.2, and a
+   LlamaIndex ``FunctionAgent`` (llama-index-core 0.14.25, llama-index-llms-openai 0.8.3) whose
+   ``FunctionTool``s do the same (it runs an answer's calls concurrently); the LlamaIndex tool
+   turns a failure into ``{}``, as the openai SDK agent's does, so the planted 503 is named at C
+   for both.
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
 4. Without ``--tool-http-loopback``, loopback stays direct: a client that reads ``NO_PROXY`` by
    host alone (aiohttp, google-genai's async client) still reaches the model's listener (with the
@@ -161,7 +165,7 @@ def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolS
     run = tmp_path / "run.jsonl"
     proc = progress.run(
         [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
-         "--upstream", f"openai={fake.url}", "--tool-http", "--tool-http-loopback", *extra,
+         "--upstream", f"openai={fake.url}", "--tool-http-loopback", *extra,  # (on by default)
          "--", str(CLIENTS_PYTHON), str(script)],
         env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
                       LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
@@ -374,9 +378,42 @@ for _ in range(6):
 """  # noqa: E501
 
 
-def test_a_langchain_agent_with_a_requests_tool(tmp_path: Path) -> None:
+LLAMAINDEX_AGENT = """
+import asyncio, os
+import requests
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.tools import FunctionTool
+from llama_index.llms.openai import OpenAI
+
+TOOLS = os.environ["TOOL_URL"]
+session = requests.Session()  # trust_env: HTTP_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE
+session.headers["x-api-key"] = os.environ["TOOL_KEY"]
+
+def get_weather(city: str) -> str:
+    \"\"\"The weather in a city right now.\"\"\"
+    r = session.get(f"{TOOLS}/weather", params={"city": city})
+    return r.text if r.ok else "{}"  # as many tools do: a failure becomes an empty result
+
+def place_order(item: str, quantity: int) -> str:
+    \"\"\"Order an item.\"\"\"
+    return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
+
+agent = FunctionAgent(
+    tools=[FunctionTool.from_defaults(fn=f) for f in (get_weather, place_order)],
+    llm=OpenAI(model="gpt-4o", api_base=os.environ["OPENAI_BASE_URL"]),
+)
+
+async def main():
+    print("answer:", await agent.run("Weather in Paris, Tokyo and Oslo, then order an umbrella."))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("agent", [LANGCHAIN_AGENT, LLAMAINDEX_AGENT], ids=["langchain", "llamaindex"])  # noqa: E501
+def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, agent: str) -> None:
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp_path, LANGCHAIN_AGENT, fake, tools)
+        proc, run = looptap_run(tmp_path, agent, fake, tools)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
     assert TOOL_KEY.encode() not in run.read_bytes()
@@ -393,7 +430,8 @@ def test_a_langchain_agent_with_a_requests_tool(tmp_path: Path) -> None:
     assert [c.candidates for c in http if c.call_id is None] == [2, 2]  # Oslo twice
 
 
-def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("agent", [OPENAI_AGENT, LLAMAINDEX_AGENT], ids=["openai", "llamaindex"])
+def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path, agent: str) -> None:
     """Issue 84, item 3: the tool's API answers 503, the tool hands the model ``{}``: the turn
     that sends that result back carries C.tool_http_error_hidden, and nothing else is found."""
 
@@ -403,10 +441,11 @@ def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path) -> None:
         return Reply.say("It is fine in Lyon.")
 
     with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
+        proc, run = looptap_run(tmp_path, agent, fake, tools)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     read = open_run(run, whole=True)
     assert [(f.code, f.seq) for f in read.analysis.findings] == [("C.tool_http_error_hidden", 2)]
+    assert read.analysis.turns[2].index == 1  # the turn that sent the result back
     (f,) = read.analysis.findings
     assert "#1 answered 503" in f.message and "nothing (an empty result)" in f.message
     assert "weather backend overloaded" in f.message

@@ -161,7 +161,6 @@ def setup(
             f"ollama={up.url}",
             "--upstream",
             f"bedrock={up.url}",
-            "--tool-http",  # off by default: the last round trip is to a tool's host
         ]
         with RecorderProcess(
             root / "cassettes" / "run.jsonl", root / "conf", up.url, *extra, env=env
