@@ -221,8 +221,8 @@ class RoundTripJson(_Object):
     )
     tool_http: dict[str, Any] | None = Field(
         default=None,
-        description="only on a tool's HTTP call (a round trip the recorder's forward proxy took to a "
-        "host that is not an LLM API's, marked `tool` in the cassette; family `none`, operation "
+        description="only on a tool's HTTP call (a round trip the recorder's forward proxy took to "
+        "a host that is not an LLM API's, marked `tool` in the cassette; family `none`, operation "
         "`tool_http`, never a turn): `method`, `host`, `path` (with the query; at most 300 "
         "characters), `status`, `transport_error`, `started` (epoch seconds), `duration` "
         "(seconds), `sent` and `got` (the start of the request and answer bodies as text, at "

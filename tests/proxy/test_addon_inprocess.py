@@ -266,9 +266,9 @@ def test_the_tools_http_is_recorded_marked_and_bounded(tmp_path: Path) -> None:
                 await r.tctx.cycle(r.rec, other)
                 assert other.response.stream is True, (host, port, path)
             # a tool's call to npm and to Google's other paths is a tool's
-            for host, path in (("registry.npmjs.org", b"/left-pad"), ("play.googleapis.com", b"/x")):
-                npm = llm_flow(host=host, path=path, body=b"", resp=json_response())
-                await r.tctx.cycle(r.rec, npm)
+            for host, path in (("registry.npmjs.org", b"/left-pad"), ("play.googleapis.com", b"/")):
+                tool = llm_flow(host=host, path=path, body=b"", resp=json_response())
+                await r.tctx.cycle(r.rec, tool)
             assert (await r.flushed()).handoff.recorded == 5
             first, second, third, *tools = r.exchanges()
             assert [ex.tool for ex in (first, second, third, *tools)] == [True] * 5
