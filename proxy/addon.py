@@ -99,8 +99,9 @@ OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
         bool,
         False,
         "Record the tools' HTTP too: forward-proxy traffic to hosts that are not LLM APIs' (nor "
-        "MCP servers'), kept beside the model calls as tool exchanges, never as turns; bodies "
-        "kept up to 1 MiB.",
+        "MCP servers', nor an agent vendor's own: sign-in, telemetry), kept beside the model "
+        "calls as tool exchanges, never as turns; bodies kept up to 1 MiB. looptap run and "
+        "record turn it on (--no-tool-http: off).",
     ),
     (
         "looptap_tool_http_exclude",
