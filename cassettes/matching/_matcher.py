@@ -227,13 +227,15 @@ class Matcher:
             return found
         miss = self._tool_miss(key, url)
         miss.redactor = learned(method, url, headers, body)
+        miss.target = miss.redactor.scrub(url)  # a tool's key in its query never printed
         miss.changes = [c.compact() for c in miss.changes]
         self.misses.append(miss)
         return miss
 
     def _tool_miss(self, key: RequestKey, url: str) -> Miss:
         """Why no recorded tool's HTTP call answers ``key``: the closest one (same host, method
-        and path, unplayed first; else the same host), what differs, and the tool call it served."""
+        and path; unplayed first; then the fewest query parameters and body paths that differ;
+        else the same host), what differs, and the model's tool call it served."""
         if not self.tools:
             return Miss(key.method, url, "the tools' HTTP calls are not replayed here")
         best: tuple[tuple[int, ...], Recorded] | None = None
@@ -241,11 +243,13 @@ class Matcher:
             k = key_at(self.index, i)
             if k.host != key.host:
                 continue
-            rank = (k.method != key.method, k.path != key.path, self._plays[i] > 0, i)
+            same = k.method == key.method and k.path == key.path
+            apart = len(set(k.query) ^ set(key.query)) + (len(body_changes(k, key)) if same else 0)
+            rank = (not same, self._plays[i] > 0, apart, i)
             if best is None or rank < best[0]:
                 best = (rank, Recorded(self, i))
         if best is None:
-            hosts = sorted({key_at(self.index, i).host for i in self.index.tools})
+            hosts = self.tool_hosts()
             said = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
             return Miss(
                 key.method,
@@ -255,19 +259,18 @@ class Matcher:
             )
         rec = best[1]
         near = rec.key
+        changes: list[Change] = []
         if near.method != key.method or near.path != key.path:
-            why = f"no recorded tool HTTP call to {key.host} has {key.method} {key.path}"
-            changes = []
+            why = f"no recorded tool HTTP call to {key.host} is a {key.method} {key.path}"
         else:
             changes = body_changes(near, key)
             if near.query != key.query:
                 was, now = Shown(near.target), Shown(key.target)
                 changes.insert(0, Change(("query",), "changed", was, now))
-            state = "already served" if rec.plays else "not yet served"
-            why = f"the recorded tool HTTP call (seq {rec.seq}, {state}) was sent otherwise"
+            why = "no recorded tool HTTP call matches it"
+        state = "already served" if rec.plays else "not yet served"
         call = self.tool_call(rec)
-        if call:
-            why += f"; the closest recorded one served {call}"
+        why += f"; the closest ({state}) served {call}" if call else f"; the closest is {state}"
         return Miss(key.method, url, why, rec, changes)
 
     def tool_hosts(self) -> list[str]:
