@@ -25,6 +25,7 @@ from ...matching import Matcher, Miss, Recorded
 from ...net import HOP_BY_HOP, Request
 from ...parsing import parse_exchange
 from ...providers import Provider, Rendered
+from ..live.edits import tool_answer_of
 from .faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "Play",
     "Reset",
     "Rewritten",
+    "ToolAnswer",
 ]
 
 #: Status and error code of the answer to a request the cassette cannot answer (over HTTP, and as a
@@ -139,13 +141,24 @@ class Forward:
 
 
 @dataclass
+class ToolAnswer:
+    """A tool's recorded HTTP call answered otherwise (a fork's ``tool_answer`` edit: "what if
+    the tool had answered 200")."""
+
+    rec: Recorded
+    status: int
+    body: bytes
+    note: str
+
+
+@dataclass
 class Missed:
     """No recorded answer, nowhere to send it: fail closed with the API's error."""
 
     miss: Miss
 
 
-Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
+Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed | ToolAnswer
 
 
 class Router(Protocol):
@@ -206,6 +219,11 @@ class Planner:
         Neither a fork's cursor nor a fault applies: they are about the model's turns."""
         found = self.matcher.match_tool(req.method, url, req.headers, req.body)
         if isinstance(found, Recorded):
+            for e in getattr(self.cursor, "edits", None) or ():
+                answer = tool_answer_of(e.value) if e.kind == "tool_answer" else None
+                if answer is not None and e.key == str(found.seq):
+                    e.applied += 1
+                    return ToolAnswer(found, *answer, f"edit {e.label}: answered {answer[0]}")
             return Play(found)
         if not self.live_tools:
             return Missed(found)

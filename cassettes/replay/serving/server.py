@@ -54,7 +54,7 @@ from ._relay import LiveRelay
 from ._sender import Sender, ServedLog
 from ._websocket import WebSocketReplay
 from .faults import FaultPlan
-from .plan import Fallback, Forward, Planner, Router
+from .plan import Fallback, Forward, Planner, Router, ToolAnswer
 
 if TYPE_CHECKING:
     from ...net import Trust
@@ -426,6 +426,13 @@ class ReplayServer(BackgroundServer):
             return await self._connect(req, writer)
         url = self._tool_url(req)
         answer = self.planner.plan(req) if url is None else self.planner.plan_tool(req, url)
+        if isinstance(answer, ToolAnswer):
+            kind = "application/json" if answer.body[:1] in (b"{", b"[") else "text/plain"
+            notes = [answer.note]
+            body, rec = answer.body, answer.rec
+            return await self.player.json(
+                req, writer, answer.status, [], body, rec, None, notes, kind
+            )
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer)
         return await self.player.answer(req, writer, answer, t0)
