@@ -54,7 +54,9 @@ AGENTS = {"openai": OPENAI_AGENT, "langchain": LANGCHAIN_AGENT}
 
 
 @pytest.fixture(scope="module", params=sorted(AGENTS))
-def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:  # noqa: E501
+def recorded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """A run of the agent recorded with its tools' HTTP; the tool server and the model stopped
     once it is (their URLs are the run's: nothing listens there any more)."""
     tmp = tmp_path_factory.mktemp(f"{request.param}-tools")
@@ -88,7 +90,9 @@ def _stop(replay: subprocess.Popen[str]) -> str:
     return err
 
 
-def test_looptap_replay_serves_the_tools_with_nothing_live(recorded: dict[str, Any], tmp_path: Path) -> None:  # noqa: E501
+def test_looptap_replay_serves_the_tools_with_nothing_live(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
     replay, env = _replay(recorded["run"], "--strict")
     try:
         assert env["HTTP_PROXY"] == env["OPENAI_BASE_URL"].removesuffix("/v1")
@@ -109,7 +113,7 @@ def test_looptap_replay_serves_the_tools_with_nothing_live(recorded: dict[str, A
     assert "0 unmatched requests" in err and "unplayed" not in err and "live" not in err
 
 
-PLUGGED = '''
+PLUGGED = """
 import os, subprocess
 import pytest
 
@@ -119,10 +123,12 @@ def test_agent(looptap):
     done = subprocess.run([r"{python}", r"{script}"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "answer: Ordered an umbrella." in done.stdout
-'''
+"""
 
 
-def _plugged(pytester: pytest.Pytester, recorded: dict[str, Any], cassette: Path, agent: str) -> pytest.RunResult:  # noqa: E501
+def _plugged(
+    pytester: pytest.Pytester, recorded: dict[str, Any], cassette: Path, agent: str
+) -> pytest.RunResult:
     script = pytester.path / "agent.py"
     script.write_text(agent)
     pytester.makepyfile(
@@ -137,7 +143,9 @@ def _plugged(pytester: pytest.Pytester, recorded: dict[str, Any], cassette: Path
     )  # fmt: skip
 
 
-def test_the_plugin_replays_tools_and_model_offline(recorded: dict[str, Any], pytester: pytest.Pytester) -> None:  # noqa: E501
+def test_the_plugin_replays_tools_and_model_offline(
+    recorded: dict[str, Any], pytester: pytest.Pytester
+) -> None:
     result = _plugged(pytester, recorded, recorded["run"], recorded["agent"])
     out = result.stdout.str()
     result.assert_outcomes(passed=1)
@@ -146,7 +154,9 @@ def test_the_plugin_replays_tools_and_model_offline(recorded: dict[str, Any], py
     # saw it (the tools' calls refused: their server is gone) fails the same test
     bare = pytester.path / "bare.jsonl"
     lines = recorded["run"].read_bytes().splitlines(keepends=True)
-    bare.write_bytes(b"".join(ln for ln in lines if b'"tool": true' not in ln and b'"tool":true' not in ln))  # noqa: E501
+    bare.write_bytes(
+        b"".join(ln for ln in lines if b'"tool": true' not in ln and b'"tool":true' not in ln)
+    )
     assert sum(ex.tool for ex in read_records(bare).exchanges) == 0
     failed = _plugged(pytester, recorded, bare, recorded["agent"])
     failed.assert_outcomes(failed=1)
@@ -157,7 +167,9 @@ def test_a_tool_request_the_run_does_not_answer_fails_named_with_its_tool_call(
 ) -> None:
     if recorded["name"] != "openai":
         pytest.skip("one agent is enough for the miss's words")
-    changed = recorded["agent"].replace('params={"city": city, "key": KEY}', 'params={"city": city, "key": KEY, "units": "metric"}')  # noqa: E501
+    changed = recorded["agent"].replace(
+        'params={"city": city, "key": KEY}', 'params={"city": city, "key": KEY, "units": "metric"}'
+    )
     assert changed != recorded["agent"]
     result = _plugged(pytester, recorded, recorded["run"], changed)
     result.assert_outcomes(failed=1)
@@ -166,13 +178,16 @@ def test_a_tool_request_the_run_does_not_answer_fails_named_with_its_tool_call(
     assert (
         "GET 127.0.0.1:" in out
         and "the closest (not yet served) served the tool call get_weather id=call_s0001 of "
-        "conversation c1, turn 0" in out
+        "conversation c1, turn 0"
+        in out
     ), out[-4000:]
     assert "units=metric" in out
     assert TOOL_KEY not in out  # the tool's key, sent in its query, never printed
 
 
-def _fork(run: Path, fake: ScriptedUpstream, tmp: Path, agent: str, tool_url: str, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # noqa: E501
+def _fork(
+    run: Path, fake: ScriptedUpstream, tmp: Path, agent: str, tool_url: str, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     script = tmp / "agent.py"
     script.write_text(agent)
     branch = tmp / "branch.jsonl"
@@ -198,14 +213,16 @@ def test_a_fork_at_turn_2_serves_the_tools(recorded: dict[str, Any], tmp_path: P
         return route(req)
 
     with ScriptedUpstream(live) as fake:
-        proc, branch = _fork(recorded["run"], fake, tmp_path, recorded["agent"], recorded["tool_url"])  # noqa: E501
+        proc, _ = _fork(recorded["run"], fake, tmp_path, recorded["agent"], recorded["tool_url"])
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "answer: Ordered an umbrella." in proc.stdout
     assert asked == [4, 5]  # turns 2 and 3 went live; 0 and 1 were served
     assert "served 5 of 5 tool HTTP calls" in proc.stderr, proc.stderr[-3000:]
 
 
-def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(recorded: dict[str, Any], tmp_path: Path) -> None:  # noqa: E501
+def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
     """Turn 2 live asks for another order (3 umbrellas): the tool's POST no longer matches the
     run's. With a tool server at another address every tool request goes live (none matches);
     at the run's address (nothing listening) the prefix's weather calls are served and the
@@ -241,11 +258,11 @@ def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(recorded: dict[str
     assert b"looptap_replay_miss" in sent[-1].request_body
 
 
-def test_the_served_answers_are_the_recorded_ones(recorded: dict[str, Any], tmp_path: Path) -> None:  # noqa: E501
+def test_the_served_answers_are_the_recorded_ones(recorded: dict[str, Any], tmp_path: Path) -> None:
     """What the tools got in replay is what they got when recorded (status and body)."""
-    from looptap.cassettes.replay.serving.server import ReplayServer
-
     import httpx
+
+    from looptap.cassettes.replay.serving.server import ReplayServer
 
     cas = read_records(recorded["run"])
     tool = [ex for ex in cas.exchanges if ex.tool]
@@ -256,6 +273,7 @@ def test_the_served_answers_are_the_recorded_ones(recorded: dict[str, Any], tmp_
                                      content=ex.request_body or b"",
                                      headers={"content-type": "application/json"})  # fmt: skip
                 assert (got.status_code, json.loads(got.content)) == (
-                    ex.status, json.loads(ex.response_body)
+                    ex.status,
+                    json.loads(ex.response_body),
                 )
     assert not server.misses

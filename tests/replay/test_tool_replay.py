@@ -47,7 +47,9 @@ def _run() -> list[Exchange]:
 def test_a_tool_request_is_matched_with_its_host_and_served_once() -> None:
     m = Matcher(_run(), tools=True)
     other = m.match_tool("GET", "http://127.0.0.1:9/weather?city=Paris", [], b"")
-    assert isinstance(other, Miss) and "no tool HTTP call to 127.0.0.1:9 was recorded" in other.reason
+    assert (
+        isinstance(other, Miss) and "no tool HTTP call to 127.0.0.1:9 was recorded" in other.reason
+    )
     assert "127.0.0.1:40511" in other.reason  # the hosts the tools called
     hit = m.match_tool("GET", f"{TOOL}/weather?city=Paris&key=sk-live-123", [], b"")
     assert isinstance(hit, Recorded) and hit.exchange.response_body == PARIS  # key not compared
@@ -63,7 +65,9 @@ def test_a_model_request_never_gets_a_tool_answer_and_strict_order_skips_the_too
     got = m.match(first.method, "/v1/chat/completions", first.request_headers, first.request_body)
     assert isinstance(got, Recorded) and got.index == 0
     second = run[2]  # the tool call between them not made: strict order does not wait for it
-    got = m.match(second.method, "/v1/chat/completions", second.request_headers, second.request_body)  # noqa: E501
+    got = m.match(
+        second.method, "/v1/chat/completions", second.request_headers, second.request_body
+    )
     assert isinstance(got, Recorded) and got.index == 2
     assert [r.index for r in m.unplayed()] == [1]  # the tool call, unplayed
 

@@ -158,7 +158,7 @@ class Missed:
     miss: Miss
 
 
-Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed | ToolAnswer
+Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 
 
 class Router(Protocol):
@@ -212,7 +212,7 @@ class Planner:
         #: The tools' requests sent to their live hosts (``live_tools``).
         self.tools_live = 0
 
-    def plan_tool(self, req: Request, url: str) -> Answer:
+    def plan_tool(self, req: Request, url: str) -> Answer | ToolAnswer:
         """The answer to a tool's request to ``url`` (sent to the replay server as to a forward
         proxy): the recorded tool's HTTP call it matches, played; else its live host
         (``live_tools``) or a miss naming the closest recorded call and the tool call it served.
