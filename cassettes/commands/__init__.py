@@ -350,6 +350,10 @@ COMMANDS = (
                 choices=("strict", "tolerant"),
                 default="strict",
             ),
+            "--live-tools": flag(
+                "a tool's HTTP call the recording does not answer goes to its live host "
+                "(default: it fails closed, as a model call does; a fork's go live)"
+            ),
             "--fork-plan FILE": argparse.SUPPRESS,
             "--edit TARGET=@FILE": many(
                 "with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request "

@@ -138,6 +138,10 @@ RUN = Command(
             "in tool results is answered in position; every difference listed; docs/fork.md)",
             choices=("strict", "tolerant"),
         ),
+        "--tools-offline": flag(
+            "with --from: a tool's HTTP call the run does not answer fails (a 400 naming the "
+            "recorded call closest to it) instead of going to its live host (docs/fork.md)"
+        ),
         "--no-volatile": flag(
             "with --from: the prefix's requests must equal the recorded ones as sent (no date, "
             "id, temp path, cwd or port tolerated; docs/testing.md)"

@@ -28,7 +28,7 @@ from ._matcher import Matcher, tolerated_notes
 from ._miss import Miss
 from ._places import here, recorded, volatile_for
 from ._recording import Recorded
-from ._requestkey import RequestKey, bare_text, request_key
+from ._requestkey import RequestKey, bare_text, request_key, tool_host
 from ._rules import Rules, parse_ignore, parse_substitution
 from ._ruletable import project_rules, rules_of_args
 from ._tolerated import (
@@ -80,6 +80,7 @@ __all__ = [
     "this_process",
     "tolerated",
     "tolerated_notes",
+    "tool_host",
     "tool_result_changes",
     "turn_entries",
     "volatile_for",

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..reading import memory_budget, open_run, within_budget
 from ..storage import BLOCK, RecordSource
 from ..wire import Exchange
+
+if TYPE_CHECKING:
+    from ..analysis import McpCall
 
 __all__ = ["IndexedRecordings"]
 
@@ -89,3 +93,8 @@ class IndexedRecordings:
             turn = turns.get(self.seq(i))
             if turn is not None:
                 yield i, turn.conversation, turn.index
+
+    def tool_links(self) -> dict[int, McpCall]:
+        """seq → the model's tool call each tool's HTTP call served (the run analysis's links)."""
+        run = open_run(self.path, whole=self.index.size() <= WHOLE_BELOW)
+        return {seq: c for seq, c in run.analysis.mcp_calls.items() if c.via == "http"}

@@ -23,7 +23,7 @@ import orjson
 from ..providers import INFERRED, inferred_fields, reduced
 from ..untrusted import clean_line
 from ..wire import Exchange, Headers, header
-from ._jsondiff import clip, format_path
+from ._jsondiff import Change, Shown, clip, format_path
 from ._miss import Miss, body_changes, learned, miss_of
 from ._recording import (
     InMemory,
@@ -35,7 +35,7 @@ from ._recording import (
     label_turns,
     rebased,
 )
-from ._requestkey import RequestKey, request_key
+from ._requestkey import RequestKey, request_key, tool_host
 from ._rules import Rules
 from ._tolerated import tool_result_changes
 from ._verdicts import attribute
@@ -98,9 +98,13 @@ class Matcher:
         first_turn: int = 0,
         volatile: bool | VolatileSpans = True,
         rules: Rules | None = None,
+        tools: bool = False,
     ) -> None:
-        """``first_turn``: the number of a conversation's first turn in exchanges held in memory
-        (a fork's branch: its origin's turn at the cursor,
+        """``tools``: the tools' HTTP calls recorded (``Exchange.tool``) are served to the
+        tools' requests (:meth:`match_tool`), each once, and left unplayed when none asked for
+        them; without, they are neither offered nor unplayed. ``first_turn``: the number of a
+        conversation's first turn in exchanges held in memory (a fork's branch: its origin's
+        turn at the cursor,
         :func:`cassettes.reading.first_turn`; a file read from disk is numbered from its own
         header). ``volatile``: the built-in volatile-span detectors, for this process's working
         directory and home (``True``), for a context given (a
@@ -132,9 +136,13 @@ class Matcher:
         #: Round trips a request was matched to past a fork's cursor and answered live, not from
         #: the recording (:meth:`went_live`): matched (never offered again), not played.
         self._live: set[int] = set()
-        for i in self.index.tools:  # a tool's HTTP call: matched already, never offered, not played
-            self._plays[i] = 1
-            self._live.add(i)
+        #: Whether the tools' HTTP calls are served (``tools``); their positions.
+        self.tools = tools
+        self._tool_ix = frozenset(self.index.tools)
+        if not tools:
+            for i in self.index.tools:  # a tool's HTTP call: matched already, never offered
+                self._plays[i] = 1
+                self._live.add(i)
         self.recorded: Sequence[Recorded] = _RecordedList(self)
         self.misses: list[Miss] = []
         #: The client's base path → the recording's (``/v1`` → ``/backend-api/codex``), learned
@@ -154,11 +162,13 @@ class Matcher:
         return self._first_unplayed(rec.key.digest, rec.index) is not None
 
     def _next_unplayed(self) -> Recorded | None:
-        plays = self._plays
+        plays, tools = self._plays, self._tool_ix
         i = self._unplayed_from
         while i < len(plays) and plays[i]:
             i += 1
         self._unplayed_from = i
+        while i < len(plays) and (plays[i] or i in tools):  # a tool's call is never a turn
+            i += 1
         return Recorded(self, i) if i < len(plays) else None
 
     def _set_plays(self, i: int, n: int) -> None:
@@ -198,6 +208,89 @@ class Matcher:
         found.changes = [c.compact() for c in found.changes]  # kept for the report: no large values
         self.misses.append(found)
         return found
+
+    def match_tool(self, method: str, url: str, headers: Headers, body: bytes) -> Recorded | Miss:
+        """The recorded tool's HTTP call answering a tool's request to ``url`` (absolute: its
+        host is compared too), marked played, or why there is none: the closest recorded call to
+        that host and the model's tool call it served. Matched as a model call is (the same key,
+        volatile spans and rules), in any order."""
+        key = request_key(method, url, headers, body, volatile=self.volatile, rules=self.rules)
+        key.host = tool_host(url)
+        found = self._first_unplayed(key.digest) if self.tools else None
+        if found is not None and found.index in self._tool_ix:
+            found.plays += 1
+            tol = tolerated(found.key.spans, key.spans) if key.spans or found.key.spans else []
+            if tol:
+                self.tolerated[found.index] = tol
+            else:
+                self.tolerated.pop(found.index, None)
+            return found
+        miss = self._tool_miss(key, url)
+        miss.redactor = learned(method, url, headers, body)
+        miss.target = miss.redactor.scrub(url)  # a tool's key in its query never printed
+        miss.changes = [c.compact() for c in miss.changes]
+        self.misses.append(miss)
+        return miss
+
+    def _tool_miss(self, key: RequestKey, url: str) -> Miss:
+        """Why no recorded tool's HTTP call answers ``key``: the closest one (same host, method
+        and path; unplayed first; then the fewest query parameters and body paths that differ;
+        else the same host), what differs, and the model's tool call it served."""
+        if not self.tools:
+            return Miss(key.method, url, "the tools' HTTP calls are not replayed here")
+        best: tuple[tuple[int, ...], Recorded] | None = None
+        for i in self.index.tools:
+            k = key_at(self.index, i)
+            if k.host != key.host:
+                continue
+            same = k.method == key.method and k.path == key.path
+            apart = len(set(k.query) ^ set(key.query)) + (len(body_changes(k, key)) if same else 0)
+            rank = (not same, self._plays[i] > 0, apart, i)
+            if best is None or rank < best[0]:
+                best = (rank, Recorded(self, i))
+        if best is None:
+            hosts = self.tool_hosts()
+            said = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+            return Miss(
+                key.method,
+                url,
+                f"no tool HTTP call to {key.host} was recorded"
+                + (f" (the recording's tools called {said})" if hosts else " (none was)"),
+            )
+        rec = best[1]
+        near = rec.key
+        changes: list[Change] = []
+        if near.method != key.method or near.path != key.path:
+            why = f"no recorded tool HTTP call to {key.host} is a {key.method} {key.path}"
+        else:
+            changes = body_changes(near, key)
+            if near.query != key.query:
+                was, now = Shown(near.target), Shown(key.target)
+                changes.insert(0, Change(("query",), "changed", was, now))
+            why = "no recorded tool HTTP call matches it"
+        state = "already served" if rec.plays else "not yet served"
+        call = self.tool_call(rec)
+        why += f"; the closest ({state}) served {call}" if call else f"; the closest is {state}"
+        return Miss(key.method, url, why, rec, changes)
+
+    def tool_hosts(self) -> list[str]:
+        """The hosts (``host:port``) the recording's tools called."""
+        return sorted({key_at(self.index, i).host for i in self.index.tools})
+
+    def tool_call(self, rec: Recorded) -> str | None:
+        """The model's tool call a recorded tool's HTTP call served, in words (``get_weather
+        id=call_1 of conversation c1, turn 0``), or ``None`` when the analysis did not link it."""
+        ix = self.index
+        if ix.tool_calls is None:
+            ix.tool_calls = ix.src.tool_links()
+        c = ix.tool_calls.get(rec.seq)
+        if c is None or c.call_id is None:
+            if c is not None and c.candidates > 1:
+                return f"one of {c.candidates} tool calls awaiting a result that fit equally"
+            return None
+        where = f" of conversation {c.conversation}, turn {c.turn}" if c.turn is not None else ""
+        name, cid = clip(c.tool or "?", 80), clip(c.call_id, 80)
+        return clean_line(f"the tool call {name} id={cid}{where}")
 
     def _rebuilt(
         self, method: str, target: str, headers: Headers, live: RequestKey
@@ -335,7 +428,7 @@ class Matcher:
         out: set[int] = set()
         seen: set[str | None] = set()
         for r in self.recorded:
-            if r.plays or r.conversation in seen:
+            if r.plays or r.conversation in seen or r.index in self._tool_ix:
                 continue
             if r.conversation is not None:
                 seen.add(r.conversation)

@@ -21,11 +21,12 @@ import orjson
 
 from ..providers import InferredFields, inferred_fields, reduced
 from ..wire import Exchange, client_body
-from ._requestkey import RequestKey, request_key
+from ._requestkey import RequestKey, request_key, tool_host
 from ._rules import Rules
 from ._volatile import VolatileSpans
 
 if TYPE_CHECKING:
+    from ..analysis import McpCall
     from ._matcher import Matcher
 
 __all__ = [
@@ -57,6 +58,7 @@ class Recordings(Protocol):
     def seq(self, i: int) -> int: ...
     def scan(self) -> Iterator[Exchange]: ...
     def labels(self) -> Iterator[tuple[int, str, int]]: ...
+    def tool_links(self) -> dict[int, McpCall]: ...
 
 
 class InMemory:
@@ -89,6 +91,13 @@ class InMemory:
             if turn is not None:
                 yield i, turn.conversation, turn.index
 
+    def tool_links(self) -> dict[int, McpCall]:
+        """seq → the model's tool call each tool's HTTP call served (the run analysis's links)."""
+        from ..analysis import analyse
+
+        calls = analyse(self.exchanges, first_index=self.first_turn).mcp_calls
+        return {seq: c for seq, c in calls.items() if c.via == "http"}
+
 
 def client_key(
     ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
@@ -118,9 +127,12 @@ def recorded_key(
         return request_key(
             ex.method, url, ex.request_headers, orjson.dumps(body), body, volatile, rules
         )
-    return request_key(
+    key = request_key(
         ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
     )
+    if ex.tool:
+        key.host = tool_host(ex.url)
+    return key
 
 
 @dataclass
@@ -151,9 +163,11 @@ class Index:
     conv_ids: list[str] = field(default_factory=list)
     #: How the rebuilt round trips among them are compared (:mod:`cassettes.providers._inferred`).
     profiles: set[InferredFields] = field(default_factory=set)
-    #: The positions of the tools' HTTP calls (``Exchange.tool``): not served (the tools are not
-    #: replayed yet), nor left unplayed.
+    #: The positions of the tools' HTTP calls (``Exchange.tool``): served to the tools' requests
+    #: only (:meth:`Matcher.match_tool`), by a matcher made with ``tools=True``.
     tools: list[int] = field(default_factory=list)
+    #: seq → the model's tool call each tool's HTTP call served, once asked for (a miss).
+    tool_calls: dict[int, McpCall] | None = None
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -339,6 +353,8 @@ class Recorded:
         if self.conversation is not None and self.turn is not None:
             return f"conversation {self.conversation}, turn {self.turn} (seq {seq})"
         key = self.key
+        if key.host:
+            return f"tool HTTP call seq {seq} ({key.method} {key.host}{key.path})"
         return f"round trip seq {seq} ({key.method} {key.path})"
 
     def __eq__(self, other: object) -> bool:

@@ -26,7 +26,7 @@ from ..wire import Headers, header
 from ._rules import Rules, Substitution, substitute
 from ._volatile import IGNORED, Numbering, Span, VolatileSpans
 
-__all__ = ["RequestKey", "bare_text", "request_key"]
+__all__ = ["RequestKey", "bare_text", "request_key", "tool_host"]
 
 #: Query parameters that carry credentials, never compared.
 _SECRET_QUERY = frozenset({"key", "api-key", "api_key", "token", "access_token", "x-goog-api-key"})
@@ -54,11 +54,16 @@ class RequestKey:
     #: What the volatile-span detectors replaced in the body (``request_key(volatile=…)``), in
     #: body order: the original of every ``<date>``, ``<uuid>`` … the compared body holds.
     spans: tuple[Span, ...] = ()
+    #: A tool's HTTP call's host (``host:port``, lowercase): compared too, as vcrpy does (a
+    #: model call is matched by what it is, wherever it went: empty).
+    host: str = ""
 
     @property
     def digest(self) -> bytes:
         body = orjson.dumps(self.body, option=orjson.OPT_SORT_KEYS) if self.is_json else self.body
         parts = [self.method.encode(), self.path.encode(), repr(self.query).encode(), body]
+        if self.host:
+            parts.insert(0, b"tool " + self.host.encode())
         # A ``<date>`` the text held as such is not a date a detector replaced; an ignored key
         # leaves nothing in the body (its presence is ignored too), so it is not counted.
         marked = sorted((repr(s.path), s.detector) for s in self.spans if s.detector != IGNORED)
@@ -206,6 +211,18 @@ def _without_defaults(body: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
     return {k: v for k, v in body.items() if k not in at_default} if at_default else body
 
 
+def tool_host(url: str) -> str:
+    """The ``host:port`` a tool's HTTP call went to (the scheme's port when none is written),
+    lowercase: what of its URL a tool call's key adds to a model call's."""
+    try:
+        u = urlsplit(url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        return ""
+    host = (u.hostname or "").lower()
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def request_key(
     method: str,
     url: str,
@@ -327,4 +344,3 @@ def _normalised_json(
         adapter.profile.free_form_fields,
         found,
     )
-

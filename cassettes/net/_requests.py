@@ -82,7 +82,6 @@ _REFUSE_DRAIN = 10.0
 _PIECE = 1 << 20
 
 
-
 @dataclass
 class Request:
     method: str
@@ -90,6 +89,8 @@ class Request:
     target: str
     headers: Headers
     body: bytes
+    #: The whole URL a request sent in absolute form named (as to a forward proxy), else ``None``.
+    absolute: str | None = None
 
     def header(self, name: str) -> str | None:
         return header(self.headers, name)
@@ -147,6 +148,7 @@ async def read_request(
             u = urlsplit(req.target)
         except ValueError:
             raise BadRequest(f"bad request target {_shown(req.target)}") from None
+        req.absolute = req.target
         req.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
     chunked = (req.header("transfer-encoding") or "").lower() == "chunked"
     if chunked and req.header("content-length") is not None:

@@ -98,6 +98,7 @@ def _planned(args: argparse.Namespace) -> Any:
     for name, values in plan.rules.items():
         setattr(args, name, [*getattr(args, name, []), *values])
     args.tolerated_out, args.sent_out = plan.tolerated_out, plan.sent_out
+    args.live_tools = args.live_tools or plan.live_tools
     return plan.router(_edit_key() if plan.live_recorder else None)
 
 
@@ -133,6 +134,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             cursor=cursor,
             volatile=not args.no_volatile and rules.volatile is not False,
             rules=rules,
+            live_tools=args.live_tools,
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
@@ -151,7 +153,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         1
         if server.misses
         or server.internal_errors
-        or (args.strict and server.unplayed())
+        or (args.strict and server.unplayed_turns())
         or (cursor is not None and cursor.unapplied())
         else 0
     )
@@ -242,16 +244,22 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
             why = "address already in use" if "in use" in str(exc) else (exc.strerror or str(exc))
             _err(f"error: cannot listen on {args.host}:{args.port}: {why}")
             return False
-        # the base URLs, and a placeholder key for each SDK that will not start without one
-        for k, v in {**server.env, **placeholder_keys(os.environ)}.items():
+        # the proxy variables when the recording's tools made HTTP calls (answered here too), the
+        # base URLs, and a placeholder key for each SDK that will not start without one
+        tools = len(server.matcher.index.tools)
+        proxy = server.proxy_env if tools else {}
+        for k, v in {**proxy, **server.env, **placeholder_keys(os.environ)}.items():
             print(f"export {k}={v}")
         sys.stdout.flush()
-        tools = len(server.matcher.index.tools)  # the tools' HTTP: not replayed (yet)
         n = len(server.matcher.recorded) - tools
-
+        live = "; those it does not answer go live" if args.live_tools else ""
         _err(
             f"replaying {args.file}: {count(n, 'round trip')}"
-            + (f" (and {count(tools, 'tool HTTP call')}, not replayed)" if tools else "")
+            + (
+                f" (and {count(tools, 'tool HTTP call')}, served through HTTP_PROXY{live})"
+                if tools
+                else ""
+            )
             + f" on {server.url}, pace "
             f"{args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)"
         )

@@ -204,11 +204,20 @@ def decode_body(form: Any) -> tuple[bytes, Any]:
     raise CassetteFormatError(f"unknown body form with keys {sorted(form)}")
 
 
-def encode_chunks(chunks: list[tuple[float | None, bytes]]) -> dict[str, Any] | None:
+def encode_chunks(
+    chunks: list[tuple[float | None, bytes]], exact: bool = False
+) -> dict[str, Any] | None:
+    """A response body's stored form; ``exact``: a JSON body kept as the text it was (a tool's
+    answer, which its client may hand the model as it came: replay serves those bytes), not as
+    JSON."""
     if not chunks or (len(chunks) == 1 and not chunks[0][1]):
         return None
     if len(chunks) == 1:
-        form = encode_body(chunks[0][1])
+        data = chunks[0][1]
+        form = encode_body(data)
+        if exact and form is not None and "json" in form and orjson.dumps(form["json"]) != data:
+            raw = _data_form(data)
+            form = {"text": raw} if isinstance(raw, str) else raw
         if form is not None:
             form["t"] = _t(chunks[0][0])
         return form
@@ -295,7 +304,7 @@ def exchange_to_record(
             "status": ex.status,
             "reason": ex.reason,
             "headers": _header_out(ex.response_headers),
-            "body": encode_chunks(ex.response_chunks),
+            "body": encode_chunks(ex.response_chunks, exact=ex.tool),
         },
         "timing": {"ttfb": _t(ex.ttfb), "duration": _t(ex.duration)},
     }

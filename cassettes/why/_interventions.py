@@ -56,6 +56,7 @@ from ._suspects import (
     said_again,
     serious_findings,
 )
+from ._tool_answer import tool_answer
 
 __all__ = ["interventions"]
 
@@ -158,6 +159,8 @@ def _for_findings(
             out.append(
                 _continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut)))
             )
+        elif f.code == codes.TOOL_HTTP_ERROR_HIDDEN:  # the tool's answer changed (its own module)
+            out.append(tool_answer(run, f, seqs))
         elif f.layer == "C":
             prev = by_turn.get((f.conversation, f.related_turn))
             out.append(_c(f, seqs, results, prev, _exchange(run, by_turn.get(where))))

@@ -257,7 +257,8 @@ def test_show_puts_each_tool_exchange_under_its_tool_call(openai_run: dict[str, 
     assert head in out, out[:600]
     assert out.count("tool http #") == 3  # under Paris, Tokyo and the order (not the equal pair)
     assert "serves one of 2 model calls awaiting a result that fit equally" in out
-    assert "GET 127.0.0.1:" in out and "/weather?city=Paris" in out and '"sky":"clear"' in out
+    # the tool's answer as it came (a JSON body kept as its text: replay serves those bytes)
+    assert "GET 127.0.0.1:" in out and "/weather?city=Paris" in out and '"sky": "clear"' in out
     as_json = _show("--json", str(run))
     assert as_json.returncode == 0, as_json.stderr
     views = [json.loads(line) for line in as_json.stdout.splitlines() if line.strip()]
@@ -308,13 +309,14 @@ def test_export_carries_them_as_http_spans_and_entries(openai_run: dict[str, Any
 
 
 def test_the_run_replays_with_its_tools_live(openai_run: dict[str, Any], tmp_path: Path) -> None:
-    """``looptap replay --strict`` serves the model calls; the agent's tools go live (not
-    replayed yet); every model call played, no tool exchange waited for."""
+    """``looptap replay --strict --live-tools`` serves the model calls; the agent's tools, at
+    another address than the run's, go live (tests/proxy/test_e2e_tool_replay.py: served when
+    they match); every model call played, no tool exchange waited for."""
     import signal
     import sys
 
     replay = subprocess.Popen(
-        [sys.executable, "-m", "looptap.cassettes.cli", "replay", "--strict", str(openai_run["run"])],  # noqa: E501
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", "--strict", "--live-tools", str(openai_run["run"])],  # noqa: E501
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
     )  # fmt: skip
     try:
@@ -339,7 +341,10 @@ def test_the_run_replays_with_its_tools_live(openai_run: dict[str, Any], tmp_pat
         replay.send_signal(signal.SIGINT)
         _, err = replay.communicate(timeout=60)
     assert replay.returncode == 0, err
-    assert "played 4 of 4 recorded round trips (5 tool HTTP calls beside them, not replayed)" in err
+    assert (
+        "played 4 of 4 recorded round trips and served 0 of 5 tool HTTP calls, "
+        "5 tool requests sent live, 0 unmatched requests" in err
+    ), err
     assert "unplayed" not in err
 
 

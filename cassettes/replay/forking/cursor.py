@@ -401,7 +401,9 @@ def _edit_lines(edits: list[Edit], continued: int) -> list[str]:
     """What each what-if edit did, for :meth:`Cursor.report_lines` (``continued``: continuation
     requests sent); an edit never applied is an error."""
     out = [
-        f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
+        f"  edit {e.label}: the tool's call answered so {count(e.applied, 'time')}"
+        if e.kind == "tool_answer"
+        else f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
         for e in edits
         if e.applied and e.kind != "continue"
     ]
@@ -415,7 +417,9 @@ def _edit_lines(edits: list[Edit], continued: int) -> list[str]:
         if e.kind == "continue"
     ]
     out += [
-        f"  error: edit {e.label} never applied: no request sent live carries it (check the "
+        f"  error: edit {e.label} never applied: the agent never made that tool's HTTP call"
+        if e.kind == "tool_answer"
+        else f"  error: edit {e.label} never applied: no request sent live carries it (check the "
         "call id / index, and that the cursor is at or before the turn that first sends it)"
         for e in edits
         if not e.applied and e.kind != "continue"

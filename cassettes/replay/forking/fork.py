@@ -171,6 +171,9 @@ class ForkReplay:
     rules: dict[str, list[str]] = field(default_factory=dict)
     #: The cursor as :func:`start_fork` placed it (``None``: placed when the fork starts).
     placed: Placement | None = None
+    #: A tool's HTTP call the recording does not answer goes live (``False``: it fails,
+    #: ``--tools-offline``).
+    live_tools: bool = True
     #: How the prefix is matched: ``strict`` or ``tolerant`` (``--prefix``; docs/fork.md).
     prefix: str = "strict"
     #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
@@ -208,6 +211,7 @@ class ForkReplay:
             volatile=self.volatile,
             rules={k: v for k, v in self.rules.items() if k in RULES},
             live_recorder=bool(self.edits),
+            live_tools=self.live_tools,
             tolerated_out=os.path.join(out, "tolerated.json") if out is not None else None,
             sent_out=os.path.join(out, "sent.jsonl") if out is not None else None,
         )
@@ -231,9 +235,9 @@ class ForkReplay:
             env={**own, KEY_ENV: self.edit_key} if self.edits else own,
         )
         assert self.proc.stdout is not None
-        want = len(replay_env("http://x"))
+        want = set(replay_env("http://x"))
         env: dict[str, str] = {}
-        while len(env) < want:
+        while not want <= env.keys():  # (the proxy variables first, when the tools are served)
             line = (await self.proc.stdout.readline()).decode("utf-8", "replace").strip()
             if not line:
                 await self.proc.wait()
@@ -243,9 +247,10 @@ class ForkReplay:
             name, _, value = line.removeprefix("export ").partition("=")
             env[name] = value
         # a listener --upstream NAME=URL added goes through the replay server too
-        u = urlsplit(next(iter(env.values())))
+        u = urlsplit(env[next(iter(sorted(want)))])
         env.update((var, f"{u.scheme}://{u.netloc}") for var in named_listeners(recorder_env))
-        # Only the base URLs: the recorder's proxy variables would send a client past the replay.
+        # The replay server's variables: the recorder's proxy variables would send a client past
+        # the replay (the replay server's own, when it serves the tools, stand instead).
         return {
             **{
                 k: v
@@ -373,6 +378,7 @@ def start_fork(args: Any) -> ForkReplay:
         prefix=prefix,
         rules={n: list(getattr(args, n, ()) or ()) for n in RULES},
         placed=placed,
+        live_tools=not getattr(args, "tools_offline", False),
     )
 
 

@@ -203,6 +203,10 @@ def _recorded_values(
     )
     values: dict[str, Any] = {}
     for e in edits:
+        if e.kind == "tool_answer":  # a tool's answer the replay server serves: no request's
+            if not _tool_call_at(by_seq, e.key):
+                raise CursorError(f"--edit {e.label}: the run has no tool HTTP call at seq {e.key}")
+            continue
         for r in past:
             ex = sent(r.seq)
             found = carried(ex.method, ex.url, ex.request_body, e)
@@ -216,6 +220,12 @@ def _recorded_values(
                 "has; a tool result is first sent in the turn after its call): nothing was sent"
             )
     return values
+
+
+def _tool_call_at(by_seq: Mapping[int, Recorded], key: str | None) -> bool:
+    """Whether the run's round trip at seq ``key`` is a tool's HTTP call."""
+    rec = by_seq.get(int(key)) if key and key.isdigit() else None
+    return rec is not None and rec.exchange.tool
 
 
 def _turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:

@@ -60,6 +60,9 @@ class ForkPlan:
     rules: dict[RuleName, list[str]] = field(default_factory=dict)
     #: The live upstreams are the fork's looptap recorders (edit marks sealed with the run's key).
     live_recorder: bool = False
+    #: A tool's HTTP call the recording does not answer goes to its live host (``False``: it
+    #: fails, ``looptap run --from … --tools-offline``).
+    live_tools: bool = True
     #: Where the replay server writes what it tolerated, and what the client sent on a miss.
     tolerated_out: str | None = None
     sent_out: str | None = None

@@ -12,6 +12,9 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
                                        API's own shape)
     tool_schema[NAME]=@schema.json     the JSON schema of the tool NAME offers (its parameters,
                                        whatever the API calls the field)
+    tool_answer[SEQ]=STATUS:BODY       what the tool's HTTP call recorded at SEQ answers instead
+                                       of its recorded answer, when the replay server serves it
+                                       (a status, then the body: 200:{"temp_c": 15})
     max_tokens=N                       the token cap, whatever the API calls the field
     continue=N                         an answer cut at the token cap continued, at most N more
                                        requests per answer, the client handed one answer
@@ -58,6 +61,7 @@ __all__ = [
     "edited_headers",
     "parse_edit",
     "parse_edits",
+    "tool_answer_of",
 ]
 
 #: The target (after an optional ``SELECTOR:``; :data:`cassettes.wire.TARGET`: groups 1 to 5) and
@@ -116,7 +120,7 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
             )
         value = data.decode("utf-8", "replace")
         value = value[:-2] if value.endswith("\r\n") else value.removesuffix("\n")
-    if not _valid(kind, value):
+    if not _valid(kind, value, key):
         raise EditError(f"--edit {spec[:80]!r}: {_WANTS[kind]}")
     return Edit(
         spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector
@@ -145,11 +149,15 @@ _WANTS = {
     f"1 to {MAX_CONTINUE}",
     "tool_schema": "tool_schema wants a JSON object (a schema)",
     "restore_answer": "restore_answer wants a JSON list of history items (JSON objects)",
+    "tool_answer": "tool_answer[SEQ] wants STATUS:BODY (a status 100 to 599, then the body), "
+    "SEQ a recorded tool HTTP call's seq",
 }
 
 
-def _valid(kind: str, value: str) -> bool:
+def _valid(kind: str, value: str, key: str | None = None) -> bool:
     """Whether an edit of ``kind`` can use ``value`` (:data:`_WANTS`)."""
+    if kind == "tool_answer":
+        return tool_answer_of(value) is not None and bool(key) and (key or "").isdigit()
     if kind in ("tool_schema", "restore_answer"):
         try:
             doc = orjson.loads(value)
@@ -160,6 +168,14 @@ def _valid(kind: str, value: str) -> bool:
         return isinstance(doc, list) and bool(doc) and all(isinstance(x, dict) for x in doc)
     most = {"max_tokens": (1 << 31) - 1, "continue": MAX_CONTINUE}.get(kind)
     return most is None or (value.strip().isdigit() and 0 < int(value.strip()) <= most)
+
+
+def tool_answer_of(value: str) -> tuple[int, bytes] | None:
+    """The status and body a ``tool_answer`` edit serves (``200:{"temp_c": 15}``), or ``None``."""
+    status, sep, body = value.partition(":")
+    if not sep or not status.strip().isdigit() or not 100 <= int(status.strip()) <= 599:
+        return None
+    return int(status.strip()), body.encode("utf-8")
 
 
 def edit_file(spec: str) -> Path | None:

@@ -63,8 +63,8 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
         _cap(doc, int(e.value), hits)
     elif e.kind == "tool_schema":
         _schema(doc, e.key or "", orjson.loads(e.value), hits)
-    elif e.kind == "continue":
-        pass  # no item of the request: the answer is continued (_continuation)
+    elif e.kind in ("continue", "tool_answer"):
+        pass  # no item of the request: the answer is continued, a tool's answer served
     else:
         old = _adapter_text(method, target, doc, e)
         if old:

@@ -214,12 +214,14 @@ class Player:
         rec: Recorded | None,
         error: str | None = None,
         notes: Sequence[str] = (),
+        content_type: str = "application/json",
     ) -> bool:
-        """A whole JSON answer (a miss, an injected API error, a live upstream's failure) with
-        ``headers`` between its content type and length, kept with ``rec``'s origin, ``error`` as
-        its transport error and ``notes``."""
+        """A whole JSON answer (a miss, an injected API error, a live upstream's failure; a
+        tool's answer an edit changed: of ``content_type``) with ``headers`` between its content
+        type and length, kept with ``rec``'s origin, ``error`` as its transport error and
+        ``notes``."""
         headers = [
-            ("content-type", "application/json"),
+            ("content-type", content_type),
             *headers,
             ("content-length", str(len(body))),
         ]

@@ -25,6 +25,7 @@ from ...matching import Matcher, Miss, Recorded
 from ...net import HOP_BY_HOP, Request
 from ...parsing import parse_exchange
 from ...providers import Provider, Rendered
+from ..live.edits import tool_answer_of
 from .faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "Play",
     "Reset",
     "Rewritten",
+    "ToolAnswer",
 ]
 
 #: Status and error code of the answer to a request the cassette cannot answer (over HTTP, and as a
@@ -139,6 +141,17 @@ class Forward:
 
 
 @dataclass
+class ToolAnswer:
+    """A tool's recorded HTTP call answered otherwise (a fork's ``tool_answer`` edit: "what if
+    the tool had answered 200")."""
+
+    rec: Recorded
+    status: int
+    body: bytes
+    note: str
+
+
+@dataclass
 class Missed:
     """No recorded answer, nowhere to send it: fail closed with the API's error."""
 
@@ -186,12 +199,45 @@ class Planner:
         faults: FaultPlan | None = None,
         fallback: Fallback | None = None,
         cursor: Router | None = None,
+        live_tools: bool = False,
     ) -> None:
         self.matcher = matcher
         self.faults = faults
         self.fallback = fallback
         #: A fork's cursor (``None``: every request replayed).
         self.cursor = cursor
+        #: A tool's request the recording does not answer goes to its live host (a fork's,
+        #: ``why``'s branches); else it fails closed.
+        self.live_tools = live_tools
+        #: The tools' requests sent to their live hosts (``live_tools``).
+        self.tools_live = 0
+
+    def plan_tool(self, req: Request, url: str) -> Answer | ToolAnswer:
+        """The answer to a tool's request to ``url`` (sent to the replay server as to a forward
+        proxy): the recorded tool's HTTP call it matches, played; else its live host
+        (``live_tools``) or a miss naming the closest recorded call and the tool call it served.
+        Neither a fork's cursor nor a fault applies: they are about the model's turns."""
+        found = self.matcher.match_tool(req.method, url, req.headers, req.body)
+        if isinstance(found, Recorded):
+            for e in getattr(self.cursor, "edits", None) or ():
+                answer = tool_answer_of(e.value) if e.kind == "tool_answer" else None
+                if answer is not None and e.key == str(found.seq):
+                    e.applied += 1
+                    return ToolAnswer(found, *answer, f"edit {e.label}: answered {answer[0]}")
+            return Play(found)
+        if not self.live_tools:
+            return Missed(found)
+        u = urlsplit(url)
+        self.tools_live += 1
+        headers = [(k, v) for k, v in req.headers if k.lower() not in HOP_BY_HOP]
+        return Forward(
+            f"{u.scheme}://{u.netloc}",
+            req.body,
+            "a tool's call the recording does not answer: sent live",
+            miss=found,
+            target=req.target,
+            headers=headers,
+        )
 
     def plan(self, req: Request, websocket: bool = False) -> Answer:
         """The answer to ``req`` (for a WebSocket turn: ``websocket``, its answer always

@@ -27,6 +27,7 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from ...hints import count
 from ...matching import (
@@ -39,6 +40,7 @@ from ...matching import (
     clip,
     here,
     report_lines,
+    tool_host,
     turn_entries,
 )
 from ...net import BackgroundServer, BadRequest, Request, read_request, refuse
@@ -52,7 +54,7 @@ from ._relay import LiveRelay
 from ._sender import Sender, ServedLog
 from ._websocket import WebSocketReplay
 from .faults import FaultPlan
-from .plan import Fallback, Forward, Planner, Router
+from .plan import Fallback, Forward, Planner, Router, ToolAnswer
 
 if TYPE_CHECKING:
     from ...net import Trust
@@ -63,6 +65,7 @@ __all__ = [
     "ReplayServer",
     "parse_pace",
     "replay_env",
+    "tool_proxy_env",
 ]
 
 #: Seconds a connection may wait between requests (or WebSocket frames) before it is closed.
@@ -165,12 +168,13 @@ class ReplayServer(BackgroundServer):
         volatile: bool | VolatileSpans = True,
         rules: Rules | None = None,
         trust: Trust | None = None,
+        live_tools: bool = False,
     ) -> None:
         opened = open_recordings(cassette, volatile, IN_MEMORY_BELOW)
         self.source, self.problems, recordings, first, volatile = opened
         speed = parse_pace(pace)
         self.matcher = Matcher(
-            recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules
+            recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules, tools=True
         )
         if isinstance(recordings, IndexedRecordings):
             self.problems = recordings.problems  # (known once the file is read)
@@ -184,7 +188,7 @@ class ReplayServer(BackgroundServer):
         #: A fork's router (its cursor): which requests go live, and the report of them.
         self.router = cursor
         #: Decides every answer (the player and the relay below only speak it).
-        self.planner = Planner(self.matcher, faults, fallback, cursor)
+        self.planner = Planner(self.matcher, faults, fallback, cursor, live_tools)
         #: Writes every answer (the one seam to the wire), and keeps each request answered.
         self.sender = Sender(write_timeout)
         self.log = ServedLog(self.matcher, lambda: self.url, retain_bodies)
@@ -198,6 +202,7 @@ class ReplayServer(BackgroundServer):
         self.websockets = WebSocketReplay(
             self.planner, self.player, idle_timeout=idle_timeout, trust=trust
         )
+        self._tool_hosts: list[str] | None = None
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
         #: Requests that could not be read, answered 400 (408, 413 …) and closed: how many, and
@@ -229,6 +234,16 @@ class ReplayServer(BackgroundServer):
         return replay_env(self.url)
 
     @property
+    def proxy_env(self) -> dict[str, str]:
+        """The proxy variables that send the agent's other HTTP (its tools') here:
+        :func:`tool_proxy_env` for this server and the hosts its recording's tools called."""
+        return tool_proxy_env(self.url, self.tool_hosts())
+
+    def tool_hosts(self) -> list[str]:
+        """The hosts (``host:port``) the recording's tools called."""
+        return self.matcher.tool_hosts()
+
+    @property
     def served(self) -> list[Exchange]:
         """Every request answered, as an exchange: the live request and what was sent back."""
         return self.log.served
@@ -239,6 +254,15 @@ class ReplayServer(BackgroundServer):
 
     def unplayed(self) -> list[Recorded]:
         return self.matcher.unplayed()
+
+    def unplayed_turns(self) -> list[Recorded]:
+        """What was recorded and never played, but the tools' calls when they may go live
+        (``live_tools``: a tool that ran live made its own calls instead)."""
+        skip = self._skipped()
+        return [r for r in self.matcher.unplayed() if r.index not in skip]
+
+    def _skipped(self) -> frozenset[int]:
+        return frozenset(self.matcher.index.tools) if self.planner.live_tools else frozenset()
 
     def keep_sent(self, path: Path) -> None:
         """What the client sent (with the answers it got, misses included), as a cassette at
@@ -257,13 +281,17 @@ class ReplayServer(BackgroundServer):
     def report_lines(self) -> list[str]:
         """The report of the replay: what was played, went live, missed, refused, dropped."""
         # from the recording: a fork's requests past its cursor went live
-        played = len(self.matcher.played())
-        tools = len(self.matcher.index.tools)  # the tools' HTTP: not replayed (yet)
+        tool_ix = set(self.matcher.index.tools)
+        played = [r.index for r in self.matcher.played()]
+        tools = len(tool_ix)
+        served = sum(1 for i in played if i in tool_ix)
         head = [
-            f"looptap replay {self.source}: played {played:,} of "
+            f"looptap replay {self.source}: played {len(played) - served:,} of "
             f"{count(len(self.matcher.recorded) - tools, 'recorded round trip')}"
-            + (f" ({count(tools, 'tool HTTP call')} beside them, not replayed)" if tools else "")
+            + (f" and served {served:,} of {count(tools, 'tool HTTP call')}" if tools else "")
         ]
+        if self.planner.tools_live:
+            head.append(f"{count(self.planner.tools_live, 'tool request')} sent live")
         if self.router is not None:
             head.append(f"{count(self.router.sent, 'request')} went live past the cursor")
         head.append(count(len(self.matcher.misses), "unmatched request"))
@@ -284,7 +312,7 @@ class ReplayServer(BackgroundServer):
         ):
             if n:
                 head.append(said.format(count(n, noun)))
-        out = [", ".join(head), *_unplayed_lines(self.matcher)]
+        out = [", ".join(head), *_unplayed_lines(self.matcher, self._skipped())]
         if self.matcher.tolerated:
             n = len(self.matcher.tolerated)
             out.append(
@@ -395,20 +423,92 @@ class ReplayServer(BackgroundServer):
     async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":
-            msg = (
-                f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from "
-                f"{self.source}; point the client's base URL at the replay server instead"
+            return await self._connect(req, writer)
+        url = self._tool_url(req)
+        answer = self.planner.plan(req) if url is None else self.planner.plan_tool(req, url)
+        if isinstance(answer, ToolAnswer):
+            kind = "application/json" if answer.body[:1] in (b"{", b"[") else "text/plain"
+            notes = [answer.note]
+            body, rec = answer.body, answer.rec
+            return await self.player.json(
+                req, writer, answer.status, [], body, rec, None, notes, kind
             )
-            return await self.player.refuse(req, writer, 403, msg)
-        answer = self.planner.plan(req)
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer)
         return await self.player.answer(req, writer, answer, t0)
 
+    def _tool_url(self, req: Request) -> str | None:
+        """The URL of a tool's request: one sent here in absolute form (as to a forward proxy)
+        for another host than this server; ``None`` for the rest (the model calls, sent to the
+        base URL, or through the proxy variables to this server's own address)."""
+        if req.absolute is None:
+            return None
+        u = urlsplit(req.absolute)
+        try:
+            port = u.port or (443 if u.scheme == "https" else 80)
+        except ValueError:
+            return req.absolute
+        if port == self.port and (u.hostname or "").lower() in _OWN_NAMES | {self.host}:
+            return None
+        return req.absolute
 
-def _unplayed_lines(matcher: Matcher) -> list[str]:
-    """The round trips never played, one line each up to :data:`UNPLAYED_LISTED`."""
-    unplayed = matcher.count_unplayed()
+    async def _connect(self, req: Request, writer: asyncio.StreamWriter) -> bool:
+        """``CONNECT``: refused (no TLS is made here). A host whose calls the recording's tools
+        made is a miss too (an HTTPS tool is not replayed: the test fails closed)."""
+        host = tool_host(f"https://{req.target}")
+        recorded = sum(1 for h in self._tool_host_list() if h == host)
+        if recorded:
+            msg = (
+                f"looptap replay refuses CONNECT {req.target}: the recording's tools called "
+                f"{host} over HTTPS, and an HTTPS tool is not replayed (the replay server makes "
+                "no certificates); record the tool over plain HTTP, or let it go live"
+            )
+            self.matcher.misses.append(Miss("CONNECT", req.target, msg))
+        else:
+            msg = (
+                f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from "
+                f"{self.source}; point the client's base URL at the replay server instead"
+            )
+        return await self.player.refuse(req, writer, 403, msg)
+
+    def _tool_host_list(self) -> list[str]:
+        if self._tool_hosts is None:
+            self._tool_hosts = self.tool_hosts()
+        return self._tool_hosts
+
+
+#: The names a request to this server's own address may give it (the proxy variables point at
+#: ``127.0.0.1``; a client may write ``localhost``).
+_OWN_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def tool_proxy_env(url: str, tool_hosts: Sequence[str], no_proxy: str = "") -> dict[str, str]:
+    """The proxy variables that send an agent's HTTP to the replay server at ``url``, which
+    answers its tools' calls from the recording (a model call through them reaches it too, at its
+    own address). ``NO_PROXY`` keeps the user's entries (``no_proxy``) and the loopback names,
+    unless the recording's tools called a loopback host (``tool_hosts``): then the loopback is
+    not left out, so those calls reach the replay server too."""
+    loopback = any(h.rsplit(":", 1)[0].strip("[]") in _OWN_NAMES for h in tool_hosts)
+    keep = [v for v in no_proxy.split(",") if v.strip()]
+    if not loopback:
+        keep += ["127.0.0.1", "localhost"]
+    else:
+        keep = [v for v in keep if v.strip().lower() not in _OWN_NAMES]
+    value = ",".join(dict.fromkeys(keep))
+    return {
+        "HTTPS_PROXY": url,
+        "HTTP_PROXY": url,
+        "https_proxy": url,
+        "http_proxy": url,
+        "NO_PROXY": value,
+        "no_proxy": value,
+    }
+
+
+def _unplayed_lines(matcher: Matcher, skip: frozenset[int] = frozenset()) -> list[str]:
+    """The round trips never played (but ``skip``), one line each up to
+    :data:`UNPLAYED_LISTED`."""
+    unplayed = matcher.count_unplayed() - sum(1 for i in skip if not matcher.recorded[i].plays)
     if not unplayed:
         return []
     matcher.label()
@@ -417,6 +517,6 @@ def _unplayed_lines(matcher: Matcher) -> list[str]:
         if len(out) == UNPLAYED_LISTED:
             out.append(f"  … and {count(unplayed - len(out), 'more unplayed round trip')}")
             break
-        if not r.plays:
+        if not r.plays and r.index not in skip:
             out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
     return out

@@ -25,7 +25,7 @@ from ...net import Trust
 from ...reading import Run, open_run
 from ...storage import check_target, is_cassette, open_regular, staged
 from ..serving.faults import FaultPlan
-from ..serving.server import ReplayServer, placeholder_keys
+from ..serving.server import ReplayServer, placeholder_keys, tool_proxy_env
 from ._keys import RECORDER, REPORTS
 from ._options import Options, upstreams
 from ._report import add_sections, failure_text, summary_lines
@@ -115,7 +115,7 @@ class LooptapSession:
     def unplayed_text(self) -> str | None:
         if self.server is None:
             return None
-        left = self.server.unplayed()
+        left = self.server.unplayed_turns()
         if not left:
             return None
         n = len(left)
@@ -237,21 +237,13 @@ def _start_replay(
     except CassetteError as exc:  # a cursor that selects nothing in the cassette
         pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}
-    url = session.server.url
-    # Fail closed for clients that ignore the base URL and honour a proxy: the replay
-    # server refuses CONNECT, so nothing reaches a real API.
-    no_proxy = ",".join(
-        dict.fromkeys(
-            [*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]
-        )
-    )
+    # Fail closed for clients that ignore the base URL and honour a proxy: the replay server
+    # refuses CONNECT, so nothing reaches a real API; and the tools' plain HTTP goes there too,
+    # answered from the recording (the loopback as well when the recording's tools called it).
     session.env.update(
-        HTTPS_PROXY=url,
-        HTTP_PROXY=url,
-        https_proxy=url,
-        http_proxy=url,
-        NO_PROXY=no_proxy,
-        no_proxy=no_proxy,
+        tool_proxy_env(
+            session.server.url, session.server.tool_hosts(), os.environ.get("NO_PROXY", "")
+        )
     )
     if trust is not None:
         # ... and for those that ignore the proxy too: TLS to any host fails verification. The

@@ -1,0 +1,279 @@
+"""The tools' recorded HTTP served back (issue 84, item 4): agents recorded through the real
+``looptap run --tool-http --tool-http-loopback`` (the openai SDK with httpx tools, a LangChain
+agent with requests tools: tests/proxy/test_e2e_tool_http.py's) replay with their tool server
+and their model both gone.
+
+1. ``looptap replay``: the agent is pointed at it by its export lines (the base URLs and, as
+   the recording's tools made HTTP calls, ``HTTP_PROXY`` with the loopback no longer left out):
+   every model call and every tool call answered from the run, nothing live.
+2. The pytest plugin: an inner test runs each agent with the environment the plugin set; it
+   passes with the tool server gone, and the same test over the run without its tool exchanges
+   fails (the tool's request refused: what replay did before item 4). A tool request the run
+   does not answer fails the test, named with the recorded call closest to it and the model's
+   tool call that one served.
+3. A fork at turn 2 (``looptap run --from run.jsonl@turn=2``): the prefix's tools served, the
+   model live from turn 2, and the order the live turn asks for served from the run while its
+   request matches; with a request that no longer matches the tool goes live, or fails under
+   ``--tools-offline``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looptap.cassettes.storage import read_records
+from tests.proxy.test_e2e_tool_http import (
+    CLIENTS_PYTHON,
+    LANGCHAIN_AGENT,
+    OPENAI_AGENT,
+    TOOL_KEY,
+    ToolServer,
+    looptap_run,
+    route,
+)
+from tests.support import progress
+from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
+]
+
+pytest_plugins = ["pytester"]
+
+AGENTS = {"openai": OPENAI_AGENT, "langchain": LANGCHAIN_AGENT}
+
+
+@pytest.fixture(scope="module", params=sorted(AGENTS))
+def recorded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """A run of the agent recorded with its tools' HTTP; the tool server and the model stopped
+    once it is (their URLs are the run's: nothing listens there any more)."""
+    tmp = tmp_path_factory.mktemp(f"{request.param}-tools")
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp, AGENTS[request.param], fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
+    cas = read_records(run)
+    assert sum(ex.tool for ex in cas.exchanges) == 5
+    yield {"name": request.param, "run": run, "tool_url": tools.url, "agent": AGENTS[request.param]}
+
+
+def _replay(run: Path, *flags: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "looptap.cassettes.cli", "replay", *flags, str(run)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+    )  # fmt: skip
+    assert replay.stdout is not None
+    env: dict[str, str] = {}
+    while "REPLICATE_API_TOKEN" not in env:  # the last export line
+        line = replay.stdout.readline()
+        assert line, replay.stderr.read() if replay.stderr else ""
+        name, _, value = line.strip().removeprefix("export ").partition("=")
+        env[name] = value
+    return replay, env
+
+
+def _stop(replay: subprocess.Popen[str]) -> str:
+    replay.send_signal(signal.SIGINT)
+    _, err = replay.communicate(timeout=120)
+    return err
+
+
+def test_looptap_replay_serves_the_tools_with_nothing_live(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    replay, env = _replay(recorded["run"], "--strict")
+    try:
+        assert env["HTTP_PROXY"] == env["OPENAI_BASE_URL"].removesuffix("/v1")
+        assert "127.0.0.1" not in env["NO_PROXY"].split(",")  # the tools called the loopback
+        script = tmp_path / "agent.py"
+        script.write_text(recorded["agent"])
+        agent = progress.run(
+            [str(CLIENTS_PYTHON), str(script)],
+            env=clean_env(**env, TOOL_URL=recorded["tool_url"], TOOL_KEY=TOOL_KEY),
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        err = _stop(replay)
+    assert agent.returncode == 0, agent.stdout + agent.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in agent.stdout
+    assert replay.returncode == 0, err
+    assert "played 4 of 4 recorded round trips and served 5 of 5 tool HTTP calls" in err, err
+    assert "0 unmatched requests" in err and "unplayed" not in err and "live" not in err
+
+
+PLUGGED = """
+import os, subprocess
+import pytest
+
+@pytest.mark.looptap("{cassette}")
+def test_agent(looptap):
+    env = {{**os.environ, "TOOL_URL": "{tool_url}", "TOOL_KEY": "{key}"}}
+    done = subprocess.run([r"{python}", r"{script}"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "answer: Ordered an umbrella." in done.stdout
+"""
+
+
+def _plugged(
+    pytester: pytest.Pytester, recorded: dict[str, Any], cassette: Path, agent: str
+) -> pytest.RunResult:
+    script = pytester.path / "agent.py"
+    script.write_text(agent)
+    pytester.makepyfile(
+        test_inner=PLUGGED.format(
+            cassette=cassette, tool_url=recorded["tool_url"], key=TOOL_KEY,
+            python=CLIENTS_PYTHON, script=script,
+        )
+    )  # fmt: skip
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "-p", "no:xdist",
+        "--looptap-record-mode=none",
+    )  # fmt: skip
+
+
+def test_the_plugin_replays_tools_and_model_offline(
+    recorded: dict[str, Any], pytester: pytest.Pytester
+) -> None:
+    result = _plugged(pytester, recorded, recorded["run"], recorded["agent"])
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert "played 4 of 4 recorded round trips and served 5 of 5 tool HTTP calls" in out, out
+    # the control: the same run without its tools' HTTP, as a replay before issue 84's item 4
+    # saw it (the tools' calls refused: their server is gone) fails the same test
+    bare = pytester.path / "bare.jsonl"
+    lines = recorded["run"].read_bytes().splitlines(keepends=True)
+    bare.write_bytes(
+        b"".join(ln for ln in lines if b'"tool": true' not in ln and b'"tool":true' not in ln)
+    )
+    assert sum(ex.tool for ex in read_records(bare).exchanges) == 0
+    failed = _plugged(pytester, recorded, bare, recorded["agent"])
+    failed.assert_outcomes(failed=1)
+
+
+def test_a_tool_request_the_run_does_not_answer_fails_named_with_its_tool_call(
+    recorded: dict[str, Any], pytester: pytest.Pytester
+) -> None:
+    if recorded["name"] != "openai":
+        pytest.skip("one agent is enough for the miss's words")
+    changed = recorded["agent"].replace(
+        'params={"city": city, "key": KEY}', 'params={"city": city, "key": KEY, "units": "metric"}'
+    )
+    assert changed != recorded["agent"]
+    result = _plugged(pytester, recorded, recorded["run"], changed)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "tool HTTP call seq" in out and "GET 127.0.0.1:" in out, out[-3000:]
+    assert (
+        "GET 127.0.0.1:" in out
+        and "the closest (not yet served) served the tool call get_weather id=call_s0001 of "
+        "conversation c1, turn 0"
+        in out
+    ), out[-4000:]
+    assert "units=metric" in out
+    assert TOOL_KEY not in out  # the tool's key, sent in its query, never printed
+
+
+def _fork(
+    run: Path, fake: ScriptedUpstream, tmp: Path, agent: str, tool_url: str, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    script = tmp / "agent.py"
+    script.write_text(agent)
+    branch = tmp / "branch.jsonl"
+    proc = progress.run(
+        [*RECORDER, "run", "--from", f"{run}@turn=2", "-o", str(branch), "--confdir",
+         str(tmp / "conf"), "--upstream", f"openai={fake.url}", *flags,
+         "--", str(CLIENTS_PYTHON), str(script)],
+        env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tool_url, TOOL_KEY=TOOL_KEY,
+                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
+        capture_output=True, text=True, cwd=tmp,
+    )  # fmt: skip
+    return proc, branch
+
+
+def test_a_fork_at_turn_2_serves_the_tools(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """Turns 0 and 1 (and their four weather calls) served from the run; turn 2 live, asking for
+    the recorded order: its POST matches the recorded one and is served (the tool server is
+    gone); an answer live after it."""
+    asked: list[int] = []
+
+    def live(req: ScriptedRequest) -> Reply:
+        asked.append(len(req.tool_results()))
+        return route(req)
+
+    with ScriptedUpstream(live) as fake:
+        proc, _ = _fork(recorded["run"], fake, tmp_path, recorded["agent"], recorded["tool_url"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout
+    assert asked == [4, 5]  # turns 2 and 3 went live; 0 and 1 were served
+    assert "served 5 of 5 tool HTTP calls" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    """Turn 2 live asks for another order (3 umbrellas): the tool's POST no longer matches the
+    run's. With a tool server at another address every tool request goes live (none matches);
+    at the run's address (nothing listening) the prefix's weather calls are served and the
+    changed order goes live (refused: the server is gone), or, with ``--tools-offline``, fails
+    closed: a 400 naming the recorded call closest to it, which the agent hands the model."""
+    if recorded["name"] != "openai":
+        pytest.skip("one agent is enough")
+
+    def three(req: ScriptedRequest) -> Reply:
+        if len(req.tool_results()) == 4:
+            return Reply.tool("place_order", {"item": "umbrella", "quantity": 3})
+        return route(req)
+
+    with ScriptedUpstream(three) as fake, ToolServer() as tools:
+        proc, _ = _fork(recorded["run"], fake, tmp_path, recorded["agent"], tools.url)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        assert "answer: Ordered an umbrella." in proc.stdout
+        assert len(tools.seen) == 5  # all live: the weather calls too (another address)
+        offline = tmp_path / "offline"
+        offline.mkdir()
+        proc, branch = _fork(
+            recorded["run"], fake, offline, recorded["agent"], recorded["tool_url"],
+            "--tools-offline",
+        )  # fmt: skip
+    assert len(tools.seen) == 5
+    assert "answer: Ordered an umbrella." in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    said = proc.stderr
+    assert "served 4 of 5 tool HTTP calls" in said, said[-3000:]
+    assert "unmatched: POST http://127.0.0.1:" in said and "/orders" in said, said[-3000:]
+    assert "the closest (not yet served) served the tool call place_order" in said
+    # the model was told the miss: the agent's place_order returned the 400's text
+    sent = [ex for ex in read_records(branch).exchanges if not ex.tool]
+    assert b"looptap_replay_miss" in sent[-1].request_body
+
+
+def test_the_served_answers_are_the_recorded_ones(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """What the tools got in replay is what they got when recorded (status and body)."""
+    import httpx
+
+    from looptap.cassettes.replay.serving.server import ReplayServer
+
+    cas = read_records(recorded["run"])
+    tool = [ex for ex in cas.exchanges if ex.tool]
+    with ReplayServer(recorded["run"]) as server:
+        with httpx.Client(proxy=server.url, trust_env=False) as client:
+            for ex in tool:
+                got = client.request(ex.method, ex.url.replace("key=REDACTED", f"key={TOOL_KEY}"),
+                                     content=ex.request_body or b"",
+                                     headers={"content-type": "application/json"})  # fmt: skip
+                assert (got.status_code, json.loads(got.content)) == (
+                    ex.status,
+                    json.loads(ex.response_body),
+                )
+    assert not server.misses
