@@ -372,10 +372,6 @@ CASES = (
         _weather, main=(0, 1, 2, 4, 5), side=((3, 2),), at=4, code="C.history_trimmed",
         kind="summarised", final="FORECAST: Berlin",
         before="two conversations [0-2] [4-5]; the compaction call (#3) no round trip of any",
-        pending=(
-            "POST /v1/responses/compact is no round trip of any conversation, so the request "
-            "opening with its compaction item starts a new one (issue 82 item 1)"
-        ),
     ),
     Case(
         "anthropic context_management", "anthropic", "test", ANTHROPIC_CONTEXT_EDITS,
@@ -389,11 +385,6 @@ CASES = (
         kind="summarised", final="All three steps ran.",
         before="two conversations [0-1] [3-4], the compaction a side call of #1, a false "
         "C.stopped_with_pending_calls at #1",
-        pending=(
-            "the system prompt's billing-header block (cc_version=2.1.328.<hash>) changes with the "
-            "compaction: C.cache_prefix_broken at the compacted request, not folded under "
-            "C.history_trimmed (issue 82 item 2)"
-        ),
     ),
     Case(
         "codex auto-compaction", "@openai/codex", "agent", "codex", _codex_steps,
@@ -402,10 +393,6 @@ CASES = (
         before="one conversation with the compaction (#2) as a turn of it, a false "
         "C.cache_prefix_broken at #2 and #3 (tools changed), C.history_trimmed at #3 measured "
         "against the compaction's request",
-        pending=(
-            "C.dropped_tool_result (folded under C.history_trimmed) at the compacted request for "
-            "the call whose output went to the compaction side call (issue 82 item 2)"
-        ),
     ),
 )  # fmt: skip
 

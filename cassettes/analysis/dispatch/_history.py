@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ... import providers
 from ...hints import count
 from ...lazy import pattern
 from ...models import FinishReason, Message
@@ -17,6 +18,7 @@ from .._context import TurnContext
 from .._message_keys import message_key, response_message, stable
 from .._model import ContextChange, Finding
 from .._trajectory import fields_of, follows, step_of
+from ._managed import is_compaction
 from ._shared import _continues, _item, _prev_ok, speaker
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
@@ -41,19 +43,6 @@ def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
         path=f"{ctx.history_key}[{c.kept}]",
         related_turn=prev.index,
     )
-
-
-def _is_compaction(m: Message) -> bool:
-    """A provider item that stands for summarised earlier history."""
-    for p in m.parts:
-        block = (p.provider_details or {}).get("block")
-        if (
-            p.kind == "other"
-            and isinstance(block, dict)
-            and "compact" in str(block.get("type", ""))
-        ):
-            return True
-    return False
 
 
 def _changed_part(ctx: TurnContext, at: int) -> int | None:
@@ -86,7 +75,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     dropped = _dropped_before_answer(ctx)
     # A provider item standing for earlier history (a compaction summary) marks a deliberate
     # rewrite.
-    compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
+    compacted = any(is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if dropped or len(ctx.messages) < prev_len or compacted:
         asked = " (the user's question among them)" if dropped and dropped[1] else ""
         cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
@@ -398,7 +387,15 @@ def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
     # the turn, not its request: state must not hold a history
     if kept is not None and kept[0] == (ctx.seq, ctx.index):
         return kept[1]  # type: ignore[no-any-return]
-    system = orjson.dumps([(p.kind, p.text) for p in req.system])
+    # An attribution block (Claude Code's billing header) is no part of the cached prefix.
+    adapter = providers.by_family(ctx.rt.family)
+    system = orjson.dumps(
+        [
+            (p.kind, p.text)
+            for p in req.system
+            if adapter is None or p.kind != "text" or not adapter.profile.is_attribution(p.text)
+        ]
+    )
     # Every field of each ToolSpec, as plain values (model_dump was a tenth of a turn's checks).
     tools = orjson.dumps(
         [(t.name, t.description, t.parameters, t.kind) for t in req.tools],

@@ -107,6 +107,7 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
         return None
     if summary is not None and summary[0] == tid:
         link.summary_of = summary[1]
+        link.summary_answers = s.turns[summary[1]].answers
     link.echo_at = _echo_at(s, r, tid)
     if link.echo_at is not None:
         link.echoed = True
