@@ -31,6 +31,8 @@ from looptap.cassettes.views._roundtrip_view import turn_json
 CASES = all_cases()
 #: What each case says, by code (the management codes and every warning or error).
 SAID = ("C.history_trimmed", "C.user_instruction_dropped", "A.context_edited")
+#: What a later turn may say that the management's drop explains (folded under it).
+FOLDED_LATER = ("E.repeated_call",)
 
 
 def _said(run: RunAnalysis) -> list[tuple[str, int]]:
@@ -48,6 +50,12 @@ def test_context_management_is_one_conversation_said_once(case: Case) -> None:
     assert _said(run) == sorted(case.expected)  # each said once, nothing false
     assert not [f for f in run.findings if f.code == "C.stopped_with_pending_calls"]
     assert not [f for f in run.findings if f.code == "C.history_mutated"]
+    # what the management dropped explains a later turn's finding: folded under it
+    assert sorted(
+        (f.code, f.seq or 0, f.details["caused_by_seq"])
+        for f in run.findings
+        if f.details.get("caused_by") == "C.history_trimmed" and f.code in FOLDED_LATER
+    ) == sorted(case.folded)
 
 
 def test_the_table_covers_twelve_cases_or_more() -> None:
