@@ -16,10 +16,15 @@ Each client is the framework's documented idiom, nothing that names looptap:
   only the session's latest items;
 * **openai-agents** with an ``OpenAIResponsesCompactionSession``: the Responses API's compaction
   (``POST /v1/responses/compact``), whose opaque ``compaction`` item then stands for the history;
+* **openai-agents** with ``ModelSettings(truncation="auto")``: the Responses API may drop items
+  from the conversation's start, and does not say whether it did (``A.context_edited`` once);
 * **Anthropic SDK** ``context_management`` (``clear_tool_uses_20250919``): the API clears old tool
   uses server-side and says so (``applied_edits``); the SDK re-sends the whole history;
 * **Claude Code** auto-compact (its window set low, the model's usage reported high): a compaction
   side call over the history, then the summary in place of everything but the latest call;
+* **Claude Code** ``/compact`` given to the resumed session (``-p /compact --continue``) after its
+  final answer, then a question (``--continue``): a compaction side call over the history with
+  the answer left out, then the summary and that answer before the question;
 * **Codex** auto-compaction (``model_auto_compact_token_limit``, a custom provider: Codex's local
   compaction): a side call without tools, then the opening and the user's messages with the summary.
 
@@ -268,6 +273,15 @@ async def main():
 asyncio.run(main())
 """  # noqa: E501
 
+OPENAI_AGENTS_TRUNCATION = """
+from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
+set_tracing_disabled(True)
+# the Responses API drops items from the conversation's start when it outgrows the window
+agent = Agent(name="weather_agent", instructions=SYSTEM, tools=[function_tool(get_weather)], model="gpt-4o",
+              model_settings=ModelSettings(truncation="auto"))
+out(final=Runner.run_sync(agent, "What is the weather in Paris and Tokyo?").final_output)
+"""  # noqa: E501
+
 ANTHROPIC_CONTEXT_EDITS = """
 import anthropic
 client = anthropic.Anthropic()
@@ -309,6 +323,7 @@ supports_websockets = false
 """
 
 STEPS_TASK = "Run echo step1, echo step2 and echo step3 with Bash, one at a time."
+STEPS_AFTER = "Which steps ran?"
 
 
 @dataclass(frozen=True)
@@ -374,6 +389,11 @@ CASES = (
         before="two conversations [0-2] [4-5]; the compaction call (#3) no round trip of any",
     ),
     Case(
+        "openai-agents truncation auto", "openai-agents", "test", OPENAI_AGENTS_TRUNCATION,
+        _weather, main=(0, 1, 2), side=(), at=0, code="A.context_edited", kind="truncation",
+        final="FORECAST: Paris, Tokyo", before="(not recorded on 4cb260e5)",
+    ),
+    Case(
         "anthropic context_management", "anthropic", "test", ANTHROPIC_CONTEXT_EDITS,
         _anthropic_edits, main=(0, 1, 2, 3), side=(), at=3, code="A.context_edited",
         kind="clear_tool_uses_20250919", final="FORECAST: Paris, Tokyo, Berlin",
@@ -385,6 +405,12 @@ CASES = (
         kind="summarised", final="All three steps ran.",
         before="two conversations [0-1] [3-4], the compaction a side call of #1, a false "
         "C.stopped_with_pending_calls at #1",
+    ),
+    Case(
+        "claude-code /compact", "@anthropic-ai/claude-code", "agent", "claude /compact",
+        _claude_code_steps, main=(0, 1, 2, 3, 5), side=((4, 3),), at=5, code="C.history_trimmed",
+        kind="summarised", final="All three steps ran.",
+        before="(not recorded on 4cb260e5)",
     ),
     Case(
         "codex auto-compaction", "@openai/codex", "agent", "codex", _codex_steps,
@@ -413,6 +439,19 @@ def _python(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path
 
 def _agent(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
     confdir = tmp_path / "mitmproxy-conf"
+    if case.script == "claude /compact":
+        claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
+        env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-context-{tmp_path.name}", **CLAUDE_OFFLINE)
+        # the session ran, then /compact given to it resumed, then a question after the compaction
+        common = "--model claude-sonnet-4-5 --output-format json --allowedTools Bash"
+        wrapper = tmp_path / "claude.sh"
+        wrapper.write_text(
+            f"#!/bin/sh\nset -e\n{claude} -p '{STEPS_TASK}' {common} > /dev/null\n"
+            f"{claude} -p /compact --continue {common} > /dev/null\n"
+            f"exec {claude} -p '{STEPS_AFTER}' --continue {common}\n"
+        )
+        wrapper.chmod(0o755)
+        return looptap_run(tmp_path, confdir, [str(wrapper)], env, upstream=up)  # type: ignore[arg-type]
     if case.script == "claude":
         claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
         env = run_env(

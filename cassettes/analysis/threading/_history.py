@@ -9,6 +9,7 @@ import itertools
 from .._message_keys import _ROLE, _part_keys
 from ._agents import (
     agent_tool,
+    asks_compaction,
     choose,
     compaction,
     forks_running_calls,
@@ -191,6 +192,10 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
             link.summary_of = used[1]
             link.summary_answers = s.turns[used[1]].answers
             return link
+        return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
+    if asks_compaction(r, s.turns[latest], link):
+        # The conversation's history, its answer left out, asked for a summary (Claude Code's
+        # /compact): a compaction side call; the summary comes back in its next request.
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
     link.ambiguous = tied if tied > 1 else 0
     return link
