@@ -10,6 +10,9 @@ Each client is the framework's documented idiom, nothing that names looptap:
   the budget;
 * **LangChain** ``SummarizationMiddleware`` in ``create_agent`` (langchain 1.x), triggered at six
   messages: a side call writes the summary, which then stands in place of the head;
+* **LangGraph** with langmem's ``SummarizationNode`` as the agent's ``pre_model_hook``: a side call
+  (the agent's messages without its system prompt, then ``Create a summary of the conversation
+  above:``) writes the running summary, which then stands in a system message for the history;
 * **pydantic-ai** with a history processor that keeps the last five messages (``ProcessHistory``;
   pydantic-ai 2 took ``history_processors=`` off ``Agent``);
 * **openai-agents** with a ``SQLiteSession`` whose ``SessionSettings(limit=3)`` gives the next run
@@ -72,9 +75,14 @@ def _weather() -> Route:
     def route(req: ScriptedRequest) -> Reply:
         texts = req.user_texts()
         question = texts[-1] if texts else ""
-        if "Context Extraction Assistant" in question:  # LangChain's DEFAULT_SUMMARY_PROMPT
-            known = sorted(set(re.findall(r"WEATHER: \w+ is \w+", question)))
-            asked = [c for c in CITIES if c in question]
+        # langmem's running summary stands in a system message: the question it carries
+        if "Summary of the conversation so far:" in req.system:
+            question = req.system + " " + question
+        # LangChain's DEFAULT_SUMMARY_PROMPT; langmem's SummarizationNode's initial prompt
+        if "Context Extraction Assistant" in question or question.startswith("Create a summary"):
+            everything = json.dumps(req.messages)
+            known = sorted(set(re.findall(r"WEATHER: \w+ is \w+", everything)))
+            asked = [c for c in CITIES if c in " ".join(texts)]
             return Reply.say(
                 f"The user asked for the weather in {', '.join(asked)}. Known so far: "
                 + "; ".join(known),
@@ -208,6 +216,29 @@ model = ChatOpenAI(model="gpt-4o")
 agent = create_agent(model, tools=[tool(get_weather)], system_prompt=SYSTEM,
                      middleware=[SummarizationMiddleware(model=model, trigger=("messages", 6), keep=("messages", 2))])
 result = agent.invoke({"messages": [("user", "What is the weather in Paris, Tokyo, Berlin and Madrid?")]})
+out(final=result["messages"][-1].content)
+"""  # noqa: E501
+
+LANGGRAPH_SUMMARY_NODE = """
+import warnings
+warnings.filterwarnings("ignore")
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt.chat_agent_executor import AgentState
+from langmem.short_term import RunningSummary, SummarizationNode
+class State(AgentState):
+    context: dict[str, RunningSummary]
+model = ChatOpenAI(model="gpt-4o")
+# langmem's summarising node before every model call (its documented LangGraph idiom)
+summarize = SummarizationNode(token_counter=count_tokens_approximately, model=model, max_tokens=200,
+                              max_tokens_before_summary=150, max_summary_tokens=64, output_messages_key="llm_input_messages")
+agent = create_react_agent(model, tools=[tool(get_weather)], prompt=SYSTEM, pre_model_hook=summarize,
+                           state_schema=State, checkpointer=InMemorySaver())
+result = agent.invoke({"messages": [("user", "What is the weather in Paris, Tokyo, Berlin and Madrid?")]},
+                      {"configurable": {"thread_id": "1"}})
 out(final=result["messages"][-1].content)
 """  # noqa: E501
 
@@ -363,6 +394,12 @@ CASES = (
         final="FORECAST: Paris, Tokyo, Berlin, Madrid",
         before="two conversations [0-2] [4-5], the summary a side call of #1, a false "
         "C.stopped_with_pending_calls at #2",
+    ),
+    Case(
+        "langgraph langmem SummarizationNode", "langmem", "frameworks", LANGGRAPH_SUMMARY_NODE,
+        _weather, main=(0, 1, 2, 4, 5), side=((3, 2),), at=4, code="C.history_trimmed",
+        kind="summarised", final="FORECAST: Paris, Tokyo, Berlin, Madrid",
+        before="(not recorded on 4cb260e5)",
     ),
     Case(
         "langchain ContextEditingMiddleware", "langchain", "frameworks", LANGCHAIN_CLEAR, _weather,

@@ -387,23 +387,37 @@ def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
     # the turn, not its request: state must not hold a history
     if kept is not None and kept[0] == (ctx.seq, ctx.index):
         return kept[1]  # type: ignore[no-any-return]
-    # An attribution block (Claude Code's billing header) is no part of the cached prefix.
-    adapter = providers.by_family(ctx.rt.family)
-    system = orjson.dumps(
-        [
-            (p.kind, p.text)
-            for p in req.system
-            if adapter is None or p.kind != "text" or not adapter.profile.is_attribution(p.text)
-        ]
-    )
+    system = _system_key(ctx)
     # Every field of each ToolSpec, as plain values (model_dump was a tenth of a turn's checks).
     tools = orjson.dumps(
         [(t.name, t.description, t.parameters, t.kind) for t in req.tools],
         option=orjson.OPT_SORT_KEYS,
     )
-    fingerprint = stable(system), stable(tools)
+    fingerprint = system, stable(tools)
     ctx.conv.state["C.prefix"] = ((ctx.seq, ctx.index), fingerprint)
     return fingerprint
+
+
+def _system_key(ctx: TurnContext, leave_out: frozenset[str] = frozenset()) -> int:
+    """The key of the request's system prompt as the prompt cache reads it: an attribution
+    block (Claude Code's billing header: the API keeps it out of the cached prefix) left out,
+    and the texts ``leave_out``."""
+    req = ctx.rt.request
+    assert req is not None
+    adapter = providers.by_family(ctx.rt.family)
+    return stable(
+        orjson.dumps(
+            [
+                (p.kind, p.text)
+                for p in req.system
+                if p.kind != "text"
+                or not (
+                    (p.text or "") in leave_out
+                    or (adapter is not None and adapter.profile.is_attribution(p.text))
+                )
+            ]
+        )
+    )
 
 
 def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
@@ -429,10 +443,25 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         and prev_usage.cache_read_tokens
         and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens)
     )
-    # A prefix broken by the client's context management alone follows from it.
+    # A prefix broken by the client's context management alone follows from it: the history's
+    # head changed, or the system prompt by the summary it put there (langmem's running summary
+    # is a system message).
+    cc = ctx.turn.c.context
+    summary = (
+        frozenset(
+            p.text or ""
+            for j in cc.summary
+            if j < len(ctx.messages)
+            for p in ctx.messages[j].parts
+            if p.kind == "text"
+        )
+        if cc is not None and changed == ["system prompt"]
+        else frozenset()
+    )
     folded: dict[str, Any] = (
         {"caused_by": codes.HISTORY_TRIMMED, "caused_by_seq": ctx.seq}
-        if not changed and ctx.turn.c.context is not None
+        if cc is not None
+        and (not changed or (summary and _system_key(ctx, summary) == before[0]))
         else {}
     )
     yield ctx.finding(

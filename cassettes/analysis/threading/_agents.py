@@ -152,13 +152,10 @@ _COMPACTION = pattern(r"\b(summar(y|ies|i[sz]e)|compact(ion)?)\b", re.I)
 NO_TOOLS = stable(orjson.dumps([]))
 
 
-def compaction(r: Request, t: TurnInfo) -> bool:
-    """The request is this agent (same system prompt) asking for a summary of ``t``'s history
-    with every tool withdrawn (``t`` offered some): its last message a user text that asks for
-    a summary or a compaction (Codex's local compaction sends ``tools: []`` and its checkpoint
-    prompt). A compaction made by a side call, not the loop's next step: the summary comes back
-    in a later request of the conversation."""
-    if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system or not r.messages:
+def asks_summary(r: Request) -> bool:
+    """The request's last message is a user text (no tool result) that asks for a summary or a
+    compaction."""
+    if not r.messages:
         return False
     last = r.messages[-1]
     if _ROLE.get(last.role, last.role) != "user" or any(
@@ -167,6 +164,17 @@ def compaction(r: Request, t: TurnInfo) -> bool:
         return False
     text = " ".join(p.text for p in last.parts if p.kind == "text" and p.text)[:20000]
     return bool(_COMPACTION.search(text))
+
+
+def compaction(r: Request, t: TurnInfo) -> bool:
+    """The request is this agent (same system prompt) asking for a summary of ``t``'s history
+    with every tool withdrawn (``t`` offered some): its last message a user text that asks for
+    a summary or a compaction (Codex's local compaction sends ``tools: []`` and its checkpoint
+    prompt). A compaction made by a side call, not the loop's next step: the summary comes back
+    in a later request of the conversation."""
+    if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system:
+        return False
+    return asks_summary(r)
 
 
 def asks_compaction(r: Request, t: TurnInfo, link: Link) -> bool:
