@@ -478,7 +478,9 @@ def _agent(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]
     confdir = tmp_path / "mitmproxy-conf"
     if case.script == "claude /compact":
         claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
-        env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-context-{tmp_path.name}", **CLAUDE_OFFLINE)
+        env = run_env(
+            tmp_path, ANTHROPIC_API_KEY=f"sk-ant-context-{tmp_path.name}", **CLAUDE_OFFLINE
+        )
         # the session ran, then /compact given to it resumed, then a question after the compaction
         common = "--model claude-sonnet-4-5 --output-format json --allowedTools Bash"
         wrapper = tmp_path / "claude.sh"

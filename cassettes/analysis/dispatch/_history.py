@@ -460,8 +460,7 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
     )
     folded: dict[str, Any] = (
         {"caused_by": codes.HISTORY_TRIMMED, "caused_by_seq": ctx.seq}
-        if cc is not None
-        and (not changed or (summary and _system_key(ctx, summary) == before[0]))
+        if cc is not None and (not changed or (summary and _system_key(ctx, summary) == before[0]))
         else {}
     )
     yield ctx.finding(

@@ -20,7 +20,6 @@ from .._context import TurnContext
 from .._model import Finding, Severity
 from ..codes import ROWS
 
-
 #: ``ConversationState.state`` key: the conversation's latest context managements, ``[turn index,
 #: seq]`` each (the turns ``C.history_trimmed`` was said on), for the consequences of what they
 #: dropped at later turns (scope ``dropped``).

@@ -217,9 +217,7 @@ def _summarised(link: Link, tid: int) -> int | None:
     return tid if link.previous is not None and link.branch is None else None
 
 
-def _register_compaction(
-    s: Threads, response: NormalisedResponse, link: Link, tid: int
-) -> None:
+def _register_compaction(s: Threads, response: NormalisedResponse, link: Link, tid: int) -> None:
     """An opaque compaction item a side call answered (the Responses API's compaction endpoint:
     not part of the answer's echo) stands for its parent's conversation wherever it is sent
     back: registered whole, looked up whole (:func:`~._history.summary_used`)."""

@@ -225,7 +225,6 @@ class OpenAIResponses(Provider):
     )
     replay = ResponsesReplay()
 
-
     def context_edits(
         self, params: dict[str, Any], details: dict[str, Any] | None
     ) -> tuple[list[str], list[str] | None]:
