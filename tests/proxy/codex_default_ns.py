@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import progress  # noqa: E402
 
-
 _HOSTS = ("api.openai.com", "chatgpt.com", "auth.openai.com", "generativelanguage.googleapis.com")
 
 
