@@ -55,6 +55,10 @@ __all__ = ["ACTIVE", "RunAnalyser", "analyse"]
 ACTIVE = 16
 
 _HEADER = "x-looptap-conversation"
+#: The operations that run the model over a request: its turns. ``compact`` (the Responses API's
+#: ``POST /responses/compact``) writes a compaction of its input, a side call the conversation
+#: then uses (docs/threading.md, "Context management").
+MODEL_CALLS = frozenset({"generate", "compact"})
 
 
 #: Longest conversation title, in characters.
@@ -173,7 +177,11 @@ class RunAnalyser:
             st.result.mcp_calls[seq] = st.tools.exchange(seq, ex)
             retention.remember(st, seq, rt, None)
             return None
-        if rt.operation != "generate" or rt.request is None or st.delivered.delivered_before(rt):
+        if (
+            rt.operation not in MODEL_CALLS
+            or rt.request is None
+            or st.delivered.delivered_before(rt)
+        ):
             side = side_call(ex, rt)  # what an MCP tool server listed or answered, linked to
             call = st.mcp.side_call(seq, side) if side else None  # the model's call it ran
             if call is not None:
@@ -277,6 +285,7 @@ class RunAnalyser:
             system=rt.request.system,
             tools=[t.name for t in rt.request.tools if t.name],
             attempt=attempt,
+            compacts=rt.operation == "compact",
         )
 
     def _conversation(self, link: Link, rt: RoundTrip, label: str | None) -> ConversationState:

@@ -176,6 +176,9 @@ class ContextChange(_Model):
     summary: list[int] = Field(default_factory=list)
     #: seq of the round trip whose answer the summary carries (a compaction), if any.
     summary_by_seq: int | None = None
+    #: Ids of the previous turn's calls whose results went to that compaction (its request
+    #: answered them): run and summarised, not dropped.
+    summarised_calls: list[str] = Field(default_factory=list)
     #: Index in this request's history where the dropped messages stood (where restoring them
     #: puts them back, in order).
     restore_at: int = 0

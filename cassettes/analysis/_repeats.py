@@ -81,7 +81,24 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
             ctx.conv.state.setdefault(FIRST_REPEAT, ctx.seq)
             if not ctx.repeats.first:
                 ctx.repeats.first = [ctx.seq, ctx.conv.id]
-            yield _repeated(ctx, i, c, [t for t, _ in earlier], results, never_run)
+            yield _repeated(
+                ctx, i, c, [t for t, _ in earlier], results, never_run, not _in_history(ctx, key)
+            )
+
+
+#: Messages of a request searched for an earlier identical call (from its end).
+MAX_SEARCHED = 4096
+
+
+def _in_history(ctx: TurnContext, key: str) -> bool:
+    """A call identical to ``key`` is in the request's history: the model sees it was made (one
+    not there was dropped by the client's context management, or never echoed)."""
+    for m in ctx.messages[-MAX_SEARCHED:]:
+        for p in m.parts:
+            tc = p.tool_call
+            if tc is not None and canonical_call(tc.name, tc.arguments, tc.arguments_raw) == key:
+                return True
+    return False
 
 
 def _new_task(ctx: TurnContext) -> bool:
@@ -131,13 +148,17 @@ def _repeated(
     turns: list[int],
     results: set[int],
     never_run: list[str] | None = None,
+    unseen: bool = False,
 ) -> Finding:
     """Call ``i`` repeats identical calls of ``turns``, whose results were ``results``: a warning
     from the :data:`_LOOP_AT`-th time when the results did not differ, else a note. ``never_run``:
     the earlier calls' ids (``""`` for none) when none of them got a result — the model retrying
     calls the client never ran is right, and folds under the client's ``C.dropped_tool_result``
-    (its row's ``under``)."""
+    (its row's ``under``). ``unseen``: none of the earlier calls is in the request's history (a
+    repeat the client's context management explains folds under it: scope ``dropped``)."""
     extra: dict[str, Any] = {"never_run": never_run} if never_run is not None else {}
+    if unseen:
+        extra["unseen"] = True
     n = len(turns) + 1
     varying = len(results) > 1
     loop = n >= _LOOP_AT and not varying

@@ -72,7 +72,7 @@ def _row(
 ARGUMENTS_NOT_JSON = _row("E", "E.arguments_not_json", ERROR, "a tool call's arguments are not valid JSON; *info* on a turn cut by the token cap, a broken stream or the client hanging up, linked (`details.caused_by`) to the cut, which carries the error", grades={"cut": INFO}, see="faults.md")  # fmt: skip
 ARGUMENTS_SCHEMA = _row("E", "E.arguments_schema", WARNING, "parsed arguments violate the offered tool's JSON schema (a required property missing, a wrong type, a value outside `enum` …), each violation with its JSON path; *info* when the only violations are unexpected extra properties, or the arguments were cut by the token cap", grades={"cut": INFO, "extra only": INFO}, see="faults.md")  # fmt: skip
 TOOL_NOT_OFFERED = _row("E", "E.tool_not_offered", ERROR, "a client-executed call (`function`/`custom`) names a tool that is not among the request's tools (nor loaded by a tool search earlier), or no tools were sent", rests_on="tools")  # fmt: skip
-REPEATED_CALL = _row("E", "E.repeated_call", INFO, "the same call (tool and canonical arguments) was emitted on an earlier turn of the same task (a user message after a final answer starts a new one): *info* the 2nd time (a retry or a poll is often legitimate), *warning* from the 3rd (a loop)", grades={"loop": WARNING}, under=(("C.dropped_tool_result", "unrun"),))  # fmt: skip
+REPEATED_CALL = _row("E", "E.repeated_call", INFO, "the same call (tool and canonical arguments) was emitted on an earlier turn of the same task (a user message after a final answer starts a new one): *info* the 2nd time (a retry or a poll is often legitimate), *warning* from the 3rd (a loop)", grades={"loop": WARNING}, under=(("C.dropped_tool_result", "unrun"), ("C.history_trimmed", "dropped")))  # fmt: skip
 EMPTY_RESPONSE = _row("E", "E.empty_response", WARNING, "a complete 2xx turn that ended normally carries no text, no tool call and no refusal (reasoning alone does not count)", rests_on="output")  # fmt: skip
 REFUSAL = _row("E", "E.refusal", WARNING, "the model refused: a refusal part, or a `refused` finish", see="faults.md")  # fmt: skip
 TOOL_CALL_ERROR = _row("E", "E.tool_call_error", ERROR, "the API says the model's tool call was malformed or unexpected (finish class `tool_call_error`: Gemini `MALFORMED_FUNCTION_CALL`/`UNEXPECTED_TOOL_CALL`, Bedrock `malformed_tool_use` …): reported by A, emitted by E")  # fmt: skip
@@ -145,7 +145,7 @@ DIVERGED_FROM_RECORDING = _row("C", "C.diverged_from_recording", ERROR, "a repla
 THREAD_AMBIGUOUS = _row("C", "C.thread_ambiguous", INFO, "the request's history, tool-call ids included, is identical to that of several conversations waiting for their next turn: looptap took the most recent (unique tool-call ids or an `X-Looptap-Conversation` header make it certain)", see="threading.md")  # fmt: skip
 
 #: How the docs page says a cause's scope.
-_SCOPE = {"turn": "", "call": " (about the same call, this turn or the one before)", "unrun": " (about a call it repeats that the client never ran)"}  # fmt: skip
+_SCOPE = {"turn": "", "call": " (about the same call, this turn or the one before)", "unrun": " (about a call it repeats that the client never ran)", "dropped": " (the calls it repeats no longer in the history: the client's context management dropped them on this turn or since, so the model does not see them made)"}  # fmt: skip
 #: The layers' titles on the docs page.
 _LAYERS = {"E": "E — what the model emitted", "A": "A — what the API reported", "C": "C — what the client dispatched"}  # fmt: skip
 
@@ -180,12 +180,16 @@ def demote_inferred(findings: list[Finding], reconstructed: dict[str, Any] | Non
 
 
 def _under(under: tuple[tuple[str, str], ...]) -> str:
-    """What a row folds under, in words (its causes share one scope)."""
+    """What a row folds under, in words: its causes grouped by scope, in order."""
     if not under:
         return ""
-    names = ", ".join(f"`{c}`" for c, _ in under)
-    first = "the first found of " if len(under) > 1 else ""
-    return f". Folds under {first}{names}{_SCOPE[under[0][1]]}"
+    scopes = list(dict.fromkeys(scope for _, scope in under))
+    said = []
+    for scope in scopes:
+        names = [f"`{c}`" for c, s in under if s == scope]
+        first = "the first found of " if len(names) > 1 else ""
+        said.append(f"{first}{', '.join(names)}{_SCOPE[scope]}")
+    return ". Folds under " + "; or under ".join(said)
 
 
 def doc_table() -> str:

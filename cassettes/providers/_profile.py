@@ -183,9 +183,20 @@ class Profile:
     free_form_fields: frozenset[str] = FREE_FORM_FIELDS
     #: Top-level fields at their documented default, the same request as without them.
     field_defaults: tuple[tuple[str, Any], ...] = ()
+    #: System text blocks that start with one of these are attribution the API reads and keeps
+    #: out of the prompt: no part of the cached prefix (Claude Code's
+    #: ``x-anthropic-billing-header:`` block, whose version hash follows the first user message
+    #: and whose ``cch`` may change every request). A backend of another vendor may cache it as
+    #: prompt (cannot know).
+    attribution_system: tuple[str, ...] = ()
     #: Environment variables this API's SDKs read their key from (the first is set to a
     #: placeholder when replaying with none set, so a keyless CI run can start the client).
     api_key_env: tuple[str, ...] = ()
+
+    def is_attribution(self, text: str | None) -> bool:
+        """``text`` (a system block's) is attribution, not prompt (:attr:`attribution_system`)."""
+        head = (text or "")[:64].lstrip()
+        return any(head.startswith(p) for p in self.attribution_system)
 
     def is_pairing_error(self, message: str | None) -> bool:
         return bool(message) and any(re.search(p, message or "") for p in self.pairing_errors)

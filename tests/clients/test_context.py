@@ -10,16 +10,24 @@ Each client is the framework's documented idiom, nothing that names looptap:
   the budget;
 * **LangChain** ``SummarizationMiddleware`` in ``create_agent`` (langchain 1.x), triggered at six
   messages: a side call writes the summary, which then stands in place of the head;
+* **LangGraph** with langmem's ``SummarizationNode`` as the agent's ``pre_model_hook``: a side call
+  (the agent's messages without its system prompt, then ``Create a summary of the conversation
+  above:``) writes the running summary, which then stands in a system message for the history;
 * **pydantic-ai** with a history processor that keeps the last five messages (``ProcessHistory``;
   pydantic-ai 2 took ``history_processors=`` off ``Agent``);
 * **openai-agents** with a ``SQLiteSession`` whose ``SessionSettings(limit=3)`` gives the next run
   only the session's latest items;
 * **openai-agents** with an ``OpenAIResponsesCompactionSession``: the Responses API's compaction
   (``POST /v1/responses/compact``), whose opaque ``compaction`` item then stands for the history;
+* **openai-agents** with ``ModelSettings(truncation="auto")``: the Responses API may drop items
+  from the conversation's start, and does not say whether it did (``A.context_edited`` once);
 * **Anthropic SDK** ``context_management`` (``clear_tool_uses_20250919``): the API clears old tool
   uses server-side and says so (``applied_edits``); the SDK re-sends the whole history;
 * **Claude Code** auto-compact (its window set low, the model's usage reported high): a compaction
   side call over the history, then the summary in place of everything but the latest call;
+* **Claude Code** ``/compact`` given to the resumed session (``-p /compact --continue``) after its
+  final answer, then a question (``--continue``): a compaction side call over the history with
+  the answer left out, then the summary and that answer before the question;
 * **Codex** auto-compaction (``model_auto_compact_token_limit``, a custom provider: Codex's local
   compaction): a side call without tools, then the opening and the user's messages with the summary.
 
@@ -67,9 +75,14 @@ def _weather() -> Route:
     def route(req: ScriptedRequest) -> Reply:
         texts = req.user_texts()
         question = texts[-1] if texts else ""
-        if "Context Extraction Assistant" in question:  # LangChain's DEFAULT_SUMMARY_PROMPT
-            known = sorted(set(re.findall(r"WEATHER: \w+ is \w+", question)))
-            asked = [c for c in CITIES if c in question]
+        # langmem's running summary stands in a system message: the question it carries
+        if "Summary of the conversation so far:" in req.system:
+            question = req.system + " " + question
+        # LangChain's DEFAULT_SUMMARY_PROMPT; langmem's SummarizationNode's initial prompt
+        if "Context Extraction Assistant" in question or question.startswith("Create a summary"):
+            everything = json.dumps(req.messages)
+            known = sorted(set(re.findall(r"WEATHER: \w+ is \w+", everything)))
+            asked = [c for c in CITIES if c in " ".join(texts)]
             return Reply.say(
                 f"The user asked for the weather in {', '.join(asked)}. Known so far: "
                 + "; ".join(known),
@@ -206,6 +219,29 @@ result = agent.invoke({"messages": [("user", "What is the weather in Paris, Toky
 out(final=result["messages"][-1].content)
 """  # noqa: E501
 
+LANGGRAPH_SUMMARY_NODE = """
+import warnings
+warnings.filterwarnings("ignore")
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt.chat_agent_executor import AgentState
+from langmem.short_term import RunningSummary, SummarizationNode
+class State(AgentState):
+    context: dict[str, RunningSummary]
+model = ChatOpenAI(model="gpt-4o")
+# langmem's summarising node before every model call (its documented LangGraph idiom)
+summarize = SummarizationNode(token_counter=count_tokens_approximately, model=model, max_tokens=200,
+                              max_tokens_before_summary=150, max_summary_tokens=64, output_messages_key="llm_input_messages")
+agent = create_react_agent(model, tools=[tool(get_weather)], prompt=SYSTEM, pre_model_hook=summarize,
+                           state_schema=State, checkpointer=InMemorySaver())
+result = agent.invoke({"messages": [("user", "What is the weather in Paris, Tokyo, Berlin and Madrid?")]},
+                      {"configurable": {"thread_id": "1"}})
+out(final=result["messages"][-1].content)
+"""  # noqa: E501
+
 LANGCHAIN_CLEAR = """
 import warnings
 warnings.filterwarnings("ignore")
@@ -268,6 +304,15 @@ async def main():
 asyncio.run(main())
 """  # noqa: E501
 
+OPENAI_AGENTS_TRUNCATION = """
+from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
+set_tracing_disabled(True)
+# the Responses API drops items from the conversation's start when it outgrows the window
+agent = Agent(name="weather_agent", instructions=SYSTEM, tools=[function_tool(get_weather)], model="gpt-4o",
+              model_settings=ModelSettings(truncation="auto"))
+out(final=Runner.run_sync(agent, "What is the weather in Paris and Tokyo?").final_output)
+"""  # noqa: E501
+
 ANTHROPIC_CONTEXT_EDITS = """
 import anthropic
 client = anthropic.Anthropic()
@@ -309,6 +354,7 @@ supports_websockets = false
 """
 
 STEPS_TASK = "Run echo step1, echo step2 and echo step3 with Bash, one at a time."
+STEPS_AFTER = "Which steps ran?"
 
 
 @dataclass(frozen=True)
@@ -350,6 +396,12 @@ CASES = (
         "C.stopped_with_pending_calls at #2",
     ),
     Case(
+        "langgraph langmem SummarizationNode", "langmem", "frameworks", LANGGRAPH_SUMMARY_NODE,
+        _weather, main=(0, 1, 2, 4, 5), side=((3, 2),), at=4, code="C.history_trimmed",
+        kind="summarised", final="FORECAST: Paris, Tokyo, Berlin, Madrid",
+        before="(not recorded on 4cb260e5)",
+    ),
+    Case(
         "langchain ContextEditingMiddleware", "langchain", "frameworks", LANGCHAIN_CLEAR, _weather,
         main=(0, 1, 2), side=(), at=2, code="C.history_trimmed", kind="cleared",
         final="FORECAST: Paris, Tokyo",
@@ -372,10 +424,11 @@ CASES = (
         _weather, main=(0, 1, 2, 4, 5), side=((3, 2),), at=4, code="C.history_trimmed",
         kind="summarised", final="FORECAST: Berlin",
         before="two conversations [0-2] [4-5]; the compaction call (#3) no round trip of any",
-        pending=(
-            "POST /v1/responses/compact is no round trip of any conversation, so the request "
-            "opening with its compaction item starts a new one (issue 82 item 1)"
-        ),
+    ),
+    Case(
+        "openai-agents truncation auto", "openai-agents", "test", OPENAI_AGENTS_TRUNCATION,
+        _weather, main=(0, 1, 2), side=(), at=0, code="A.context_edited", kind="truncation",
+        final="FORECAST: Paris, Tokyo", before="(not recorded on 4cb260e5)",
     ),
     Case(
         "anthropic context_management", "anthropic", "test", ANTHROPIC_CONTEXT_EDITS,
@@ -389,11 +442,12 @@ CASES = (
         kind="summarised", final="All three steps ran.",
         before="two conversations [0-1] [3-4], the compaction a side call of #1, a false "
         "C.stopped_with_pending_calls at #1",
-        pending=(
-            "the system prompt's billing-header block (cc_version=2.1.328.<hash>) changes with the "
-            "compaction: C.cache_prefix_broken at the compacted request, not folded under "
-            "C.history_trimmed (issue 82 item 2)"
-        ),
+    ),
+    Case(
+        "claude-code /compact", "@anthropic-ai/claude-code", "agent", "claude /compact",
+        _claude_code_steps, main=(0, 1, 2, 3, 5), side=((4, 3),), at=5, code="C.history_trimmed",
+        kind="summarised", final="All three steps ran.",
+        before="(not recorded on 4cb260e5)",
     ),
     Case(
         "codex auto-compaction", "@openai/codex", "agent", "codex", _codex_steps,
@@ -402,10 +456,6 @@ CASES = (
         before="one conversation with the compaction (#2) as a turn of it, a false "
         "C.cache_prefix_broken at #2 and #3 (tools changed), C.history_trimmed at #3 measured "
         "against the compaction's request",
-        pending=(
-            "C.dropped_tool_result (folded under C.history_trimmed) at the compacted request for "
-            "the call whose output went to the compaction side call (issue 82 item 2)"
-        ),
     ),
 )  # fmt: skip
 
@@ -426,6 +476,21 @@ def _python(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path
 
 def _agent(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
     confdir = tmp_path / "mitmproxy-conf"
+    if case.script == "claude /compact":
+        claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
+        env = run_env(
+            tmp_path, ANTHROPIC_API_KEY=f"sk-ant-context-{tmp_path.name}", **CLAUDE_OFFLINE
+        )
+        # the session ran, then /compact given to it resumed, then a question after the compaction
+        common = "--model claude-sonnet-4-5 --output-format json --allowedTools Bash"
+        wrapper = tmp_path / "claude.sh"
+        wrapper.write_text(
+            f"#!/bin/sh\nset -e\n{claude} -p '{STEPS_TASK}' {common} > /dev/null\n"
+            f"{claude} -p /compact --continue {common} > /dev/null\n"
+            f"exec {claude} -p '{STEPS_AFTER}' --continue {common}\n"
+        )
+        wrapper.chmod(0o755)
+        return looptap_run(tmp_path, confdir, [str(wrapper)], env, upstream=up)  # type: ignore[arg-type]
     if case.script == "claude":
         claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
         env = run_env(

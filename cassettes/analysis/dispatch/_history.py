@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ... import providers
 from ...hints import count
 from ...lazy import pattern
 from ...models import FinishReason, Message
@@ -17,6 +18,7 @@ from .._context import TurnContext
 from .._message_keys import message_key, response_message, stable
 from .._model import ContextChange, Finding
 from .._trajectory import fields_of, follows, step_of
+from ._managed import is_compaction
 from ._shared import _continues, _item, _prev_ok, speaker
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
@@ -41,19 +43,6 @@ def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
         path=f"{ctx.history_key}[{c.kept}]",
         related_turn=prev.index,
     )
-
-
-def _is_compaction(m: Message) -> bool:
-    """A provider item that stands for summarised earlier history."""
-    for p in m.parts:
-        block = (p.provider_details or {}).get("block")
-        if (
-            p.kind == "other"
-            and isinstance(block, dict)
-            and "compact" in str(block.get("type", ""))
-        ):
-            return True
-    return False
 
 
 def _changed_part(ctx: TurnContext, at: int) -> int | None:
@@ -86,7 +75,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     dropped = _dropped_before_answer(ctx)
     # A provider item standing for earlier history (a compaction summary) marks a deliberate
     # rewrite.
-    compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
+    compacted = any(is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if dropped or len(ctx.messages) < prev_len or compacted:
         asked = " (the user's question among them)" if dropped and dropped[1] else ""
         cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
@@ -398,15 +387,37 @@ def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
     # the turn, not its request: state must not hold a history
     if kept is not None and kept[0] == (ctx.seq, ctx.index):
         return kept[1]  # type: ignore[no-any-return]
-    system = orjson.dumps([(p.kind, p.text) for p in req.system])
+    system = _system_key(ctx)
     # Every field of each ToolSpec, as plain values (model_dump was a tenth of a turn's checks).
     tools = orjson.dumps(
         [(t.name, t.description, t.parameters, t.kind) for t in req.tools],
         option=orjson.OPT_SORT_KEYS,
     )
-    fingerprint = stable(system), stable(tools)
+    fingerprint = system, stable(tools)
     ctx.conv.state["C.prefix"] = ((ctx.seq, ctx.index), fingerprint)
     return fingerprint
+
+
+def _system_key(ctx: TurnContext, leave_out: frozenset[str] = frozenset()) -> int:
+    """The key of the request's system prompt as the prompt cache reads it: an attribution
+    block (Claude Code's billing header: the API keeps it out of the cached prefix) left out,
+    and the texts ``leave_out``."""
+    req = ctx.rt.request
+    assert req is not None
+    adapter = providers.by_family(ctx.rt.family)
+    return stable(
+        orjson.dumps(
+            [
+                (p.kind, p.text)
+                for p in req.system
+                if p.kind != "text"
+                or not (
+                    (p.text or "") in leave_out
+                    or (adapter is not None and adapter.profile.is_attribution(p.text))
+                )
+            ]
+        )
+    )
 
 
 def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
@@ -432,10 +443,24 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         and prev_usage.cache_read_tokens
         and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens)
     )
-    # A prefix broken by the client's context management alone follows from it.
+    # A prefix broken by the client's context management alone follows from it: the history's
+    # head changed, or the system prompt by the summary it put there (langmem's running summary
+    # is a system message).
+    cc = ctx.turn.c.context
+    summary = (
+        frozenset(
+            p.text or ""
+            for j in cc.summary
+            if j < len(ctx.messages)
+            for p in ctx.messages[j].parts
+            if p.kind == "text"
+        )
+        if cc is not None and changed == ["system prompt"]
+        else frozenset()
+    )
     folded: dict[str, Any] = (
         {"caused_by": codes.HISTORY_TRIMMED, "caused_by_seq": ctx.seq}
-        if not changed and ctx.turn.c.context is not None
+        if cc is not None and (not changed or (summary and _system_key(ctx, summary) == before[0]))
         else {}
     )
     yield ctx.finding(

@@ -47,6 +47,19 @@ _STOP = frozenset(
 MIN_WORDS = 3
 
 
+def is_compaction(m: Message) -> bool:
+    """A provider item that stands for summarised earlier history."""
+    for p in m.parts:
+        block = (p.provider_details or {}).get("block")
+        if (
+            p.kind == "other"
+            and isinstance(block, dict)
+            and "compact" in str(block.get("type", ""))
+        ):
+            return True
+    return False
+
+
 def _role(m: Message) -> str:
     return _ROLE.get(m.role, m.role)
 
@@ -231,8 +244,14 @@ def context_change(
     # The messages of this request no earlier message accounts for, before its own ones: before
     # the previous answer's echo; where the management dropped the answer too, every message but
     # the last (the new input), unless the threader found the summary a compaction wrote.
+    # An opaque compaction item (the Responses API's, Anthropic's) ends what stands for the
+    # history (the API's compaction output: the user's messages, then the item): what follows
+    # it is this turn's own.
+    opaque = [j for j, m in enumerate(ctx.messages[:MAX_COMPARED]) if is_compaction(m)]
     if link.echo_at is not None:
         upto = new_from
+    elif opaque:
+        upto = max(new_from, opaque[-1] + 1)
     elif link.summary_of is not None:
         upto = len(now)
     else:
@@ -267,8 +286,13 @@ def context_change(
     # it: no new plain user message came since (a question asked after an answer is a new one).
     asked_anew = any(now[j][2] is not None for j in range(new_from, len(now)) if j not in inserted)
     task = next((i for i in range(len(before) - 1, -1, -1) if before[i][2] is not None), None)
-    lost, task_lost = _lost(ctx, [i for i in gone if before[i][2] is not None], before, now,
-                            task if not asked_anew else None)  # fmt: skip
+    # What an opaque compaction carries cannot be read: nothing is judged lost under one.
+    lost, task_lost = (
+        ([], False)
+        if any(j in inserted for j in opaque)
+        else _lost(ctx, [i for i in gone if before[i][2] is not None], before, now,
+                   task if not asked_anew else None)
+    )  # fmt: skip
     return ContextChange(
         kind="summarised" if gone and inserted else "trimmed" if gone else "cleared",
         from_seq=prev.seq,
@@ -280,10 +304,17 @@ def context_change(
         cleared=cleared,
         summary=inserted,
         summary_by_seq=summary_by,
+        summarised_calls=_summarised_calls(prev, link) if summary_by is not None else [],
         restore_at=min(inserted) if inserted else _restore_at(before, now, gone, new_from),
         lost=lost,
         task_lost=task_lost,
     )
+
+
+def _summarised_calls(prev: TurnContext, link: Link) -> list[str]:
+    """Ids of the previous turn's calls whose results the compaction's request answered."""
+    calls = prev.rt.response.tool_calls if prev.rt.response is not None else []
+    return [c.id for c in calls[:64] if c.id and c.id in link.summary_answers]
 
 
 def _restore_at(before: list[Shape], now: list[Shape], gone: list[int], new_from: int) -> int:

@@ -54,7 +54,12 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     # place, the results read into it): the API sees no pending call; what is missing follows
     # from the management, said by C.history_trimmed.
     folded = cc is not None and cc.kind != "cleared" and not ctx.turn.c.echoed_assistant
+    # Calls whose results went to the compaction whose summary this request uses were run and
+    # summarised: answered, not dropped.
+    summarised = set(cc.summarised_calls) if cc is not None else set()
     for c in _unanswered_calls(ctx, prev.index, prev.rt.response.tool_calls):
+        if c.id and c.id in summarised:
+            continue
         for f in _dropped(ctx, prev.index, c):
             yield (
                 f.model_copy(

@@ -20,20 +20,31 @@ from .._context import TurnContext
 from .._model import Finding, Severity
 from ..codes import ROWS
 
+#: ``ConversationState.state`` key: the conversation's latest context managements, ``[turn index,
+#: seq]`` each (the turns ``C.history_trimmed`` was said on), for the consequences of what they
+#: dropped at later turns (scope ``dropped``).
+MANAGED = "_managed"
+#: Managements remembered per conversation (the latest).
+MAX_MANAGED = 16
+
 
 def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     """This turn's findings with every consequence folded under its cause (see the module)."""
     findings = _name_wrong_ids(ctx, findings)
     before = ctx.prev.turn.findings if ctx.prev is not None else []
+    if any(f.code == codes.HISTORY_TRIMMED for f in findings):
+        managed = ctx.conv.state.setdefault(MANAGED, [])
+        managed.append([ctx.index, ctx.seq])
+        del managed[:-MAX_MANAGED]
     out: list[Finding] = []
     graver: dict[int, Severity] = {}  # a cause of this turn milder than what it caused
     for f in findings:
         if f.details.get("caused_by"):
             out.append(_demoted(f))
             continue
-        cause = _cause_of(f, findings, before)
+        cause = _cause_of(ctx, f, findings, before)
         out.append(_caused_by(f, cause) if cause is not None else f)
-        if cause is not None and f.severity.rank > cause.severity.rank:
+        if isinstance(cause, Finding) and f.severity.rank > cause.severity.rank:
             graver[id(cause)] = f.severity
     # the cause carries the severity: the gravest of its own and what it caused
     return [
@@ -42,15 +53,40 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
     ]
 
 
-def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:
+def _cause_of(
+    ctx: TurnContext, f: Finding, here: list[Finding], before: list[Finding]
+) -> Finding | tuple[str, int] | None:
     """The first finding of this turn, then (scopes ``call`` and ``unrun``) of the previous one,
-    that is a cause of ``f`` by its code's ``under``."""
+    that is a cause of ``f`` by its code's ``under``; for scope ``dropped``, the context
+    management (its code and round trip, on this turn or an earlier one) that dropped the calls
+    ``f`` repeats."""
     for code, scope in ROWS[f.code].under:
+        if scope == "dropped":
+            found = _dropped_by(ctx, f)
+            if found is not None and code == codes.HISTORY_TRIMMED:
+                return code, found
+            continue
         for c in here if scope == "turn" else here + before:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue
             if scope == "turn" or (_same_call(f, c) if scope == "call" else _unrun_call(f, c)):
                 return c
+    return None
+
+
+def _dropped_by(ctx: TurnContext, f: Finding) -> int | None:
+    """The round trip of the conversation's context management that dropped the earlier calls
+    ``f`` repeats: none of them is in this request's history any more (``details.unseen``), and
+    the conversation's history was managed after the latest of them (on a turn after it, up to
+    this one). The model no longer sees the calls made: repeating them follows from what the
+    management dropped."""
+    turns = f.details.get("turns")
+    if not f.details.get("unseen") or not isinstance(turns, list) or len(turns) < 2:
+        return None
+    last = turns[-2]
+    for index, seq in reversed(ctx.conv.state.get(MANAGED, [])):
+        if isinstance(last, int) and last < index <= ctx.index:
+            return int(seq)
     return None
 
 
@@ -74,13 +110,16 @@ def _same_call(a: Finding, b: Finding) -> bool:
     return bool(tool) and tool == b.details.get("tool")
 
 
-def _caused_by(f: Finding, cause: Finding | str) -> Finding:
-    """A consequence, folded under its root cause: info, ``details.caused_by`` naming it."""
+def _caused_by(f: Finding, cause: Finding | tuple[str, int] | str) -> Finding:
+    """A consequence, folded under its root cause (a finding; the code and round trip of one on
+    an earlier turn; a code): info, ``details.caused_by`` naming it."""
     details = dict(f.details)
     if isinstance(cause, Finding):
         details["caused_by"] = cause.code
         if cause.seq is not None:
             details["caused_by_seq"] = cause.seq
+    elif isinstance(cause, tuple):
+        details["caused_by"], details["caused_by_seq"] = cause
     else:
         details["caused_by"] = cause
     return f.model_copy(update={"severity": Severity.INFO, "details": details})

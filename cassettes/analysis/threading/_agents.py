@@ -152,13 +152,10 @@ _COMPACTION = pattern(r"\b(summar(y|ies|i[sz]e)|compact(ion)?)\b", re.I)
 NO_TOOLS = stable(orjson.dumps([]))
 
 
-def compaction(r: Request, t: TurnInfo) -> bool:
-    """The request is this agent (same system prompt) asking for a summary of ``t``'s history
-    with every tool withdrawn (``t`` offered some): its last message a user text that asks for
-    a summary or a compaction (Codex's local compaction sends ``tools: []`` and its checkpoint
-    prompt). A compaction made by a side call, not the loop's next step: the summary comes back
-    in a later request of the conversation."""
-    if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system or not r.messages:
+def asks_summary(r: Request) -> bool:
+    """The request's last message is a user text (no tool result) that asks for a summary or a
+    compaction."""
+    if not r.messages:
         return False
     last = r.messages[-1]
     if _ROLE.get(last.role, last.role) != "user" or any(
@@ -166,6 +163,46 @@ def compaction(r: Request, t: TurnInfo) -> bool:
     ):
         return False
     text = " ".join(p.text for p in last.parts if p.kind == "text" and p.text)[:20000]
+    return bool(_COMPACTION.search(text))
+
+
+def compaction(r: Request, t: TurnInfo) -> bool:
+    """The request is this agent (same system prompt) asking for a summary of ``t``'s history
+    with every tool withdrawn (``t`` offered some): its last message a user text that asks for
+    a summary or a compaction (Codex's local compaction sends ``tools: []`` and its checkpoint
+    prompt). A compaction made by a side call, not the loop's next step: the summary comes back
+    in a later request of the conversation."""
+    if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system:
+        return False
+    return asks_summary(r)
+
+
+def asks_compaction(r: Request, t: TurnInfo, link: Link) -> bool:
+    """The request (linked to ``t``, its conversation's latest turn) is ``t``'s history again
+    without ``t``'s answer, with words appended that ask for a summary or a compaction: to its
+    last message (``t``'s last message's parts kept as they were) or as one more user message.
+    A compaction asked over the conversation (Claude Code's ``/compact`` after a final answer
+    appends its prompt to the last message and leaves the answer out), not the loop's next
+    step: its summary comes back in a later request of the conversation. An edit of the last
+    question is not one (its earlier parts changed)."""
+    n = len(r.messages)
+    if link.echoed or t.failed or t.last_parts is None or not r.messages:
+        return False
+    if not (link.kept >= t.length - 1 and t.length <= n <= t.length + 1):
+        return False
+    last = r.messages[-1]
+    if _ROLE.get(last.role, last.role) != "user":
+        return False
+    if n == t.length:
+        kept = _part_keys(last.parts)
+        if len(kept) <= len(t.last_parts) or kept[: len(t.last_parts)] != t.last_parts:
+            return False
+        added = last.parts[len(t.last_parts) :]
+    else:
+        if link.kept < t.length:
+            return False
+        added = last.parts
+    text = " ".join(p.text for p in added if p.kind == "text" and p.text)[:20000]
     return bool(_COMPACTION.search(text))
 
 

@@ -58,6 +58,8 @@ class Link:
     #: The turn whose answer the request opens with as its history's summary (a compaction): a
     #: threader turn id, made the round trip's seq by the analyser for the C layer.
     summary_of: int | None = None
+    #: The tool-call ids that compaction's request answered (its results went into the summary).
+    summary_answers: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -129,6 +131,9 @@ class TurnInfo:
     step: Step | None = None
     #: When a failed turn's answer ended (epoch seconds), for :func:`._history.retried`.
     ended: float | None = None
+    #: A side call's: the tool-call ids its request's last results answer (a compaction's: the
+    #: calls whose results went into the summary a later request uses).
+    answers: frozenset[str] = frozenset()
 
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state
@@ -314,6 +319,9 @@ class Request:
     ids: set[str]
     #: The request as an attempt: its clock and the client's retry counter.
     attempt: Attempt
+    #: Sent to the API's compaction endpoint (``POST /responses/compact``): not a step of the
+    #: loop but a compaction of the history it carries, a side call of that history's turn.
+    compacts: bool = False
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

@@ -31,6 +31,7 @@ from ._words import (
     MAX_PROMPT,
     MAX_PROMPTS,
     MIN_SUMMARY,
+    compactions,
     handoff_targets,
     norm_prompt,
     prompt_strings,
@@ -70,13 +71,16 @@ class Threader:
         system: list[Part] | None = None,
         tools: list[str] | None = None,
         attempt: Attempt | None = None,
+        compacts: bool = False,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
-        ``attempt`` is what tells a retry from another run sending the same request."""
+        ``attempt`` is what tells a retry from another run sending the same request;
+        ``compacts``: the API's compaction endpoint, a side call of the turn it compacts."""
         s = self.threads
         try:
             r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
+            r.compacts = compacts
             link = link_of(s, r, label, previous_response_id)
             record(s, r, link, response, failed, label)
             return link
@@ -94,6 +98,8 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
         return describe(s, r, conv, s.last_of[conv], "header")
     if previous_response_id and previous_response_id in s.by_response:
         tid = s.by_response[previous_response_id]
+        if r.compacts:  # a compaction of the history the API holds: a side call of that turn
+            return Link(s.new_conversation(), None, "start", parent=tid, branch="side_call")
         return Link(s.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
     strict = use_strict(s, r)
     link, repeat = by_history(s, r, strict)
@@ -137,6 +143,8 @@ def record(
         s.by_answer[hash((r.fam, echo_keys[0]))] = tid
         _register_echo(s, r, echo, echo_keys, link.conversation, tid)
         _register_summary(s, echo, link, tid)
+    if response is not None:
+        _register_compaction(s, response, link, tid)
 
 
 def _turn_info(
@@ -173,6 +181,17 @@ def _turn_info(
         if r.fields is not None and echo is not None
         else None,
         ended=r.attempt.ended if failed else None,
+        answers=_results(messages) if link.branch == "side_call" else _NO_NAMES,
+    )
+
+
+def _results(messages: list[Message]) -> frozenset[str]:
+    """The call ids the results of a request's last messages answer."""
+    return frozenset(
+        res.call_id
+        for m in messages[-8:]
+        for p in m.parts[:64]
+        if (res := p.tool_result) is not None and res.call_id
     )
 
 
@@ -189,19 +208,36 @@ def _register_history(s: Threads, r: Request, conversation: str, tid: int) -> No
     s.add_start(hash((r.fam, keys.key[start - 1])), tid)
 
 
+def _summarised(link: Link, tid: int) -> int | None:
+    """The turn whose conversation this turn's answer would summarise: a side call's parent, or
+    the turn itself when it went on from an earlier one of its conversation (``None``: a
+    conversation's first answer)."""
+    if link.branch == "side_call" and link.parent is not None:
+        return link.parent
+    return tid if link.previous is not None and link.branch is None else None
+
+
+def _register_compaction(s: Threads, response: NormalisedResponse, link: Link, tid: int) -> None:
+    """An opaque compaction item a side call answered (the Responses API's compaction endpoint:
+    not part of the answer's echo) stands for its parent's conversation wherever it is sent
+    back: registered whole, looked up whole (:func:`~._history.summary_used`)."""
+    if link.branch != "side_call" or link.parent is None:
+        return
+    for token in compactions(response.parts):
+        s.summaries[token] = [link.parent, tid]
+        s.summaries.move_to_end(token)
+    while len(s.summaries) > MAX_PROMPTS:
+        s.summaries.popitem(last=False)
+
+
 def _register_summary(s: Threads, echo: Message, link: Link, tid: int) -> None:
     """Register a text answer a later request may open with as its conversation's summary: a
     side call's (a compaction asked by another agent: it summarises its parent's conversation),
     or a turn's that went on from an earlier one of its conversation (the agent asked for the
     summary itself). A conversation's first answer is not one: a chain that feeds one call's
     answer to the next call is two conversations."""
-    if link.branch == "side_call" and link.parent is not None:
-        target = link.parent
-    elif link.previous is not None and link.branch is None:
-        target = tid
-    else:
-        return
-    if any(p.tool_call is not None for p in echo.parts):
+    target = _summarised(link, tid)
+    if target is None or any(p.tool_call is not None for p in echo.parts):
         return
     said = " ".join(p.text for p in echo.parts if p.kind == "text" and p.text)
     # The answer, and the body of a <summary> block in it (Claude Code's compaction answers

@@ -9,6 +9,7 @@ import itertools
 from .._message_keys import _ROLE, _part_keys
 from ._agents import (
     agent_tool,
+    asks_compaction,
     choose,
     compaction,
     forks_running_calls,
@@ -25,6 +26,7 @@ from ._words import (
     MIN_SUMMARY,
     SCAN_OPENING,
     SCAN_PROMPTS,
+    compactions,
     demo_pairs,
     fields_prompt,
     norm_prompt,
@@ -162,7 +164,7 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
     heard = hears_final_answer(s, r, best, r.keys)
     if heard is not None:
         return Link(s.new_conversation(), None, "start", parent=heard, branch="group_chat")
-    if compaction(r, prev_info):
+    if r.compacts or compaction(r, prev_info):
         # The agent asked for a summary of its history, every tool withdrawn (Codex's local
         # compaction): a side call; the summary comes back in the conversation's next request.
         return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
@@ -188,7 +190,12 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
             # Not a question over the running calls: the conversation's compaction used (its
             # summary in place of the calls and results; Codex keeps the opening and the task).
             link.summary_of = used[1]
+            link.summary_answers = s.turns[used[1]].answers
             return link
+        return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
+    if asks_compaction(r, s.turns[latest], link):
+        # The conversation's history, its answer left out, asked for a summary (Claude Code's
+        # /compact): a compaction side call; the summary comes back in its next request.
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
     link.ambiguous = tied if tied > 1 else 0
     return link
@@ -201,6 +208,13 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int] | None:
     was asked for the summary; with the turn that answered it."""
     if not s.summaries:
         return None
+    for m in r.messages[:SCAN_OPENING]:  # a compaction item sent back, in whichever message
+        for token in compactions(m.parts):
+            found = s.summaries.get(token)
+            if found is not None:
+                latest = s.last_of.get(s.turns[found[0]].conversation)
+                if latest is not None and not other_agent(r, s.turns[latest]):
+                    return latest, found[1]
     hay = norm_prompt(
         " ".join(
             p.text

@@ -11,7 +11,7 @@ import orjson
 
 from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
-from ._agents import rank
+from ._agents import asks_summary, rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
 from ._history import answered_alike, built_like, describe, summary_used
 from ._words import (
@@ -38,7 +38,7 @@ def by_opening(s: Threads, r: Request) -> Link:
         sib = sibling(s, r)
         if sib is not None:
             return sib
-    found = re_rendered(s, r) or managed(s, r, start)
+    found = re_rendered(s, r) or managed(s, r, start) or summarised(s, r)
     if found is not None:
         return found
     if not cands:
@@ -107,10 +107,28 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
         return None
     if summary is not None and summary[0] == tid:
         link.summary_of = summary[1]
+        link.summary_answers = s.turns[summary[1]].answers
     link.echo_at = _echo_at(s, r, tid)
     if link.echo_at is not None:
         link.echoed = True
     return link
+
+
+def summarised(s: Threads, r: Request) -> Link | None:
+    """Another agent (another system prompt and tool set) asked for a summary or a compaction
+    of a conversation whose latest calls its results answer (by id): a side call of that turn
+    (langmem's ``SummarizationNode``: the agent's messages without its system prompt, results
+    included, then ``Create a summary of the conversation above:``); its answer comes back in
+    the conversation's next request."""
+    if not asks_summary(r):
+        return None
+    for m in reversed(r.messages[-8:]):
+        for p in m.parts:
+            res = p.tool_result
+            tid = s.id_turn.get(res.call_id) if res is not None and res.call_id else None
+            if tid is not None and s.latest(tid) and not s.turns[tid].failed:
+                return Link(s.new_conversation(), None, "start", parent=tid, branch="side_call")
+    return None
 
 
 def _calls_answered(s: Threads, r: Request) -> int | None:

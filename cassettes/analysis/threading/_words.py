@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from ...lazy import pattern
-from ...models import Message
+from ...models import Message, Part
 from .._message_keys import _NO_NAMES, _ROLE
 from .._trajectory import Fields, fields_of
 
@@ -45,6 +45,21 @@ def summary_body(text: str) -> str:
     """The body of a ``<summary>`` block of an answer (bounded), else ``""``."""
     found = _SUMMARY_TAG.search(text[:MAX_PROMPT])
     return found.group(1) if found else ""
+
+
+def compactions(parts: list[Part]) -> list[str]:
+    """The opaque compaction items among ``parts`` (the Responses API's ``compaction`` item, its
+    ``encrypted_content``; bounded), as the keys :attr:`~._data.Threads.summaries` holds them:
+    the item a compaction answered stands for the history it compacted wherever it is sent
+    back, word for word."""
+    out: list[str] = []
+    for p in parts[:64]:
+        block = (p.provider_details or {}).get("block") if p.kind == "other" else None
+        if isinstance(block, dict) and block.get("type") == "compaction":
+            token = block.get("encrypted_content")
+            if isinstance(token, str) and token:
+                out.append("\0compaction " + token[:MAX_PROMPT])
+    return out
 
 
 def short(prompt: str) -> bool:

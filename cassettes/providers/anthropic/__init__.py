@@ -213,6 +213,7 @@ class AnthropicMessages(Provider):
         # ``metadata.user_id`` names the client's device and session (Claude Code puts a new
         # session id there every run); it changes nothing the model does.
         volatile_top_fields=frozenset({"metadata"}),
+        attribution_system=("x-anthropic-billing-header:",),
         # a tool_use block's ``input`` is the call's arguments as the model gave them
         free_form_fields=frozenset({*FREE_FORM_FIELDS, "input"}),
         field_defaults=(("stream", False),),

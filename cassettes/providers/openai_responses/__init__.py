@@ -202,6 +202,10 @@ class OpenAIResponses(Provider):
     # A background response (``background: true``) is fetched by ``GET /responses/{id}``: the
     # retrieve that returns its function calls is where the client gets them.
     poll_operations = frozenset({"retrieve"})
+    # ``POST /responses/compact`` runs the model over an input as generate does and answers the
+    # input's user messages and one opaque ``compaction`` item standing for the rest: read like a
+    # model call (analysis threads it as a compaction side call, docs/threading.md).
+    parsed_operations = frozenset({"generate", "compact"})
     profile = Profile(
         pairing_errors=(
             r"No tool output found for (function|custom tool|computer|shell) call",
@@ -220,7 +224,6 @@ class OpenAIResponses(Provider):
         api_key_env=("OPENAI_API_KEY",),
     )
     replay = ResponsesReplay()
-
 
     def context_edits(
         self, params: dict[str, Any], details: dict[str, Any] | None

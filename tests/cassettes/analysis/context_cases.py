@@ -63,6 +63,8 @@ class Case:
     conversations: list[list[int]]
     #: The true findings at warning and above, and the management findings: (code, seq).
     expected: list[tuple[str, int]] = field(default_factory=list)
+    #: Consequences at later turns folded under the management: (code, seq, the management's seq).
+    folded: list[tuple[str, int, int]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -242,6 +244,31 @@ def instruction_dropped(family: str) -> Case:
     )
 
 
+def repeat_after_summary(family: str) -> Case:
+    """A summary in place of the head drops the first call and its result; a turn later the
+    model, no longer seeing that call made, makes it again: the repeat (``E.repeated_call``)
+    follows from what the management dropped and folds under its ``C.history_trimmed``."""
+    s, (first, _) = _loop(family, _n(family) + "r")
+    latest = s.history[-_items_of_last_call(family) :]
+    s.history = []
+    s.user(SUMMARY)
+    s.history.extend(latest)
+    porto = Call("get_weather", {"city": "Porto"}, id=f"call_{_n(family)}r_3")
+    s.reply(calls=[porto])
+    s.results("cloudy, 19 C")
+    s.reply(calls=[Call(first.name, first.args, id=f"call_{_n(family)}r_4")])
+    s.results("sunny, 24 C")
+    s.reply("Sunny, 24 C in Lisbon, cloudy in Porto. Museums: Gulbenkian and the Tile Museum.")
+    return Case(
+        "repeat_after_summary",
+        family,
+        s,
+        [[0, 1, 2, 3, 4]],
+        [("C.history_trimmed", 2)],
+        folded=[("E.repeated_call", 3, 2)],
+    )
+
+
 SHAPES: dict[str, Callable[[str], Case]] = {
     "head_cut": head_cut,
     "tail_kept": tail_kept,
@@ -249,6 +276,7 @@ SHAPES: dict[str, Callable[[str], Case]] = {
     "side_call_summary": side_call_summary,
     "cleared_results": cleared_results,
     "instruction_dropped": instruction_dropped,
+    "repeat_after_summary": repeat_after_summary,
 }
 #: Server-side edits exist on these families only.
 API_EDITS = ("openai_responses", "anthropic")

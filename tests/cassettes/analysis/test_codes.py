@@ -77,8 +77,8 @@ def test_every_row_is_whole() -> None:
         assert row.text and "|" not in row.text and "\n" not in row.text, code
         assert not row.see or (ROOT / "docs" / row.see).exists(), (code, row.see)
         for cause, scope in row.under:  # a cause is a row, and never the code itself
-            assert cause in ROWS and cause != code and scope in ("turn", "call", "unrun"), code
-        assert len({scope for _, scope in row.under}) <= 1, code  # (the docs say it once)
+            assert cause in ROWS and cause != code, code
+            assert scope in ("turn", "call", "unrun", "dropped"), code
     assert len(ROWS) == 68
 
 

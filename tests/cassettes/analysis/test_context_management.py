@@ -23,7 +23,7 @@ from context_cases import (
     summary_head,
     tail_kept,
 )
-from scenarios import WEATHER, AgentScript, Call, run_of, threads
+from scenarios import WEATHER, AgentScript, Call, edit_request, run_of, threads
 
 from looptap.cassettes.analysis import RunAnalysis
 from looptap.cassettes.views._roundtrip_view import turn_json
@@ -31,6 +31,8 @@ from looptap.cassettes.views._roundtrip_view import turn_json
 CASES = all_cases()
 #: What each case says, by code (the management codes and every warning or error).
 SAID = ("C.history_trimmed", "C.user_instruction_dropped", "A.context_edited")
+#: What a later turn may say that the management's drop explains (folded under it).
+FOLDED_LATER = ("E.repeated_call",)
 
 
 def _said(run: RunAnalysis) -> list[tuple[str, int]]:
@@ -48,6 +50,12 @@ def test_context_management_is_one_conversation_said_once(case: Case) -> None:
     assert _said(run) == sorted(case.expected)  # each said once, nothing false
     assert not [f for f in run.findings if f.code == "C.stopped_with_pending_calls"]
     assert not [f for f in run.findings if f.code == "C.history_mutated"]
+    # what the management dropped explains a later turn's finding: folded under it
+    assert sorted(
+        (f.code, f.seq or 0, f.details["caused_by_seq"])
+        for f in run.findings
+        if f.details.get("caused_by") == "C.history_trimmed" and f.code in FOLDED_LATER
+    ) == sorted(case.folded)
 
 
 def test_the_table_covers_twelve_cases_or_more() -> None:
@@ -76,12 +84,29 @@ def test_what_was_dropped_and_what_replaced_it(family: str) -> None:
     assert cache.details["caused_by"] == "C.history_trimmed" and cache.details["caused_by_seq"] == 2
 
 
-def test_a_compaction_names_the_side_call_that_wrote_it() -> None:
-    run = side_call_summary("anthropic").script.analyse()
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
+def test_a_compaction_names_the_side_call_that_wrote_it(family: str) -> None:
+    """The side call's request carried the latest call's result (Codex's compaction does): the
+    call was run and summarised, not dropped — no ``C.dropped_tool_result`` at all (on 4cb260e5
+    one, folded under the trim, for a result the client did send)."""
+    run = side_call_summary(family).script.analyse()
     cc = run.turns[3].c.context
     assert cc is not None and cc.kind == "summarised" and cc.summary_by_seq == 2
+    assert cc.summarised_calls == [f"call_{dict(openai_chat='c', anthropic='a')[family]}k_2"]
     assert next(c for c in run.conversations if 2 in c.turns).branch == "side_call"
-    # the calls dropped with the answer are no client bug of their own: they follow from it
+    assert not [f for f in run.findings if f.code == "C.dropped_tool_result"]
+
+
+def test_a_compaction_asked_before_the_result_folds_the_dropped_call_under_it() -> None:
+    """The twin: the side call summarised the history before the latest call (its answer and
+    result left out); the compacted request then carries neither the call nor its result.
+    Nothing says the call ran: its dropped result follows from the management, folded under
+    ``C.history_trimmed``."""
+    s = side_call_summary("anthropic").script
+    edit_request(s.exchanges[2], lambda body: body["messages"].__delitem__(slice(-3, -1)))
+    run = s.analyse()
+    cc = run.turns[3].c.context
+    assert cc is not None and cc.summary_by_seq == 2 and not cc.summarised_calls
     (dropped,) = [f for f in run.findings if f.code == "C.dropped_tool_result"]
     assert dropped.severity == "info" and dropped.details["caused_by"] == "C.history_trimmed"
 
