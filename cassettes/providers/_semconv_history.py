@@ -18,6 +18,18 @@ def part_text(p: dict[str, Any]) -> str:
     return c if isinstance(c, str) else ("" if c is None else orjson.dumps(c).decode())
 
 
+def _result_blocks(response: Any) -> Any:
+    """A tool result's content: the text blocks it was sent as, where the trace kept them as
+    semconv text parts (Logfire), else its text."""
+    if (
+        isinstance(response, list) and response
+        and all(isinstance(p, dict) and p.get("type") == "text"
+                and isinstance(p.get("content"), str) for p in response)
+    ):  # fmt: skip
+        return [{"type": "text", "text": p["content"]} for p in response]
+    return part_text({"content": response})
+
+
 def arguments_text(args: Any) -> str:
     return (
         args if isinstance(args, str) else orjson.dumps(args if args is not None else {}).decode()
@@ -97,7 +109,7 @@ def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": str(p.get("id") or ""),
-                "content": part_text({"content": p.get("response")}),
+                "content": _result_blocks(p.get("response")),
             }
             if p.get("is_error") is True:
                 block["is_error"] = True

@@ -32,6 +32,10 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    "logfire": ("logfire", [str(SDK_AGENT)]),
+    "logfire-pydantic-ai": ("logfire", [str(FRAMEWORKS), "pydantic-ai"]),
+    "openlit": ("openlit", [str(SDK_AGENT)]),
+    "openlit-langchain": ("openlit", [str(FRAMEWORKS), "langchain"]),
     "openllmetry": ("openllmetry", [str(SDK_AGENT)]),
     # 0.46's wrapper of messages.stream breaks anthropic 2.x's stream helper: not streamed there
     "openllmetry-legacy": ("openllmetry", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
@@ -49,6 +53,10 @@ KINDS = {
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
     "openllmetry-langchain": ("openllmetry-langchain", [str(FRAMEWORKS), "langchain"]),
+    "openinference-langchain-chunks": (
+        "openinference-langchain",
+        [str(FRAMEWORKS), "langchain", "openai-chunks", "anthropic-chunks"],
+    ),
     "openinference-openai-agents": (
         "openinference-openai-agents",
         [str(FRAMEWORKS), "openai-agents", "openai", "openai-stream"],
@@ -58,6 +66,9 @@ KINDS = {
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    # OpenLIT reads the variable as a switch: content on its spans with "true" only
+    **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+       for k in ("openlit", "openlit-langchain")},
     # the instrumentation's default conventions: no content on its spans (events carry it)
     "vertexai-default": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "",

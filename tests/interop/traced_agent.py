@@ -27,6 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 AGENT = Path(__file__).resolve().parents[1] / "why" / "why_agent.py"
+#: The processor that keeps the spans, for an instrumentation that makes its own tracer provider.
+PROCESSORS: list[SimpleSpanProcessor] = []
 
 
 def _hex_ids(v: Any) -> Any:
@@ -120,7 +122,31 @@ def _botocore(provider: TracerProvider) -> None:
     BotocoreInstrumentor().instrument(tracer_provider=provider)
 
 
+def _logfire(provider: TracerProvider) -> None:
+    """Logfire's own SDK: its tracer provider, exporting to this file only (no account)."""
+    import logfire
+
+    logfire.configure(
+        send_to_logfire=False, console=False, service_name="weather-agent",
+        additional_span_processors=list(PROCESSORS),
+    )  # fmt: skip
+    logfire.instrument_openai()
+    logfire.instrument_anthropic()
+    logfire.instrument_pydantic_ai()
+
+
+def _openlit(provider: TracerProvider) -> None:
+    import openlit
+
+    openlit.init(service_name="weather-agent", disable_metrics=True, disable_batch=True)
+    own = trace.get_tracer_provider()
+    if own is not provider and isinstance(own, TracerProvider):  # it made its own
+        own.add_span_processor(PROCESSORS[0])
+
+
 KINDS = {
+    "logfire": _logfire,
+    "openlit": _openlit,
     "openllmetry-bedrock": _openllmetry_bedrock,
     "openinference-bedrock": _openinference_bedrock,
     "botocore": _botocore,
@@ -143,7 +169,8 @@ def main() -> None:
         agent, args = Path(args[0]), args[1:]
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    PROCESSORS.append(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(PROCESSORS[0])
     trace.set_tracer_provider(provider)
     KINDS[kind](provider)
 

@@ -1,0 +1,100 @@
+"""Instrumentations as data: one :class:`Instrumentation` row per instrumentation and version
+range, told by its spans' instrumentation scope, saying what of its spans is the agent's request
+as sent and what the instrumentation made up (its defaults, its re-orderings, what it leaves out).
+The import (:mod:`._otlp_in`) reads every span by the GenAI conventions (and OpenInference's or
+openllmetry's older attributes where the span has them) and asks the span's row only where an
+instrumentation departs from them. A span of a scope no row names is read by the conventions with
+every field they leave uncertain marked inferred (:data:`UNPROFILED`), and the import says so once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PROFILES", "UNPROFILED", "Instrumentation", "profile_of"]
+
+
+@dataclass(frozen=True)
+class Instrumentation:
+    """What one instrumentation writes, where it departs from the conventions."""
+
+    #: How the import names it.
+    name: str
+    #: Its scope names (a scope that starts with one of them is its).
+    scopes: tuple[str, ...]
+    #: The versions this row was made from (tests/interop/traces/README.md).
+    versions: str = ""
+    #: Its spans carry the stream flag of every call (absent: not streamed): never inferred.
+    says_stream: bool = False
+    #: Its stream flag is a setting of the model object, not of the call (LangChain's
+    #: ``streaming``): a ``false`` is not evidence (``.stream()`` streams with it false).
+    stream_flag_is_a_setting: bool = False
+    #: Span events that show the answer was streamed (a first-token event …).
+    stream_events: tuple[str, ...] = ()
+    #: (attribute, prefix): a span whose attribute starts so carries a streamed call's answer, its
+    #: request on the span before it (Logfire's ``streaming response from … took …`` log).
+    stream_span: tuple[str, str] | None = None
+    #: ``gen_ai.request.*`` values it writes for a parameter the agent did not send: such a value
+    #: is not put in the request (``params`` stays inferred: a parameter not kept is no miss).
+    defaults: dict[str, Any] = field(default_factory=dict, hash=False)
+    #: It leaves the assistant's tool-call messages out of the input (the tool results are
+    #: there): the history is the call's agent's earlier answers (``history`` inferred).
+    drops_tool_call_messages: bool = False
+    #: The ``gen_ai.provider.name`` its spans mean when they name none.
+    provider: str | None = None
+    #: Where OpenAI's ``strict`` of each function tool is (pydantic-ai's request parameters).
+    strict_attribute: str | None = None
+    #: It writes each Anthropic ``tool_use`` block also as a text part, its JSON (a part that
+    #: repeats a tool call of the same message is left out).
+    tool_use_as_text: bool = False
+
+
+PROFILES: tuple[Instrumentation, ...] = (
+    Instrumentation("openllmetry", ("opentelemetry.instrumentation.openai",
+                    "opentelemetry.instrumentation.anthropic"), "0.46.2, 0.62.4", says_stream=True),
+    Instrumentation("openllmetry LangChain", ("opentelemetry.instrumentation.langchain",),
+                    "0.62.4", tool_use_as_text=True),
+    Instrumentation("openllmetry Bedrock", ("opentelemetry.instrumentation.bedrock",), "0.62.4"),
+    Instrumentation("openinference", ("openinference.instrumentation.openai",
+                    "openinference.instrumentation.anthropic",
+                    "openinference.instrumentation.bedrock"), "0.1.66, 3.1.0, 0.1.61",
+                    says_stream=True),
+    Instrumentation("openinference LangChain", ("openinference.instrumentation.langchain",),
+                    "0.1.80", says_stream=True, stream_flag_is_a_setting=True,
+                    stream_events=("First Token Stream Event",)),
+    Instrumentation("openinference openai-agents",
+                    ("openinference.instrumentation.openai_agents",), "2.6.0"),
+    Instrumentation("pydantic-ai", ("pydantic-ai",), "2.68.0",
+                    strict_attribute="model_request_parameters"),
+    Instrumentation("the anthropic SDK's own spans", ("com.anthropic.sdk.python",), "2.14.0",
+                    says_stream=True),
+    Instrumentation("OTel contrib openai-v2", ("opentelemetry.instrumentation.openai_v2",
+                    "opentelemetry.util.genai"), "2.4b0"),
+    Instrumentation("OTel contrib google-genai",
+                    ("opentelemetry.instrumentation.google_genai",), "1.3b0"),
+    Instrumentation("OTel contrib vertexai", ("opentelemetry.instrumentation.vertexai",),
+                    "2.2b0", provider="gcp.vertex_ai"),
+    Instrumentation("OTel contrib botocore", ("opentelemetry.instrumentation.botocore",),
+                    "0.66b2"),
+    Instrumentation("Logfire", ("logfire.openai", "logfire.anthropic"), "5.4.0",
+                    says_stream=True, stream_span=("logfire.msg_template", "streaming response")),
+    Instrumentation("OpenLIT", ("openlit",), "1.45.0", drops_tool_call_messages=True,
+                    defaults={"temperature": (1.0, 1), "top_p": (1.0, 1), "top_k": (1.0, 1, -1),
+                              "seed": ("", -1, 0), "stop_sequences": ([], "", ("",)),
+                              "frequency_penalty": (0.0, 0), "presence_penalty": (0.0, 0),
+                              "max_tokens": (-1,)}),
+    Instrumentation("looptap's own export", ("looptap",), says_stream=True),
+)  # fmt: skip
+
+#: What reads a span of a scope no row names: the conventions alone, every uncertain field inferred.
+UNPROFILED = Instrumentation("an instrumentation looptap has no profile of", ())
+
+
+def profile_of(scope: Any) -> Instrumentation:
+    """The row of the instrumentation whose scope ``scope`` is (:data:`UNPROFILED`: none)."""
+    name = scope if isinstance(scope, str) else ""
+    return next(
+        (p for p in PROFILES if any(name == s or name.startswith(s + ".") for s in p.scopes)),
+        UNPROFILED,
+    )
