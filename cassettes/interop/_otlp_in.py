@@ -84,7 +84,10 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             return 0, item[0]
 
     by_id = {span_id(s.get("spanId")): s for _, s in spans}
-    found = [(span, call) for _, span in sorted(spans, key=start) if (call := _call(span))]
+    answered: dict[Any, dict[str, Any]] = {}  # a tool call's id → the answer that made it
+    found = [
+        (span, call) for _, span in sorted(spans, key=start) if (call := _call(span, answered))
+    ]
     calls = []
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for span, call in merged(found, by_id):
@@ -190,7 +193,7 @@ def _vertex(a: dict[str, Any], prof: Instrumentation) -> bool:
     )
 
 
-def _call(span: dict[str, Any]) -> Call | None:
+def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | None:
     a = attributes(span.get("attributes"))
     if not _is_call(a, span):
         return None
@@ -208,6 +211,10 @@ def _call(span: dict[str, Any]) -> Call | None:
         region = _REGION.fullmatch(str(a.get("server.address") or ""))
         call.region = region.group(1) if region else None
     inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call, prof)
+    inputs = _calls_restored(inputs, answered, call)
+    for p in _listed((output or {}).get("parts")):
+        if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):
+            answered[p["id"]] = {"role": "assistant", "parts": output["parts"]}  # type: ignore[index]
     call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
         call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
@@ -273,6 +280,34 @@ def _content(
         call.output = {k: v for k, v in said[-1].items() if k != "role"} if call.output else None
 
 
+def _calls_restored(
+    inputs: list[Any] | None, answered: dict[Any, dict[str, Any]], call: Call
+) -> list[Any] | None:
+    """The input with the assistant messages an instrumentation left out (OpenLIT's OpenAI
+    history: tool results without the message that made the calls) put back before their
+    results, from the earlier answer that made those calls."""
+    if not inputs:
+        return inputs
+    made = {p.get("id") for m in inputs for p in _listed(m.get("parts"))
+            if isinstance(p, dict) and p.get("type") == "tool_call"}  # fmt: skip
+    out: list[Any] = []
+    for m in inputs:
+        ids = [p.get("id") for p in _listed(m.get("parts"))
+               if isinstance(p, dict) and p.get("type") == "tool_call_response"]  # fmt: skip
+        lost = next((answered[i] for i in ids if i not in made and i in answered), None)
+        if lost is not None:
+            out.append(lost)
+            made |= {p.get("id") for p in lost["parts"] if isinstance(p, dict)}
+            call.inferred.add("assistant tool-call messages")
+        out.append(m)
+    if "assistant tool-call messages" in call.inferred:
+        call.notes.append(
+            "imported: the span's input has tool results without the assistant message that "
+            "made the calls: put back from the earlier answer that made them (inferred)"
+        )
+    return out
+
+
 def _listed(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
@@ -291,6 +326,10 @@ def _metadata(
     params(call, a, span, prof)
     usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
+    if call.usage and call.stream and _provider(a, prof) in prof.counts_stream_usage:
+        call.usage = {}
+        call.notes.append(f"imported: {prof.name} counts a streamed answer's tokens itself (the "
+                          "API sent no usage): its count is not kept")  # fmt: skip
     if call.usage:
         call.given.add("usage")
     _timing(call, span, a)

@@ -52,7 +52,6 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
             if key == "max_tokens" and call.family == "openai_chat":
                 call.inferred.add("max_tokens name")  # or max_completion_tokens: not said
     setting = (invoked.get("stream"), invoked.get("streaming"))  # (LangChain's: the model's)
-    events = {e.get("name") for e in span.get("events") or [] if isinstance(e, dict)}
     stream_span = prof.stream_span
     flags = (
         a.get("gen_ai.request.stream"),  # the semconv's, the anthropic SDK's own span
@@ -60,7 +59,6 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
         a.get("llm.is_streaming"),
         *(f for f in setting if f is True or not prof.stream_flag_is_a_setting),
         True if str(span.get("name") or "").endswith(".converse_stream") else None,  # OI bedrock
-        True if events & set(prof.stream_events) else None,
         True if stream_span and str(a.get(stream_span[0]) or "").startswith(stream_span[1])
         else None,
     )  # fmt: skip

@@ -30,17 +30,15 @@ class Instrumentation:
     #: Its stream flag is a setting of the model object, not of the call (LangChain's
     #: ``streaming``): a ``false`` is not evidence (``.stream()`` streams with it false).
     stream_flag_is_a_setting: bool = False
-    #: Span events that show the answer was streamed (a first-token event …).
-    stream_events: tuple[str, ...] = ()
     #: (attribute, prefix): a span whose attribute starts so carries a streamed call's answer, its
     #: request on the span before it (Logfire's ``streaming response from … took …`` log).
     stream_span: tuple[str, str] | None = None
     #: ``gen_ai.request.*`` values it writes for a parameter the agent did not send: such a value
     #: is not put in the request (``params`` stays inferred: a parameter not kept is no miss).
     defaults: dict[str, Any] = field(default_factory=dict, hash=False)
-    #: It leaves the assistant's tool-call messages out of the input (the tool results are
-    #: there): the history is the call's agent's earlier answers (``history`` inferred).
-    drops_tool_call_messages: bool = False
+    #: Providers whose streamed answers' token counts it makes itself (the API sent none): not
+    #: kept as the API's usage.
+    counts_stream_usage: tuple[str, ...] = ()
     #: The ``gen_ai.provider.name`` its spans mean when they name none.
     provider: str | None = None
     #: Where OpenAI's ``strict`` of each function tool is (pydantic-ai's request parameters).
@@ -61,8 +59,7 @@ PROFILES: tuple[Instrumentation, ...] = (
                     "openinference.instrumentation.bedrock"), "0.1.66, 3.1.0, 0.1.61",
                     says_stream=True),
     Instrumentation("openinference LangChain", ("openinference.instrumentation.langchain",),
-                    "0.1.80", says_stream=True, stream_flag_is_a_setting=True,
-                    stream_events=("First Token Stream Event",)),
+                    "0.1.80", stream_flag_is_a_setting=True),
     Instrumentation("openinference openai-agents",
                     ("openinference.instrumentation.openai_agents",), "2.6.0"),
     Instrumentation("pydantic-ai", ("pydantic-ai",), "2.68.0",
@@ -79,7 +76,7 @@ PROFILES: tuple[Instrumentation, ...] = (
                     "0.66b2"),
     Instrumentation("Logfire", ("logfire.openai", "logfire.anthropic"), "5.4.0",
                     says_stream=True, stream_span=("logfire.msg_template", "streaming response")),
-    Instrumentation("OpenLIT", ("openlit",), "1.45.0", drops_tool_call_messages=True,
+    Instrumentation("OpenLIT", ("openlit",), "1.45.0", counts_stream_usage=("openai",),
                     defaults={"temperature": (1.0, 1), "top_p": (1.0, 1), "top_k": (1.0, 1, -1),
                               "seed": ("", -1, 0), "stop_sequences": ([], "", ("",)),
                               "frequency_penalty": (0.0, 0), "presence_penalty": (0.0, 0),

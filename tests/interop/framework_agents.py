@@ -7,8 +7,7 @@ traces of their instrumentations (tests/interop/traced_agent.py):
     python framework_agents.py openai-agents [LABEL ...]  # openai-agents' Runner (Responses API)
 
 LABELs as fork_agent's: ``openai``, ``openai-stream``, ``anthropic``, ``anthropic-stream`` (default:
-all four, one after another); LangChain also ``openai-chunks``, ``anthropic-chunks`` (``.stream()``
-on a model set not to stream). The SDKs read their base URLs and keys from the environment, as under
+all four, one after another). The SDKs read their base URLs and keys from the environment, as under
 ``looptap run``.
 """
 
@@ -16,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from functools import reduce
-from operator import add
 from typing import Any
 
 LABELS = ("openai", "openai-stream", "anthropic", "anthropic-stream")
@@ -42,7 +39,6 @@ def langchain_loop(label: str) -> str:
         return weather(city)
 
     stream = label.endswith("-stream")
-    chunks = label.endswith("-chunks")  # .stream() on a model set not to stream
     llm: Any
     if label.startswith("openai"):
         from langchain_openai import ChatOpenAI
@@ -57,7 +53,7 @@ def langchain_loop(label: str) -> str:
     bound = llm.bind_tools([get_weather])
     messages: list[Any] = [SystemMessage(SYSTEM), HumanMessage(_question(label))]
     for _ in range(5):
-        ai = reduce(add, bound.stream(messages)) if chunks else bound.invoke(messages)
+        ai = bound.invoke(messages)
         messages.append(ai)
         if not ai.tool_calls:
             return str(ai.text)

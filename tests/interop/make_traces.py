@@ -53,10 +53,6 @@ KINDS = {
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
     "openllmetry-langchain": ("openllmetry-langchain", [str(FRAMEWORKS), "langchain"]),
-    "openinference-langchain-chunks": (
-        "openinference-langchain",
-        [str(FRAMEWORKS), "langchain", "openai-chunks", "anthropic-chunks"],
-    ),
     "openinference-openai-agents": (
         "openinference-openai-agents",
         [str(FRAMEWORKS), "openai-agents", "openai", "openai-stream"],
