@@ -45,7 +45,7 @@ from ._otlp_openinference import (
     response_echo,
 )
 from ._otlp_params import params
-from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
+from ._otlp_profiles import UNPROFILED, Bodies, Instrumentation, profile_of
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
@@ -195,9 +195,11 @@ def _vertex(a: dict[str, Any], prof: Instrumentation) -> bool:
 
 def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | None:
     a = attributes(span.get("attributes"))
+    prof = profile_of(span.get(SCOPE))
+    if prof.bodies is not None:
+        return _api_shaped(a, span, prof.bodies, prof.name)
     if not _is_call(a, span):
         return None
-    prof = profile_of(span.get(SCOPE))
     family = _family(a, prof)
     oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
         k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
@@ -236,6 +238,46 @@ UNPROFILED_NOTE = (
     "imported: spans of scope {scope!r}, an instrumentation looptap has no profile of: read by "
     "the GenAI conventions, what they leave uncertain (parameters, the stream flag) inferred"
 )
+
+
+def _api_shaped(a: dict[str, Any], span: dict[str, Any], b: Bodies, name: str) -> Call | None:
+    """A call span that keeps the API's own request and answer (:class:`Bodies`), read as the
+    last call of a trajectory; its parameters (the instrumentation's defaults among them) and its
+    stream flag are not said."""
+    from ._traces import trajectory_calls  # (the API's own message shapes, as a trajectory's)
+
+    req, out = json_attribute(a.get(b.request)), json_attribute(a.get(b.answer))
+    out = {"content": out} if isinstance(out, str) else out  # (a streamed text: the text alone)
+    if a.get(b.call[0]) != b.call[1] or not isinstance(req, dict) or not isinstance(out, dict):
+        return None
+    messages = req.get("messages")
+    if not isinstance(messages, list):
+        return None
+    model = a.get(b.model) or req.get("model")
+    around = {"model": model, "tools": req.get("tools") or []}
+    answer = {**{k: v for k, v in out.items() if k != "role"}, "role": "assistant"}
+    try:
+        call = trajectory_calls([*messages, answer], around, f"{name} span")[-1]
+    except (ImportFormatError, IndexError):
+        return None
+    call.source = f"an OTel trace ({name})"
+    usage = json_attribute(a.get(b.usage))
+    usage = usage if isinstance(usage, dict) else {}
+    for key, names in (("input_tokens", ("prompt_tokens", "input")),
+                       ("output_tokens", ("completion_tokens", "output"))):  # fmt: skip
+        v = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
+        if v is not None:
+            call.usage[key] = v
+    call.given |= {"usage"} if call.usage else set()
+    finish = json_attribute(a.get(b.finish))
+    finish = finish.strip('"') if isinstance(finish, str) else None
+    if finish:
+        call.finish = finish
+        call.given.add("finish_reason")
+    call.inferred |= {"stream", "params"}
+    call.service = span.get(SERVICE)
+    _timing(call, span, a)
+    return call
 
 
 def _content(

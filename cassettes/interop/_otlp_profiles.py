@@ -12,7 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PROFILES", "UNPROFILED", "Instrumentation", "profile_of"]
+__all__ = ["PROFILES", "UNPROFILED", "Bodies", "Instrumentation", "profile_of"]
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """An instrumentation that keeps the request and the answer in the API's own shapes (JSON
+    attributes), outside the GenAI conventions: which span is a call, and where each part is."""
+
+    #: (attribute, value) of a span that is a model call.
+    call: tuple[str, str]
+    #: The request (``messages``, ``tools`` …) as the SDK was given it.
+    request: str
+    #: The answer's message.
+    answer: str
+    model: str
+    #: The usage, as the API reported it (``prompt_tokens`` … or ``input`` …).
+    usage: str
+    finish: str
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,8 @@ class Instrumentation:
     #: Providers whose streamed answers' token counts it makes itself (the API sent none): not
     #: kept as the API's usage.
     counts_stream_usage: tuple[str, ...] = ()
+    #: Its spans keep the API's own request and answer (Langfuse): read as a trajectory's.
+    bodies: Bodies | None = None
     #: The ``gen_ai.provider.name`` its spans mean when they name none.
     provider: str | None = None
     #: Where OpenAI's ``strict`` of each function tool is (pydantic-ai's request parameters).
@@ -81,6 +100,10 @@ PROFILES: tuple[Instrumentation, ...] = (
                               "seed": ("", -1, 0), "stop_sequences": ([], "", ("",)),
                               "frequency_penalty": (0.0, 0), "presence_penalty": (0.0, 0),
                               "max_tokens": (-1,)}),
+    Instrumentation("Langfuse", ("langfuse-sdk",), "5.0.4 (langfuse.openai)", bodies=Bodies(
+        ("langfuse.observation.type", "generation"), "langfuse.observation.input",
+        "langfuse.observation.output", "langfuse.observation.model.name",
+        "langfuse.observation.usage_details", "langfuse.observation.metadata.finish_reason")),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

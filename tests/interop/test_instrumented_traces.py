@@ -32,6 +32,7 @@ KINDS = {
     "logfire": (),
     "logfire-pydantic-ai": ("stream",),  # pydantic-ai's span does not say; Logfire's spans do
     "openlit": ("tools",),  # it writes no tool definitions on its OpenAI and Anthropic spans
+    "langfuse": ("stream",),  # its spans keep the API's request and answer, not the stream flag
     "openllmetry": (),
     "openllmetry-legacy": (),
     "openinference": (),
@@ -177,6 +178,7 @@ def _fork(trace: Path, tmp_path: Path, agent: list[str]) -> tuple[Any, ScriptedU
 SDK_KINDS = {
     "logfire": (),
     "openlit": (),
+    "langfuse": ("openai", "openai-stream"),
     "openllmetry": (),
     "openinference": (),
     "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),
