@@ -185,7 +185,8 @@ def _take(inner: Call, outer: Call) -> None:
         inner.inferred.discard("tools")
         inner.given.add("tools")
     inner.params = {**outer.params, **inner.params}
-    for attr, mark in (("response_id", "response.id"), ("usage", "usage"), ("finish", "finish_reason")):
+    marks = (("response_id", "response.id"), ("usage", "usage"), ("finish", "finish_reason"))
+    for attr, mark in marks:
         if not getattr(inner, attr) and getattr(outer, attr):
             setattr(inner, attr, getattr(outer, attr))
             inner.given.add(mark)
