@@ -214,9 +214,10 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
         call.region = region.group(1) if region else None
     inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call, prof)
     inputs = _calls_restored(inputs, answered, call)
-    for p in _listed((output or {}).get("parts")):
+    made = _listed((output or {}).get("parts"))
+    for p in made:
         if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):
-            answered[p["id"]] = {"role": "assistant", "parts": output["parts"]}  # type: ignore[index]
+            answered[p["id"]] = {"role": "assistant", "parts": made}
     call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
         call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
