@@ -213,7 +213,8 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
         region = _REGION.fullmatch(str(a.get("server.address") or ""))
         call.region = region.group(1) if region else None
     inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call, prof)
-    inputs = _calls_restored(inputs, answered, call)
+    if prof.drops_tool_call_messages:
+        inputs = _calls_restored(inputs, answered, call)
     made = _listed((output or {}).get("parts"))
     for p in made:
         if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):

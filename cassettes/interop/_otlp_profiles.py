@@ -53,6 +53,10 @@ class Instrumentation:
     #: ``gen_ai.request.*`` values it writes for a parameter the agent did not send: such a value
     #: is not put in the request (``params`` stays inferred: a parameter not kept is no miss).
     defaults: dict[str, Any] = field(default_factory=dict, hash=False)
+    #: It leaves the assistant's tool-call messages out of a history that has their results (an
+    #: API may let a client do so, OpenAI Responses' ``previous_response_id``: only an
+    #: instrumentation known for it gets them back).
+    drops_tool_call_messages: bool = False
     #: Providers whose streamed answers' token counts it makes itself (the API sent none): not
     #: kept as the API's usage.
     counts_stream_usage: tuple[str, ...] = ()
@@ -96,6 +100,7 @@ PROFILES: tuple[Instrumentation, ...] = (
     Instrumentation("Logfire", ("logfire.openai", "logfire.anthropic"), "5.4.0",
                     says_stream=True, stream_span=("logfire.msg_template", "streaming response")),
     Instrumentation("OpenLIT", ("openlit",), "1.45.0", counts_stream_usage=("openai",),
+                    drops_tool_call_messages=True,
                     defaults={"temperature": (1.0, 1), "top_p": (1.0, 1), "top_k": (1.0, 1, -1),
                               "seed": ("", -1, 0), "stop_sequences": ([], "", ("",)),
                               "frequency_penalty": (0.0, 0), "presence_penalty": (0.0, 0),
