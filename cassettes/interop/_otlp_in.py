@@ -23,12 +23,13 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..hints import count
-from ..providers import REBUILT, Call, chat_ids, from_parts
+from ..providers import REBUILT, Call, by_family, chat_ids, from_parts
 from ._genai_names import (
     ERROR_MESSAGE,
     FAMILY,
     FINISH_CLASS,
     OPERATION,
+    OPERATION_OWN,
     REQUEST_MODEL,
     RESPONSE_MODEL,
     STATUS_CODE,
@@ -142,6 +143,9 @@ def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
 def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     op = a.get(OPERATION)
     if a.get(FAMILY) is not None:  # looptap's own: its operation says what the round trip was
+        adapter = by_family(str(a[FAMILY]))
+        if adapter is not None and adapter.rebuilt_operations:  # (not chat turns: their own)
+            return _own_operation(a) is not None
         return op in _LOOPTAP_CALL_OPS
     if op is None and a.get("openinference.span.kind") is not None:
         return str(a["openinference.span.kind"]).upper() == "LLM"
@@ -156,6 +160,14 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     )
 
 
+def _own_operation(a: dict[str, Any]) -> str | None:
+    """The operation of a call looptap's own export names that is not a chat turn (an embedding,
+    an image, a legacy completion), which its family's adapter rebuilds in the family's shape."""
+    adapter = by_family(str(a.get(FAMILY)))
+    op = a.get(OPERATION_OWN)
+    return op if adapter is not None and op in adapter.rebuilt_operations else None
+
+
 def _provider(a: dict[str, Any], prof: Instrumentation) -> str:
     """The provider the span names (the semconv's, older openllmetry's, OpenInference's), else
     the one its instrumentation means."""
@@ -167,7 +179,7 @@ def _provider(a: dict[str, Any], prof: Instrumentation) -> str:
 def _family(a: dict[str, Any], prof: Instrumentation) -> str:
     """The API family a call is rebuilt in: looptap's own label, the URL, the provider named."""
     fam = a.get(FAMILY)
-    if fam in REBUILT:
+    if fam in REBUILT or _own_operation(a) is not None:
         return str(fam)
     provider = _provider(a, prof)
     if str(a.get("url.full") or "").split("?")[0].endswith("/responses") or response_echo(a):
@@ -206,6 +218,7 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
+    call.operation = _own_operation(a)
     if isinstance(a.get(URL), str):
         call.url = a[URL]
     if family == "gemini" and _vertex(a, prof):
@@ -296,7 +309,7 @@ def _content(
     sys_parts, call.messages = from_parts(call.family, inputs or [])
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()
-    if output is not None and call.family in ("openai_responses", "gemini"):
+    if output is not None and (call.family in ("openai_responses", "gemini") or call.operation):
         call.output = {"parts": [p for p in output.get("parts") or [] if isinstance(p, dict)]}
         call.given.add("output")  # (rendered by the API's own renderer: parts as they are)
     elif output is not None:

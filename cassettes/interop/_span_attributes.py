@@ -30,6 +30,8 @@ from ._genai_names import (
     FINISH_CLASS,
     INVOCATION_PARAMETERS,
     OPERATION,
+    OPERATION_OWN,
+    OPERATIONS,
     REQUEST_MODEL,
     RESPONSE_MODEL,
     STATUS_CODE,
@@ -219,9 +221,12 @@ def _gen_ai_attributes(
         "openinference.span.kind": "LLM" if rt.family != "none" else None
     }
     if adapter is not None:
-        attrs[OPERATION] = (
-            adapter.profile.otel_operation if rt.operation == "generate" else rt.operation
+        # a model call (a chat turn, an embedding, an image …) by its GenAI name; anything else
+        # (count tokens, a stored response's retrieval) by looptap's
+        attrs[OPERATION] = OPERATIONS.get(rt.operation) or (
+            adapter.profile.otel_operation if adapter.parses(rt.operation) else rt.operation
         )
+        attrs[OPERATION_OWN] = rt.operation
         attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
     if req is not None:
         attrs[REQUEST_MODEL] = req.model
