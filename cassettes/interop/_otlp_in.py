@@ -219,6 +219,8 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
     call.operation = _own_operation(a)
+    if a.get(FAMILY) is not None:  # looptap's own: the tool calls' ids are the wire's
+        call.given.add("tool_call.id")
     if isinstance(a.get(URL), str):
         call.url = a[URL]
     if family == "gemini" and _vertex(a, prof):
@@ -306,7 +308,7 @@ def _content(
         )
         call.output = {"content": [] if call.family == "anthropic" else "", "parts": []}
         return
-    sys_parts, call.messages = from_parts(call.family, inputs or [])
+    sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()
     if output is not None and (call.family in ("openai_responses", "gemini") or call.operation):

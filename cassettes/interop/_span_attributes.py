@@ -94,6 +94,8 @@ def _part(p: Part) -> dict[str, Any]:
         }
         if tr.is_error is not None:
             res["is_error"] = tr.is_error
+        if (p.provider_details or {}).get("server") is True:  # the result of a provider's call
+            res.update(tool_kind="server", name=tr.name or "")
         return res
     if p.kind == "media":
         return {"type": "media", "mime_type": p.media_type}

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from .. import providers
-from ..models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from ..models import FinishReason, NormalisedResponse, Part, ToolCall, ToolResult, Usage
 from ..wire import Exchange
 from ._base import Provider, Rebuilt
 from ._semconv_history import arguments_object, arguments_text, kept_block, part_text
@@ -155,6 +155,8 @@ def exchange(call: Call, n: int) -> Exchange:
         if adapter is not None and answer is not None
         else None
     )
+    if answer is not None:
+        _media_note(ex, answer)
     if rendered is not None:
         ex.status, ex.reason = 200, "OK"
         ex.response_headers = [("content-type", rendered.content_type)]
@@ -195,7 +197,7 @@ def _own_exchange(call: Call, adapter: Provider) -> Exchange:
 
     texts = [m["content"] for m in call.messages if isinstance(m.get("content"), str)]
     asked = Rebuilt(call.model, texts, dict(call.params), call.stream, list(call.system))
-    answer = _answer(call, media=True) if call.output is not None else None
+    answer = _answer(call) if call.output is not None else None
     req, resp = adapter.rebuild(str(call.operation), urlsplit(str(call.url)), asked, answer)
     ex = Exchange(
         method="POST", url=str(call.url), request_headers=list(_JSON),
@@ -209,15 +211,18 @@ def _own_exchange(call: Call, adapter: Provider) -> Exchange:
         ex.response_headers = [("content-type", resp[0])]
         ex.response_chunks = [(None, resp[1])] if resp[1] else []
         call.inferred |= {"status", "framing"}
-    media = sorted({p.media_type or "media" for p in answer.parts if p.kind == "media"}) if (
-        answer is not None
-    ) else []
+    if answer is not None:
+        _media_note(ex, answer)
+    return ex
+
+
+def _media_note(ex: Exchange, answer: NormalisedResponse) -> None:
+    media = sorted({p.media_type or "media" for p in answer.parts if p.kind == "media"})
     if media:
         ex.notes.append(
             f"imported: the answer's {', '.join(media)} is not in a trace (only its type): "
             "rebuilt without its bytes"
         )
-    return ex
 
 
 def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
@@ -298,12 +303,12 @@ _FINISHED = {
 _PENDING = ("queued", "in_progress")
 
 
-def _answer(call: Call, media: bool = False) -> NormalisedResponse:
-    """The answer a source kept (``media``: with a part for each media part it names, whose
-    bytes it does not keep)."""
+def _answer(call: Call) -> NormalisedResponse:
+    """The answer a source kept, with a part for each media part it names (whose bytes it does
+    not keep: a renderer that answers media renders its type, with no bytes)."""
     parts: list[Part] = []
     for p in (call.output or {}).get("parts") or []:
-        if media and p.get("type") == "media":
+        if p.get("type") == "media":
             parts.append(Part(kind="media", media_type=str(p.get("mime_type") or "") or None))
         elif p.get("type") == "text":
             parts.append(Part(kind="text", text=part_text(p)))
@@ -311,8 +316,12 @@ def _answer(call: Call, media: bool = False) -> NormalisedResponse:
             args = arguments_object(p.get("arguments"))
             # Gemini's calls carry no id (they pair by name and order, as the rebuilt history
             # does): one in its trace was made by the instrumentation (google-genai's name_N)
+            # (a server call's id pairs it with its result; looptap's own export's are the wire's)
+            server = p.get("tool_kind") == "server" or "tool_call.id" in call.given
             tc = ToolCall(
-                id=None if call.family == "gemini" else str(p.get("id") or "") or None,
+                id=None
+                if call.family == "gemini" and not server
+                else str(p.get("id") or "") or None,
                 name=str(p.get("name") or ""),
                 arguments=args,
                 arguments_raw=arguments_text(p.get("arguments")),
@@ -320,6 +329,12 @@ def _answer(call: Call, media: bool = False) -> NormalisedResponse:
             if isinstance(p.get("tool_kind"), str):  # a call the provider ran itself
                 tc.kind = p["tool_kind"]
             parts.append(Part(kind="tool_call", tool_call=tc))
+        elif p.get("type") == "tool_call_response" and p.get("tool_kind") == "server":
+            said = ToolResult(call_id=str(p.get("id") or "") or None, name=str(p.get("name") or ""),
+                              content=part_text({"content": p.get("response")}))  # fmt: skip
+            parts.append(
+                Part(kind="tool_result", tool_result=said, provider_details={"server": True})
+            )
         elif (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
             parts.append(Part(kind="other", provider_details={"block": block}))
     finish = _FINISHED.get((call.finish or "").lower())
