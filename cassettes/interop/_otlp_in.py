@@ -219,8 +219,9 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
     call.operation = _own_operation(a)
-    if a.get(FAMILY) is not None:  # looptap's own: the tool calls' ids are the wire's
+    if a.get(FAMILY) is not None:  # looptap's own: tool calls' ids and parameters as sent
         call.given.add("tool_call.id")
+        call.as_sent = True
     if isinstance(a.get(URL), str):
         call.url = a[URL]
     if family == "gemini" and _vertex(a, prof):

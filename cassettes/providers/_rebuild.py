@@ -99,6 +99,9 @@ class Call:
     error_fields: dict[str, str] = field(default_factory=dict)
     #: Sampling parameters the source kept, by the family's own names (``max_tokens`` …).
     params: dict[str, Any] = field(default_factory=dict)
+    #: ``params`` are the request's own, by its own names, as sent (looptap's export): a family
+    #: whose rebuilt request names a few of them otherwise puts the rest back as they were.
+    as_sent: bool = False
     #: The client asked for a stream: the answer is rendered as this API streams it.
     stream: bool = False
     given: set[str] = field(default_factory=set)
@@ -436,8 +439,14 @@ def _gemini_request(call: Call) -> dict[str, Any]:
         req["tools"] = [{"functionDeclarations": decls}]
         call.inferred.add("schema key")
     config = {_GEMINI_PARAMS[k]: v for k, v in call.params.items() if k in _GEMINI_PARAMS}
+    if call.as_sent:  # the rest of generationConfig, as the request named it
+        config.update(
+            (k, v) for k, v in call.params.items() if k not in _GEMINI_PARAMS and k != "tool_choice"
+        )
     if config:
         req["generationConfig"] = config
+    if isinstance(call.params.get("tool_choice"), dict):  # (its own shape: functionCallingConfig)
+        req["toolConfig"] = call.params["tool_choice"]
     return req
 
 
@@ -473,6 +482,8 @@ def _bedrock(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
                 spec["description"] = fn["description"]
             specs.append({"toolSpec": spec})
         req["toolConfig"] = {"tools": specs}
+        if isinstance(call.params.get("tool_choice"), dict):  # (its own shape: {"auto": {}} …)
+            req["toolConfig"]["toolChoice"] = call.params["tool_choice"]
     if call.output is None:
         return req, None
     content = [b for b in call.output.get("content") or [] if isinstance(b, dict)]

@@ -213,7 +213,11 @@ def from_parts(
         role = "assistant" if role == "model" else role  # Gemini's own word (OTel contrib vertexai)
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
         apart = family in ("gemini", "openai_responses", "anthropic", "bedrock")  # system apart
-        if apart and role in ("system", "developer"):
+        if family == "openai_responses" and any(kept_block(p) for p in parts):
+            # an input item looptap has no kind for (a developer's additional_tools …): an item
+            # of the history, kept whole where it was, never an instruction
+            out.extend(_responses_items(role, parts))
+        elif apart and role in ("system", "developer"):
             system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
         elif family == "gemini":
             out.append(_gemini_content(role, parts, names, ids))
