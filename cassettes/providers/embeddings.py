@@ -35,6 +35,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
+import orjson
+
 from ..models import (
     Message,
     NormalisedRequest,
@@ -42,8 +44,6 @@ from ..models import (
     Part,
     Usage,
 )
-import orjson
-
 from ._base import Provider, Rebuilt
 from ._profile import Profile
 from ._values import as_int, as_obj, as_str, azure_deployment

@@ -46,6 +46,7 @@ def _completion(stream: bool) -> tuple[str, bytes]:
     return "text/event-stream", events + b"data: [DONE]\n\n"
 
 
+# fmt: off
 #: (URL, request, the answer's content type and body) of each operation.
 CALLS: dict[str, tuple[str, dict[str, Any], tuple[str, bytes]]] = {
     "embeddings": (
@@ -56,7 +57,7 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[str, bytes]]] = {
             "data": [{"object": "embedding", "index": 0, "embedding": [0.1, -0.2, 0.3]},
                      {"object": "embedding", "index": 1, "embedding": [0.0, 0.1, 0.2]}],
             "usage": {"prompt_tokens": 8, "total_tokens": 8},
-        })))),  # fmt: skip
+        })))),
     "cohere embed": (
         "https://api.cohere.com/v2/embed",
         {"model": "embed-english-v3.0", "texts": ["hi"], "input_type": "search_document",
@@ -65,7 +66,7 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[str, bytes]]] = {
             "id": "e1", "embeddings": {"float": [[0.1, 0.2]]}, "texts": ["hi"],
             "meta": {"api_version": {"version": "2"}, "billed_units": {"input_tokens": 2}},
             "response_type": "embeddings_by_type",
-        }))),  # fmt: skip
+        }))),
     "image": (
         "https://api.openai.com/v1/images/generations",
         {"model": "gpt-image-1", "prompt": "a lighthouse at dusk", "size": "1024x1024"},
@@ -73,13 +74,13 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[str, bytes]]] = {
             "created": 1700000000, "data": [{"b64_json": "aGVsbG8="}],
             "usage": {"input_tokens": 10, "output_tokens": 100, "total_tokens": 110,
                       "input_tokens_details": {"text_tokens": 10, "image_tokens": 0}},
-        })))),  # fmt: skip
+        })))),
     "speech": (
         "https://api.openai.com/v1/audio/speech",
         {"model": "gpt-4o-mini-tts", "input": "Hello there.", "voice": "alloy",
          "instructions": "Speak slowly."},
         ("audio/mpeg", _AUDIO),
-    ),  # fmt: skip
+    ),
     "completion": (
         "https://api.openai.com/v1/completions",
         {"model": "gpt-3.5-turbo-instruct", "prompt": "Capital of France?", "max_tokens": 5},
@@ -90,8 +91,9 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[str, bytes]]] = {
         {"model": "gpt-3.5-turbo-instruct", "prompt": "Capital of France?", "max_tokens": 5,
          "stream": True},
         _completion(stream=True),
-    ),  # fmt: skip
+    ),
 }
+# fmt: on
 #: The GenAI operation name each is exported under.
 GENAI = {"embeddings": "embeddings", "cohere embed": "embeddings", "image": "generate_content",
          "speech": "generate_content", "completion": "text_completion",

@@ -67,9 +67,8 @@ ALLOWED: dict[str, str] = {
     "their signatures, image and file bytes, cache points, an instruction message inside the "
     "history) are not rebuilt, ids the span left out are made up: the C layer, the input's split "
     "and the conversations it finds follow",
-    r"request\.tool_choice|request\.tools|request\.previous_response_id": "a request field of "
-    "Gemini (toolConfig), Bedrock (toolChoice) or Responses (previous_response_id) the rebuilt "
-    "request has no place for",
+    r"request\.tools|request\.previous_response_id": "a tool the semconv definitions have no "
+    "shape for (a provider's built-in tool), and Responses' previous_response_id: no attribute",
     # -- families rebuilt in another's shape
     r"family|host|path|model_served|layers\.A\.model_served|stream|layers\.A\.stream": "a family "
     "the import does not rebuild (Cohere, Bedrock InvokeModel, Gemini's interactions) comes back "
@@ -77,9 +76,10 @@ ALLOWED: dict[str, str] = {
     r"finish_reason\..*|layers\.A\.finish_reason.*|layers\.A\.complete|complete|truncated": "a "
     "finish a rebuilt answer cannot say in its family's shape (Anthropic's stop_sequence, a cut "
     "stream, an error inside a stream)",
-    r"(layers\.E\.)?tool_calls.*|layers\.E\.tool_calls.*": "a call as the rebuilt answer says it: "
-    "Gemini's server-side calls (no semconv part marks them), arguments sent as an empty string "
-    "rebuilt as {}, a secret-looking argument masked by the import's redaction",
+    r"(layers\.E\.)?tool_calls(\[\]\.(arguments.*|id|kind|name|ran_by|mcp\..*))?": "a call as "
+    "the rebuilt answer says it: arguments sent as an empty string rebuilt as {}, a Gemini 2 call "
+    "(no id on the wire) or an MCP call's server (no attribute), a secret-looking argument masked "
+    "by the import's redaction",
     r"(layers\.A\.)?error\..*|status|layers\.A\.status|analysis_errors": "an error inside a "
     "stream, rebuilt as an error answer; an error code that is not a string",
     r"usage\.cache_write|tokens\.cache_write|usage\.cache_read|tokens\.cache_read": "a cache count "
@@ -92,7 +92,8 @@ ALLOWED: dict[str, str] = {
 }
 _ALLOWED = [(re.compile(k), reason) for k, reason in ALLOWED.items()]
 #: Kept exactly, whatever else differs (the issue's list, and what a fork needs).
-KEPT = ("usage.reasoning", "usage.input", "usage.output", "operation", "model_requested")
+KEPT = ("usage.reasoning", "usage.input", "usage.output", "operation", "model_requested",
+        "request.tool_choice", "tool_calls", "tool_calls#len")
 
 
 def _flat(v: Any, pre: str = "") -> Iterator[tuple[str, Any]]:
