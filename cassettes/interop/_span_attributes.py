@@ -225,8 +225,9 @@ def _gen_ai_attributes(
     if adapter is not None:
         # a model call (a chat turn, an embedding, an image …) by its GenAI name; anything else
         # (count tokens, a stored response's retrieval) by looptap's
-        attrs[OPERATION] = OPERATIONS.get(rt.operation) or (
-            adapter.profile.otel_operation if adapter.parses(rt.operation) else rt.operation
+        op = rt.operation
+        attrs[OPERATION] = (OPERATIONS.get(op) if op else None) or (
+            adapter.profile.otel_operation if op and adapter.parses(op) else op
         )
         attrs[OPERATION_OWN] = rt.operation
         attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
