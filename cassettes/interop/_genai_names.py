@@ -13,6 +13,8 @@ __all__ = [
     "FINISH_CLASS",
     "INVOCATION_PARAMETERS",
     "OPERATION",
+    "OPERATIONS",
+    "OPERATION_OWN",
     "REQUEST_MODEL",
     "RESPONSE_MODEL",
     "SERVICE_NAME",
@@ -24,6 +26,12 @@ __all__ = [
 ]
 
 OPERATION = "gen_ai.operation.name"
+#: looptap's own name of the round trip's operation, where the GenAI one says less (``embed``,
+#: ``image``, ``speech`` … beside ``embeddings`` and ``generate_content``).
+OPERATION_OWN = "looptap.operation"
+#: looptap's operations whose GenAI name is the same in every family (the rest of a family's model
+#: calls are its profile's ``otel_operation``).
+OPERATIONS = {"embed": "embeddings"}
 REQUEST_MODEL = "gen_ai.request.model"
 RESPONSE_MODEL = "gen_ai.response.model"
 #: The request's own parameters as sent (JSON: everything but the model, the history and the

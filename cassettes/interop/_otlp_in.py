@@ -23,12 +23,13 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..hints import count
-from ..providers import REBUILT, Call, chat_ids, from_parts
+from ..providers import REBUILT, Call, by_family, chat_ids, from_parts
 from ._genai_names import (
     ERROR_MESSAGE,
     FAMILY,
     FINISH_CLASS,
     OPERATION,
+    OPERATION_OWN,
     REQUEST_MODEL,
     RESPONSE_MODEL,
     STATUS_CODE,
@@ -45,6 +46,7 @@ from ._otlp_openinference import (
     response_echo,
 )
 from ._otlp_params import params
+from ._otlp_profiles import UNPROFILED, Bodies, Instrumentation, profile_of
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
@@ -83,7 +85,10 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             return 0, item[0]
 
     by_id = {span_id(s.get("spanId")): s for _, s in spans}
-    found = [(span, call) for _, span in sorted(spans, key=start) if (call := _call(span))]
+    answered: dict[Any, dict[str, Any]] = {}  # a tool call's id → the answer that made it
+    found = [
+        (span, call) for _, span in sorted(spans, key=start) if (call := _call(span, answered))
+    ]
     calls = []
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for span, call in merged(found, by_id):
@@ -138,6 +143,9 @@ def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
 def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     op = a.get(OPERATION)
     if a.get(FAMILY) is not None:  # looptap's own: its operation says what the round trip was
+        adapter = by_family(str(a[FAMILY]))
+        if adapter is not None and adapter.rebuilt_operations:  # (not chat turns: their own)
+            return _own_operation(a) is not None
         return op in _LOOPTAP_CALL_OPS
     if op is None and a.get("openinference.span.kind") is not None:
         return str(a["openinference.span.kind"]).upper() == "LLM"
@@ -152,16 +160,31 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     )
 
 
-def _family(a: dict[str, Any], span: dict[str, Any]) -> str:
+def _own_operation(a: dict[str, Any]) -> str | None:
+    """The operation of a call looptap's own export names that is not a chat turn (an embedding,
+    an image, a legacy completion), which its family's adapter rebuilds in the family's shape."""
+    adapter = by_family(str(a.get(FAMILY)))
+    op = a.get(OPERATION_OWN)
+    return op if adapter is not None and op in adapter.rebuilt_operations else None
+
+
+def _provider(a: dict[str, Any], prof: Instrumentation) -> str:
+    """The provider the span names (the semconv's, older openllmetry's, OpenInference's), else
+    the one its instrumentation means."""
+    named = a.get("gen_ai.provider.name") or a.get("gen_ai.system")
+    named = named or a.get("llm.provider") or a.get("llm.system") or prof.provider
+    return str(named or "").lower()
+
+
+def _family(a: dict[str, Any], prof: Instrumentation) -> str:
     """The API family a call is rebuilt in: looptap's own label, the URL, the provider named."""
     fam = a.get(FAMILY)
-    if fam in REBUILT:
+    if fam in REBUILT or _own_operation(a) is not None:
         return str(fam)
-    provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "")
-    provider = (provider or str(a.get("llm.provider") or a.get("llm.system") or "")).lower()
+    provider = _provider(a, prof)
     if str(a.get("url.full") or "").split("?")[0].endswith("/responses") or response_echo(a):
         return "openai_responses"
-    if provider in _GEMINI or _vertex(a, span):
+    if provider in _GEMINI or _vertex(a, prof):
         return "gemini"
     if provider in ("aws.bedrock", "aws", "bedrock"):
         return "bedrock"
@@ -169,41 +192,49 @@ def _family(a: dict[str, Any], span: dict[str, Any]) -> str:
 
 
 _GEMINI = ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai")
-#: The instrumentation of the Vertex AI SDK's Gemini calls (OTel contrib vertexai), which names
-#: no provider under the latest GenAI conventions.
-_VERTEX_SCOPE = "opentelemetry.instrumentation.vertexai"
 #: A Vertex AI region, as its host names it (``{region}-aiplatform.googleapis.com``).
 _REGION = re.compile(r"([a-z][a-z0-9-]{0,39})-aiplatform\.googleapis\.com")
 
 
-def _vertex(a: dict[str, Any], span: dict[str, Any]) -> bool:
-    """A Gemini call to Vertex AI: its provider, its instrumentation or its server says so."""
-    provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "").lower()
+def _vertex(a: dict[str, Any], prof: Instrumentation) -> bool:
+    """A Gemini call to Vertex AI: its provider (or its instrumentation's) or its server says so."""
+    provider = _provider(a, prof)
     host = str(a.get("server.address") or "")
-    return (
-        provider in ("gcp.vertex_ai", "vertex_ai")
-        or span.get(SCOPE) == _VERTEX_SCOPE
-        or (host.endswith("aiplatform.googleapis.com") and not provider)
+    return provider in ("gcp.vertex_ai", "vertex_ai") or (
+        host.endswith("aiplatform.googleapis.com") and not provider
     )
 
 
-def _call(span: dict[str, Any]) -> Call | None:
+def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | None:
     a = attributes(span.get("attributes"))
+    prof = profile_of(span.get(SCOPE))
+    if prof.bodies is not None:
+        return _api_shaped(a, span, prof.bodies, prof.name)
     if not _is_call(a, span):
         return None
-    family = _family(a, span)
+    family = _family(a, prof)
     oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
         k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
+    call.operation = _own_operation(a)
+    if a.get(FAMILY) is not None:  # looptap's own: tool calls' ids and parameters as sent
+        call.given.add("tool_call.id")
+        call.as_sent = True
     if isinstance(a.get(URL), str):
         call.url = a[URL]
-    if family == "gemini" and _vertex(a, span):
+    if family == "gemini" and _vertex(a, prof):
         call.vertex = True
         region = _REGION.fullmatch(str(a.get("server.address") or ""))
         call.region = region.group(1) if region else None
-    inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call)
+    inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call, prof)
+    if prof.drops_tool_call_messages:
+        inputs = _calls_restored(inputs, answered, call)
+    made = _listed((output or {}).get("parts"))
+    for p in made:
+        if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):
+            answered[p["id"]] = {"role": "assistant", "parts": made}
     call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
         call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
@@ -211,9 +242,59 @@ def _call(span: dict[str, Any]) -> Call | None:
     tools = json_attribute(a.get("gen_ai.tool.definitions"))
     if not isinstance(tools, list):
         tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
-    _tools(call, tools, a)
-    _metadata(call, a, span, finish)
+    _tools(call, tools, a, prof)
+    _metadata(call, a, span, finish, prof)
     call.given.discard("")
+    if prof is UNPROFILED:
+        call.inferred |= {"params"} | (set() if call.stream else {"stream"})
+        call.notes.append(UNPROFILED_NOTE.format(scope=str(span.get(SCOPE) or "none")[:80]))
+    return call
+
+
+#: What a round trip read from spans of an instrumentation no profile names says.
+UNPROFILED_NOTE = (
+    "imported: spans of scope {scope!r}, an instrumentation looptap has no profile of: read by "
+    "the GenAI conventions, what they leave uncertain (parameters, the stream flag) inferred"
+)
+
+
+def _api_shaped(a: dict[str, Any], span: dict[str, Any], b: Bodies, name: str) -> Call | None:
+    """A call span that keeps the API's own request and answer (:class:`Bodies`), read as the
+    last call of a trajectory; its parameters (the instrumentation's defaults among them) and its
+    stream flag are not said."""
+    from ._traces import trajectory_calls  # (the API's own message shapes, as a trajectory's)
+
+    req, out = json_attribute(a.get(b.request)), json_attribute(a.get(b.answer))
+    out = {"content": out} if isinstance(out, str) else out  # (a streamed text: the text alone)
+    if a.get(b.call[0]) != b.call[1] or not isinstance(req, dict) or not isinstance(out, dict):
+        return None
+    messages = req.get("messages")
+    if not isinstance(messages, list):
+        return None
+    model = a.get(b.model) or req.get("model")
+    around = {"model": model, "tools": req.get("tools") or []}
+    answer = {**{k: v for k, v in out.items() if k != "role"}, "role": "assistant"}
+    try:
+        call = trajectory_calls([*messages, answer], around, f"{name} span")[-1]
+    except (ImportFormatError, IndexError):
+        return None
+    call.source = f"an OTel trace ({name})"
+    usage = json_attribute(a.get(b.usage))
+    usage = usage if isinstance(usage, dict) else {}
+    for key, names in (("input_tokens", ("prompt_tokens", "input")),
+                       ("output_tokens", ("completion_tokens", "output"))):  # fmt: skip
+        v = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
+        if v is not None:
+            call.usage[key] = v
+    call.given |= {"usage"} if call.usage else set()
+    finish = json_attribute(a.get(b.finish))
+    finish = finish.strip('"') if isinstance(finish, str) else None
+    if finish:
+        call.finish = finish
+        call.given.add("finish_reason")
+    call.inferred |= {"stream", "params"}
+    call.service = span.get(SERVICE)
+    _timing(call, span, a)
     return call
 
 
@@ -228,10 +309,10 @@ def _content(
         )
         call.output = {"content": [] if call.family == "anthropic" else "", "parts": []}
         return
-    sys_parts, call.messages = from_parts(call.family, inputs or [])
+    sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()
-    if output is not None and call.family in ("openai_responses", "gemini"):
+    if output is not None and (call.family in ("openai_responses", "gemini") or call.operation):
         call.output = {"parts": [p for p in output.get("parts") or [] if isinstance(p, dict)]}
         call.given.add("output")  # (rendered by the API's own renderer: parts as they are)
     elif output is not None:
@@ -259,11 +340,41 @@ def _content(
         call.output = {k: v for k, v in said[-1].items() if k != "role"} if call.output else None
 
 
+def _calls_restored(
+    inputs: list[Any] | None, answered: dict[Any, dict[str, Any]], call: Call
+) -> list[Any] | None:
+    """The input with the assistant messages an instrumentation left out (OpenLIT's OpenAI
+    history: tool results without the message that made the calls) put back before their
+    results, from the earlier answer that made those calls."""
+    if not inputs:
+        return inputs
+    made = {p.get("id") for m in inputs for p in _listed(m.get("parts"))
+            if isinstance(p, dict) and p.get("type") == "tool_call"}  # fmt: skip
+    out: list[Any] = []
+    for m in inputs:
+        ids = [p.get("id") for p in _listed(m.get("parts"))
+               if isinstance(p, dict) and p.get("type") == "tool_call_response"]  # fmt: skip
+        lost = next((answered[i] for i in ids if i not in made and i in answered), None)
+        if lost is not None:
+            out.append(lost)
+            made |= {p.get("id") for p in lost["parts"] if isinstance(p, dict)}
+            call.inferred.add("assistant tool-call messages")
+        out.append(m)
+    if "assistant tool-call messages" in call.inferred:
+        call.notes.append(
+            "imported: the span's input has tool results without the assistant message that "
+            "made the calls: put back from the earlier answer that made them (inferred)"
+        )
+    return out
+
+
 def _listed(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) -> None:
+def _metadata(
+    call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any, prof: Instrumentation
+) -> None:
     _served(call, a)
     reasons = a.get("gen_ai.response.finish_reasons")
     raw = reasons[0] if isinstance(reasons, list) and reasons else finish
@@ -272,9 +383,13 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
         call.given.add("finish_reason")
     if isinstance(a.get(FINISH_CLASS), str):
         call.finish_class = a[FINISH_CLASS]
-    params(call, a, span)
+    params(call, a, span, prof)
     usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
+    if call.usage and call.stream and _provider(a, prof) in prof.counts_stream_usage:
+        call.usage = {}
+        call.notes.append(f"imported: {prof.name} counts a streamed answer's tokens itself (the "
+                          "API sent no usage): its count is not kept")  # fmt: skip
     if call.usage:
         call.given.add("usage")
     _timing(call, span, a)
@@ -331,7 +446,7 @@ def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
 
 
 def _semconv(
-    a: dict[str, Any], span: dict[str, Any], call: Call
+    a: dict[str, Any], span: dict[str, Any], call: Call, prof: Instrumentation
 ) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
     """(input messages, system texts, the output message, its finish reason) of a span."""
     events = [e for e in span.get("events") or [] if isinstance(e, dict)]
@@ -351,9 +466,10 @@ def _semconv(
     if not isinstance(inputs, list) and not isinstance(outputs, list):
         inputs, outputs = numbered(a)  # openllmetry before 0.50: gen_ai.prompt.N / completion.N
     out = outputs[0] if isinstance(outputs, list) and outputs else None
-    out = _parts_read(out) if isinstance(out, dict) else None
+    out = _parts_read(out, prof) if isinstance(out, dict) else None
     if isinstance(inputs, list):
-        inputs = [_parts_read(m) for m in inputs if isinstance(m, dict)]
+        inputs = [_parts_read(m, prof) for m in inputs if isinstance(m, dict)]
+        inputs = _system_once(inputs, system, call)
         empty = [m for m in inputs if m.get("role") == "assistant" and not m.get("parts")]
         if empty:  # pydantic-ai's Anthropic history: no API takes an assistant message of nothing
             inputs = [m for m in inputs if not any(m is e for e in empty)]
@@ -377,7 +493,22 @@ def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:
     return value
 
 
-def _parts_read(m: dict[str, Any]) -> dict[str, Any]:
+def _system_once(inputs: list[Any], system: list[str], call: Call) -> list[Any]:
+    """The input without its leading system messages where ``gen_ai.system_instructions`` says the
+    same (an instrumentation that writes the system prompt in both, OpenLIT): taken once."""
+    lead = 0
+    while lead < len(inputs) and inputs[lead].get("role") == "system":
+        lead += 1
+    texts = [str(p.get("content") or "") for m in inputs[:lead] for p in _listed(m.get("parts"))
+             if isinstance(p, dict) and p.get("type") == "text"]  # fmt: skip
+    if not lead or not system or "".join(texts) != "".join(system):
+        return inputs
+    call.notes.append("imported: the system prompt is in the span twice (its system "
+                      "instructions and its input messages): taken once")  # fmt: skip
+    return inputs[lead:]
+
+
+def _parts_read(m: dict[str, Any], prof: Instrumentation) -> dict[str, Any]:
     """A semconv message whose tool results are under ``result`` (pydantic-ai) as under
     ``response``, and without the text part that only repeats a tool call of the same message as
     JSON (openllmetry's LangChain instrumentation writes each Anthropic ``tool_use`` block so,
@@ -392,7 +523,7 @@ def _parts_read(m: dict[str, Any]) -> dict[str, Any]:
         and "response" not in p and "result" in p
         else p
         for p in parts
-        if not (isinstance(p, dict) and _echoed_call(p, calls))
+        if not (isinstance(p, dict) and prof.tool_use_as_text and _echoed_call(p, calls))
     ]  # fmt: skip
     return {**m, "parts": fixed}
 
@@ -449,14 +580,16 @@ def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[An
     return (inputs or None), (outputs or None)
 
 
-def _tools(call: Call, defs: list[Any], a: dict[str, Any]) -> None:
+def _tools(call: Call, defs: list[Any], a: dict[str, Any], prof: Instrumentation) -> None:
     """The tools offered, from semconv definitions (``parameters``) or OpenInference's JSON
     schemas (the OpenAI shape, or the Anthropic one with ``input_schema``), in the call's family's
     request shape. A tool whose schema the trace does not give gets an empty one: ``tool schemas``
     inferred; OpenAI's ``strict`` comes from pydantic-ai's ``model_request_parameters``."""
-    strict = _strict(a)
+    strict = _strict(a, prof)
     out: list[dict[str, Any]] = []
     for d in defs:
+        if isinstance(d, dict) and isinstance(d.get("function"), dict):  # the OpenAI shape
+            d = {**d["function"], **({"strict": d["strict"]} if "strict" in d else {})}
         if not isinstance(d, dict) or not isinstance(d.get("name"), str):
             continue
         schemas = (d.get(k) for k in ("parameters", "input_schema", "inputSchema"))
@@ -482,9 +615,10 @@ def _tools(call: Call, defs: list[Any], a: dict[str, Any]) -> None:
     (call.given if out else call.inferred).add("tools")
 
 
-def _strict(a: dict[str, Any]) -> dict[str, bool]:
-    """pydantic-ai's ``model_request_parameters``: each function tool's ``strict`` (OpenAI)."""
-    mrp = json_attribute(a.get("model_request_parameters"))
+def _strict(a: dict[str, Any], prof: Instrumentation) -> dict[str, bool]:
+    """Each function tool's ``strict`` (OpenAI), where the instrumentation keeps it apart
+    (pydantic-ai's ``model_request_parameters``)."""
+    mrp = json_attribute(a.get(prof.strict_attribute)) if prof.strict_attribute else None
     tools = mrp.get("function_tools") if isinstance(mrp, dict) else None
     return {
         t["name"]: t["strict"]

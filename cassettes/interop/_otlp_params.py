@@ -11,7 +11,8 @@ from typing import Any
 from ..providers import API_PARAMS, REQUEST_FIELDS, Call
 from ._genai_names import FAMILY, INVOCATION_PARAMETERS
 from ._otlp_openinference import response_echo
-from ._otlp_spans import SCOPE, json_attribute
+from ._otlp_profiles import Instrumentation
+from ._otlp_spans import json_attribute
 
 __all__ = ["params"]
 
@@ -22,13 +23,10 @@ _PARAMS = (
 )
 
 
-#: Scopes whose spans carry the stream flag only on a call that streams (no flag: not streamed).
-_FLAGS_A_STREAM_ONLY = {"com.anthropic.sdk.python"}
-
-
-def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
+def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) -> None:
     """The sampling parameters and the stream flag the trace kept, put back in the request: the
-    API's own parameters only (a ``null`` is a parameter not sent)."""
+    API's own parameters only (a ``null`` is a parameter not sent, and so is a value the
+    instrumentation writes as its default), the stream flag from any evidence of ``prof``'s."""
     invoked = json_attribute(a.get(INVOCATION_PARAMETERS))  # OpenInference: the request's own
     if response_echo(a) is not None:  # openai-agents: the answer's echo of them, defaults and all
         invoked = None
@@ -47,21 +45,26 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         value = a.get(f"gen_ai.request.{name}")
         key = next((k for k in REQUEST_FIELDS[name] if k in takes), None)
         said = any(k in call.params for k in REQUEST_FIELDS[name])  # the request's own, as sent
+        if _default(value, prof.defaults.get(name, ())):
+            continue  # its default for a parameter not sent (or sent as that): not said
         if value is not None and key is not None and not said:
             call.params[key] = value
             if key == "max_tokens" and call.family == "openai_chat":
                 call.inferred.add("max_tokens name")  # or max_completion_tokens: not said
+    setting = (invoked.get("stream"), invoked.get("streaming"))  # (LangChain's: the model's)
+    stream_span = prof.stream_span
     flags = (
         a.get("gen_ai.request.stream"),  # the semconv's, the anthropic SDK's own span
-        a.get("gen_ai.is_streaming"),  # openllmetry
+        a.get("gen_ai.is_streaming"),  # openllmetry, OpenLIT
         a.get("llm.is_streaming"),
-        invoked.get("stream"),
-        invoked.get("streaming"),  # LangChain's setting
+        *(f for f in setting if f is True or not prof.stream_flag_is_a_setting),
         True if str(span.get("name") or "").endswith(".converse_stream") else None,  # OI bedrock
-    )
+        True if stream_span and str(a.get(stream_span[0]) or "").startswith(stream_span[1])
+        else None,
+    )  # fmt: skip
     call.stream = any(f is True for f in flags)
-    said = given or span.get(SCOPE) in _FLAGS_A_STREAM_ONLY
-    if all(f is None for f in flags) and not said:  # (invocation parameters: the request's own)
+    said = (given and not prof.stream_flag_is_a_setting) or prof.says_stream
+    if not call.stream and all(f is None for f in flags) and not said:
         call.inferred.add("stream")  # the trace does not say (pydantic-ai, OTel contrib openai-v2)
     if not call.stream:
         call.params.pop("stream_options", None)
@@ -69,3 +72,11 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         call.given.add("params")
     if not given:
         call.inferred.add("params")  # only some parameters are on a semconv span
+
+
+def _default(value: Any, defaults: tuple[Any, ...]) -> bool:
+    """``value`` is one an instrumentation writes when the request had none (``1`` and ``1.0``
+    the same, a list of one default the default)."""
+    if isinstance(value, list | tuple) and len(value) <= 1:
+        value = value[0] if value else []
+    return any(value == d and type(value) is not bool for d in defaults)

@@ -30,6 +30,8 @@ from ._genai_names import (
     FINISH_CLASS,
     INVOCATION_PARAMETERS,
     OPERATION,
+    OPERATION_OWN,
+    OPERATIONS,
     REQUEST_MODEL,
     RESPONSE_MODEL,
     STATUS_CODE,
@@ -92,6 +94,8 @@ def _part(p: Part) -> dict[str, Any]:
         }
         if tr.is_error is not None:
             res["is_error"] = tr.is_error
+        if (p.provider_details or {}).get("server") is True:  # the result of a provider's call
+            res.update(tool_kind="server", name=tr.name or "")
         return res
     if p.kind == "media":
         return {"type": "media", "mime_type": p.media_type}
@@ -219,9 +223,13 @@ def _gen_ai_attributes(
         "openinference.span.kind": "LLM" if rt.family != "none" else None
     }
     if adapter is not None:
-        attrs[OPERATION] = (
-            adapter.profile.otel_operation if rt.operation == "generate" else rt.operation
+        # a model call (a chat turn, an embedding, an image …) by its GenAI name; anything else
+        # (count tokens, a stored response's retrieval) by looptap's
+        op = rt.operation
+        attrs[OPERATION] = (OPERATIONS.get(op) if op else None) or (
+            adapter.profile.otel_operation if op and adapter.parses(op) else op
         )
+        attrs[OPERATION_OWN] = rt.operation
         attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
     if req is not None:
         attrs[REQUEST_MODEL] = req.model

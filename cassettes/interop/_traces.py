@@ -26,7 +26,7 @@ from ..providers import Call, chat_ids, exchange, link_items
 from ..recording.pipeline import CassetteWriter
 from ..storage import staged
 from ._documents import read_docs
-from ._otlp_in import otlp_calls
+from ._otlp_in import UNPROFILED_NOTE, otlp_calls
 
 __all__ = ["import_runs", "runs_in", "sniff"]
 
@@ -192,6 +192,8 @@ def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
             f"{_KINDS.get(kind, kind)}"
             f"{said}{_limits(calls)}"
         )
+        unknown = sorted({n for c in calls for n in c.notes if n.startswith(UNPROFILED_NOTE[:24])})
+        lines.extend("S" + n.removeprefix("imported: s") for n in unknown[:1])
     return lines
 
 

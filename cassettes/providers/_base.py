@@ -29,7 +29,7 @@ family imports them from there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeGuard
 from urllib.parse import SplitResult
 
@@ -60,12 +60,26 @@ __all__ = [
     "WS_TURN",
     "Chaining",
     "Provider",
+    "Rebuilt",
     "WsRequest",
     "WsTurns",
     "audio_ref",
     "inline_history",
     "is_ws_turn",
 ]
+
+
+@dataclass
+class Rebuilt:
+    """What a trace kept of a request that is not a chat turn (:meth:`Provider.rebuild`): the
+    model, the texts it asked about (a prompt, an embedding's inputs) and its parameters."""
+
+    model: str | None
+    texts: list[str]
+    params: dict[str, Any]
+    stream: bool = False
+    #: Instructions sent beside what was asked (speech's ``instructions``).
+    system: list[str] = field(default_factory=list)
 
 
 class Provider:
@@ -132,6 +146,17 @@ class Provider:
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        raise NotImplementedError
+
+    #: The operations :meth:`rebuild` puts back from a trace of a call that is not a chat turn
+    #: (an embedding, an image, a legacy completion: looptap's own export names them).
+    rebuilt_operations: ClassVar[frozenset[str]] = frozenset()
+
+    def rebuild(
+        self, operation: str, url: SplitResult, asked: Rebuilt, answer: NormalisedResponse | None
+    ) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
+        """A call of one of :attr:`rebuilt_operations` from what a trace kept: (the request body,
+        the answer's content type and body as the API sends it, None when it has none)."""
         raise NotImplementedError
 
     def parse_response(self, body: Any) -> NormalisedResponse:

@@ -18,8 +18,9 @@ from typing import Any
 import orjson
 
 from .. import providers
-from ..models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from ..models import FinishReason, NormalisedResponse, Part, ToolCall, ToolResult, Usage
 from ..wire import Exchange
+from ._base import Provider, Rebuilt
 from ._semconv_history import arguments_object, arguments_text, kept_block, part_text
 
 __all__ = ["API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"]
@@ -98,6 +99,9 @@ class Call:
     error_fields: dict[str, str] = field(default_factory=dict)
     #: Sampling parameters the source kept, by the family's own names (``max_tokens`` …).
     params: dict[str, Any] = field(default_factory=dict)
+    #: ``params`` are the request's own, by its own names, as sent (looptap's export): a family
+    #: whose rebuilt request names a few of them otherwise puts the rest back as they were.
+    as_sent: bool = False
     #: The client asked for a stream: the answer is rendered as this API streams it.
     stream: bool = False
     given: set[str] = field(default_factory=set)
@@ -108,6 +112,9 @@ class Call:
     #: A Gemini call to Vertex AI, and its region when the trace names it (its server's host).
     vertex: bool = False
     region: str | None = None
+    #: The operation of a call that is not a chat turn (looptap's own export names it: ``embed``,
+    #: ``image`` …), rebuilt in its family's own shape (:attr:`Provider.rebuilt_operations`).
+    operation: str | None = None
     #: The URL the call went to, where the source kept it (``url.full``): the round trip is
     #: rebuilt there when the family's adapter reads it as this family's call (a compatible
     #: vendor's host, an Azure deployment's path), else at the family's own.
@@ -118,12 +125,15 @@ def exchange(call: Call, n: int) -> Exchange:
     """The exchange of ``call`` (the ``n``-th of its run: inferred ids are made from it)."""
     from urllib.parse import urlsplit
 
-    family = call.family if call.family in REBUILT else "openai_chat"
+    own = _own_shape(call)
+    family = call.family if call.family in REBUILT or own is not None else "openai_chat"
     if not call.model:
         call.inferred.add("model")
     if not call.response_id:
         call.response_id = f"{_ID_PREFIX.get(family, 'chatcmpl')}_imported_{n}"
         call.inferred.add("response.id")
+    if own is not None:
+        return _marked(_own_exchange(call, own), call)
     url, req, resp = _request(family, call)
     url = _recorded_url(call, family, req) or url
     ex = Exchange(
@@ -133,13 +143,7 @@ def exchange(call: Call, n: int) -> Exchange:
     adapter = providers.by_family(family)
     answer: NormalisedResponse | None = None  # to render as the API sends it
     if call.error is not None and (family not in _RENDERED or call.output is None):
-        ex.status = call.status or 500
-        ex.reason = _REASONS.get(ex.status, "Error")
-        error = {"type": "api_error", **call.error_fields, "message": call.error}
-        ex.response_headers = list(_JSON)
-        ex.response_chunks = [(None, orjson.dumps({"error": error}))]
-        if call.status is None:
-            call.inferred.add("status")
+        _error_answer(ex, call)
     elif family in _RENDERED:
         answer = _answer(call) if call.output is not None else None
     elif resp is not None:
@@ -154,12 +158,74 @@ def exchange(call: Call, n: int) -> Exchange:
         if adapter is not None and answer is not None
         else None
     )
+    if answer is not None:
+        _media_note(ex, answer)
     if rendered is not None:
         ex.status, ex.reason = 200, "OK"
         ex.response_headers = [("content-type", rendered.content_type)]
         ex.response_chunks = [(None, c) for c in rendered.chunks]
         call.inferred |= {"status", "framing"}
     return _marked(ex, call)
+
+
+def _error_answer(ex: Exchange, call: Call) -> None:
+    ex.status = call.status or 500
+    ex.reason = _REASONS.get(ex.status, "Error")
+    error = {"type": "api_error", **call.error_fields, "message": call.error}
+    ex.response_headers = list(_JSON)
+    ex.response_chunks = [(None, orjson.dumps({"error": error}))]
+    if call.status is None:
+        call.inferred.add("status")
+
+
+def _own_shape(call: Call) -> Provider | None:
+    """The adapter that rebuilds ``call`` in its family's own shape: a call that is not a chat
+    turn (an embedding, an image, a legacy completion: :attr:`Provider.rebuilt_operations`),
+    at the URL the source kept, which the adapter reads as that call."""
+    from urllib.parse import urlsplit
+
+    adapter = providers.by_family(call.family)
+    if call.family in REBUILT or adapter is None or not call.url or call.operation is None:
+        return None
+    if call.operation not in adapter.rebuilt_operations:
+        return None
+    where = urlsplit(call.url)
+    if where.scheme not in ("http", "https") or adapter.operation("POST", where) != call.operation:
+        return None
+    return adapter
+
+
+def _own_exchange(call: Call, adapter: Provider) -> Exchange:
+    from urllib.parse import urlsplit
+
+    texts = [m["content"] for m in call.messages if isinstance(m.get("content"), str)]
+    asked = Rebuilt(call.model, texts, dict(call.params), call.stream, list(call.system))
+    answer = _answer(call) if call.output is not None else None
+    req, resp = adapter.rebuild(str(call.operation), urlsplit(str(call.url)), asked, answer)
+    ex = Exchange(
+        method="POST", url=str(call.url), request_headers=list(_JSON),
+        request_body=orjson.dumps(req), started=call.started, duration=call.duration,
+        notes=list(call.notes),
+    )  # fmt: skip
+    if call.error is not None:
+        _error_answer(ex, call)
+    elif resp is not None:
+        ex.status, ex.reason = 200, "OK"
+        ex.response_headers = [("content-type", resp[0])]
+        ex.response_chunks = [(None, resp[1])] if resp[1] else []
+        call.inferred |= {"status", "framing"}
+    if answer is not None:
+        _media_note(ex, answer)
+    return ex
+
+
+def _media_note(ex: Exchange, answer: NormalisedResponse) -> None:
+    media = sorted({p.media_type or "media" for p in answer.parts if p.kind == "media"})
+    if media:
+        ex.notes.append(
+            f"imported: the answer's {', '.join(media)} is not in a trace (only its type): "
+            "rebuilt without its bytes"
+        )
 
 
 def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
@@ -235,19 +301,30 @@ _FINISHED = {
     "max_tokens": FinishReason.TRUNCATED_LENGTH,
     "content_filter": FinishReason.FILTERED,
 }
+#: The finishes of an answer that has not finished (OpenAI Responses' background mode: the POST's
+#: answer is queued, a later poll delivers it): no class, never a normal end.
+_PENDING = ("queued", "in_progress")
 
 
 def _answer(call: Call) -> NormalisedResponse:
+    """The answer a source kept, with a part for each media part it names (whose bytes it does
+    not keep: a renderer that answers media renders its type, with no bytes)."""
     parts: list[Part] = []
     for p in (call.output or {}).get("parts") or []:
-        if p.get("type") == "text":
+        if p.get("type") == "media":
+            parts.append(Part(kind="media", media_type=str(p.get("mime_type") or "") or None))
+        elif p.get("type") == "text":
             parts.append(Part(kind="text", text=part_text(p)))
         elif p.get("type") == "tool_call":
             args = arguments_object(p.get("arguments"))
             # Gemini's calls carry no id (they pair by name and order, as the rebuilt history
             # does): one in its trace was made by the instrumentation (google-genai's name_N)
+            # (a server call's id pairs it with its result; looptap's own export's are the wire's)
+            server = p.get("tool_kind") == "server" or "tool_call.id" in call.given
             tc = ToolCall(
-                id=None if call.family == "gemini" else str(p.get("id") or "") or None,
+                id=None
+                if call.family == "gemini" and not server
+                else str(p.get("id") or "") or None,
                 name=str(p.get("name") or ""),
                 arguments=args,
                 arguments_raw=arguments_text(p.get("arguments")),
@@ -255,13 +332,21 @@ def _answer(call: Call) -> NormalisedResponse:
             if isinstance(p.get("tool_kind"), str):  # a call the provider ran itself
                 tc.kind = p["tool_kind"]
             parts.append(Part(kind="tool_call", tool_call=tc))
+        elif p.get("type") == "tool_call_response" and p.get("tool_kind") == "server":
+            said = ToolResult(call_id=str(p.get("id") or "") or None, name=str(p.get("name") or ""),
+                              content=part_text({"content": p.get("response")}))  # fmt: skip
+            parts.append(
+                Part(kind="tool_result", tool_result=said, provider_details={"server": True})
+            )
         elif (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
             parts.append(Part(kind="other", provider_details={"block": block}))
     finish = _FINISHED.get((call.finish or "").lower())
     classes = {c.value: c for c in FinishReason}
     if finish is None and call.finish_class in classes:
         finish = classes[call.finish_class]
-    if finish is None:
+    if finish is None and ((call.finish or "").lower() in _PENDING or _said_nothing(call)):
+        pass  # an answer not finished yet (a background response polled for later), or none
+    elif finish is None:
         call.inferred.add("finish_reason")
         finish = (
             FinishReason.TOOL_CALL if any(p.tool_call for p in parts) else FinishReason.COMPLETE
@@ -354,8 +439,14 @@ def _gemini_request(call: Call) -> dict[str, Any]:
         req["tools"] = [{"functionDeclarations": decls}]
         call.inferred.add("schema key")
     config = {_GEMINI_PARAMS[k]: v for k, v in call.params.items() if k in _GEMINI_PARAMS}
+    if call.as_sent:  # the rest of generationConfig, as the request named it
+        config.update(
+            (k, v) for k, v in call.params.items() if k not in _GEMINI_PARAMS and k != "tool_choice"
+        )
     if config:
         req["generationConfig"] = config
+    if isinstance(call.params.get("tool_choice"), dict):  # (its own shape: functionCallingConfig)
+        req["toolConfig"] = call.params["tool_choice"]
     return req
 
 
@@ -391,6 +482,8 @@ def _bedrock(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
                 spec["description"] = fn["description"]
             specs.append({"toolSpec": spec})
         req["toolConfig"] = {"tools": specs}
+        if isinstance(call.params.get("tool_choice"), dict):  # (its own shape: {"auto": {}} …)
+            req["toolConfig"]["toolChoice"] = call.params["tool_choice"]
     if call.output is None:
         return req, None
     content = [b for b in call.output.get("content") or [] if isinstance(b, dict)]
@@ -427,9 +520,23 @@ def _calls_of(out: dict[str, Any] | None, chat: bool) -> bool:
     )
 
 
-def _finish(call: Call, chat: bool) -> str:
+def _said_nothing(call: Call) -> bool:
+    """The source kept the call's content, and its answer holds nothing (no text, no call) and
+    says no finish: a body with no response in it, which no finish is inferred for (a normal
+    end would make it an empty answer)."""
+    out = call.output or {}
+    return (
+        not call.finish
+        and "messages" in call.given
+        and not any(out.get(k) for k in ("content", "tool_calls", "parts"))
+    )
+
+
+def _finish(call: Call, chat: bool) -> str | None:
     if call.finish:
         return call.finish
+    if _said_nothing(call):
+        return None
     call.inferred.add("finish_reason")
     calls = _calls_of(call.output, chat)
     if chat:
@@ -453,7 +560,9 @@ def _chat(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
         "object": "chat.completion",
         "created": int(call.started or 0),
         "model": call.served or call.model or "unknown",
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(call, True)}],
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(call, True)}]
+        if not _said_nothing(call)
+        else [],
     }
     if call.usage:
         i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)

@@ -18,6 +18,18 @@ def part_text(p: dict[str, Any]) -> str:
     return c if isinstance(c, str) else ("" if c is None else orjson.dumps(c).decode())
 
 
+def _result_blocks(response: Any) -> Any:
+    """A tool result's content: the text blocks it was sent as, where the trace kept them as
+    semconv text parts (Logfire), else its text."""
+    if (
+        isinstance(response, list) and response
+        and all(isinstance(p, dict) and p.get("type") == "text"
+                and isinstance(p.get("content"), str) for p in response)
+    ):  # fmt: skip
+        return [{"type": "text", "text": p["content"]} for p in response]
+    return part_text({"content": response})
+
+
 def arguments_text(args: Any) -> str:
     return (
         args if isinstance(args, str) else orjson.dumps(args if args is not None else {}).decode()
@@ -97,7 +109,7 @@ def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": str(p.get("id") or ""),
-                "content": part_text({"content": p.get("response")}),
+                "content": _result_blocks(p.get("response")),
             }
             if p.get("is_error") is True:
                 block["is_error"] = True
@@ -131,22 +143,41 @@ def _responses_items(role: str, parts: list[dict[str, Any]]) -> list[dict[str, A
     return items
 
 
-def _gemini_content(role: str, parts: list[dict[str, Any]], names: dict[str, str]) -> Any:
+def _gemini_content(
+    role: str, parts: list[dict[str, Any]], names: dict[str, str], ids: bool = False
+) -> Any:
+    """A Gemini content of semconv parts; ``ids``: the calls' and results' ids are the wire's
+    (Gemini 3 sends them; other sources' are made by their instrumentation, google-genai's
+    ``name_N``, and left out)."""
     out: list[dict[str, Any]] = []
     for p in parts:
         t = p.get("type")
         if t == "text":
             out.append({"text": part_text(p)})
+        elif p.get("tool_kind") == "server" and t in ("tool_call", "tool_call_response"):
+            out.append(_gemini_server_part(p))
         elif t == "tool_call":
             names[str(p.get("id") or "")] = str(p.get("name") or "")
             call = {"name": str(p.get("name") or ""), "args": arguments_object(p.get("arguments"))}
-            out.append({"functionCall": call})
+            said = {"id": p["id"]} if ids and isinstance(p.get("id"), str) and p["id"] else {}
+            out.append({"functionCall": {**said, **call}})
         elif t == "tool_call_response":
             name = names.get(str(p.get("id") or ""), "")
             res = p.get("response")
             res = res if isinstance(res, dict) else {"result": res}
-            out.append({"functionResponse": {"name": name, "response": res}})
+            said = {"id": p["id"]} if ids and isinstance(p.get("id"), str) and p["id"] else {}
+            out.append({"functionResponse": {**said, "name": name, "response": res}})
     return {"role": "model" if role == "assistant" else "user", "parts": out}
+
+
+def _gemini_server_part(p: dict[str, Any]) -> dict[str, Any]:
+    """A call Gemini ran itself (a built-in tool, Gemini 3's server-side tool invocations), or
+    its result: paired by their id, named by the tool's type."""
+    said = {"id": str(p.get("id") or ""), "toolType": str(p.get("name") or "")}
+    if p.get("type") == "tool_call":
+        return {"toolCall": {**said, "args": arguments_object(p.get("arguments"))}}
+    res = p.get("response")
+    return {"toolResponse": {**said, "response": res if isinstance(res, dict) else {"result": res}}}
 
 
 def _bedrock_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -169,10 +200,11 @@ def _bedrock_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def from_parts(
-    family: str, messages: list[dict[str, Any]]
+    family: str, messages: list[dict[str, Any]], ids: bool = False
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Semconv messages (``{"role", "parts": [...]}``) as ``family``'s history: (system texts
-    that ride beside it, the messages)."""
+    that ride beside it, the messages). ``ids``: the parts' tool-call ids are the wire's (looptap's
+    own export), kept where a family's calls may go without one (Gemini)."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # Gemini names a result by its call's name
@@ -181,10 +213,14 @@ def from_parts(
         role = "assistant" if role == "model" else role  # Gemini's own word (OTel contrib vertexai)
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
         apart = family in ("gemini", "openai_responses", "anthropic", "bedrock")  # system apart
-        if apart and role in ("system", "developer"):
+        if family == "openai_responses" and any(kept_block(p) for p in parts):
+            # an input item looptap has no kind for (a developer's additional_tools …): an item
+            # of the history, kept whole where it was, never an instruction
+            out.extend(_responses_items(role, parts))
+        elif apart and role in ("system", "developer"):
             system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
         elif family == "gemini":
-            out.append(_gemini_content(role, parts, names))
+            out.append(_gemini_content(role, parts, names, ids))
         elif family == "bedrock":  # roles alternate: a tool message's results are the user's
             said = "assistant" if role == "assistant" else "user"
             if out and out[-1]["role"] == said:

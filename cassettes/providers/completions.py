@@ -37,7 +37,7 @@ from ..models import (
     Usage,
 )
 from ..wire import Framed
-from ._base import Provider
+from ._base import Provider, Rebuilt
 from ._parts import TextStream
 from ._profile import Profile
 from ._values import (
@@ -331,6 +331,42 @@ class OpenAICompletions(Completions):
 
     def model_from_url(self, url: SplitResult) -> str | None:
         return azure_deployment(url)
+
+    rebuilt_operations = frozenset({"generate"})
+
+    def rebuild(
+        self, operation: str, url: SplitResult, asked: Rebuilt, answer: NormalisedResponse | None
+    ) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
+        """The request (its prompt, one string) and the ``Completion`` the SDK types (its text,
+        finish and usage; a stream asked for: the same as its one event)."""
+        import orjson
+
+        req: dict[str, Any] = {"model": asked.model, "prompt": "".join(asked.texts)}
+        req.update(asked.params)
+        if asked.stream:
+            req["stream"] = True
+        if answer is None:
+            return req, None
+        u = answer.usage
+        text = "".join(p.text or "" for p in answer.parts if p.kind == "text")
+        body: dict[str, Any] = {
+            "id": answer.id,
+            "object": "text_completion",
+            "model": answer.model,
+            "choices": [
+                {"text": text, "index": 0, "logprobs": None,
+                 "finish_reason": answer.finish_reason_raw}
+            ],
+        }  # fmt: skip
+        if u is not None and u.input_tokens is not None:
+            body["usage"] = {
+                "prompt_tokens": u.input_tokens,
+                "completion_tokens": u.output_tokens or 0,
+                "total_tokens": u.input_tokens + (u.output_tokens or 0),
+            }
+        if asked.stream:  # the same answer as one event of the stream it asked for
+            return req, ("text/event-stream", b"data: %b\n\ndata: [DONE]\n\n" % orjson.dumps(body))
+        return req, ("application/json", orjson.dumps(body))
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect

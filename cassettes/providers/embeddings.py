@@ -35,6 +35,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
+import orjson
+
 from ..models import (
     Message,
     NormalisedRequest,
@@ -42,7 +44,7 @@ from ..models import (
     Part,
     Usage,
 )
-from ._base import Provider
+from ._base import Provider, Rebuilt
 from ._profile import Profile
 from ._values import as_int, as_obj, as_str, azure_deployment
 from .completions import prompt_messages
@@ -162,6 +164,34 @@ class Embeddings(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "embed"
+
+    rebuilt_operations = frozenset({"embed"})
+
+    def rebuild(
+        self, operation: str, url: SplitResult, asked: Rebuilt, answer: NormalisedResponse | None
+    ) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
+        """The request in its route's shape (OpenAI's ``input``, Cohere's ``texts``, Vertex AI's
+        ``instances``) and an answer with its usage and model, and no vectors (a trace has none:
+        the GenAI conventions keep their dimension count at most)."""
+        n = answer.usage.input_tokens if answer is not None and answer.usage else None
+        route = _route(url)
+        body: dict[str, Any]
+        if route == "vertex":
+            req: dict[str, Any] = {"instances": [{"content": t} for t in asked.texts]}
+            stats = [{"embeddings": {"values": [], "statistics": {"token_count": n}}}]
+            body = {"predictions": stats if n is not None else []}
+        elif route == "cohere":
+            req = {"model": asked.model, "texts": asked.texts}
+            body = {"id": answer.id if answer else None, "embeddings": {"float": []}}
+            body["meta"] = {"billed_units": {"input_tokens": n}} if n is not None else {}
+        else:
+            one = len(asked.texts) == 1  # (a list of one and one string are one input)
+            req = {"model": asked.model, "input": asked.texts[0] if one else asked.texts}
+            body = {"object": "list", "data": [], "model": answer.model if answer else None}
+            if n is not None:
+                body["usage"] = {"prompt_tokens": n, "total_tokens": n}
+        req.update(asked.params)
+        return req, ("application/json", orjson.dumps(body)) if answer is not None else None
 
     def model_from_url(self, url: SplitResult) -> str | None:
         if _route(url) == "vertex":

@@ -39,7 +39,7 @@ from urllib.parse import SplitResult
 
 from ..models import ApiError, Message, NormalisedRequest, NormalisedResponse, Part, Usage
 from ..wire import Framed
-from ._base import Provider
+from ._base import Provider, Rebuilt
 from ._profile import Profile
 from ._values import as_int, as_obj, as_str, azure_deployment, error_from_body
 
@@ -177,6 +177,43 @@ class OpenAIMedia(Provider):
                 provider_details=details or None,
             )
         return _transcript(b)
+
+    rebuilt_operations = frozenset(_ASKED)
+
+    def rebuild(
+        self, operation: str, url: SplitResult, asked: Rebuilt, answer: NormalisedResponse | None
+    ) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
+        """The request as JSON (what was asked in words, and the parameters; the files a form
+        sent are not in a trace) and the answer: an image's entries and usage, a transcript's
+        text and usage, or speech's audio of no bytes (a trace keeps no media, only its type)."""
+        import orjson
+
+        req: dict[str, Any] = {"model": asked.model}
+        if asked.texts:
+            req[_ASKED.get(operation, "prompt")] = "".join(asked.texts)
+        if asked.system:
+            req["instructions"] = "\n\n".join(asked.system)
+        req.update(asked.params)
+        if answer is None:
+            return req, None
+        u = answer.usage
+        usage: dict[str, int] = {}
+        if u is not None and u.input_tokens is not None:
+            usage["input_tokens"] = u.input_tokens
+            if u.output_tokens is not None:
+                usage["output_tokens"] = u.output_tokens
+            usage["total_tokens"] = u.input_tokens + (u.output_tokens or 0)
+        if operation == "speech":
+            return req, ("application/octet-stream", b"")
+        body: dict[str, Any]
+        if operation == "image":
+            media = [p for p in answer.parts if p.kind == "media"]
+            body = {"created": 0, "data": [{} for _ in media]}
+        else:
+            body = {"text": "".join(p.text or "" for p in answer.parts if p.kind == "text")}
+        if usage:
+            body["usage"] = usage
+        return req, ("application/json", orjson.dumps(body))
 
     def parse_body(self, framed: Framed) -> NormalisedResponse | None:
         if framed.kind == "text":  # a transcript as text, SRT or WebVTT

@@ -32,6 +32,13 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    "logfire": ("logfire", [str(SDK_AGENT)]),
+    "mlflow": ("mlflow", [str(SDK_AGENT)]),
+    "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
+    "langfuse": ("langfuse", [str(SDK_AGENT), "openai", "openai-stream"]),
+    "logfire-pydantic-ai": ("logfire", [str(FRAMEWORKS), "pydantic-ai"]),
+    "openlit": ("openlit", [str(SDK_AGENT)]),
+    "openlit-langchain": ("openlit", [str(FRAMEWORKS), "langchain"]),
     "openllmetry": ("openllmetry", [str(SDK_AGENT)]),
     # 0.46's wrapper of messages.stream breaks anthropic 2.x's stream helper: not streamed there
     "openllmetry-legacy": ("openllmetry", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
@@ -58,6 +65,12 @@ KINDS = {
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    **{k: {"MLFLOW_ENABLE_OTEL_GENAI_SEMCONV": "true", "MLFLOW_ENABLE_OTLP_EXPORTER": "true",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}
+       for k in ("mlflow", "mlflow-langchain")},  # (the endpoint: switches the export on)
+    # OpenLIT reads the variable as a switch: content on its spans with "true" only
+    **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+       for k in ("openlit", "openlit-langchain")},
     # the instrumentation's default conventions: no content on its spans (events carry it)
     "vertexai-default": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "",

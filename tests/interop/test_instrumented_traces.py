@@ -29,10 +29,15 @@ TRACES = Path(__file__).with_name("traces")
 FRAMEWORKS = Path(__file__).with_name("framework_agents.py")
 #: Each trace: what the trace cannot say, so is marked inferred and left out of the comparison.
 KINDS = {
+    "logfire": (),
+    "logfire-pydantic-ai": ("stream",),  # pydantic-ai's span does not say; Logfire's spans do
+    "openlit": ("tools",),  # it writes no tool definitions on its OpenAI and Anthropic spans
+    "langfuse": ("stream",),  # its spans keep the API's request and answer, not the stream flag
     "openllmetry": (),
     "openllmetry-legacy": (),
     "openinference": (),
-    "openinference-langchain": (),
+    # its "stream"/"streaming" is the model's setting, not the call's: a false is not evidence
+    "openinference-langchain": ("stream",),
     "openllmetry-langchain": ("stream",),  # its span does not say; the anthropic SDK's span does
     "pydantic-ai": ("stream",),  # pydantic-ai's span does not say; the anthropic SDK's span does
     "openai-v2": ("stream", "tools"),
@@ -171,6 +176,9 @@ def _fork(trace: Path, tmp_path: Path, agent: list[str]) -> tuple[Any, ScriptedU
 
 #: The traces whose agent runs on the SDKs alone (the test environment's), with the labels run.
 SDK_KINDS = {
+    "logfire": (),
+    "openlit": (),
+    "langfuse": ("openai", "openai-stream"),
     "openllmetry": (),
     "openinference": (),
     "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),
@@ -215,6 +223,7 @@ FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
         ("openinference-langchain", "langchain"),
         ("openllmetry-langchain", "langchain"),
         ("pydantic-ai", "pydantic-ai"),
+        ("logfire-pydantic-ai", "pydantic-ai"),
         ("openinference-openai-agents", "openai-agents openai openai-stream"),
         ("openinference-bedrock", "bedrock bedrock-stream"),
         ("vertexai", "vertex"),
@@ -373,3 +382,52 @@ def test_a_trace_without_content_imports_as_metadata_and_says_so(
     assert len(views) == n and usage(views) == usage(recorded)
     # the model the agent called (whether it streamed: not said)
     assert {v["model_requested"] for v in views} == {v["model_requested"] for v in recorded}
+
+
+def test_an_instrumentation_without_a_profile_is_read_by_the_conventions_and_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openllmetry's trace under scope names no profile knows: the same run (what the
+    conventions give), its parameters and stream flag inferred, and one line saying so."""
+    doc = orjson.loads((TRACES / "openllmetry.otlp.json").read_bytes())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            ss["scope"]["name"] = "acme.llm." + ss["scope"]["name"].rsplit(".", 1)[-1]
+    src, out = tmp_path / "acme.otlp.json", tmp_path / "acme.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    capsys.readouterr()
+    assert main(["import", str(src), "-o", str(out)]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "no profile of" in line]
+    assert len(said) == 1 and "read by the GenAI conventions" in said[0], said
+    views = show_json(out, capsys)
+    recorded = show_json(TRACES / "openllmetry.run.jsonl", capsys)
+    assert _conversations(views, {"stream"}) == _conversations(recorded, {"stream"})
+    for v in views:
+        mark = set(v["reconstructed"]["inferred"])
+        assert "params" in mark and ("stream" in mark or v["stream"]), mark
+
+
+def test_openlit_takes_the_system_prompt_once_and_its_defaults_as_not_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenLIT 1.45 writes the system prompt in its system instructions and its input messages,
+    and temperature 1.0, top_p 1.0, top_k 1.0, seed 0, stop [] for parameters the agent never
+    sent: one system prompt, none of those in the rebuilt requests, and a changed parameter it
+    kept (Anthropic's max_tokens) is named as what changed, not the system prompt."""
+    from looptap.cassettes.matching import Matcher
+    from looptap.cassettes.reading import open_run
+
+    run = imported("openlit", tmp_path)
+    for ex in open_run(run, whole=True).exchanges:
+        body = orjson.loads(ex.request_body)
+        system = body.get("system") or [m for m in body["messages"] if m["role"] == "system"]
+        assert system in ("Use the weather tool.", [{"role": "system", "content": "Use the "
+                                                     "weather tool."}]), system  # fmt: skip
+        assert not {"temperature", "top_p", "top_k", "seed", "stop", "stop_sequences"} & set(body)
+    sent = next(ex for ex in _recorded_requests("openlit") if ex.url.endswith("/v1/messages"))
+    body = {**orjson.loads(sent.request_body), "max_tokens": 999}
+    found = Matcher(open_run(run, whole=True).exchanges).match(
+        sent.method, sent.url, sent.request_headers, orjson.dumps(body)
+    )
+    said = [str(v) for v in getattr(found, "verdicts", [])]
+    assert said and "max_tokens" in said[0] and "system prompt" not in said[0], said

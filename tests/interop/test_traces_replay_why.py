@@ -97,6 +97,7 @@ def _all_traces(*params: Any) -> Any:
         _all_traces("openinference-langchain", [FRAMEWORKS, "langchain"], 4),
         _all_traces("openllmetry-langchain", [FRAMEWORKS, "langchain"], 4),
         _all_traces("pydantic-ai", [FRAMEWORKS, "pydantic-ai"], 4),
+        ("logfire-pydantic-ai", [FRAMEWORKS, "pydantic-ai"], 4),
         _all_traces(
             "openinference-openai-agents",
             [FRAMEWORKS, "openai-agents", "openai", "openai-stream"],
@@ -136,6 +137,7 @@ WHY_AGENTS: dict[str, tuple[bool, Path, tuple[str, ...]]] = {
     "openinference-langchain": (True, FRAMEWORKS, ("langchain",)),
     "openllmetry-langchain": (True, FRAMEWORKS, ("langchain",)),
     "pydantic-ai": (True, FRAMEWORKS, ("pydantic-ai",)),
+    "logfire-pydantic-ai": (True, FRAMEWORKS, ("pydantic-ai",)),
     "openinference-openai-agents": (True, FRAMEWORKS, ("openai-agents",)),
     "openinference-bedrock": (True, FORK_AGENT, ()),  # boto3
     "vertexai": (True, FORK_AGENT, ()),  # google-cloud-aiplatform
@@ -157,7 +159,7 @@ def _final_label(trace: Path, views: list[dict[str, Any]]) -> str:
 #: ``why`` on each trace costs 40–70 s on a loaded machine: by default one trace per API family
 #: (Chat + Messages, Gemini, Bedrock Converse); ``LOOPTAP_ALL_TRACES=1`` runs
 #: every one.
-WHY_DEFAULT = ("openllmetry", "google-genai", "openinference-bedrock")
+WHY_DEFAULT = ("openllmetry", "google-genai", "openinference-bedrock", "logfire", "openlit")
 
 
 @needs_recorder

@@ -27,6 +27,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 AGENT = Path(__file__).resolve().parents[1] / "why" / "why_agent.py"
+#: The processor that keeps the spans, for an instrumentation that makes its own tracer provider.
+PROCESSORS: list[SimpleSpanProcessor] = []
+EXPORTER: list[InMemorySpanExporter] = []
 
 
 def _hex_ids(v: Any) -> Any:
@@ -120,7 +123,57 @@ def _botocore(provider: TracerProvider) -> None:
     BotocoreInstrumentor().instrument(tracer_provider=provider)
 
 
+def _logfire(provider: TracerProvider) -> None:
+    """Logfire's own SDK: its tracer provider, exporting to this file only (no account)."""
+    import logfire
+
+    logfire.configure(
+        send_to_logfire=False, console=False, service_name="weather-agent",
+        additional_span_processors=list(PROCESSORS),
+    )  # fmt: skip
+    logfire.instrument_openai()
+    logfire.instrument_anthropic()
+    logfire.instrument_pydantic_ai()
+
+
+def _openlit(provider: TracerProvider) -> None:
+    import openlit
+
+    openlit.init(service_name="weather-agent", disable_metrics=True, disable_batch=True)
+    own = trace.get_tracer_provider()
+    if own is not provider and isinstance(own, TracerProvider):  # it made its own
+        own.add_span_processor(PROCESSORS[0])
+
+
+def _mlflow(provider: TracerProvider) -> None:
+    """MLflow Tracing's OTLP export, in the GenAI conventions (MLFLOW_ENABLE_OTEL_GENAI_SEMCONV),
+    its exporter this file's (no collector)."""
+    import mlflow
+    import mlflow.tracing.provider as mlflow_provider
+
+    mlflow_provider.get_otlp_exporter = lambda: EXPORTER[0]  # (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+    mlflow.openai.autolog()
+    mlflow.anthropic.autolog()
+    mlflow.langchain.autolog()
+    # its batch processor flushed before the file is written (atexit: last in, first run)
+    atexit.register(lambda: mlflow_provider.provider.get().force_flush())
+
+
+def _langfuse(provider: TracerProvider) -> None:
+    """Langfuse's OTel-based SDK on the application's tracer provider; its own export goes to
+    a throwaway exporter (no Langfuse server)."""
+    from langfuse import Langfuse
+
+    Langfuse(public_key="pk-lf-traces", secret_key="sk-lf-traces", host="http://127.0.0.1:9",
+             tracer_provider=provider, span_exporter=InMemorySpanExporter())  # fmt: skip
+    import langfuse.openai  # noqa: F401  (its drop-in wraps the openai SDK's calls)
+
+
 KINDS = {
+    "mlflow": _mlflow,
+    "langfuse": _langfuse,
+    "logfire": _logfire,
+    "openlit": _openlit,
     "openllmetry-bedrock": _openllmetry_bedrock,
     "openinference-bedrock": _openinference_bedrock,
     "botocore": _botocore,
@@ -142,8 +195,10 @@ def main() -> None:
     if args and args[0].endswith(".py"):
         agent, args = Path(args[0]), args[1:]
     exporter = InMemorySpanExporter()
+    EXPORTER.append(exporter)
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    PROCESSORS.append(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(PROCESSORS[0])
     trace.set_tracer_provider(provider)
     KINDS[kind](provider)
 

@@ -56,6 +56,30 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
     return out
 
 
+def _other_parts(answer: NormalisedResponse) -> list[dict[str, Any]]:
+    """The answer's parts but its text, in its order: the client's function calls, the calls
+    Gemini ran itself and their results (``toolCall`` / ``toolResponse``), and the media it names
+    (an image it made: a rebuilt answer has its type, not its bytes)."""
+    out: list[dict[str, Any]] = []
+    for p in answer.parts:
+        tc, tr = p.tool_call, p.tool_result
+        if tc is not None and tc.kind == "function":
+            said: dict[str, Any] = {"id": tc.id} if tc.id else {}
+            out.append(
+                {"functionCall": {**said, "name": tc.name or "", "args": call_arguments_object(tc)}}
+            )
+        elif tc is not None and tc.kind == "server":
+            said = {"id": tc.id or "", "toolType": tc.name or ""}
+            out.append({"toolCall": {**said, "args": call_arguments_object(tc)}})
+        elif tr is not None and (p.provider_details or {}).get("server") is True:
+            said = {"id": tr.call_id or "", "toolType": tr.name or ""}
+            out.append({"toolResponse": {**said, "response": {"result": tr.content}}})
+        elif p.kind == "media":
+            mime = p.media_type or "application/octet-stream"
+            out.append({"inlineData": {"mimeType": mime, "data": ""}})
+    return out
+
+
 def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool) -> Rendered | None:
     """An answer as a GenerateContentResponse (JSON), or streamed: one response per piece, as
     server-sent events with ``alt=sse``, else one JSON array written as it grows. A filtered
@@ -64,6 +88,13 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
     raw = answer.finish_reason_raw
     if raw is not None and _GEMINI_FINISH.fullmatch(raw):  # the API's own word, kept
         reason = raw
+    if answer.finish_reason is FinishReason.PROMPT_BLOCKED:  # no candidate: the prompt's feedback
+        said = raw if raw is not None and _GEMINI_FINISH.fullmatch(raw) else "OTHER"
+        blocked = {"promptFeedback": {"blockReason": said}, "modelVersion": answer.model or "",
+                   "responseId": answer.id or "looptap"}  # fmt: skip
+        if stream and sse_framing:
+            return Rendered("text/event-stream", [b"data: " + orjson.dumps(blocked) + b"\r\n\r\n"])
+        return Rendered("application/json", [orjson.dumps([blocked] if stream else blocked)])
     if reason is None:
         return None  # no finishReason says it (Gemini has no refusal field)
     text, calls = answer_text(answer), answer_calls(answer)
@@ -76,16 +107,7 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
         ]
     head = {"modelVersion": answer.model or "", "responseId": answer.id or "looptap"}
     usage = _usage_body(answer.usage)
-    call_parts = [
-        {
-            "functionCall": {
-                **({"id": c.id} if c.id else {}),
-                "name": c.name or "",
-                "args": call_arguments_object(c),
-            }
-        }
-        for c in calls
-    ]
+    call_parts = _other_parts(answer)
 
     def response(parts: list[dict[str, Any]], last: bool) -> dict[str, Any]:
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}} if parts else {}

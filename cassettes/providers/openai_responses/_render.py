@@ -77,6 +77,10 @@ def _items(answer: NormalisedResponse, rid: str, incomplete: str | None) -> list
     return items
 
 
+#: The statuses of a response not finished yet (background mode).
+_PENDING = ("queued", "in_progress")
+
+
 def render_responses(answer: NormalisedResponse, stream: bool, request: Any) -> Rendered:
     """An answer as a response object (JSON) or its event stream, ending ``response.completed``
     (``response.incomplete`` when cut by ``max_output_tokens`` or a content filter)."""
@@ -88,11 +92,14 @@ def render_responses(answer: NormalisedResponse, stream: bool, request: Any) -> 
     rid = answer.id or "resp_looptap"
     items = _items(answer, rid, incomplete)
     req = as_obj(request)
+    # a background response's first answer: queued (its output comes with a later poll)
+    pending = answer.finish_reason is None and answer.finish_reason_raw in _PENDING
+    status = answer.finish_reason_raw if pending else "incomplete" if incomplete else "completed"
     final: Item = {
         "id": rid,
         "object": "response",
         "created_at": 1700000000,
-        "status": "incomplete" if incomplete else "completed",
+        "status": status,
         "error": None,
         "incomplete_details": {"reason": incomplete} if incomplete else None,
         "instructions": req.get("instructions"),

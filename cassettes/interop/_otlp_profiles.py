@@ -1,0 +1,125 @@
+"""Instrumentations as data: one :class:`Instrumentation` row per instrumentation and version
+range, told by its spans' instrumentation scope, saying what of its spans is the agent's request
+as sent and what the instrumentation made up (its defaults, its re-orderings, what it leaves out).
+The import (:mod:`._otlp_in`) reads every span by the GenAI conventions (and OpenInference's or
+openllmetry's older attributes where the span has them) and asks the span's row only where an
+instrumentation departs from them. A span of a scope no row names is read by the conventions with
+every field they leave uncertain marked inferred (:data:`UNPROFILED`), and the import says so once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PROFILES", "UNPROFILED", "Bodies", "Instrumentation", "profile_of"]
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """An instrumentation that keeps the request and the answer in the API's own shapes (JSON
+    attributes), outside the GenAI conventions: which span is a call, and where each part is."""
+
+    #: (attribute, value) of a span that is a model call.
+    call: tuple[str, str]
+    #: The request (``messages``, ``tools`` …) as the SDK was given it.
+    request: str
+    #: The answer's message.
+    answer: str
+    model: str
+    #: The usage, as the API reported it (``prompt_tokens`` … or ``input`` …).
+    usage: str
+    finish: str
+
+
+@dataclass(frozen=True)
+class Instrumentation:
+    """What one instrumentation writes, where it departs from the conventions."""
+
+    #: How the import names it.
+    name: str
+    #: Its scope names (a scope that starts with one of them is its).
+    scopes: tuple[str, ...]
+    #: The versions this row was made from (tests/interop/traces/README.md).
+    versions: str = ""
+    #: Its spans carry the stream flag of every call (absent: not streamed): never inferred.
+    says_stream: bool = False
+    #: Its stream flag is a setting of the model object, not of the call (LangChain's
+    #: ``streaming``): a ``false`` is not evidence (``.stream()`` streams with it false).
+    stream_flag_is_a_setting: bool = False
+    #: (attribute, prefix): a span whose attribute starts so carries a streamed call's answer, its
+    #: request on the span before it (Logfire's ``streaming response from … took …`` log).
+    stream_span: tuple[str, str] | None = None
+    #: ``gen_ai.request.*`` values it writes for a parameter the agent did not send: such a value
+    #: is not put in the request (``params`` stays inferred: a parameter not kept is no miss).
+    defaults: dict[str, Any] = field(default_factory=dict, hash=False)
+    #: It leaves the assistant's tool-call messages out of a history that has their results (an
+    #: API may let a client do so, OpenAI Responses' ``previous_response_id``: only an
+    #: instrumentation known for it gets them back).
+    drops_tool_call_messages: bool = False
+    #: Providers whose streamed answers' token counts it makes itself (the API sent none): not
+    #: kept as the API's usage.
+    counts_stream_usage: tuple[str, ...] = ()
+    #: Its spans keep the API's own request and answer (Langfuse): read as a trajectory's.
+    bodies: Bodies | None = None
+    #: The ``gen_ai.provider.name`` its spans mean when they name none.
+    provider: str | None = None
+    #: Where OpenAI's ``strict`` of each function tool is (pydantic-ai's request parameters).
+    strict_attribute: str | None = None
+    #: It writes each Anthropic ``tool_use`` block also as a text part, its JSON (a part that
+    #: repeats a tool call of the same message is left out).
+    tool_use_as_text: bool = False
+
+
+PROFILES: tuple[Instrumentation, ...] = (
+    Instrumentation("openllmetry", ("opentelemetry.instrumentation.openai",
+                    "opentelemetry.instrumentation.anthropic"), "0.46.2, 0.62.4", says_stream=True),
+    Instrumentation("openllmetry LangChain", ("opentelemetry.instrumentation.langchain",),
+                    "0.62.4", tool_use_as_text=True),
+    Instrumentation("openllmetry Bedrock", ("opentelemetry.instrumentation.bedrock",), "0.62.4"),
+    Instrumentation("openinference", ("openinference.instrumentation.openai",
+                    "openinference.instrumentation.anthropic",
+                    "openinference.instrumentation.bedrock"), "0.1.66, 3.1.0, 0.1.61",
+                    says_stream=True),
+    Instrumentation("openinference LangChain", ("openinference.instrumentation.langchain",),
+                    "0.1.80", stream_flag_is_a_setting=True),
+    Instrumentation("openinference openai-agents",
+                    ("openinference.instrumentation.openai_agents",), "2.6.0"),
+    Instrumentation("pydantic-ai", ("pydantic-ai",), "2.68.0",
+                    strict_attribute="model_request_parameters"),
+    Instrumentation("the anthropic SDK's own spans", ("com.anthropic.sdk.python",), "2.14.0",
+                    says_stream=True),
+    Instrumentation("OTel contrib openai-v2", ("opentelemetry.instrumentation.openai_v2",
+                    "opentelemetry.util.genai"), "2.4b0"),
+    Instrumentation("OTel contrib google-genai",
+                    ("opentelemetry.instrumentation.google_genai",), "1.3b0"),
+    Instrumentation("OTel contrib vertexai", ("opentelemetry.instrumentation.vertexai",),
+                    "2.2b0", provider="gcp.vertex_ai"),
+    Instrumentation("OTel contrib botocore", ("opentelemetry.instrumentation.botocore",),
+                    "0.66b2"),
+    Instrumentation("Logfire", ("logfire.openai", "logfire.anthropic"), "5.4.0",
+                    says_stream=True, stream_span=("logfire.msg_template", "streaming response")),
+    Instrumentation("OpenLIT", ("openlit",), "1.45.0", counts_stream_usage=("openai",),
+                    drops_tool_call_messages=True,
+                    defaults={"temperature": (1.0, 1), "top_p": (1.0, 1), "top_k": (1.0, 1, -1),
+                              "seed": ("", -1, 0), "stop_sequences": ([], "", ("",)),
+                              "frequency_penalty": (0.0, 0), "presence_penalty": (0.0, 0),
+                              "max_tokens": (-1,)}),
+    Instrumentation("Langfuse", ("langfuse-sdk",), "5.0.4 (langfuse.openai)", bodies=Bodies(
+        ("langfuse.observation.type", "generation"), "langfuse.observation.input",
+        "langfuse.observation.output", "langfuse.observation.model.name",
+        "langfuse.observation.usage_details", "langfuse.observation.metadata.finish_reason")),
+    Instrumentation("looptap's own export", ("looptap",), says_stream=True),
+)  # fmt: skip
+
+#: What reads a span of a scope no row names: the conventions alone, every uncertain field inferred.
+UNPROFILED = Instrumentation("an instrumentation looptap has no profile of", ())
+
+
+def profile_of(scope: Any) -> Instrumentation:
+    """The row of the instrumentation whose scope ``scope`` is (:data:`UNPROFILED`: none)."""
+    name = scope if isinstance(scope, str) else ""
+    return next(
+        (p for p in PROFILES if any(name == s or name.startswith(s + ".") for s in p.scopes)),
+        UNPROFILED,
+    )
