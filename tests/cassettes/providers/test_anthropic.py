@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 import zlib
 from collections import Counter
@@ -22,7 +23,10 @@ from looptap.cassettes.wire import Exchange, frame
 A = AnthropicMessages()
 
 
-def _corpus_round_trips() -> list[tuple[str, RoundTrip]]:
+@functools.cache
+def corpus() -> list[tuple[str, RoundTrip]]:
+    """The corpus' Anthropic round trips, parsed on first use: not when the module is imported,
+    which every xdist worker does while collecting, whichever tests it then runs."""
     out = []
     for path, i, ex in corpus_exchanges():
         rt = parse_exchange(ex)
@@ -31,12 +35,8 @@ def _corpus_round_trips() -> list[tuple[str, RoundTrip]]:
     return out
 
 
-CORPUS = _corpus_round_trips()
-BY_NAME = dict(CORPUS)
-
-
 def _find(fragment: str, index: int = 0) -> RoundTrip:
-    matches = [rt for name, rt in CORPUS if fragment in name and name.endswith(f"#{index}")]
+    matches = [rt for name, rt in corpus() if fragment in name and name.endswith(f"#{index}")]
     assert len(matches) == 1, f"{fragment}#{index}: {len(matches)} matches"
     return matches[0]
 
@@ -106,10 +106,10 @@ STOP = ("message_stop", {"type": "message_stop"})
 
 
 def test_corpus_anthropic_exchanges_all_parse() -> None:
-    assert len(CORPUS) >= 330
-    failing = {name: rt.analysis_errors for name, rt in CORPUS if rt.analysis_errors}
+    assert len(corpus()) >= 330
+    failing = {name: rt.analysis_errors for name, rt in corpus() if rt.analysis_errors}
     assert failing == {}
-    shapes = Counter((rt.operation, rt.framing) for _, rt in CORPUS)
+    shapes = Counter((rt.operation, rt.framing) for _, rt in corpus())
     assert shapes[("generate", "sse")] >= 45
     assert shapes[("generate", "json")] >= 280
     assert shapes[("count_tokens", "json")] >= 8
@@ -131,7 +131,7 @@ def test_corpus_every_messages_url_is_ours() -> None:
 
 
 def test_corpus_generate_responses_are_complete_and_classified() -> None:
-    for name, rt in CORPUS:
+    for name, rt in corpus():
         if rt.operation != "generate" or rt.status != 200:
             continue
         resp = _response(rt)
@@ -142,7 +142,7 @@ def test_corpus_generate_responses_are_complete_and_classified() -> None:
 
 
 def test_corpus_streamed_tool_calls_have_parsed_arguments() -> None:
-    calls = [c for _, rt in CORPUS if rt.stream and rt.response for c in rt.response.tool_calls]
+    calls = [c for _, rt in corpus() if rt.stream and rt.response for c in rt.response.tool_calls]
     assert len(calls) >= 20
     assert all(c.arguments_error is None and isinstance(c.arguments, dict) for c in calls)
     assert {c.kind for c in calls} >= {"function", "server", "mcp"}
@@ -188,7 +188,7 @@ def test_web_search_stream_parts_in_order() -> None:
 
 def test_pause_turn_is_paused() -> None:
     paused = [
-        rt for _, rt in CORPUS if rt.response and rt.response.finish_reason_raw == "pause_turn"
+        rt for _, rt in corpus() if rt.response and rt.response.finish_reason_raw == "pause_turn"
     ]
     assert len(paused) == 2
     assert all(rt.response and rt.response.finish_reason is FinishReason.PAUSED for rt in paused)
@@ -221,7 +221,7 @@ def test_bedrock_invoke_usage_is_inclusive() -> None:
 def test_thinking_tokens_become_reasoning_tokens() -> None:
     with_details = [
         rt
-        for _, rt in CORPUS
+        for _, rt in corpus()
         if rt.response
         and rt.response.usage
         and rt.response.usage.raw
@@ -265,7 +265,7 @@ def test_request_tool_result_is_paired_by_id_and_named() -> None:
 def test_request_tool_choice_modes_in_corpus() -> None:
     modes = Counter(
         _request(rt).tool_choice_mode
-        for _, rt in CORPUS
+        for _, rt in corpus()
         if rt.request and rt.request.tool_choice is not None
     )
     assert modes["auto"] > 100 and modes["required"] >= 10
@@ -273,7 +273,7 @@ def test_request_tool_choice_modes_in_corpus() -> None:
 
 
 def test_request_server_tools_and_block_kinds() -> None:
-    kinds = Counter(t.kind for _, rt in CORPUS if rt.request for t in rt.request.tools)
+    kinds = Counter(t.kind for _, rt in corpus() if rt.request for t in rt.request.tools)
     assert (
         kinds["web_search"] >= 19
         and kinds["tool_search_tool_bm25"] >= 30
@@ -281,12 +281,12 @@ def test_request_server_tools_and_block_kinds() -> None:
     )
     assert not any(k[-8:].isdigit() for k in kinds)
     parts = Counter(
-        p.kind for _, rt in CORPUS if rt.request for m in rt.request.messages for p in m.parts
+        p.kind for _, rt in corpus() if rt.request for m in rt.request.messages for p in m.parts
     )
     assert parts["media"] >= 16 and parts["reasoning"] >= 18 and parts["tool_result"] >= 150
     media = {
         p.media_type
-        for _, rt in CORPUS
+        for _, rt in corpus()
         if rt.request
         for m in rt.request.messages
         for p in m.parts
@@ -303,9 +303,9 @@ def test_request_params_exclude_structure() -> None:
 
 
 def test_count_tokens_is_not_generate() -> None:
-    names = [name for name, rt in CORPUS if rt.operation == "count_tokens"]
-    assert len(names) == 8
-    assert all(BY_NAME[n].request is None for n in names)
+    counts = [rt for _, rt in corpus() if rt.operation == "count_tokens"]
+    assert len(counts) == 8
+    assert all(rt.request is None for rt in counts)
     err = _find("test_anthropic_count_tokens_error")
     assert (
         err.status == 404
