@@ -27,8 +27,8 @@ from ._budget import check as check_budget
 from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._outcome import Outcome, judged_from
-from ._state import STATE, State, read_state, run_digest
-from ._suspects import later_turns
+from ._state import STATE, State, flags_said, kept_flags, read_state, run_digest
+from ._suspects import heard, later_turns, live_turns, newest_texts
 from ._verdict import wilson
 
 __all__ = ["confirm"]
@@ -100,18 +100,29 @@ def _outcome(doc: dict[str, Any]) -> Outcome:
 
 
 def _flags(args: argparse.Namespace, doc: dict[str, Any]) -> list[str]:
-    """The investigation's ``--upstream``/``--confdir`` (those given now replace them, said)."""
+    """The ``--upstream``/``--confdir`` given last: those given now (they replace the why's, and
+    are kept in its why.json for the next ``--confirm``), else those the why kept (the
+    investigation's, or an earlier ``--resume``'s or ``--confirm``'s); which, said on stderr."""
     given = passed_flags(args)
     kept = doc.get("passed")
     if given:
         if isinstance(kept, list) and kept != given:
-            say("--confirm: the --upstream/--confdir given now replace the why's own")
+            say(
+                "--confirm: the runs use the --upstream/--confdir given now "
+                f"({flags_said(given)}), not the why's ({flags_said(kept)})"
+            )
+        else:
+            say(f"--confirm: the runs use the --upstream/--confdir given now ({flags_said(given)})")
         return given
     if not isinstance(kept, list) or not all(isinstance(x, str) for x in kept):
         raise _refused(
             "the why did not keep the --upstream/--confdir it reached its upstream with (an "
             "upstream URL with credentials, or a why of an older looptap): give them again"
         )
+    say(
+        "--confirm: the runs use the --upstream/--confdir the why kept in its why.json "
+        f"({flags_said(kept)}), given last; give them again to use others"
+    )
     return list(kept)
 
 
@@ -135,15 +146,7 @@ def confirm(args: argparse.Namespace) -> Result:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise _refused("give the fixed agent's command after -- (it runs K times)")
-    seqs = later_turns(run.analysis).get((conversation, turn), [])
-    fork = Intervention(
-        str(v.get("layer") or "E"),
-        conversation,
-        turn,
-        "your fixed agent, live from the verdict's turn",
-        "confirm",
-        seqs=seqs,
-    )
+    fork = _fork(run, str(v.get("layer") or "E"), conversation, turn)
     ups = [u for f, u in zip(passed[::2], passed[1::2], strict=True) if f == "--upstream"]
     try:
         budget = check_budget(
@@ -162,8 +165,8 @@ def confirm(args: argparse.Namespace) -> Result:
     if args.dry_run:
         lines = [
             f"would run the fixed agent {count(args.samples, 'time')} from {fork.cursor} of "
-            f"{path} on ({' '.join(passed) or 'the real APIs'}): "
-            f"{count(fork.live_requests * args.samples, 'live request')}",
+            f"{path} on ({flags_said(passed)}): "
+            f"{count(fork.expected(args.samples), 'live request')} expected",
             *budget,
         ]
         return Result(0, {"looptap": "why", "dry_run": True, "confirm": fork.cursor}, lines)
@@ -175,7 +178,32 @@ def confirm(args: argparse.Namespace) -> Result:
         say(line)
     runner = Branches(path, argv, outcome, out, passed, python)
     results = _run_all(runner, fork, args.samples, args.jobs)
-    return _report(directory, doc, run, outcome, fork, argv, results, out)
+    return _report(directory, doc, run, outcome, fork, argv, results, out, passed)
+
+
+def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
+    """The fork each run of the fixed agent is, with what it is expected to send live, counted as
+    the investigation counts a repair's (:func:`cassettes.why._suspects.live_turns`: the turn and
+    its conversation's later ones, the conversations its answer goes to, and those that hear a
+    changed answer: :func:`~cassettes.why._suspects.heard`), since a fix changes what the agent
+    says from the verdict's turn on; and at most, every turn linked to it. Before the turn, the
+    recording is served while the fixed agent's requests match it; from the first that differs,
+    live (the ``…:diverge`` cursor): a fix that shows before the verdict's turn is still run,
+    and judged, never refused as a divergence."""
+    a = run.analysis
+    where = (conversation, turn)
+    newest = newest_texts(run)
+    own = live_turns(a, where, held=False, repair=True)
+    return Intervention(
+        layer,
+        conversation,
+        turn,
+        "your fixed agent, live from the verdict's turn",
+        "confirm",
+        seqs=heard(a, own, newest),
+        reach=heard(a, later_turns(a).get(where, own), newest),
+        diverge=True,
+    )
 
 
 def _new_directory(directory: Path) -> Path:
@@ -253,6 +281,7 @@ def _report(
     argv: list[str],
     results: list[dict[str, Any]],
     out: Path,
+    passed: list[str],
 ) -> Result:
     ok = sum(r["result"] == "flipped" for r in results)
     n = sum(r["result"] in ("flipped", "failed") for r in results)
@@ -261,7 +290,8 @@ def _report(
     at = f"{fork.conversation} turn {fork.turn}"
     head = (
         f"the fixed agent succeeds in {ok}/{count(n, 'run')} (95% CI {low:.2f}–{high:.2f}) "
-        f"from {at} on (the recorded prefix served, live from there); the recorded run failed"
+        f"from {at} on (the recorded prefix served while its requests match it, live from "
+        "there); the recorded run failed"
         if n
         else f"no run of the fixed agent could be judged ({count(len(results), 'run')}: see below)"
     )
@@ -270,6 +300,8 @@ def _report(
         f"confirm: {head}",
         f"outcome: failed means {outcome.describe()}",
         f"the verdict it answers: {v.get('headline')}",
+        f"sent live: {count(sum(int(r.get('sent') or 0) for r in results), 'request')} (the "
+        f"budget expected {fork.expected(len(results))}), through {flags_said(passed)}",
         "before → after, per sample:",
         *(
             f"  sample {k}: before: failed ({before}) → after: "
@@ -280,21 +312,18 @@ def _report(
     ]
     skipped = len(results) - n
     if skipped:
-        diverged = any("before the cursor" in str(r.get("why")) for r in results)
         lines.append(
             f"{skipped} of {count(len(results), 'run')} {'is' if skipped == 1 else 'are'} no "
             "sample, each said above"
-            + (
-                " (the fixed agent sent something else before the verdict's turn: the recorded "
-                "prefix cannot be served to it)"
-                if diverged
-                else ""
-            )
         )
     record = {
         "directory": out.name,
         "command": argv,
         "cursor": fork.cursor,
+        # what the budget expected it to send live, against what its runs sent
+        "expected_requests": fork.expected(len(results)),
+        "sent": sum(int(r.get("sent") or 0) for r in results),
+        "upstream": flags_said(passed),
         "succeeded": ok,
         "samples": n,
         "invalid": skipped,
@@ -303,6 +332,8 @@ def _report(
         "runs": results,
     }
     state = State(directory, doc)
+    if doc.get("passed") != kept_flags(passed):
+        state.put("passed", kept_flags(passed))  # the given last: what the next confirm reaches
     state.put("confirms", [*(doc.get("confirms") or []), record])
     report = {"looptap": "why", "confirm": record, "outcome": outcome.as_json(), "verdict": v}
     return Result(0 if n and ok == n else 1, report, [clean_line(ln) for ln in lines])
