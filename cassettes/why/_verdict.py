@@ -240,22 +240,42 @@ def _shown_at(best: Tally, rival: Tally | None, most: int = MOST) -> int | None:
     return None
 
 
-def _not_shown(best: Tally, rival: Tally | None, d: tuple[float, float], samples: int) -> str:
+def _not_shown(
+    best: Tally,
+    rival: Tally | None,
+    d: tuple[float, float],
+    samples: int,
+    tied: list[Tally] | None = None,
+) -> str:
     """The headline of a verdict its interval does not show (:func:`unshown`): the best, the
-    interval of the difference that holds 0, and what more samples can do."""
+    interval of the difference that holds 0, and what more samples can do. ``tied``: those
+    that flipped it alike beside it (E re-samples, or changes each enough), none of them a
+    control: when nothing else ran, the recorded run is the only one."""
+    alike = tied or []
     if rival is None:
         k = _shown_at(best, None)
+        beside = (
+            "nothing else ran"
+            if not alike
+            else "nothing else that ran flipped it less often (beside it "
+            + "; ".join(_named(t) for t in alike)
+            + ", alike)"
+        )
         what = (
-            "nothing else ran, and against the recorded run (it failed, 1 run) the interval of "
+            f"{beside}, and against the recorded run (it failed, 1 run) the interval of "
             f"the difference is {d[0]:+.2f}–{d[1]:+.2f}, which holds 0"
         )
         more = (
-            f"try K={k} (--samples {k}), or run the other layers beside it (the model re-sampled "
+            f"try K={k} (--samples {k}): at the rates seen, {count(k, 'sample')} would show it "
+            "against the recorded run; or run the other layers beside it (the model re-sampled "
             "at that turn is its control)"
             if k is not None
             else "more samples of it alone cannot show it (the recorded run is one run): run the "
             "other layers beside it (the model re-sampled at that turn is its control)"
         )
+        if alike and all(t.intervention.layer == "E" for t in [best, *alike]):
+            # which turn: said as for a verdict of the layer (nested re-samples: no K tells)
+            more += f"; which turn: {why_alike(best, alike)}"
     else:
         r = rival.intervention
         k = _shown_at(best, rival)
@@ -399,7 +419,9 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     alike = tied and all(t.intervention.layer == "E" for t in [best, *tied])
     if weak is not None and (not tied or every or alike):
         # a verdict it would be (one change, changes each enough, the model's layer): not shown
-        return Verdict(False, _not_shown(best, *weak, samples), best, [], ranked, samples)
+        return Verdict(
+            False, _not_shown(best, *weak, samples, tied), best, tied, ranked, samples
+        )
     if every:
         # every one flipped it every time: more samples cannot separate two sufficient changes
         return _either(best, tied, ranked, samples)
@@ -471,6 +493,11 @@ def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: i
         ranked,
         samples,
     )
+
+
+def _named(t: Tally) -> str:
+    i = t.intervention
+    return f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}) {t.flips}/{t.samples}"
 
 
 def _alongside(t: Tally, best: Tally) -> bool:

@@ -817,6 +817,26 @@ def test_a_lone_suspect_that_flipped_once_is_not_determined_with_its_interval() 
     # alone, every sample of enough of them: shown (5 of 5, 3 of 3; not 2 of 2)
     assert verdict([_tally("C", 1, 5, 5, "c-restore-result")], 5).determined
     assert not verdict([_tally("C", 1, 2, 2, "c-restore-result")], 2).determined
+    # the model re-sampled at two turns of a conversation, alike, nothing else run: the layer is
+    # not shown either (the danger: the cause a C suspect that nobody ran); the headline
+    # does not say nothing else ran, names the one alike, the K that would show it against the
+    # recorded run, and that no K tells the turns apart (nested re-samples)
+    v = verdict([_tally("E", 1, 4, 5), _tally("E", 0, 3, 5)], 5)
+    doc = v.as_json()["verdict"]
+    assert not v.determined and not doc["layer_determined"], v.headline
+    assert doc["tied"] == ["E-c1-t0-e-resample"], doc
+    assert "nothing else ran" not in v.headline, v.headline
+    assert (
+        "nothing else that ran flipped it less often (beside it E at c1 turn 0 (E change) 3/5, "
+        "alike), and against the recorded run (it failed, 1 run) the interval of the difference "
+        "is -0.10–+0.96, which holds 0; try K=27 (--samples 27): at the rates seen, 27 samples "
+        "would show it against the recorded run" in v.headline
+    ), v.headline
+    assert v.headline.endswith(
+        "which turn: a re-sample from a turn re-samples every later turn of its conversation too "
+        "(with this outcome the later turns are not held), so more samples cannot tell which "
+        "turn: the earliest turn from which re-sampling flips it is c1 turn 0"
+    ), v.headline
 
 
 def test_the_difference_interval_matches_newcombes_published_values() -> None:
