@@ -177,8 +177,8 @@ def confirm(args: argparse.Namespace) -> Result:
     for line in budget:
         say(line)
     runner = Branches(path, argv, outcome, out, passed, python)
-    results = _run_all(runner, fork, args.samples, args.jobs)
-    return _report(directory, doc, run, outcome, fork, argv, results, out, passed)
+    results, per = _run_all(runner, fork, args.samples, args.jobs, args.max_requests)
+    return _report(directory, doc, run, outcome, fork, argv, results, out, passed, per)
 
 
 def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
@@ -189,11 +189,14 @@ def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
     says from the verdict's turn on; and at most, every turn linked to it. Before the turn, the
     recording is served while the fixed agent's requests match it; from the first that differs,
     live (the ``…:diverge`` cursor): a fix that shows before the verdict's turn is still run,
-    and judged, never refused as a divergence."""
+    and judged, never refused as a divergence. So at most, every turn of the conversation from
+    its first and every turn linked to them (what ``--max-requests`` is kept against); where the
+    fixed agent first differs is known only once it ran (:func:`_run_all`)."""
     a = run.analysis
     where = (conversation, turn)
     newest = newest_texts(run)
     own = live_turns(a, where, held=False, repair=True)
+    later = later_turns(a)
     return Intervention(
         layer,
         conversation,
@@ -201,7 +204,7 @@ def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
         "your fixed agent, live from the verdict's turn",
         "confirm",
         seqs=heard(a, own, newest),
-        reach=heard(a, later_turns(a).get(where, own), newest),
+        reach=heard(a, later.get((conversation, 0), later.get(where, own)), newest),
         diverge=True,
     )
 
@@ -221,7 +224,15 @@ def _new_directory(directory: Path) -> Path:
             raise _refused(f"{out} cannot be created: {exc.strerror or exc}") from None
 
 
-def _run_all(runner: Branches, fork: Intervention, samples: int, jobs: int) -> list[dict[str, Any]]:
+def _run_all(
+    runner: Branches, fork: Intervention, samples: int, jobs: int, limit: int | None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The K runs of the fixed agent, and what each run after the first is expected to send
+    live (``None``: as the budget expected). The first runs alone: where a fixed agent first
+    differs from the recording (at the verdict's turn, or before it: the ``…:diverge`` cursor
+    goes live there) is known only once it ran, so the others are expected to send what it sent,
+    said when that is not the budget's figure; with ``--max-requests`` (``limit``), the others
+    are not run when that would pass it."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(k: int) -> dict[str, Any]:
@@ -232,10 +243,41 @@ def _run_all(runner: Branches, fork: Intervention, samples: int, jobs: int) -> l
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
-            return list(pool.map(one, range(1, samples + 1)))
+            first = one(1)
+            per = _calibrated(fork, first, samples, limit)
+            if per is not None and per < 0:
+                return [first], None
+            return [first, *pool.map(one, range(2, samples + 1))], per
         except KeyboardInterrupt:
             runner.interrupt()
             raise
+
+
+def _calibrated(
+    fork: Intervention, first: dict[str, Any], samples: int, limit: int | None
+) -> int | None:
+    """What each run after ``first`` is expected to send live: what ``first`` sent, when it was
+    judged and that differs from the budget's figure (``None``: the budget's figure stands);
+    ``-1`` when the others would pass ``limit`` (said)."""
+    if samples < 2 or first["result"] not in ("flipped", "failed"):
+        return None
+    sent, budget = int(first.get("sent") or 0), fork.expected(1)
+    if sent == budget:
+        return None
+    rest = samples - 1
+    others = "the other run is" if rest == 1 else f"the other {rest} runs are"
+    say(
+        f"confirm: the first run sent {count(sent, 'request')} live, the budget expected "
+        f"{budget} (the fixed agent went live from where it first differs from the recording): "
+        f"{others} expected to send {sent * rest}"
+    )
+    if limit is not None and sent * (rest + 1) > limit:
+        say(
+            f"confirm: the other {count(rest, 'run')} would send {sent * rest} more, past "
+            f"--max-requests {limit}: not run"
+        )
+        return -1
+    return sent
 
 
 def _why_not(result: dict[str, Any]) -> str:
@@ -257,6 +299,27 @@ def _shown(runner: Branches, result: dict[str, Any]) -> str:
         has = judged.findings is not None and runner.outcome.value in judged.findings
         return f"{'has' if has else 'has no'} finding {runner.outcome.value}"
     return f"answered {clean_line(judged.answer or '')[:_SHOWN]!r}"
+
+
+def _expected(fork: Intervention, results: list[dict[str, Any]], per: int | None) -> int:
+    """What the runs made were expected to send live: the budget's figure, or, once the first
+    run showed where the fixed agent goes live, the budget's for it and what it sent for each
+    other (:func:`_calibrated`)."""
+    if per is None:
+        return fork.expected(len(results))
+    return fork.expected(1) + per * (len(results) - 1)
+
+
+def _how(fork: Intervention, results: list[dict[str, Any]], per: int | None) -> str:
+    """What was expected, said: the budget's figure, or how the first run changed it."""
+    if per is None:
+        return f"the budget expected {fork.expected(len(results))}"
+    first = int(results[0].get("sent") or 0)
+    return (
+        f"expected {_expected(fork, results, per)}: the budget's {fork.expected(1)} for the "
+        f"first run, which sent {first}, then {per} for each other; the budget expected "
+        f"{fork.expected(len(results))}"
+    )
 
 
 def _before(doc: dict[str, Any], run: Run, outcome: Outcome) -> str:
@@ -282,6 +345,7 @@ def _report(
     results: list[dict[str, Any]],
     out: Path,
     passed: list[str],
+    per: int | None = None,
 ) -> Result:
     ok = sum(r["result"] == "flipped" for r in results)
     n = sum(r["result"] in ("flipped", "failed") for r in results)
@@ -296,12 +360,14 @@ def _report(
         else f"no run of the fixed agent could be judged ({count(len(results), 'run')}: see below)"
     )
     before = _before(doc, run, outcome)
+    sent = sum(int(r.get("sent") or 0) for r in results)
+    expected = _expected(fork, results, per)
     lines = [
         f"confirm: {head}",
         f"outcome: failed means {outcome.describe()}",
         f"the verdict it answers: {v.get('headline')}",
-        f"sent live: {count(sum(int(r.get('sent') or 0) for r in results), 'request')} (the "
-        f"budget expected {fork.expected(len(results))}), through {flags_said(passed)}",
+        f"sent live: {count(sent, 'request')} ({_how(fork, results, per)}), through "
+        f"{flags_said(passed)}",
         "before → after, per sample:",
         *(
             f"  sample {k}: before: failed ({before}) → after: "
@@ -320,9 +386,11 @@ def _report(
         "directory": out.name,
         "command": argv,
         "cursor": fork.cursor,
-        # what the budget expected it to send live, against what its runs sent
-        "expected_requests": fork.expected(len(results)),
-        "sent": sum(int(r.get("sent") or 0) for r in results),
+        # what it was expected to send live (the budget's figure for the first run, then what
+        # the first sent for each other: _run_all), against what its runs sent
+        "expected_requests": expected,
+        "budget_expected": fork.expected(len(results)),
+        "sent": sent,
         "upstream": flags_said(passed),
         "succeeded": ok,
         "samples": n,

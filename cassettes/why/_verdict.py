@@ -419,9 +419,7 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     alike = tied and all(t.intervention.layer == "E" for t in [best, *tied])
     if weak is not None and (not tied or every or alike):
         # a verdict it would be (one change, changes each enough, the model's layer): not shown
-        return Verdict(
-            False, _not_shown(best, *weak, samples, tied), best, tied, ranked, samples
-        )
+        return Verdict(False, _not_shown(best, *weak, samples, tied), best, tied, ranked, samples)
     if every:
         # every one flipped it every time: more samples cannot separate two sufficient changes
         return _either(best, tied, ranked, samples)

@@ -169,9 +169,7 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
     # newline), then the main agent's turn that received its answer, both live
     sub = [x for x in fake.log if "main agent" not in x.request.system]
     main = [x for x in fake.log if "main agent" in x.request.system]
-    assert [x.request.tool_results()[-1] for x in sub] == ["rain"] * 3, [
-        x.line() for x in fake.log
-    ]
+    assert [x.request.tool_results()[-1] for x in sub] == ["rain"] * 3, [x.line() for x in fake.log]
     assert [x.request.tool_results()[-1] for x in main] == ["Paris: sunny; Lyon: rain."] * 3
     directory = run.with_name("run.why")
     assert f"the branches go to {directory} (a new directory beside the run" in err, err

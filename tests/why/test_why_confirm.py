@@ -185,6 +185,16 @@ def test_a_fixed_agent_that_differs_before_the_verdicts_turn_is_judged(
     assert len(sent) == 4 and doc["sent"] == 4, sent
     assert all("please?" in x.request.user_texts()[0] for x in sent), sent
     assert doc["cursor"] == "conversation=c1:turn=1:diverge", doc
+    # the estimate: where the fixed agent first differs is known once the first run went live
+    # (it sent 2, the budget expected 1 from the verdict's turn): the second is expected to send
+    # 2, and sends 2 (on the branch as merged in f2dce8f8: 2 expected in all for 4 sent)
+    assert (doc["budget_expected"], doc["expected_requests"]) == (2, 3), doc
+    assert (
+        "confirm: the first run sent 2 requests live, the budget expected 1 (the fixed agent went "
+        "live from where it first differs from the recording): the other run is expected to "
+        "send 2" in err
+    ), err[-3000:]
+    assert [int(r["sent"]) for r in doc["runs"]] == [2, 2], doc["runs"]
 
 
 @needs_recorder
