@@ -265,7 +265,7 @@ def _calibrated(
     if sent == budget:
         return None
     rest = samples - 1
-    others = "the other run is" if rest == 1 else f"the other {rest} runs are"
+    others = f"the other {count(rest, 'run')} " + ("is" if rest == 1 else "are")
     say(
         f"confirm: the first run sent {count(sent, 'request')} live, the budget expected "
         f"{budget} (the fixed agent went live from where it first differs from the recording): "

@@ -191,7 +191,7 @@ def test_a_fixed_agent_that_differs_before_the_verdicts_turn_is_judged(
     assert (doc["budget_expected"], doc["expected_requests"]) == (2, 3), doc
     assert (
         "confirm: the first run sent 2 requests live, the budget expected 1 (the fixed agent went "
-        "live from where it first differs from the recording): the other run is expected to "
+        "live from where it first differs from the recording): the other 1 run is expected to "
         "send 2" in err
     ), err[-3000:]
     assert [int(r["sent"]) for r in doc["runs"]] == [2, 2], doc["runs"]
