@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from tests.why.test_why_together import both_needed
 ROOT = Path(__file__).resolve().parents[1]
 WHY_AGENT = ROOT / "tests" / "why" / "why_agent.py"
 CASES_AGENT = ROOT / "bench" / "why_cases_agent.py"
+TRIM_AGENT = ROOT / "bench" / "why_trim_agent.py"
 Route = Callable[[ScriptedRequest], Reply]
 #: The Claude Code case's fix: its sub-agents on another model (the line before ``exec``).
 FIX = "CLAUDE_CODE_SUBAGENT_MODEL=claude-opus-4-5 exec "
@@ -223,6 +225,82 @@ def codex(recording: bool) -> Callable[[dict[str, Any], str], Any]:
     return answer
 
 
+def trimmed(case: str) -> Callable[[bool], Route]:
+    """The model of bench/why_trim_agent.py's cases: it answers from what the request holds. Its
+    plan is a lookup a turn (Paris's weather, Lyon's, and for ``trim-tail`` and ``trim-compact``
+    Lyon's time); the latest call in the request says where it is, and a summary sent last makes
+    it answer. The answer gives each city's weather it finds a fact for ("Lyon: rain", in a tool
+    result or any text), else "unknown", and the cities in capitals when the request says "in
+    capitals" anywhere; for ``trim-ignored``, only 60% of the time (seeded; the recording: the
+    first time it is ignored). The compaction side call's summary loses Lyon's weather."""
+    from bench.why_trim_agent import SUMMARIZE, SUMMARY_HEAD
+
+    flaky = Flaky(0.4, True) if case == "trim-ignored" else None
+    plan = [("get_weather", "Paris"), ("get_weather", "Lyon")]
+    if case in ("trim-tail", "trim-compact"):
+        plan.append(("get_time", "Lyon"))
+
+    def route(req: ScriptedRequest) -> Reply:
+        if SUMMARIZE in req.system:
+            return Reply.say(
+                "The user asked about the weather in Paris and Lyon and the time in Lyon; Paris: "
+                "sunny; Lyon: 12:00."
+            )
+        said = orjson.dumps(req.messages).decode()
+        last = req.messages[-1] if req.messages else {}
+        calls = [
+            (c["function"]["name"], orjson.loads(c["function"]["arguments"])["city"])
+            for m in req.messages
+            if isinstance(m, dict)
+            for c in m.get("tool_calls") or []
+        ]
+        summed = isinstance(last, dict) and str(last.get("content") or "").startswith(SUMMARY_HEAD)
+        at = plan.index(calls[-1]) + 1 if calls and calls[-1] in plan else 0
+        if not summed and at < len(plan):
+            return Reply.tool(plan[at][0], {"city": plan[at][1]})
+        facts = dict(re.findall(r"\b(Paris|Lyon): (sunny|rain|cloudy)\b", said))
+        capitals = "in capitals" in said and not (flaky is not None and flaky.wrong())
+        answer = "; ".join(
+            f"{c.upper() if capitals else c}: {facts.get(c, 'unknown')}" for c in ("Paris", "Lyon")
+        )
+        return Reply.say(answer + ".")
+
+    def made(recording: bool) -> Route:
+        if flaky is not None:
+            flaky.forced, flaky.rng = recording, random.Random(82)
+        return route
+
+    return made
+
+
+def group_chat(recording: bool) -> Route:
+    """The model of bench/why_trim_agent.py's ``groupchat``: the selector names the planner, the
+    weather agent, the planner; the planner plans, then sums up what the weather agent said; the
+    weather agent calls the tool for both cities in one answer and says what came back."""
+    from bench.why_trim_agent import PLANNER, SELECT
+
+    def route(req: ScriptedRequest) -> Reply:
+        if SELECT in req.system:
+            lines = req.user_texts()[-1].splitlines()
+            spoke = [ln.split(":", 1)[0] for ln in lines]
+            return Reply.say("weather_agent" if spoke.count("planner") == 1 and
+                             "weather_agent" not in spoke else "planner")  # fmt: skip
+        results = req.tool_results()
+        if PLANNER in req.system:
+            heard = [
+                m for m in req.messages if isinstance(m, dict) and m.get("name") == "weather_agent"
+            ]
+            if not heard:
+                return Reply.say("Look up Paris and Lyon.")
+            told = str(heard[-1].get("content") or "")
+            return Reply.say(f"Summary: {told}" + ("" if "Lyon" in told else " Lyon: not known."))
+        if not results:
+            return BOTH
+        return Reply.say(" ".join(f"{r}." for r in results))
+
+    return route
+
+
 def _static(route: Route) -> Callable[[bool], Route]:
     return lambda recording: route
 
@@ -370,4 +448,27 @@ CASES = [
     Case("claude", "Claude Code: its Agent sub-agent miscounts 30% of the time (E c2 t0)", claude,
          [], [], ("E", "c2", 0), apis=("anthropic",),
          outcome=["--answer-not-matches", "3 vowels"], exit_ok=True),
+    # issue 82: a group chat whose confirm was refused, and a managed context
+    # (bench/why_trim_agent.py)
+    Case("groupchat", "selector group chat (AutoGen-like): the weather agent drops a tool result "
+         "(C c4 t1)", group_chat, ["groupchat"], ["groupchat", "--fixed"], ("C", "c4", 1),
+         script=TRIM_AGENT, apis=("openai",), result="Lyon: rain"),
+    Case("trim-task", "a head cut drops the user's task and its instruction (C c1 t2)",
+         trimmed("trim-task"), ["trim-task"], ["trim-task", "--fixed"], ("C", "c1", 2),
+         script=TRIM_AGENT, apis=("openai",)),
+    Case("trim-summary", "a summary in place of the head loses the user's constraint (C c1 t2)",
+         trimmed("trim-summary"), ["trim-summary"], ["trim-summary", "--fixed"], ("C", "c1", 2),
+         script=TRIM_AGENT, apis=("openai",)),
+    Case("trim-tail", "a tail-kept history loses the tool result the answer needs (C c1 t3)",
+         trimmed("trim-tail"), ["trim-tail"], ["trim-tail", "--fixed"], ("C", "c1", 3),
+         script=TRIM_AGENT, apis=("openai",)),
+    Case("trim-compact", "a compaction by a side call drops the fact the answer needs (C c1 t3)",
+         trimmed("trim-compact"), ["trim-compact"], ["trim-compact", "--fixed"], ("C", "c1", 3),
+         script=TRIM_AGENT, apis=("openai",)),
+    Case("trim-garbled", "a harmless trim; the client garbles a tool result, off the wire (none)",
+         trimmed("trim-garbled"), ["trim-garbled"], ["trim-garbled", "--fixed"], None,
+         script=TRIM_AGENT, apis=("openai",)),
+    Case("trim-ignored", "a harmless trim; the model ignores the instruction still there 40% "
+         "of the time (E c1 t2)", trimmed("trim-ignored"), ["trim-ignored"],
+         ["trim-ignored", "--fixed"], ("E", "c1", 2), script=TRIM_AGENT, apis=("openai",)),
 ]  # fmt: skip

@@ -121,6 +121,7 @@ def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
         try:
             c = orjson.loads(confirm.stdout)["confirm"]
             row["confirm"] = (c["succeeded"], c["samples"])
+            row["confirm_estimated"] = c.get("expected_requests")
             row["confirm_invalid"] = [
                 r["after"] for r in c["runs"] if r["after"].startswith("invalid")
             ]
@@ -171,6 +172,9 @@ def table(rows: list[dict[str, Any]], k: int) -> list[str]:
             conf = f"{ok}/{n} succeed" + (
                 f"; {len(bad)} no sample ({_short(bad[0])})" if bad else ""
             )
+            est, sent = r.get("confirm_estimated"), r.get("confirm_sent")
+            if est is not None and sent:
+                conf += f"; {est} → {sent} sent ({(est - sent) / sent:+.0%})"
         elif "confirm_error" in r:
             conf = f"failed to run: {r['confirm_error'].splitlines()[-1][:80]}"
         else:
@@ -188,6 +192,11 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     wrong = [r for r in det if not r["right"]]
     confirms = [r["confirm"] for r in det if "confirm" in r]
     turned = sum(1 for ok, n in confirms if n and ok / n >= 0.9)
+    confirm_gaps = [
+        (r["confirm_estimated"] - r["confirm_sent"]) / r["confirm_sent"]
+        for r in det
+        if r.get("confirm_estimated") is not None and r.get("confirm_sent")
+    ]
     within = sum(1 for r in ran if (g := _gap(r.get("estimated"), r["sent"])) is not None
                  and abs(g) <= 0.1)  # fmt: skip
     return [
@@ -198,6 +207,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         f"confirm: {turned} of {len(confirms)} fixed agents succeed in ≥ 90% of their runs "
         f"({sum(1 for _, n in confirms if not n)} with no run that could be judged)",
         f"budget: {within} of {len(ran)} estimates within 10% of the requests sent",
+        f"confirm budget: {sum(1 for g in confirm_gaps if abs(g) <= 0.1)} of {len(confirm_gaps)} "
+        "confirm estimates within 10% of the requests the fixed agents sent",
     ]
 
 
@@ -237,11 +248,17 @@ def main() -> int:
     ap.add_argument("--docs", action="store_true", help="write the table into docs/why.md")
     ap.add_argument("--json", metavar="FILE", help="also write the rows there")
     ap.add_argument("--keep", metavar="DIR", help="keep each case's run and why in DIR/CASE")
+    ap.add_argument(
+        "--rows", metavar="FILE", action="append", default=[],
+        help="render the table from the rows of earlier --json files (nothing run)",
+    )  # fmt: skip
     opts = ap.parse_args()
     if RECORDER[0] == "None":
         raise SystemExit("needs the recorder's environment: set LOOPTAP_PROXY_PYTHON")
     chosen = [c for c in CASES if not opts.only or c.key in opts.only.split(",")]
-    rows = []
+    rows = [r for f in opts.rows for r in orjson.loads(Path(f).read_bytes())]
+    if opts.rows:
+        chosen = []
     for case in chosen:
         missing = case.missing()
         if missing:

@@ -262,17 +262,20 @@ class Handoff:
         self._detach()  # from here on this thread does the pumping
         inbox, outbox = self._inbox, self._outbox
         assert inbox is not None and outbox is not None
-        deadline = time.monotonic() + 30
+        # while the writer makes progress (a loaded machine slows it, never ends the wait: a
+        # fixed 30 s here counted a slow writer's round trips lost, and a why branch that lost
+        # one is no sample); given up once it made none for START_STALL seconds
+        pid = getattr(process, "pid", None)
+        moving = Progress(pid, START_STALL, extra=lambda: len(self._overflow))
         while (
-            self._overflow
-            and not self._writer_gone
-            and time.monotonic() < deadline
-            and process.is_alive()
+            self._overflow and not self._writer_gone and process.is_alive() and not moving.stalled()
         ):
             select.select([outbox.fileno()], [inbox.fileno()], [], 0.2)
             self._pump()
         inbox.close()
-        process.join(timeout=30)
+        moving = Progress(pid, START_STALL)
+        while process.is_alive() and not moving.stalled():
+            process.join(timeout=POLL)
         self._pump()  # the last answers
         with self._io:
             outbox.close()
@@ -403,20 +406,27 @@ class Handoff:
         elif kind == "failed":
             messages.error(f"round trip NOT recorded: {msg}")
 
-    def flush(self, timeout: float = 60.0) -> None:
+    def flush(self, timeout: float | None = None) -> None:
         """Wait until the writer has answered for every round trip handed over (or is gone: what
-        it never answered is then counted as storage errors). From any thread."""
+        it never answered is then counted as storage errors). From any thread. Without
+        ``timeout`` it waits while the writer makes progress (its CPU time, reads and writes,
+        answers: :class:`cassettes.liveness.Progress`), so a loaded machine slows it and never
+        ends it, and gives up once none came for :data:`START_STALL` seconds; ``timeout`` caps
+        it in seconds instead."""
         # On another thread while the event loop moves the answers: wait for it; else pump here.
         waits_for_loop = (
             self._loop is not None and self._loop.is_running() and not _runs(self._loop)
         )
-        deadline = time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        moving = Progress(
+            getattr(self._process, "pid", None), START_STALL, extra=lambda: len(self._pending)
+        )
         while True:
             with self._done:
                 if not self._pending:
                     return
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = 0.2 if deadline is None else deadline - time.monotonic()
+            if left <= 0 or (deadline is None and moving.stalled()):
                 return
             if self._process is None or not self._process.is_alive():
                 if not waits_for_loop:

@@ -28,6 +28,8 @@ from ._outcome import Judged, Outcome, judged_from, lived_run
 
 __all__ = ["Branches", "WhyRunError", "baseline", "passed_flags"]
 
+#: The longest ``--edit`` passed on the command line; a longer one goes by a file.
+_INLINE_EDIT = 16 << 10
 #: Lines of a branch's stderr kept in its result when it could not be run.
 _SAID = 6
 #: What ``looptap run --from`` says when the fork itself failed (the command's status is then not
@@ -161,11 +163,25 @@ class Branches:
         """The ``looptap run --from`` of sample ``k`` of ``i``."""
         argv = [self.python, "-m", "looptap.cassettes.cli", "run"]
         argv += ["--from", f"{self.run}@{i.cursor}"]
-        for e in i.edits:
-            argv += ["--edit", e]
+        for n, e in enumerate(i.edits):
+            argv += ["--edit", self._edit_arg(i, n, e)]
         if i.model is not None:
             argv += ["--model", i.model]
         return [*argv, *self.passed, "-o", str(self.path(i, k)), "--", *self.argv]
+
+    def _edit_arg(self, i: Intervention, n: int, edit: str) -> str:
+        """``edit`` as given to ``looptap run --edit``: a long one (a history put back) from a file
+        beside the branches (``TARGET=@FILE``), written once; a command line has a limit."""
+        if len(edit) <= _INLINE_EDIT:
+            return edit
+        target, _, value = edit.partition("=")
+        path = self.directory / f"{i.key}.edit{n}.txt"
+        with self._lock:
+            if not path.exists():
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(value.encode("utf-8", "surrogatepass"))
+        return f"{target}=@{path.resolve()}"
 
     def one(self, i: Intervention, k: int) -> dict[str, Any]:
         """Run sample ``k`` of ``i``; its result for the state file: the branch file and

@@ -27,8 +27,8 @@ from ._budget import check as check_budget
 from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._outcome import Outcome, judged_from
-from ._state import STATE, State, read_state, run_digest
-from ._suspects import later_turns
+from ._state import STATE, State, flags_said, kept_flags, read_state, run_digest
+from ._suspects import heard, later_turns, live_turns, newest_texts
 from ._verdict import wilson
 
 __all__ = ["confirm"]
@@ -100,18 +100,29 @@ def _outcome(doc: dict[str, Any]) -> Outcome:
 
 
 def _flags(args: argparse.Namespace, doc: dict[str, Any]) -> list[str]:
-    """The investigation's ``--upstream``/``--confdir`` (those given now replace them, said)."""
+    """The ``--upstream``/``--confdir`` given last: those given now (they replace the why's, and
+    are kept in its why.json for the next ``--confirm``), else those the why kept (the
+    investigation's, or an earlier ``--resume``'s or ``--confirm``'s); which, said on stderr."""
     given = passed_flags(args)
     kept = doc.get("passed")
     if given:
         if isinstance(kept, list) and kept != given:
-            say("--confirm: the --upstream/--confdir given now replace the why's own")
+            say(
+                "--confirm: the runs use the --upstream/--confdir given now "
+                f"({flags_said(given)}), not the why's ({flags_said(kept)})"
+            )
+        else:
+            say(f"--confirm: the runs use the --upstream/--confdir given now ({flags_said(given)})")
         return given
     if not isinstance(kept, list) or not all(isinstance(x, str) for x in kept):
         raise _refused(
             "the why did not keep the --upstream/--confdir it reached its upstream with (an "
             "upstream URL with credentials, or a why of an older looptap): give them again"
         )
+    say(
+        "--confirm: the runs use the --upstream/--confdir the why kept in its why.json "
+        f"({flags_said(kept)}), given last; give them again to use others"
+    )
     return list(kept)
 
 
@@ -135,15 +146,7 @@ def confirm(args: argparse.Namespace) -> Result:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise _refused("give the fixed agent's command after -- (it runs K times)")
-    seqs = later_turns(run.analysis).get((conversation, turn), [])
-    fork = Intervention(
-        str(v.get("layer") or "E"),
-        conversation,
-        turn,
-        "your fixed agent, live from the verdict's turn",
-        "confirm",
-        seqs=seqs,
-    )
+    fork = _fork(run, str(v.get("layer") or "E"), conversation, turn)
     ups = [u for f, u in zip(passed[::2], passed[1::2], strict=True) if f == "--upstream"]
     try:
         budget = check_budget(
@@ -162,8 +165,8 @@ def confirm(args: argparse.Namespace) -> Result:
     if args.dry_run:
         lines = [
             f"would run the fixed agent {count(args.samples, 'time')} from {fork.cursor} of "
-            f"{path} on ({' '.join(passed) or 'the real APIs'}): "
-            f"{count(fork.live_requests * args.samples, 'live request')}",
+            f"{path} on ({flags_said(passed)}): "
+            f"{count(fork.expected(args.samples), 'live request')} expected",
             *budget,
         ]
         return Result(0, {"looptap": "why", "dry_run": True, "confirm": fork.cursor}, lines)
@@ -174,8 +177,36 @@ def confirm(args: argparse.Namespace) -> Result:
     for line in budget:
         say(line)
     runner = Branches(path, argv, outcome, out, passed, python)
-    results = _run_all(runner, fork, args.samples, args.jobs)
-    return _report(directory, doc, run, outcome, fork, argv, results, out)
+    results, per = _run_all(runner, fork, args.samples, args.jobs, args.max_requests)
+    return _report(directory, doc, run, outcome, fork, argv, results, out, passed, per)
+
+
+def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
+    """The fork each run of the fixed agent is, with what it is expected to send live, counted as
+    the investigation counts a repair's (:func:`cassettes.why._suspects.live_turns`: the turn and
+    its conversation's later ones, the conversations its answer goes to, and those that hear a
+    changed answer: :func:`~cassettes.why._suspects.heard`), since a fix changes what the agent
+    says from the verdict's turn on; and at most, every turn linked to it. Before the turn, the
+    recording is served while the fixed agent's requests match it; from the first that differs,
+    live (the ``…:diverge`` cursor): a fix that shows before the verdict's turn is still run,
+    and judged, never refused as a divergence. So at most, every turn of the conversation from
+    its first and every turn linked to them (what ``--max-requests`` is kept against); where the
+    fixed agent first differs is known only once it ran (:func:`_run_all`)."""
+    a = run.analysis
+    where = (conversation, turn)
+    newest = newest_texts(run)
+    own = live_turns(a, where, held=False, repair=True)
+    later = later_turns(a)
+    return Intervention(
+        layer,
+        conversation,
+        turn,
+        "your fixed agent, live from the verdict's turn",
+        "confirm",
+        seqs=heard(a, own, newest),
+        reach=heard(a, later.get((conversation, 0), later.get(where, own)), newest),
+        diverge=True,
+    )
 
 
 def _new_directory(directory: Path) -> Path:
@@ -193,7 +224,15 @@ def _new_directory(directory: Path) -> Path:
             raise _refused(f"{out} cannot be created: {exc.strerror or exc}") from None
 
 
-def _run_all(runner: Branches, fork: Intervention, samples: int, jobs: int) -> list[dict[str, Any]]:
+def _run_all(
+    runner: Branches, fork: Intervention, samples: int, jobs: int, limit: int | None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The K runs of the fixed agent, and what each run after the first is expected to send
+    live (``None``: as the budget expected). The first runs alone: where a fixed agent first
+    differs from the recording (at the verdict's turn, or before it: the ``…:diverge`` cursor
+    goes live there) is known only once it ran, so the others are expected to send what it sent,
+    said when that is not the budget's figure; with ``--max-requests`` (``limit``), the others
+    are not run when that would pass it."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(k: int) -> dict[str, Any]:
@@ -204,10 +243,41 @@ def _run_all(runner: Branches, fork: Intervention, samples: int, jobs: int) -> l
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
-            return list(pool.map(one, range(1, samples + 1)))
+            first = one(1)
+            per = _calibrated(fork, first, samples, limit)
+            if per is not None and per < 0:
+                return [first], None
+            return [first, *pool.map(one, range(2, samples + 1))], per
         except KeyboardInterrupt:
             runner.interrupt()
             raise
+
+
+def _calibrated(
+    fork: Intervention, first: dict[str, Any], samples: int, limit: int | None
+) -> int | None:
+    """What each run after ``first`` is expected to send live: what ``first`` sent, when it was
+    judged and that differs from the budget's figure (``None``: the budget's figure stands);
+    ``-1`` when the others would pass ``limit`` (said)."""
+    if samples < 2 or first["result"] not in ("flipped", "failed"):
+        return None
+    sent, budget = int(first.get("sent") or 0), fork.expected(1)
+    if sent == budget:
+        return None
+    rest = samples - 1
+    others = f"the other {count(rest, 'run')} " + ("is" if rest == 1 else "are")
+    say(
+        f"confirm: the first run sent {count(sent, 'request')} live, the budget expected "
+        f"{budget} (the fixed agent went live from where it first differs from the recording): "
+        f"{others} expected to send {sent * rest}"
+    )
+    if limit is not None and sent * (rest + 1) > limit:
+        say(
+            f"confirm: the other {count(rest, 'run')} would send {sent * rest} more, past "
+            f"--max-requests {limit}: not run"
+        )
+        return -1
+    return sent
 
 
 def _why_not(result: dict[str, Any]) -> str:
@@ -229,6 +299,27 @@ def _shown(runner: Branches, result: dict[str, Any]) -> str:
         has = judged.findings is not None and runner.outcome.value in judged.findings
         return f"{'has' if has else 'has no'} finding {runner.outcome.value}"
     return f"answered {clean_line(judged.answer or '')[:_SHOWN]!r}"
+
+
+def _expected(fork: Intervention, results: list[dict[str, Any]], per: int | None) -> int:
+    """What the runs made were expected to send live: the budget's figure, or, once the first
+    run showed where the fixed agent goes live, the budget's for it and what it sent for each
+    other (:func:`_calibrated`)."""
+    if per is None:
+        return fork.expected(len(results))
+    return fork.expected(1) + per * (len(results) - 1)
+
+
+def _how(fork: Intervention, results: list[dict[str, Any]], per: int | None) -> str:
+    """What was expected, said: the budget's figure, or how the first run changed it."""
+    if per is None:
+        return f"the budget expected {fork.expected(len(results))}"
+    first = int(results[0].get("sent") or 0)
+    return (
+        f"expected {_expected(fork, results, per)}: the budget's {fork.expected(1)} for the "
+        f"first run, which sent {first}, then {per} for each other; the budget expected "
+        f"{fork.expected(len(results))}"
+    )
 
 
 def _before(doc: dict[str, Any], run: Run, outcome: Outcome) -> str:
@@ -253,6 +344,8 @@ def _report(
     argv: list[str],
     results: list[dict[str, Any]],
     out: Path,
+    passed: list[str],
+    per: int | None = None,
 ) -> Result:
     ok = sum(r["result"] == "flipped" for r in results)
     n = sum(r["result"] in ("flipped", "failed") for r in results)
@@ -261,15 +354,20 @@ def _report(
     at = f"{fork.conversation} turn {fork.turn}"
     head = (
         f"the fixed agent succeeds in {ok}/{count(n, 'run')} (95% CI {low:.2f}–{high:.2f}) "
-        f"from {at} on (the recorded prefix served, live from there); the recorded run failed"
+        f"from {at} on (the recorded prefix served while its requests match it, live from "
+        "there); the recorded run failed"
         if n
         else f"no run of the fixed agent could be judged ({count(len(results), 'run')}: see below)"
     )
     before = _before(doc, run, outcome)
+    sent = sum(int(r.get("sent") or 0) for r in results)
+    expected = _expected(fork, results, per)
     lines = [
         f"confirm: {head}",
         f"outcome: failed means {outcome.describe()}",
         f"the verdict it answers: {v.get('headline')}",
+        f"sent live: {count(sent, 'request')} ({_how(fork, results, per)}), through "
+        f"{flags_said(passed)}",
         "before → after, per sample:",
         *(
             f"  sample {k}: before: failed ({before}) → after: "
@@ -280,21 +378,20 @@ def _report(
     ]
     skipped = len(results) - n
     if skipped:
-        diverged = any("before the cursor" in str(r.get("why")) for r in results)
         lines.append(
             f"{skipped} of {count(len(results), 'run')} {'is' if skipped == 1 else 'are'} no "
             "sample, each said above"
-            + (
-                " (the fixed agent sent something else before the verdict's turn: the recorded "
-                "prefix cannot be served to it)"
-                if diverged
-                else ""
-            )
         )
     record = {
         "directory": out.name,
         "command": argv,
         "cursor": fork.cursor,
+        # what it was expected to send live (the budget's figure for the first run, then what
+        # the first sent for each other: _run_all), against what its runs sent
+        "expected_requests": expected,
+        "budget_expected": fork.expected(len(results)),
+        "sent": sent,
+        "upstream": flags_said(passed),
         "succeeded": ok,
         "samples": n,
         "invalid": skipped,
@@ -303,6 +400,8 @@ def _report(
         "runs": results,
     }
     state = State(directory, doc)
+    if doc.get("passed") != kept_flags(passed):
+        state.put("passed", kept_flags(passed))  # the given last: what the next confirm reaches
     state.put("confirms", [*(doc.get("confirms") or []), record])
     report = {"looptap": "why", "confirm": record, "outcome": outcome.as_json(), "verdict": v}
     return Result(0 if n and ok == n else 1, report, [clean_line(ln) for ln in lines])

@@ -69,10 +69,18 @@ class Intervention:
     hold: bool = False
     #: A combination of repairs (``together``): its members' keys.
     parts: list[str] = field(default_factory=list)
+    #: Before the cursor, a request that differs from the recording goes live (its conversation
+    #: from there) instead of failing the fork (the ``…:diverge`` cursor): a confirmation's fixed
+    #: agent, whose fix may show before the verdict's turn.
+    diverge: bool = False
 
     @property
     def cursor(self) -> str:
-        return f"conversation={self.conversation}:turn={self.turn}" + ":hold" * self.hold
+        return (
+            f"conversation={self.conversation}:turn={self.turn}"
+            + ":hold" * self.hold
+            + ":diverge" * self.diverge
+        )
 
     @property
     def options(self) -> str:

@@ -27,7 +27,11 @@ layer (docs/why.md "Interventions").
   ``--model``) a fork would test a fix with, listed, not run (no re-run of the same request can
   flip a deterministic refusal). A refusal the client recovered from (a later turn re-sent the
   history with the request changed and was answered: looptap's ``C.retry``) is context, not a
-  suspect (``c-recovered``): the run's failure does not follow from it.
+  suspect (``c-recovered``): the run's failure does not follow from it. A history the client
+  trimmed, summarised or compacted (``C.history_trimmed``, ``C.user_instruction_dropped``) → what
+  it dropped put back (``restore_history[TURN]``: the history the conversation sent before the
+  trim, taken from its recorded requests, every item the request lacks put back where it stood,
+  what the client appended since kept).
 
 Each intervention forks at ``conversation=C:turn=T``: the other conversations stay replayed.
 """
@@ -38,14 +42,16 @@ from typing import Any
 
 import orjson
 
+from .. import bounds
 from ..analysis import codes
 from ..hints import count
 from ..providers import from_parts
 from ..replay.live.edits import parse_edit
-from ..replay.live.rewrite import apply_edits, carried
+from ..replay.live.rewrite import apply_edits, carried, history_items, restored_history
 from ._intervention import Intervention
 from ._refusal import refusal_or_context
 from ._suspects import (
+    TRIMS,
     answered_back,
     heard,
     last_turns,
@@ -161,6 +167,10 @@ def _for_findings(
             )
         elif f.code == codes.TOOL_HTTP_ERROR_HIDDEN:  # the tool's answer changed (its own module)
             out.append(tool_answer(run, f, seqs))
+        elif f.code in TRIMS:
+            if not any(i.kind == "c-restore-history" and (i.conversation, i.turn) == where
+                       for i in out):  # fmt: skip
+                out.append(_history_back(run, f, seqs, findings))
         elif f.layer == "C":
             prev = by_turn.get((f.conversation, f.related_turn))
             out.append(_c(f, seqs, results, prev, _exchange(run, by_turn.get(where))))
@@ -237,6 +247,74 @@ def _c(
         missing=f"looptap has no repair for {f.code} yet",
         tag=f.code,
     )
+
+
+#: Characters of a dropped user message quoted in a restore's line.
+_QUOTED = 80
+
+
+def _history_back(run: Any, f: Any, seqs: list[int], findings: list[Any]) -> Intervention:
+    """The C repair of a history the client trimmed, summarised or compacted at ``f``'s turn:
+    the history its conversation sent before (every recorded request of it before that turn,
+    merged in order: :func:`cassettes.replay.live.rewrite.restored_history`) put back in every
+    request sent live from the turn on (``restore_history[TURN]``), where it stood; what the client
+    appended since stays. The user's dropped messages are quoted (the finding's ``lost``, else
+    ``dropped_user``, as the analysis said them)."""
+    a = run.analysis
+    turns = sorted(
+        (t for t in a.turns.values() if t.conversation == f.conversation and t.index <= f.turn),
+        key=lambda t: t.index,
+    )
+    earlier: list[Any] = []
+    now: list[Any] | None = None
+    for t in turns:
+        ex = _exchange(run, t)
+        found = (
+            history_items(ex.method, ex.url, bounds.loads_or_none(ex.request_body)) if ex else None
+        )
+        if found is None or not isinstance(found[1], list):
+            continue
+        items = list(found[1])
+        while (
+            items and isinstance(items[0], dict) and items[0].get("role") in ("system", "developer")
+        ):
+            items = items[1:]  # the system prompt's items stay where the client puts them
+        if t.index == f.turn:
+            now = found[1]
+        else:
+            earlier = restored_history(items, earlier)[0]
+    said = [x for x in findings if (x.conversation, x.turn) == (f.conversation, f.turn)]
+    details = [dict(x.details or {}) for x in said if x.code in TRIMS] + [dict(f.details or {})]
+    code = next((x.code for x in said if x.code == TRIMS[1]), f.code)  # the warning, if said
+    lost = next((d.get("lost") or d.get("dropped_user") for d in details
+                 if d.get("lost") or d.get("dropped_user")), None)  # fmt: skip
+    quoted = (
+        f": the user's {str(lost[0])[:_QUOTED]!r}"
+        + (f" and {len(lost) - 1} more" if len(lost) > 1 else "")
+        if isinstance(lost, list) and lost
+        else ""
+    )
+    put = restored_history(now, earlier)[1] if now is not None else 0
+    i = Intervention(
+        "C",
+        f.conversation,
+        f.turn,
+        f"the history the client trimmed at turn {f.turn} put back ({count(put, 'item')} of its "
+        f"earlier requests{quoted})",
+        "c-restore-history",
+        code,
+        seqs=seqs,
+    )
+    if now is None or not earlier:
+        i.missing = "the conversation's earlier requests are not in the recording to put back"
+    elif not put:
+        i.missing = (
+            "the request holds every item its conversation sent before, as sent (cleared or "
+            "rewritten in place, not dropped): nothing to put back"
+        )
+    else:
+        i.edits = [f"restore_history[{f.turn}]={orjson.dumps(earlier).decode()}"]
+    return i
 
 
 #: The longest arguments a repaired call's line shows whole.

@@ -24,7 +24,7 @@ from ._budget import check as check_budget
 from ._intervention import Intervention
 from ._interventions import interventions
 from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
-from ._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
+from ._state import STATE, State, WhyDirError, flags_said, kept_flags, read_state, run_digest
 from ._together import flips_alone, rounds, together_verdict
 from ._verdict import Tally, Verdict, only_context, verdict
 
@@ -96,6 +96,8 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
 def investigate(args: argparse.Namespace) -> Result:
 
     outcome, argv, max_cost, results = _options(args)
+    if args.resume and args.output is not None:
+        _last_upstream(args)
     bases, path, run, found = _suspects(args, results, outcome)
     recorded = None
     if not outcome.needs_run:
@@ -136,6 +138,30 @@ def investigate(args: argparse.Namespace) -> Result:
     return _run(args, path, state, outcome, found, argv, python, together)
 
 
+def _last_upstream(args: argparse.Namespace) -> None:
+    """``--resume``: the ``--upstream``/``--confdir`` given last reach the branches (said on
+    stderr): those given now, else those the earlier run kept in its why.json (given to ``args``),
+    never the real APIs because they were not given again."""
+    doc = read_state(Path(args.output) / STATE) or {}
+    kept = doc.get("passed")
+    given = passed_flags(args)
+    if given:
+        if isinstance(kept, list) and kept != given:
+            say(
+                "--resume: the branches use the --upstream/--confdir given now "
+                f"({flags_said(given)}), not the earlier run's ({flags_said(kept)})"
+            )
+        return
+    if isinstance(kept, list) and all(isinstance(x, str) for x in kept) and kept:
+        pairs = list(zip(kept[::2], kept[1::2], strict=True))
+        args.upstream = [v for f, v in pairs if f == "--upstream"]
+        args.confdir = next((v for f, v in pairs if f == "--confdir"), None)
+        say(
+            "--resume: the branches use the --upstream/--confdir the earlier run kept in its "
+            f"why.json ({flags_said(kept)}); give them again to use others"
+        )
+
+
 def _suspects(
     args: argparse.Namespace, results: dict[str, str], outcome: Outcome
 ) -> tuple[dict[str, str], Path, Run, list[Intervention]]:
@@ -172,6 +198,8 @@ def _opened(
         state = State.open(Path(args.output), path, run_digest(path), args.resume, fresh)
     except (WhyDirError, OSError) as exc:
         raise Refused(str(exc)) from None
+    if args.resume and state.doc.get("passed") != fresh["passed"]:
+        state.put("passed", fresh["passed"])  # the given last: what a later --confirm reaches
     if recorded is None:
         try:
             _recorded_by_running(state, path, argv, outcome)

@@ -19,7 +19,15 @@ import orjson
 from ..errors import CassetteError
 from ..storage import check_target, describe, read_input, write_new
 
-__all__ = ["STATE", "State", "WhyDirError", "kept_flags", "read_state", "run_digest"]
+__all__ = [
+    "STATE",
+    "State",
+    "WhyDirError",
+    "flags_said",
+    "kept_flags",
+    "read_state",
+    "run_digest",
+]
 
 #: The state file's name inside the output directory.
 STATE = "why.json"
@@ -49,6 +57,24 @@ def kept_flags(passed: list[str]) -> list[str] | None:
         if flag == "--upstream" and urlsplit(value.partition("=")[2]).password is not None:
             return None
     return list(passed)
+
+
+def flags_said(passed: list[str]) -> str:
+    """``--upstream``/``--confdir`` flags as said on stderr: an upstream URL's credentials
+    (``user:password@``) left out (a secret never reaches a log)."""
+    from urllib.parse import urlsplit
+
+    out: list[str] = []
+    for flag, value in zip(passed[::2], passed[1::2], strict=True):
+        if flag == "--upstream":
+            name, _, url = value.partition("=")
+            parts = urlsplit(url)
+            if parts.username is not None or parts.password is not None:
+                url = parts._replace(netloc=f"…@{parts.hostname or ''}" + (
+                    f":{parts.port}" if parts.port else "")).geturl()  # fmt: skip
+            value = f"{name}={url}"
+        out.append(f"{flag} {value}")
+    return " ".join(out) or "none: the real APIs"
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "TRIMS",
     "answered_back",
     "heard",
     "last_turns",
@@ -33,9 +34,15 @@ _HEARD_MIN, _NEWEST_CHARS = 12, 20_000
 _SAID_AGAIN = 0.992
 
 
+#: The codes of a history the client trimmed, summarised or compacted (C): a suspect whatever its
+#: severity (``C.history_trimmed`` is info: intentional, and still what may have lost what the
+#: model needed), repaired by putting the history back (``restore_history``).
+TRIMS = ("C.history_trimmed", "C.user_instruction_dropped")
+
+
 def serious_findings(a: Any) -> list[Any]:
-    """The findings that call for an intervention (not info, placed at a turn), C first, then A,
-    then E, each in turn order."""
+    """The findings that call for an intervention (not info, or a managed history: :data:`TRIMS`;
+    placed at a turn), C first, then A, then E, each in turn order."""
     ordered = sorted(
         a.findings,
         key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0),
@@ -43,7 +50,9 @@ def serious_findings(a: Any) -> list[Any]:
     return [
         f
         for f in ordered
-        if f.severity.value != "info" and f.conversation is not None and f.turn is not None
+        if (f.severity.value != "info" or f.code in TRIMS)
+        and f.conversation is not None
+        and f.turn is not None
     ]
 
 

@@ -19,7 +19,7 @@ from itertools import combinations
 
 from ..hints import count
 from ._intervention import Intervention
-from ._verdict import Tally, Verdict
+from ._verdict import Tally, Verdict, unshown
 
 __all__ = ["candidates", "combined", "flips_alone", "rounds", "together_verdict"]
 
@@ -129,7 +129,21 @@ def together_verdict(v: Verdict, singles: list[Tally], tried: list[Tally], sampl
         )
     else:
         head = f"needed together: {said}"
-    return Verdict(not tied, head, best, tied, ranked + v.ranked, samples)
+    # the interval must say so, against every single change that ran (docs/why.md)
+    weak = None if tied else unshown(best, [t for t in singles if t.samples])
+    if weak is not None:
+        rival, (low_d, high_d) = weak
+        against = (
+            f"{rival.intervention.layer} turn {rival.intervention.turn} {rival.flips}/"
+            f"{rival.samples}"
+            if rival is not None
+            else "the recorded run (it failed, 1 run)"
+        )
+        head = (
+            f"not determined with K={samples}: {said}; against {against} the interval of the "
+            f"difference is {low_d:+.2f}–{high_d:+.2f}, which holds 0"
+        )
+    return Verdict(not tied and weak is None, head, best, tied, ranked + v.ranked, samples)
 
 
 def flips_alone(tallies: list[Tally], v: Verdict) -> bool:

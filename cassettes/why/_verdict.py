@@ -23,6 +23,17 @@ or 1 (about 92% at K=5 and a rate of 0.1), it holds the true rate at least about
 at every K ``why`` uses (tests/why/test_why_core.py simulates it), at the price of a wider
 interval (:func:`wilson`).
 
+**A verdict is determined only when its interval says so**: the change must be shown, at 95%, to
+flip the outcome more often than the run succeeds without it. That is the interval of the
+*difference* between its flip rate and each other intervention's that ran (each a run with this
+suspect left as the recording had it) — Newcombe's hybrid score interval (1998, method 10), built
+from the Wilson score intervals of the two rates — lying wholly above 0; an intervention that ran
+alone is compared with the recorded run itself (it failed: 0 successes in 1 run). So a lone
+suspect that flipped 1 of 5 (95% interval 0.01–0.70) is not determined, whatever else is missing:
+the difference's interval (−0.61–0.20 against the recorded run) holds 0 (:func:`difference`,
+:func:`unshown`). Over simulated investigations in which every intervention flips at the same rate
+(tests/why/test_why_core.py), at most about 6% are determined.
+
 Two interventions whose 95% intervals overlap are not told apart; "try K=…" is advice only when,
 at the flip rates seen, K samples each would give intervals that no longer overlap
 (:func:`needed`). Two that flip the outcome at the same rate never separate, at any K: saying
@@ -40,7 +51,20 @@ from typing import Any
 from ..hints import command_line, count
 from ._intervention import Intervention
 
-__all__ = ["MOST", "Tally", "Verdict", "advice", "needed", "verdict", "why_alike", "wilson"]
+__all__ = [
+    "MOST",
+    "RECORDED",
+    "Tally",
+    "Verdict",
+    "advice",
+    "difference",
+    "needed",
+    "score",
+    "unshown",
+    "verdict",
+    "why_alike",
+    "wilson",
+]
 
 #: The standard normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054
@@ -70,6 +94,37 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
         / denom
     )
     return max(0.0, low), min(1.0, high)
+
+
+def score(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The plain Wilson score interval (low, high) of ``successes`` in ``n`` trials: the parts
+    Newcombe's interval of a difference is built from (:func:`difference`)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p, z2 = successes / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def difference(a: tuple[int, int], b: tuple[int, int], z: float = Z95) -> tuple[float, float]:
+    """The 95% interval of rate ``a`` minus rate ``b`` (each ``(successes, trials)``): Newcombe's
+    hybrid score interval (1998, method 10), from the Wilson score intervals of each rate. It
+    holds 0 when the samples cannot show the two rates differ (1 of 5 against 0 of 5:
+    −0.26–0.57; 4 of 5 against 0 of 5: 0.19–0.96)."""
+    (x, n), (y, m) = a, b
+    if n <= 0 or m <= 0:
+        return -1.0, 1.0
+    p, q = x / n, y / m
+    (l1, u1), (l2, u2) = score(x, n, z), score(y, m, z)
+    d = p - q
+    return d - math.sqrt((p - l1) ** 2 + (u2 - q) ** 2), d + math.sqrt(
+        (u1 - p) ** 2 + (q - l2) ** 2
+    )
+
+
+#: The recorded run as a sample of the run without any change: it failed, once.
+RECORDED = (0, 1)
 
 
 @dataclass
@@ -152,6 +207,92 @@ def needed(a: Tally, b: Tally, most: int = MOST) -> int | None:
         if wilson(round(hi * k), k)[0] > wilson(round(lo * k), k)[1]:
             return k
     return None
+
+
+def unshown(best: Tally, rivals: list[Tally]) -> tuple[Tally | None, tuple[float, float]] | None:
+    """Why ``best`` is not shown to flip the outcome more often than the run succeeds without it:
+    the first of ``rivals`` (each other intervention that ran; none: the recorded run,
+    :data:`RECORDED`, as ``None``) against which the interval of the difference of their rates
+    holds 0, with that interval; ``None`` when it is shown against every one (the rule of the
+    module docstring)."""
+    against: list[tuple[Tally | None, tuple[int, int]]] = [
+        (t, (t.flips, t.samples)) for t in rivals if t.samples
+    ] or [(None, RECORDED)]
+    for t, rate in against:
+        d = difference((best.flips, best.samples), rate)
+        if d[0] <= 0:
+            return t, d
+    return None
+
+
+def _shown_at(best: Tally, rival: Tally | None, most: int = MOST) -> int | None:
+    """The fewest samples each at which, at the rates seen, the difference between ``best`` and
+    ``rival`` (``None``: the recorded run, which stays one run) would be shown; ``None`` when no K
+    up to ``most`` would."""
+    rb = best.rate
+    if rb is None:
+        return None
+    start = max(best.samples, rival.samples if rival is not None else 0) + 1
+    for k in range(start, most + 1):
+        other = RECORDED if rival is None else (round((rival.rate or 0.0) * k), k)
+        if difference((round(rb * k), k), other)[0] > 0:
+            return k
+    return None
+
+
+def _not_shown(
+    best: Tally,
+    rival: Tally | None,
+    d: tuple[float, float],
+    samples: int,
+    tied: list[Tally] | None = None,
+) -> str:
+    """The headline of a verdict its interval does not show (:func:`unshown`): the best, the
+    interval of the difference that holds 0, and what more samples can do. ``tied``: those
+    that flipped it alike beside it (E re-samples, or changes each enough), none of them a
+    control: when nothing else ran, the recorded run is the only one."""
+    alike = tied or []
+    if rival is None:
+        k = _shown_at(best, None)
+        beside = (
+            "nothing else ran"
+            if not alike
+            else "nothing else that ran flipped it less often (beside it "
+            + "; ".join(_named(t) for t in alike)
+            + ", alike)"
+        )
+        what = (
+            f"{beside}, and against the recorded run (it failed, 1 run) the interval of "
+            f"the difference is {d[0]:+.2f}–{d[1]:+.2f}, which holds 0"
+        )
+        more = (
+            f"try K={k} (--samples {k}): at the rates seen, {count(k, 'sample')} would show it "
+            "against the recorded run; or run the other layers beside it (the model re-sampled "
+            "at that turn is its control)"
+            if k is not None
+            else "more samples of it alone cannot show it (the recorded run is one run): run the "
+            "other layers beside it (the model re-sampled at that turn is its control)"
+        )
+        if alike and all(t.intervention.layer == "E" for t in [best, *alike]):
+            # which turn: said as for a verdict of the layer (nested re-samples: no K tells)
+            more += f"; which turn: {why_alike(best, alike)}"
+    else:
+        r = rival.intervention
+        k = _shown_at(best, rival)
+        what = (
+            f"against {r.layer} at {r.conversation} turn {r.turn} ({r.what}) "
+            f"{rival.flips}/{rival.samples} the interval of the difference is "
+            f"{d[0]:+.2f}–{d[1]:+.2f}, which holds 0"
+        )
+        more = (
+            f"try K={k} (--samples {k}): at the rates seen, {count(k, 'sample')} each would show it"
+            if k is not None
+            else f"at the rates seen no K up to {MOST} would show it"
+        )
+    return (
+        f"not determined with K={samples}: {_said(best)}, which does not show that it flips the "
+        f"outcome more often than the run succeeds without it: {what}; {more}"
+    )
 
 
 def advice(best: Tally, tied: list[Tally]) -> str:
@@ -247,9 +388,11 @@ class Verdict:
 
 def verdict(tallies: list[Tally], samples: int) -> Verdict:
     """Rank by the interval's low end, then the rate; the best determines the outcome when it
-    flipped it and no other intervention that flipped it has an interval reaching the best's low
-    end. ``samples``: the K asked for (what "try K=…" quadruples). A refused request decides
-    when nothing that ran flipped the outcome (:func:`_refusal`)."""
+    flipped it, no other intervention that flipped it has an interval reaching the best's low
+    end, and the interval of the difference between its rate and every other's that ran (none:
+    the recorded run's) lies above 0 (:func:`unshown`). ``samples``: the K asked for (what "try
+    K=…" quadruples). A refused request decides when nothing that ran flipped the outcome
+    (:func:`_refusal`)."""
     ran, ranked = _ranked(tallies)
     by_refusal = _refusal(tallies, ran, ranked, samples)
     if by_refusal is not None:
@@ -269,7 +412,15 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     if best.flips == 0:
         return Verdict(False, _off_the_wire(tallies, ran, samples), None, [], ranked, samples)
     tied = [t for t in rivals if t.flips and t.interval[1] >= best.interval[0]]
-    if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
+    # the interval must say so: shown to flip it more often than each other that ran (or than
+    # the recorded run, when it ran alone); those it ties with are judged by the rules below
+    weak = unshown(best, [t for t in rivals if t not in tied])
+    every = tied and best.flips == best.samples and all(t.flips == t.samples for t in tied)
+    alike = tied and all(t.intervention.layer == "E" for t in [best, *tied])
+    if weak is not None and (not tied or every or alike):
+        # a verdict it would be (one change, changes each enough, the model's layer): not shown
+        return Verdict(False, _not_shown(best, *weak, samples, tied), best, tied, ranked, samples)
+    if every:
         # every one flipped it every time: more samples cannot separate two sufficient changes
         return _either(best, tied, ranked, samples)
     if tied:
@@ -340,6 +491,11 @@ def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: i
         ranked,
         samples,
     )
+
+
+def _named(t: Tally) -> str:
+    i = t.intervention
+    return f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}) {t.flips}/{t.samples}"
 
 
 def _alongside(t: Tally, best: Tally) -> bool:

@@ -73,7 +73,8 @@ MAX_MARKS = 256
 #: What an edit targets (docs/fork.md), as ``--edit`` is written and a mark's label says it: a
 #: kind keyed by an id or a name (groups 1, 2), ``user[N]`` (3, 4) or a kind without a key (5).
 TARGET = (
-    r"(?:(restore_result|restore_answer|tool_result|tool_schema|tool_answer)\[([^\]\r\n]{1,200})\]"
+    r"(?:(restore_result|restore_answer|restore_history|tool_result|tool_schema|tool_answer)"
+    r"\[([^\]\r\n]{1,200})\]"
     r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))"
 )
 _LABEL = pattern(TARGET)

@@ -133,7 +133,8 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
     back to the main agent (c1) as a tool result: c1 goes live from that request (its first turn
     still served) and the branch passes. Before: c1 stayed replayed, the fork failed closed, and
     the branch was scored a failed sample (0/2, "try K=8"). ``--result`` from a file with a
-    trailing newline puts back the text without it; no ``-o``: a new directory beside the run."""
+    trailing newline puts back the text without it; no ``-o``: a new directory beside the run.
+    K=3: the repair runs alone, against the recorded run only (3 of 3 is shown, 2 of 2 is not)."""
     run = runs(family, "sub-agent", *AGENT)
     call, conversation, turn = dropped(run)
     assert (conversation, turn) == ("c2", 1)
@@ -146,7 +147,7 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
             "--layer",
             "C",
             "--samples",
-            "2",
+            "3",
             "--result",
             f"{call}=@{tmp_path / 'lyon.txt'}",
             "--json",
@@ -159,8 +160,8 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
         "C",
         "c2",
         1,
-        2,
-        2,
+        3,
+        3,
     ), v
     # the one intervention that ran: the headline does not claim the others were tried
     assert v["headline"].endswith("no other intervention ran"), v["headline"]
@@ -168,14 +169,12 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
     # newline), then the main agent's turn that received its answer, both live
     sub = [x for x in fake.log if "main agent" not in x.request.system]
     main = [x for x in fake.log if "main agent" in x.request.system]
-    assert [x.request.tool_results()[-1] for x in sub] == ["rain", "rain"], [
-        x.line() for x in fake.log
-    ]
-    assert [x.request.tool_results()[-1] for x in main] == ["Paris: sunny; Lyon: rain."] * 2
+    assert [x.request.tool_results()[-1] for x in sub] == ["rain"] * 3, [x.line() for x in fake.log]
+    assert [x.request.tool_results()[-1] for x in main] == ["Paris: sunny; Lyon: rain."] * 3
     directory = run.with_name("run.why")
     assert f"the branches go to {directory} (a new directory beside the run" in err, err
     reached = _lines(directory, r"c1 went live from turn 1: the change past the cursor")
-    assert len(reached) == 2 and "(c2 turn 1) reached it (C: the tool result for" in reached[0], (
+    assert len(reached) == 3 and "(c2 turn 1) reached it (C: the tool result for" in reached[0], (
         reached
     )
 

@@ -24,8 +24,9 @@ def c_why(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Path, Path, ScriptedUpstream]]:
     """The C case (the client drops Lyon's result) recorded, and a why of it whose verdict is the
-    client at c1 turn 1 (--layer C, 2 samples: both flip), with the fake it ran against (up for
-    the module: a confirm reaches it by the why's own --upstream)."""
+    client at c1 turn 1 (--layer C, 3 samples: all flip; alone, 2 of 2 would not show it,
+    docs/why.md "Reading the verdict"), with the fake it ran against (up for the module: a
+    confirm reaches it by the why's own --upstream)."""
     if RECORDER[0] == "None":
         pytest.skip("no recorder environment")
     tmp = tmp_path_factory.mktemp("why-confirm")
@@ -38,7 +39,7 @@ def c_why(
             "--layer",
             "C",
             "--samples",
-            "2",
+            "3",
             "--result",
             f"{c_call(run)}=rain",
             "-o",
@@ -79,7 +80,12 @@ def test_the_fixed_agent_is_confirmed_and_the_unfixed_one_is_not(
     lines = out.splitlines()
     assert lines[0] == (
         "confirm: the fixed agent succeeds in 3/3 runs (95% CI 0.31–1.00) from c1 turn 1 on (the "
-        "recorded prefix served, live from there); the recorded run failed"
+        "recorded prefix served while its requests match it, live from there); the recorded run "
+        "failed"
+    ), out
+    assert lines[3] == (
+        f"sent live: 3 requests (the budget expected 3), through --upstream openai={fake.url} "
+        f"--confdir {tmp / 'conf'}"
     ), out
     samples = [ln for ln in lines if ln.startswith("  sample ")]
     assert len(samples) == 3 and all(
@@ -89,6 +95,7 @@ def test_the_fixed_agent_is_confirmed_and_the_unfixed_one_is_not(
     assert (w / "confirm" / "C-c1-t1-confirm.1.jsonl").is_file()
     kept = orjson.loads((w / "why.json").read_bytes())["confirms"]
     assert [(c["succeeded"], c["samples"]) for c in kept] == [(3, 3)]
+    assert (kept[0]["expected_requests"], kept[0]["sent"]) == (3, 3), kept[0]
 
     before = len(fake.log)
     rc, out, err = _confirm(
@@ -111,6 +118,11 @@ def test_the_fixed_agent_is_confirmed_and_the_unfixed_one_is_not(
     )
     assert rc == 1 and out.startswith("confirm: no run of the fixed agent could be judged"), out
     assert "no sample: a request sent live never reached the upstream" in out, out
+    # given last, kept for the next confirm (put back here for the tests after this one)
+    doc = orjson.loads((w / "why.json").read_bytes())
+    assert doc["passed"] == ["--upstream", "openai=http://127.0.0.1:9"], doc["passed"]
+    doc["passed"] = ["--upstream", f"openai={fake.url}", "--confdir", str(tmp / "conf")]
+    (w / "why.json").write_bytes(orjson.dumps(doc))
 
 
 @needs_recorder
@@ -148,3 +160,101 @@ def test_an_upstream_with_credentials_is_not_kept() -> None:
     flags = ["--upstream", "openai=http://127.0.0.1:9/v1", "--confdir", "/c"]
     assert kept_flags(flags) == flags
     assert kept_flags(["--upstream", "openai=https://u:sk-secret@gw.example/v1"]) is None
+
+
+@needs_recorder
+def test_a_fixed_agent_that_differs_before_the_verdicts_turn_is_judged(
+    c_why: tuple[Path, Path, ScriptedUpstream],
+) -> None:
+    """Issue 82: a fix may show before the verdict's turn (an agent that no longer trims from an
+    earlier turn on; here the fixed agent asks its question in other words, at turn 0, before
+    the verdict's c1 turn 1). The recorded prefix is served while the fixed agent's requests
+    match it, and from the first that differs it goes live: each run is judged on the outcome.
+    On fec4f2c2 every run was no sample ("the fork failed: the client diverged before the
+    cursor"), exit 1, "no run of the fixed agent could be judged"."""
+    tmp, w, fake = c_why
+    before = len(fake.log)
+    rc, out, err = _confirm(
+        tmp, w, "--samples", "2", "--json",
+        agent=("--expect", "rain", "--ask", "Weather in Paris and Lyon, please?"),
+    )  # fmt: skip
+    doc = orjson.loads(out)["confirm"]
+    assert rc == 0 and (doc["succeeded"], doc["samples"], doc["invalid"]) == (2, 2, 0), err[-3000:]
+    sent = fake.log[before:]
+    # live from turn 0 on: both turns of each run sent, the question as the fixed agent asks it
+    assert len(sent) == 4 and doc["sent"] == 4, sent
+    assert all("please?" in x.request.user_texts()[0] for x in sent), sent
+    assert doc["cursor"] == "conversation=c1:turn=1:diverge", doc
+    # the estimate: where the fixed agent first differs is known once the first run went live
+    # (it sent 2, the budget expected 1 from the verdict's turn): the second is expected to send
+    # 2, and sends 2 (on the branch as merged in f2dce8f8: 2 expected in all for 4 sent)
+    assert (doc["budget_expected"], doc["expected_requests"]) == (2, 3), doc
+    assert (
+        "confirm: the first run sent 2 requests live, the budget expected 1 (the fixed agent went "
+        "live from where it first differs from the recording): the other 1 run is expected to "
+        "send 2" in err
+    ), err[-3000:]
+    assert [int(r["sent"]) for r in doc["runs"]] == [2, 2], doc["runs"]
+
+
+@needs_recorder
+def test_a_confirm_uses_the_upstream_given_last_and_says_which(
+    c_why: tuple[Path, Path, ScriptedUpstream],
+) -> None:
+    """Issue 82: an upstream given to a --confirm replaces the why's in why.json, so the next
+    --confirm without one reaches it too (on fec4f2c2 it went back to the first run's, a dead port
+    once that upstream moved); each says which it uses."""
+    tmp, w, first = c_why
+    with ScriptedUpstream(c_route) as moved:
+        before = len(first.log)
+        rc, _out, err = _confirm(
+            tmp, w, "--samples", "1", "--upstream", f"openai={moved.url}",
+            agent=("--expect", "rain"),
+        )  # fmt: skip
+        assert rc == 0 and len(moved.log) == 1 and len(first.log) == before, err[-3000:]
+        assert (
+            f"the runs use the --upstream/--confdir given now (--upstream openai={moved.url})"
+            in err
+        )
+        rc, _out, err = _confirm(tmp, w, "--samples", "1", agent=("--expect", "rain"))
+        assert rc == 0 and len(moved.log) == 2 and len(first.log) == before, err[-3000:]
+        assert (
+            "the runs use the --upstream/--confdir the why kept in its why.json (--upstream "
+            f"openai={moved.url}), given last" in err
+        ), err
+        kept = orjson.loads((w / "why.json").read_bytes())["passed"]
+        assert kept == ["--upstream", f"openai={moved.url}"], kept
+        # the module's fixture keeps the why's own upstream for the tests after this one
+        rc, _out, err = _confirm(
+            tmp, w, "--samples", "1", "--upstream", f"openai={first.url}", "--confdir",
+            str(tmp / "conf"), agent=("--expect", "rain"),
+        )  # fmt: skip
+        assert rc == 0, err[-3000:]
+
+
+def test_a_resume_uses_the_upstream_given_last_and_says_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 82: ``--resume`` without --upstream takes the one why.json kept (on fec4f2c2 the
+    branches got none: the real APIs), said; given one, it replaces the kept one there, said."""
+    import argparse
+
+    from looptap.cassettes.why._investigation import _last_upstream
+
+    kept = ["--upstream", "openai=http://127.0.0.1:9/v1", "--confdir", "/c"]
+    (tmp_path / "why.json").write_bytes(orjson.dumps({"looptap": "why", "passed": kept}))
+    args = argparse.Namespace(output=str(tmp_path), upstream=[], confdir=None, resume=True)
+    _last_upstream(args)
+    assert (args.upstream, args.confdir) == (["openai=http://127.0.0.1:9/v1"], "/c")
+    assert (
+        "--resume: the branches use the --upstream/--confdir the earlier run kept in its why.json "
+        "(--upstream openai=http://127.0.0.1:9/v1 --confdir /c)" in capsys.readouterr().err
+    )
+    args = argparse.Namespace(
+        output=str(tmp_path), upstream=["openai=https://u:sk-secret@gw.example/v1"], confdir=None,
+        resume=True,
+    )  # fmt: skip
+    _last_upstream(args)
+    err = capsys.readouterr().err
+    assert "given now (--upstream openai=https://…@gw.example/v1), not the earlier run's" in err
+    assert "sk-secret" not in err

@@ -158,7 +158,9 @@ def test_more_samples_are_advised_only_when_they_can_separate_the_suspects() -> 
         "overlap at any K up to 200"
     ), v.headline
     held = Intervention("E", "c1", 0, "E change", "e-resample", hold=True)
-    v = verdict([Tally(held, flips=2, samples=5), _tally("E", 1, 2, 5)], 5)
+    v = verdict(
+        [Tally(held, flips=4, samples=5), _tally("E", 1, 4, 5), _tally("C", 1, 0, 5, "c-none")], 5
+    )
     doc = v.as_json()["verdict"]
     assert v.layer_only and not v.determined and "try K=" not in v.headline, v.headline
     assert v.headline.startswith("the model (E); which turn is not determined with K=5: E at c1")
@@ -420,7 +422,7 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
 
 def test_the_only_intervention_run_is_not_said_to_beat_others() -> None:
     """``--layer C``: one intervention ran; the headline must not say no other one flipped it."""
-    v = verdict([_tally("C", 1, 2, 2, "c-restore-result")], 2)
+    v = verdict([_tally("C", 1, 3, 3, "c-restore-result")], 3)
     assert v.determined and v.headline.endswith("; no other intervention ran"), v.headline
     assert "no other intervention flipped it" not in v.headline
     v = verdict([_tally("C", 1, 2, 2, "c-restore-result"), _tally("E", 0, 0, 2)], 2)
@@ -440,18 +442,19 @@ def test_a_repair_that_flipped_some_samples_says_the_others_still_failed() -> No
 
 
 def test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_left() -> None:
-    t = _tally("C", 1, 2, 2, "c-restore-result")
+    t = _tally("C", 1, 3, 3, "c-restore-result")
     why = "the fork failed: the client diverged before the cursor at conversation c1, turn 0"
     t.invalid = 1
     t.branches = [
         {"result": "flipped"},
         {"result": "invalid", "why": why},
         {"result": "flipped"},
+        {"result": "flipped"},
     ]
-    assert t.line().endswith(f"; 1 of 3 branches is no sample: {why}"), t.line()
-    v = verdict([t], 3)
+    assert t.line().endswith(f"; 1 of 4 branches is no sample: {why}"), t.line()
+    v = verdict([t], 4)
     assert v.headline.endswith(
-        f"[2 samples left: 1 of 3 branches is no sample: {why}]; no other intervention ran"
+        f"[3 samples left: 1 of 4 branches is no sample: {why}]; no other intervention ran"
     ), v.headline
     assert v.as_json()["verdict"]["left_out"] == 1
     none = _tally("C", 1, 0, 0, "c-restore-result")
@@ -786,3 +789,91 @@ def report_lines_of(v: Any, argv: list[str]) -> list[str]:
     from looptap.cassettes.why import report_lines
 
     return report_lines(v, Outcome("exit"), Path("w"), Path("run.jsonl"), argv)
+
+
+# -- issue 82: a verdict is determined only when its interval says so ----------------------------
+
+
+def test_a_lone_suspect_that_flipped_once_is_not_determined_with_its_interval() -> None:
+    """The issue's case: the model re-sampled at a trimmed request, the only suspect the misread
+    threading left, flipped 1 of 5 (95% interval 0.01–0.70): on fec4f2c2 "the model (E)",
+    determined. The interval does not show it flips the outcome more often than the run succeeds
+    without it: not determined, with the interval of the difference, and no K can show it alone."""
+    v = verdict([_tally("E", 2, 1, 5)], 5)
+    assert not v.determined and not v.as_json()["verdict"]["layer_determined"], v.headline
+    assert v.headline.startswith(
+        "not determined with K=5: E at c1 turn 2 (E change): flipped 1/5 (95% CI 0.01–0.70), "
+        "which does not show that it flips the outcome more often than the run succeeds without "
+        "it: nothing else ran, and against the recorded run (it failed, 1 run) the interval of "
+        "the difference is -0.61–+0.62, which holds 0"
+    ), v.headline
+    assert "more samples of it alone cannot show it" in v.headline, v.headline
+    # beside others that flipped nothing: 1 of 5 is not shown either (nor 2 of 5); 4 of 5 is
+    for flips, shown in ((1, False), (2, False), (4, True), (5, True)):
+        v = verdict([_tally("E", 2, flips, 5), _tally("E", 1, 0, 5), _tally("E", 0, 0, 5)], 5)
+        assert v.determined is shown, (flips, v.headline)
+    v = verdict([_tally("E", 2, 1, 5), _tally("E", 1, 0, 5)], 5)
+    assert "against E at c1 turn 1 (E change) 0/5 the interval of the difference is" in v.headline
+    # alone, every sample of enough of them: shown (5 of 5, 3 of 3; not 2 of 2)
+    assert verdict([_tally("C", 1, 5, 5, "c-restore-result")], 5).determined
+    assert not verdict([_tally("C", 1, 2, 2, "c-restore-result")], 2).determined
+    # the model re-sampled at two turns of a conversation, alike, nothing else run: the layer is
+    # not shown either (the issue's danger: the cause a C suspect that nobody ran); the headline
+    # does not say nothing else ran, names the one alike, the K that would show it against the
+    # recorded run, and that no K tells the turns apart (nested re-samples)
+    v = verdict([_tally("E", 1, 4, 5), _tally("E", 0, 3, 5)], 5)
+    doc = v.as_json()["verdict"]
+    assert not v.determined and not doc["layer_determined"], v.headline
+    assert doc["tied"] == ["E-c1-t0-e-resample"], doc
+    assert "nothing else ran" not in v.headline, v.headline
+    assert (
+        "nothing else that ran flipped it less often (beside it E at c1 turn 0 (E change) 3/5, "
+        "alike), and against the recorded run (it failed, 1 run) the interval of the difference "
+        "is -0.10–+0.96, which holds 0; try K=27 (--samples 27): at the rates seen, 27 samples "
+        "would show it against the recorded run" in v.headline
+    ), v.headline
+    assert v.headline.endswith(
+        "which turn: a re-sample from a turn re-samples every later turn of its conversation too "
+        "(with this outcome the later turns are not held), so more samples cannot tell which "
+        "turn: the earliest turn from which re-sampling flips it is c1 turn 0"
+    ), v.headline
+
+
+def test_the_difference_interval_matches_newcombes_published_values() -> None:
+    """Newcombe (1998), Table II, method 10 (score, no continuity correction): 56/70 − 48/80
+    is 0.0524–0.3339; 9/10 − 3/10 is 0.1705–0.8090."""
+    from looptap.cassettes.why._verdict import difference
+
+    for a, b, low, high in (
+        ((56, 70), (48, 80), 0.0524, 0.3339),
+        ((9, 10), (3, 10), 0.1705, 0.8090),
+    ):
+        got = difference(a, b)
+        assert abs(got[0] - low) < 5e-4 and abs(got[1] - high) < 5e-4, (a, b, got)
+
+
+def test_when_every_intervention_flips_alike_few_verdicts_are_determined() -> None:
+    """Simulated investigations in which 2 or 4 interventions all flip the outcome at the same
+    rate (nothing to tell apart): K = 5 and 10, rates 0.1 to 0.7, 400 each; at most 8% end
+    determined (at 1,000 each, 6.7% at worst: two at 0.3 with K = 5; 8 of them: under 1%). One
+    intervention alone is compared with the recorded run, one run: at most 5% where the run
+    succeeds by itself half the time or less (where it succeeds 70% of the time, 15–18%:
+    docs/why.md says so)."""
+    import random
+
+    rng = random.Random(82)
+    worst = 0.0
+    for k in (5, 10):
+        for m in (1, 2, 4):
+            for p in (0.1, 0.3, 0.5, 0.7):
+                determined = 0
+                for _ in range(400):
+                    tallies = [
+                        _tally("E", t, sum(rng.random() < p for _ in range(k)), k) for t in range(m)
+                    ]
+                    determined += verdict(tallies, k).determined
+                if m == 1:
+                    assert determined / 400 <= 0.05 or p >= 0.7, (k, m, p, determined)
+                else:
+                    worst = max(worst, determined / 400)
+    assert worst <= 0.08, worst

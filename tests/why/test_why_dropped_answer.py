@@ -58,7 +58,8 @@ def route(req: ScriptedRequest) -> Reply:
 def test_why_names_the_client_and_puts_the_dropped_answer_back(family: str, tmp_path: Path) -> None:
     (tmp_path / "rec").mkdir()
     run = record_run(tmp_path / "rec", route, *AGENT, "--family", family)
-    only_c = ("--layer", "C", "--samples", "2", "-o", str(tmp_path / "w"))
+    # K=3: the repair runs alone, against the recorded run only (3 of 3 is shown, 2 of 2 is not)
+    only_c = ("--layer", "C", "--samples", "3", "-o", str(tmp_path / "w"))
     with ScriptedUpstream(route) as fake:
         rc, out, err = _why(tmp_path, run, fake, *only_c, agent=AGENT, family=family)
     assert rc == 0, err[-4000:]
@@ -66,7 +67,7 @@ def test_why_names_the_client_and_puts_the_dropped_answer_back(family: str, tmp_
     assert lines[0].startswith("verdict: the client (C): C at c1 turn 1 (the dropped answer"), out
     assert any(ln.startswith("to confirm a fix: looptap why ") for ln in lines), out
     v = orjson.loads((tmp_path / "w" / "why.json").read_text())["verdict"]
-    assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 2, 2), v
+    assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 3, 3), v
     # every repaired request carried the answer again, so the API answered it
     live = [x for x in fake.log if x.request.tool_results()]
     assert live and all(any(_has_calls(m) for m in x.request.body["messages"]) for x in live)

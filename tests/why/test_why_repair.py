@@ -98,3 +98,77 @@ def test_a_restore_answer_edit_wants_a_list_of_items() -> None:
     for bad in ("restore_answer[c1]=nope", "restore_answer[c1]=[]", "restore_answer[c1]=[1]"):
         with pytest.raises(EditError):
             parse_edit(bad)
+
+
+# -- issue 82: a history the client trimmed, summarised or compacted ----------------------------
+
+_TRIM_SHAPES = ("head_cut", "tail_kept", "summary_head", "side_call_summary", "instruction_dropped")
+
+
+def _context_case(shape: str, family: str) -> object:
+    import sys
+
+    here = str(Path(__file__).resolve().parents[1] / "cassettes" / "analysis")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from context_cases import SHAPES  # the threading tests' scripted shapes (issue 82)
+
+    return SHAPES[shape](family)
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "openai_responses", "anthropic", "gemini"])
+@pytest.mark.parametrize("shape", _TRIM_SHAPES)
+def test_a_trimmed_history_is_a_c_suspect_whose_repair_puts_it_back(
+    shape: str, family: str, tmp_path: Path
+) -> None:
+    """Each shape of context management (tests/cassettes/analysis/context_cases.py) in each API's
+    own wire format: the managed turn is a C suspect (``C.history_trimmed``, info, and
+    ``C.user_instruction_dropped``: one repair), whose edit (``restore_history``) makes the
+    managed request carry every history item its conversation sent before, where it stood, and
+    every item the client sent, in its order. On fec4f2c2 no such suspect existed (the trim was
+    info, and most shapes were read as a new conversation)."""
+    from looptap.cassettes import bounds
+    from looptap.cassettes.replay.live.rewrite import history_items
+
+    case = _context_case(shape, family)
+    exchanges = case.script.exchanges  # type: ignore[attr-defined]
+    run = open_run(write(tmp_path / "run.jsonl", exchanges), whole=True)
+    (trim_seq,) = {seq for code, seq in case.expected if code == "C.history_trimmed"}  # type: ignore[attr-defined]
+    turn = run.analysis.turns[trim_seq]
+    found = [i for i in interventions(run) if i.kind == "c-restore-history"]
+    assert [(i.layer, i.conversation, i.turn) for i in found] == [
+        ("C", turn.conversation, turn.index)
+    ], [i.as_json() for i in found]
+    (repair,) = found
+    assert repair.missing is None and repair.edits[0].startswith(f"restore_history[{turn.index}]=")
+    if any(code == "C.user_instruction_dropped" for code, _ in case.expected):  # type: ignore[attr-defined]
+        assert repair.finding == "C.user_instruction_dropped" and "the user's" in repair.what
+
+    def history(ex: object, body: bytes | None = None) -> list[bytes]:
+        raw = ex.request_body if body is None else body  # type: ignore[attr-defined]
+        got = history_items(ex.method, ex.url, bounds.loads_or_none(raw))  # type: ignore[attr-defined]
+        assert got is not None
+        return [orjson.dumps(x, option=orjson.OPT_SORT_KEYS) for x in got[1]]
+
+    managed = exchanges[trim_seq]
+    body, marks = apply_edits(
+        "POST", managed.url, managed.request_body, [parse_edit(e) for e in repair.edits]
+    )
+    assert [m["edit"] for m in marks] == [f"restore_history[{turn.index}]"]
+    restored = history(managed, body)
+    sent = history(managed)
+    # every item the client sent stays, in its order
+    assert [x for x in restored if x in sent] == sent
+    # every item its conversation sent before is back, in the order it had
+    mine = next(c for c in run.analysis.conversations if c.id == turn.conversation).turns
+    before = [x for s in mine if s < trim_seq for x in history(exchanges[s])]
+    kept_order = [x for x in restored if x in before]
+    assert set(before) <= set(restored) and kept_order == list(dict.fromkeys(kept_order))
+    # applied again (the next request sent live), nothing more is put back
+    assert apply_edits("POST", managed.url, body, [parse_edit(e) for e in repair.edits])[1] == []
+
+
+def test_a_restore_history_edit_wants_a_list_of_items() -> None:
+    for bad in ("restore_history[2]=nope", "restore_history[2]=[]", "restore_history[2]=[1]"):
+        with pytest.raises(EditError):
+            parse_edit(bad)

@@ -21,6 +21,9 @@ the main agent's bug (the second sub-agent's answer dropped, after a correct sub
 question, to the weather agent (whose bug ``--drop-second`` is), whose answer goes back to the
 planner, who sums it up (the final answer).
 
+``--ask TEXT``: the user's question is TEXT (Chat and Anthropic): a fixed agent whose change shows
+in its first request, before a verdict's turn.
+
 ``--vary FILE``: the agent counts its runs in FILE; its 2nd, 5th, 8th … run asks another question
 (the client diverging from the recording, as a client whose prompt carries what changed does).
 
@@ -155,7 +158,10 @@ class Agent:
 
 
 def question(opts: argparse.Namespace) -> str:
-    """The user's question; with ``--vary``, another one on the 2nd, 5th, 8th … run."""
+    """The user's question (``--ask``: another one); with ``--vary``, another one on the 2nd,
+    5th, 8th … run."""
+    if opts.ask:
+        return str(opts.ask)
     if not opts.vary:
         return QUESTION
     counter = Path(opts.vary)
@@ -360,6 +366,9 @@ def main() -> int:
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--tool-bug", action="store_true")
     ap.add_argument("--vary", metavar="FILE")
+    ap.add_argument(
+        "--ask", metavar="TEXT", help="the user's question (a fix that shows at turn 0)"
+    )
     opts = ap.parse_args()
     opts.mended = False
     TOOL_BUG[0] = opts.tool_bug

@@ -16,7 +16,9 @@ chat): a request of another conversation that matches nothing, whose closest rec
 conversation's next one and was recorded after the first round trip that went live, is where the
 change reached it; that conversation goes live from there (its earlier turns stay served), and the
 report says so (:attr:`Cursor.reached`). A request that misses *before* the cursor is a divergence
-of the client and fails closed with the replay diff, as in replay.
+of the client and fails closed with the replay diff, as in replay; with ``…:diverge`` it goes live
+instead, and its conversation from there (:attr:`Cursor.diverged`: a fixed agent whose change
+shows before the recorded cause's turn is still run, and judged).
 
 Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
 or past it makes the whole session live from there (:mod:`cassettes.replay.serving`), each
@@ -88,6 +90,9 @@ class Cursor:
     #: Conversations a change past the cursor reached (their first request that differed went live):
     #: conversation → the seq of the recorded turn there.
     reached: dict[str | None, int] = field(default_factory=dict)
+    #: ``…:diverge``: conversations whose request before the cursor differed from the recording
+    #: and went live from there: conversation → the seq of the closest recorded turn.
+    diverged: dict[str | None, int] = field(default_factory=dict)
     # -- what the report says
     #: Requests sent live, and what the report says about them (a model that could not be set …).
     sent: int = 0
@@ -133,10 +138,16 @@ class Cursor:
     def at(self, r: Recorded) -> bool:
         """Whether the recorded round trip ``r`` is at or past the cursor (``divergence``: in a
         conversation that diverged, from the turn where it did)."""
-        if self.spec.divergence or r.conversation in self.reached:
+        if (
+            self.spec.divergence
+            or r.conversation in self.reached
+            or r.conversation in self.diverged
+        ):
             start = (
                 self._by_seq.get(self.starts.get(r.conversation, -1))
-                if r.conversation in self.forked or r.conversation in self.reached
+                if r.conversation in self.forked
+                or r.conversation in self.reached
+                or r.conversation in self.diverged
                 else None
             )
             return start is not None and r.index >= start.index
@@ -184,8 +195,10 @@ class Cursor:
                     served = self._before_cursor(req, found)
                     if served is not None:
                         return served
-                    if not self.spec.divergence or closest is None:
+                    if closest is None or not (self.spec.divergence or self.spec.diverge):
                         return None  # before the cursor: the client diverged (fails closed)
+                    if self.spec.diverge:  # …:diverge: live from here, said in the report
+                        self._diverge(closest, found)
                     # @divergence: live from here
                     self.starts.setdefault(closest.conversation, closest.seq)
             rec, miss = closest, found
@@ -248,6 +261,26 @@ class Cursor:
             clean_line(
                 f"{closest.conversation or '-'} went live from turn {closest.turn}: the change "
                 f"past the cursor ({cause}) reached it ({what[:300]})"
+            )
+        )
+
+    def _diverge(self, closest: Recorded, miss: Miss) -> None:
+        """``…:diverge``: a request before the cursor that differs from the recording (closest to
+        ``closest``) goes live, and its conversation from there (at or before the cursor's own
+        turn), said in the report."""
+        conv = closest.conversation
+        self.diverged[conv] = closest.seq
+        start = self._by_seq.get(self.starts.get(conv, -1))
+        if start is None or (start.index or 0) > (closest.index or 0):
+            self.starts[conv] = closest.seq
+        if self._matcher is not None:  # answered live: neither played nor unplayed
+            closest.plays += 1
+            self._matcher.went_live(closest)
+        what = "; ".join(f"{v.layer}: {v.message}" for v in miss.note().verdicts[:2]) or "differs"
+        self.notes.append(
+            clean_line(
+                f"{conv or '-'} went live from turn {closest.turn}, before the cursor: the "
+                f"client's request differs from the recording there ({what[:300]})"
             )
         )
 

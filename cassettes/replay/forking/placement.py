@@ -60,21 +60,31 @@ class CursorSpec:
     #: request still matches the recording (the live answer changed nothing it sends) is served as
     #: recorded, and from its first request that differs the conversation is live.
     hold: bool = False
+    #: ``…:diverge``: before the cursor, the recording is served while the client's requests
+    #: match it; a request that differs goes live, and its conversation with it from there
+    #: (instead of failing closed): what ``looptap why --confirm`` runs a fixed agent with.
+    diverge: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        """The fields, ``divergence`` and ``hold`` only when set."""
-        return {k: v for k, v in asdict(self).items() if k not in ("divergence", "hold") or v}
+        """The fields, ``divergence``, ``hold`` and ``diverge`` only when set."""
+        return {
+            k: v for k, v in asdict(self).items() if k not in ("divergence", "hold", "diverge") or v
+        }
 
 
 def parse_cursor(text: str) -> CursorSpec:
     """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``,
-    ``divergence``; any of the first four but ``conversation=ID`` may end ``:hold``."""
+    ``divergence``; any of the first four but ``conversation=ID`` may end ``:hold``; any of the
+    first four may end ``:diverge`` (before the cursor, live from a request that differs)."""
     raw = text.strip()
     if raw == "divergence":
         return CursorSpec(raw, divergence=True)
     turn = seq = None
     conversation = None
     parts = raw.split(":")
+    diverge = len(parts) > 1 and parts[-1].strip() == "diverge"
+    if diverge:
+        parts = parts[:-1]
     hold = parts[-1].strip() == "hold"
     if hold and all("turn=" not in p and "seq=" not in p for p in parts):
         raise CursorError(
@@ -113,7 +123,9 @@ def parse_cursor(text: str) -> CursorSpec:
             f"cursor {raw[:60]!r}: seq= names a round trip on "
             "its own (no turn= or conversation= with it)"
         )
-    return CursorSpec(raw, turn, conversation, seq, hold=hold)
+    if diverge and hold:
+        raise CursorError(f"cursor {raw[:60]!r}: give hold or diverge, not both")
+    return CursorSpec(raw, turn, conversation, seq, hold=hold, diverge=diverge)
 
 
 def selects(spec: CursorSpec, r: Recorded, by_seq: Mapping[int, Recorded]) -> bool:

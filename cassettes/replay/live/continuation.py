@@ -114,8 +114,16 @@ def parsed(
     if not 200 <= status < 300:
         return None
     body = decode_chunks([(None, c) for c in chunks], header(headers, "content-encoding")).chunks
-    ex = Exchange(method, url, [("content-type", "application/json")], request_body, status, "OK",
-                  [(k, v) for k, v in headers if k.lower() != "content-encoding"], body)
+    ex = Exchange(
+        method,
+        url,
+        [("content-type", "application/json")],
+        request_body,
+        status,
+        "OK",
+        [(k, v) for k, v in headers if k.lower() != "content-encoding"],
+        body,
+    )
     rt = parse_exchange(ex)
     r = rt.response
     return r if r is not None and r.error is None else None

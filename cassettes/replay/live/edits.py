@@ -10,6 +10,11 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
                                        from the history but answered, put back before its
                                        results (ITEMS: a JSON list of history items in the
                                        API's own shape)
+    restore_history[TURN]=ITEMS        the history the client trimmed or summarised away since
+                                       that turn put back where it stood, what it appended
+                                       since kept (ITEMS: a JSON list of the history items the
+                                       conversation sent up to that turn, in the API's own
+                                       shape)
     tool_schema[NAME]=@schema.json     the JSON schema of the tool NAME offers (its parameters,
                                        whatever the API calls the field)
     tool_answer[SEQ]=STATUS:BODY       what the tool's HTTP call recorded at SEQ answers instead
@@ -25,9 +30,10 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
 A file's text is what an editor saves: its one trailing newline ends the file, not the text, and
 is left out (a second one is kept).
 
-``restore_result``, ``restore_answer``, ``max_tokens`` and ``continue`` are repairs ``looptap why``
-makes (docs/why.md): a dropped result put back, a dropped answer put back, a truncated answer's cap
-lifted, a truncated answer not taken as complete.
+``restore_result``, ``restore_answer``, ``restore_history``, ``max_tokens`` and ``continue`` are
+repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a dropped answer put back,
+a trimmed or compacted history put back, a truncated answer's cap lifted, a truncated answer not
+taken as complete.
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
 marks each item it rewrote (:mod:`cassettes.wire._edit_marks`: the item's path, the client's value).
@@ -81,7 +87,7 @@ class EditError(CassetteError, ValueError):
 class Edit:
     spec: str
     #: ``tool_result``, ``system``, ``user``, ``restore_result``, ``restore_answer``,
-    #: ``tool_schema``, ``max_tokens`` or ``continue``.
+    #: ``restore_history``, ``tool_schema``, ``max_tokens`` or ``continue``.
     kind: str
     #: The call id (tool_result) or the index (user).
     key: str | None
@@ -151,6 +157,7 @@ _WANTS = {
     "restore_answer": "restore_answer wants a JSON list of history items (JSON objects)",
     "tool_answer": "tool_answer[SEQ] wants STATUS:BODY (a status 100 to 599, then the body), "
     "SEQ a recorded tool HTTP call's seq",
+    "restore_history": "restore_history wants a JSON list of history items (JSON objects)",
 }
 
 
@@ -158,7 +165,7 @@ def _valid(kind: str, value: str, key: str | None = None) -> bool:
     """Whether an edit of ``kind`` can use ``value`` (:data:`_WANTS`)."""
     if kind == "tool_answer":
         return tool_answer_of(value) is not None and bool(key) and (key or "").isdigit()
-    if kind in ("tool_schema", "restore_answer"):
+    if kind in ("tool_schema", "restore_answer", "restore_history"):
         try:
             doc = orjson.loads(value)
         except orjson.JSONDecodeError:

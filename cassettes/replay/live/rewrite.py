@@ -19,7 +19,7 @@ from ...models import user_messages
 from ...wire import mark
 from .edits import Edit
 
-__all__ = ["apply_edits", "carried"]
+__all__ = ["apply_edits", "carried", "history_items", "restored_history"]
 
 #: The fields that hold a tool's schema, in the tool itself, its ``function`` or one of its function
 #: declarations: field names of the wire (docs/WIRE.md), whichever API the request is in.
@@ -59,6 +59,8 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
         _restore_result(doc, e.key or "", e.value, hits)
     elif e.kind == "restore_answer":
         _restore_answer(doc, e.key or "", orjson.loads(e.value), hits)
+    elif e.kind == "restore_history":
+        _restore_history(method, target, doc, orjson.loads(e.value), hits)
     elif e.kind == "max_tokens":
         _cap(doc, int(e.value), hits)
     elif e.kind == "tool_schema":
@@ -140,6 +142,87 @@ def _restore_answer(
             node[at:at] = copy.deepcopy(items)
             hits.append((list(path), before, items))
         return
+
+
+#: The roles of the history items a client keeps at the head whatever it trims (the system
+#: prompt, in the APIs that send it as an item).
+_HEAD_ROLES = ("system", "developer")
+
+
+def _canon(item: Any) -> bytes:
+    return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+
+
+def history_items(method: str, target: str, doc: Any) -> tuple[str, list[Any]] | None:
+    """The key and list of the request's resent history (``messages``, ``input``, ``contents``:
+    the API's adapter says which), or ``None``."""
+    adapter = (
+        providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
+    )
+    key = adapter.history_key(doc) if adapter is not None else None
+    return (key, doc[key]) if key is not None else None
+
+
+def restored_history(items: list[Any], earlier: list[Any]) -> tuple[list[Any], int]:
+    """``items`` (a request's history, as sent) with every item of ``earlier`` (a history the
+    conversation sent before, in order) that it does not hold put back where it stood: before the
+    first item of ``items`` that comes after it in ``earlier``, or after the last one that comes
+    before it; when ``items`` holds none of ``earlier`` (the whole of it trimmed or summarised),
+    all of it right after the head (the system prompt's items). Items are compared as JSON, keys
+    sorted. Returns the new list and how many items were put back."""
+    have = {_canon(x) for x in items}
+    where = {_canon(x): i for i, x in enumerate(earlier)}
+    out: list[Any] = []
+    at, put = 0, 0  # the next item of ``earlier`` not yet placed
+    matched = False
+    for x in items:
+        k = where.get(_canon(x))
+        if k is not None and k >= at:
+            missing = [y for y in earlier[at:k] if _canon(y) not in have]
+            out += copy.deepcopy(missing)
+            put += len(missing)
+            at, matched = k + 1, True
+        out.append(x)
+    rest = [y for y in earlier[at:] if _canon(y) not in have]
+    if not rest:
+        return out, put
+    if matched:
+        # after the last item of ``earlier`` that was kept
+        last = max(i for i, x in enumerate(out) if where.get(_canon(x)) is not None)
+        out[last + 1 : last + 1] = copy.deepcopy(rest)
+    else:
+        head = 0
+        while (
+            head < len(out) and isinstance(out[head], dict) and out[head].get("role") in _HEAD_ROLES
+        ):
+            head += 1
+        out[head:head] = copy.deepcopy(rest)
+    return out, put + len(rest)
+
+
+def _restore_history(
+    method: str,
+    target: str,
+    doc: Any,
+    earlier: list[Any],
+    hits: list[tuple[list[str | int], Any, Any]],
+) -> None:
+    """Put back the history the client trimmed or summarised away: every item of ``earlier``
+    (the conversation's history before the trim, as it sent it) that the request does not hold,
+    where it stood (:func:`restored_history`); what the client appended since stays. A request
+    that holds all of it is left as it is. The mark's path is the history and its ``before``
+    the list the client sent."""
+    found = history_items(method, target, doc)
+    if found is None or not isinstance(found[1], list):
+        return
+    key, items = found
+    new, put = restored_history(items, earlier)
+    if put:
+        before = list(items)
+        doc[key] = new
+        hits.append(
+            ([key], before, [x for x in new if _canon(x) not in {_canon(y) for y in before}])
+        )
 
 
 def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
