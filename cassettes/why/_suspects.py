@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis import codes
+
 __all__ = [
     "TRIMS",
     "answered_back",
@@ -37,7 +39,7 @@ _SAID_AGAIN = 0.992
 #: The codes of a history the client trimmed, summarised or compacted (C): a suspect whatever its
 #: severity (``C.history_trimmed`` is info: intentional, and still what may have lost what the
 #: model needed), repaired by putting the history back (``restore_history``).
-TRIMS = ("C.history_trimmed", "C.user_instruction_dropped")
+TRIMS = (codes.HISTORY_TRIMMED, codes.USER_INSTRUCTION_DROPPED)
 
 
 def serious_findings(a: Any) -> list[Any]:
