@@ -16,7 +16,10 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    LlamaIndex ``FunctionAgent`` (llama-index-core 0.14.25, llama-index-llms-openai 0.8.3) whose
    ``FunctionTool``s do the same (it runs an answer's calls concurrently); the LlamaIndex tool
    turns a failure into ``{}``, as the openai SDK agent's does, so the planted 503 is named at C
-   for both.
+   for both. The same for pydantic-ai (pydantic-ai-slim[openai] 2.68.0, ``.venv-traces``) with
+   httpx tools, CrewAI 1.15.30 (``.venv-crewai``) with requests tools, and the AI SDK (``ai``
+   6.0.325, ``@ai-sdk/openai`` 3.0.141, ``.npm-clients``) with ``fetch`` tools — which Node 20
+   sends through the recorder only under undici's ``EnvHttpProxyAgent`` (a known limit).
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
 4. Without ``--tool-http-loopback``, loopback stays direct: a client that reads ``NO_PROXY`` by
    host alone (aiohttp, google-genai's async client) still reaches the model's listener (with the
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -48,6 +52,15 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = Path(
     os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-clients" / "bin" / "python"
 )
+
+TRACES_PYTHON = Path(
+    os.environ.get("LOOPTAP_TRACES_PYTHON") or REPO / ".venv-traces" / "bin" / "python"
+)
+CREWAI_PYTHON = Path(
+    os.environ.get("LOOPTAP_CREWAI_PYTHON") or REPO / ".venv-crewai" / "bin" / "python"
+)
+NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients")
+NODE = shutil.which("node")
 
 pytestmark = [
     needs_recorder,
@@ -159,16 +172,19 @@ for _ in range(6):
 
 
 def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolServer,
-                *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
-    script = tmp_path / "agent.py"
+                *extra: str, python: Path = CLIENTS_PYTHON, node: bool = False,
+                **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
+    script = tmp_path / ("agent.cjs" if node else "agent.py")
     script.write_text(agent)
     run = tmp_path / "run.jsonl"
     proc = progress.run(
         [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
          "--upstream", f"openai={fake.url}", "--tool-http-loopback", *extra,  # (on by default)
-         "--", str(CLIENTS_PYTHON), str(script)],
+         "--", NODE or "node" if node else str(python), str(script)],
         env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
-                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON)),
+                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON), NPM_CLIENTS=str(NPM_CLIENTS),
+                      CREWAI_DISABLE_TELEMETRY="true", CREWAI_TRACING_ENABLED="false",
+                      OTEL_SDK_DISABLED="true", **env),
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -415,21 +431,122 @@ asyncio.run(main())
 """
 
 
+PYDANTIC_AI_AGENT = """
+import os
+import httpx
+from pydantic_ai import Agent
+
+TOOLS = os.environ["TOOL_URL"]
+http = httpx.Client(headers={"x-api-key": os.environ["TOOL_KEY"]})  # trust_env, as above
+agent = Agent("openai:gpt-4o")  # Chat Completions at OPENAI_BASE_URL
+
+@agent.tool_plain
+def get_weather(city: str) -> str:
+    \"\"\"The weather in a city right now.\"\"\"
+    r = http.get(f"{TOOLS}/weather", params={"city": city})
+    return r.text if r.is_success else "{}"  # a failure becomes an empty result
+
+@agent.tool_plain
+def place_order(item: str, quantity: int) -> str:
+    \"\"\"Order an item.\"\"\"
+    return http.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
+
+print("answer:", agent.run_sync("Weather in Paris, Tokyo and Oslo, then order an umbrella.").output)
+"""
+
+CREWAI_AGENT = """
+import os
+import requests
+from crewai import LLM, Agent, Crew, Task
+from crewai.tools import tool
+
+TOOLS = os.environ["TOOL_URL"]
+session = requests.Session()  # trust_env, as above
+session.headers["x-api-key"] = os.environ["TOOL_KEY"]
+
+@tool("get_weather")
+def get_weather(city: str) -> str:
+    \"\"\"The weather in a city right now.\"\"\"
+    r = session.get(f"{TOOLS}/weather", params={"city": city})
+    return r.text if r.ok else "{}"  # a failure becomes an empty result
+
+@tool("place_order")
+def place_order(item: str, quantity: int) -> str:
+    \"\"\"Order an item.\"\"\"
+    return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
+
+agent = Agent(role="Assistant", goal="Do what is asked", backstory="You use your tools.",
+              tools=[get_weather, place_order], llm=LLM(model="gpt-4o"), verbose=False)
+task = Task(description="Weather in Paris, Tokyo and Oslo, then order an umbrella.",
+            expected_output="What was done", agent=agent)
+print("answer:", Crew(agents=[agent], tasks=[task], verbose=False).kickoff())
+"""
+
+#: The AI SDK (``ai`` 6.0.325, ``@ai-sdk/openai`` 3.0.141, .npm-clients) with ``fetch`` tools.
+#: ``DISPATCH`` puts undici's ``EnvHttpProxyAgent`` under the built-in ``fetch`` (see below).
+AI_SDK_AGENT = """
+const { createRequire } = require("node:module");
+const need = createRequire(process.env.NPM_CLIENTS + "/package.json");
+const { generateText, tool, stepCountIs, jsonSchema } = need("ai");
+const TOOLS = process.env.TOOL_URL, KEY = process.env.TOOL_KEY;
+if (process.env.DISPATCH === "1") need("undici").setGlobalDispatcher(new (need("undici").EnvHttpProxyAgent)());
+const obj = (props) => jsonSchema({ type: "object", properties: props, required: Object.keys(props) });
+const tools = {
+  get_weather: tool({ description: "The weather in a city", inputSchema: obj({ city: { type: "string" } }),
+    execute: async ({ city }) => {
+      const r = await fetch(`${TOOLS}/weather?city=${encodeURIComponent(city)}`, { headers: { "x-api-key": KEY } });
+      return r.ok ? await r.text() : "{}";  // a failure becomes an empty result
+    } }),
+  place_order: tool({ description: "Order an item", inputSchema: obj({ item: { type: "string" }, quantity: { type: "integer" } }),
+    execute: async (args) => (await fetch(`${TOOLS}/orders`, { method: "POST", body: JSON.stringify(args),
+      headers: { "x-api-key": KEY, "content-type": "application/json" } })).text() }),
+};
+const openai = need("@ai-sdk/openai").createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
+generateText({ model: openai.chat("gpt-4o"), prompt: "Weather in Paris, Tokyo and Oslo, then order an umbrella.",
+               tools, stopWhen: stepCountIs(8) })
+  .then((r) => console.log("answer:", r.text)).catch((e) => { console.error(String(e)); process.exit(1); });
+"""  # noqa: E501
+
+#: name: (agent, its interpreter, a Node script): each runs the same script of the model.
+AGENTS = {
+    "openai": (OPENAI_AGENT, CLIENTS_PYTHON, False),
+    "langchain": (LANGCHAIN_AGENT, CLIENTS_PYTHON, False),
+    "llamaindex": (LLAMAINDEX_AGENT, CLIENTS_PYTHON, False),
+    "pydantic-ai": (PYDANTIC_AI_AGENT, TRACES_PYTHON, False),  # pydantic-ai-slim[openai] 2.68.0
+    "crewai": (CREWAI_AGENT, CREWAI_PYTHON, False),  # crewai 1.15.30
+    "ai-sdk": (AI_SDK_AGENT, CLIENTS_PYTHON, True),
+}
+
+
+def _agent_run(tmp_path: Path, name: str, fake: ScriptedUpstream, tools: ToolServer,
+               **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
+    agent, python, node = AGENTS[name]
+    if node and (NODE is None or not (NPM_CLIENTS / "node_modules" / "ai").exists()):
+        pytest.skip("no node or .npm-clients (.ci/run makes it)")
+    if not python.exists():
+        pytest.skip(f"no {python.parent.parent.name} (.ci/run makes it)")
+    if node:  # Node 20's fetch reads no proxy variable: undici's agent under it (see below)
+        env = {"DISPATCH": "1", **env}
+    return looptap_run(tmp_path, agent, fake, tools, python=python, node=node, **env)
+
+
 def _beyond_usage(findings: list[Any]) -> list[Any]:
     """The findings but a true ``A.usage_missing`` (info): LlamaIndex's OpenAI LLM streams without
     ``stream_options.include_usage``, so the API reports no usage (said at turn 0, once)."""
     return [f for f in findings if not (f.code == "A.usage_missing" and f.severity.value == "info")]
 
 
-@pytest.mark.parametrize("agent", [LANGCHAIN_AGENT, LLAMAINDEX_AGENT], ids=["langchain", "llamaindex"])  # noqa: E501
-def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, agent: str) -> None:
+@pytest.mark.parametrize("name", ["langchain", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
+def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, name: str) -> None:
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp_path, agent, fake, tools)
+        proc, run = _agent_run(tmp_path, name, fake, tools)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
+    assert "answer:" in proc.stdout and "umbrella" in proc.stdout and len(tools.seen) == 5
     assert TOOL_KEY.encode() not in run.read_bytes()
     read = open_run(run, whole=True)
-    assert len(read.analysis.turns) == 4 and _beyond_usage(read.analysis.findings) == []
+    findings = read.analysis.findings
+    assert len(read.analysis.turns) == 4
+    assert (_beyond_usage(findings) if name == "llamaindex" else findings) == []
     http = [c for c in read.analysis.mcp_calls.values() if c.via == "http"]
     assert len(http) == 5
     linked = {c.http.path: c for c in http if c.call_id is not None and c.http is not None}
@@ -441,8 +558,8 @@ def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, agent: str) -> N
     assert [c.candidates for c in http if c.call_id is None] == [2, 2]  # Oslo twice
 
 
-@pytest.mark.parametrize("agent", [OPENAI_AGENT, LLAMAINDEX_AGENT], ids=["openai", "llamaindex"])
-def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path, agent: str) -> None:
+@pytest.mark.parametrize("name", ["openai", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
+def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path, name: str) -> None:
     """Issue 84, item 3: the tool's API answers 503, the tool hands the model ``{}``: the turn
     that sends that result back carries C.tool_http_error_hidden, and nothing else is found."""
 
@@ -452,10 +569,11 @@ def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path, agent: st
         return Reply.say("It is fine in Lyon.")
 
     with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp_path, agent, fake, tools)
+        proc, run = _agent_run(tmp_path, name, fake, tools)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     read = open_run(run, whole=True)
-    found = _beyond_usage(read.analysis.findings)
+    found = read.analysis.findings
+    found = _beyond_usage(found) if name == "llamaindex" else found
     assert [(f.code, f.seq) for f in found] == [("C.tool_http_error_hidden", 2)]
     assert read.analysis.turns[2].index == 1  # the turn that sent the result back
     (f,) = found
@@ -510,3 +628,22 @@ def test_loopback_stays_direct_by_default_for_a_client_that_reads_no_proxy_by_ho
         )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert [ex.tool for ex in read_records(run).exchanges] == [False]
+
+
+
+def test_node_fetch_tools_are_seen_only_through_a_proxy_agent(tmp_path: Path) -> None:
+    """Node 20's ``fetch`` reads no proxy variable (``NODE_USE_ENV_PROXY``, which looptap run
+    exports, counts from Node 22.21 and 24): the AI SDK agent's tools reach the server unseen
+    unless the agent sets undici's ``EnvHttpProxyAgent`` as the global dispatcher (the test above);
+    its model calls are recorded either way (``OPENAI_BASE_URL``)."""
+    from tests.proxy.test_e2e_node_agents import node_fetch_honours_env_proxy
+
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, run = _agent_run(tmp_path, "ai-sdk", fake, tools, DISPATCH="0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert len(tools.seen) == 5
+    version = progress.run([NODE or "node", "--version"], capture_output=True, text=True).stdout
+    exchanges = read_records(run).exchanges
+    assert sum(not ex.tool for ex in exchanges) == 4
+    seen = 5 if node_fetch_honours_env_proxy(version.strip()) else 0
+    assert sum(ex.tool for ex in exchanges) == seen, version
