@@ -33,6 +33,9 @@ class TurnShown(Message):
     #: The tool's side of each of its calls, by call id: the MCP tools/call that ran it, the
     #: tool's HTTP calls that served it (cassettes.analysis._tool_http), in recording order.
     runs: dict[str, list[McpCall]]
+    #: The same for the calls whose results this turn sent (the C pane: what the tool got beside
+    #: what the client told the model), by call id.
+    answered: dict[str, list[McpCall]] | None = None
 
 
 @dataclass
@@ -66,11 +69,15 @@ def read_panes(source: Run, index: TurnIndex, seq: int) -> TurnShown | None:
     nxt = index.next_seq(turn)
     full = source.full_turn(seq)
     results = results_sent_back(source, nxt) if nxt is not None else None
+    answering = {pr.call_id for pr in full.c.pairings if pr.call_id}
     runs: dict[str, list[McpCall]] = {}
+    answered: dict[str, list[McpCall]] = {}
     for c in source.analysis.mcp_calls.values():
         if c.call_id and c.model_seq == seq:
             runs.setdefault(c.call_id, []).append(c)
-    return TurnShown(seq, full, results, runs)
+        elif c.call_id in answering and c.model_seq == full.previous_seq:
+            answered.setdefault(c.call_id, []).append(c)
+    return TurnShown(seq, full, results, runs, answered)
 
 
 def read_turn(source: Run, seq: int) -> TurnLoaded:

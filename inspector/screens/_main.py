@@ -255,7 +255,9 @@ class MainScreen(Screen[None]):
 
     def on_turn_shown(self, message: TurnShown) -> None:
         if self.is_attached and message.seq == self.reading.selected:
-            self.turn_pane.show_panes(message.turn, message.results, message.runs)
+            self.turn_pane.show_panes(
+                message.turn, message.results, message.runs, message.answered
+            )
             self.reading.panes_of = message.seq
 
     def on_turn_loaded(self, message: TurnLoaded) -> None:

@@ -8,12 +8,13 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from ...cassettes.analysis import Dispatch, Layer, Turn
+from ...cassettes.analysis import Dispatch, Layer, McpCall, Turn
 from ...cassettes.analysis.dispatch import replay_miss
 from ...cassettes.hints import count
 from ...cassettes.untrusted import clean_line
 from ...cassettes.views import link_text
 from ..safe import wire_line
+from ._emission import tool_run_line
 from ._layers import PANE_ITEMS, LayerPane
 from ._messages import call_names, part_text
 
@@ -55,14 +56,16 @@ class DispatchPane(LayerPane):
     LAYER: Layer = "C"
     TITLE = "C · client dispatch"
 
-    def show_turn(self, turn: Turn) -> None:
+    def show_turn(self, turn: Turn, answered: dict[str, list[McpCall]] | None = None) -> None:
+        """``answered``: the tool's side of each call whose result this turn sent, by call id (the
+        MCP tools/call that ran it, the tool's HTTP calls that served it)."""
         c = turn.c
         out: list[RenderableType] = self._findings(turn.findings, "C")
         out.extend(_miss_lines(turn))
         out.append(self._kv(_dispatch_rows(turn)))
         out.extend(_context_lines(turn))
         out.extend(_appended_lines(c))
-        out.extend(_pairing_lines(c))
+        out.extend(_pairing_lines(c, answered or {}))
         self._set(out, turn)
 
 
@@ -156,8 +159,9 @@ def _appended_lines(c: Dispatch) -> list[RenderableType]:
     return out
 
 
-def _pairing_lines(c: Dispatch) -> list[RenderableType]:
-    """How each tool result pairs with a call (the last :data:`PANE_ITEMS`)."""
+def _pairing_lines(c: Dispatch, answered: dict[str, list[McpCall]]) -> list[RenderableType]:
+    """How each tool result pairs with a call (the last :data:`PANE_ITEMS`), and under it what the
+    tool did for that call (``answered``): what it got, beside the result the client sent."""
     out: list[RenderableType] = []
     if len(c.pairings) > PANE_ITEMS:
         out.append(
@@ -170,13 +174,18 @@ def _pairing_lines(c: Dispatch) -> list[RenderableType]:
             else ("history" if pr.in_history else "no call")
         )
         style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
-        out.append(
-            wire_line(
-                f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from "
-                f"{where}{' · error' if pr.is_error else ''}",
-                style=style,
-            )
+        line = wire_line(
+            f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from "
+            f"{where}{' · error' if pr.is_error else ''}",
+            style=style,
         )
+        runs = answered.get(pr.call_id or "") or []
+        for run in runs[:PANE_ITEMS]:
+            line.append("\n")
+            line.append_text(tool_run_line(run))
+        if len(runs) > PANE_ITEMS:
+            line.append(f"\n  … {len(runs) - PANE_ITEMS:,} more tool calls", style="dim")
+        out.append(line)
     return out
 
 

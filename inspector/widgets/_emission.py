@@ -15,7 +15,7 @@ from ...cassettes.views import http_body_lines, http_call_text
 from ..safe import wire
 from ._layers import PANE_ITEMS, LayerPane
 
-__all__ = ["EmissionPane"]
+__all__ = ["EmissionPane", "tool_run_line"]
 
 _TEXT_LIMIT = 4000
 
@@ -117,7 +117,7 @@ class EmissionPane(LayerPane):
         runs = self._runs.get(call.id or "") or []
         for run in runs[:PANE_ITEMS]:
             t.append("\n")
-            t.append_text(_mcp_line(run) if run.via == "mcp" else _http_line(run))
+            t.append_text(tool_run_line(run))
         if len(runs) > PANE_ITEMS:
             t.append(f"\n  … {len(runs) - PANE_ITEMS:,} more tool HTTP calls", style="dim")
         t.append("\n")
@@ -175,6 +175,12 @@ def _mcp_line(run: McpCall) -> Text:
     else:
         t.append(" → no reply recorded", style="dim")
     return t
+
+
+def tool_run_line(run: McpCall) -> Text:
+    """The tool's side of a call: the MCP server's tools/call that ran it, or a tool's HTTP call
+    that served it."""
+    return _mcp_line(run) if run.via == "mcp" else _http_line(run)
 
 
 def _http_line(run: McpCall) -> Text:

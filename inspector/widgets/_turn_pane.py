@@ -99,12 +99,17 @@ class TurnPane(TabPane):
             )
 
     def show_panes(
-        self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, list[McpCall]]
+        self,
+        turn: Turn,
+        results: dict[str, ToolResult] | None,
+        runs: dict[str, list[McpCall]],
+        answered: dict[str, list[McpCall]] | None = None,
     ) -> None:
-        """The restored turn in the E, A and C panes, with what its next turn sent back."""
+        """The restored turn in the E, A and C panes, with what its next turn sent back (E) and
+        the tool's side of the calls whose results it sent (C)."""
         self.pane_e.show_turn(turn, results, runs)
         self.query_one(ApiPane).show_turn(turn)
-        self.query_one(DispatchPane).show_turn(turn)
+        self.query_one(DispatchPane).show_turn(turn, answered)
 
     # -- the layer panes: side by side, or (narrow, compact) one at a time under tabs --------------
 
