@@ -24,7 +24,7 @@ from ..wire import Exchange
 from ._mcp import put
 from ._model import McpCall, ToolHttp, Turn
 
-__all__ = ["Awaiting", "ToolHttpLinker", "tool_http"]
+__all__ = ["Awaiting", "Served", "ToolHttpLinker", "tool_http"]
 
 #: Bytes of a request body searched for the arguments.
 _BODY = 64 << 10
@@ -100,26 +100,50 @@ def tool_http(ex: Exchange) -> ToolHttp:
     )
 
 
+class Served(NamedTuple):
+    """What one tool HTTP call linked to a model's call by its arguments got."""
+
+    seq: int
+    status: int | None
+    error: str | None
+    #: The answer's start (:data:`CLIP` characters, ``…`` when longer).
+    got: str | None
+    #: The answer's whole length, in bytes.
+    got_bytes: int
+
+
 class ToolHttpLinker:
     def __init__(self) -> None:
         #: The model's client tool calls awaiting their result, by call id.
         self.awaiting: OrderedDict[str, Awaiting] = OrderedDict()
         #: What the tool's HTTP calls linked by their arguments got, by the model's call id (the
         #: C check of the request that sends its result back reads it): per call, (seq, status,
-        #: transport error, the answer's start), the first 16.
-        self.served: OrderedDict[str, list[tuple[int, int | None, str | None, str | None]]] = (
-            OrderedDict()
-        )
+        #: transport error, the answer's start, the answer's length in bytes), the first 16.
+        self.served: OrderedDict[str, list[Served]] = OrderedDict()
+        #: The awaiting calls while which some tool HTTP call was made (linked or not), by id.
+        self.touched: OrderedDict[str, bool] = OrderedDict()
+        #: Per tool name, how many of its calls whose wait ended had a tool HTTP call linked by
+        #: their arguments, and how many had none at all (:meth:`model_turn`).
+        self.history: OrderedDict[str, tuple[int, int]] = OrderedDict()
 
     def clear(self) -> None:
         self.awaiting.clear()
         self.served.clear()
+        self.touched.clear()
+        self.history.clear()
 
     def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
         """A turn was analysed: its conversation's earlier calls are no longer awaited (their
         results were sent back, or the client went on without them); its answer's are."""
         for cid in [c for c, a in self.awaiting.items() if a.conversation == turn.conversation]:
-            del self.awaiting[cid]
+            name = self.awaiting.pop(cid).name
+            with_http, without = self.history.get(name, (0, 0))
+            if cid in self.served:
+                with_http += 1
+            elif cid not in self.touched:
+                without += 1
+            put(self.history, name, (with_http, without))
+            self.touched.pop(cid, None)
         for tc in response.tool_calls if response is not None else []:
             if tc.id and tc.name and tc.kind == "function":
                 made = Awaiting(
@@ -150,11 +174,15 @@ class ToolHttpLinker:
                 made.name,
             )
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+            put(self.touched, cid, True)
             if best and call.http is not None:
                 got = self.served.get(cid) or []
                 h = call.http
                 if len(got) < 16:
-                    put(self.served, cid, [*got, (seq, h.status, h.transport_error, h.got)])
+                    made_by = Served(seq, h.status, h.transport_error, h.got, h.got_bytes)
+                    put(self.served, cid, [*got, made_by])
         else:
             call.candidates = len(fits)
+            for cid in fits:  # one of them may have made it
+                put(self.touched, cid, True)
         return call

@@ -210,6 +210,66 @@ def test_a_failure_the_result_says_is_not_a_finding() -> None:
     assert analyse(weather_run()).findings == []  # the clean run: no finding at all
 
 
+def _codes(exchanges: list[Exchange], code: str) -> list[Any]:
+    return [f for f in analyse(exchanges).findings if f.code == code]
+
+
+#: A forecast of 600-odd bytes, as a weather API answers.
+_LONG = orjson.dumps({"city": "Paris", "hours": [{"h": h, "temp": 10 + h % 7, "sky": "clear"} for h in range(24)]})  # noqa: E501
+
+
+def test_a_result_cut_from_the_longer_answer_the_tool_got_is_said() -> None:
+    cut = _LONG[:200].decode()
+    (f,) = _codes(_run_with_paris([_paris(200, _LONG)], cut), "C.tool_result_cut")
+    assert (f.layer, f.severity.value, f.seq, f.tool_call_id) == ("C", "info", 3, "call_P")
+    assert f.details["kept_bytes"] == 200 and f.details["got_bytes"] == len(_LONG)
+    assert f"the first 200 of the {len(_LONG):,} bytes the tool's HTTP call #2 got" in f.message
+    for sent in (
+        _LONG.decode(),  # the whole answer
+        _LONG.decode().replace(",", ", "),  # the whole, re-spaced
+        _LONG[: len(_LONG) - 40].decode(),  # all but its last 40 bytes
+        cut + " … (truncated)",  # the cut said
+        '{"temp":15}',  # another value (not a cut of it)
+        "Sunny, 15 degrees in Paris all day long, no rain expected this week at all.",
+    ):
+        assert _codes(_run_with_paris([_paris(200, _LONG)], sent), "C.tool_result_cut") == [], sent
+    # a failed call is C.tool_http_error_hidden's, never a cut
+    assert _codes(_run_with_paris([_paris(503, _LONG)], cut), "C.tool_result_cut") == []
+
+
+def _three_calls(third: list[Exchange]) -> list[Exchange]:
+    """get_weather called three times, one call per turn; Paris's and Tokyo's tool calls their
+    API; the third (Oslo) gets ``third`` as its tool HTTP calls, and a result."""
+    calls = [
+        (f"call_{i}", "get_weather", {"city": city})
+        for i, city in enumerate(("Paris", "Tokyo", "Oslo"), start=1)
+    ]
+    asked = [{"role": "user", "content": "Weather in Paris, then Tokyo, then Oslo?"}]
+    history: list[Any] = list(asked)
+    out: list[Exchange] = []
+    for i, (cid, name, args) in enumerate(calls):
+        out.append(chat(list(history), [(cid, name, args)]))
+        city = args["city"]
+        out.extend(third if i == 2 else [tool("GET", f"https://wx.example.com/v1/now?city={city}", 200, b'{"temp":15}')])  # noqa: E501
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": orjson.dumps(args).decode()}}]},  # noqa: E501
+            {"role": "tool", "tool_call_id": cid, "content": '{"temp":15}'},
+        ]
+    out.append(chat(history, [], "15 C everywhere."))
+    return out
+
+
+def test_a_result_without_the_http_the_tool_made_on_its_earlier_calls_is_said() -> None:
+    (f,) = _codes(_three_calls([]), "C.tool_http_missing")
+    assert (f.layer, f.severity.value, f.tool_call_id) == ("C", "info", "call_3")
+    assert f.details["earlier_calls"] == 2 and "made none, and a result came back" in f.message
+    status = tool("GET", "https://wx.example.com/v1/status", 200, b"{}")  # nothing of Oslo in it
+    oslo = tool("GET", "https://wx.example.com/v1/now?city=Oslo", 200, b'{"temp":15}')
+    for third in ([oslo], [status]):  # made (linked), or some call while it awaited
+        assert _codes(_three_calls(third), "C.tool_http_missing") == [], third
+    assert _codes(weather_run(), "C.tool_http_missing") == []
+
+
 def test_show_counts_the_tools_calls_apart_from_the_agents_own(tmp_path: Path) -> None:
     """``show``'s first line counts the model round trips, the tools' HTTP calls (and how many
     are linked), and apart from them the calls made while no tool call awaited its result (the

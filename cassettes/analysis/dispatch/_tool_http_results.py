@@ -1,6 +1,6 @@
-"""C check against what a tool's own HTTP calls got (the tools' HTTP the recorder kept beside the
+"""C checks against what a tool's own HTTP calls got (the tools' HTTP the recorder kept beside the
 model calls, linked to the model's call each served by its arguments): a failure the result sent
-back to the model hides."""
+back to the model hides, a result cut from a longer answer, a result no HTTP call made."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...models import ToolResult
 from .. import codes as codes
 from .._context import TurnContext, short
 from .._model import Finding
+from .._tool_http import Served, ToolHttpLinker
 from ._shared import _norm
 
 #: Words a result uses to say that something went wrong (lower case; a stem matches longer words).
@@ -30,9 +31,10 @@ def check_tool_http_results(ctx: TurnContext) -> Iterator[Finding]:
     an answer), and the result is not flagged an error and says none of it (no status, no failure
     word, none of the error's text): the model was told a success, or nothing, or another value.
     Only calls linked by their arguments are read, and only when none of the tool's calls for it
-    succeeded (a tool that retried, or whose failed call was a side one, is not judged)."""
+    succeeded (a tool that retried, or whose failed call was a side one, is not judged). With
+    them, :func:`_cut` (C.tool_result_cut) and :func:`_missing` (C.tool_http_missing)."""
     tools = ctx.tool_http
-    if tools is None or not tools.served:
+    if tools is None or not (tools.served or tools.history):
         return
     for m in ctx.turn.c.appended:
         for p in m.parts:
@@ -40,9 +42,13 @@ def check_tool_http_results(ctx: TurnContext) -> Iterator[Finding]:
             if tr is None or not tr.call_id or tr.is_error is True:
                 continue
             calls = tools.served.get(tr.call_id)
-            if not calls or not all(_failed(status, error) for _, status, error, _ in calls):
+            if not calls:
+                yield from _missing(ctx, tools, tr)
                 continue
-            seq, status, error, got = calls[-1]
+            if not all(_failed(c.status, c.error) for c in calls):
+                yield from _cut(ctx, tr, calls[-1])
+                continue
+            seq, status, error, got, _ = calls[-1]
             if _says_failure(tr, status, got):
                 continue
             what = (
@@ -64,6 +70,57 @@ def check_tool_http_results(ctx: TurnContext) -> Iterator[Finding]:
                 tool_http_seq=seq,
                 status=status,
             )
+
+
+def _cut(ctx: TurnContext, tr: ToolResult, last: Served) -> Iterator[Finding]:
+    """C.tool_result_cut — the result is the start of the longer answer the tool's last linked
+    HTTP call got (2xx; compared on the answer's first characters, whitespace and case folded),
+    at most 90% of it and 64 bytes or more short, with no word of the cut in it."""
+    sent = (tr.content or "").strip()
+    size = len(sent.encode())
+    if last.status is None or not 200 <= last.status < 300 or not last.got:
+        return
+    if size > last.got_bytes * 0.9 or last.got_bytes - size < 64 or _CUT_SAID.search(sent[-80:]):
+        return
+    said, got = _norm(sent), _norm(last.got.removesuffix("…"))
+    k = min(len(said), len(got))
+    if k < 32 or said[:k] != got[:k]:
+        return
+    yield ctx.finding(
+        codes.TOOL_RESULT_CUT,
+        f"The result sent back for the model's call {tr.call_id} is the first {size:,} of the "
+        f"{last.got_bytes:,} bytes the tool's HTTP call #{last.seq} got: the model did not see "
+        "the rest, and nothing in the result says it was cut.",
+        tool_call_id=tr.call_id,
+        tool_http_seq=last.seq,
+        kept_bytes=size,
+        got_bytes=last.got_bytes,
+    )
+
+
+def _missing(ctx: TurnContext, tools: ToolHttpLinker, tr: ToolResult) -> Iterator[Finding]:
+    """C.tool_http_missing — the tool's earlier calls (two or more) each made linked HTTP calls
+    and none came back without; this one awaited with no tool HTTP call made (none linked to it,
+    none left unlinked among candidates it was one of)."""
+    made = tools.awaiting.get(tr.call_id or "")
+    if made is None or tr.call_id in tools.touched:
+        return
+    with_http, without = tools.history.get(made.name, (0, 0))
+    if with_http < 2 or without:
+        return
+    yield ctx.finding(
+        codes.TOOL_HTTP_MISSING,
+        f"The tool {made.name} made HTTP calls for each of its {with_http} earlier calls; for the "
+        f"model's call {tr.call_id} it made none, and a result came back: it came from elsewhere "
+        "(a cache, a default, the client).",
+        tool_call_id=tr.call_id,
+        tool=made.name,
+        earlier_calls=with_http,
+    )
+
+
+#: Words at a result's end that say it was cut.
+_CUT_SAID = re.compile(r"…|\.\.\.|truncat|cut|more|omitted|remaining|\[\d+", re.I)
 
 
 def _failed(status: int | None, error: str | None) -> bool:
