@@ -144,7 +144,10 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     op = a.get(OPERATION)
     if a.get(FAMILY) is not None:  # looptap's own: its operation says what the round trip was
         adapter = by_family(str(a[FAMILY]))
-        if adapter is not None and adapter.rebuilt_operations:  # (not chat turns: their own)
+        own = a.get(OPERATION_OWN)
+        # (not chat turns: their own; an operation the family's adapter does not rebuild, such as
+        # a Responses compaction, is left out rather than rebuilt as a chat turn)
+        if adapter is not None and (adapter.rebuilt_operations or own not in (None, "generate")):
             return _own_operation(a) is not None
         return op in _LOOPTAP_CALL_OPS
     if op is None and a.get("openinference.span.kind") is not None:

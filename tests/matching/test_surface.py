@@ -16,7 +16,7 @@ EXPORTED = [
     "attribute", "bare_text", "clip", "entries_of", "entry_line", "here", "json_diff",
     "parse_ignore", "parse_substitution", "project_rules", "recorded", "report_lines",
     "request_key", "rules_of_args", "short", "this_process", "tolerated", "tolerated_notes",
-    "tool_result_changes", "turn_entries", "volatile_for", "window",
+    "tool_host", "tool_result_changes", "turn_entries", "volatile_for", "window",
 ]  # fmt: skip
 
 
