@@ -1224,7 +1224,7 @@ def cli() -> None:
         asyncio.run(serve_upstream())
     elif args.serve in ("bare", "stream"):
         asyncio.run(serve_bare(args.upstream_port, args.serve == "stream", args.dir))
-    elif args.serve == "looptap":
+    elif args.serve in ("looptap", "notools"):  # the same recorder, the tools' HTTP on / off
         asyncio.run(
             serve_looptap(
                 args.upstream_port,
@@ -1232,17 +1232,7 @@ def cli() -> None:
                 args.profile,
                 args.durable,
                 name=args.serve,
-            )
-        )
-    elif args.serve == "notools":
-        asyncio.run(
-            serve_looptap(
-                args.upstream_port,
-                args.dir,
-                args.profile,
-                args.durable,
-                name="notools",
-                tool_http=False,
+                tool_http=args.serve == "looptap",
             )
         )
     elif args.serve == "uvloop":
