@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import ssl
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,26 @@ def test_the_leaf_names_each_recorded_https_host(tmp_path: Path) -> None:
         with _client(server) as client:
             got = client.get("https://127.0.0.1:8443/weather?city=Paris")
         assert (got.status_code, got.content) == (200, GOT)
+
+
+def test_a_client_that_does_not_trust_the_replays_ca_fails_closed(tmp_path: Path) -> None:
+    """A client verifying against another store (here the one-certificate store, as one that
+    pins or ignores SSL_CERT_FILE would): its handshake fails, and the replay keeps a miss
+    naming the host and why."""
+    from looptap.cassettes.replay.testing.plugin import NO_HOST_CA
+
+    ctx = ssl.create_default_context(cafile=str(NO_HOST_CA))
+    with ReplayServer(_run(tmp_path)) as server:
+        with httpx.Client(proxy=server.url, verify=ctx, trust_env=False) as client:
+            with pytest.raises(httpx.ConnectError):
+                client.get(WEATHER)
+        for _ in range(1200):  # the server reads the client's alert after the client gave up
+            if server.misses:
+                break
+            time.sleep(0.05)
+        [miss] = server.misses
+        assert miss.method == "CONNECT" and miss.target == "tools.example.com:443"
+        assert "the TLS handshake for the HTTPS tool host tools.example.com:443 failed" in (
+            miss.reason
+        )
+        assert "unmatched: CONNECT tools.example.com:443" in "\n".join(server.report_lines())

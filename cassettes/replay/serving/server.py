@@ -511,14 +511,24 @@ class ReplayServer(BackgroundServer):
         recorded): answered 200, then TLS with the replay's certificate for it, and the host
         returned (the tunnel's requests are the tool's); to any other host refused, ``None``."""
         host = tool_host(f"https://{req.target}") if "/" not in req.target else ""
-        if self.tls is None or not host or not self.tls.serves(host):
-            await self._connect(req, writer)
-            return None
-        if host not in self._https_host_list():
+        tls = self.tls
+        if tls is None or host not in self._https_host_list() or not tls.serves(host):
             await self._connect(req, writer)
             return None
         await self.sender.send_head(writer, 200, [], req=req)
-        await writer.start_tls(self.tls.context, ssl_handshake_timeout=self.read_timeout or 60.0)
+        try:
+            await writer.start_tls(tls.context, ssl_handshake_timeout=self.read_timeout or 60.0)
+        except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
+            # the tool's call is not served: a miss, so the test fails closed even when the
+            # agent swallowed its client's error
+            why = (
+                f"the TLS handshake for the HTTPS tool host {host} failed "
+                f"({type(exc).__name__}: {clip(str(exc), 200)}): the client did not trust the "
+                "replay's CA (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS), pins its "
+                "server's certificate, or speaks only HTTP/2"
+            )
+            self.matcher.misses.append(Miss("CONNECT", host, clean_line(why)))
+            return None
         return host
 
     async def _connect(self, req: Request, writer: asyncio.StreamWriter) -> bool:
