@@ -13,7 +13,9 @@ recorder's CA; then, with the tool server and the model both stopped:
 
 from __future__ import annotations
 
+import shutil
 import ssl
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,6 @@ from tests.proxy.test_e2e_tool_http import (
     route,
 )
 from tests.proxy.test_e2e_tool_replay import _fork, _plugged, _replay, _stop
-from tests.replay.test_plugin_tls import _host_cert
 from tests.support import progress
 from tests.support.recorder import clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -39,11 +40,25 @@ from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 pytestmark = [
     needs_recorder,
     pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command"),
 ]
 
 pytest_plugins = ["pytester"]
 
 AGENTS = {"openai": OPENAI_AGENT, "langchain": LANGCHAIN_AGENT}
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (OpenSSL's own command line): the
+    tool server's, which no store trusts."""
+    cert, key = directory / "tool-cert.pem", directory / "tool-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=tools",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
 
 class HttpsToolServer(ToolServer):
@@ -62,7 +77,7 @@ def recorded(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp(f"{request.param}-https-tools")
-    cert = _host_cert(tmp)
+    cert = _self_signed(tmp)
     with ScriptedUpstream(route) as fake, HttpsToolServer(cert) as tools:
         proc, run = looptap_run(tmp, AGENTS[request.param], fake, tools, "--ssl-insecure")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
