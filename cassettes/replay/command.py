@@ -245,10 +245,13 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
             _err(f"error: cannot listen on {args.host}:{args.port}: {why}")
             return False
         # the proxy variables when the recording's tools made HTTP calls (answered here too), the
-        # base URLs, and a placeholder key for each SDK that will not start without one
+        # CA store trusting the replay's CA when some were HTTPS (the store this process has, and
+        # that CA), the base URLs, and a placeholder key for each SDK that will not start without
+        # one
         tools = len(server.matcher.index.tools)
         proxy = server.proxy_env if tools else {}
-        for k, v in {**proxy, **server.env, **placeholder_keys(os.environ)}.items():
+        trust = server.trust_env(os.environ)
+        for k, v in {**proxy, **trust, **server.env, **placeholder_keys(os.environ)}.items():
             print(f"export {k}={v}")
         sys.stdout.flush()
         n = len(server.matcher.recorded) - tools
@@ -256,7 +259,9 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         _err(
             f"replaying {args.file}: {count(n, 'round trip')}"
             + (
-                f" (and {count(tools, 'tool HTTP call')}, served through HTTP_PROXY{live})"
+                f" (and {count(tools, 'tool HTTP call')}, served through HTTP_PROXY"
+                + (" and HTTPS_PROXY with a CA made for this replay" if trust else "")
+                + f"{live})"
                 if tools
                 else ""
             )

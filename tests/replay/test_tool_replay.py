@@ -125,17 +125,20 @@ def _all(s: socket.socket) -> bytes:
     return out
 
 
-def test_connect_to_a_host_the_tools_called_is_a_miss(tmp_path: Path) -> None:
+def test_connect_to_a_host_the_tools_called_over_plain_http_is_a_miss(tmp_path: Path) -> None:
+    """A tunnel to a host whose calls were recorded over plain HTTP is refused and kept as a miss
+    (an HTTPS host's is served: tests/replay/test_tool_https.py); to any other host, refused."""
     run = _run()
-    run[1].url = "https://api.weather.example/weather?city=Paris"
+    run[1].url = "http://api.weather.example:443/weather?city=Paris"
     with ReplayServer(write(tmp_path / "run.jsonl", run)) as server:
+        assert server.tls is None
         with socket.create_connection((server.host, server.port)) as s:
             s.sendall(b"CONNECT api.weather.example:443 HTTP/1.1\r\nHost: x\r\n\r\n")
             head = _all(s)
         with socket.create_connection((server.host, server.port)) as s:
             s.sendall(b"CONNECT api.openai.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
             other = _all(s)
-    assert head.startswith(b"HTTP/1.1 403") and b"an HTTPS tool is not replayed" in head
+    assert head.startswith(b"HTTP/1.1 403") and b"but not over HTTPS" in head
     assert other.startswith(b"HTTP/1.1 403") and b"point the client's base URL" in other
     assert [m.method for m in server.misses] == ["CONNECT"]
 

@@ -9,7 +9,9 @@ flushed each), instantly, at the recorded pace or scaled (``x2`` is twice as fas
 is exhausted, never goes anywhere else: it gets an error in the API's own error shape (so the SDK
 raises it with the message intact) saying which recorded turn is closest, what differs (JSON
 paths) and which layer that implicates, and the miss is kept for the test that ran the agent.
-``CONNECT`` (an agent that ignores the base URL and uses a proxy) is refused.
+``CONNECT`` (an agent that ignores the base URL and uses a proxy) is refused, but to a host the
+recording's tools called over HTTPS: there the server answers as the tool's host would, through a
+CA made for this replay (:mod:`._tls`; :meth:`ReplayServer.trust_env` makes the agent trust it).
 
 **Errors once.** A recorded error response is played once, with the header that stops the SDK's
 retries, unless the recording itself shows the SDK retrying (the same request recorded again
@@ -58,6 +60,7 @@ from .plan import Fallback, Forward, Planner, Router, ToolAnswer
 
 if TYPE_CHECKING:
     from ...net import Trust
+    from ._tls import ToolTLS
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -203,6 +206,10 @@ class ReplayServer(BackgroundServer):
             self.planner, self.player, idle_timeout=idle_timeout, trust=trust
         )
         self._tool_hosts: list[str] | None = None
+        self._https_hosts: frozenset[str] | None = None
+        #: The CA and certificate of the HTTPS tools' hosts, made when the server starts (while
+        #: it runs; ``None`` when the recording's tools called no host over HTTPS).
+        self.tls: ToolTLS | None = None
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
         #: Requests that could not be read, answered 400 (408, 413 …) and closed: how many, and
@@ -224,6 +231,29 @@ class ReplayServer(BackgroundServer):
             shed_idle=self._shed_idle,
         )
 
+    async def start_async(self) -> None:
+        hosts = self.https_tool_hosts()
+        if hosts and self.tls is None:
+            from ._tls import ToolTLS
+
+            self.tls = ToolTLS(hosts)
+        try:
+            await super().start_async()
+        except BaseException:
+            self._drop_tls()
+            raise
+
+    async def stop_async(self) -> None:
+        try:
+            await super().stop_async()
+        finally:
+            self._drop_tls()
+
+    def _drop_tls(self) -> None:
+        if self.tls is not None:
+            self.tls.close()
+            self.tls = None
+
     # -- public view ---------------------------------------------------------------------------
     @property
     def url(self) -> str:
@@ -242,6 +272,17 @@ class ReplayServer(BackgroundServer):
     def tool_hosts(self) -> list[str]:
         """The hosts (``host:port``) the recording's tools called."""
         return self.matcher.tool_hosts()
+
+    def https_tool_hosts(self) -> list[str]:
+        """The hosts (``host:port``) the recording's tools called over HTTPS."""
+        return self.matcher.tool_hosts("https")
+
+    def trust_env(self, environ: Mapping[str, str], base: str | None = None) -> dict[str, str]:
+        """While the server runs and serves HTTPS tools: the variables that make the agent trust
+        its CA (:meth:`ToolTLS.trust_env <cassettes.replay.serving._tls.ToolTLS.trust_env>`: a
+        bundle of ``base`` — default the store ``environ`` names, else OpenSSL's — and the CA);
+        else none."""
+        return self.tls.trust_env(environ, base) if self.tls is not None else {}
 
     @property
     def served(self) -> list[Exchange]:
@@ -356,6 +397,8 @@ class ReplayServer(BackgroundServer):
         writer: asyncio.StreamWriter,
         task: asyncio.Task[None],
     ) -> None:
+        #: Inside a CONNECT tunnel: the recorded HTTPS tool host its requests go to.
+        tunnel: str | None = None
         while True:
             try:
                 self._idle[task] = writer
@@ -368,12 +411,21 @@ class ReplayServer(BackgroundServer):
                 return
             if req is None:
                 return
-            websocket = (req.header("upgrade") or "").lower() == "websocket"
+            if tunnel is not None:
+                # the host is the recorded one the tunnel was opened to: not the request's Host
+                # header, nor its SNI, nor an absolute URL it names (all the client's to say)
+                req.absolute = f"https://{tunnel}{req.target}"
+            elif req.method == "CONNECT":
+                tunnel = await self._tunnel(req, writer)
+                if tunnel is None:
+                    return
+                continue
+            websocket = tunnel is None and (req.header("upgrade") or "").lower() == "websocket"
             try:
                 if websocket:
                     await self.websockets.serve(req, reader, writer)
                     return
-                keep = await self._respond(req, writer)
+                keep = await self._respond(req, writer, tunnel is not None)
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug here must reach the test as an error, not a hang
@@ -420,11 +472,13 @@ class ReplayServer(BackgroundServer):
         return req
 
     # -- the HTTP sender: speaks what the planner decided ------------------------------------------
-    async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
+    async def _respond(
+        self, req: Request, writer: asyncio.StreamWriter, tunneled: bool = False
+    ) -> bool:
         t0 = asyncio.get_running_loop().time()
-        if req.method == "CONNECT":
+        if req.method == "CONNECT":  # (inside a tunnel)
             return await self._connect(req, writer)
-        url = self._tool_url(req)
+        url = req.absolute if tunneled else self._tool_url(req)
         answer = self.planner.plan(req) if url is None else self.planner.plan_tool(req, url)
         if isinstance(answer, ToolAnswer):
             kind = "application/json" if answer.body[:1] in (b"{", b"[") else "text/plain"
@@ -452,16 +506,42 @@ class ReplayServer(BackgroundServer):
             return None
         return req.absolute
 
+    async def _tunnel(self, req: Request, writer: asyncio.StreamWriter) -> str | None:
+        """``CONNECT`` to a host the recording's tools called over HTTPS (its ``host:port`` as
+        recorded): answered 200, then TLS with the replay's certificate for it, and the host
+        returned (the tunnel's requests are the tool's); to any other host refused, ``None``."""
+        host = tool_host(f"https://{req.target}") if "/" not in req.target else ""
+        tls = self.tls
+        if tls is None or host not in self._https_host_list() or not tls.serves(host):
+            await self._connect(req, writer)
+            return None
+        await self.sender.send_head(writer, 200, [], req=req)
+        try:
+            await writer.start_tls(tls.context, ssl_handshake_timeout=self.read_timeout or 60.0)
+        except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
+            # the tool's call is not served: a miss, so the test fails closed even when the
+            # agent swallowed its client's error
+            why = (
+                f"the TLS handshake for the HTTPS tool host {host} failed "
+                f"({type(exc).__name__}: {clip(str(exc), 200)}): the client did not trust the "
+                "replay's CA (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS), pins its "
+                "server's certificate, or speaks only HTTP/2"
+            )
+            self.matcher.misses.append(Miss("CONNECT", host, clean_line(why)))
+            return None
+        return host
+
     async def _connect(self, req: Request, writer: asyncio.StreamWriter) -> bool:
-        """``CONNECT``: refused (no TLS is made here). A host whose calls the recording's tools
-        made is a miss too (an HTTPS tool is not replayed: the test fails closed)."""
+        """``CONNECT`` refused: to a host the recording's tools called that is not served over
+        HTTPS here (a plain-HTTP tool's host, or a name no certificate may carry), a miss too
+        (the test fails closed)."""
         host = tool_host(f"https://{req.target}")
         recorded = sum(1 for h in self._tool_host_list() if h == host)
         if recorded:
             msg = (
-                f"looptap replay refuses CONNECT {req.target}: the recording's tools called "
-                f"{host} over HTTPS, and an HTTPS tool is not replayed (the replay server makes "
-                "no certificates); record the tool over plain HTTP, or let it go live"
+                f"looptap replay refuses CONNECT {clip(req.target)}: the recording's tools called "
+                f"{host}, but not over HTTPS with a name a certificate may carry; "
+                "record the tool again, or let it go live"
             )
             self.matcher.misses.append(Miss("CONNECT", req.target, msg))
         else:
@@ -475,6 +555,11 @@ class ReplayServer(BackgroundServer):
         if self._tool_hosts is None:
             self._tool_hosts = self.tool_hosts()
         return self._tool_hosts
+
+    def _https_host_list(self) -> frozenset[str]:
+        if self._https_hosts is None:
+            self._https_hosts = frozenset(self.https_tool_hosts())
+        return self._https_hosts
 
 
 #: The names a request to this server's own address may give it (the proxy variables point at

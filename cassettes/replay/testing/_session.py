@@ -250,6 +250,11 @@ def _start_replay(
         # SDKs' HTTP clients load this one certificate instead of the whole CA bundle, for each
         # transport they make (httpx makes one per proxy variable): most of a replayed test's cost.
         session.env.update(SSL_CERT_FILE=str(NO_HOST_CA), SSL_CERT_DIR=str(NO_HOST_CA.parent))
+    # The tools' HTTPS hosts, served through CONNECT with a CA made for this replay: trusted
+    # beside that store (or the user's own), only while the test runs.
+    session.env.update(
+        session.server.trust_env(os.environ, str(NO_HOST_CA) if trust is not None else None)
+    )
     _api_keys(monkeypatch)
 
 

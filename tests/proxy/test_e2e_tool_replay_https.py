@@ -1,0 +1,137 @@
+"""HTTPS tools served back (issue 84, item 4): the agents of tests/proxy/test_e2e_tool_replay.py
+(the openai SDK with httpx tools, a LangChain agent with requests tools) whose tool server speaks
+HTTPS on 127.0.0.1 (a certificate of its own, which the recorder's mitmproxy is told not to
+verify: ``--ssl-insecure``). Recorded through the real ``looptap run``, the agent trusting the
+recorder's CA; then, with the tool server and the model both stopped:
+
+1. ``looptap replay``: the agent run with its export lines (the proxy variables and a CA store
+   trusting the replay's own CA) gets every tool answer over HTTPS, nothing live.
+2. The pytest plugin: the same agent in an inner test passes; on the base commit (CONNECT
+   refused) it failed.
+3. A fork at turn 2: the prefix's HTTPS tool calls and the live turn's order served.
+"""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looptap.cassettes.storage import read_records
+from tests.proxy.test_e2e_tool_http import (
+    CLIENTS_PYTHON,
+    LANGCHAIN_AGENT,
+    OPENAI_AGENT,
+    TOOL_KEY,
+    ToolServer,
+    looptap_run,
+    route,
+)
+from tests.proxy.test_e2e_tool_replay import _fork, _plugged, _replay, _stop
+from tests.support import progress
+from tests.support.recorder import clean_env, needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command"),
+]
+
+pytest_plugins = ["pytester"]
+
+AGENTS = {"openai": OPENAI_AGENT, "langchain": LANGCHAIN_AGENT}
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (OpenSSL's own command line): the
+    tool server's, which no store trusts."""
+    cert, key = directory / "tool-cert.pem", directory / "tool-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=tools",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+class HttpsToolServer(ToolServer):
+    """The weather and orders API over HTTPS (its own self-signed certificate for 127.0.0.1)."""
+
+    def __init__(self, cert: tuple[Path, Path]) -> None:
+        super().__init__()
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*cert)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.url = self.url.replace("http://", "https://")
+
+
+@pytest.fixture(scope="module", params=sorted(AGENTS))
+def recorded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp(f"{request.param}-https-tools")
+    cert = _self_signed(tmp)
+    with ScriptedUpstream(route) as fake, HttpsToolServer(cert) as tools:
+        proc, run = looptap_run(tmp, AGENTS[request.param], fake, tools, "--ssl-insecure")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
+    tool = [ex for ex in read_records(run).exchanges if ex.tool]
+    assert len(tool) == 5 and all(ex.url.startswith(tools.url + "/") for ex in tool)
+    yield {"name": request.param, "run": run, "tool_url": tools.url, "agent": AGENTS[request.param]}
+
+
+def test_looptap_replay_serves_https_tools_with_nothing_live(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    replay, env = _replay(recorded["run"], "--strict")
+    try:
+        assert env["HTTPS_PROXY"] == env["OPENAI_BASE_URL"].removesuffix("/v1")
+        ca = Path(env["SSL_CERT_FILE"])
+        assert ca.is_file() and env["REQUESTS_CA_BUNDLE"] == str(ca)
+        assert not ca.is_relative_to(recorded["run"].parent)  # never beside the user's files
+        script = tmp_path / "agent.py"
+        script.write_text(recorded["agent"])
+        agent = progress.run(
+            [str(CLIENTS_PYTHON), str(script)],
+            env=clean_env(**env, TOOL_URL=recorded["tool_url"], TOOL_KEY=TOOL_KEY),
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        err = _stop(replay)
+    assert agent.returncode == 0, agent.stdout + agent.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in agent.stdout
+    assert replay.returncode == 0, err
+    assert "played 4 of 4 recorded round trips and served 5 of 5 tool HTTP calls" in err, err
+    assert "0 unmatched requests" in err and "unplayed" not in err and "live" not in err
+    assert not ca.exists() and not ca.parent.exists()  # the replay's CA gone with it
+
+
+def test_the_plugin_replays_https_tools_offline(
+    recorded: dict[str, Any], pytester: pytest.Pytester
+) -> None:
+    result = _plugged(pytester, recorded, recorded["run"], recorded["agent"])
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert "played 4 of 4 recorded round trips and served 5 of 5 tool HTTP calls" in out, out
+
+
+def test_a_fork_at_turn_2_serves_the_https_tools(recorded: dict[str, Any], tmp_path: Path) -> None:
+    asked: list[int] = []
+
+    def live(req: ScriptedRequest) -> Reply:
+        asked.append(len(req.tool_results()))
+        return route(req)
+
+    with ScriptedUpstream(live) as fake:
+        proc, _ = _fork(recorded["run"], fake, tmp_path, recorded["agent"], recorded["tool_url"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: Ordered an umbrella." in proc.stdout
+    assert asked == [4, 5]  # turns 2 and 3 went live; 0 and 1 were served
+    assert "served 5 of 5 tool HTTP calls" in proc.stderr, proc.stderr[-3000:]
