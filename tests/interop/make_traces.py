@@ -71,13 +71,15 @@ KINDS = {
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    # (the endpoint switches the export on; its usage telemetry fetches a config from the
+    # internet unless switched off)
     **{k: {"MLFLOW_ENABLE_OTEL_GENAI_SEMCONV": "true", "MLFLOW_ENABLE_OTLP_EXPORTER": "true",
-           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}
-       for k in ("mlflow", "mlflow-langchain")},  # (the endpoint: switches the export on)
-    "mlflow-native": {"MLFLOW_ENABLE_OTLP_EXPORTER": "true",
-                      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces",
-                      # (its usage telemetry fetches a config from the internet otherwise)
-                      "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"},
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces",
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+       for k in ("mlflow", "mlflow-langchain")},
+    # MLflow's own attributes: not translated into the conventions
+    "mlflow-native": {"MLFLOW_ENABLE_OTLP_EXPORTER": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
+                      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"},
     # OpenLIT reads the variable as a switch: content on its spans with "true" only
     **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
        for k in ("openlit", "openlit-langchain")},
