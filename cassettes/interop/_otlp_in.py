@@ -213,7 +213,10 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
     if prof.bodies is not None:
-        return _api_shaped(a, span, prof)
+        shaped = _api_shaped(a, span, prof)
+        if shaped is not None or a.get(prof.bodies.call[0]) is not None:
+            return shaped
+        prof = UNPROFILED  # (its spans without its own attributes: the conventions')
     if not _is_call(a, span):
         return None
     family = _family(a, prof)
@@ -305,7 +308,7 @@ def _api_shaped(a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) 
         call.finish = finish
         call.given.add("finish_reason")
     call.inferred |= {"params"}
-    if prof.says_stream:  # the SDK call's arguments as given: no `stream`, not streamed
+    if b.says_stream:  # the SDK call's arguments as given: no `stream`, not streamed
         call.stream = req.get("stream") is True
     else:
         call.inferred.add("stream")

@@ -37,6 +37,9 @@ class Bodies:
     #: the API sent them: the answer is reassembled from them (by the family's provider), not
     #: taken from :attr:`answer`.
     chunks: tuple[str, str] | None = None
+    #: The request is the SDK call's arguments as given: no ``stream``, not streamed (the flag
+    #: is taken, not inferred).
+    says_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,9 @@ class Instrumentation:
     #: Providers whose streamed answers' token counts it makes itself (the API sent none): not
     #: kept as the API's usage.
     counts_stream_usage: tuple[str, ...] = ()
-    #: Its spans keep the API's own request and answer (Langfuse): read as a trajectory's.
+    #: Its spans keep the API's own request and answer (Langfuse): read as a trajectory's. A span
+    #: of its scope without them (MLflow's translation into the conventions) is read as one of
+    #: an instrumentation without a profile.
     bodies: Bodies | None = None
     #: The ``gen_ai.provider.name`` its spans mean when they name none.
     provider: str | None = None
@@ -120,10 +125,10 @@ PROFILES: tuple[Instrumentation, ...] = (
     # SEMCONV), which loses a streamed answer's tool calls: the SDK call's arguments as given
     # (`stream` among them), its answer object, a stream's chunks as events
     Instrumentation("MLflow Tracing", ("mlflow.tracing.provider",), "3.17.2 (autolog)",
-                    says_stream=True, bodies=Bodies(
+                    bodies=Bodies(
         ("mlflow.spanType", "CHAT_MODEL"), "mlflow.spanInputs", "mlflow.spanOutputs",
         "mlflow.llm.model", "mlflow.chat.tokenUsage", message_at=("choices", 0, "message"),
-        chunks=("mlflow.chunk.item.", "mlflow.chunk.value"))),
+        chunks=("mlflow.chunk.item.", "mlflow.chunk.value"), says_stream=True)),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 
