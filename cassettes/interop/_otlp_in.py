@@ -37,6 +37,7 @@ from ._genai_names import (
     URL,
     USAGE,
 )
+from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
 from ._otlp_numbered import numbered, numbered_tools
 from ._otlp_openinference import (
@@ -46,7 +47,7 @@ from ._otlp_openinference import (
     response_echo,
 )
 from ._otlp_params import params
-from ._otlp_profiles import UNPROFILED, Bodies, Instrumentation, profile_of
+from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
@@ -212,7 +213,10 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
     if prof.bodies is not None:
-        return _api_shaped(a, span, prof.bodies, prof.name)
+        shaped = _api_shaped(a, span, prof)
+        if shaped is not None or a.get(prof.bodies.call[0]) is not None:
+            return shaped
+        prof = UNPROFILED  # (its spans without its own attributes: the conventions')
     if not _is_call(a, span):
         return None
     family = _family(a, prof)
@@ -261,41 +265,53 @@ UNPROFILED_NOTE = (
 )
 
 
-def _api_shaped(a: dict[str, Any], span: dict[str, Any], b: Bodies, name: str) -> Call | None:
+def _api_shaped(a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) -> Call | None:
     """A call span that keeps the API's own request and answer (:class:`Bodies`), read as the
-    last call of a trajectory; its parameters (the instrumentation's defaults among them) and its
-    stream flag are not said."""
+    last call of a trajectory; its parameters (the instrumentation's defaults among them) are not
+    said, nor its stream flag unless the profile says the request has it."""
     from ._traces import trajectory_calls  # (the API's own message shapes, as a trajectory's)
 
-    req, out = json_attribute(a.get(b.request)), json_attribute(a.get(b.answer))
+    b, name = prof.bodies, prof.name
+    assert b is not None
+    req = json_attribute(a.get(b.request))
+    out = message_at(json_attribute(a.get(b.answer)), b.message_at)
     out = {"content": out} if isinstance(out, str) else out  # (a streamed text: the text alone)
-    if a.get(b.call[0]) != b.call[1] or not isinstance(req, dict) or not isinstance(out, dict):
+    if b.call[1] not in (a.get(b.call[0]), plain(a.get(b.call[0]))):
+        return None
+    if not isinstance(req, dict) or not isinstance(out, dict):
         return None
     messages = req.get("messages")
     if not isinstance(messages, list):
         return None
-    model = a.get(b.model) or req.get("model")
-    around = {"model": model, "tools": req.get("tools") or []}
+    model = plain(a.get(b.model)) or req.get("model")
+    around = {"model": model, "tools": req.get("tools") or [], "system": req.get("system")}
     answer = {**{k: v for k, v in out.items() if k != "role"}, "role": "assistant"}
     try:
         call = trajectory_calls([*messages, answer], around, f"{name} span")[-1]
     except (ImportFormatError, IndexError):
         return None
+    streamed = reassembled(span, call.family, b.chunks) if b.chunks else None
+    if streamed is not None:  # the chunks the API sent, not the instrumentation's summary
+        call.output = streamed
     call.source = f"an OTel trace ({name})"
     usage = json_attribute(a.get(b.usage))
     usage = usage if isinstance(usage, dict) else {}
-    for key, names in (("input_tokens", ("prompt_tokens", "input")),
-                       ("output_tokens", ("completion_tokens", "output"))):  # fmt: skip
+    for key, names in (("input_tokens", ("prompt_tokens", "input", "input_tokens")),
+                       ("output_tokens", ("completion_tokens", "output", "output_tokens"))):
         v = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
         if v is not None:
             call.usage[key] = v
     call.given |= {"usage"} if call.usage else set()
-    finish = json_attribute(a.get(b.finish))
+    finish = json_attribute(a.get(b.finish)) if b.finish else None
     finish = finish.strip('"') if isinstance(finish, str) else None
     if finish:
         call.finish = finish
         call.given.add("finish_reason")
-    call.inferred |= {"stream", "params"}
+    call.inferred |= {"params"}
+    if b.says_stream:  # the SDK call's arguments as given: no `stream`, not streamed
+        call.stream = req.get("stream") is True
+    else:
+        call.inferred.add("stream")
     call.service = span.get(SERVICE)
     _timing(call, span, a)
     return call

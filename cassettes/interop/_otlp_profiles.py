@@ -20,16 +20,26 @@ class Bodies:
     """An instrumentation that keeps the request and the answer in the API's own shapes (JSON
     attributes), outside the GenAI conventions: which span is a call, and where each part is."""
 
-    #: (attribute, value) of a span that is a model call.
+    #: (attribute, value) of a span that is a model call (the value, or its JSON string).
     call: tuple[str, str]
     #: The request (``messages``, ``tools`` …) as the SDK was given it.
     request: str
-    #: The answer's message.
+    #: The answer's message, or the API's whole answer holding it at :attr:`message_at`.
     answer: str
     model: str
     #: The usage, as the API reported it (``prompt_tokens`` … or ``input`` …).
     usage: str
-    finish: str
+    finish: str = ""
+    #: Where the message is in a whole answer (OpenAI Chat's ``choices[0].message``); an answer
+    #: that is the message itself (Anthropic's) is read as it is.
+    message_at: tuple[str | int, ...] = ()
+    #: (event name prefix, attribute) of the span events that keep a streamed answer's chunks as
+    #: the API sent them: the answer is reassembled from them (by the family's provider), not
+    #: taken from :attr:`answer`.
+    chunks: tuple[str, str] | None = None
+    #: The request is the SDK call's arguments as given: no ``stream``, not streamed (the flag
+    #: is taken, not inferred).
+    says_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,9 @@ class Instrumentation:
     #: Providers whose streamed answers' token counts it makes itself (the API sent none): not
     #: kept as the API's usage.
     counts_stream_usage: tuple[str, ...] = ()
-    #: Its spans keep the API's own request and answer (Langfuse): read as a trajectory's.
+    #: Its spans keep the API's own request and answer (Langfuse): read as a trajectory's. A span
+    #: of its scope without them (MLflow's translation into the conventions) is read as one of
+    #: an instrumentation without a profile.
     bodies: Bodies | None = None
     #: The ``gen_ai.provider.name`` its spans mean when they name none.
     provider: str | None = None
@@ -109,6 +121,14 @@ PROFILES: tuple[Instrumentation, ...] = (
         ("langfuse.observation.type", "generation"), "langfuse.observation.input",
         "langfuse.observation.output", "langfuse.observation.model.name",
         "langfuse.observation.usage_details", "langfuse.observation.metadata.finish_reason")),
+    # its own attributes, not its translation into the conventions (MLFLOW_ENABLE_OTEL_GENAI_
+    # SEMCONV), which loses a streamed answer's tool calls: the SDK call's arguments as given
+    # (`stream` among them), its answer object, a stream's chunks as events
+    Instrumentation("MLflow Tracing", ("mlflow.tracing.provider",), "3.17.2 (autolog)",
+                    bodies=Bodies(
+        ("mlflow.spanType", "CHAT_MODEL"), "mlflow.spanInputs", "mlflow.spanOutputs",
+        "mlflow.llm.model", "mlflow.chat.tokenUsage", message_at=("choices", 0, "message"),
+        chunks=("mlflow.chunk.item.", "mlflow.chunk.value"), says_stream=True)),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

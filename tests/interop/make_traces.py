@@ -35,7 +35,13 @@ KINDS = {
     "logfire": ("logfire", [str(SDK_AGENT)]),
     "mlflow": ("mlflow", [str(SDK_AGENT)]),
     "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
+    # MLflow's own attributes (mlflow.spanInputs / spanOutputs: the SDK's request and answer)
+    # (it does not trace anthropic's messages.stream())
+    "mlflow-native": ("mlflow", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
     "langfuse": ("langfuse", [str(SDK_AGENT), "openai", "openai-stream"]),
+    # its wrapper of messages.stream breaks anthropic's stream helper (no get_final_message)
+    "langtrace": ("langtrace", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
+    "agentops": ("agentops", [str(SDK_AGENT)]),
     "logfire-pydantic-ai": ("logfire", [str(FRAMEWORKS), "pydantic-ai"]),
     "openlit": ("openlit", [str(SDK_AGENT)]),
     "openlit-langchain": ("openlit", [str(FRAMEWORKS), "langchain"]),
@@ -65,12 +71,19 @@ KINDS = {
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    # (the endpoint switches the export on; its usage telemetry fetches a config from the
+    # internet unless switched off)
     **{k: {"MLFLOW_ENABLE_OTEL_GENAI_SEMCONV": "true", "MLFLOW_ENABLE_OTLP_EXPORTER": "true",
-           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}
-       for k in ("mlflow", "mlflow-langchain")},  # (the endpoint: switches the export on)
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces",
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+       for k in ("mlflow", "mlflow-langchain")},
+    # MLflow's own attributes: not translated into the conventions
+    "mlflow-native": {"MLFLOW_ENABLE_OTLP_EXPORTER": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
+                      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"},
     # OpenLIT reads the variable as a switch: content on its spans with "true" only
     **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
        for k in ("openlit", "openlit-langchain")},
+    "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},  # (its Sentry client: off)
     # the instrumentation's default conventions: no content on its spans (events carry it)
     "vertexai-default": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "",

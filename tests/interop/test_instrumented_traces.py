@@ -33,6 +33,9 @@ KINDS = {
     "logfire-pydantic-ai": ("stream",),  # pydantic-ai's span does not say; Logfire's spans do
     "openlit": ("tools",),  # it writes no tool definitions on its OpenAI and Anthropic spans
     "langfuse": ("stream",),  # its spans keep the API's request and answer, not the stream flag
+    # MLflow's own attributes: the SDK call's arguments (`stream` among them), its answer, a
+    # stream's chunks (its translation into the conventions loses a stream's tool calls)
+    "mlflow-native": (),
     "openllmetry": (),
     "openllmetry-legacy": (),
     "openinference": (),
@@ -179,6 +182,7 @@ SDK_KINDS = {
     "logfire": (),
     "openlit": (),
     "langfuse": ("openai", "openai-stream"),
+    "mlflow-native": ("openai", "openai-stream", "anthropic"),  # it traces no messages.stream()
     "openllmetry": (),
     "openinference": (),
     "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),

@@ -169,7 +169,39 @@ def _langfuse(provider: TracerProvider) -> None:
     import langfuse.openai  # noqa: F401  (its drop-in wraps the openai SDK's calls)
 
 
+def _langtrace(provider: TracerProvider) -> None:
+    """Langtrace's SDK: its instrumentations trace on the global tracer provider (this file's);
+    its own provider's export goes to a throwaway exporter (a host of its own: without one
+    it wants an API key), its error reports and its check for
+    a newer release (both to the internet) off."""
+    import langtrace_python_sdk.langtrace as langtrace
+    import langtrace_python_sdk.utils.llm as llm
+
+    langtrace.check_if_sdk_is_outdated = lambda: None
+    # a streamed answer without usage is counted with tiktoken's encoding, which it downloads:
+    # offline, its own word count (what it falls back on for a prompt)
+    llm.estimate_tokens_using_tiktoken = lambda text, _encoding: llm.estimate_tokens(text)
+    langtrace.init(custom_remote_exporter=InMemorySpanExporter(), batch=False,
+                   api_host="http://127.0.0.1:9", service_name="weather-agent")  # fmt: skip
+
+
+def _agentops(provider: TracerProvider) -> None:
+    """AgentOps' SDK with no API key (no sign-in), its instrumentations on its own tracer
+    provider, which gets this file's processor too; its own exports go to a closed loopback
+    port."""
+    import agentops
+    from agentops.sdk.core import tracer
+
+    agentops.init(exporter_endpoint="http://127.0.0.1:9/v1/traces", auto_start_session=False,
+                  endpoint="http://127.0.0.1:9", app_url="http://127.0.0.1:9",
+                  env_data_opt_out=True)  # fmt: skip
+    if tracer.provider is not None and tracer.provider is not provider:
+        tracer.provider.add_span_processor(PROCESSORS[0])
+
+
 KINDS = {
+    "agentops": _agentops,
+    "langtrace": _langtrace,
     "mlflow": _mlflow,
     "langfuse": _langfuse,
     "logfire": _logfire,
