@@ -114,32 +114,30 @@ class RebuildShape:
 NO_SHAPE = RebuildShape()
 
 
-def _shaped() -> list[Provider]:
+def _shaped() -> list[tuple[Provider, RebuildShape]]:
     from . import _providers
 
-    return [p for p in _providers() if p.profile.rebuild is not None]
+    return [(p, p.profile.rebuild) for p in _providers() if p.profile.rebuild is not None]
 
 
 def shape_of(family: str) -> RebuildShape:
     """``family``'s rebuild shape (:data:`NO_SHAPE` when it has none)."""
-    return next((p.profile.rebuild for p in _shaped() if p.family == family), None) or NO_SHAPE
+    return next((s for p, s in _shaped() if p.family == family), NO_SHAPE)
 
 
 def rebuilt_in(family: str) -> Provider:
     """The adapter a chat turn of ``family`` is rebuilt as: its own, else the fallback's."""
     shaped = _shaped()
-    own = next((p for p in shaped if p.family == family), None)
-    return own or next(p for p in shaped if p.profile.rebuild and p.profile.rebuild.fallback)
+    return next((p for p, _ in shaped if p.family == family), None) or next(
+        p for p, s in shaped if s.fallback
+    )
 
 
 def trace_family(provider: str, path: str, echoed: bool, host: str) -> str:
     """The family a trace's call is rebuilt in: the first (in recognition order) whose shape the
     span's provider, URL path, answer echo or server says, else the fallback."""
-    shaped = _shaped()
-    return next(
-        (p.family for p in shaped if p.profile.rebuild and p.profile.rebuild.says(
-            provider, path, echoed, host)), rebuilt_in("").family
-    )  # fmt: skip
+    said = [(p, s) for p, s in _shaped() if s.says(provider, path, echoed, host) or s.fallback]
+    return next((p for p, s in said if not s.fallback), said[0][0]).family
 
 
 # -- shared by the answers built here ------------------------------------------------------------
