@@ -6,24 +6,12 @@ after the first). The export writes the first name of each row; the import reads
 
 from __future__ import annotations
 
-__all__ = [
-    "AGENT_UNNAMED",
-    "ERROR_MESSAGE",
-    "FAMILY",
-    "FINISH_CLASS",
-    "INVOCATION_PARAMETERS",
-    "OPERATION",
-    "OPERATIONS",
-    "OPERATION_OWN",
-    "REQUEST_MODEL",
-    "RESPONSE_MODEL",
-    "SERVICE_NAME",
-    "STATUS_CODE",
-    "TIMING",
-    "URL",
-    "USAGE",
-    "USAGE_FIELDS",
-]
+__all__ = ["AGENT_UNNAMED", "ERROR_CODE", "ERROR_MESSAGE", "ERROR_TYPE", "FAMILY",
+    "FINISH_CLASS", "FINISH_REASONS", "INPUT_MESSAGES", "INVOCATION_PARAMETERS", "OPERATION",
+    "OPERATIONS", "OPERATION_OWN", "OUTPUT_MESSAGES", "PROVIDER", "REQUEST_MODEL",
+    "REQUEST_PARAMETER", "RESPONSE_ID", "RESPONSE_MODEL", "SERVER_ADDRESS", "SERVICE_NAME",
+    "STATUS_CODE", "STREAM", "SYSTEM_INSTRUCTIONS", "TIMING", "TOOL_DEFINITIONS", "URL",
+    "USAGE", "USAGE_FIELDS"]  # fmt: skip
 
 OPERATION = "gen_ai.operation.name"
 #: looptap's own name of the round trip's operation, where the GenAI one says less (``embed``,
@@ -32,15 +20,29 @@ OPERATION_OWN = "looptap.operation"
 #: looptap's operations whose GenAI name is the same in every family (the rest of a family's model
 #: calls are its profile's ``otel_operation``).
 OPERATIONS = {"embed": "embeddings"}
+PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
+#: A sampling parameter (``max_tokens``, ``temperature`` …: the keys of ``REQUEST_FIELDS``).
+REQUEST_PARAMETER = "gen_ai.request.{}"
+STREAM = "gen_ai.request.stream"
 RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+#: The content (JSON strings of semconv messages and parts), unless the export leaves it out.
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 #: The request's own parameters as sent (JSON: everything but the model, the history and the
 #: tools, ``tool_choice`` among them), where the semconv keeps only the sampling ones.
 INVOCATION_PARAMETERS = "llm.invocation_parameters"
 URL = "url.full"
+SERVER_ADDRESS = "server.address"
 STATUS_CODE = "http.response.status_code"
 #: The API's error message as it said it (the span status' message adds where it came from).
 ERROR_MESSAGE = "looptap.error.message"
+ERROR_TYPE = "looptap.error.type"
+ERROR_CODE = "looptap.error.code"
 FAMILY = "looptap.family"
 #: The finish's normalised class (``cassettes.models.FinishReason``).
 FINISH_CLASS = "looptap.finish_reason"

@@ -35,7 +35,7 @@ from ..parsing import RoundTrip
 from ..reading import Run, timeline
 from ..recording import valid_agent
 from ..wire import Exchange
-from ._genai_names import AGENT_UNNAMED, SERVICE_NAME, TIMING
+from . import _genai_names as genai
 from ._span_attributes import AttrValue, span_attributes
 
 __all__ = ["iter_requests"]
@@ -78,7 +78,7 @@ def _agent(header: dict[str, Any]) -> str:
     service of the trace it was imported from), else the OTel SDKs' "nobody named it"."""
     meta = header.get("meta")
     meta = meta if isinstance(meta, dict) else {}
-    return valid_agent(meta.get("agent")) or valid_agent(meta.get("service")) or AGENT_UNNAMED
+    return valid_agent(meta.get("agent")) or valid_agent(meta.get("service")) or genai.AGENT_UNNAMED
 
 
 # -- identity ------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def iter_requests(
     identity = _identity(run)
     run_tag = identity.hex()[:12]
     resource: dict[str, AttrValue | None] = {
-        SERVICE_NAME: _agent(run.header),
+        genai.SERVICE_NAME: _agent(run.header),
         "looptap.cassette": run.name,
         "looptap.run": run_tag,
         "openinference.project.name": project,
@@ -224,11 +224,11 @@ def _round_trip_span(
     attrs = span_attributes(
         rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content, ex
     )
-    attrs[TIMING] = "synthetic" if synthetic else "recorded"
+    attrs[genai.TIMING] = "synthetic" if synthetic else "recorded"
     model = (rt.request.model if rt.request else None) or (
         rt.response.model if rt.response else None
     )
-    op = attrs.get("gen_ai.operation.name")
+    op = attrs.get(genai.OPERATION)
     name = (
         f"{op} {model}"
         if op and model
@@ -313,7 +313,7 @@ def _conversation_span(
         "session.id": f"looptap-{run_tag}-{conv_rec.id}",
         "gen_ai.conversation.id": f"looptap-{run_tag}-{conv_rec.id}",
         "looptap.conversation": conv_rec.id,
-        "looptap.family": conv_rec.family,
+        genai.FAMILY: conv_rec.family,
         "looptap.turns": len(conv_rec.turns),
         "looptap.label": conv_rec.label,
         "looptap.parent_seq": conv_rec.parent_seq,

@@ -17,26 +17,13 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError
 from ..hints import count
-from ..providers import REBUILT, Call, by_family, chat_ids, from_parts
-from ._genai_names import (
-    ERROR_MESSAGE,
-    FAMILY,
-    FINISH_CLASS,
-    OPERATION,
-    OPERATION_OWN,
-    REQUEST_MODEL,
-    RESPONSE_MODEL,
-    STATUS_CODE,
-    TIMING,
-    URL,
-    USAGE,
-)
+from ..providers import Call, by_family, from_parts, shape_of, trace_family
+from . import _genai_names as genai
 from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
 from ._otlp_numbered import numbered, numbered_tools
@@ -65,13 +52,6 @@ _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
 #: own export (``looptap.family`` set), ``text_completion`` is the legacy completions API, which
 #: no chat turn stands for: only these operations of looptap's are rebuilt as calls.
 _LOOPTAP_CALL_OPS = _CALL_OPS - {"text_completion"}
-#: Semconv (and raw) finish reasons → each family's own.
-_FINISH = {
-    "openai_chat": {"tool_call": "tool_calls", "tool_use": "tool_calls", "end_turn": "stop",
-                    "max_tokens": "length"},
-    "anthropic": {"stop": "end_turn", "tool_call": "tool_use", "tool_calls": "tool_use",
-                  "length": "max_tokens"},
-}  # fmt: skip
 
 
 def otlp_calls(path: Path, kind: str) -> list[Call]:
@@ -99,7 +79,7 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
                 f"imported: the span's parent {parent[:16]} is not in the file (read as a root)"
             )
         agent = _agent_of(span, by_id)
-        if agent is not None and call.family in ("openai_chat", "anthropic"):
+        if agent is not None and shape_of(call.family).continues_history:
             _continue_history(call, histories.setdefault(agent, []))
         calls.append(call)
     if not calls:
@@ -119,7 +99,7 @@ def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | N
         seen.add(parent)
         up = by_id[parent]
         a = attributes(up.get("attributes"))
-        if a.get("gen_ai.operation.name") == "invoke_agent" or (
+        if a.get(genai.OPERATION) == "invoke_agent" or (
             str(a.get("openinference.span.kind") or "").upper() == "AGENT"
         ):
             return parent
@@ -142,10 +122,10 @@ def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
 
 
 def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
-    op = a.get(OPERATION)
-    if a.get(FAMILY) is not None:  # looptap's own: its operation says what the round trip was
-        adapter = by_family(str(a[FAMILY]))
-        own = a.get(OPERATION_OWN)
+    op = a.get(genai.OPERATION)
+    if a.get(genai.FAMILY) is not None:  # looptap's own: its operation says what it was
+        adapter = by_family(str(a[genai.FAMILY]))
+        own = a.get(genai.OPERATION_OWN)
         # (not chat turns: their own; an operation the family's adapter does not rebuild, such as
         # a Responses compaction, is left out rather than rebuilt as a chat turn)
         if adapter is not None and (adapter.rebuilt_operations or own not in (None, "generate")):
@@ -159,7 +139,7 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     return (
         op in _CALL_OPS
         or a.get("llm.request.type") in ("chat", "completion")  # openllmetry before 0.50
-        or "gen_ai.input.messages" in a
+        or genai.INPUT_MESSAGES in a
         or any(str(e).startswith("gen_ai.") for e in events)
     )
 
@@ -167,46 +147,27 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
 def _own_operation(a: dict[str, Any]) -> str | None:
     """The operation of a call looptap's own export names that is not a chat turn (an embedding,
     an image, a legacy completion), which its family's adapter rebuilds in the family's shape."""
-    adapter = by_family(str(a.get(FAMILY)))
-    op = a.get(OPERATION_OWN)
+    adapter = by_family(str(a.get(genai.FAMILY)))
+    op = a.get(genai.OPERATION_OWN)
     return op if adapter is not None and op in adapter.rebuilt_operations else None
 
 
 def _provider(a: dict[str, Any], prof: Instrumentation) -> str:
     """The provider the span names (the semconv's, older openllmetry's, OpenInference's), else
     the one its instrumentation means."""
-    named = a.get("gen_ai.provider.name") or a.get("gen_ai.system")
+    named = a.get(genai.PROVIDER) or a.get("gen_ai.system")
     named = named or a.get("llm.provider") or a.get("llm.system") or prof.provider
     return str(named or "").lower()
 
 
 def _family(a: dict[str, Any], prof: Instrumentation) -> str:
     """The API family a call is rebuilt in: looptap's own label, the URL, the provider named."""
-    fam = a.get(FAMILY)
-    if fam in REBUILT or _own_operation(a) is not None:
-        return str(fam)
-    provider = _provider(a, prof)
-    if str(a.get("url.full") or "").split("?")[0].endswith("/responses") or response_echo(a):
-        return "openai_responses"
-    if provider in _GEMINI or _vertex(a, prof):
-        return "gemini"
-    if provider in ("aws.bedrock", "aws", "bedrock"):
-        return "bedrock"
-    return "anthropic" if provider == "anthropic" else "openai_chat"
-
-
-_GEMINI = ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai")
-#: A Vertex AI region, as its host names it (``{region}-aiplatform.googleapis.com``).
-_REGION = re.compile(r"([a-z][a-z0-9-]{0,39})-aiplatform\.googleapis\.com")
-
-
-def _vertex(a: dict[str, Any], prof: Instrumentation) -> bool:
-    """A Gemini call to Vertex AI: its provider (or its instrumentation's) or its server says so."""
-    provider = _provider(a, prof)
-    host = str(a.get("server.address") or "")
-    return provider in ("gcp.vertex_ai", "vertex_ai") or (
-        host.endswith("aiplatform.googleapis.com") and not provider
-    )
+    fam = str(a.get(genai.FAMILY))
+    if shape_of(fam).build is not None or _own_operation(a) is not None:
+        return fam
+    path = str(a.get(genai.URL) or "").split("?")[0]
+    host = str(a.get(genai.SERVER_ADDRESS) or "")
+    return trace_family(_provider(a, prof), path, response_echo(a) is not None, host)
 
 
 def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | None:
@@ -226,15 +187,13 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
     call.operation = _own_operation(a)
-    if a.get(FAMILY) is not None:  # looptap's own: tool calls' ids and parameters as sent
+    if a.get(genai.FAMILY) is not None:  # looptap's own: tool calls' ids and parameters as sent
         call.given.add("tool_call.id")
         call.as_sent = True
-    if isinstance(a.get(URL), str):
-        call.url = a[URL]
-    if family == "gemini" and _vertex(a, prof):
-        call.vertex = True
-        region = _REGION.fullmatch(str(a.get("server.address") or ""))
-        call.region = region.group(1) if region else None
+    if isinstance(a.get(genai.URL), str):
+        call.url = a[genai.URL]
+    shape = shape_of(family)
+    shape.place(call, _provider(a, prof), str(a.get(genai.SERVER_ADDRESS) or ""))
     inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call, prof)
     if prof.drops_tool_call_messages:
         inputs = _calls_restored(inputs, answered, call)
@@ -242,11 +201,11 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     for p in made:
         if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):
             answered[p["id"]] = {"role": "assistant", "parts": made}
-    call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
-    if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
-        call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
+    call.given.add("provider" if genai.PROVIDER in a or "llm.provider" in a else "")
+    if shape.fallback and a.get(genai.FAMILY) not in (None, family):
+        call.notes.append(f"imported: a {a[genai.FAMILY]} call, rebuilt as {shape.title}")
     _content(call, inputs, system, output)
-    tools = json_attribute(a.get("gen_ai.tool.definitions"))
+    tools = json_attribute(a.get(genai.TOOL_DEFINITIONS))
     if not isinstance(tools, list):
         tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
     _tools(call, tools, a, prof)
@@ -326,37 +285,20 @@ def _content(
             "imported: the trace kept no message content (metadata only): no turns, tool calls, "
             "fork or replay from it"
         )
-        call.output = {"content": [] if call.family == "anthropic" else "", "parts": []}
+        call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
         return
     sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()
-    if output is not None and (call.family in ("openai_responses", "gemini") or call.operation):
+    shape = shape_of(call.family)
+    if output is not None and (shape.rendered or call.operation):
         call.output = {"parts": [p for p in output.get("parts") or [] if isinstance(p, dict)]}
         call.given.add("output")  # (rendered by the API's own renderer: parts as they are)
     elif output is not None:
         _, out = from_parts(call.family, [{"role": "assistant", **output}])
         call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
         call.given.add("output")
-    parts = [p for m in inputs or [] for p in _listed(m.get("parts"))]
-    if call.family == "openai_chat" and any(
-        isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
-    ):
-        # the history's calls as the model spelled them (or as an object): an agent may send
-        # them back spelled its own way (pydantic-ai re-serialises them)
-        call.inferred.add("arguments text")
-    blocks = [b for m in call.messages for b in _listed(m.get("content"))]
-    if call.family == "anthropic" and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" and "is_error" not in b
-        for b in blocks
-    ):
-        call.inferred.add("tool_result.is_error")  # an SDK may send is_error: false
-    if call.family == "openai_chat":  # ids the trace left out, as the next call will name them
-        said = chat_ids(
-            [*call.messages, {"role": "assistant", **(call.output or {})}], call.inferred
-        )
-        call.messages = said[:-1]
-        call.output = {k: v for k, v in said[-1].items() if k != "role"} if call.output else None
+    shape.settle(call, [p for m in inputs or [] for p in _listed(m.get("parts"))])
 
 
 def _calls_restored(
@@ -395,15 +337,16 @@ def _metadata(
     call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any, prof: Instrumentation
 ) -> None:
     _served(call, a)
-    reasons = a.get("gen_ai.response.finish_reasons")
+    reasons = a.get(genai.FINISH_REASONS)
     raw = reasons[0] if isinstance(reasons, list) and reasons else finish
     if isinstance(raw, str) and raw and raw != "unknown":
-        call.finish = _FINISH.get(call.family, {}).get(raw, raw)
+        call.finish = shape_of(call.family).finishes.get(raw, raw)
         call.given.add("finish_reason")
-    if isinstance(a.get(FINISH_CLASS), str):
-        call.finish_class = a[FINISH_CLASS]
+    if isinstance(a.get(genai.FINISH_CLASS), str):
+        call.finish_class = a[genai.FINISH_CLASS]
     params(call, a, span, prof)
-    usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in USAGE.items()}
+    usage = {k: next((a[n] for n in ns if a.get(n) is not None), None)
+             for k, ns in genai.USAGE.items()}  # fmt: skip
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage and call.stream and _provider(a, prof) in prof.counts_stream_usage:
         call.usage = {}
@@ -414,14 +357,14 @@ def _metadata(
     _timing(call, span, a)
     status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
     if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
-        said = a.get(ERROR_MESSAGE)  # the API's words (looptap's), else the span status'
+        said = a.get(genai.ERROR_MESSAGE)  # the API's words (looptap's), else the span status'
         call.error = str(said if isinstance(said, str) else status.get("message") or "error")
         call.given.add("error")
-        code = a.get(STATUS_CODE)
+        code = a.get(genai.STATUS_CODE)
         if isinstance(code, int) and 400 <= code <= 599:
             call.status = code
             call.given.add("status")
-        for key, attr in (("type", "looptap.error.type"), ("code", "looptap.error.code")):
+        for key, attr in (("type", genai.ERROR_TYPE), ("code", genai.ERROR_CODE)):
             v = a.get(attr)
             if isinstance(v, str) and v and v != str(code):
                 call.error_fields[key] = v
@@ -430,14 +373,14 @@ def _metadata(
 def _served(call: Call, a: dict[str, Any]) -> None:
     """The model asked for and the one that answered, and the response's id, where the trace
     kept them (the request is rebuilt with the model asked for: the one the agent sends)."""
-    asked, served = a.get(REQUEST_MODEL), a.get(RESPONSE_MODEL)
+    asked, served = a.get(genai.REQUEST_MODEL), a.get(genai.RESPONSE_MODEL)
     model = asked or served or a.get("llm.model_name")
     if isinstance(model, str) and model:
         call.model = model
         call.given.add("model")
     if isinstance(served, str) and served and served != model:
         call.served = served
-    rid = a.get("gen_ai.response.id")
+    rid = a.get(genai.RESPONSE_ID)
     if rid is None and a.get("output.mime_type") == "application/json":  # OpenInference
         body = json_attribute(a.get("output.value"))
         rid = body.get("id") if isinstance(body, dict) else None
@@ -453,7 +396,7 @@ def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
         t0, t1 = int(span.get("startTimeUnixNano") or 0), int(span.get("endTimeUnixNano") or 0)
     except (TypeError, ValueError):
         t0 = t1 = 0
-    if a.get(TIMING) == "synthetic":
+    if a.get(genai.TIMING) == "synthetic":
         call.duration = (t1 - t0) / 1e9 if t1 > t0 else None
         return
     if t0 > 0:
@@ -472,9 +415,9 @@ def _semconv(
     for e in events:  # the inference details event carries the same attributes
         if e.get("name") == "gen_ai.client.inference.operation.details":
             a = {**attributes(e.get("attributes")), **a}
-    inputs = _messages_json(a, "gen_ai.input.messages", call)
-    outputs = _messages_json(a, "gen_ai.output.messages", call)
-    sys_parts = _messages_json(a, "gen_ai.system_instructions", call)
+    inputs = _messages_json(a, genai.INPUT_MESSAGES, call)
+    outputs = _messages_json(a, genai.OUTPUT_MESSAGES, call)
+    sys_parts = _messages_json(a, genai.SYSTEM_INSTRUCTIONS, call)
     system = [
         str(p.get("content") or "")
         for p in (sys_parts if isinstance(sys_parts, list) else [])
@@ -616,19 +559,7 @@ def _tools(call: Call, defs: list[Any], a: dict[str, Any], prof: Instrumentation
         if params is None:
             call.inferred.add("tool schemas")
             params = {"type": "object", "properties": {}}
-        if call.family == "anthropic":
-            tool = {"name": d["name"], "input_schema": params}
-            if d.get("description"):
-                tool["description"] = d["description"]
-        else:
-            fn = {"name": d["name"], "parameters": params}
-            if d.get("description"):
-                fn["description"] = d["description"]
-            said = strict.get(d["name"], d.get("strict"))
-            if isinstance(said, bool):
-                fn["strict"] = said
-            tool = {"type": "function", "function": fn}
-        out.append(tool)
+        out.append(shape_of(call.family).tool(d, params, strict.get(d["name"], d.get("strict"))))
     call.tools = out
     # most instrumentations do not record the tools offered
     (call.given if out else call.inferred).add("tools")

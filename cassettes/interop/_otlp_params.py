@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..providers import API_PARAMS, REQUEST_FIELDS, Call
-from ._genai_names import FAMILY, INVOCATION_PARAMETERS
+from ..providers import REQUEST_FIELDS, Call, shape_of
+from . import _genai_names as genai
 from ._otlp_openinference import response_echo
 from ._otlp_profiles import Instrumentation
 from ._otlp_spans import json_attribute
@@ -17,7 +17,7 @@ from ._otlp_spans import json_attribute
 __all__ = ["params"]
 
 #: The ``gen_ai.request.*`` parameters put back in a request, each under the first of its names
-#: (``providers.REQUEST_FIELDS``) the family's API takes (a family without a list: OpenAI Chat's).
+#: (``providers.REQUEST_FIELDS``) the family's API takes (its profile's ``rebuild.param_name``).
 _PARAMS = (
     "max_tokens temperature top_p top_k frequency_penalty presence_penalty seed stop_sequences"
 )
@@ -27,34 +27,34 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
     """The sampling parameters and the stream flag the trace kept, put back in the request: the
     API's own parameters only (a ``null`` is a parameter not sent, and so is a value the
     instrumentation writes as its default), the stream flag from any evidence of ``prof``'s."""
-    invoked = json_attribute(a.get(INVOCATION_PARAMETERS))  # OpenInference: the request's own
+    invoked = json_attribute(a.get(genai.INVOCATION_PARAMETERS))  # OpenInference: the request's own
     if response_echo(a) is not None:  # openai-agents: the answer's echo of them, defaults and all
         invoked = None
     given = isinstance(invoked, dict)
     invoked = invoked if isinstance(invoked, dict) else {}
     # looptap's own export keeps the request's parameters as sent, every one the API's own
-    known = API_PARAMS.get(call.family) if a.get(FAMILY) is None else None
+    shape = shape_of(call.family)
+    known = shape.api_params if a.get(genai.FAMILY) is None else None
     call.params = {
         k: v
         for k, v in invoked.items()
         if v is not None and not k.startswith("_") and (known is None or k in known)
         and k not in ("model", "messages", "tools", "stream", "streaming")
     }  # fmt: skip
-    takes = API_PARAMS.get(call.family, API_PARAMS["openai_chat"])
     for name in _PARAMS.split():
-        value = a.get(f"gen_ai.request.{name}")
-        key = next((k for k in REQUEST_FIELDS[name] if k in takes), None)
+        value = a.get(genai.REQUEST_PARAMETER.format(name))
+        key = shape.param_name(REQUEST_FIELDS[name])
         said = any(k in call.params for k in REQUEST_FIELDS[name])  # the request's own, as sent
         if _default(value, prof.defaults.get(name, ())):
             continue  # its default for a parameter not sent (or sent as that): not said
         if value is not None and key is not None and not said:
             call.params[key] = value
-            if key == "max_tokens" and call.family == "openai_chat":
-                call.inferred.add("max_tokens name")  # or max_completion_tokens: not said
+            if key in shape.unsure_names:
+                call.inferred.add(shape.unsure_names[key])
     setting = (invoked.get("stream"), invoked.get("streaming"))  # (LangChain's: the model's)
     stream_span = prof.stream_span
     flags = (
-        a.get("gen_ai.request.stream"),  # the semconv's, the anthropic SDK's own span
+        a.get(genai.STREAM),  # the semconv's, the anthropic SDK's own span
         a.get("gen_ai.is_streaming"),  # openllmetry, OpenLIT
         a.get("llm.is_streaming"),
         *(f for f in setting if f is True or not prof.stream_flag_is_a_setting),

@@ -25,19 +25,7 @@ from ..models import FinishReason, Message, NormalisedRequest, NormalisedRespons
 from ..parsing import RoundTrip
 from ..views import SPLIT, growth_bars
 from ..wire import Exchange
-from ._genai_names import (
-    ERROR_MESSAGE,
-    FINISH_CLASS,
-    INVOCATION_PARAMETERS,
-    OPERATION,
-    OPERATION_OWN,
-    OPERATIONS,
-    REQUEST_MODEL,
-    RESPONSE_MODEL,
-    STATUS_CODE,
-    URL,
-    USAGE_FIELDS,
-)
+from . import _genai_names as genai
 
 __all__ = ["AttrValue", "span_attributes"]
 
@@ -173,7 +161,7 @@ def _invocation(req: NormalisedRequest) -> dict[str, Any]:
 def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
     out: dict[str, AttrValue | None] = {}
     for name, kind in _PARAMS.items():
-        attr = f"gen_ai.request.{name}"
+        attr = genai.REQUEST_PARAMETER.format(name)
         found = providers.request_field(req.params, name)
         v = found[1] if found else None
         if v is None or isinstance(v, bool):
@@ -226,22 +214,22 @@ def _gen_ai_attributes(
         # a model call (a chat turn, an embedding, an image …) by its GenAI name; anything else
         # (count tokens, a stored response's retrieval) by looptap's
         op = rt.operation
-        attrs[OPERATION] = (OPERATIONS.get(op) if op else None) or (
+        attrs[genai.OPERATION] = (genai.OPERATIONS.get(op) if op else None) or (
             adapter.profile.otel_operation if op and adapter.parses(op) else op
         )
-        attrs[OPERATION_OWN] = rt.operation
-        attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
+        attrs[genai.OPERATION_OWN] = rt.operation
+        attrs[genai.PROVIDER] = adapter.profile.otel_provider_name(url.hostname or "")
     if req is not None:
-        attrs[REQUEST_MODEL] = req.model
-        attrs["gen_ai.request.stream"] = rt.stream
+        attrs[genai.REQUEST_MODEL] = req.model
+        attrs[genai.STREAM] = rt.stream
         attrs.update(_params(req))
     if resp is not None:
-        attrs["gen_ai.response.id"] = resp.id
-        attrs[RESPONSE_MODEL] = resp.model
+        attrs[genai.RESPONSE_ID] = resp.id
+        attrs[genai.RESPONSE_MODEL] = resp.model
         if resp.finish_reason_raw is not None:
-            attrs["gen_ai.response.finish_reasons"] = [resp.finish_reason_raw]
+            attrs[genai.FINISH_REASONS] = [resp.finish_reason_raw]
         u = resp.usage
-        for _key, field, names in USAGE_FIELDS if u is not None else ():
+        for _key, field, names in genai.USAGE_FIELDS if u is not None else ():
             attrs[names[0]] = getattr(u, field)
     attrs["gen_ai.conversation.id"] = conversation_id
     return attrs
@@ -255,31 +243,31 @@ def _content_attributes(rt: RoundTrip, ex: Exchange | None) -> dict[str, AttrVal
     if req is not None:
         system = _system_instructions(req)
         if system:
-            attrs["gen_ai.system_instructions"] = _json(system)
-        attrs["gen_ai.input.messages"] = _json([_message(m) for m in req.messages])
+            attrs[genai.SYSTEM_INSTRUCTIONS] = _json(system)
+        attrs[genai.INPUT_MESSAGES] = _json([_message(m) for m in req.messages])
         if req.tools:
-            attrs["gen_ai.tool.definitions"] = _json(_tool_definitions(req, _strict(ex)))
+            attrs[genai.TOOL_DEFINITIONS] = _json(_tool_definitions(req, _strict(ex)))
         invoked = _invocation(req)
         if invoked:
-            attrs[INVOCATION_PARAMETERS] = _json(invoked)
+            attrs[genai.INVOCATION_PARAMETERS] = _json(invoked)
     if resp is not None:
         out = _output_messages(resp)
         if out:
-            attrs["gen_ai.output.messages"] = _json(out)
+            attrs[genai.OUTPUT_MESSAGES] = _json(out)
     return attrs
 
 
 def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | None]:
     attrs: dict[str, AttrValue | None] = {
         "http.request.method": rt.method,
-        URL: rt.url,
-        "server.address": url.hostname,
+        genai.URL: rt.url,
+        genai.SERVER_ADDRESS: url.hostname,
     }
     try:
         attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
         pass
-    attrs[STATUS_CODE] = rt.status
+    attrs[genai.STATUS_CODE] = rt.status
     err = rt.response.error if rt.response is not None else None
     if rt.transport_error:
         attrs["error.type"] = "transport_error"
@@ -288,9 +276,9 @@ def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | N
     elif err is not None:
         attrs["error.type"] = err.type or "api_error"
     if err is not None:
-        attrs[ERROR_MESSAGE] = err.message
-        attrs["looptap.error.code"] = err.code
-        attrs["looptap.error.type"] = err.type
+        attrs[genai.ERROR_MESSAGE] = err.message
+        attrs[genai.ERROR_CODE] = err.code
+        attrs[genai.ERROR_TYPE] = err.type
         attrs["looptap.error.in_stream"] = err.in_stream or None
     return attrs
 
@@ -299,11 +287,11 @@ def _looptap_attributes(rt: RoundTrip, turn: Turn | None) -> dict[str, AttrValue
     resp = rt.response
     attrs: dict[str, AttrValue | None] = {
         "looptap.seq": rt.seq,
-        "looptap.family": rt.family,
+        genai.FAMILY: rt.family,
         "looptap.complete": rt.complete,
     }
     if resp is not None and resp.finish_reason is not None:
-        attrs[FINISH_CLASS] = resp.finish_reason.value
+        attrs[genai.FINISH_CLASS] = resp.finish_reason.value
     if turn is not None:
         attrs.update(_turn_attributes(turn))
     if rt.analysis_errors:

@@ -21,25 +21,18 @@ if TYPE_CHECKING:
     from ._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from ._masked import masked_endpoint
     from ._profile import REQUEST_FIELDS, Profile, request_field, request_places
-    from ._rebuild import (
-        API_PARAMS,
-        REBUILT,
-        Call,
-        chat_ids,
-        exchange,
-        link_items,
-    )
+    from ._rebuild import Call, exchange, link_items
+    from ._rebuild_families import chat_ids
+    from ._rebuild_shape import RebuildShape, shape_of, trace_family
     from ._replay import Rendered, reset_at
     from ._semconv_history import from_parts
 
 __all__ = [
-    "API_PARAMS",
     "FAMILIES",
     "GEMINI_CLI_AUTH",
     "INFERRED",
     "LLM_HOSTS",
     "OTEL_PROVIDER_HOSTS",
-    "REBUILT",
     "REQUEST_FIELDS",
     "REVERSE_UPSTREAMS",
     "WS_TURN",
@@ -48,6 +41,7 @@ __all__ = [
     "InferredFields",
     "Profile",
     "Provider",
+    "RebuildShape",
     "Rendered",
     "WsTurns",
     "by_family",
@@ -65,7 +59,9 @@ __all__ = [
     "request_field",
     "request_places",
     "reset_at",
+    "shape_of",
     "start_advice",
+    "trace_family",
     "versioned_path",
 ]
 
@@ -74,7 +70,9 @@ __all__ = [
 #: semconv history, what a client started by ``looptap run`` is told, and the request fields
 #: every API says the same setting with.
 _MODULES = {
-    "_rebuild": ("API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"),
+    "_rebuild": ("Call", "exchange", "link_items"),
+    "_rebuild_families": ("chat_ids",),
+    "_rebuild_shape": ("RebuildShape", "shape_of", "trace_family"),
     "_inferred": ("INFERRED", "InferredFields", "inferred_fields", "reduced"),
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),

@@ -6,7 +6,8 @@ methods) and replay's shapes (``Provider.replay``, :mod:`cassettes.providers._re
 * what the API demands of a client's tool loop (pairing errors, results in one message, a
   tool-result error flag): read by the C-layer checks;
 * how a call is looked up in genai-prices (cost columns);
-* OpenTelemetry GenAI names (``looptap export --otel``);
+* OpenTelemetry GenAI names (``looptap export --otel``) and how a trace's chat turn is rebuilt
+  (``import``);
 * what replay matching ignores or takes as the same request (volatile fields, defaults, the
   headers it compares) and the variables the API's SDKs read their key from.
 """
@@ -16,10 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models import FinishReason, NormalisedResponse, Usage
 from . import OTEL_PROVIDER_HOSTS
+
+if TYPE_CHECKING:
+    from ._rebuild_shape import RebuildShape
 
 __all__ = [
     "FREE_FORM_FIELDS",
@@ -165,6 +169,9 @@ class Profile:
     otel_provider: str = "unknown"
     #: ``gen_ai.operation.name`` of a generate call.
     otel_operation: str = "chat"
+    #: How a trace's import reads and rebuilds a chat turn of this family (``None``: it is
+    #: rebuilt in another's, an operation of its own by :meth:`Provider.rebuild`).
+    rebuild: RebuildShape | None = None
 
     # -- replay matching and start-up ----------------------------------------------------------
 

@@ -62,11 +62,29 @@ ALLOWED: dict[str, str] = {
     r"text|refusal|layers\.E\.text|layers\.E\.empty": "an answer with no text (null) rebuilt "
     "with an empty one, or the reverse",
     # -- the history, as the semconv messages carry it
-    r"request\.messages|layers\.C\..*|tokens\.split\..*|conversation.*|turn|previous_seq": "the "
-    "history as the semconv messages carry it: parts with no semconv kind (thinking blocks and "
-    "their signatures, image and file bytes, cache points, an instruction message inside the "
-    "history) are not rebuilt, ids the span left out are made up: the C layer, the input's split "
-    "and the conversations it finds follow",
+    r"request\.messages|layers\.C\.appended(#len|_from)?|layers\.C\.appended\[\]\.(role|parts"
+    r"(#len)?)|layers\.C\.appended\[\]\.parts\[\]\.(kind|text|media_type)": "the history as the "
+    "semconv messages carry it: parts with no semconv kind (thinking blocks and their signatures, "
+    "image and file bytes, cache points, an instruction message inside the history) are not "
+    "rebuilt",
+    r"layers\.C\.appended\[\]\.parts\[\]\.tool_(call\.(id|name)|result\.(call_id|name|content))"
+    r"|layers\.C\.appended\[\]\.parts\[\]\.tool_call\.arguments\..*": "a history's tool call "
+    "and result as the rebuilt answer said them (see tool_calls below): ids the span left out "
+    "made up (Gemini's), an argument masked by the import's redaction",
+    r"layers\.C\.appended\[\]\.parts\[\]\.tool_result\.is_error|layers\.C\.pairings(\[\]\."
+    r"(is_error|call_turn|message_index))?": "a tool result's error flag: the semconv's "
+    "tool_call_response part has none (the import marks it inferred); the pairing of calls and "
+    "results follows from the history above",
+    r"layers\.C\.(kept|link|rewritten|echoed_assistant)|conversation.*|turn|previous_seq": "how "
+    "a request's history links to the one before (kept, rewritten, the assistant echoed), and the "
+    "conversations and turns it makes, follow from the history above",
+    r"layers\.C\.context\.(kind|from_seq|cleared|dropped|dropped_roles\.(user|assistant)|"
+    r"dropped_tools|dropped_user|lost|task_lost|question_dropped|restore_at|summarised_calls|"
+    r"summary|summary_by_seq)": "the context check's account of what a history dropped or "
+    "summarised follows from the history above",
+    r"layers\.C\.tools_offered": "the tools offered, as request.tools below",
+    r"tokens\.split\.(system|tools|history|new|tool_results|input|estimated)": "the input's split "
+    "by part (estimated) follows from the history and the tool schemas above",
     r"request\.tools|request\.previous_response_id": "a tool the semconv definitions have no "
     "shape for (a provider's built-in tool), and Responses' previous_response_id: no attribute",
     # -- families rebuilt in another's shape
@@ -84,9 +102,20 @@ ALLOWED: dict[str, str] = {
     "stream, rebuilt as an error answer; an error code that is not a string",
     r"usage\.cache_write|tokens\.cache_write|usage\.cache_read|tokens\.cache_read": "a cache count "
     "of 0 the family's answer has no field for (OpenAI Chat's cache writes), or the reverse",
-    r"tokens\..*": "the tokens, price and cost follow from the fields above (the family, the "
-    "host, the usage)",
-    r"findings.*": "the findings follow from the fields above; none is new (checked apart)",
+    r"tokens\.(input|output|source|input_uncached|cumulative_input|cumulative_output)": "a count "
+    "estimated where the answer reported none (tokens.source) follows from the rebuilt request; "
+    "the uncached input from the cache counts above; a run's running totals from the round trips "
+    "the import leaves out (not model calls)",
+    r"tokens\.(cost|cost_complete|cumulative_cost|cumulative_estimated|price_estimated|"
+    r"price_source)": "the price and cost follow from the family, the host and the usage above",
+    r"findings(#len)?|findings\[\]\.(code|severity|layer|message|path|seq|turn|conversation|"
+    r"related_turn|tool_call_id)": "the findings follow from the fields above; none is new "
+    "(checked apart)",
+    r"findings\[\]\.details\.(finish_reason|finish_class|finish_message|spans|type|error|"
+    r"error_code|in_stream|stream|inferred|changed|cap|categories|caused_by|caused_by_seq|kind|"
+    r"cleared|dropped|dropped_roles\.(user|assistant)|dropped_tools|dropped_user|from_seq|kept|"
+    r"offered|question_dropped|restore_at|summarised_calls|summary|summary_by_seq|tool)": "a "
+    "finding's details follow from the fields above, as the finding does",
     r"layers\.A\.model_requested|model_requested": "a request the recording could not parse (no "
     "model in it): the rebuilt one names the served model",
 }

@@ -42,6 +42,7 @@ from ...models import (
 from ...wire import Framed
 from .._base import Provider
 from .._profile import FREE_FORM_FIELDS, Profile, usage_keys
+from .._rebuild_families import ANTHROPIC
 from .._replay import Rendered, ReplayShapes, reset_at, retry_after_value
 from .._values import as_int, as_obj, as_str
 from ._body import (
@@ -194,6 +195,7 @@ class MessagesReplay(ReplayShapes):
 class AnthropicMessages(Provider):
     family = "anthropic"
     profile = Profile(
+        rebuild=ANTHROPIC,
         finishes=FINISH,
         pairing_errors=(
             r"`tool_use` ids were found without `tool_result` blocks immediately after",

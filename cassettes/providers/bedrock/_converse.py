@@ -26,6 +26,7 @@ from ...wire import Framed
 from .._base import Provider
 from .._parts import has_calls
 from .._profile import FREE_FORM_FIELDS, Profile
+from .._rebuild_families import BEDROCK
 from .._replay import Rendered, ReplayShapes, answer_calls, answer_text, call_arguments_text
 from .._values import as_obj, as_str, error_from_body
 from ._body import (
@@ -106,6 +107,7 @@ class BedrockReplay(ReplayShapes):
 class BedrockConverse(Provider):
     family = "bedrock"
     profile = Profile(
+        rebuild=BEDROCK,
         finishes=FINISH,
         pairing_errors=(
             r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",

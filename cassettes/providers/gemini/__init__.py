@@ -47,6 +47,7 @@ from ...models import (
 from ...wire import Framed
 from .._base import Provider
 from .._profile import FREE_FORM_FIELDS, Profile
+from .._rebuild_families import GEMINI
 from .._replay import Rendered, ReplayShapes
 from .._values import as_obj, as_str, error_from_text
 from ._body import (
@@ -174,6 +175,7 @@ class GenerateReplay(ReplayShapes):
 class Gemini(Provider):
     family = "gemini"
     profile = Profile(
+        rebuild=GEMINI,
         finishes=FINISH,
         pairing_errors=(
             r"number of function response parts is equal to the number of function call parts",

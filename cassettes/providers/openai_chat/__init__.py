@@ -26,6 +26,7 @@ from ...wire import Framed
 from .._base import Provider
 from .._parts import StreamParts
 from .._profile import Profile
+from .._rebuild_families import CHAT
 from .._replay import Rendered, ReplayShapes
 from .._values import (
     as_int,
@@ -216,6 +217,7 @@ class ChatReplay(ReplayShapes):
 class OpenAIChat(Provider):
     family = "openai_chat"
     profile = Profile(
+        rebuild=CHAT,
         finishes=_FINISH,
         pairing_errors=(
             r"assistant message with 'tool_calls' must be followed by tool messages",

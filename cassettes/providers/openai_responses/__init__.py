@@ -24,6 +24,7 @@ from ...models import (
 from ...wire import Framed
 from .._base import Chaining, Provider, WsTurns, inline_history
 from .._profile import Profile
+from .._rebuild_families import RESPONSES
 from .._replay import Rendered, ReplayShapes
 from .._values import as_int, as_obj, as_str
 from ._items import (
@@ -207,6 +208,7 @@ class OpenAIResponses(Provider):
     # model call (analysis threads it as a compaction side call, docs/threading.md).
     parsed_operations = frozenset({"generate", "compact"})
     profile = Profile(
+        rebuild=RESPONSES,
         pairing_errors=(
             r"No tool output found for (function|custom tool|computer|shell) call",
             r"No tool call found for (function|custom tool)? ?call output with call_id",

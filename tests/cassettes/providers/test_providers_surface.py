@@ -11,12 +11,13 @@ import pkgutil
 import looptap.cassettes.providers as providers
 
 EXPORTED = [
-    "API_PARAMS", "FAMILIES", "GEMINI_CLI_AUTH", "INFERRED", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS",
-    "REBUILT", "REQUEST_FIELDS", "REVERSE_UPSTREAMS", "WS_TURN",
-    "Call", "Chaining", "InferredFields", "Profile", "Provider", "Rendered", "WsTurns",
-    "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields",
+    "FAMILIES", "GEMINI_CLI_AUTH", "INFERRED", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS",
+    "REQUEST_FIELDS", "REVERSE_UPSTREAMS", "WS_TURN",
+    "Call", "Chaining", "InferredFields", "Profile", "Provider", "RebuildShape", "Rendered",
+    "WsTurns", "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields",
     "is_agent_own", "is_llm_host", "is_ws_turn", "link_items", "masked_endpoint",
-    "reduced", "request_field", "request_places", "reset_at", "start_advice", "versioned_path",
+    "reduced", "request_field", "request_places", "reset_at", "shape_of", "start_advice",
+    "trace_family", "versioned_path",
 ]  # fmt: skip
 
 #: The adapters' modules and packages (the registry's table names them): the public modules.
