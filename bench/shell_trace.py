@@ -147,7 +147,7 @@ def one_run(mode: str, keep: Path) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     try:
-        got = agents._claude(tmp, confdir, None)
+        got = agents.claude_run(tmp, confdir, None)
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -111,7 +111,7 @@ _WAIT = (
 )
 
 
-def _claude(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
+def claude_run(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
     from tests.support.mcp_server import McpServer
 
     claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
@@ -424,12 +424,12 @@ def _codex_bug(tmp_path: Path, confdir: Path, bug: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def claude_clean(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[str, Any]:
-    return _claude(tmp_path_factory.mktemp("claude-clean"), confdir, None)
+    return claude_run(tmp_path_factory.mktemp("claude-clean"), confdir, None)
 
 
 @pytest.fixture(scope="module")
 def claude_bug(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[str, Any]:
-    return _claude(tmp_path_factory.mktemp("claude-bug"), confdir, CLAUDE.bug)
+    return claude_run(tmp_path_factory.mktemp("claude-bug"), confdir, CLAUDE.bug)
 
 
 @pytest.fixture(scope="module")
