@@ -44,7 +44,8 @@ from ._model import (
     RunAnalysis,
     Turn,
 )
-from ._state import AnalyserState, Reload, conversation_of
+from ._provenance import weigh_tool_answers
+from ._state import AnalyserState, Reload, conversation_of, turn_findings
 from .dispatch import GROUP_CHAT
 from .threading import Attempt, Link, Threader
 
@@ -234,7 +235,8 @@ class RunAnalyser:
             repeats=st.repeats,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
-        st.tools.model_turn(turn, rt.response)
+        ended = st.tools.model_turn(turn, rt.response)  # (their tools' HTTP all read by now)
+        weigh_tool_answers(ended, st.tools, lambda s: turn_findings(st, s))
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:

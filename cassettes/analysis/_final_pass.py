@@ -10,7 +10,8 @@ from . import codes as codes
 from . import dispatch as dispatch
 from ._judgement import FINAL_CHECKS, run_check
 from ._model import Finding, RunAnalysis
-from ._state import AnalyserState
+from ._provenance import weigh_tool_answers
+from ._state import AnalyserState, turn_findings
 from .spill import SpillMap
 
 __all__ = ["finish"]
@@ -23,6 +24,8 @@ _Last = SpillMap[int, tuple[list[Finding], int]]
 def finish(state: AnalyserState) -> RunAnalysis:
     """Run the end-of-run checks and return the analysis (once, after the last round trip)."""
     result = state.result
+    # the calls still awaiting their result at the end: every tool HTTP call read
+    weigh_tool_answers(state.tools.awaiting.items(), state.tools, lambda s: turn_findings(state, s))
     # Live conversations first; a parked one's as its turn comes (in order).
     last: _Last = SpillMap(state.spill, state.keep, lambda _, v: not v[0])
     for conv_id, conv in list(state.convs.hot_items()):

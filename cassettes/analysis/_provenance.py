@@ -2,13 +2,14 @@
 
 Read against the request the answer was made from: ``E.invented_argument``,
 ``E.placeholder_argument`` and ``C.loop_reported_not_stopped`` (:mod:`cassettes.analysis.codes`,
-docs/findings.md).
+docs/findings.md). The first two are weighed again once the call's wait ended, against what the
+tool's own HTTP calls for it answered (:func:`weigh_tool_answers`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ..lazy import pattern
@@ -16,8 +17,9 @@ from . import codes as codes
 from ._context import Check, TurnContext, short
 from ._model import CallCheck, Finding
 from ._repeats import FIRST_REPEAT
+from ._tool_http import Awaiting, Served, ToolHttpLinker
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "weigh_tool_answers"]
 
 #: Bounds of the walk over a call's arguments: depth, strings, and a string's length.
 _DEPTH, _STRINGS, _LONG = 6, 50, 2000
@@ -160,7 +162,90 @@ def check_placeholder_argument(ctx: TurnContext) -> Iterator[Finding]:
             tool=c.name,
             argument=key,
             placeholder=found,
+            value=value[:200],
         )
+
+
+#: Statuses that say nothing of an argument's value: credentials, a proxy's, a timeout, the rate.
+_NOT_ABOUT_VALUE = frozenset({401, 403, 407, 408, 429})
+#: The codes weighed against the tool's answers.
+_WEIGHED = frozenset({codes.INVENTED_ARGUMENT, codes.PLACEHOLDER_ARGUMENT})
+
+
+def _rejects(c: Served, value: str, key: str) -> bool:
+    """The tool's HTTP call ``c``, which sent ``value``, was told there is no such thing: a 404 or
+    410; a 2xx (an API that answers errors with 200) that says it is not there and names the
+    value; or a 4xx not about credentials, a proxy, a timeout or the rate that says something was
+    wrong or not there and names the value or the argument (:func:`._tool_http.denial`)."""
+    if c.status in (404, 410):
+        return True
+    if c.status is None or not c.denies:
+        return False
+    if 200 <= c.status < 300:
+        return c.denies == 2 and value in c.named
+    if 400 <= c.status < 500 and c.status not in _NOT_ABOUT_VALUE:
+        return value in c.named or (len(key) >= 2 and key.casefold() in (c.got or "").casefold())
+    return False
+
+
+def tool_verdict(value: str, key: str, calls: Sequence[Served]) -> tuple[str, Served] | None:
+    """What the tool's HTTP calls for a model's call (linked by its arguments) say of one of its
+    argument values: ``exists`` — a call that sent it got a 2xx answer that holds it as data and
+    says nothing is missing or invalid; ``rejected`` — a call that sent it was told there is no
+    such thing (:func:`_rejects`); ``None`` when neither, or both, hold (or no call sent it)."""
+    v = value.strip().casefold()
+    sent = [c for c in calls if v in c.asked]
+    rejected = [c for c in sent if _rejects(c, v, key)]
+    held = [
+        c
+        for c in sent
+        if c.status is not None and 200 <= c.status < 300 and not c.denies and v in c.held
+    ]
+    if rejected and not held:
+        return "rejected", rejected[-1]
+    if held and not rejected:
+        return "exists", held[-1]
+    return None
+
+
+def weigh_tool_answers(
+    ended: Iterable[tuple[str, Awaiting]],
+    tools: ToolHttpLinker,
+    findings_of: Callable[[int], list[Finding] | None],
+) -> None:
+    """``E.invented_argument`` and ``E.placeholder_argument`` of calls whose wait ended, weighed
+    against what the tool's HTTP calls for each (linked by its arguments) answered: a value the
+    tool holds (``exists``) was no invention — the finding is dropped; a value the tool said it
+    does not know (``rejected``) confirms it — its message and details say so. Changed in place,
+    in the list the turn's readers hold (``findings_of``)."""
+    for cid, made in ended:
+        calls = tools.served.get(cid)
+        if not calls:
+            continue
+        findings = findings_of(made.seq)
+        if not findings:
+            continue
+        kept: list[Finding] = []
+        for f in findings:
+            d = f.details
+            value, key = d.get("value"), d.get("argument")
+            if f.tool_call_id != cid or f.code not in _WEIGHED or not isinstance(value, str):
+                kept.append(f)
+                continue
+            verdict = tool_verdict(value, key if isinstance(key, str) else "", calls)
+            if verdict is not None and verdict[0] == "exists":
+                continue
+            if verdict is not None:
+                c = verdict[1]
+                what = f"answered {c.status}" + (f" (“{short(c.got, 80)}”)" if c.got else "")
+                f.message += (
+                    f" The tool's HTTP call #{c.seq} for this call {what}: the tool does not "
+                    "know the value either."
+                )
+                d.update(tool_answer="rejected", tool_http_seq=c.seq, tool_status=c.status)
+            kept.append(f)
+        if len(kept) != len(findings):
+            findings[:] = kept
 
 
 def _says_looping(text: str) -> bool:

@@ -21,11 +21,11 @@ from ._mcp import McpLinker, ModelCall
 from ._model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from ._records import Conversations
 from ._tokens import _ConvTokens
-from ._tool_http import Awaiting, ToolHttpLinker
+from ._tool_http import Awaiting, Served, ToolHttpLinker
 from .spill import Spill, SpillMap
 from .threading import Threader
 
-__all__ = ["AnalyserState", "Parked", "Reload", "conversation_of"]
+__all__ = ["AnalyserState", "Parked", "Reload", "conversation_of", "turn_findings"]
 
 #: Given a seq analysed earlier: its exchange, its round trip and its turn, read again.
 Reload = Callable[[int], tuple[Exchange, RoundTrip, Turn]]
@@ -61,6 +61,7 @@ CLASSES: dict[str, type] = {
         McpCall,
         ModelCall,
         Awaiting,
+        Served,
         Part,
         ToolSpec,
         _ConvTokens,
@@ -156,3 +157,13 @@ def conversation_of(state: AnalyserState, tid: int) -> str | None:
     """The conversation the threader put turn ``tid`` in."""
     turns = state.threader.turns
     return turns[tid].conversation if 0 <= tid < len(turns) else None
+
+
+def turn_findings(state: AnalyserState, seq: int) -> list[Finding] | None:
+    """The findings of the turn ``seq`` analysed earlier, the list its readers hold (``None``:
+    it has none, or it is not held)."""
+    if state.keep_turns:
+        turn = state.result.turns.get(seq)
+        return turn.findings if turn is not None else None
+    held = state.flagged.get(seq)
+    return held[1] if held is not None else None

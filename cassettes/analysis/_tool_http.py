@@ -15,9 +15,12 @@ bounded: the first 64 KiB of a body, 32 argument values of at most 200 character
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from typing import Any, NamedTuple
 from urllib.parse import unquote_plus, urlsplit
+
+import orjson
 
 from ..models import NormalisedResponse
 from ..wire import Exchange
@@ -69,6 +72,69 @@ def _values(arguments: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+#: What an answer says of the thing asked for (lower case): that it is not there (:data:`MISSING`);
+#: that something was wrong or invalid (:data:`FAULT`).
+MISSING = re.compile(
+    r"not[ _\-]?found|no such|does ?n[o']?t exist|not exist|\"(?:found|exists)\" ?: ?false"
+)
+FAULT = re.compile(r"unknown|invalid|error|fail|\"(?:ok|success)\" ?: ?false")
+
+
+def denial(body: bytes) -> int:
+    """2: an answer's first 64 KiB say the thing asked for is not there (:data:`MISSING`); 1: that
+    something was wrong (:data:`FAULT`); 0: neither."""
+    text = _text(body).casefold()
+    return 2 if MISSING.search(text) else 1 if FAULT.search(text) else 0
+
+
+#: Keys of a JSON answer whose values echo the request or say what went wrong: a value found
+#: only under them is not data the tool holds.
+_ECHO = frozenset(
+    "query q search term terms keyword keywords input request requested params parameters url "
+    "path filter filters message msg error errors error_message errormessages detail details "
+    "reason description title".split()
+)
+
+
+def _leaves(body: Any, out: list[str], key: str = "", depth: int = 0) -> None:
+    """The text of a JSON answer's values but those under :data:`_ECHO` keys (bounded)."""
+    if depth > 8 or len(out) >= 4096:
+        return
+    if isinstance(body, dict):
+        for k, v in list(body.items())[:512]:
+            if str(k).casefold() not in _ECHO:
+                _leaves(v, out, str(k), depth + 1)
+    elif isinstance(body, list):
+        for v in body[:512]:
+            _leaves(v, out, key, depth + 1)
+    elif isinstance(body, str | int | float) and not isinstance(body, bool):
+        out.append(str(body).casefold())
+
+
+def _token(value: str, text: str) -> bool:
+    """``value`` in ``text`` with no letter or digit either side (both casefolded)."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(value)}(?![a-z0-9])", text) is not None
+
+
+def answer_values(values: tuple[str, ...], body: bytes) -> tuple[tuple[str, ...], ...]:
+    """Of a call's argument ``values``: those an answer's first 64 KiB name anywhere (as whole
+    tokens), and those it holds as data — a JSON answer's values but those under keys that
+    echo the request or carry an error (:data:`_ECHO`); a text answer's whole text."""
+    text = _text(body).casefold()
+    named = tuple(v for v in values if _token(v, text))
+    if not named:
+        return (), ()
+    try:
+        parsed = orjson.loads(body[:_BODY])
+    except orjson.JSONDecodeError:
+        return named, named
+    if not isinstance(parsed, dict | list):
+        return named, named
+    leaves: list[str] = []
+    _leaves(parsed, leaves)
+    return named, tuple(v for v in named if any(_token(v, leaf) for leaf in leaves))
+
+
 def _text(data: bytes) -> str:
     return data[:_BODY].decode("utf-8", "replace")
 
@@ -110,6 +176,14 @@ class Served(NamedTuple):
     got: str | None
     #: The answer's whole length, in bytes.
     got_bytes: int
+    #: The call's argument values (:attr:`Awaiting.values`) the request carried (URL or body).
+    asked: tuple[str, ...] = ()
+    #: Those the answer names anywhere, and those it holds as data (:func:`answer_values`).
+    named: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+    #: What the answer says of the thing asked for (:func:`denial`): 2 not there, 1 something
+    #: wrong, 0 neither.
+    denies: int = 0
 
 
 class ToolHttpLinker:
@@ -132,11 +206,17 @@ class ToolHttpLinker:
         self.touched.clear()
         self.history.clear()
 
-    def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
+    def model_turn(
+        self, turn: Turn, response: NormalisedResponse | None
+    ) -> list[tuple[str, Awaiting]]:
         """A turn was analysed: its conversation's earlier calls are no longer awaited (their
-        results were sent back, or the client went on without them); its answer's are."""
+        results were sent back, or the client went on without them); its answer's are. Returns
+        the calls whose wait ended, each with its id."""
+        ended: list[tuple[str, Awaiting]] = []
         for cid in [c for c, a in self.awaiting.items() if a.conversation == turn.conversation]:
-            name = self.awaiting.pop(cid).name
+            made = self.awaiting.pop(cid)
+            ended.append((cid, made))
+            name = made.name
             with_http, without = self.history.get(name, (0, 0))
             if cid in self.served:
                 with_http += 1
@@ -150,6 +230,7 @@ class ToolHttpLinker:
                     turn.seq, turn.conversation, turn.index, tc.name, _values(tc.arguments)
                 )
                 put(self.awaiting, tc.id, made)
+        return ended
 
     def exchange(self, seq: int, ex: Exchange) -> McpCall:
         """A tool's HTTP round trip, linked to the model's call it served when that can be told."""
@@ -179,7 +260,13 @@ class ToolHttpLinker:
                 got = self.served.get(cid) or []
                 h = call.http
                 if len(got) < 16:
-                    made_by = Served(seq, h.status, h.transport_error, h.got, h.got_bytes)
+                    asked = tuple(v for v in made.values if v in seen)
+                    named, held = answer_values(asked, ex.response_body)
+                    denies = denial(ex.response_body)
+                    made_by = Served(
+                        seq, h.status, h.transport_error, h.got, h.got_bytes, asked, named,
+                        held, denies,
+                    )  # fmt: skip
                     put(self.served, cid, [*got, made_by])
         else:
             call.candidates = len(fits)

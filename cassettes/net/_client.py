@@ -165,6 +165,7 @@ class Upstream:
         connect_timeout: float | None = CONNECT_TIMEOUT,
         read_timeout: float | None = READ_TIMEOUT,
         trust: Trust | None = None,
+        host: str | None = None,
     ) -> None:
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -172,6 +173,9 @@ class Upstream:
         self.base = base.rstrip("/")
         self.tls = u.scheme == "https"
         self.netloc = u.netloc
+        #: The ``Host`` header sent: the base's, or the named one (a request in absolute form sent
+        #: to a forward proxy names the host it is for).
+        self.host = host or u.netloc
         self.prefix = u.path.rstrip("/")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -193,7 +197,7 @@ class Upstream:
         ]
         items = sendable(
             [
-                ("Host", self.netloc),
+                ("Host", self.host),
                 *keep,
                 ("Content-Length", str(len(body))),
                 ("Connection", "close"),

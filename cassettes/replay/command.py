@@ -99,6 +99,7 @@ def _planned(args: argparse.Namespace) -> Any:
         setattr(args, name, [*getattr(args, name, []), *values])
     args.tolerated_out, args.sent_out = plan.tolerated_out, plan.sent_out
     args.live_tools = args.live_tools or plan.live_tools
+    args.tool_proxy = plan.tool_proxy
     return plan.router(_edit_key() if plan.live_recorder else None)
 
 
@@ -135,6 +136,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             volatile=not args.no_volatile and rules.volatile is not False,
             rules=rules,
             live_tools=args.live_tools,
+            tool_proxy=getattr(args, "tool_proxy", None),
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")

@@ -93,6 +93,13 @@ class ToolServer:
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 outer.seen.append(("GET", self.path, self.headers.get("x-api-key")))
+                if url.path.startswith("/orders/"):  # A1001 is on file, nothing else is
+                    oid = url.path.removeprefix("/orders/")
+                    if oid != "A1001":
+                        self._answer(404, {"error": f"order {oid} not found"})
+                        return
+                    self._answer(200, {"order_id": oid, "item": "kettle", "state": "shipped"})
+                    return
                 city = (parse_qs(url.query).get("city") or ["?"])[0]
                 if city == "Lyon":  # the planted failure
                     self._answer(503, {"error": {"message": "weather backend overloaded"}})
@@ -151,10 +158,14 @@ def get_weather(city):
 def place_order(item, quantity):
     return http.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
 
+def get_order(order_id):
+    return http.get(f"{TOOLS}/orders/{order_id}").text  # a 404's body as it came
+
 client = OpenAI()
 fn = lambda name, props: {"type": "function", "function": {"name": name, "parameters": {
     "type": "object", "properties": {p: {"type": t} for p, t in props.items()}}}}
-tools = [fn("get_weather", {"city": "string"}), fn("place_order", {"item": "string", "quantity": "integer"})]
+tools = [fn("get_weather", {"city": "string"}), fn("place_order", {"item": "string", "quantity": "integer"}),
+         fn("get_order", {"order_id": "string"})]
 messages = [{"role": "user", "content": "Weather in Paris, Tokyo and Oslo, then order an umbrella."}]
 for _ in range(6):
     msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
@@ -165,7 +176,8 @@ for _ in range(6):
     def run(tc):
         args = json.loads(tc.function.arguments)
         return {"role": "tool", "tool_call_id": tc.id,
-                "content": {"get_weather": get_weather, "place_order": place_order}[tc.function.name](**args)}
+                "content": {"get_weather": get_weather, "place_order": place_order,
+                            "get_order": get_order}[tc.function.name](**args)}
     with ThreadPoolExecutor(4) as pool:  # the answer's calls run at once
         messages.extend(pool.map(run, msg.tool_calls))
 """  # noqa: E501
@@ -385,7 +397,12 @@ def place_order(item: str, quantity: int) -> str:
     \"\"\"Order an item.\"\"\"
     return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
 
-tools = {t.name: t for t in (get_weather, place_order)}
+@tool
+def get_order(order_id: str) -> str:
+    \"\"\"An order's state.\"\"\"
+    return session.get(f"{TOOLS}/orders/{order_id}").text
+
+tools = {t.name: t for t in (get_weather, place_order, get_order)}
 model = ChatOpenAI(model="gpt-4o").bind_tools(list(tools.values()))
 messages = [HumanMessage("Weather in Paris, Tokyo and Oslo, then order an umbrella.")]
 for _ in range(6):
@@ -419,8 +436,12 @@ def place_order(item: str, quantity: int) -> str:
     \"\"\"Order an item.\"\"\"
     return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
 
+def get_order(order_id: str) -> str:
+    \"\"\"An order's state.\"\"\"
+    return session.get(f"{TOOLS}/orders/{order_id}").text
+
 agent = FunctionAgent(
-    tools=[FunctionTool.from_defaults(fn=f) for f in (get_weather, place_order)],
+    tools=[FunctionTool.from_defaults(fn=f) for f in (get_weather, place_order, get_order)],
     llm=OpenAI(model="gpt-4o", api_base=os.environ["OPENAI_BASE_URL"]),
 )
 
@@ -451,6 +472,11 @@ def place_order(item: str, quantity: int) -> str:
     \"\"\"Order an item.\"\"\"
     return http.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
 
+@agent.tool_plain
+def get_order(order_id: str) -> str:
+    \"\"\"An order's state.\"\"\"
+    return http.get(f"{TOOLS}/orders/{order_id}").text
+
 print("answer:", agent.run_sync("Weather in Paris, Tokyo and Oslo, then order an umbrella.").output)
 """
 
@@ -475,8 +501,13 @@ def place_order(item: str, quantity: int) -> str:
     \"\"\"Order an item.\"\"\"
     return session.post(f"{TOOLS}/orders", json={"item": item, "quantity": quantity}).text
 
+@tool("get_order")
+def get_order(order_id: str) -> str:
+    \"\"\"An order's state.\"\"\"
+    return session.get(f"{TOOLS}/orders/{order_id}").text
+
 agent = Agent(role="Assistant", goal="Do what is asked", backstory="You use your tools.",
-              tools=[get_weather, place_order], llm=LLM(model="gpt-4o"), verbose=False)
+              tools=[get_weather, place_order, get_order], llm=LLM(model="gpt-4o"), verbose=False)
 task = Task(description="Weather in Paris, Tokyo and Oslo, then order an umbrella.",
             expected_output="What was done", agent=agent)
 print("answer:", Crew(agents=[agent], tasks=[task], verbose=False).kickoff())
@@ -500,6 +531,8 @@ const tools = {
   place_order: tool({ description: "Order an item", inputSchema: obj({ item: { type: "string" }, quantity: { type: "integer" } }),
     execute: async (args) => (await fetch(`${TOOLS}/orders`, { method: "POST", body: JSON.stringify(args),
       headers: { "x-api-key": KEY, "content-type": "application/json" } })).text() }),
+  get_order: tool({ description: "An order's state", inputSchema: obj({ order_id: { type: "string" } }),
+    execute: async ({ order_id }) => (await fetch(`${TOOLS}/orders/${order_id}`, { headers: { "x-api-key": KEY } })).text() }),
 };
 const openai = need("@ai-sdk/openai").createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
 generateText({ model: openai.chat("gpt-4o"), prompt: "Weather in Paris, Tokyo and Oslo, then order an umbrella.",
@@ -561,24 +594,41 @@ def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, name: str) -> No
 @pytest.mark.parametrize("name", ["openai", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
 def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path, name: str) -> None:
     """Issue 84, item 3: the tool's API answers 503, the tool hands the model ``{}``: the turn
-    that sends that result back carries C.tool_http_error_hidden, and nothing else is found."""
+    that sends that result back carries C.tool_http_error_hidden. Then the model asks for two
+    orders by ids nothing it was given holds: the tool's API answers W7731 with a 404 (the tool
+    passes its body on), A1001 with the order. Without the tools' HTTP both are
+    E.invented_argument; with it, W7731's says the tool's 404 confirms it, A1001's is not made
+    (the tool holds the value: it was no invention). No other warning."""
 
     def lyon(req: ScriptedRequest) -> Reply:
-        if not req.tool_results():
+        done = len(req.tool_results())
+        if done == 0:
             return Reply.tool("get_weather", {"city": "Lyon"})
-        return Reply.say("It is fine in Lyon.")
+        if done in (1, 2):
+            return Reply.tool("get_order", {"order_id": "W7731" if done == 1 else "A1001"})
+        return Reply.say("It is fine in Lyon; A1001 shipped, W7731 is not on file.")
 
     with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
         proc, run = _agent_run(tmp_path, name, fake, tools)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert [p.split("?")[0] for _, p, _ in tools.seen] == ["/weather", "/orders/W7731", "/orders/A1001"]  # noqa: E501
     read = open_run(run, whole=True)
-    found = read.analysis.findings
-    found = _beyond_usage(found) if name == "llamaindex" else found
-    assert [(f.code, f.seq) for f in found] == [("C.tool_http_error_hidden", 2)]
+    found = [f for f in read.analysis.findings if f.severity != "info"]
+    assert [(f.code, f.seq) for f in found] == [
+        ("C.tool_http_error_hidden", 2), ("E.invented_argument", 2),
+    ], [f.message for f in found]  # fmt: skip
+    # info: W7731's result is the tool's error, said (LlamaIndex's usage is missing)
+    assert {f.code for f in read.analysis.findings if f.severity == "info"} <= {
+        "C.tool_result_error", "A.usage_missing",
+    }  # fmt: skip
     assert read.analysis.turns[2].index == 1  # the turn that sent the result back
-    (f,) = found
-    assert "#1 answered 503" in f.message and "nothing (an empty result)" in f.message
-    assert "weather backend overloaded" in f.message
+    hidden, invented = found
+    assert "#1 answered 503" in hidden.message and "nothing (an empty result)" in hidden.message
+    assert "weather backend overloaded" in hidden.message
+    assert invented.details["value"] == "W7731" and invented.details["tool_answer"] == "rejected"
+    assert (invented.details["tool_http_seq"], invented.details["tool_status"]) == (3, 404)
+    assert "The tool's HTTP call #3 for this call answered 404" in invented.message
+    assert "order W7731 not found" in invented.message
 
 
 def test_no_tool_http_records_the_model_calls_only(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ and their model both gone.
    tool call that one served.
 3. A fork at turn 2 (``looptap run --from run.jsonl@turn=2``): the prefix's tools served, the
    model live from turn 2, and the order the live turn asks for served from the run while its
-   request matches; with a request that no longer matches the tool goes live, or fails under
+   request matches; with a request that no longer matches the tool goes live — through the
+   fork's recorder, into the branch, linked to the live turn's call — or fails under
    ``--tools-offline``.
 """
 
@@ -26,9 +27,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
+from looptap.cassettes.reading import open_run
 from looptap.cassettes.storage import read_records
 from tests.proxy.test_e2e_tool_http import (
     CLIENTS_PYTHON,
@@ -227,7 +230,8 @@ def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(
     run's. With a tool server at another address every tool request goes live (none matches);
     at the run's address (nothing listening) the prefix's weather calls are served and the
     changed order goes live (refused: the server is gone), or, with ``--tools-offline``, fails
-    closed: a 400 naming the recorded call closest to it, which the agent hands the model."""
+    closed: a 400 naming the recorded call closest to it, which the agent hands the model. The
+    tool calls that went live are in the branch, as ``looptap run`` records a tool's HTTP."""
     if recorded["name"] != "openai":
         pytest.skip("one agent is enough")
 
@@ -237,7 +241,7 @@ def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(
         return route(req)
 
     with ScriptedUpstream(three) as fake, ToolServer() as tools:
-        proc, _ = _fork(recorded["run"], fake, tmp_path, recorded["agent"], tools.url)
+        proc, live = _fork(recorded["run"], fake, tmp_path, recorded["agent"], tools.url)
         assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
         assert "answer: Ordered an umbrella." in proc.stdout
         assert len(tools.seen) == 5  # all live: the weather calls too (another address)
@@ -256,6 +260,21 @@ def test_a_fork_sends_a_changed_tool_request_live_or_fails_it(
     # the model was told the miss: the agent's place_order returned the 400's text
     sent = [ex for ex in read_records(branch).exchanges if not ex.tool]
     assert b"looptap_replay_miss" in sent[-1].request_body
+    # the live tool calls went through the fork's recorder: in the branch, as tool exchanges,
+    # the changed order linked to the live turn's place_order call by its arguments
+    went = [ex for ex in read_records(live).exchanges if ex.tool]
+    assert sorted((ex.method, urlsplit(ex.url).path, ex.status) for ex in went) == [
+        ("GET", "/weather", 200), ("GET", "/weather", 200), ("GET", "/weather", 200),
+        ("GET", "/weather", 200), ("POST", "/orders", 201),
+    ], proc.stderr[-3000:]  # fmt: skip
+    assert all(urlsplit(ex.url).netloc == urlsplit(tools.url).netloc for ex in went)
+    assert TOOL_KEY.encode() not in live.read_bytes()  # redacted as the recorder redacts
+    forked = open_run(live, whole=True)
+    (order,) = [c for c in forked.analysis.mcp_calls.values() if c.http and c.http.method == "POST"]
+    calls = {tc.id: tc for _, rt in forked.pairs if rt.response for tc in rt.response.tool_calls}
+    assert order.linked_by == "arguments" and calls[order.call_id].arguments == {
+        "item": "umbrella", "quantity": 3,
+    }  # fmt: skip
 
 
 def test_the_served_answers_are_the_recorded_ones(recorded: dict[str, Any], tmp_path: Path) -> None:

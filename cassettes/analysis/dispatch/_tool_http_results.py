@@ -48,7 +48,8 @@ def check_tool_http_results(ctx: TurnContext) -> Iterator[Finding]:
             if not all(_failed(c.status, c.error) for c in calls):
                 yield from _cut(ctx, tr, calls[-1])
                 continue
-            seq, status, error, got, _ = calls[-1]
+            last = calls[-1]
+            seq, status, error, got = last.seq, last.status, last.error, last.got
             if _says_failure(tr, status, got):
                 continue
             what = (

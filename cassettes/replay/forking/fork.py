@@ -193,9 +193,10 @@ class ForkReplay:
         the caller): its header names the origin; the recorder appends after it."""
         CassetteFile(path, meta=self.meta).close()
 
-    def plan(self, bases: dict[str, str]) -> ForkPlan:
+    def plan(self, bases: dict[str, str], tool_proxy: str | None = None) -> ForkPlan:
         """What the replay server is told (:mod:`cassettes.replay.forking.plan`), the cursor placed
-        once: ``bases``, the recorder's listener per API name."""
+        once: ``bases``, the recorder's listener per API name; ``tool_proxy``, its forward proxy
+        (the live tools' requests go through it: recorded into the branch)."""
         at = self.placed
         if at is None:
             at = locate(self.source, self.model, [parse_edit(e) for e in self.edits])
@@ -212,6 +213,7 @@ class ForkReplay:
             rules={k: v for k, v in self.rules.items() if k in RULES},
             live_recorder=bool(self.edits),
             live_tools=self.live_tools,
+            tool_proxy=tool_proxy if self.live_tools else None,
             tolerated_out=os.path.join(out, "tolerated.json") if out is not None else None,
             sent_out=os.path.join(out, "sent.jsonl") if out is not None else None,
         )
@@ -223,7 +225,8 @@ class ForkReplay:
         # private (0700): the replay server's list of what it tolerated
         self._dir = tempfile.mkdtemp(prefix="looptap-fork-")
         plan = os.path.join(self._dir, "plan.json")
-        self.plan(live_bases(recorder_env)).write(Path(plan))
+        proxy = recorder_env.get("HTTP_PROXY") or recorder_env.get("http_proxy")
+        self.plan(live_bases(recorder_env), proxy).write(Path(plan))
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         argv = ["-m", "looptap.cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
         self.proc = await asyncio.create_subprocess_exec(

@@ -63,6 +63,10 @@ class ForkPlan:
     #: A tool's HTTP call the recording does not answer goes to its live host (``False``: it
     #: fails, ``looptap run --from … --tools-offline``).
     live_tools: bool = True
+    #: The fork's recorder's forward proxy (``http://127.0.0.1:PORT``): a tool's request that goes
+    #: live is sent through it, so the branch records it as ``looptap run`` records a tool's
+    #: HTTP (``None``: straight to its host, unrecorded).
+    tool_proxy: str | None = None
     #: Where the replay server writes what it tolerated, and what the client sent on a miss.
     tolerated_out: str | None = None
     sent_out: str | None = None

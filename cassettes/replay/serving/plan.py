@@ -135,6 +135,8 @@ class Forward:
     #: The target and headers as sent on (``None``: the request's own).
     target: str | None = None
     headers: list[tuple[str, str]] | None = None
+    #: The ``Host`` sent (``None``: the base's): a request sent to a forward proxy names its own.
+    host: str | None = None
     #: How the answer is continued when the token cap cuts it (a fork's ``--edit continue``), or
     #: ``None``.
     cont: Continuation | None = None
@@ -200,6 +202,7 @@ class Planner:
         fallback: Fallback | None = None,
         cursor: Router | None = None,
         live_tools: bool = False,
+        tool_proxy: str | None = None,
     ) -> None:
         self.matcher = matcher
         self.faults = faults
@@ -211,6 +214,9 @@ class Planner:
         self.live_tools = live_tools
         #: The tools' requests sent to their live hosts (``live_tools``).
         self.tools_live = 0
+        #: A fork's recorder's forward proxy: a tool's plain-HTTP request that goes live is sent
+        #: through it (in absolute form, its own ``Host``), so the branch records it.
+        self.tool_proxy = tool_proxy
 
     def plan_tool(self, req: Request, url: str) -> Answer | ToolAnswer:
         """The answer to a tool's request to ``url`` (sent to the replay server as to a forward
@@ -230,13 +236,18 @@ class Planner:
         u = urlsplit(url)
         self.tools_live += 1
         headers = [(k, v) for k, v in req.headers if k.lower() not in HOP_BY_HOP]
+        # an HTTPS tool's live request goes from here, verified, not through the recorder (which
+        # would have to be its tunnel's far end): a fork's branch does not hold it (docs/fork.md)
+        proxy = self.tool_proxy if u.scheme == "http" else None
         return Forward(
-            f"{u.scheme}://{u.netloc}",
+            proxy or f"{u.scheme}://{u.netloc}",
             req.body,
-            "a tool's call the recording does not answer: sent live",
+            "a tool's call the recording does not answer: sent live"
+            + (" (through the recorder)" if proxy else ""),
             miss=found,
-            target=req.target,
+            target=url if proxy else req.target,
             headers=headers,
+            host=u.netloc if proxy else None,
         )
 
     def plan(self, req: Request, websocket: bool = False) -> Answer:

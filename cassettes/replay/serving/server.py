@@ -172,6 +172,7 @@ class ReplayServer(BackgroundServer):
         rules: Rules | None = None,
         trust: Trust | None = None,
         live_tools: bool = False,
+        tool_proxy: str | None = None,
     ) -> None:
         opened = open_recordings(cassette, volatile, IN_MEMORY_BELOW)
         self.source, self.problems, recordings, first, volatile = opened
@@ -191,7 +192,7 @@ class ReplayServer(BackgroundServer):
         #: A fork's router (its cursor): which requests go live, and the report of them.
         self.router = cursor
         #: Decides every answer (the player and the relay below only speak it).
-        self.planner = Planner(self.matcher, faults, fallback, cursor, live_tools)
+        self.planner = Planner(self.matcher, faults, fallback, cursor, live_tools, tool_proxy)
         #: Writes every answer (the one seam to the wire), and keeps each request answered.
         self.sender = Sender(write_timeout)
         self.log = ServedLog(self.matcher, lambda: self.url, retain_bodies)

@@ -36,6 +36,7 @@ from looptap.cassettes.reading import (
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import RecordIndex, read_records
 from looptap.cassettes.wire import Exchange
+from tests.cassettes.test_tool_http_arguments import orders_run
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 from tests.support.huge import write_huge
 
@@ -98,6 +99,8 @@ def _agents(path: Path) -> Path:
 
 
 RUNS: dict[str, Callable[[Path], Path]] = {
+    # the tools' HTTP: an E finding of a call turn weighed again once the tool answered
+    "tool_http": lambda p: _write(p, orders_run()),
     "corpus": _corpus,
     "long": lambda p: write_huge(p, 60, "long", turns=12),
     "one_turn": lambda p: write_huge(p, 40, "one_turn"),
