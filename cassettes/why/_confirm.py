@@ -368,9 +368,14 @@ def _report(
         # sent
         "expected_requests": round(expected.total),
         "expected": round(expected.total, 2),
+        # at the ends of the model's error rate's 95% interval (the same where nothing was asked
+        # again)
+        "expected_low": round(expected.low, 2),
+        "expected_high": round(expected.high, 2) if expected.high < float("inf") else None,
         "asked_again_per_run": round(expected.again, 3),
         "error_rate": None if expected.rate is None else round(expected.rate, 3),
         "budget_expected": expected.budget,
+        "at_most": expected.most,
         "sent": sent,
         "upstream": flags_said(passed),
         "succeeded": ok,

@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import CassetteError
 from ..reading import open_run
 from ._intervention import Intervention
+from ._verdict import wilson
 
 __all__ = ["Expected", "asked_again", "expected"]
 
@@ -57,12 +58,24 @@ def error_rate(verdict: dict[str, Any]) -> float | None:
     """The model's error rate at the verdict's turn as the investigation saw it (an E verdict:
     the recorded answer wrong, each re-sample that did not flip wrong); ``None`` at another
     layer, or with no sample."""
+    seen = _answers(verdict)
+    return None if seen is None else seen[0] / seen[1]
+
+
+def _answers(verdict: dict[str, Any]) -> tuple[int, int] | None:
+    """(wrong, seen): the answers at the verdict's turn the investigation saw
+    (:func:`error_rate`)."""
     flips, samples = verdict.get("flips"), verdict.get("samples")
     if verdict.get("layer") != "E" or not isinstance(samples, int) or not isinstance(flips, int):
         return None
     if samples < 1 or not 0 <= flips <= samples:
         return None
-    return (1 + samples - flips) / (1 + samples)
+    return 1 + samples - flips, 1 + samples
+
+
+def _more(rate: float) -> float:
+    """The requests asked again a run on average, each answer wrong with ``rate`` (geometric)."""
+    return rate / (1 - rate) if rate < 1 else float("inf")
 
 
 @dataclass
@@ -77,16 +90,38 @@ class Expected:
     rate: float | None
     #: The budget's figure before anything ran.
     budget: int
+    #: What the runs may send at most (every turn the fork may reach live: what ``--max-requests``
+    #: was kept against), a request asked again aside.
+    most: int = 0
+    #: :attr:`total` at the ends of the error rate's 95% interval (the same when nothing is asked
+    #: again).
+    low: float = 0.0
+    high: float = 0.0
 
     def said(self, runs: int) -> str:
-        """How the figure was made, for the report's ``sent live`` line."""
+        """How the figure was made, and the most the runs may send, for the report's ``sent live``
+        line."""
+        most = (
+            f"; at most {self.most} if every turn the fork may reach went live"
+            + (", and more for each request asked again" if self.again else "")
+            if self.most > self.total
+            else ""
+        )
+        return self._how(runs) + most
+
+    def _how(self, runs: int) -> str:
         if self.rate is not None and self.again:
             return (
                 f"expected {self.total:.1f}: {self.shape} a run where the fix shows, as the first "
                 f"run sent, and {self.again:.2f} asked again (the fixed agent asks again; the "
                 f"model was wrong at the verdict's turn in {self.rate:.0%} of the answers the why "
-                f"saw, so a run asks {self.again:.2f} more on average) × {runs}; the budget "
-                f"expected {self.budget}"
+                f"saw, so a run asks {self.again:.2f} more on average) × {runs}, "
+                + (
+                    f"between {self.low:.1f} and {self.high:.1f}"
+                    if self.high < float("inf")
+                    else f"at least {self.low:.1f}"
+                )
+                + f" at that rate's 95% interval; the budget expected {self.budget}"
             )
         if self.shape * runs == self.budget and not self.again:
             return f"the budget expected {self.budget}"
@@ -102,15 +137,28 @@ def expected(
     """The runs' expected count (the module docstring): ``results`` as
     :class:`~cassettes.why._branches.Branches` gave them, their branches in ``directory``."""
     runs = len(results)
-    budget = fork.expected(runs)
+    budget, most = fork.expected(runs), fork.most_requests * runs
     rate = error_rate(verdict)
     sent = [int(r.get("sent") or 0) for r in results]
     again = [asked_again(directory / str(r["branch"])) if r.get("branch") else 0 for r in results]
     if not runs or not sent[0]:
-        return Expected(float(budget), fork.expected(1), 0.0, rate, budget)
+        return Expected(float(budget), fork.expected(1), 0.0, rate, budget, most, budget, budget)
     shape = sent[0] - again[0]
-    if rate is not None and rate < 1:
-        more = rate / (1 - rate) if any(again) else 0.0
-    else:
-        more = float(again[0])
-    return Expected(runs * (shape + more), shape, more, rate, budget)
+    seen = _answers(verdict)
+    if seen is not None and any(again):
+        # the rate and its interval (wilson: the verdict's own), asked until an answer is right
+        low, high = wilson(*seen)
+        total = runs * (shape + _more(seen[0] / seen[1]))
+        return Expected(
+            total,
+            shape,
+            _more(seen[0] / seen[1]),
+            rate,
+            budget,
+            most,
+            runs * (shape + _more(low)),
+            runs * (shape + _more(high)),
+        )
+    more = 0.0 if seen is not None else float(again[0])
+    total = runs * (shape + more)
+    return Expected(total, shape, more, rate, budget, most, total, total)

@@ -36,7 +36,11 @@ def _branch(tmp: Path, name: str, asks: int) -> str:
 
 
 def _fork() -> Intervention:
-    return Intervention("E", "c1", 1, "your fixed agent", "confirm", seqs=[1], diverge=True)
+    """The verdict's turn live (seq 1); at most, its conversation from turn 0 (the ``:diverge``
+    cursor)."""
+    return Intervention(
+        "E", "c1", 1, "your fixed agent", "confirm", seqs=[1], reach=[0, 1], diverge=True
+    )
 
 
 def test_a_request_sent_again_word_for_word_is_asked_again(tmp_path: Path) -> None:
@@ -63,10 +67,20 @@ def test_asking_again_is_counted_by_the_error_rate_not_by_one_run(tmp_path: Path
     e = expected(_fork(), FLAKY, runs, tmp_path)
     assert (e.budget, e.shape, round(e.again, 3), round(e.total, 2)) == (3, 1, 0.333, 4.0)
     assert "asked again" in e.said(3) and "25%" in e.said(3)
+    # the rate's interval (1 wrong of 4 answers: 0.01-0.78) gives the range of the expectation
+    assert (round(e.low, 2), round(e.high, 2)) == (3.04, 13.67)
+    assert "between 3.0 and 13.7 at that rate's 95% interval" in e.said(3)
+    assert e.most == 6 and e.said(3).endswith(
+        "at most 6 if every turn the fork may reach went live, and more for each request asked "
+        "again"
+    )
     # a fixed agent never seen asking again: each run as the first sent
     once = [dict(r, branch=_branch(tmp_path, f"o{k}.jsonl", 1), sent=1) for k, r in enumerate(runs)]
     e = expected(_fork(), FLAKY, once, tmp_path)
-    assert (e.total, e.again) == (3, 0) and e.said(3) == "the budget expected 3"
+    assert (e.total, e.again) == (3, 0)
+    assert e.said(3) == (
+        "the budget expected 3; at most 6 if every turn the fork may reach went live"
+    )
 
 
 def test_where_the_fix_shows_is_the_first_runs(tmp_path: Path) -> None:
