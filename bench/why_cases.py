@@ -71,7 +71,9 @@ def _gap(estimated: tuple[int, int, int] | list[int] | None, sent: int) -> float
     return (estimated[0] - sent) / sent
 
 
-def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
+def run_case(
+    case: Case, k: int, jobs: int, tmp: Path, confirm_k: int | None = None
+) -> dict[str, Any]:
     env = case.env(tmp)
     row: dict[str, Any] = {"case": case.key, "planted": case.planted}
     with case.serve(recording=True) as fake:
@@ -112,7 +114,7 @@ def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
             return row
         before = case.sent(fake)
         confirm = _run(
-            [*WHY, str(tmp / "w"), "--confirm", "--samples", str(k), "--json", "--",
+            [*WHY, str(tmp / "w"), "--confirm", "--samples", str(confirm_k or k), "--json", "--",
              *case.command(tmp, fixed=True)],
             env,
             tmp,
@@ -122,6 +124,8 @@ def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
             c = orjson.loads(confirm.stdout)["confirm"]
             row["confirm"] = (c["succeeded"], c["samples"])
             row["confirm_estimated"] = c.get("expected_requests")
+            row["confirm_expected"] = c.get("expected")
+            row["confirm_runs"] = [int(r.get("sent") or 0) for r in c["runs"]]
             row["confirm_invalid"] = [
                 r["after"] for r in c["runs"] if r["after"].startswith("invalid")
             ]
@@ -244,6 +248,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, help="samples per intervention and per confirm")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument(
+        "--confirm-k", type=int, help="runs of each confirm (default: --k): what a stochastic "
+        "fixed agent sends, over more runs",
+    )  # fmt: skip
     ap.add_argument("--only", help="comma-separated case keys")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/why.md")
     ap.add_argument("--json", metavar="FILE", help="also write the rows there")
@@ -267,10 +275,10 @@ def main() -> int:
         if opts.keep:
             kept = Path(opts.keep) / case.key
             kept.mkdir(parents=True)
-            row = run_case(case, opts.k, opts.jobs, kept)
+            row = run_case(case, opts.k, opts.jobs, kept, opts.confirm_k)
         else:
             with tempfile.TemporaryDirectory() as d:
-                row = run_case(case, opts.k, opts.jobs, Path(d))
+                row = run_case(case, opts.k, opts.jobs, Path(d), opts.confirm_k)
         rows.append(row)
         print(table([row], opts.k)[-1], flush=True)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")

@@ -24,6 +24,7 @@ from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
 from ._branches import Branches, passed_flags
 from ._budget import check as check_budget
+from ._expected import expected as estimate
 from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._outcome import Outcome, judged_from
@@ -177,8 +178,8 @@ def confirm(args: argparse.Namespace) -> Result:
     for line in budget:
         say(line)
     runner = Branches(path, argv, outcome, out, passed, python)
-    results, per = _run_all(runner, fork, args.samples, args.jobs, args.max_requests)
-    return _report(directory, doc, run, outcome, fork, argv, results, out, passed, per)
+    results = _run_all(runner, fork, args.samples, args.jobs, args.max_requests)
+    return _report(directory, doc, run, outcome, fork, argv, results, out, passed)
 
 
 def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
@@ -226,9 +227,8 @@ def _new_directory(directory: Path) -> Path:
 
 def _run_all(
     runner: Branches, fork: Intervention, samples: int, jobs: int, limit: int | None
-) -> tuple[list[dict[str, Any]], int | None]:
-    """The K runs of the fixed agent, and what each run after the first is expected to send
-    live (``None``: as the budget expected). The first runs alone: where a fixed agent first
+) -> list[dict[str, Any]]:
+    """The K runs of the fixed agent. The first runs alone: where a fixed agent first
     differs from the recording (at the verdict's turn, or before it: the ``…:diverge`` cursor
     goes live there) is known only once it ran, so the others are expected to send what it sent,
     said when that is not the budget's figure; with ``--max-requests`` (``limit``), the others
@@ -246,8 +246,8 @@ def _run_all(
             first = one(1)
             per = _calibrated(fork, first, samples, limit)
             if per is not None and per < 0:
-                return [first], None
-            return [first, *pool.map(one, range(2, samples + 1))], per
+                return [first]
+            return [first, *pool.map(one, range(2, samples + 1))]
         except KeyboardInterrupt:
             runner.interrupt()
             raise
@@ -301,27 +301,6 @@ def _shown(runner: Branches, result: dict[str, Any]) -> str:
     return f"answered {clean_line(judged.answer or '')[:_SHOWN]!r}"
 
 
-def _expected(fork: Intervention, results: list[dict[str, Any]], per: int | None) -> int:
-    """What the runs made were expected to send live: the budget's figure, or, once the first
-    run showed where the fixed agent goes live, the budget's for it and what it sent for each
-    other (:func:`_calibrated`)."""
-    if per is None:
-        return fork.expected(len(results))
-    return fork.expected(1) + per * (len(results) - 1)
-
-
-def _how(fork: Intervention, results: list[dict[str, Any]], per: int | None) -> str:
-    """What was expected, said: the budget's figure, or how the first run changed it."""
-    if per is None:
-        return f"the budget expected {fork.expected(len(results))}"
-    first = int(results[0].get("sent") or 0)
-    return (
-        f"expected {_expected(fork, results, per)}: the budget's {fork.expected(1)} for the "
-        f"first run, which sent {first}, then {per} for each other; the budget expected "
-        f"{fork.expected(len(results))}"
-    )
-
-
 def _before(doc: dict[str, Any], run: Run, outcome: Outcome) -> str:
     """What the recorded run did, in the outcome's terms."""
     kept = doc.get("recorded")
@@ -345,7 +324,6 @@ def _report(
     results: list[dict[str, Any]],
     out: Path,
     passed: list[str],
-    per: int | None = None,
 ) -> Result:
     ok = sum(r["result"] == "flipped" for r in results)
     n = sum(r["result"] in ("flipped", "failed") for r in results)
@@ -361,12 +339,12 @@ def _report(
     )
     before = _before(doc, run, outcome)
     sent = sum(int(r.get("sent") or 0) for r in results)
-    expected = _expected(fork, results, per)
+    expected = estimate(fork, v, results, out)
     lines = [
         f"confirm: {head}",
         f"outcome: failed means {outcome.describe()}",
         f"the verdict it answers: {v.get('headline')}",
-        f"sent live: {count(sent, 'request')} ({_how(fork, results, per)}), through "
+        f"sent live: {count(sent, 'request')} ({expected.said(len(results))}), through "
         f"{flags_said(passed)}",
         "before → after, per sample:",
         *(
@@ -386,10 +364,18 @@ def _report(
         "directory": out.name,
         "command": argv,
         "cursor": fork.cursor,
-        # what it was expected to send live (the budget's figure for the first run, then what
-        # the first sent for each other: _run_all), against what its runs sent
-        "expected_requests": expected,
-        "budget_expected": fork.expected(len(results)),
+        # what it was expected to send live (cassettes.why._expected), against what its runs
+        # sent
+        "expected_requests": round(expected.total),
+        "expected": round(expected.total, 2),
+        # at the ends of the model's error rate's 95% interval (the same where nothing was asked
+        # again)
+        "expected_low": round(expected.low, 2),
+        "expected_high": round(expected.high, 2) if expected.high < float("inf") else None,
+        "asked_again_per_run": round(expected.again, 3),
+        "error_rate": None if expected.rate is None else round(expected.rate, 3),
+        "budget_expected": expected.budget,
+        "at_most": expected.most,
         "sent": sent,
         "upstream": flags_said(passed),
         "succeeded": ok,

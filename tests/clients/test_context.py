@@ -37,6 +37,7 @@ client matrix's (tests/clients/test_matrix.py, tests/clients/test_agents.py): a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -580,3 +581,44 @@ def test_managed_context_is_one_conversation_said_once(
         if f.code not in MANAGED and f not in folded
     ]
     assert not others, (others, case.before)
+
+
+@pytest.mark.parametrize("date", ["2026-12-04", "2026-12-11"])
+def test_an_answer_quoting_what_the_trim_dropped_folds_under_it(date: str, tmp_path: Path) -> None:
+    """Issue 82 item 2 on a real client: LangChain's ``trim_messages`` drops the first question,
+    which gave the trip's date; the final answer, after the trim, says a date. The date the
+    dropped question gave (2026-12-04) is in no message of the request: ``E.ungrounded_claim``
+    folded under ``C.history_trimmed`` (#3). Another date (2026-12-11) the dropped text does not
+    hold: it stands as its own finding, however much later it comes. On d22946dd both stood."""
+    base = CASES[0]
+    first = 'ask("What is the weather in Paris?")'
+    assert first in base.script
+    script = base.script.replace(
+        first, 'ask("My trip starts on 2026-12-04. What is the weather in Paris?")'
+    )
+    weather = _weather()
+
+    def route(req: ScriptedRequest) -> Reply:
+        reply = weather(req)
+        if reply.what == "answer" and "Tokyo" in (reply.text or ""):
+            return Reply.say(f"{reply.text} (for your trip from {date})", what="answer")
+        return reply
+
+    case = dataclasses.replace(base, script=script, route=lambda: route)
+    with ScriptedUpstream(case.route(), validate=True) as up:
+        proc, out = _python(case, tmp_path, up)
+    why = _explain(proc, up)
+    final = _final(proc)
+    assert final and date in final, why
+    _cas, an = _findings(out)
+    (trim,) = [f for f in an.findings if f.code == "C.history_trimmed"]
+    assert trim.seq == 3, why
+    (claim,) = [f for f in an.findings if f.code == "E.ungrounded_claim"]
+    assert claim.seq == 4 and claim.details["spans"] == [date], claim
+    if date == "2026-12-04":
+        assert (claim.details.get("caused_by"), claim.details.get("caused_by_seq")) == (
+            "C.history_trimmed",
+            3,
+        ), claim
+    else:
+        assert "caused_by" not in claim.details, claim

@@ -84,8 +84,8 @@ def test_the_fixed_agent_is_confirmed_and_the_unfixed_one_is_not(
         "failed"
     ), out
     assert lines[3] == (
-        f"sent live: 3 requests (the budget expected 3), through --upstream openai={fake.url} "
-        f"--confdir {tmp / 'conf'}"
+        "sent live: 3 requests (the budget expected 3; at most 6 if every turn the fork may "
+        f"reach went live), through --upstream openai={fake.url} --confdir {tmp / 'conf'}"
     ), out
     samples = [ln for ln in lines if ln.startswith("  sample ")]
     assert len(samples) == 3 and all(
@@ -186,9 +186,11 @@ def test_a_fixed_agent_that_differs_before_the_verdicts_turn_is_judged(
     assert all("please?" in x.request.user_texts()[0] for x in sent), sent
     assert doc["cursor"] == "conversation=c1:turn=1:diverge", doc
     # the estimate: where the fixed agent first differs is known once the first run went live
-    # (it sent 2, the budget expected 1 from the verdict's turn): the second is expected to send
-    # 2, and sends 2 (on the branch as merged in f2dce8f8: 2 expected in all for 4 sent)
-    assert (doc["budget_expected"], doc["expected_requests"]) == (2, 3), doc
+    # (it sent 2, the budget expected 1 from the verdict's turn): each run is expected to send
+    # its 2, and sends 2 (on the branch as merged in f2dce8f8: 2 expected in all for 4 sent; on
+    # d22946dd 3, the budget's 1 kept for the first run)
+    assert (doc["budget_expected"], doc["expected_requests"]) == (2, 4), doc
+    assert doc["asked_again_per_run"] == 0 and doc["error_rate"] is None, doc
     assert (
         "confirm: the first run sent 2 requests live, the budget expected 1 (the fixed agent went "
         "live from where it first differs from the recording): the other 1 run is expected to "

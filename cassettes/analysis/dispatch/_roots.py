@@ -26,16 +26,28 @@ from ..codes import ROWS
 MANAGED = "_managed"
 #: Managements remembered per conversation (the latest).
 MAX_MANAGED = 16
+#: ``ConversationState.state`` key: the text each of the conversation's latest managements
+#: dropped or cleared, ``[turn index, seq, text]`` each (casefolded), for the later findings whose
+#: evidence is quoted from it (scope ``quoted``).
+DROPPED = "_dropped_text"
+#: Managements whose dropped text is remembered per conversation, and characters of each: a
+#: quote past them is not matched (nothing folded: the finding stands as it is).
+MAX_DROPPED, DROPPED_CHARS = 4, 32768
 
 
 def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     """This turn's findings with every consequence folded under its cause (see the module)."""
     findings = _name_wrong_ids(ctx, findings)
     before = ctx.prev.turn.findings if ctx.prev is not None else []
-    if any(f.code == codes.HISTORY_TRIMMED for f in findings):
+    for trim in (f for f in findings if f.code == codes.HISTORY_TRIMMED):
         managed = ctx.conv.state.setdefault(MANAGED, [])
         managed.append([ctx.index, ctx.seq])
         del managed[:-MAX_MANAGED]
+        text = _dropped_text(ctx, trim)
+        if text:
+            kept = ctx.conv.state.setdefault(DROPPED, [])
+            kept.append([ctx.index, ctx.seq, text])
+            del kept[:-MAX_DROPPED]
     out: list[Finding] = []
     graver: dict[int, Severity] = {}  # a cause of this turn milder than what it caused
     for f in findings:
@@ -61,8 +73,8 @@ def _cause_of(
     management (its code and round trip, on this turn or an earlier one) that dropped the calls
     ``f`` repeats."""
     for code, scope in ROWS[f.code].under:
-        if scope == "dropped":
-            found = _dropped_by(ctx, f)
+        if scope in ("dropped", "quoted"):
+            found = _dropped_by(ctx, f) if scope == "dropped" else _quoted_from(ctx, f)
             if found is not None and code == codes.HISTORY_TRIMMED:
                 return code, found
             continue
@@ -86,6 +98,44 @@ def _dropped_by(ctx: TurnContext, f: Finding) -> int | None:
     last = turns[-2]
     for index, seq in reversed(ctx.conv.state.get(MANAGED, [])):
         if isinstance(last, int) and last < index <= ctx.index:
+            return int(seq)
+    return None
+
+
+def _dropped_text(ctx: TurnContext, trim: Finding) -> str:
+    """What the management ``trim`` (this turn's ``C.history_trimmed``) dropped or cleared of the
+    previous request: those messages' texts, calls' arguments and tool results, casefolded, at
+    most :data:`DROPPED_CHARS`; empty when the previous request's history was released."""
+    prev = ctx.prev.messages if ctx.prev is not None else []
+    at = [i for key in ("dropped", "cleared") for i in trim.details.get(key) or []]
+    bits: list[str] = []
+    size = 0
+    for i in sorted({i for i in at if isinstance(i, int) and 0 <= i < len(prev)}):
+        for p in prev[i].parts:
+            for t in (
+                p.text,
+                p.tool_result.content if p.tool_result is not None else None,
+                p.tool_call.arguments_raw if p.tool_call is not None else None,
+            ):
+                if t and size < DROPPED_CHARS:
+                    bits.append(t[: DROPPED_CHARS - size])
+                    size += len(bits[-1]) + 1
+    return "\n".join(bits).casefold()
+
+
+def _quoted_from(ctx: TurnContext, f: Finding) -> int | None:
+    """The round trip of the conversation's context management (on this turn or an earlier one)
+    whose dropped text holds every piece of ``f``'s evidence (its claims, ``details.spans``; the
+    value it names, ``details.value``), word for word: the model says what the request no longer
+    holds, so the finding follows from the drop. Never merely for coming after one: a claim or
+    value the dropped text does not hold leaves ``f`` as it is."""
+    spans = f.details.get("spans")
+    evidence = spans if isinstance(spans, list) else [f.details.get("value")]
+    quotes = [e.strip(" '\"").casefold() for e in evidence if isinstance(e, str)]
+    if not quotes or len(quotes) != len(evidence) or not all(quotes):
+        return None
+    for index, seq, text in reversed(ctx.conv.state.get(DROPPED, [])):
+        if index <= ctx.index and all(q in text for q in quotes):
             return int(seq)
     return None
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import pytest
 from context_cases import (
+    FAMILIES4,
     SUMMARY,
+    SYSTEM,
     TASK,
     Case,
     all_cases,
@@ -23,7 +25,7 @@ from context_cases import (
     summary_head,
     tail_kept,
 )
-from scenarios import WEATHER, AgentScript, Call, edit_request, run_of, threads
+from scenarios import WEATHER, AgentScript, Call, Tool, edit_request, run_of, threads
 
 from looptap.cassettes.analysis import RunAnalysis
 from looptap.cassettes.views._roundtrip_view import turn_json
@@ -166,3 +168,73 @@ def test_clean_twin_a_conversation_the_api_holds_sends_its_results_only() -> Non
     run = s.analyse()
     assert threads(run) == [[0, 1]] and run.turns[1].c.context is None
     assert [f.code for f in run.findings if f.code.startswith("C.")] == []
+
+
+BOOKING = Tool(
+    "get_booking",
+    {
+        "type": "object",
+        "properties": {"booking_id": {"type": "string"}},
+        "required": ["booking_id"],
+    },
+    "Look a booking up.",
+)
+
+
+def _booking_after_a_trim(family: str, ref: str, answer: str) -> RunAnalysis:
+    """The user gives a booking and a date; the client keeps only the latest call and its result
+    (a tail kept: the user's message dropped), then the model looks the booking ``ref`` up and
+    answers ``answer``."""
+    s = AgentScript(family, tools=[WEATHER, BOOKING], system=SYSTEM)
+    s.user(
+        "My booking is BK-20931, arriving 2026-12-04. Plan a weekend in Lisbon with the weather."
+    )
+    s.reply(calls=[Call("get_weather", {"city": "Lisbon"}, id="call_q_1")])
+    s.results("sunny, 24 C")
+    s.reply(
+        "Sunny. In Fahrenheit too:", calls=[Call("get_weather", {"city": "Lisbon"}, id="call_q_2")]
+    )
+    s.results("sunny, 75 F")
+    s.history = s.history[-{"openai_responses": 3}.get(family, 2) :]
+    s.reply(calls=[Call("get_booking", {"booking_id": ref}, id="call_q_3")])
+    s.results("confirmed")
+    s.reply(answer)
+    return s.analyse()
+
+
+def _folded(run: RunAnalysis, code: str) -> tuple[str | None, int | None]:
+    (f,) = [f for f in run.findings if f.code == code]
+    return f.details.get("caused_by"), f.details.get("caused_by_seq")
+
+
+@pytest.mark.parametrize("family", FAMILIES4)
+def test_a_later_finding_quoting_the_dropped_text_folds_under_the_trim(family: str) -> None:
+    """Issue 82 item 2: a finding whose evidence is what the trim dropped follows from it, folded
+    under ``C.history_trimmed`` (the management's round trip), on the trimmed turn (the booking
+    id the dropped user message gave) and on a later one (the date it gave). On d22946dd both
+    stood as findings of their own (``E.invented_argument`` a warning)."""
+    run = _booking_after_a_trim(family, "BK-20931", "Booked from 2026-12-04: sunny, 75 F.")
+    assert _folded(run, "E.invented_argument") == ("C.history_trimmed", 2)
+    assert _folded(run, "E.ungrounded_claim") == ("C.history_trimmed", 2)
+    (inv,) = [f for f in run.findings if f.code == "E.invented_argument"]
+    assert inv.severity == "info" and inv.seq == 2
+    (claim,) = [f for f in run.findings if f.code == "E.ungrounded_claim"]
+    assert claim.seq == 3  # a later turn than the management's
+
+
+@pytest.mark.parametrize("family", FAMILIES4)
+def test_clean_twin_a_later_finding_not_quoting_the_dropped_text_stands(family: str) -> None:
+    """Coming after a trim folds nothing: a value the dropped text does not hold, or a claim
+    beside one it does, stands as its own finding."""
+    run = _booking_after_a_trim(family, "BK-55555", "Booked from 2026-12-11: sunny, 75 F.")
+    assert _folded(run, "E.invented_argument") == (None, None)
+    (inv,) = [f for f in run.findings if f.code == "E.invented_argument"]
+    assert inv.severity == "warning"
+    assert _folded(run, "E.ungrounded_claim") == (None, None)
+    mixed = _booking_after_a_trim(family, "BK-20931", "From 2026-12-04 to 2026-12-11: sunny.")
+    assert _folded(mixed, "E.ungrounded_claim") == (None, None)
+    # the same answer with no trim before it: nothing to fold under
+    (s := AgentScript(family, tools=[WEATHER, BOOKING], system=SYSTEM)).user("Plan a weekend.")
+    s.reply(calls=[Call("get_booking", {"booking_id": "BK-20931"}, id="call_q_9")])
+    run = s.analyse()
+    assert _folded(run, "E.invented_argument") == (None, None)
