@@ -33,7 +33,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,8 @@ NODE = shutil.which("node")
 
 pytestmark = [
     needs_recorder,
+    # one worker for this module and test_e2e_tool_replay.py: they share the session's recordings
+    pytest.mark.xdist_group("tool-http-agents"),
     pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
 ]
 
@@ -171,6 +173,13 @@ for _ in range(6):
 """  # noqa: E501
 
 
+#: What each agent's process gets besides the tool server's URL (and the node agent ``DISPATCH``).
+AGENT_ENV = {
+    "TOOL_KEY": TOOL_KEY, "NPM_CLIENTS": str(NPM_CLIENTS), "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_TRACING_ENABLED": "false", "OTEL_SDK_DISABLED": "true",
+}  # fmt: skip
+
+
 def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolServer,
                 *extra: str, python: Path = CLIENTS_PYTHON, node: bool = False,
                 **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
@@ -181,10 +190,8 @@ def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolS
         [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
          "--upstream", f"openai={fake.url}", "--tool-http-loopback", *extra,  # (on by default)
          "--", NODE or "node" if node else str(python), str(script)],
-        env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
-                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON), NPM_CLIENTS=str(NPM_CLIENTS),
-                      CREWAI_DISABLE_TELEMETRY="true", CREWAI_TRACING_ENABLED="false",
-                      OTEL_SDK_DISABLED="true", **env),
+        env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url,
+                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON), **{**AGENT_ENV, **env}),
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -198,19 +205,16 @@ def _show(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def openai_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("openai-tools")
-    with ScriptedUpstream(route) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp, OPENAI_AGENT, fake, tools)
-        yield {"proc": proc, "run": run, "fake": fake, "tools": tools}
+@pytest.fixture
+def openai_run(tool_agent_run: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    return tool_agent_run("openai")  # recorded once a session (tests/proxy/conftest.py)
 
 
 def test_the_tools_http_is_recorded_beside_the_model_calls(openai_run: dict[str, Any]) -> None:
-    proc, run, tools = openai_run["proc"], openai_run["run"], openai_run["tools"]
+    proc, run, seen = openai_run["proc"], openai_run["run"], openai_run["seen"]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "answer: Ordered an umbrella." in proc.stdout
-    assert len(tools.seen) == 5 and all(key == TOOL_KEY for _, _, key in tools.seen)
+    assert len(seen) == 5 and all(key == TOOL_KEY for _, _, key in seen)
     cas = read_records(run)
     assert not cas.problems
     llm = [ex for ex in cas.exchanges if not ex.tool]
@@ -220,7 +224,7 @@ def test_the_tools_http_is_recorded_beside_the_model_calls(openai_run: dict[str,
         ("GET", "/weather", 200), ("GET", "/weather", 200), ("GET", "/weather", 200),
         ("GET", "/weather", 200), ("POST", "/orders", 201),
     ]  # fmt: skip
-    assert all(urlsplit(ex.url).netloc == urlsplit(tools.url).netloc for ex in tool)
+    assert all(urlsplit(ex.url).netloc == urlsplit(openai_run["tool_url"]).netloc for ex in tool)
     # the tool's answer whole, its request body as sent
     assert any(json.loads(ex.response_body).get("state") == "placed" for ex in tool)
     assert any(json.loads(ex.request_body or b"{}").get("item") == "umbrella" for ex in tool)
@@ -536,12 +540,24 @@ def _beyond_usage(findings: list[Any]) -> list[Any]:
     return [f for f in findings if not (f.code == "A.usage_missing" and f.severity.value == "info")]
 
 
-@pytest.mark.parametrize("name", ["langchain", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
-def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, name: str) -> None:
+def record_agent(tmp_path: Path, name: str) -> dict[str, Any]:
+    """One run of the agent through ``looptap run`` with :func:`route`'s script, its tool
+    server and model stopped once it is done (nothing listens at their URLs any more): the
+    recording the tests here and tests/proxy/test_e2e_tool_replay.py share (the session's
+    ``tool_agent_run`` fixture, tests/proxy/conftest.py, makes each once)."""
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
         proc, run = _agent_run(tmp_path, name, fake, tools)
+    return {"name": name, "proc": proc, "run": run, "tool_url": tools.url, "seen": tools.seen}
+
+
+@pytest.mark.parametrize("name", ["langchain", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
+def test_a_framework_agent_with_a_requests_tool(
+    tool_agent_run: Callable[[str], dict[str, Any]], name: str
+) -> None:
+    made = tool_agent_run(name)
+    proc, run = made["proc"], made["run"]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert "answer:" in proc.stdout and "umbrella" in proc.stdout and len(tools.seen) == 5
+    assert "answer:" in proc.stdout and "umbrella" in proc.stdout and len(made["seen"]) == 5
     assert TOOL_KEY.encode() not in run.read_bytes()
     read = open_run(run, whole=True)
     findings = read.analysis.findings
