@@ -273,9 +273,11 @@ class Matcher:
         why += f"; the closest ({state}) served {call}" if call else f"; the closest is {state}"
         return Miss(key.method, url, why, rec, changes)
 
-    def tool_hosts(self) -> list[str]:
-        """The hosts (``host:port``) the recording's tools called."""
-        return sorted({key_at(self.index, i).host for i in self.index.tools})
+    def tool_hosts(self, scheme: str | None = None) -> list[str]:
+        """The hosts (``host:port``) the recording's tools called (over ``scheme`` only, when
+        given: ``https``)."""
+        keys = (key_at(self.index, i) for i in self.index.tools)
+        return sorted({k.host for k in keys if scheme is None or k.url.scheme == scheme})
 
     def tool_call(self, rec: Recorded) -> str | None:
         """The model's tool call a recorded tool's HTTP call served, in words (``get_weather

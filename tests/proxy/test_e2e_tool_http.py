@@ -18,8 +18,10 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    turns a failure into ``{}``, as the openai SDK agent's does, so the planted 503 is named at C
    for both. The same for pydantic-ai (pydantic-ai-slim[openai] 2.68.0, ``.venv-traces``) with
    httpx tools, CrewAI 1.15.30 (``.venv-crewai``) with requests tools, and the AI SDK (``ai``
-   6.0.325, ``@ai-sdk/openai`` 3.0.141, ``.npm-clients``) with ``fetch`` tools — which Node 20
-   sends through the recorder only under undici's ``EnvHttpProxyAgent`` (a known limit).
+   6.0.325, ``@ai-sdk/openai`` 3.0.141, ``.npm-clients``) with ``fetch`` tools: Node 20's
+   ``fetch`` reads no proxy variable, and looptap run's ``NODE_OPTIONS`` shim puts it through the
+   recorder all the same; the shared run sets undici's ``EnvHttpProxyAgent`` itself (as the
+   replays of tests/proxy/test_e2e_tool_replay.py need: a replay's environment has no shim).
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
 4. Without ``--tool-http-loopback``, loopback stays direct: a client that reads ``NO_PROXY`` by
    host alone (aiohttp, google-genai's async client) still reaches the model's listener (with the
@@ -529,7 +531,7 @@ def _agent_run(tmp_path: Path, name: str, fake: ScriptedUpstream, tools: ToolSer
         pytest.skip("no node or .npm-clients (.ci/run makes it)")
     if not python.exists():
         pytest.skip(f"no {python.parent.parent.name} (.ci/run makes it)")
-    if node:  # Node 20's fetch reads no proxy variable: undici's agent under it (see below)
+    if node:  # undici's agent under Node 20's fetch (a replay's environment has no shim: below)
         env = {"DISPATCH": "1", **env}
     return looptap_run(tmp_path, agent, fake, tools, python=python, node=node, **env)
 
@@ -647,19 +649,18 @@ def test_loopback_stays_direct_by_default_for_a_client_that_reads_no_proxy_by_ho
 
 
 
-def test_node_fetch_tools_are_seen_only_through_a_proxy_agent(tmp_path: Path) -> None:
+def test_node_fetch_tools_are_recorded_with_no_change_to_the_agent(tmp_path: Path) -> None:
     """Node 20's ``fetch`` reads no proxy variable (``NODE_USE_ENV_PROXY``, which looptap run
-    exports, counts from Node 22.21 and 24): the AI SDK agent's tools reach the server unseen
-    unless the agent sets undici's ``EnvHttpProxyAgent`` as the global dispatcher (the test above);
-    its model calls are recorded either way (``OPENAI_BASE_URL``)."""
-    from tests.proxy.test_e2e_node_agents import node_fetch_honours_env_proxy
-
+    exports, counts from Node 22.21 and 24): the AI SDK agent with plain ``fetch`` tools (no
+    ``EnvHttpProxyAgent`` of its own) has them recorded all the same, through looptap run's
+    ``NODE_OPTIONS=--require`` shim (proxy/node_env_proxy.cjs); before it, on Node 20, its tools
+    reached the server unseen (0 of 5 recorded) and only its model calls were."""
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
         proc, run = _agent_run(tmp_path, "ai-sdk", fake, tools, DISPATCH="0")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert len(tools.seen) == 5
-    version = progress.run([NODE or "node", "--version"], capture_output=True, text=True).stdout
+    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
     exchanges = read_records(run).exchanges
     assert sum(not ex.tool for ex in exchanges) == 4
-    seen = 5 if node_fetch_honours_env_proxy(version.strip()) else 0
-    assert sum(ex.tool for ex in exchanges) == seen, version
+    assert sorted(urlsplit(ex.url).path for ex in exchanges if ex.tool) == [
+        "/orders", "/weather", "/weather", "/weather", "/weather",
+    ]  # fmt: skip

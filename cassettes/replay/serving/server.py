@@ -9,7 +9,9 @@ flushed each), instantly, at the recorded pace or scaled (``x2`` is twice as fas
 is exhausted, never goes anywhere else: it gets an error in the API's own error shape (so the SDK
 raises it with the message intact) saying which recorded turn is closest, what differs (JSON
 paths) and which layer that implicates, and the miss is kept for the test that ran the agent.
-``CONNECT`` (an agent that ignores the base URL and uses a proxy) is refused.
+``CONNECT`` (an agent that ignores the base URL and uses a proxy) is refused, but to a host the
+recording's tools called over plain HTTP or to the server's own address: a tunnel whose requests
+are served as sent to that host (Node's undici tunnels plain HTTP through a proxy).
 
 **Errors once.** A recorded error response is played once, with the header that stops the SDK's
 retries, unless the recording itself shows the SDK retrying (the same request recorded again
@@ -203,6 +205,7 @@ class ReplayServer(BackgroundServer):
             self.planner, self.player, idle_timeout=idle_timeout, trust=trust
         )
         self._tool_hosts: list[str] | None = None
+        self._http_hosts: frozenset[str] | None = None
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
         #: Requests that could not be read, answered 400 (408, 413 …) and closed: how many, and
@@ -356,6 +359,8 @@ class ReplayServer(BackgroundServer):
         writer: asyncio.StreamWriter,
         task: asyncio.Task[None],
     ) -> None:
+        #: Inside a CONNECT tunnel to a plain-HTTP host: its ``http://host:port``.
+        tunnel: str | None = None
         while True:
             try:
                 self._idle[task] = writer
@@ -368,7 +373,14 @@ class ReplayServer(BackgroundServer):
                 return
             if req is None:
                 return
-            websocket = (req.header("upgrade") or "").lower() == "websocket"
+            if tunnel is not None:  # the tunnel's host, whatever the request names
+                req.absolute = tunnel + _origin_form(req.target)
+            elif req.method == "CONNECT":
+                tunnel = await self._tunnel(req, writer)
+                if tunnel is None:
+                    return
+                continue
+            websocket = tunnel is None and (req.header("upgrade") or "").lower() == "websocket"
             try:
                 if websocket:
                     await self.websockets.serve(req, reader, writer)
@@ -452,6 +464,21 @@ class ReplayServer(BackgroundServer):
             return None
         return req.absolute
 
+    async def _tunnel(self, req: Request, writer: asyncio.StreamWriter) -> str | None:
+        """``CONNECT`` to a host the recording's tools called over plain HTTP, or to this
+        server's own address (a model call through the proxy variables): answered 200, the
+        tunnel's requests then served as sent to ``http://host:port`` (returned). Node's undici
+        tunnels plain HTTP so (its ``ProxyAgent``, ``EnvHttpProxyAgent``, the built-in ``fetch``
+        under ``NODE_USE_ENV_PROXY``). To any other host refused (:meth:`_connect`), ``None``."""
+        host = tool_host(f"http://{req.target}") if "/" not in req.target else ""
+        name, _, port = host.rpartition(":")
+        own = port == str(self.port) and name.strip("[]") in _OWN_NAMES | {self.host}
+        if not own and host not in self._http_host_list():
+            await self._connect(req, writer)
+            return None
+        await self.sender.send_head(writer, 200, [], req=req)
+        return f"http://{host}"
+
     async def _connect(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         """``CONNECT``: refused (no TLS is made here). A host whose calls the recording's tools
         made is a miss too (an HTTPS tool is not replayed: the test fails closed)."""
@@ -475,6 +502,19 @@ class ReplayServer(BackgroundServer):
         if self._tool_hosts is None:
             self._tool_hosts = self.tool_hosts()
         return self._tool_hosts
+
+    def _http_host_list(self) -> frozenset[str]:
+        if self._http_hosts is None:
+            self._http_hosts = frozenset(self.matcher.tool_hosts("http"))
+        return self._http_hosts
+
+
+def _origin_form(target: str) -> str:
+    """A request target's path and query (of an absolute-form target too)."""
+    if target.startswith("/"):
+        return target
+    u = urlsplit(target)
+    return (u.path or "/") + (f"?{u.query}" if u.query else "")
 
 
 #: The names a request to this server's own address may give it (the proxy variables point at
