@@ -110,7 +110,8 @@ _LOCAL = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
 #: Loaded into every Node process of ``looptap run`` (``NODE_OPTIONS=--require``): on a Node whose
 #: built-in ``fetch`` ignores the proxy variables (before 22.21: ``NODE_USE_ENV_PROXY`` is newer),
-#: it puts Node's own undici ``Agent`` through ``HTTP(S)_PROXY`` and ``NO_PROXY`` (docs/recorder.md).
+#: it puts Node's own undici ``Agent`` through ``HTTP(S)_PROXY`` and ``NO_PROXY``
+#: (docs/recorder.md).
 NODE_SHIM = Path(__file__).with_name("node_env_proxy.cjs")
 
 
