@@ -23,8 +23,9 @@
     return skip.some((entry) => {
       if (entry === "*") return true;
       const bare = entry.replace(/^[a-z]+:\/\//, "");
-      const m = /^(.*?)(?::(\d+))?$/.exec(bare);
-      const h = m[1].replace(/^\*?\./, "."), p = m[2] ? Number(m[2]) : null;
+      // host, host:port, [v6]:port; a bare IPv6 address (two colons or more) has no port
+      const m = (bare.match(/:/g) || []).length > 1 && !bare.startsWith("[") ? [bare, bare, undefined] : /^(.*?)(?::(\d+))?$/.exec(bare);
+      const h = m[1].replace(/^\[|\]$/g, "").replace(/^\*?\./, "."), p = m[2] ? Number(m[2]) : null;
       if (p !== null && p !== port) return false;
       return host === h.replace(/^\./, "") || (h.startsWith(".") ? host.endsWith(h) : host.endsWith("." + h));
     });

@@ -66,8 +66,6 @@ NODE = shutil.which("node")
 
 pytestmark = [
     needs_recorder,
-    # one worker for this module and test_e2e_tool_replay.py: they share the session's recordings
-    pytest.mark.xdist_group("tool-http-agents"),
     pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
 ]
 

@@ -49,8 +49,6 @@ from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 pytestmark = [
     needs_recorder,
     pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
-    # one worker for this module and test_e2e_tool_http.py: they share the session's recordings
-    pytest.mark.xdist_group("tool-http-agents"),
 ]
 
 pytest_plugins = ["pytester"]
