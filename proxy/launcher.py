@@ -394,8 +394,8 @@ class Recorder:
             if lst.upstream is None:
                 proxy = self.url(lst)
                 env.update(dict.fromkeys(_PROXY_VARS, proxy), NODE_USE_ENV_PROXY="1")
-                node = node_options(os.environ.get("NODE_OPTIONS", ""))  # (Node < 22.21)
-                env.update({"NODE_OPTIONS": node} if node else {})
+                shim = node_options(os.environ.get("NODE_OPTIONS", ""))  # (Node < 22.21)
+                env.update({"NODE_OPTIONS": shim} if shim else {})
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(
                     dict.fromkeys([*no_proxy, *self._direct()])
