@@ -14,7 +14,8 @@ fixture, tests/proxy/conftest.py), replay with their tool server and their model
    tool exchanges fails (the tool's request refused: what replay did before item 4). A tool
    request the run does not answer fails the test, named with the recorded call closest to it
    and the model's tool call that one served.
-3. A fork at turn 2 (``looptap run --from run.jsonl@turn=2``), for each of the six: the prefix's
+3. A fork at turn 2 (``looptap run --from run.jsonl@turn=2``), for each of the six (the AI SDK
+   agent with plain ``fetch``: looptap run's Node shim, proxy/node_env_proxy.cjs): the prefix's
    tools served, the model live from turn 2, and the order the live turn asks for served from the
    run while its request matches; with a request that no longer matches the tool goes live, or
    fails under ``--tools-offline``.
@@ -211,6 +212,10 @@ def _fork(
     recorded: dict[str, Any], fake: ScriptedUpstream, tmp: Path, tool_url: str, *flags: str
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     argv, env = _agent(recorded["name"], tmp)
+    # the AI SDK agent's plain fetch, no EnvHttpProxyAgent of its own: the fork keeps looptap run's
+    # NODE_OPTIONS shim, which sends it to the fork's replay server (in absolute form, where the
+    # recording's undici agent tunnelled: the same requests)
+    env = {**env, "DISPATCH": "0"} if "DISPATCH" in env else env
     branch = tmp / "branch.jsonl"
     proc = progress.run(
         [*RECORDER, "run", "--from", f"{recorded['run']}@turn=2", "-o", str(branch), "--confdir",
