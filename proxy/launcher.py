@@ -41,7 +41,7 @@ from ..cassettes.replay.testing.ready import (
 from ..cassettes.storage import FileId, UnsafePath, check_dir, check_target, open_regular, write_new
 from . import messages
 from .addon import LooptapRecorder
-from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
+from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError, node_options
 from .durable import DurableGate
 from .faults import LiveFaults
 
@@ -394,6 +394,8 @@ class Recorder:
             if lst.upstream is None:
                 proxy = self.url(lst)
                 env.update(dict.fromkeys(_PROXY_VARS, proxy), NODE_USE_ENV_PROXY="1")
+                shim = node_options(os.environ.get("NODE_OPTIONS", ""))  # (Node < 22.21)
+                env.update({"NODE_OPTIONS": shim} if shim else {})
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(
                     dict.fromkeys([*no_proxy, *self._direct()])

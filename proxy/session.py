@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -72,8 +73,8 @@ async def record_forever(config: RecorderConfig) -> int:
         if hasattr(signal, "SIGUSR1"):
             loop.add_signal_handler(signal.SIGUSR1, on_flush)
         rec.write_ready()  # after the handlers: its reader may signal at once
-        for k, v in rec.env.items():
-            print(f"export {k}={v}")
+        for k, v in rec.env.items():  # (quoted when it must be: NODE_OPTIONS after the user's)
+            print(f"export {k}={shlex.quote(v)}")
         sys.stdout.flush()  # the exports are out before the ready line
         messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
         await stop.wait()

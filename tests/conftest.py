@@ -56,9 +56,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     go to one xdist worker together: a fixture of that scope is made once per worker that runs a
     test needing it, so a module whose tests were spread over the three workers built its
     recordings (the hostile matrix's 250 processes, a recorder run) up to three times. The other
-    tests stay free to go to whichever worker is idle. Without xdist the mark does nothing."""
+    tests stay free to go to whichever worker is idle. The tests that read the session's agent
+    runs (``tool_agent_run``, tests/proxy/conftest.py) go to one worker together too, so each
+    agent is recorded once. Without xdist the mark does nothing."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)  # (pytest has no public scope lookup)
         defs = getattr(info, "name2fixturedefs", {})
         if any(d and d[-1].scope in ("module", "class") for d in defs.values()):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        elif "tool_agent_run" in defs:  # the session's agent runs (tests/proxy/conftest.py), once
+            item.add_marker(pytest.mark.xdist_group("tool-http-agents"))

@@ -18,8 +18,10 @@ tools call a loopback tool server of ours (127.0.0.1 only) while a scripted mode
    turns a failure into ``{}``, as the openai SDK agent's does, so the planted 503 is named at C
    for both. The same for pydantic-ai (pydantic-ai-slim[openai] 2.68.0, ``.venv-traces``) with
    httpx tools, CrewAI 1.15.30 (``.venv-crewai``) with requests tools, and the AI SDK (``ai``
-   6.0.325, ``@ai-sdk/openai`` 3.0.141, ``.npm-clients``) with ``fetch`` tools — which Node 20
-   sends through the recorder only under undici's ``EnvHttpProxyAgent`` (a known limit).
+   6.0.325, ``@ai-sdk/openai`` 3.0.141, ``.npm-clients``) with ``fetch`` tools: Node 20's
+   ``fetch`` reads no proxy variable, and looptap run's ``NODE_OPTIONS`` shim puts it through the
+   recorder all the same; the shared run sets undici's ``EnvHttpProxyAgent`` itself (as the
+   replays of tests/proxy/test_e2e_tool_replay.py need: a replay's environment has no shim).
 3. ``--no-tool-http`` and ``--tool-http-exclude``: nothing of the tools is recorded.
 4. Without ``--tool-http-loopback``, loopback stays direct: a client that reads ``NO_PROXY`` by
    host alone (aiohttp, google-genai's async client) still reaches the model's listener (with the
@@ -33,7 +35,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -183,6 +185,13 @@ for _ in range(6):
 """  # noqa: E501
 
 
+#: What each agent's process gets besides the tool server's URL (and the node agent ``DISPATCH``).
+AGENT_ENV = {
+    "TOOL_KEY": TOOL_KEY, "NPM_CLIENTS": str(NPM_CLIENTS), "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_TRACING_ENABLED": "false", "OTEL_SDK_DISABLED": "true",
+}  # fmt: skip
+
+
 def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolServer,
                 *extra: str, python: Path = CLIENTS_PYTHON, node: bool = False,
                 **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
@@ -193,10 +202,8 @@ def looptap_run(tmp_path: Path, agent: str, fake: ScriptedUpstream, tools: ToolS
         [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"),
          "--upstream", f"openai={fake.url}", "--tool-http-loopback", *extra,  # (on by default)
          "--", NODE or "node" if node else str(python), str(script)],
-        env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url, TOOL_KEY=TOOL_KEY,
-                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON), NPM_CLIENTS=str(NPM_CLIENTS),
-                      CREWAI_DISABLE_TELEMETRY="true", CREWAI_TRACING_ENABLED="false",
-                      OTEL_SDK_DISABLED="true", **env),
+        env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tools.url,
+                      LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON), **{**AGENT_ENV, **env}),
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -210,19 +217,16 @@ def _show(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def openai_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("openai-tools")
-    with ScriptedUpstream(route) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp, OPENAI_AGENT, fake, tools)
-        yield {"proc": proc, "run": run, "fake": fake, "tools": tools}
+@pytest.fixture
+def openai_run(tool_agent_run: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    return tool_agent_run("openai")  # recorded once a session (tests/proxy/conftest.py)
 
 
 def test_the_tools_http_is_recorded_beside_the_model_calls(openai_run: dict[str, Any]) -> None:
-    proc, run, tools = openai_run["proc"], openai_run["run"], openai_run["tools"]
+    proc, run, seen = openai_run["proc"], openai_run["run"], openai_run["seen"]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "answer: Ordered an umbrella." in proc.stdout
-    assert len(tools.seen) == 5 and all(key == TOOL_KEY for _, _, key in tools.seen)
+    assert len(seen) == 5 and all(key == TOOL_KEY for _, _, key in seen)
     cas = read_records(run)
     assert not cas.problems
     llm = [ex for ex in cas.exchanges if not ex.tool]
@@ -232,7 +236,7 @@ def test_the_tools_http_is_recorded_beside_the_model_calls(openai_run: dict[str,
         ("GET", "/weather", 200), ("GET", "/weather", 200), ("GET", "/weather", 200),
         ("GET", "/weather", 200), ("POST", "/orders", 201),
     ]  # fmt: skip
-    assert all(urlsplit(ex.url).netloc == urlsplit(tools.url).netloc for ex in tool)
+    assert all(urlsplit(ex.url).netloc == urlsplit(openai_run["tool_url"]).netloc for ex in tool)
     # the tool's answer whole, its request body as sent
     assert any(json.loads(ex.response_body).get("state") == "placed" for ex in tool)
     assert any(json.loads(ex.request_body or b"{}").get("item") == "umbrella" for ex in tool)
@@ -558,7 +562,7 @@ def _agent_run(tmp_path: Path, name: str, fake: ScriptedUpstream, tools: ToolSer
         pytest.skip("no node or .npm-clients (.ci/run makes it)")
     if not python.exists():
         pytest.skip(f"no {python.parent.parent.name} (.ci/run makes it)")
-    if node:  # Node 20's fetch reads no proxy variable: undici's agent under it (see below)
+    if node:  # undici's agent under Node 20's fetch (a replay's environment has no shim: below)
         env = {"DISPATCH": "1", **env}
     return looptap_run(tmp_path, agent, fake, tools, python=python, node=node, **env)
 
@@ -569,12 +573,24 @@ def _beyond_usage(findings: list[Any]) -> list[Any]:
     return [f for f in findings if not (f.code == "A.usage_missing" and f.severity.value == "info")]
 
 
-@pytest.mark.parametrize("name", ["langchain", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
-def test_a_framework_agent_with_a_requests_tool(tmp_path: Path, name: str) -> None:
+def record_agent(tmp_path: Path, name: str) -> dict[str, Any]:
+    """One run of the agent through ``looptap run`` with :func:`route`'s script, its tool
+    server and model stopped once it is done (nothing listens at their URLs any more): the
+    recording the tests here and tests/proxy/test_e2e_tool_replay.py share (the session's
+    ``tool_agent_run`` fixture, tests/proxy/conftest.py, makes each once)."""
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
         proc, run = _agent_run(tmp_path, name, fake, tools)
+    return {"name": name, "proc": proc, "run": run, "tool_url": tools.url, "seen": tools.seen}
+
+
+@pytest.mark.parametrize("name", ["langchain", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
+def test_a_framework_agent_with_a_requests_tool(
+    tool_agent_run: Callable[[str], dict[str, Any]], name: str
+) -> None:
+    made = tool_agent_run(name)
+    proc, run = made["proc"], made["run"]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert "answer:" in proc.stdout and "umbrella" in proc.stdout and len(tools.seen) == 5
+    assert "answer:" in proc.stdout and "umbrella" in proc.stdout and len(made["seen"]) == 5
     assert TOOL_KEY.encode() not in run.read_bytes()
     read = open_run(run, whole=True)
     findings = read.analysis.findings
@@ -681,19 +697,18 @@ def test_loopback_stays_direct_by_default_for_a_client_that_reads_no_proxy_by_ho
 
 
 
-def test_node_fetch_tools_are_seen_only_through_a_proxy_agent(tmp_path: Path) -> None:
+def test_node_fetch_tools_are_recorded_with_no_change_to_the_agent(tmp_path: Path) -> None:
     """Node 20's ``fetch`` reads no proxy variable (``NODE_USE_ENV_PROXY``, which looptap run
-    exports, counts from Node 22.21 and 24): the AI SDK agent's tools reach the server unseen
-    unless the agent sets undici's ``EnvHttpProxyAgent`` as the global dispatcher (the test above);
-    its model calls are recorded either way (``OPENAI_BASE_URL``)."""
-    from tests.proxy.test_e2e_node_agents import node_fetch_honours_env_proxy
-
+    exports, counts from Node 22.21 and 24): the AI SDK agent with plain ``fetch`` tools (no
+    ``EnvHttpProxyAgent`` of its own) has them recorded all the same, through looptap run's
+    ``NODE_OPTIONS=--require`` shim (proxy/node_env_proxy.cjs); before it, on Node 20, its tools
+    reached the server unseen (0 of 5 recorded) and only its model calls were."""
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
         proc, run = _agent_run(tmp_path, "ai-sdk", fake, tools, DISPATCH="0")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert len(tools.seen) == 5
-    version = progress.run([NODE or "node", "--version"], capture_output=True, text=True).stdout
+    assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
     exchanges = read_records(run).exchanges
     assert sum(not ex.tool for ex in exchanges) == 4
-    seen = 5 if node_fetch_honours_env_proxy(version.strip()) else 0
-    assert sum(ex.tool for ex in exchanges) == seen, version
+    assert sorted(urlsplit(ex.url).path for ex in exchanges if ex.tool) == [
+        "/orders", "/weather", "/weather", "/weather", "/weather",
+    ]  # fmt: skip

@@ -10,8 +10,10 @@ is exhausted, never goes anywhere else: it gets an error in the API's own error 
 raises it with the message intact) saying which recorded turn is closest, what differs (JSON
 paths) and which layer that implicates, and the miss is kept for the test that ran the agent.
 ``CONNECT`` (an agent that ignores the base URL and uses a proxy) is refused, but to a host the
-recording's tools called over HTTPS: there the server answers as the tool's host would, through a
-CA made for this replay (:mod:`._tls`; :meth:`ReplayServer.trust_env` makes the agent trust it).
+recording's tools called: over HTTPS, the server answers as the tool's host would, through a
+CA made for this replay (:mod:`._tls`; :meth:`ReplayServer.trust_env` makes the agent trust it);
+over plain HTTP (or to the server's own address), a tunnel whose requests are served as sent to
+that host (Node's undici tunnels plain HTTP through a proxy).
 
 **Errors once.** A recorded error response is played once, with the header that stops the SDK's
 retries, unless the recording itself shows the SDK retrying (the same request recorded again
@@ -207,7 +209,8 @@ class ReplayServer(BackgroundServer):
             self.planner, self.player, idle_timeout=idle_timeout, trust=trust
         )
         self._tool_hosts: list[str] | None = None
-        self._https_hosts: frozenset[str] | None = None
+        #: The hosts the recording's tools called, by scheme (``http``, ``https``), once asked.
+        self._hosts_by_scheme: dict[str, frozenset[str]] = {}
         #: The CA and certificate of the HTTPS tools' hosts, made when the server starts (while
         #: it runs; ``None`` when the recording's tools called no host over HTTPS).
         self.tls: ToolTLS | None = None
@@ -398,7 +401,8 @@ class ReplayServer(BackgroundServer):
         writer: asyncio.StreamWriter,
         task: asyncio.Task[None],
     ) -> None:
-        #: Inside a CONNECT tunnel: the recorded HTTPS tool host its requests go to.
+        #: Inside a CONNECT tunnel: ``scheme://host:port`` of the recorded tool host (or of this
+        #: server) its requests go to.
         tunnel: str | None = None
         while True:
             try:
@@ -413,9 +417,9 @@ class ReplayServer(BackgroundServer):
             if req is None:
                 return
             if tunnel is not None:
-                # the host is the recorded one the tunnel was opened to: not the request's Host
-                # header, nor its SNI, nor an absolute URL it names (all the client's to say)
-                req.absolute = f"https://{tunnel}{req.target}"
+                # the host is the one the tunnel was opened to: not the request's Host header,
+                # nor its SNI, nor an absolute URL it names (all the client's to say)
+                req.absolute = tunnel + _origin_form(req.target)
             elif req.method == "CONNECT":
                 tunnel = await self._tunnel(req, writer)
                 if tunnel is None:
@@ -426,7 +430,7 @@ class ReplayServer(BackgroundServer):
                 if websocket:
                     await self.websockets.serve(req, reader, writer)
                     return
-                keep = await self._respond(req, writer, tunnel is not None)
+                keep = await self._respond(req, writer)
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug here must reach the test as an error, not a hang
@@ -473,13 +477,11 @@ class ReplayServer(BackgroundServer):
         return req
 
     # -- the HTTP sender: speaks what the planner decided ------------------------------------------
-    async def _respond(
-        self, req: Request, writer: asyncio.StreamWriter, tunneled: bool = False
-    ) -> bool:
+    async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":  # (inside a tunnel)
             return await self._connect(req, writer)
-        url = req.absolute if tunneled else self._tool_url(req)
+        url = self._tool_url(req)  # (a tunnel's requests: the tunnel's host, :meth:`_serve`)
         answer = self.planner.plan(req) if url is None else self.planner.plan_tool(req, url)
         if isinstance(answer, ToolAnswer):
             kind = "application/json" if answer.body[:1] in (b"{", b"[") else "text/plain"
@@ -508,34 +510,47 @@ class ReplayServer(BackgroundServer):
         return req.absolute
 
     async def _tunnel(self, req: Request, writer: asyncio.StreamWriter) -> str | None:
-        """``CONNECT`` to a host the recording's tools called over HTTPS (its ``host:port`` as
-        recorded): answered 200, then TLS with the replay's certificate for it, and the host
-        returned (the tunnel's requests are the tool's); to any other host refused, ``None``."""
-        host = tool_host(f"https://{req.target}") if "/" not in req.target else ""
+        """``CONNECT`` to a host the recording's tools called (its ``host:port`` as recorded):
+        answered 200, then, for a host called over HTTPS, TLS with the replay's certificate for
+        it; for a host called over plain HTTP, or this server's own address (a model call through
+        the proxy variables), the tunnel's requests are served as sent to ``http://host:port``
+        (Node's undici tunnels plain HTTP so: its ``ProxyAgent``, ``EnvHttpProxyAgent``, the
+        built-in ``fetch`` under ``NODE_USE_ENV_PROXY``). Returns ``scheme://host:port``; to any
+        other host refused (:meth:`_connect`), ``None``."""
+        if "/" in req.target:
+            await self._connect(req, writer)
+            return None
+        host = tool_host(f"https://{req.target}")
         tls = self.tls
-        if tls is None or host not in self._https_host_list() or not tls.serves(host):
+        if tls is not None and host in self._hosts("https") and tls.serves(host):
+            await self.sender.send_head(writer, 200, [], req=req)
+            try:
+                await writer.start_tls(tls.context, ssl_handshake_timeout=self.read_timeout or 60.0)
+            except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
+                # the tool's call is not served: a miss, so the test fails closed even when the
+                # agent swallowed its client's error
+                why = (
+                    f"the TLS handshake for the HTTPS tool host {host} failed "
+                    f"({type(exc).__name__}: {clip(str(exc), 200)}): the client did not trust the "
+                    "replay's CA (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS), pins "
+                    "its server's certificate, or speaks only HTTP/2"
+                )
+                self.matcher.misses.append(Miss("CONNECT", host, clean_line(why)))
+                return None
+            return f"https://{host}"
+        host = tool_host(f"http://{req.target}")
+        name, _, port = host.rpartition(":")
+        own = port == str(self.port) and name.strip("[]") in _OWN_NAMES | {self.host}
+        if not own and host not in self._hosts("http"):
             await self._connect(req, writer)
             return None
         await self.sender.send_head(writer, 200, [], req=req)
-        try:
-            await writer.start_tls(tls.context, ssl_handshake_timeout=self.read_timeout or 60.0)
-        except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
-            # the tool's call is not served: a miss, so the test fails closed even when the
-            # agent swallowed its client's error
-            why = (
-                f"the TLS handshake for the HTTPS tool host {host} failed "
-                f"({type(exc).__name__}: {clip(str(exc), 200)}): the client did not trust the "
-                "replay's CA (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS), pins its "
-                "server's certificate, or speaks only HTTP/2"
-            )
-            self.matcher.misses.append(Miss("CONNECT", host, clean_line(why)))
-            return None
-        return host
+        return f"http://{host}"
 
     async def _connect(self, req: Request, writer: asyncio.StreamWriter) -> bool:
-        """``CONNECT`` refused: to a host the recording's tools called that is not served over
-        HTTPS here (a plain-HTTP tool's host, or a name no certificate may carry), a miss too
-        (the test fails closed)."""
+        """``CONNECT`` refused: to a host the recording's tools called that no tunnel serves (an
+        HTTPS tool's host whose name no certificate may carry), a miss too (the test fails
+        closed)."""
         host = tool_host(f"https://{req.target}")
         recorded = sum(1 for h in self._tool_host_list() if h == host)
         if recorded:
@@ -557,10 +572,18 @@ class ReplayServer(BackgroundServer):
             self._tool_hosts = self.tool_hosts()
         return self._tool_hosts
 
-    def _https_host_list(self) -> frozenset[str]:
-        if self._https_hosts is None:
-            self._https_hosts = frozenset(self.https_tool_hosts())
-        return self._https_hosts
+    def _hosts(self, scheme: str) -> frozenset[str]:
+        if scheme not in self._hosts_by_scheme:
+            self._hosts_by_scheme[scheme] = frozenset(self.matcher.tool_hosts(scheme))
+        return self._hosts_by_scheme[scheme]
+
+
+def _origin_form(target: str) -> str:
+    """A request target's path and query (of an absolute-form target too)."""
+    if target.startswith("/"):
+        return target
+    u = urlsplit(target)
+    return (u.path or "/") + (f"?{u.query}" if u.query else "")
 
 
 #: The names a request to this server's own address may give it (the proxy variables point at
