@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under ``--dist loadgroup`` (.ci/run), the tests that share one instance of a module- or
     class-scoped fixture go to one xdist worker together (tests/support/scheduling.py); every
     other test goes to whichever worker is idle. Without xdist this does nothing."""
-    scheduling.publish(items)
+    scheduling.publish(config, items)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -62,29 +62,26 @@ def shared_fixture_groups(items: list[pytest.Item]) -> dict[str, str]:
     for item in items:
         if item.nodeid in parent:
             members.setdefault(root(item.nodeid), []).append(item.nodeid)
-    return {
-        nodeid: names[top]
-        for top, ids in members.items()
-        if len(ids) > 1
-        for nodeid in ids
-    }
+    return {nodeid: names[top] for top, ids in members.items() if len(ids) > 1 for nodeid in ids}
 
 
 def name_directory(config: pytest.Config) -> None:
     """On the controller of a ``--dist loadgroup`` run: the directory the workers (started after
     this, with this environment) write their groups to."""
-    if os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("dist", "no") != "loadgroup":
-        return
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") != "loadgroup":
+        return  # (a worker, or not a loadgroup run)
     where = tempfile.mkdtemp(prefix="looptap-test-groups-")
     os.environ[GROUPS_DIR] = where
     config.add_cleanup(lambda: shutil.rmtree(where, ignore_errors=True))
 
 
-def publish(items: list[pytest.Item]) -> None:
+def publish(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On a worker: its groups, written whole (a rename) for the controller."""
-    worker, where = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_DIR)
-    if not worker or not where or not os.path.isdir(where):
+    workerinput = getattr(config, "workerinput", None)
+    where = os.environ.get(GROUPS_DIR)
+    if workerinput is None or not where or not os.path.isdir(where):
         return
+    worker = workerinput["workerid"]
     path = Path(where) / f"{worker}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(shared_fixture_groups(items)))
