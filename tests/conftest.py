@@ -19,6 +19,8 @@ import tempfile
 import httpcore2  # noqa: F401  (see below)
 import pytest
 
+from tests.support import scheduling
+
 try:  # (the recorder's environment runs a few of these tests without Hypothesis)
     from hypothesis import HealthCheck, settings
 except ImportError:
@@ -49,20 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = tempfile.mkdtemp(prefix="looptap-test-cache-")  # kept analyses (docs/kept-analysis.md)
     os.environ["LOOPTAP_CACHE_DIR"] = cache
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    scheduling.name_directory(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (.ci/run), the tests that share a module- or class-scoped fixture
-    go to one xdist worker together: a fixture of that scope is made once per worker that runs a
-    test needing it, so a module whose tests were spread over the three workers built its
-    recordings (the hostile matrix's 250 processes, a recorder run) up to three times. The other
-    tests stay free to go to whichever worker is idle. The tests that read the session's agent
-    runs (``tool_agent_run``, tests/proxy/conftest.py) go to one worker together too, so each
-    agent is recorded once. Without xdist the mark does nothing."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)  # (pytest has no public scope lookup)
-        defs = getattr(info, "name2fixturedefs", {})
-        if any(d and d[-1].scope in ("module", "class") for d in defs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-        elif "tool_agent_run" in defs:  # the session's agent runs (tests/proxy/conftest.py), once
-            item.add_marker(pytest.mark.xdist_group("tool-http-agents"))
+    """Under ``--dist loadgroup`` (.ci/run), the tests that share one instance of a module- or
+    class-scoped fixture go to one xdist worker together (tests/support/scheduling.py), and so do
+    the tests that read the session's agent runs (``tool_agent_run``, tests/proxy/conftest.py:
+    each agent recorded once); every other test goes to whichever worker is idle. Without xdist
+    this does nothing."""
+    scheduling.publish(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if config.getoption("dist") != "loadgroup":
+        return None
+    return scheduling.make_scheduler(config, log)

@@ -450,7 +450,7 @@ def codex_bug(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[s
     return _codex_bug(tmp_path_factory.mktemp("codex-bug"), confdir, CODEX.bug)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 

@@ -12,7 +12,7 @@ import pytest
 from tests.support.upstream import FakeUpstream
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One mitmproxy confdir (CA) per module, never the user's ~/.mitmproxy."""
     return tmp_path_factory.mktemp("mitmproxy-conf")

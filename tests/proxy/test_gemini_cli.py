@@ -32,7 +32,7 @@ def route(req: ScriptedRequest) -> Reply:
     return Reply.say(ANSWER, what="main")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 

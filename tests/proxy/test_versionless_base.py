@@ -36,7 +36,7 @@ NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients
 NODE = shutil.which("node")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 

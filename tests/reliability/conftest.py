@@ -14,7 +14,7 @@ from tests.support.recorder import PROXY_PYTHON, RecorderProcess
 from tests.support.upstream import FakeUpstream
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 
