@@ -130,7 +130,7 @@ def test_a_fork_at_turn_2_serves_the_https_tools(recorded: dict[str, Any], tmp_p
         return route(req)
 
     with ScriptedUpstream(live) as fake:
-        proc, _ = _fork(recorded["run"], fake, tmp_path, recorded["agent"], recorded["tool_url"])
+        proc, _ = _fork(recorded, fake, tmp_path, recorded["tool_url"])
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "answer: Ordered an umbrella." in proc.stdout
     assert asked == [4, 5]  # turns 2 and 3 went live; 0 and 1 were served
