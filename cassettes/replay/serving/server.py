@@ -208,9 +208,9 @@ class ReplayServer(BackgroundServer):
         self.websockets = WebSocketReplay(
             self.planner, self.player, idle_timeout=idle_timeout, trust=trust
         )
-        self._tool_hosts: list[str] | None = None
-        #: The hosts the recording's tools called, by scheme (``http``, ``https``), once asked.
-        self._hosts_by_scheme: dict[str, frozenset[str]] = {}
+        #: The hosts the recording's tools called, by scheme (``http``, ``https``; ``None``:
+        #: either), once asked.
+        self._hosts_by_scheme: dict[str | None, frozenset[str]] = {}
         #: The CA and certificate of the HTTPS tools' hosts, made when the server starts (while
         #: it runs; ``None`` when the recording's tools called no host over HTTPS).
         self.tls: ToolTLS | None = None
@@ -505,9 +505,12 @@ class ReplayServer(BackgroundServer):
             port = u.port or (443 if u.scheme == "https" else 80)
         except ValueError:
             return req.absolute
-        if port == self.port and (u.hostname or "").lower() in _OWN_NAMES | {self.host}:
-            return None
-        return req.absolute
+        return None if self._is_own(u.hostname or "", port) else req.absolute
+
+    def _is_own(self, hostname: str, port: int) -> bool:
+        """Whether ``hostname:port`` is this server's own address (as the proxy variables name it,
+        or as a client may write it)."""
+        return port == self.port and hostname.strip("[]").lower() in _OWN_NAMES | {self.host}
 
     async def _tunnel(self, req: Request, writer: asyncio.StreamWriter) -> str | None:
         """``CONNECT`` to a host the recording's tools called (its ``host:port`` as recorded):
@@ -540,7 +543,7 @@ class ReplayServer(BackgroundServer):
             return f"https://{host}"
         host = tool_host(f"http://{req.target}")
         name, _, port = host.rpartition(":")
-        own = port == str(self.port) and name.strip("[]") in _OWN_NAMES | {self.host}
+        own = port.isdigit() and self._is_own(name, int(port))
         if not own and host not in self._hosts("http"):
             await self._connect(req, writer)
             return None
@@ -552,8 +555,7 @@ class ReplayServer(BackgroundServer):
         HTTPS tool's host whose name no certificate may carry), a miss too (the test fails
         closed)."""
         host = tool_host(f"https://{req.target}")
-        recorded = sum(1 for h in self._tool_host_list() if h == host)
-        if recorded:
+        if host in self._hosts():
             msg = (
                 f"looptap replay refuses CONNECT {clip(req.target)}: the recording's tools called "
                 f"{host}, but not over HTTPS with a name a certificate may carry; "
@@ -567,12 +569,7 @@ class ReplayServer(BackgroundServer):
             )
         return await self.player.refuse(req, writer, 403, msg)
 
-    def _tool_host_list(self) -> list[str]:
-        if self._tool_hosts is None:
-            self._tool_hosts = self.tool_hosts()
-        return self._tool_hosts
-
-    def _hosts(self, scheme: str) -> frozenset[str]:
+    def _hosts(self, scheme: str | None = None) -> frozenset[str]:
         if scheme not in self._hosts_by_scheme:
             self._hosts_by_scheme[scheme] = frozenset(self.matcher.tool_hosts(scheme))
         return self._hosts_by_scheme[scheme]
