@@ -230,9 +230,9 @@ def _run_all(
 ) -> list[dict[str, Any]]:
     """The K runs of the fixed agent. The first runs alone: where a fixed agent first
     differs from the recording (at the verdict's turn, or before it: the ``…:diverge`` cursor
-    goes live there) is known only once it ran, so the others are expected to send what it sent,
-    said when that is not the budget's figure; with ``--max-requests`` (``limit``), the others
-    are not run when that would pass it."""
+    goes live there) is known only once it ran, so what the others are expected to send is said
+    when it is not the budget's figure; with ``--max-requests`` (``limit``), the others are not
+    run when that would pass it."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(k: int) -> dict[str, Any]:
@@ -244,8 +244,7 @@ def _run_all(
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
             first = one(1)
-            per = _calibrated(fork, first, samples, limit)
-            if per is not None and per < 0:
+            if not _others_fit(fork, first, samples, limit):
                 return [first]
             return [first, *pool.map(one, range(2, samples + 1))]
         except KeyboardInterrupt:
@@ -253,17 +252,14 @@ def _run_all(
             raise
 
 
-def _calibrated(
-    fork: Intervention, first: dict[str, Any], samples: int, limit: int | None
-) -> int | None:
-    """What each run after ``first`` is expected to send live: what ``first`` sent, when it was
-    judged and that differs from the budget's figure (``None``: the budget's figure stands);
-    ``-1`` when the others would pass ``limit`` (said)."""
+def _others_fit(fork: Intervention, first: dict[str, Any], samples: int, limit: int | None) -> bool:
+    """Whether the runs after ``first`` may run: ``False`` when, sending what ``first`` sent
+    (judged, and not the budget's figure: said), they would pass ``limit`` (said)."""
     if samples < 2 or first["result"] not in ("flipped", "failed"):
-        return None
+        return True
     sent, budget = int(first.get("sent") or 0), fork.expected(1)
     if sent == budget:
-        return None
+        return True
     rest = samples - 1
     others = f"the other {count(rest, 'run')} " + ("is" if rest == 1 else "are")
     say(
@@ -276,8 +272,8 @@ def _calibrated(
             f"confirm: the other {count(rest, 'run')} would send {sent * rest} more, past "
             f"--max-requests {limit}: not run"
         )
-        return -1
-    return sent
+        return False
+    return True
 
 
 def _why_not(result: dict[str, Any]) -> str:
