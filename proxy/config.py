@@ -108,24 +108,6 @@ class RecorderConfig:
 RECORDER_VAR = "LOOPTAP_RECORDER"
 _LOCAL = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
-#: Loaded into every Node process of ``looptap run`` (``NODE_OPTIONS=--require``): on a Node whose
-#: built-in ``fetch`` ignores the proxy variables (before 22.21: ``NODE_USE_ENV_PROXY`` is newer),
-#: it puts Node's own undici ``Agent`` through ``HTTP(S)_PROXY`` and ``NO_PROXY``
-#: (docs/recorder.md).
-NODE_SHIM = Path(__file__).with_name("node_env_proxy.cjs")
-
-
-def node_options(given: str) -> str | None:
-    """``NODE_OPTIONS`` with :data:`NODE_SHIM` required after what the user gave (one word when
-    the path has no space: the export lines print values bare), or ``None`` (left as given) for a
-    path Node's quoting cannot carry."""
-    path = str(NODE_SHIM)
-    if '"' in path or "\\" in path or "'" in path:
-        return None
-    shim = f'--require="{path}"' if any(c.isspace() for c in path) else f"--require={path}"
-    return f"{given} {shim}".strip()
-
-
 def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[int]) -> None:
     """A base-URL variable the user already set for this listener's API (the first of its
     variables that is set) becomes its upstream, the URL's path the suffix the client gets

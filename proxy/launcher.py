@@ -26,7 +26,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 
 from ..cassettes import __version__
 from ..cassettes.errors import CassetteIOError
-from ..cassettes.net import free_port
+from ..cassettes.net import free_port, node_options
 from ..cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from ..cassettes.replay.testing.ready import VERSION as READY_VERSION
 from ..cassettes.replay.testing.ready import (
@@ -41,7 +41,7 @@ from ..cassettes.replay.testing.ready import (
 from ..cassettes.storage import FileId, UnsafePath, check_dir, check_target, open_regular, write_new
 from . import messages
 from .addon import LooptapRecorder
-from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError, node_options
+from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
 from .durable import DurableGate
 from .faults import LiveFaults
 

@@ -7,6 +7,8 @@
 - outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, a header that cannot be sent
   dropped and said), and every request looptap sends upstream
   (:class:`Upstream`: the fork's live relay, ``compare``, ``why``).
+- Node's built-in ``fetch`` through the proxy variables: the ``--require`` shim put into
+  ``NODE_OPTIONS`` (:data:`NODE_SHIM`, :func:`node_options`).
 - WebSocket framing by wsproto (:func:`frame`, :class:`MessageReader`), and a live session's
   client side (:class:`LiveSocket`).
 
@@ -32,6 +34,7 @@ _MODULES = {
     "_messages": "Answer header_problem recorded_request_headers said_name",
     "_client": "READ_TIMEOUT Trust Upstream UpstreamError UpstreamResponse",
     "_wsclient": "LiveSocket",
+    "_node_proxy": "NODE_SHIM node_options",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
         recorded_request_headers,
         said_name,
     )
+    from ._node_proxy import NODE_SHIM, node_options
     from ._requests import (
         HOP_BY_HOP,
         MAX_BODY,
@@ -82,6 +86,7 @@ __all__ = [
     "HOP_BY_HOP",
     "MAX_BODY",
     "MAX_MESSAGE",
+    "NODE_SHIM",
     "PING",
     "PONG",
     "READ_TIMEOUT",
@@ -102,6 +107,7 @@ __all__ = [
     "frame",
     "free_port",
     "header_problem",
+    "node_options",
     "read_request",
     "recorded_request_headers",
     "refuse",

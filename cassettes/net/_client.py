@@ -9,7 +9,9 @@ is kept or reused, so what an upstream sends after the answer (an answer nobody 
 upstream may have closed. The request goes as it is given: its headers in their order and case
 (:func:`~._messages.sendable` drops, and says, a header that cannot be sent), its target as
 given (httpcore's ``target`` extension: no URL normalised). ``http`` or ``https`` (the system's
-CA store, or the one a :class:`Trust` kept); no proxy and no environment is consulted. Every wait
+CA store, or the one a :class:`Trust` kept); no environment is consulted, and no proxy but one
+named (``proxy``: an ``https`` request tunnelled through it by ``CONNECT``, as a fork sends an
+HTTPS tool's live call through its recorder, which records it). Every wait
 is bounded and progress based (httpx's timeouts): connecting within ``connect_timeout``, each
 read and write within ``read_timeout``; an upstream that breaks off or answers what is not
 HTTP/1.1 raises :class:`UpstreamError`, which says in which part (httpcore's ``trace``
@@ -157,7 +159,8 @@ class UpstreamResponse:
 
 class Upstream:
     """Where requests go live: ``base`` (``http(s)://host[:port]``, a path prefix kept), verified
-    against ``trust`` (``None``: the store the environment names when connecting)."""
+    against ``trust`` (``None``: the store the environment names when connecting); an ``https``
+    base through ``proxy`` when one is named (a ``CONNECT`` tunnel)."""
 
     def __init__(
         self,
@@ -166,6 +169,7 @@ class Upstream:
         read_timeout: float | None = READ_TIMEOUT,
         trust: Trust | None = None,
         host: str | None = None,
+        proxy: str | None = None,
     ) -> None:
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -180,6 +184,9 @@ class Upstream:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.trust = trust
+        #: An HTTP proxy (``http://host:port``) an ``https`` base is reached through (``CONNECT``),
+        #: TLS verified against ``trust`` inside the tunnel; ``None``: straight to the base.
+        self.proxy = proxy if self.tls else None
 
     async def send(
         self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None
@@ -219,7 +226,9 @@ class Upstream:
             },
         )
         transport = httpx2.AsyncHTTPTransport(
-            verify=tls_context(self.trust) if self.tls else _plain(), trust_env=False
+            verify=tls_context(self.trust) if self.tls else _plain(),
+            trust_env=False,
+            proxy=httpx2.Proxy(self.proxy) if self.proxy else None,
         )
         try:
             response = await transport.handle_async_request(request)

@@ -27,8 +27,9 @@ from .forking.cursor import Cursor, bases_of, live_router
 from .forking.placement import CursorError, parse_cursor
 from .forking.plan import PlanError, read_plan
 from .live.edits import EditError, parse_edits
+from .serving.agent_env import export_lines, placeholder_keys
 from .serving.faults import FaultPlan, FaultSpecError, parse_fault
-from .serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace, placeholder_keys
+from .serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace
 
 __all__ = ["cmd_replay"]
 
@@ -99,7 +100,7 @@ def _planned(args: argparse.Namespace) -> Any:
         setattr(args, name, [*getattr(args, name, []), *values])
     args.tolerated_out, args.sent_out = plan.tolerated_out, plan.sent_out
     args.live_tools = args.live_tools or plan.live_tools
-    args.tool_proxy = plan.tool_proxy
+    args.tool_proxy, args.tool_proxy_ca = plan.tool_proxy, plan.tool_proxy_ca
     return plan.router(_edit_key() if plan.live_recorder else None)
 
 
@@ -137,6 +138,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             rules=rules,
             live_tools=args.live_tools,
             tool_proxy=getattr(args, "tool_proxy", None),
+            tool_proxy_ca=getattr(args, "tool_proxy_ca", None),
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
@@ -246,16 +248,20 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
             why = "address already in use" if "in use" in str(exc) else (exc.strerror or str(exc))
             _err(f"error: cannot listen on {args.host}:{args.port}: {why}")
             return False
-        # the proxy variables when the recording's tools made HTTP calls (answered here too), the
-        # CA store trusting the replay's CA when some were HTTPS (the store this process has, and
-        # that CA), the base URLs, and a placeholder key for each SDK that will not start without
-        # one
+        # the proxy variables when the recording's tools made HTTP calls (answered here too; with
+        # Node's fetch shim after the user's NODE_OPTIONS), the CA store trusting the replay's CA
+        # when some were HTTPS (the store this process has, and that CA), the base URLs, and a
+        # placeholder key for each SDK that will not start without one: each value quoted, none
+        # with a control character
         tools = len(server.matcher.index.tools)
-        proxy = server.proxy_env if tools else {}
+        proxy = server.proxy_env(os.environ) if tools else {}
         trust = server.trust_env(os.environ)
-        for k, v in {**proxy, **trust, **server.env, **placeholder_keys(os.environ)}.items():
-            print(f"export {k}={v}")
+        lines, left = export_lines({**proxy, **trust, **server.env, **placeholder_keys(os.environ)})
+        for line in lines:
+            print(line)
         sys.stdout.flush()
+        for name in left:
+            _err(f"not exported: {name} (its value holds a control character)")
         n = len(server.matcher.recorded) - tools
         live = "; those it does not answer go live" if args.live_tools else ""
         _err(

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import count
 from ..reading import fork_notes, open_run
-from ..replay.serving.server import replay_env
+from ..replay.serving.agent_env import read_export, replay_env
 from ..storage import open_regular
 from ..untrusted import clean_line
 from ._intervention import Intervention
@@ -82,13 +82,14 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
         assert server.stdout is not None
         env: dict[str, str] = {}
         try:
-            while len(env) < len(replay_env("http://x")):
+            want = set(replay_env("http://x"))  # (after the proxy and trust variables)
+            while not want <= env.keys():
                 line = server.stdout.readline().decode("utf-8", "replace").strip()
                 if not line:
                     break
-                name, _, value = line.removeprefix("export ").partition("=")
-                env[name] = value
-            if len(env) < len(replay_env("http://x")):
+                if (read := read_export(line)) is not None:
+                    env[read[0]] = read[1]
+            if not want <= env.keys():
                 server.wait()
                 raise WhyRunError(
                     "the replay of the recording did not start: " + " ".join(_said(err)[-3:])

@@ -29,8 +29,8 @@ What each client needs to stay offline (found by pointing it at a logging CONNEC
   as the ``dispatcher`` of one call (built-in ``fetch`` or ``undici.fetch``, or openai-node's
   ``fetchOptions``) or installed with ``setGlobalDispatcher`` (the built-in ``fetch`` shares the
   global dispatcher slot), and what ``looptap run`` does with no change to the client: its
-  ``NODE_OPTIONS=--require`` shim (proxy/node_env_proxy.cjs) puts Node's own undici ``Agent``
-  (the one the built-in ``fetch`` uses) through the proxy.
+  ``NODE_OPTIONS=--require`` shim (cassettes/net/node_env_proxy.cjs) puts Node's own undici
+  ``Agent`` (the one the built-in ``fetch`` uses) through the proxy.
 """
 
 from __future__ import annotations

@@ -701,8 +701,8 @@ def test_node_fetch_tools_are_recorded_with_no_change_to_the_agent(tmp_path: Pat
     """Node 20's ``fetch`` reads no proxy variable (``NODE_USE_ENV_PROXY``, which looptap run
     exports, counts from Node 22.21 and 24): the AI SDK agent with plain ``fetch`` tools (no
     ``EnvHttpProxyAgent`` of its own) has them recorded all the same, through looptap run's
-    ``NODE_OPTIONS=--require`` shim (proxy/node_env_proxy.cjs); before it, on Node 20, its tools
-    reached the server unseen (0 of 5 recorded) and only its model calls were."""
+    ``NODE_OPTIONS=--require`` shim (cassettes/net/node_env_proxy.cjs); before it, on Node 20, its
+    tools reached the server unseen (0 of 5 recorded) and only its model calls were."""
     with ScriptedUpstream(route) as fake, ToolServer() as tools:
         proc, run = _agent_run(tmp_path, "ai-sdk", fake, tools, DISPATCH="0")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]

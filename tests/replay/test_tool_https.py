@@ -75,7 +75,7 @@ def test_requests_through_the_proxy_with_the_trust_variables(tmp_path: Path) -> 
     REQUESTS_CA_BUNDLE from the environment the replay exported."""
     requests = pytest.importorskip("requests")
     with ReplayServer(_run(tmp_path)) as server:
-        env = {**server.proxy_env, **server.trust_env({}, base=os.devnull)}
+        env = {**server.proxy_env({}), **server.trust_env({}, base=os.devnull)}
         session = requests.Session()
         session.proxies = {"https": env["HTTPS_PROXY"]}
         got = session.get(WEATHER, verify=env["REQUESTS_CA_BUNDLE"], timeout=60)

@@ -15,7 +15,8 @@ import pytest
 
 from looptap.cassettes.matching import Matcher, Miss, Recorded
 from looptap.cassettes.replay.live.edits import EditError, parse_edit
-from looptap.cassettes.replay.serving.server import ReplayServer, tool_proxy_env
+from looptap.cassettes.replay.serving.agent_env import tool_proxy_env
+from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import tool_loop, write

@@ -36,7 +36,7 @@ from ...storage import CassetteFile, check_input
 from ...wire import KEY_ENV, new_key
 from ..live.edits import Edit, edit_file, parse_edit, parse_edits
 from ..live.upstreams import live_bases, named_listeners
-from ..serving.server import replay_env
+from ..serving.agent_env import read_export, replay_env
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
 
@@ -193,10 +193,13 @@ class ForkReplay:
         the caller): its header names the origin; the recorder appends after it."""
         CassetteFile(path, meta=self.meta).close()
 
-    def plan(self, bases: dict[str, str], tool_proxy: str | None = None) -> ForkPlan:
+    def plan(
+        self, bases: dict[str, str], tool_proxy: str | None = None, tool_ca: str | None = None
+    ) -> ForkPlan:
         """What the replay server is told (:mod:`cassettes.replay.forking.plan`), the cursor placed
         once: ``bases``, the recorder's listener per API name; ``tool_proxy``, its forward proxy
-        (the live tools' requests go through it: recorded into the branch)."""
+        (the live tools' requests go through it: recorded into the branch), ``tool_ca`` the CA
+        it intercepts TLS with."""
         at = self.placed
         if at is None:
             at = locate(self.source, self.model, [parse_edit(e) for e in self.edits])
@@ -214,6 +217,7 @@ class ForkReplay:
             live_recorder=bool(self.edits),
             live_tools=self.live_tools,
             tool_proxy=tool_proxy if self.live_tools else None,
+            tool_proxy_ca=tool_ca if self.live_tools and tool_proxy else None,
             tolerated_out=os.path.join(out, "tolerated.json") if out is not None else None,
             sent_out=os.path.join(out, "sent.jsonl") if out is not None else None,
         )
@@ -226,7 +230,9 @@ class ForkReplay:
         self._dir = tempfile.mkdtemp(prefix="looptap-fork-")
         plan = os.path.join(self._dir, "plan.json")
         proxy = recorder_env.get("HTTP_PROXY") or recorder_env.get("http_proxy")
-        self.plan(live_bases(recorder_env), proxy).write(Path(plan))
+        # (the recorder's CA, in the file Node is given: an HTTPS tool's live call trusts it)
+        ca = recorder_env.get("NODE_EXTRA_CA_CERTS")
+        self.plan(live_bases(recorder_env), proxy, ca).write(Path(plan))
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         argv = ["-m", "looptap.cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
         self.proc = await asyncio.create_subprocess_exec(
@@ -247,8 +253,8 @@ class ForkReplay:
                 raise CassetteError(
                     "the fork's replay server did not start: " + " ".join(self._said()[-5:])
                 )
-            name, _, value = line.removeprefix("export ").partition("=")
-            env[name] = value
+            if (read := read_export(line)) is not None:
+                env[read[0]] = read[1]
         # a listener --upstream NAME=URL added goes through the replay server too
         u = urlsplit(env[next(iter(sorted(want)))])
         env.update((var, f"{u.scheme}://{u.netloc}") for var in named_listeners(recorder_env))

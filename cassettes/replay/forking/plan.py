@@ -67,6 +67,9 @@ class ForkPlan:
     #: live is sent through it, so the branch records it as ``looptap run`` records a tool's
     #: HTTP (``None``: straight to its host, unrecorded).
     tool_proxy: str | None = None
+    #: The CA the fork's recorder intercepts TLS with (a file): an HTTPS tool's live request is
+    #: tunnelled through ``tool_proxy`` trusting it, so the branch records it too.
+    tool_proxy_ca: str | None = None
     #: Where the replay server writes what it tolerated, and what the client sent on a miss.
     tolerated_out: str | None = None
     sent_out: str | None = None

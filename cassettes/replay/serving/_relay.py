@@ -77,7 +77,9 @@ class LiveRelay:
         ``--edit continue`` the answer is read whole first, and handed over joined when the
         token cap cut it (:meth:`_continued`)."""
 
-        upstream = net.Upstream(answer.base, trust=self.trust, host=answer.host)
+        upstream = net.Upstream(
+            answer.base, trust=answer.trust or self.trust, host=answer.host, proxy=answer.proxy
+        )
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         said: list[str] = []

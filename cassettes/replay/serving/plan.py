@@ -29,6 +29,7 @@ from ..live.edits import tool_answer_of
 from .faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 
 if TYPE_CHECKING:
+    from ...net import Trust
     from ..live.continuation import Continuation
 
 __all__ = [
@@ -140,6 +141,10 @@ class Forward:
     #: How the answer is continued when the token cap cuts it (a fork's ``--edit continue``), or
     #: ``None``.
     cont: Continuation | None = None
+    #: An ``https`` base reached through this forward proxy (``CONNECT``), its TLS verified
+    #: against ``trust``: an HTTPS tool's live call through a fork's recorder.
+    proxy: str | None = None
+    trust: Trust | None = None
 
 
 @dataclass
@@ -203,6 +208,7 @@ class Planner:
         cursor: Router | None = None,
         live_tools: bool = False,
         tool_proxy: str | None = None,
+        tool_trust: Trust | None = None,
     ) -> None:
         self.matcher = matcher
         self.faults = faults
@@ -214,9 +220,11 @@ class Planner:
         self.live_tools = live_tools
         #: The tools' requests sent to their live hosts (``live_tools``).
         self.tools_live = 0
-        #: A fork's recorder's forward proxy: a tool's plain-HTTP request that goes live is sent
-        #: through it (in absolute form, its own ``Host``), so the branch records it.
+        #: A fork's recorder's forward proxy: a tool's request that goes live is sent through it,
+        #: so the branch records it: plain HTTP in absolute form (its own ``Host``), HTTPS in a
+        #: ``CONNECT`` tunnel whose TLS the recorder intercepts with its CA (``tool_trust``).
         self.tool_proxy = tool_proxy
+        self.tool_trust = tool_trust
 
     def plan_tool(self, req: Request, url: str) -> Answer | ToolAnswer:
         """The answer to a tool's request to ``url`` (sent to the replay server as to a forward
@@ -236,18 +244,22 @@ class Planner:
         u = urlsplit(url)
         self.tools_live += 1
         headers = [(k, v) for k, v in req.headers if k.lower() not in HOP_BY_HOP]
-        # an HTTPS tool's live request goes from here, verified, not through the recorder (which
-        # would have to be its tunnel's far end): a fork's branch does not hold it (docs/fork.md)
-        proxy = self.tool_proxy if u.scheme == "http" else None
+        # an HTTPS tool's live request: tunnelled through the recorder, trusting its CA only
+        # (without that CA, from here, verified as usual, and not in the branch: docs/fork.md)
+        through = self.tool_proxy if u.scheme == "http" or self.tool_trust else None
+        plain = through if u.scheme == "http" else None
+        tunnel = through if u.scheme == "https" else None
         return Forward(
-            proxy or f"{u.scheme}://{u.netloc}",
+            plain or f"{u.scheme}://{u.netloc}",
             req.body,
             "a tool's call the recording does not answer: sent live"
-            + (" (through the recorder)" if proxy else ""),
+            + (" (through the recorder)" if through else ""),
             miss=found,
-            target=url if proxy else req.target,
+            target=url if plain else req.target,
             headers=headers,
-            host=u.netloc if proxy else None,
+            host=u.netloc if plain else None,
+            proxy=tunnel,
+            trust=self.tool_trust if tunnel else None,
         )
 
     def plan(self, req: Request, websocket: bool = False) -> Answer:

@@ -47,8 +47,7 @@ from ...matching import (
     tool_host,
     turn_entries,
 )
-from ...net import BackgroundServer, BadRequest, Request, read_request, refuse
-from ...providers import FAMILIES, REVERSE_UPSTREAMS, by_family
+from ...net import BackgroundServer, BadRequest, Request, Trust, read_request, refuse
 from ...storage import check_target, staged
 from ...untrusted import clean_line
 from ...wire import Exchange, decode_chunks
@@ -57,21 +56,14 @@ from ._recordings import open_recordings
 from ._relay import LiveRelay
 from ._sender import Sender, ServedLog
 from ._websocket import WebSocketReplay
+from .agent_env import OWN_NAMES, replay_env, tool_proxy_env
 from .faults import FaultPlan
 from .plan import Fallback, Forward, Planner, Router, ToolAnswer
 
 if TYPE_CHECKING:
-    from ...net import Trust
     from ._tls import ToolTLS
 
-__all__ = [
-    "IDLE_TIMEOUT",
-    "READ_TIMEOUT",
-    "ReplayServer",
-    "parse_pace",
-    "replay_env",
-    "tool_proxy_env",
-]
+__all__ = ["IDLE_TIMEOUT", "READ_TIMEOUT", "ReplayServer", "parse_pace"]
 
 #: Seconds a connection may wait between requests (or WebSocket frames) before it is closed.
 IDLE_TIMEOUT = 120.0
@@ -112,32 +104,6 @@ def parse_pace(value: str) -> float:
     return speed
 
 
-def replay_env(url: str) -> dict[str, str]:
-    """The environment variables SDKs read their base URLs from, all pointing at ``url``."""
-    env: dict[str, str] = {}
-    for _name, (_upstream, variables, suffix) in REVERSE_UPSTREAMS.items():
-        for var in variables:
-            env[var] = url + suffix
-    return env
-
-
-#: The key each SDK that refuses to start without one gets when replaying (never a real one: the
-#: replay server is offline and never checks it).
-PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
-
-
-def placeholder_keys(environ: Mapping[str, str]) -> dict[str, str]:
-    """A placeholder key for each API whose SDK refuses to start without one and that has none in
-    ``environ``: its first variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, …)."""
-    keys: dict[str, str] = {}
-    for fam in FAMILIES:
-        adapter = by_family(fam)
-        names = adapter.profile.api_key_env if adapter is not None else ()
-        if names and not any(environ.get(n) or n in keys for n in names):
-            keys.setdefault(names[0], PLACEHOLDER_KEY)
-    return keys
-
-
 class ReplayServer(BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port), in the caller's event loop or a thread of
     its own (:class:`~cassettes.net.BackgroundServer`). See the module docstring."""
@@ -175,6 +141,7 @@ class ReplayServer(BackgroundServer):
         trust: Trust | None = None,
         live_tools: bool = False,
         tool_proxy: str | None = None,
+        tool_proxy_ca: str | None = None,
     ) -> None:
         opened = open_recordings(cassette, volatile, IN_MEMORY_BELOW)
         self.source, self.problems, recordings, first, volatile = opened
@@ -194,7 +161,12 @@ class ReplayServer(BackgroundServer):
         #: A fork's router (its cursor): which requests go live, and the report of them.
         self.router = cursor
         #: Decides every answer (the player and the relay below only speak it).
-        self.planner = Planner(self.matcher, faults, fallback, cursor, live_tools, tool_proxy)
+        #: (a fork's: a tool's live call through its recorder, an HTTPS one trusting
+        #: ``tool_proxy_ca``, the recorder's CA, in the tunnel)
+        tool_trust = Trust(tool_proxy_ca, None) if tool_proxy and tool_proxy_ca else None
+        self.planner = Planner(
+            self.matcher, faults, fallback, cursor, live_tools, tool_proxy, tool_trust
+        )
         #: Writes every answer (the one seam to the wire), and keeps each request answered.
         self.sender = Sender(write_timeout)
         self.log = ServedLog(self.matcher, lambda: self.url, retain_bodies)
@@ -267,11 +239,11 @@ class ReplayServer(BackgroundServer):
     def env(self) -> dict[str, str]:
         return replay_env(self.url)
 
-    @property
-    def proxy_env(self) -> dict[str, str]:
+    def proxy_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The proxy variables that send the agent's other HTTP (its tools') here:
-        :func:`tool_proxy_env` for this server and the hosts its recording's tools called."""
-        return tool_proxy_env(self.url, self.tool_hosts())
+        :func:`~.agent_env.tool_proxy_env` for this server and the hosts its recording's tools
+        called (Node's shim after ``environ``'s ``NODE_OPTIONS``)."""
+        return tool_proxy_env(self.url, self.tool_hosts(), node=environ.get("NODE_OPTIONS", ""))
 
     def tool_hosts(self) -> list[str]:
         """The hosts (``host:port``) the recording's tools called."""
@@ -510,7 +482,7 @@ class ReplayServer(BackgroundServer):
     def _is_own(self, hostname: str, port: int) -> bool:
         """Whether ``hostname:port`` is this server's own address (as the proxy variables name it,
         or as a client may write it)."""
-        return port == self.port and hostname.strip("[]").lower() in _OWN_NAMES | {self.host}
+        return port == self.port and hostname.strip("[]").lower() in OWN_NAMES | {self.host}
 
     async def _tunnel(self, req: Request, writer: asyncio.StreamWriter) -> str | None:
         """``CONNECT`` to a host the recording's tools called (its ``host:port`` as recorded):
@@ -581,34 +553,6 @@ def _origin_form(target: str) -> str:
         return target
     u = urlsplit(target)
     return (u.path or "/") + (f"?{u.query}" if u.query else "")
-
-
-#: The names a request to this server's own address may give it (the proxy variables point at
-#: ``127.0.0.1``; a client may write ``localhost``).
-_OWN_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def tool_proxy_env(url: str, tool_hosts: Sequence[str], no_proxy: str = "") -> dict[str, str]:
-    """The proxy variables that send an agent's HTTP to the replay server at ``url``, which
-    answers its tools' calls from the recording (a model call through them reaches it too, at its
-    own address). ``NO_PROXY`` keeps the user's entries (``no_proxy``) and the loopback names,
-    unless the recording's tools called a loopback host (``tool_hosts``): then the loopback is
-    not left out, so those calls reach the replay server too."""
-    loopback = any(h.rsplit(":", 1)[0].strip("[]") in _OWN_NAMES for h in tool_hosts)
-    keep = [v for v in no_proxy.split(",") if v.strip()]
-    if not loopback:
-        keep += ["127.0.0.1", "localhost"]
-    else:
-        keep = [v for v in keep if v.strip().lower() not in _OWN_NAMES]
-    value = ",".join(dict.fromkeys(keep))
-    return {
-        "HTTPS_PROXY": url,
-        "HTTP_PROXY": url,
-        "https_proxy": url,
-        "http_proxy": url,
-        "NO_PROXY": value,
-        "no_proxy": value,
-    }
 
 
 def _unplayed_lines(matcher: Matcher, skip: frozenset[int] = frozenset()) -> list[str]:

@@ -24,8 +24,9 @@ from ...matching import here
 from ...net import Trust
 from ...reading import Run, open_run
 from ...storage import check_target, is_cassette, open_regular, staged
+from ..serving.agent_env import placeholder_keys, tool_proxy_env
 from ..serving.faults import FaultPlan
-from ..serving.server import ReplayServer, placeholder_keys, tool_proxy_env
+from ..serving.server import ReplayServer
 from ._keys import RECORDER, REPORTS
 from ._options import Options, upstreams
 from ._report import add_sections, failure_text, summary_lines
@@ -239,10 +240,14 @@ def _start_replay(
     session.env = {**session.server.env}
     # Fail closed for clients that ignore the base URL and honour a proxy: the replay server
     # refuses CONNECT, so nothing reaches a real API; and the tools' plain HTTP goes there too,
-    # answered from the recording (the loopback as well when the recording's tools called it).
+    # answered from the recording (the loopback as well when the recording's tools called it);
+    # Node's fetch too (NODE_USE_ENV_PROXY, or the shim after the user's NODE_OPTIONS).
     session.env.update(
         tool_proxy_env(
-            session.server.url, session.server.tool_hosts(), os.environ.get("NO_PROXY", "")
+            session.server.url,
+            session.server.tool_hosts(),
+            os.environ.get("NO_PROXY", ""),
+            os.environ.get("NODE_OPTIONS", ""),
         )
     )
     if trust is not None:

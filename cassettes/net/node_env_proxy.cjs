@@ -1,8 +1,10 @@
 "use strict";
 // Node's built-in fetch through HTTP(S)_PROXY on a Node that has no NODE_USE_ENV_PROXY (< 22.21,
-// 23, < 24): loaded by `looptap run` with NODE_OPTIONS=--require. Node's own undici Agent (the
-// global dispatcher Node makes when its fetch loads) with a connect that tunnels through the
-// proxy (CONNECT) for https, and plain http sent to the proxy in absolute form, as HTTP_PROXY asks.
+// 23, < 24): loaded with NODE_OPTIONS=--require by `looptap run` and by the replay side
+// (`looptap replay`'s export lines, the pytest plugin; cassettes/net/_node_proxy.py). Node's own
+// undici Agent (the global dispatcher Node makes when its fetch loads) with a connect that
+// tunnels through the proxy (CONNECT) for https, and plain http sent to the proxy in absolute
+// form, as HTTP_PROXY asks.
 (() => {
   const [major, minor] = process.versions.node.split(".").map(Number);
   if (major >= 24 || (major === 22 && minor >= 21)) return; // NODE_USE_ENV_PROXY does it
