@@ -8,7 +8,11 @@ recorder's CA; then, with the tool server and the model both stopped:
    trusting the replay's own CA) gets every tool answer over HTTPS, nothing live.
 2. The pytest plugin: the same agent in an inner test passes; on the base commit (CONNECT
    refused) it failed.
-3. A fork at turn 2: the prefix's HTTPS tool calls and the live turn's order served.
+3. A fork at turn 2: the prefix's HTTPS tool calls and the live turn's order served; and, when
+   the live turns ask for other calls (the tool server back at its address), each goes live
+   tunnelled through the fork's recorder, which intercepts its TLS with its own CA: the branch
+   records it as ``looptap run`` records a tool's HTTP, its key redacted (before, it went from
+   the replay server and the branch held none).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import shutil
 import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +41,7 @@ from tests.proxy.test_e2e_tool_http import (
 from tests.proxy.test_e2e_tool_replay import _fork, _plugged, _replay, _stop
 from tests.support import progress
 from tests.support.recorder import clean_env, needs_recorder
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 
 pytestmark = [
     needs_recorder,
@@ -62,10 +68,17 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
 
 
 class HttpsToolServer(ToolServer):
-    """The weather and orders API over HTTPS (its own self-signed certificate for 127.0.0.1)."""
+    """The weather and orders API over HTTPS (its own self-signed certificate for 127.0.0.1), on
+    ``port`` (0: a free one)."""
 
-    def __init__(self, cert: tuple[Path, Path]) -> None:
+    def __init__(self, cert: tuple[Path, Path], port: int = 0) -> None:
         super().__init__()
+        if port:  # (the address a run recorded: its server stopped since)
+            handler = self.server.RequestHandlerClass
+            self.server.server_close()
+            self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+            self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+            self.url = f"http://127.0.0.1:{port}"
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(*cert)
         self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
@@ -84,7 +97,10 @@ def recorded(
     assert "answer: Ordered an umbrella." in proc.stdout and len(tools.seen) == 5
     tool = [ex for ex in read_records(run).exchanges if ex.tool]
     assert len(tool) == 5 and all(ex.url.startswith(tools.url + "/") for ex in tool)
-    yield {"name": request.param, "run": run, "tool_url": tools.url, "agent": AGENTS[request.param]}
+    yield {
+        "name": request.param, "run": run, "tool_url": tools.url, "agent": AGENTS[request.param],
+        "cert": cert,
+    }  # fmt: skip
 
 
 def test_looptap_replay_serves_https_tools_with_nothing_live(
@@ -135,3 +151,38 @@ def test_a_fork_at_turn_2_serves_the_https_tools(recorded: dict[str, Any], tmp_p
     assert "answer: Ordered an umbrella." in proc.stdout
     assert asked == [4, 5]  # turns 2 and 3 went live; 0 and 1 were served
     assert "served 5 of 5 tool HTTP calls" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_fork_records_its_live_https_tool_calls(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """Turn 2 live asks for the weather in three more cities, turn 3 for an order of three
+    umbrellas: none of the four calls is the run's, so each goes to the tool server (back at the
+    recorded address) through the fork's recorder, and the branch holds all four."""
+    if recorded["name"] != "openai":
+        pytest.skip("one agent is enough")
+
+    def more(req: ScriptedRequest) -> Reply:
+        done = len(req.tool_results())
+        if done == 4:
+            cities = ("Rome", "Lima", "Bern")
+            return Reply(calls=tuple(Call("get_weather", {"city": c}) for c in cities))
+        if done == 7:
+            return Reply.tool("place_order", {"item": "umbrella", "quantity": 3})
+        return route(req)
+
+    port = int(recorded["tool_url"].rsplit(":", 1)[1])
+    with ScriptedUpstream(more) as fake, HttpsToolServer(recorded["cert"], port) as tools:
+        proc, branch = _fork(recorded, fake, tmp_path, recorded["tool_url"], "--ssl-insecure")
+    said = proc.stdout + proc.stderr[-3000:]
+    assert proc.returncode == 0, said
+    assert "answer: Ordered an umbrella." in proc.stdout, said
+    assert sorted(p for _, p, _ in tools.seen) == [
+        "/orders", "/weather?city=Bern&key=" + TOOL_KEY, "/weather?city=Lima&key=" + TOOL_KEY,
+        "/weather?city=Rome&key=" + TOOL_KEY,
+    ], said  # fmt: skip
+    assert "served 4 of 5 tool HTTP calls" in proc.stderr, said
+    went = [ex for ex in read_records(branch).exchanges if ex.tool]
+    assert sorted((ex.method, ex.url.split("?")[0], ex.status) for ex in went) == [
+        ("GET", f"{tools.url}/weather", 200), ("GET", f"{tools.url}/weather", 200),
+        ("GET", f"{tools.url}/weather", 200), ("POST", f"{tools.url}/orders", 201),
+    ], said  # fmt: skip
+    assert TOOL_KEY.encode() not in branch.read_bytes()  # redacted as the recorder redacts
