@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from looptap.cassettes.reading import open_run
 from looptap.cassettes.storage import read_records
 from tests.proxy.test_e2e_tool_http import (
     CLIENTS_PYTHON,
@@ -186,3 +187,10 @@ def test_a_fork_records_its_live_https_tool_calls(recorded: dict[str, Any], tmp_
         ("GET", f"{tools.url}/weather", 200), ("POST", f"{tools.url}/orders", 201),
     ], said  # fmt: skip
     assert TOOL_KEY.encode() not in branch.read_bytes()  # redacted as the recorder redacts
+    # linked to the live turn's calls (the order by its arguments), as looptap run links them
+    forked = open_run(branch, whole=True)
+    (order,) = [c for c in forked.analysis.mcp_calls.values() if c.http and c.http.method == "POST"]
+    calls = {tc.id: tc for _, rt in forked.pairs if rt.response for tc in rt.response.tool_calls}
+    assert order.linked_by == "arguments" and calls[order.call_id].arguments == {
+        "item": "umbrella", "quantity": 3,
+    }  # fmt: skip

@@ -22,7 +22,7 @@ PUBLIC = {
     "looptap.cassettes.replay.live": [
         "chains", "continuation", "edits", "model", "rewrite", "upstreams",
     ],
-    "looptap.cassettes.replay.serving": ["faults", "plan", "server"],
+    "looptap.cassettes.replay.serving": ["agent_env", "faults", "plan", "server"],
     "looptap.cassettes.replay.testing": ["plugin", "ready", "recorder"],
 }  # fmt: skip
 
