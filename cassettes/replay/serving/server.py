@@ -47,7 +47,7 @@ from ...matching import (
     tool_host,
     turn_entries,
 )
-from ...net import BackgroundServer, BadRequest, Request, Trust, read_request, refuse
+from ...net import BackgroundServer, BadRequest, Request, read_request, refuse
 from ...storage import check_target, staged
 from ...untrusted import clean_line
 from ...wire import Exchange, decode_chunks
@@ -61,6 +61,7 @@ from .faults import FaultPlan
 from .plan import Fallback, Forward, Planner, Router, ToolAnswer
 
 if TYPE_CHECKING:
+    from ...net import Trust
     from ._tls import ToolTLS
 
 __all__ = ["IDLE_TIMEOUT", "READ_TIMEOUT", "ReplayServer", "parse_pace"]
@@ -163,7 +164,11 @@ class ReplayServer(BackgroundServer):
         #: Decides every answer (the player and the relay below only speak it).
         #: (a fork's: a tool's live call through its recorder, an HTTPS one trusting
         #: ``tool_proxy_ca``, the recorder's CA, in the tunnel)
-        tool_trust = Trust(tool_proxy_ca, None) if tool_proxy and tool_proxy_ca else None
+        tool_trust: Trust | None = None
+        if tool_proxy and tool_proxy_ca:
+            from ...net import Trust  # (an HTTP client's module: loaded for a fork alone)
+
+            tool_trust = Trust(tool_proxy_ca, None)
         self.planner = Planner(
             self.matcher, faults, fallback, cursor, live_tools, tool_proxy, tool_trust
         )
