@@ -71,6 +71,7 @@ def test_the_wheel_holds_looptap_alone(wheel: Path) -> None:
         "inspector",
     }
     assert "looptap/cassettes/examples/tool_loop_anthropic.yaml" in names  # data moves with it
+    assert "looptap/cassettes/net/node_env_proxy.cjs" in names  # Node's shim, for replay too
     meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     points = zipfile.ZipFile(wheel).read(meta).decode()
     assert "looptap = looptap.cassettes.cli:main" in points, points
