@@ -1,16 +1,16 @@
 """Request keys: what of a request the replay matcher compares.
 
 A request is reduced to a :class:`RequestKey`: method, path, query (credentials dropped) and the
-body. JSON bodies compare semantically (key order ignored, list order kept, but for a group of
-tool results answering one turn's calls: in its calls' order, whatever order the client appended
-it in) after the volatile values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
-``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
-a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
-the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
-kept, with its JSON path, in :attr:`RequestKey.spans`); with
-:class:`~cassettes.matching.Rules`, the user's ignored paths, substitutions and volatile
-tools' results too. Headers are ignored except, in strict mode, the few an adapter names as changing
-what the API does. :mod:`cassettes.matching` matches on them.
+body. JSON bodies compare semantically (key order ignored, list order kept, but a group of tool
+results answering one turn's calls is written in its calls' order, whatever order the client
+appended it in) after the volatile values are normalised: ids the provider adapter names as made up
+per run (tool-call ids …) become ``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601
+timestamps become ``<timestamp>``; a multipart boundary becomes ``<boundary>``; with a
+:class:`~cassettes.matching.VolatileSpans`, the volatile spans inside the body's strings become
+``<date>``, ``<uuid:1>``, ``<cwd>`` … (each kept, with its JSON path, in :attr:`RequestKey.spans`);
+with :class:`~cassettes.matching.Rules`, the user's ignored paths, substitutions and volatile
+tools' results too. Headers are ignored except, in strict mode, the few an adapter names as
+changing what the API does. :mod:`cassettes.matching` matches on them.
 """
 
 from __future__ import annotations

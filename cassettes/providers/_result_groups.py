@@ -105,14 +105,11 @@ class ResultGroups:
                 j += 1
             keys = [self._key(e) or "" for e in elements[i:j]]
             if j - i > 1 and "" not in keys and len(set(keys)) == len(keys):
-                order = sorted(
-                    range(i, j),
-                    key=lambda k: (0, rank[keys[k - i]], "")
-                    if keys[k - i] in rank
-                    else (1, 0, keys[k - i]),
-                )
-                if order != list(range(i, j)):
-                    out[i:j] = [elements[k] for k in order]
+                # the calls' order; a call not in the body (a kept answer's) after, by its key
+                place = [(0, rank[k], "") if k in rank else (1, 0, k) for k in keys]
+                order = sorted(range(j - i), key=place.__getitem__)
+                if order != list(range(j - i)):
+                    out[i:j] = [elements[i + k] for k in order]
                     changed = True
             i = j
         return out if changed else None

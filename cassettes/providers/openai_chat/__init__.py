@@ -221,7 +221,7 @@ def _result_of(m: Any) -> str | None:
 
 
 def _calls_of(m: Any) -> list[str]:
-    return [tc.get("id") for tc in m.get("tool_calls") or ()] if m.get("role") == "assistant" else []
+    return [tc.get("id") for tc in m.get("tool_calls") or ()] if m.get("role") != "tool" else []
 
 
 class OpenAIChat(Provider):
