@@ -326,3 +326,20 @@ def test_parallel_tool_http_calls_are_served_by_what_they_ask_in_any_order() -> 
         assert isinstance(got, Recorded), got
         assert orjson.loads(got.exchange.response_body)["city"] == city
     assert isinstance(m.match_tool("GET", f"{tool}/weather?city=Paris", [], b""), Miss)
+
+
+def test_a_cache_breakpoint_on_the_last_result_moves_with_it() -> None:
+    """Claude Code-like clients mark the last block of the message for caching: in another order
+    the mark sits on another result, a difference to the cache; the rule that ignores the mark
+    tolerates it."""
+    url, body = FAMILIES["anthropic"]
+
+    def marked(done: Results) -> dict[str, Any]:
+        b = body([[PARIS, TOKYO]], [done])
+        b["messages"][-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        return b
+
+    rec, live = marked([B, A]), marked([A, B])
+    assert isinstance(replayed(url, rec, live)[0], Miss)
+    rules = from_flags(["anthropic:messages[*].content[*].cache_control"])
+    assert isinstance(replayed(url, rec, live, rules=rules)[0], Recorded)
