@@ -29,8 +29,9 @@ class ResultGroups:
     #: ``result(element)``: the key of the call a history element answers when it is a tool
     #: result (its call id; ``""`` when it names none), else ``None``.
     result: Callable[[Any], str | None]
-    #: ``calls(element)``: the keys of the calls a history element makes, in order.
-    calls: Callable[[Any], Sequence[str]]
+    #: ``calls(element)``: the keys of the calls a history element makes, in order (what is not
+    #: a string, or is empty, is left out).
+    calls: Callable[[Any], Sequence[Any]]
     #: The field of a history item that lists its parts, when results are parts of an item (an
     #: Anthropic user message's ``content`` blocks, a Gemini content's ``parts``); ``None``: the
     #: history's items are the results themselves (OpenAI Chat's ``role: tool`` messages).

@@ -199,7 +199,7 @@ def _result_of(block: Any) -> str | None:
     return (block.get("tool_use_id") or "") if block.get("type") == "tool_result" else None
 
 
-def _calls_of(block: Any) -> list[str]:
+def _calls_of(block: Any) -> list[Any]:
     return [block.get("id")] if block.get("type") == "tool_use" else []
 
 

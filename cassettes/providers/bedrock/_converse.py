@@ -111,7 +111,7 @@ def _result_of(block: Any) -> str | None:
     return (tr.get("toolUseId") or "") if isinstance(tr, dict) else None
 
 
-def _calls_of(block: Any) -> list[str]:
+def _calls_of(block: Any) -> list[Any]:
     tu = block.get("toolUse")
     return [tu.get("toolUseId")] if isinstance(tu, dict) else []
 

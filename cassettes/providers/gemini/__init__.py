@@ -180,7 +180,7 @@ def _result_of(part: Any) -> str | None:
     return None if not isinstance(fr, dict) else (fr.get("id") or fr.get("name") or "")
 
 
-def _calls_of(part: Any) -> list[str]:
+def _calls_of(part: Any) -> list[Any]:
     fc = part.get("functionCall") or part.get("function_call")
     return [fc.get("id") or fc.get("name")] if isinstance(fc, dict) else []
 

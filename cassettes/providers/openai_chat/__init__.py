@@ -220,7 +220,7 @@ def _result_of(m: Any) -> str | None:
     return (m.get("tool_call_id") or "") if m.get("role") == "tool" else None
 
 
-def _calls_of(m: Any) -> list[str]:
+def _calls_of(m: Any) -> list[Any]:
     return [tc.get("id") for tc in m.get("tool_calls") or ()] if m.get("role") != "tool" else []
 
 

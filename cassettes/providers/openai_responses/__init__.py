@@ -205,7 +205,7 @@ def _result_of(item: Any) -> str | None:
     return (item.get("call_id") or "") if str(item.get("type")).endswith("_call_output") else None
 
 
-def _calls_of(item: Any) -> list[str]:
+def _calls_of(item: Any) -> list[Any]:
     """A ``*_call`` item (``function_call``, ``custom_tool_call`` …) makes the call ``call_id``."""
     return [item.get("call_id")] if str(item.get("type")).endswith("_call") else []
 
