@@ -1,15 +1,16 @@
 """Request keys: what of a request the replay matcher compares.
 
 A request is reduced to a :class:`RequestKey`: method, path, query (credentials dropped) and the
-body. JSON bodies compare semantically (key order ignored, list order kept) after the volatile
-values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
-``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
-a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
-the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
-kept, with its JSON path, in :attr:`RequestKey.spans`); with
-:class:`~cassettes.matching.Rules`, the user's ignored paths, substitutions and volatile
-tools' results too. Headers are ignored except, in strict mode, the few an adapter names as changing
-what the API does. :mod:`cassettes.matching` matches on them.
+body. JSON bodies compare semantically (key order ignored, list order kept, but a group of tool
+results answering one turn's calls is written in its calls' order, whatever order the client
+appended it in) after the volatile values are normalised: ids the provider adapter names as made up
+per run (tool-call ids …) become ``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601
+timestamps become ``<timestamp>``; a multipart boundary becomes ``<boundary>``; with a
+:class:`~cassettes.matching.VolatileSpans`, the volatile spans inside the body's strings become
+``<date>``, ``<uuid:1>``, ``<cwd>`` … (each kept, with its JSON path, in :attr:`RequestKey.spans`);
+with :class:`~cassettes.matching.Rules`, the user's ignored paths, substitutions and volatile
+tools' results too. Headers are ignored except, in strict mode, the few an adapter names as
+changing what the API does. :mod:`cassettes.matching` matches on them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class RequestKey:
     #: The normalised JSON body, or the body bytes (boundary normalised) when it is not JSON.
     body: Any
     is_json: bool
-    #: The body as sent (JSON), for the layer attribution of a diff.
+    #: The body as sent (JSON), each group of tool results answering one turn's calls in its
+    #: calls' order (as compared: the paths of a diff index it), for the layer attribution of a
+    #: diff.
     raw: Any
     #: ``<id:N>`` placeholder → the id it replaced.
     ids: dict[str, str]
@@ -268,6 +271,8 @@ def request_key(
             list(headers),
         )
     adapter = providers.detect(method.upper(), u, raw)
+    if adapter is not None:
+        raw = _in_call_order(adapter, raw)
     placeholders: dict[str, str] = {}
     family = adapter.family if adapter is not None else None
     subs = rules.substitutions(family) if rules else []
@@ -308,6 +313,16 @@ def _result_paths(
         return adapter.tool_result_paths(raw, u)
     except Exception:  # a lenient adapter that still chokes: the results are compared as sent
         return []
+
+
+def _in_call_order(adapter: providers.Provider, raw: Any) -> Any:
+    """The body with each group of tool results answering one turn's calls in its calls' order
+    (the adapter knows its wire: :meth:`~cassettes.providers.Provider.results_in_call_order`),
+    so a group compares whatever order the client appended it in."""
+    try:
+        return adapter.results_in_call_order(raw)
+    except Exception:  # a lenient adapter that still chokes: the results are compared as sent
+        return raw
 
 
 def _opaque_body(headers: Headers, body: bytes) -> bytes:

@@ -265,6 +265,15 @@ class Provider:
             ],
         )
 
+    def results_in_call_order(self, body: Any) -> Any:
+        """(Replay, beside :meth:`tool_result_paths`.) ``body`` with each group of tool results
+        that answers one turn's calls in its calls' order (the profile's ``result_groups``;
+        ``body`` itself unchanged), so that matching compares the group whatever order the
+        client appended it in."""
+        groups = self.profile.result_groups
+        history = self.history_key(body) if groups is not None else None
+        return groups.in_call_order(body, history) if groups and history else body
+
     def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
         """For a call that is not a model call but belongs to the loop (an MCP tool server's
         ``tools/call``): what it did, for ``show`` and ``show --json``. ``None``: nothing to say."""

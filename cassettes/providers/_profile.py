@@ -24,6 +24,7 @@ from . import OTEL_PROVIDER_HOSTS
 
 if TYPE_CHECKING:
     from ._rebuild_shape import RebuildShape
+    from ._result_groups import ResultGroups
 
 __all__ = [
     "FREE_FORM_FIELDS",
@@ -188,6 +189,11 @@ class Profile:
     #: call's input, a function's response, metadata): inside them ``null`` is a value, kept by
     #: replay matching. Everywhere else ``null`` and an absent field are the same request.
     free_form_fields: frozenset[str] = FREE_FORM_FIELDS
+    #: Where the API's tool results and the calls they answer sit in a request's history: a group
+    #: of results answering one turn's calls is compared in its calls' order, whatever order the
+    #: client appended them in (:mod:`cassettes.providers._result_groups`). ``None``: compared
+    #: as sent.
+    result_groups: ResultGroups | None = None
     #: Top-level fields at their documented default, the same request as without them.
     field_defaults: tuple[tuple[str, Any], ...] = ()
     #: System text blocks that start with one of these are attribution the API reads and keeps

@@ -44,6 +44,7 @@ from .._base import Provider
 from .._profile import FREE_FORM_FIELDS, Profile, usage_keys
 from .._rebuild_families import ANTHROPIC
 from .._replay import Rendered, ReplayShapes, reset_at, retry_after_value
+from .._result_groups import ResultGroups
 from .._values import as_int, as_obj, as_str
 from ._body import (
     BEDROCK_PATH,
@@ -192,6 +193,16 @@ class MessagesReplay(ReplayShapes):
         }
 
 
+def _result_of(block: Any) -> str | None:
+    """A ``tool_result`` block of a user message answers the ``tool_use`` its ``tool_use_id``
+    names (WIRE.md §C.5)."""
+    return (block.get("tool_use_id") or "") if block.get("type") == "tool_result" else None
+
+
+def _calls_of(block: Any) -> list[Any]:
+    return [block.get("id")] if block.get("type") == "tool_use" else []
+
+
 class AnthropicMessages(Provider):
     family = "anthropic"
     profile = Profile(
@@ -206,6 +217,7 @@ class AnthropicMessages(Provider):
             r"Expected thinking or redacted_thinking, but found",
         ),
         results_in_one_message=True,
+        result_groups=ResultGroups(_result_of, _calls_of, parts="content"),
         tool_error_flag=True,
         price_provider="anthropic",
         model_vendor="anthropic",

@@ -28,6 +28,7 @@ from .._parts import has_calls
 from .._profile import FREE_FORM_FIELDS, Profile
 from .._rebuild_families import BEDROCK
 from .._replay import Rendered, ReplayShapes, answer_calls, answer_text, call_arguments_text
+from .._result_groups import ResultGroups
 from .._values import as_obj, as_str, error_from_body
 from ._body import (
     ACTIONS,
@@ -104,6 +105,17 @@ class BedrockReplay(ReplayShapes):
         return render_converse_stream(answer)
 
 
+def _result_of(block: Any) -> str | None:
+    """A ``toolResult`` block answers the ``toolUse`` its ``toolUseId`` names."""
+    tr = block.get("toolResult")
+    return (tr.get("toolUseId") or "") if isinstance(tr, dict) else None
+
+
+def _calls_of(block: Any) -> list[Any]:
+    tu = block.get("toolUse")
+    return [tu.get("toolUseId")] if isinstance(tu, dict) else []
+
+
 class BedrockConverse(Provider):
     family = "bedrock"
     profile = Profile(
@@ -117,6 +129,7 @@ class BedrockConverse(Provider):
             r"Expected toolResult blocks at messages\.\d+\.content",
         ),
         tool_error_flag=True,  # toolResult.status
+        result_groups=ResultGroups(_result_of, _calls_of, parts="content"),
         price_provider="aws",
         otel_provider="aws.bedrock",
         # toolUse.input and a toolResult's {"json": …} are the caller's data

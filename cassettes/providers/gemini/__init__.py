@@ -49,6 +49,7 @@ from .._base import Provider
 from .._profile import FREE_FORM_FIELDS, Profile
 from .._rebuild_families import GEMINI
 from .._replay import Rendered, ReplayShapes
+from .._result_groups import ResultGroups
 from .._values import as_obj, as_str, error_from_text
 from ._body import (
     FINISH,
@@ -172,6 +173,18 @@ class GenerateReplay(ReplayShapes):
         }
 
 
+def _result_of(part: Any) -> str | None:
+    """A ``functionResponse`` part answers the ``functionCall`` its ``id`` names, or without an
+    id the call of its ``name`` (WIRE.md §D.5)."""
+    fr = part.get("functionResponse") or part.get("function_response")
+    return None if not isinstance(fr, dict) else (fr.get("id") or fr.get("name") or "")
+
+
+def _calls_of(part: Any) -> list[Any]:
+    fc = part.get("functionCall") or part.get("function_call")
+    return [fc.get("id") or fc.get("name")] if isinstance(fc, dict) else []
+
+
 class Gemini(Provider):
     family = "gemini"
     profile = Profile(
@@ -187,6 +200,7 @@ class Gemini(Provider):
         price_provider="google",
         model_vendor="google",
         price_model=_price_model,
+        result_groups=ResultGroups(_result_of, _calls_of, parts="parts"),
         otel_provider="gcp.gemini",
         otel_operation="generate_content",
         free_form_fields=frozenset(

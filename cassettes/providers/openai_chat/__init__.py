@@ -28,6 +28,7 @@ from .._parts import StreamParts
 from .._profile import Profile
 from .._rebuild_families import CHAT
 from .._replay import Rendered, ReplayShapes
+from .._result_groups import ResultGroups
 from .._values import (
     as_int,
     as_obj,
@@ -214,6 +215,15 @@ class ChatReplay(ReplayShapes):
         return {**request, "messages": [*request["messages"], *more]}, partial
 
 
+def _result_of(m: Any) -> str | None:
+    """A ``role: tool`` message answers the call its ``tool_call_id`` names (WIRE.md §A.5)."""
+    return (m.get("tool_call_id") or "") if m.get("role") == "tool" else None
+
+
+def _calls_of(m: Any) -> list[Any]:
+    return [tc.get("id") for tc in m.get("tool_calls") or ()] if m.get("role") != "tool" else []
+
+
 class OpenAIChat(Provider):
     family = "openai_chat"
     profile = Profile(
@@ -228,6 +238,7 @@ class OpenAIChat(Provider):
         model_vendor="openai",
         otel_provider="openai",
         field_defaults=(("stream", False), ("n", 1)),
+        result_groups=ResultGroups(_result_of, _calls_of),
         api_key_env=("OPENAI_API_KEY",),
     )
     replay = ChatReplay()

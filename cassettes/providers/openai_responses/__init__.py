@@ -26,6 +26,7 @@ from .._base import Chaining, Provider, WsTurns, inline_history
 from .._profile import Profile
 from .._rebuild_families import RESPONSES
 from .._replay import Rendered, ReplayShapes
+from .._result_groups import ResultGroups
 from .._values import as_int, as_obj, as_str
 from ._items import (
     CLIENT_CALLS,
@@ -198,6 +199,17 @@ class ResponsesReplay(ReplayShapes):
         return {**request, "input": [*items, said, {"role": "user", "content": prompt}]}, partial
 
 
+def _result_of(item: Any) -> str | None:
+    """A ``*_call_output`` item (``function_call_output``, ``custom_tool_call_output`` …) answers
+    the call its ``call_id`` names (WIRE.md §B.5)."""
+    return (item.get("call_id") or "") if str(item.get("type")).endswith("_call_output") else None
+
+
+def _calls_of(item: Any) -> list[Any]:
+    """A ``*_call`` item (``function_call``, ``custom_tool_call`` …) makes the call ``call_id``."""
+    return [item.get("call_id")] if str(item.get("type")).endswith("_call") else []
+
+
 class OpenAIResponses(Provider):
     family = "openai_responses"
     # A background response (``background: true``) is fetched by ``GET /responses/{id}``: the
@@ -223,6 +235,7 @@ class OpenAIResponses(Provider):
             {"client_metadata", "internal_chat_message_metadata_passthrough"}
         ),
         field_defaults=(("stream", False),),
+        result_groups=ResultGroups(_result_of, _calls_of),
         api_key_env=("OPENAI_API_KEY",),
     )
     replay = ResponsesReplay()
