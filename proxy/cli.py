@@ -19,6 +19,7 @@ from typing import Any
 
 from ..cassettes.errors import CassetteError, CassetteIOError
 from ..cassettes.hints import HANDED_OFF, count, install_command, recorder_install_command
+from ..cassettes.lazy import init_on_first_use
 from ..cassettes.recording import agent_name, run_about
 from ..cassettes.replay.forking.cursor import bases_of
 from ..cassettes.replay.testing.ready import check_ready_path
@@ -27,6 +28,13 @@ from ..cassettes.storage import UnsafePath, check_target, is_cassette, same_path
 from . import messages
 from .output import output_of, prepare_output, settle_earlier
 
+# mitmproxy.master imports mitmproxy.addons.termlog, and that package's __init__ imports all 31
+# default addons (flask and jinja2 for the onboarding app, passlib and ldap3 for proxy auth,
+# aioquic's QUIC parser …) where the recorder runs four: 420 of the 1,160 modules a `looptap run`
+# loaded, and every branch of a `looptap why` is such a run (docs/startup.md, docs/suite.md). The
+# package's __init__ runs when one of its own names is read (a stock mitmdump's default_addons);
+# its submodules import alone. Nothing is done where mitmproxy is not installed.
+init_on_first_use("mitmproxy.addons")
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
     from .config import RecorderConfig, RecorderError
     from .faults import live_plan

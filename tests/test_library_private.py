@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     # a library's package registered with its __init__ deferred to its first own name read:
     # genai-prices' (the network updater, cassettes/analysis/_price_data.py) and mitmproxy.addons'
-    # (its 31 default addons, proxy/__init__.py); tests/test_startup_imports.py
+    # (its 31 default addons, proxy/cli.py); tests/test_startup_imports.py
     ("cassettes/lazy.py", "sys.modules[...] replaced"),
     # mitmproxy's connection handlers and its HTTP/1 layer: the releases of http1_fixes.CHECKED
     ("proxy/failures.py", "proxyserver.connections"),

@@ -472,7 +472,7 @@ UNUSED_ADDONS = (
 def test_a_recording_loads_none_of_mitmproxys_addons_it_does_not_run(tmp_path: Path) -> None:
     """``looptap run`` (in process, in the recorder's environment: the listeners up, a command
     run, the cassette written and summed up) imports the four addons it runs, not the package's
-    31 defaults (proxy/__init__.py); the package's own names still load on reading (what a stock
+    31 defaults (proxy/cli.py); the package's own names still load on reading (what a stock
     ``mitmdump`` reads: ``default_addons``)."""
     out = tmp_path / "run.jsonl"
     _, printed = _modules_and_output(
