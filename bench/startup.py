@@ -20,7 +20,10 @@ from this tree and from REF's (a temporary ``git worktree``; each tree's package
 before the one import package), interleaved in one run: ``looptap --help``, the pytest plugin's
 import, ``looptap show`` of the demo run and of its first two
 round trips, ``looptap replay`` of those until its export lines (goal for both: at most 0.3 s over
-bare Python), and ``looptap run -- true`` (the recorder's start-up and stop). With ``--write`` that
+bare Python), ``looptap run -- true`` (the recorder's start-up and stop), the same from the SDK's
+environment (the hand-off to the recorder's) and ``looptap run --from`` those two round trips
+``-- true`` (what each branch of a ``looptap why`` starts and stops: the recorder, its writer, the
+fork's replay server). With ``--write`` that
 table goes into docs/startup.md too. Children run without ``PYTHONDONTWRITEBYTECODE``, on bytecode
 compiled first for both trees and the environments.
 """
@@ -179,14 +182,22 @@ def _against(
         def on(tree: Path, interp: str, *argv: str) -> list[str]:
             return [*_tree(tree, interp), "-m", f"{_package(tree)}.cli", *argv]
 
-        def row(name: str, a: list[str], b: list[str], wall: Any = _wall, n: int = runs) -> None:
+        def row(
+            name: str,
+            a: list[str],
+            b: list[str],
+            wall: Any = _wall,
+            n: int = runs,
+            environ: dict[str, str] | None = None,
+        ) -> None:
             xs, ys, cx, cy = [], [], [], []
-            wall(a, env, work)
-            wall(b, env, work)
+            e = environ or env
+            wall(a, e, work)
+            wall(b, e, work)
             for _ in range(n):
-                xs.append(wall(a, env, work))
+                xs.append(wall(a, e, work))
                 cx.append(_CPU[0])
-                ys.append(wall(b, env, work))
+                ys.append(wall(b, e, work))
                 cy.append(_CPU[0])
             ma, mb, ca, cb = (
                 statistics.median(xs),
@@ -254,6 +265,24 @@ def _against(
                 ),
                 n=max(5, runs // 3),
             )
+            fork = ["run", "--from", f"{two}@turn=1", "--force", "--confdir", conf]
+            row(
+                "`looptap run --from RUN@turn=1 -o X -- true` (recorder env: a `why` branch's "
+                "start-up and stop)",
+                on(ROOT, str(proxy_py), *fork, "-o", str(work / "a.jsonl"), "--", "true"),
+                on(old, str(proxy_py), *fork, "-o", str(work / "b.jsonl"), "--", "true"),
+                n=max(5, runs // 3),
+            )
+            handed = {**env, "LOOPTAP_PROXY_PYTHON": str(proxy_py)}
+            row(
+                "`looptap run -o X -- true` from the SDK env (handed to the recorder env)",
+                on(ROOT, py, "run", "-o", str(work / "a.jsonl"), "--force", "--confdir", conf,
+                   "--", "true"),
+                on(old, py, "run", "-o", str(work / "b.jsonl"), "--force", "--confdir", conf,
+                   "--", "true"),
+                n=max(5, runs // 3),
+                environ=handed,
+            )  # fmt: skip
         return lines
     finally:
         subprocess.run(

@@ -1,16 +1,23 @@
 """What start-up defers to first use: a package façade's names (PEP 562), so that start-up loads a
-package for the one or two names a path needs, not every private module behind it; and a module's
-regular expressions (:func:`pattern`), so that importing it compiles none a run does not use."""
+package for the one or two names a path needs, not every private module behind it; another
+library's package ``__init__`` (:func:`init_on_first_use`), where its submodules are all a path
+needs; and a module's regular expressions (:func:`pattern`), so that importing it compiles none a
+run does not use."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import sys
+import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, AnyStr, cast
 
-__all__ = ["on_first_use", "pattern"]
+__all__ = ["init_on_first_use", "on_first_use", "pattern"]
+
+_INIT_LOCK = threading.Lock()
 
 
 def on_first_use(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
@@ -28,6 +35,51 @@ def on_first_use(package: str, exports: Mapping[str, str]) -> Callable[[str], An
         return value
 
     return __getattr__
+
+
+def init_on_first_use(package: str) -> bool:
+    """``package`` (a library's, top level or not) in ``sys.modules`` as a module of its own path
+    whose ``__init__`` has not run: its submodules import from it as usual (one asked for as an
+    attribute, as ``from . import x`` in another submodule asks, is imported alone), and its first
+    other attribute asked for runs the real ``__init__`` in that same module object, so whoever
+    asks gets the whole package. ``False`` when it is not a plain package directory (the caller
+    imports it as it is, or not at all); ``True`` when it is registered, or was imported already
+    (nothing is done then). Used where a library's ``__init__`` imports far more than looptap
+    needs of it (genai-prices' network updater, mitmproxy's 31 default addons)."""
+    with _INIT_LOCK:
+        if package in sys.modules:
+            return True
+        try:
+            spec = importlib.util.find_spec(package)
+        except ImportError:  # (its parent package is not installed)
+            return False
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            return False
+        shell = importlib.util.module_from_spec(spec)
+        loader = spec.loader
+        where = [Path(p) for p in spec.submodule_search_locations]
+        done = threading.Lock()
+
+        def __getattr__(name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if any(
+                (d / f"{name}.py").is_file() or (d / name / "__init__.py").is_file() for d in where
+            ):
+                return importlib.import_module(f"{package}.{name}")  # a submodule: itself
+            with done:  # the __init__ runs once, whichever thread asks first
+                if shell.__dict__.pop("__getattr__", None) is not None:
+                    loader.exec_module(shell)
+            if name in shell.__dict__:
+                return shell.__dict__[name]
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+        shell.__dict__["__getattr__"] = __getattr__
+        sys.modules[package] = shell
+        parent, _, child = package.rpartition(".")
+        if parent:  # (as the import system binds a submodule in its parent)
+            setattr(sys.modules[parent], child, shell)
+        return True
 
 
 def pattern(source: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:

@@ -19,18 +19,22 @@ from typing import Any
 
 from ..cassettes.errors import CassetteError, CassetteIOError
 from ..cassettes.hints import HANDED_OFF, count, install_command, recorder_install_command
+from ..cassettes.lazy import init_on_first_use
 from ..cassettes.recording import agent_name, run_about
 from ..cassettes.replay.forking.cursor import bases_of
-from ..cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
-from ..cassettes.replay.forking.repeat import agreement, agreement_lines
-from ..cassettes.replay.serving.faults import FaultSpecError
 from ..cassettes.replay.testing.ready import check_ready_path
 from ..cassettes.replay.testing.recorder import hand_to, recorder_python
 from ..cassettes.storage import UnsafePath, check_target, is_cassette, same_path
 from . import messages
 from .output import output_of, prepare_output, settle_earlier
-from .summary import summary_lines
 
+# mitmproxy.master imports mitmproxy.addons.termlog, and that package's __init__ imports all 31
+# default addons (flask and jinja2 for the onboarding app, passlib and ldap3 for proxy auth,
+# aioquic's QUIC parser …) where the recorder runs four: 420 of the 1,160 modules a `looptap run`
+# loaded, and every branch of a `looptap why` is such a run (docs/startup.md, docs/suite.md). The
+# package's __init__ runs when one of its own names is read (a stock mitmdump's default_addons);
+# its submodules import alone. Nothing is done where mitmproxy is not installed.
+init_on_first_use("mitmproxy.addons")
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
     from .config import RecorderConfig, RecorderError
     from .faults import live_plan
@@ -129,6 +133,8 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
     """A fork never writes what it reads: no output (``-o``, the ready file, the output log) may
     be the run ``--from`` names or an ``--edit`` file, as a name, a link or a hard link
     (:func:`~cassettes.storage.same_path`: the same inode, or the same resolved path)."""
+    from ..cassettes.replay.forking.fork import fork_inputs
+
     inputs = fork_inputs(args)
     for what, out in outputs:
         for i, src in enumerate(inputs):
@@ -142,6 +148,8 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
 
 def _config(args: argparse.Namespace) -> Any:
     if args.fault:
+        from ..cassettes.replay.serving.faults import FaultSpecError
+
         try:
             live_plan(list(args.fault), args.fault_seed)
         except FaultSpecError as exc:
@@ -299,6 +307,8 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     if not MITMPROXY:
         messages.error(hand_off(args))
         return 2
+    from ..cassettes.replay.forking.fork import parse_from, start_fork
+    from ..cassettes.replay.forking.repeat import agreement, agreement_lines
 
     try:
         for one in ones:
@@ -363,7 +373,9 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     try:
         # the fork --from asks for, checked, no file touched yet; its edits' marks are accepted
-        # from its own replay server only
+        # from its own replay server only (the fork's modules are imported for a fork only)
+        from ..cassettes.replay.forking.fork import start_fork
+
         fork = None if args.from_run is None else start_fork(args)
     except (CassetteError, ValueError, OSError) as exc:
         messages.error(f"error: {exc}")
@@ -399,6 +411,8 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     if child_status is not None:
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
+    from .summary import summary_lines  # (the run's analysis: imported when it is read)
+
     for line in [] if kept else summary_lines(config.output, before):
         messages.emit(line)
     if fork is not None:

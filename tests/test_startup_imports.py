@@ -18,6 +18,7 @@ import pytest
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
 from tests.support import progress
+from tests.support.recorder import PROXY_PYTHON, needs_recorder
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [
@@ -111,9 +112,11 @@ def _modules(code: str, **env: str) -> set[str]:
     return _modules_and_output(code, **env)[0]
 
 
-def _modules_and_output(code: str, **env: str) -> tuple[set[str], str]:
-    """The modules a fresh interpreter holds after ``code``, and what ``code`` printed (with ``env``
-    set)."""
+def _modules_and_output(
+    code: str, python: str = sys.executable, **env: str
+) -> tuple[set[str], str]:
+    """The modules a fresh interpreter (``python``) holds after ``code``, and what ``code`` printed
+    (with ``env`` set)."""
     script = (
         "import os, sys\n"
         "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
@@ -125,7 +128,7 @@ def _modules_and_output(code: str, **env: str) -> tuple[set[str], str]:
 
     with tempfile.NamedTemporaryFile() as printed:
         out = progress.run(
-            [sys.executable, "-c", script, printed.name],
+            [python, "-c", script, printed.name],
             capture_output=True,
             text=True,
             check=True,
@@ -451,3 +454,59 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
     assert int(collections) > 0  # the collector did run, before and after
     assert int(while_importing) == 0, out
     assert int(frozen) > 10_000 and adapter_tracked == "False" and analyser_tracked == "False", out
+
+
+#: mitmproxy's default addons the recorder does not run, and what only they import: the onboarding
+#: app's web framework, proxy auth's password hashes and LDAP client.
+UNUSED_ADDONS = (
+    "mitmproxy.addons.onboarding",
+    "mitmproxy.addons.proxyauth",
+    "mitmproxy.addons.clientplayback",
+    "flask",
+    "passlib",
+    "ldap3",
+)
+
+
+@needs_recorder
+def test_a_recording_loads_none_of_mitmproxys_addons_it_does_not_run(tmp_path: Path) -> None:
+    """``looptap run`` (in process, in the recorder's environment: the listeners up, a command
+    run, the cassette written and summed up) imports the four addons it runs, not the package's
+    31 defaults (proxy/cli.py); the package's own names still load on reading (what a stock
+    ``mitmdump`` reads: ``default_addons``)."""
+    out = tmp_path / "run.jsonl"
+    _, printed = _modules_and_output(
+        "import sys\n"
+        "from looptap.cassettes.cli import main\n"
+        f"rc = main(['run', '-o', {str(out)!r}, '--confdir', {str(tmp_path / 'conf')!r}, "
+        "'--', 'true'])\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+        "import mitmproxy.addons\n"
+        "print(rc, len(mitmproxy.addons.default_addons()))",
+        python=str(PROXY_PYTHON),
+    )
+    loaded, last = printed.splitlines()
+    mods = set(loaded.split())
+    assert last.split() == ["0", "31"] and out.exists(), printed[-2000:]
+    assert {"mitmproxy.addons.proxyserver", "mitmproxy.addons.tlsconfig"} <= mods
+    assert _loaded(mods, UNUSED_ADDONS) == []
+
+
+def test_looptap_run_hands_over_to_the_recorder_before_the_fork_and_the_analysis() -> None:
+    """Where mitmproxy is not installed (the SDK side's environment: ``looptap run`` hands the
+    command to the recorder's interpreter), the handler's module loads neither the fork's modules
+    nor the analysis (the run's summary's) before it hands over."""
+    mods = _modules("import looptap.proxy.cli as c\nassert not c.MITMPROXY")
+    assert _loaded(mods, ("mitmproxy",)) == []
+    assert (
+        _loaded(
+            mods,
+            (
+                "looptap.cassettes.analysis",
+                "looptap.cassettes.replay.forking.fork",
+                "looptap.cassettes.replay.forking.repeat",
+                "looptap.proxy.summary",
+            ),
+        )
+        == []
+    )

@@ -16,13 +16,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import sys
-import threading
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..lazy import init_on_first_use
 
 if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
@@ -37,41 +37,11 @@ __all__ = [
     "table_identity",
 ]
 
-_LOCK = threading.Lock()
-
 
 def _register() -> None:
     """``genai_prices`` in ``sys.modules`` with its ``__init__`` deferred to its first attribute."""
-    with _LOCK:
-        if "genai_prices" in sys.modules:
-            return
-        spec = importlib.util.find_spec("genai_prices")
-        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-            import genai_prices  # noqa: F401 - not a plain package directory: import it as it is
-
-            return
-        shell = importlib.util.module_from_spec(spec)
-        loader = spec.loader
-        where = [Path(p) for p in spec.submodule_search_locations]
-        done = threading.Lock()
-
-        def __getattr__(name: str) -> Any:
-            if name.startswith("__"):
-                raise AttributeError(name)
-            if any(
-                (d / f"{name}.py").is_file() or (d / name / "__init__.py").is_file() for d in where
-            ):
-                # A submodule (``from . import types`` in another submodule asks this way): itself.
-                return importlib.import_module(f"genai_prices.{name}")
-            with done:  # the __init__ runs once, whichever thread asks first
-                if shell.__dict__.pop("__getattr__", None) is not None:
-                    loader.exec_module(shell)
-            if name in shell.__dict__:
-                return shell.__dict__[name]
-            raise AttributeError(f"module 'genai_prices' has no attribute {name!r}")
-
-        shell.__dict__["__getattr__"] = __getattr__
-        sys.modules["genai_prices"] = shell
+    if not init_on_first_use("genai_prices"):
+        import genai_prices  # noqa: F401 - not a plain package directory: import it as it is
 
 
 def data_file() -> Path | None:
