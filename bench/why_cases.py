@@ -33,7 +33,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.why_case_list import CASES, Case  # noqa: E402
+from bench.why_case_list import CASES, SEED, Case  # noqa: E402
 from tests.support.recorder import RECORDER  # noqa: E402
 
 WHY = [sys.executable, "-m", "looptap.cassettes.cli", "why"]
@@ -335,7 +335,8 @@ def main() -> int:
     if opts.rows:
         chosen = []
     confirm_k = [int(x) for x in opts.confirm_k.split(",")] if opts.confirm_k else None
-    for case in [c for c in chosen for _ in range(opts.repeat)]:
+    for case, n in [(c, n) for c in chosen for n in range(opts.repeat)]:
+        SEED[0] = 68 + n  # each repetition of a stochastic case drawn again
         missing = case.missing()
         if missing:
             rows.append({"case": case.key, "planted": case.planted, "error": missing})
@@ -351,6 +352,7 @@ def main() -> int:
         else:
             with tempfile.TemporaryDirectory() as d:
                 row = run_case(case, opts.k, opts.jobs, Path(d), confirm_k)
+        row["seed"] = SEED[0]
         rows.append(row)
         print(table([row], opts.k)[-1], flush=True)
         if opts.json:  # kept as they come: a long run stopped halfway keeps its rows
