@@ -184,3 +184,47 @@ def test_a_lower_max_requests_wins(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert "the runs are kept to 3 in all (--max-requests 3)" in err, err
     assert "2 runs of the other 4 would pass 3: not run" in err, err
+
+
+def test_the_purse_never_gives_past_its_total_and_keeps_each_runs_least() -> None:
+    """``looptap why --max-requests`` at run time (and a confirm's limit): each branch starts with
+    what is left less what the runs in flight hold and the least of each run still to start;
+    what a run did not send comes back."""
+    purse = Purse(10)
+    purse.plan([2, 2, 2])
+    a = purse.open(2)  # 10, less the two others' 2 each
+    b = purse.open(2)  # what a holds is held
+    assert (a, b) == (6, 2)
+    purse.close(a, 3)  # a sent 3 of its 6: the rest comes back
+    c = purse.open(2)
+    assert c == 10 - 3 - 2 and purse.left() == 0
+    purse.close(b, 2)
+    purse.close(c, 5)
+    assert purse.spent == 10 and purse.held == 0
+    assert Purse().open(3) is None  # no limit: a branch is started without one
+
+
+def test_a_branch_is_started_with_its_share_as_its_forks_limit(tmp_path: Path) -> None:
+    from looptap.cassettes.why._branches import Branches
+
+    runner = Branches(tmp_path / "run.jsonl", ["agent"], Outcome("exit", "0"), tmp_path)
+    argv = runner.command(_fork(), 1, 4)
+    assert argv[argv.index("--max-requests") + 1] == "4"
+    assert "--max-requests" not in runner.command(_fork(), 1)
+
+
+def test_a_branchs_sent_counts_the_model_requests_as_the_forks_limit_does(tmp_path: Path) -> None:
+    """A tool's HTTP call the fork's recorder wrote beside the model's round trips is the tool's:
+    neither the fork's limit nor a branch's ``sent`` counts it (on 6efc1f46 ``sent`` did)."""
+    from looptap.cassettes.wire import Exchange
+    from looptap.cassettes.why._branches import _sent
+
+    s = Script("openai_chat")
+    s.user("Weather in Paris?")
+    s.reply("sunny", echo=False)
+    tool = Exchange("GET", "http://127.0.0.1:9/weather?city=Paris", [], b"", status=200, tool=True)
+    tool.response_chunks = [(0.0, b'{"city": "Paris", "weather": "sunny"}')]
+    with CassetteWriter(tmp_path / "b.jsonl", meta={"source": "test"}) as w:
+        for ex in [*s.exchanges, tool]:
+            w.append(ex)
+    assert _sent(tmp_path / "b.jsonl") == {"sent": 1}
