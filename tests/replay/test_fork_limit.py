@@ -16,7 +16,7 @@ from looptap.cassettes.replay.forking.limit import LIMIT_CODE, Limit
 from looptap.cassettes.replay.forking.placement import parse_cursor
 from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
-from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, TOOLS, tool_loop
+from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, tool_loop
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
@@ -155,9 +155,7 @@ def test_the_limit_counts_the_requests_sent_live_and_refuses_the_next() -> None:
     from openai import BadRequestError, OpenAI
 
     with ScriptedUpstream(_live) as live:
-        cursor = Cursor(
-            parse_cursor("turn=1"), live_router({"openai": live.url}), limit=Limit(1)
-        )
+        cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": live.url}), limit=Limit(1))
         with ReplayServer(tool_loop(), cursor=cursor) as srv:
             client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x")
             tools = TOOLS

@@ -151,7 +151,7 @@ def test_the_estimate_is_the_first_runs_and_runs_are_added_under_90_percent(
     """The first run asked again (2 sent): each other run is expected to send 1 + 1/3 (the
     model wrong in 1 of 4 answers the why saw): 2 + 2 × 4/3 = 4.67 for K = 3, kept to 5. The
     others send 1 each (4 in all, under 90% of it): a run is added (5 in all), said."""
-    agents, kept = _confirm(tmp_path, lambda k: 2 if k == 1 else 1, 3, 2)
+    _agents, kept = _confirm(tmp_path, lambda k: 2 if k == 1 else 1, 3, 2)
     assert round(kept.estimate.total, 2) == 4.67 and kept.limit == 5
     assert [r["sent"] for r in kept.results] == [2, 1, 1, 1] and kept.added == 1
     assert kept.results[-1]["added"] is True and kept.stopped == 0
@@ -166,7 +166,7 @@ def test_a_run_that_would_pass_the_limit_is_stopped_and_no_later_run_starts(
     """The first run did not ask again (estimate K = 3, kept to 3); run 2 asks three times: it is
     given what is left less run 3's least (1), stopped at it; run 3 then runs alone, given what is
     left; nothing past 3 is sent."""
-    agents, kept = _confirm(tmp_path, lambda k: 3 if k == 2 else 1, 3, 2)
+    _agents, kept = _confirm(tmp_path, lambda k: 3 if k == 2 else 1, 3, 2)
     sent = [r["sent"] for r in kept.results]
     assert sum(sent) <= 3 and kept.stopped == 1, kept.results
     stopped = next(r for r in kept.results if r.get("stopped"))
@@ -178,7 +178,7 @@ def test_a_run_that_would_pass_the_limit_is_stopped_and_no_later_run_starts(
 def test_a_lower_max_requests_wins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--max-requests 3 for K = 5 of a deterministic agent (5 expected): the first run may send
     3, the others are kept to 3 in all: 2 of them run, 2 are not run, said."""
-    agents, kept = _confirm(tmp_path, lambda k: 1, 5, 2, limit=3)
+    _agents, kept = _confirm(tmp_path, lambda k: 1, 5, 2, limit=3)
     assert kept.limit == 3 and [r["sent"] for r in kept.results] == [1, 1, 1]
     assert kept.not_started == 2 and kept.stopped == 0 and kept.added == 0
     err = capsys.readouterr().err
@@ -216,8 +216,8 @@ def test_a_branch_is_started_with_its_share_as_its_forks_limit(tmp_path: Path) -
 def test_a_branchs_sent_counts_the_model_requests_as_the_forks_limit_does(tmp_path: Path) -> None:
     """A tool's HTTP call the fork's recorder wrote beside the model's round trips is the tool's:
     neither the fork's limit nor a branch's ``sent`` counts it (on 6efc1f46 ``sent`` did)."""
-    from looptap.cassettes.wire import Exchange
     from looptap.cassettes.why._branches import _sent
+    from looptap.cassettes.wire import Exchange
 
     s = Script("openai_chat")
     s.user("Weather in Paris?")
