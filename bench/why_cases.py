@@ -72,7 +72,12 @@ def _gap(estimated: tuple[int, int, int] | list[int] | None, sent: int) -> float
 
 
 def run_case(
-    case: Case, k: int, jobs: int, tmp: Path, confirm_k: list[int] | None = None
+    case: Case,
+    k: int,
+    jobs: int,
+    tmp: Path,
+    confirm_k: list[int] | None = None,
+    confirm_repeat: int = 1,
 ) -> dict[str, Any]:
     env = case.env(tmp)
     row: dict[str, Any] = {"case": case.key, "planted": case.planted}
@@ -112,7 +117,9 @@ def run_case(
         row["right"] = case.right(v)
         if not v.get("determined"):
             return row
-        for n, ck in enumerate(confirm_k or [k]):
+        # each confirm of the same why draws the model anew (the fake's generator goes on)
+        ks = [ck for ck in confirm_k or [k] for _ in range(confirm_repeat)]
+        for n, ck in enumerate(ks):
             got = _confirm(case, env, tmp, fake, ck, jobs)
             if n == 0:  # the table's confirm: the first K asked
                 row.update(got)
@@ -316,6 +323,10 @@ def main() -> int:
         "sends, over more runs; several (3,12): a confirm each, of the same why",
     )  # fmt: skip
     ap.add_argument(
+        "--confirm-repeat", type=int, default=1, help="confirms of each K, of the same why (the "
+        "model drawn anew each time)",
+    )  # fmt: skip
+    ap.add_argument(
         "--repeat", type=int, default=1, help="run each case this many times (a stochastic "
         "case's why and confirms drawn again)",
     )  # fmt: skip
@@ -348,10 +359,10 @@ def main() -> int:
                 n += 1
                 kept = Path(opts.keep) / f"{case.key}.{n}"
             kept.mkdir(parents=True)
-            row = run_case(case, opts.k, opts.jobs, kept, confirm_k)
+            row = run_case(case, opts.k, opts.jobs, kept, confirm_k, opts.confirm_repeat)
         else:
             with tempfile.TemporaryDirectory() as d:
-                row = run_case(case, opts.k, opts.jobs, Path(d), confirm_k)
+                row = run_case(case, opts.k, opts.jobs, Path(d), confirm_k, opts.confirm_repeat)
         row["seed"] = SEED[0]
         rows.append(row)
         print(table([row], opts.k)[-1], flush=True)
