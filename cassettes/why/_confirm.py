@@ -366,8 +366,8 @@ def _said_estimate(
             f"the recording): {others} expected to send {round(exp.total - sent, 1):g}"
         )
     say(
-        f"confirm: the estimate for {count(samples, 'run')}: {round(exp.total, 1):g} requests "
-        f"live ({exp.said(samples)}); the runs are kept to {keep} in all ("
+        f"confirm: the estimate for {count(samples, 'run')}, in live requests: "
+        f"{round(exp.total, 1):g} ({exp.said(samples)}); the runs are kept to {keep} in all ("
         + ("at most 110% of it" if keep == most else f"--max-requests {limit}")
         + "): a run that would pass it is stopped there and not judged"
     )

@@ -400,9 +400,7 @@ def test_a_cursor_that_selects_nothing_is_refused() -> None:
 
 # -- from a pytest test: the marker's fork= --------------------------------------------------------
 
-FORK_TEST = (
-    fork_agent()
-    + """
+FORK_TEST = fork_agent() + '''
 @pytest.mark.looptap("cassettes/loop.jsonl", fork="turn=1", live={"openai": os.environ["FAKE_NEW_MODEL"]}, model="new-model-2")
 def test_forked(looptap):
     answer = agent()
@@ -410,8 +408,7 @@ def test_forked(looptap):
     run = looptap.run                      # the run as served: turn 0 replayed, turn 1 from the new model
     run.assert_no_findings(layer="C")
     assert len(run.turns) <= 3
-"""
-)  # noqa: E501
+'''  # noqa: E501
 
 
 def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(

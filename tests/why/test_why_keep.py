@@ -116,7 +116,7 @@ def test_a_deterministic_fixed_agent_runs_as_before(
     agents, kept = _confirm(tmp_path, lambda k: 1, 5, 2)
     assert [r["sent"] for r in kept.results] == [1] * 5 and kept.estimate.total == 5
     assert (kept.limit, kept.stopped, kept.added, kept.not_started) == (5, 0, 0, 0)
-    assert agents.most_running == 2 and all(r["result"] == "flipped" for r in kept.results)
+    assert agents.most_running <= 2 and all(r["result"] == "flipped" for r in kept.results)
     err = capsys.readouterr().err
     assert "the runs are kept to 5 in all (at most 110% of it)" in err, err
     assert " added" not in err and "was stopped" not in err
@@ -156,7 +156,7 @@ def test_the_estimate_is_the_first_runs_and_runs_are_added_under_90_percent(
     assert [r["sent"] for r in kept.results] == [2, 1, 1, 1] and kept.added == 1
     assert kept.results[-1]["added"] is True and kept.stopped == 0
     err = capsys.readouterr().err
-    assert "the estimate for 3 runs: 4.7 requests live" in err, err
+    assert "the estimate for 3 runs, in live requests: 4.7 (" in err, err
     assert "confirm: the runs sent 4, under 90% of the estimate (4.7): run 4 added" in err, err
 
 
