@@ -1,5 +1,5 @@
-"""A confirm keeps to its estimate (``looptap why DIR --confirm``; cassettes/why/_confirm.py
-``_run_all``, docs/why.md "Confirming a fix"): once the first run ended it says the estimate for
+"""A confirm keeps to its estimate (``looptap why DIR --confirm``; cassettes/why/_keep.py,
+docs/why.md "Confirming a fix"): once the first run ended it says the estimate for
 all K runs, the runs together never send more than ``floor(1.1 × estimate)`` (``--max-requests``
 when lower), a run stopped at its share is not judged, and runs are added while the runs sent
 under 90% of it. Here the runs are scripted agents: each wants to send a drawn count (a fixed agent
@@ -9,7 +9,7 @@ run sends what its share allows, as ``looptap run --from … --max-requests`` do
 (the first run's requests asked again), are written by the real cassette writer. End to end on the
 real SDKs: tests/why/test_why_confirm.py and bench/why_cases.py.
 
-On 6efc1f46 nothing kept a confirm to its estimate (and ``_run_all`` took no verdict): a flaky
+On 6efc1f46 nothing kept a confirm to its estimate (cassettes/why/_keep.py did not exist): a flaky
 model's 12 runs sent 21 for 16 expected."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import pytest
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.why._budget import Purse
-from looptap.cassettes.why._confirm import _run_all
 from looptap.cassettes.why._intervention import Intervention
+from looptap.cassettes.why._keep import run_all
 from looptap.cassettes.why._outcome import Outcome
 from tests.cassettes.analysis.scenarios import Script
 
@@ -102,9 +102,15 @@ def _asks(p: float, seed: int, most: int = 3) -> Any:
     return wants
 
 
+def _after(runner: Any, result: dict[str, Any]) -> str:
+    """What a run did, as the report says it (cassettes/why/_confirm.py's for ``--outcome
+    exit``)."""
+    return f"exited {result['status']}" if result["result"] == "flipped" else "no sample"
+
+
 def _confirm(tmp: Path, wants: Any, samples: int, jobs: int, limit: int | None = None) -> Any:
     agents = Agents(tmp, wants)
-    kept = _run_all(agents, _fork(), VERDICT, samples, jobs, limit)  # type: ignore[arg-type]
+    kept = run_all(agents, _fork(), VERDICT, samples, jobs, limit, _after)  # type: ignore[arg-type]
     return agents, kept
 
 
