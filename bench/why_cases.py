@@ -161,7 +161,7 @@ def keep_table(rows: list[dict[str, Any]]) -> list[str]:
     judged of those made (stopped at the limit, added), and how many succeeded."""
     out = [
         "| case | K | confirms | estimate → sent (ratio), per confirm | runs judged / made "
-        "(stopped, added) | succeeded | verdicts right |",
+        "(stopped, added) | succeeded | the why's verdict right |",
         "|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple[str, int], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
@@ -186,8 +186,9 @@ def keep_table(rows: list[dict[str, Any]]) -> list[str]:
             for c in cs
         )
         ok = ", ".join(f"{c['confirm'][0]}/{c['confirm'][1]}" for c in cs)
-        right = sum(1 for r, _ in got if r.get("right"))
-        out.append(f"| {case} | {k} | {len(cs)} | {said} | {judged} | {ok} | {right}/{len(got)} |")
+        whys = list({id(r): r for r, _ in got}.values())  # the confirms of one why: its verdict once
+        right = sum(1 for r in whys if r.get("right"))
+        out.append(f"| {case} | {k} | {len(cs)} | {said} | {judged} | {ok} | {right}/{len(whys)} |")
     ratios = [
         c["confirm_sent"] / c["confirm_expected"]
         for r in rows
