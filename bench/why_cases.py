@@ -186,7 +186,7 @@ def keep_table(rows: list[dict[str, Any]]) -> list[str]:
             for c in cs
         )
         ok = ", ".join(f"{c['confirm'][0]}/{c['confirm'][1]}" for c in cs)
-        whys = list({id(r): r for r, _ in got}.values())  # the confirms of one why: its verdict once
+        whys = list({id(r): r for r, _ in got}.values())  # one why, its confirms: its verdict once
         right = sum(1 for r in whys if r.get("right"))
         out.append(f"| {case} | {k} | {len(cs)} | {said} | {judged} | {ok} | {right}/{len(whys)} |")
     ratios = [
