@@ -196,7 +196,7 @@ def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
     live (the ``…:diverge`` cursor): a fix that shows before the verdict's turn is still run,
     and judged, never refused as a divergence. So at most, every turn of the conversation from
     its first and every turn linked to them (what ``--max-requests`` is kept against); where the
-    fixed agent first differs is known only once it ran (:func:`_run_all`)."""
+    fixed agent first differs is known only once it ran (:func:`cassettes.why._keep.run_all`)."""
     a = run.analysis
     where = (conversation, turn)
     newest = newest_texts(run)

@@ -1,6 +1,6 @@
 """What the runs of a fixed agent are expected to send live (``looptap why DIR --confirm``;
 docs/why.md "Confirming a fix"), said once the first run ended and kept to by the others
-(:func:`cassettes.why._confirm._run_all`).
+(:func:`cassettes.why._keep.run_all`).
 
 Before anything runs, the budget counts a run as a repair at the verdict's turn
 (:func:`cassettes.why._confirm._fork`). Two things it cannot know until the fixed agent ran:

@@ -28,7 +28,7 @@ __all__ = ["Kept", "run_all"]
 
 @dataclass
 class Kept:
-    """The runs of a confirm, and how they were kept to its estimate (:func:`_run_all`)."""
+    """The runs of a confirm, and how they were kept to its estimate (:func:`run_all`)."""
 
     results: list[dict[str, Any]]
     estimate: Expected
@@ -45,8 +45,8 @@ class Kept:
         return sum(1 for r in self.results if r.get("stopped"))
 
     def lines(self, sent: int) -> list[str]:
-        """The report's line on how the runs were kept (:func:`kept_lines`)."""
-        return kept_lines(self, sent)
+        """The report's line on how the runs were kept (:func:`_kept_lines`)."""
+        return _kept_lines(self, sent)
 
 
 #: How far the runs of a confirm may go past their estimate, and how far under it they add runs.
@@ -217,9 +217,9 @@ def _first_limit(limit: int | None) -> str:
     return "what the budget said all the runs may send at most"
 
 
-def kept_lines(kept: Kept, sent: int) -> list[str]:
-    """How the runs were kept to their estimate, when anything was done for it (a run stopped, not
-    started or added), or the estimate is not the budget's figure."""
+def _kept_lines(kept: Kept, sent: int) -> list[str]:
+    """How the runs were kept to their estimate (a confirm of more than one run): sent against
+    it, the limit, and the runs stopped, not started and added."""
     if kept.limit is None or not kept.estimate.total:
         return []
     ratio = sent / kept.estimate.total
