@@ -33,7 +33,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.why_case_list import CASES, Case  # noqa: E402
+from bench.why_case_list import CASES, SEED, Case  # noqa: E402
 from tests.support.recorder import RECORDER  # noqa: E402
 
 WHY = [sys.executable, "-m", "looptap.cassettes.cli", "why"]
@@ -72,7 +72,12 @@ def _gap(estimated: tuple[int, int, int] | list[int] | None, sent: int) -> float
 
 
 def run_case(
-    case: Case, k: int, jobs: int, tmp: Path, confirm_k: int | None = None
+    case: Case,
+    k: int,
+    jobs: int,
+    tmp: Path,
+    confirm_k: list[int] | None = None,
+    confirm_repeat: int = 1,
 ) -> dict[str, Any]:
     env = case.env(tmp)
     row: dict[str, Any] = {"case": case.key, "planted": case.planted}
@@ -112,26 +117,92 @@ def run_case(
         row["right"] = case.right(v)
         if not v.get("determined"):
             return row
-        before = case.sent(fake)
-        confirm = _run(
-            [*WHY, str(tmp / "w"), "--confirm", "--samples", str(confirm_k or k), "--json", "--",
-             *case.command(tmp, fixed=True)],
-            env,
-            tmp,
-        )  # fmt: skip
-        row["confirm_sent"] = case.sent(fake) - before
-        try:
-            c = orjson.loads(confirm.stdout)["confirm"]
-            row["confirm"] = (c["succeeded"], c["samples"])
-            row["confirm_estimated"] = c.get("expected_requests")
-            row["confirm_expected"] = c.get("expected")
-            row["confirm_runs"] = [int(r.get("sent") or 0) for r in c["runs"]]
-            row["confirm_invalid"] = [
-                r["after"] for r in c["runs"] if r["after"].startswith("invalid")
-            ]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            row["confirm_error"] = f"exited {confirm.returncode}: {confirm.stderr[-600:]}"
+        # each confirm of the same why draws the model anew (the fake's generator goes on)
+        ks = [ck for ck in confirm_k or [k] for _ in range(confirm_repeat)]
+        for n, ck in enumerate(ks):
+            got = _confirm(case, env, tmp, fake, ck, jobs)
+            if n == 0:  # the table's confirm: the first K asked
+                row.update(got)
+            row.setdefault("confirms", []).append(got)
     return row
+
+
+def _confirm(
+    case: Case, env: dict[str, str], tmp: Path, fake: Any, k: int, jobs: int
+) -> dict[str, Any]:
+    """One ``why --confirm --samples K`` of the fixed agent: what the upstream heard, and how the
+    confirm kept to its estimate (its why.json record)."""
+    before = case.sent(fake)
+    confirm = _run(
+        [*WHY, str(tmp / "w"), "--confirm", "--samples", str(k), "--jobs", str(jobs), "--json",
+         "--", *case.command(tmp, fixed=True)],
+        env,
+        tmp,
+    )  # fmt: skip
+    row: dict[str, Any] = {"confirm_k": k, "confirm_sent": case.sent(fake) - before}
+    try:
+        c = orjson.loads(confirm.stdout)["confirm"]
+        row["confirm"] = (c["succeeded"], c["samples"])
+        row["confirm_estimated"] = c.get("expected_requests")
+        row["confirm_expected"] = c.get("expected")
+        row["confirm_runs"] = [int(r.get("sent") or 0) for r in c["runs"]]
+        row["confirm_invalid"] = [
+            r["after"] for r in c["runs"] if r["after"].startswith("no sample")
+        ]
+        for key in ("limit", "stopped", "added", "not_started", "ratio", "sent"):
+            row[f"confirm_{key}" if key != "sent" else "confirm_recorded"] = c.get(key)
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        row["confirm_error"] = f"exited {confirm.returncode}: {confirm.stderr[-600:]}"
+    return row
+
+
+def keep_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per case and K: each confirm's estimate → what the upstream heard (the ratio), the runs
+    judged of those made (stopped at the limit, added), and how many succeeded."""
+    out = [
+        "| case | K | confirms | estimate → sent (ratio), per confirm | runs judged / made "
+        "(stopped, added) | succeeded | the why's verdict right |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, int], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for r in rows:
+        for c in r.get("confirms") or []:
+            groups.setdefault((r["case"], c["confirm_k"]), []).append((r, c))
+    for (case, k), got in groups.items():
+        cs = [c for _, c in got if "confirm" in c]
+        said = ", ".join(
+            f"{c['confirm_expected']:g} → {c['confirm_sent']} "
+            f"({c['confirm_sent'] / c['confirm_expected']:.2f})"
+            for c in cs
+            if c.get("confirm_expected")
+        )
+        judged = ", ".join(
+            f"{c['confirm'][1]}/{len(c['confirm_runs'])}"
+            + (
+                f" ({c.get('confirm_stopped') or 0}, {c.get('confirm_added') or 0})"
+                if c.get("confirm_stopped") or c.get("confirm_added")
+                else ""
+            )
+            for c in cs
+        )
+        ok = ", ".join(f"{c['confirm'][0]}/{c['confirm'][1]}" for c in cs)
+        whys = list({id(r): r for r, _ in got}.values())  # one why, its confirms: its verdict once
+        right = sum(1 for r in whys if r.get("right"))
+        out.append(f"| {case} | {k} | {len(cs)} | {said} | {judged} | {ok} | {right}/{len(whys)} |")
+    ratios = [
+        c["confirm_sent"] / c["confirm_expected"]
+        for r in rows
+        for c in r.get("confirms") or []
+        if c.get("confirm_expected")
+    ]
+    if ratios:
+        within = sum(1 for x in ratios if 0.9 <= x <= 1.1)
+        out += [
+            "",
+            f"- {within} of {len(ratios)} confirms sent within 10% of their estimate (ratios "
+            f"{min(ratios):.2f}–{max(ratios):.2f})",
+        ]
+    return out
 
 
 def _where(v: dict[str, Any]) -> str:
@@ -249,8 +320,16 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=5, help="samples per intervention and per confirm")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument(
-        "--confirm-k", type=int, help="runs of each confirm (default: --k): what a stochastic "
-        "fixed agent sends, over more runs",
+        "--confirm-k", help="runs of each confirm (default: --k): what a stochastic fixed agent "
+        "sends, over more runs; several (3,12): a confirm each, of the same why",
+    )  # fmt: skip
+    ap.add_argument(
+        "--confirm-repeat", type=int, default=1, help="confirms of each K, of the same why (the "
+        "model drawn anew each time)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="run each case this many times (a stochastic "
+        "case's why and confirms drawn again)",
     )  # fmt: skip
     ap.add_argument("--only", help="comma-separated case keys")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/why.md")
@@ -267,20 +346,29 @@ def main() -> int:
     rows = [r for f in opts.rows for r in orjson.loads(Path(f).read_bytes())]
     if opts.rows:
         chosen = []
-    for case in chosen:
+    confirm_k = [int(x) for x in opts.confirm_k.split(",")] if opts.confirm_k else None
+    for case, n in [(c, n) for c in chosen for n in range(opts.repeat)]:
+        SEED[0] = 68 + n  # each repetition of a stochastic case drawn again
         missing = case.missing()
         if missing:
             rows.append({"case": case.key, "planted": case.planted, "error": missing})
             continue
         if opts.keep:
             kept = Path(opts.keep) / case.key
+            n = 1
+            while kept.exists():
+                n += 1
+                kept = Path(opts.keep) / f"{case.key}.{n}"
             kept.mkdir(parents=True)
-            row = run_case(case, opts.k, opts.jobs, kept, opts.confirm_k)
+            row = run_case(case, opts.k, opts.jobs, kept, confirm_k, opts.confirm_repeat)
         else:
             with tempfile.TemporaryDirectory() as d:
-                row = run_case(case, opts.k, opts.jobs, Path(d), opts.confirm_k)
+                row = run_case(case, opts.k, opts.jobs, Path(d), confirm_k, opts.confirm_repeat)
+        row["seed"] = SEED[0]
         rows.append(row)
         print(table([row], opts.k)[-1], flush=True)
+        if opts.json:  # kept as they come: a long run stopped halfway keeps its rows
+            Path(opts.json).write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     lines = [
         f"Measured {when} by `bench/why_cases.py --k {opts.k}` (K = {opts.k} samples per "
@@ -290,7 +378,7 @@ def main() -> int:
         "",
         *[f"- {s}" for s in summary(rows)],
     ]
-    print("\n".join(lines))
+    print("\n".join([*lines, "", *keep_table(rows)]))
     if opts.json:
         Path(opts.json).write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     if opts.docs:

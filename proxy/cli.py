@@ -248,6 +248,11 @@ _FORK_ONLY = (
         "plain run matches nothing",
     ),
     (
+        ("max_requests",),
+        "--max-requests goes with --from RUN@SELECTOR: it limits what a fork sends live; a plain "
+        "run sends what the agent sends",
+    ),
+    (
         ("no_volatile",),
         "--no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is "
         "matched; a plain run matches nothing",

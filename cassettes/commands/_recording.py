@@ -146,6 +146,12 @@ RUN = Command(
             "with --from: the prefix's requests must equal the recorded ones as sent (no date, "
             "id, temp path, cwd or port tolerated; docs/testing.md)"
         ),
+        "--max-requests N": Arg(
+            "with --from: send at most N requests live (each run, with --repeat); past N nothing "
+            "is sent: the agent gets its API's error (400, not retried) and the branch says the "
+            "fork stopped at the limit (docs/fork.md)",
+            type=int,
+        ),
     },
     Extend("looptap.cassettes.project:add_rule_flags", fork=True),
     {

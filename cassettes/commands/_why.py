@@ -46,7 +46,8 @@ WHY_OPTIONS: Args = {
     "--upstream NAME=URL": many("where requests of that API go past the cursor (as looptap run)"),
     "--confdir": "the recorder's configuration directory (as looptap run)",
     "--max-requests N": Arg(
-        "refuse (before anything is sent) when more live requests would be sent",
+        "refuse (before anything is sent) when more live requests may be sent; and at run time "
+        "nothing past N is sent (a branch stopped there is no sample)",
         type=int,
     ),
     "--max-cost USD": "refuse (before anything is sent) when the estimated cost is higher",

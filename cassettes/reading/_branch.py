@@ -287,9 +287,17 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     conversation → [seq, turn]; ``failed``, why the fork failed, one line each (a request before
     the cursor that matched no recorded turn, an edit never applied); ``lived``, each request
     answered in order, the origin's seq served or ``None`` (sent live): the run as the agent
-    lived it (``None``: not noted, a branch from before it). Empty when the branch has none.
+    lived it (``None``: not noted, a branch from before it); ``stopped``, the fork stopped at its
+    limit of live requests (:func:`_stopped`; ``None``: it did not). Empty when the branch has
+    none.
     Only the file's last :data:`NOTES_TAIL` bytes are read."""
-    out: dict[str, Any] = {"tolerated": [], "starts": {}, "failed": [], "lived": None}
+    out: dict[str, Any] = {
+        "tolerated": [],
+        "starts": {},
+        "failed": [],
+        "lived": None,
+        "stopped": None,
+    }
     try:  # a regular file only (open_regular): never blocks on a FIFO, never reads a device
         with open_regular(path) as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - NOTES_TAIL))
@@ -315,7 +323,23 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
         if isinstance(failed, list):
             out["failed"] += [clean_line(x)[:2000] for x in failed[:20] if isinstance(x, str)]
         out["lived"] = _lived(doc.get("lived"))
+        out["stopped"] = _stopped(doc.get("stopped")) or out["stopped"]
     return out
+
+
+def _stopped(value: Any) -> dict[str, Any] | None:
+    """A fork note's ``stopped``: the fork stopped at its limit of live requests (``looptap run
+    --from … --max-requests``, :mod:`cassettes.replay.forking.limit`): ``limit``, ``sent``,
+    ``refused`` (requests not sent past it) and the ``first`` of them; ``None`` when it did not."""
+    if not isinstance(value, dict) or type(value.get("refused")) is not int:
+        return None
+    most, sent, first = value.get("limit"), value.get("sent"), value.get("first")
+    return {
+        "limit": most if type(most) is int else None,
+        "sent": sent if type(sent) is int else None,
+        "refused": value["refused"],
+        "first": clean_line(first)[:200] if isinstance(first, str) else None,
+    }
 
 
 def _lived(value: Any) -> list[int | None] | None:

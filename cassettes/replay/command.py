@@ -179,6 +179,10 @@ def _write_tolerated(server: Any, path: str) -> None:
                     # the run as the agent lived it: per request answered, the recorded seq served
                     # or None (sent live); none kept past the cap (not known then)
                     "lived": _lived(server),
+                    # stopped at the fork's limit of live requests (cassettes.replay.forking.limit)
+                    "stopped": server.router.limit.as_json()
+                    if getattr(server.router, "limit", None) is not None
+                    else None,
                 }
             ),
         )

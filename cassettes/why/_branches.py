@@ -23,6 +23,7 @@ from ..reading import fork_notes, open_run
 from ..replay.serving.agent_env import read_export, replay_env
 from ..storage import open_regular
 from ..untrusted import clean_line
+from ._budget import Purse
 from ._intervention import Intervention
 from ._outcome import Judged, Outcome, judged_from, lived_run
 
@@ -152,6 +153,9 @@ class Branches:
     passed: list[str] = field(default_factory=list)
     python: str = ""
     cwd: Path | None = None
+    #: What the branches may send live in all (``--max-requests``, a confirm's limit): each branch
+    #: is started with its share (``looptap run --from … --max-requests``).
+    purse: Purse = field(default_factory=Purse)
     #: The branches' processes now running, each the leader of a process group of its own.
     running: set[subprocess.Popen[bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -160,10 +164,12 @@ class Branches:
     def path(self, i: Intervention, k: int) -> Path:
         return self.directory / f"{i.key}.{k}.jsonl"
 
-    def command(self, i: Intervention, k: int) -> list[str]:
-        """The ``looptap run --from`` of sample ``k`` of ``i``."""
+    def command(self, i: Intervention, k: int, limit: int | None = None) -> list[str]:
+        """The ``looptap run --from`` of sample ``k`` of ``i`` (sending at most ``limit`` live)."""
         argv = [self.python, "-m", "looptap.cassettes.cli", "run"]
         argv += ["--from", f"{self.run}@{i.cursor}"]
+        if limit is not None:
+            argv += ["--max-requests", str(limit)]
         for n, e in enumerate(i.edits):
             argv += ["--edit", self._edit_arg(i, n, e)]
         if i.model is not None:
@@ -184,9 +190,23 @@ class Branches:
                     f.write(value.encode("utf-8", "surrogatepass"))
         return f"{target}=@{path.resolve()}"
 
-    def one(self, i: Intervention, k: int) -> dict[str, Any]:
-        """Run sample ``k`` of ``i``; its result for the state file: the branch file and
+    def plan(self, items: list[tuple[Intervention, int]]) -> None:
+        """The branches about to run: each reserves its at-most in :attr:`purse`."""
+        self.purse.plan(i.most_requests for i, _ in items)
+
+    def one(self, i: Intervention, k: int, reserve: int | None = None) -> dict[str, Any]:
+        """Run sample ``k`` of ``i``, sending what :attr:`purse` gives it (planned with
+        ``reserve``; ``None``: ``i``'s at-most); its result for the state file: the branch file and
         ``result``: ``flipped``, ``failed`` or ``invalid`` (with ``why``)."""
+        limit = self.purse.open(i.most_requests if reserve is None else reserve)
+        result: dict[str, Any] = {}
+        try:
+            result = self._one(i, k, limit)
+        finally:
+            self.purse.close(limit, int(result.get("sent") or 0))
+        return result if limit is None else {**result, "limit": limit}
+
+    def _one(self, i: Intervention, k: int, limit: int | None) -> dict[str, Any]:
         out = self.path(i, k)
         log = out.with_name(out.name + ".log")
         with open(log, "wb") as f:
@@ -194,7 +214,7 @@ class Branches:
             # A session of its own: a Ctrl-C reaches the branch only through interrupt(), after this
             # investigation knows it is stopping (the branch's status is then no outcome).
             proc = subprocess.Popen(
-                self.command(i, k),
+                self.command(i, k, limit),
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=f,
@@ -211,7 +231,11 @@ class Branches:
                     self.running.discard(proc)
         said = _tail(log)
         base = {"branch": out.name, "log": log.name, "status": rc, **_sent(out)}
-        broken = _fork_failed(out, said) or _unreached(out) or _never_live(out, base, i)
+        if out.exists() and fork_notes(out)["stopped"] is not None:
+            base["stopped"] = True  # at its limit of live requests: no sample (_stopped)
+        broken = (
+            _stopped(out) or _fork_failed(out, said) or _unreached(out) or _never_live(out, base, i)
+        )
         if rc == 127 or broken is not None or not out.exists():
             return {
                 **base,
@@ -262,14 +286,35 @@ class Branches:
 
 
 def _sent(branch: Path) -> dict[str, int]:
-    """``{"sent": N}``: the requests the branch sent live (its round trips: a branch file holds
-    only those, a cut answer's continuations included), what the budget estimated; ``{}`` when
-    it cannot be read."""
+    """``{"sent": N}``: the requests the branch sent live to the model (its round trips, a cut
+    answer's continuations included; not a tool's HTTP call recorded beside them, which ends
+    ``,"tool":true}``), what the budget estimated and the fork's limit counts
+    (:mod:`cassettes.replay.forking.limit`); ``{}`` when it cannot be read."""
     try:  # a regular file only: never blocks on a FIFO, never reads a device
         with open_regular(branch) as f:
-            return {"sent": sum(1 for line in f if line.startswith(b'{"type":"exchange"'))}
+            return {
+                "sent": sum(
+                    1
+                    for line in f
+                    if line.startswith(b'{"type":"exchange"')
+                    and not line.rstrip().endswith(b',"tool":true}')
+                )
+            }
     except OSError:
         return {}
+
+
+def _stopped(branch: Path) -> str | None:
+    """Why ``branch`` is no sample when its fork stopped at its limit of live requests (a request
+    of the agent was not sent: what it did after says nothing of the change), else ``None``."""
+    stopped = fork_notes(branch)["stopped"] if branch.exists() else None
+    if stopped is None:
+        return None
+    return (
+        f"stopped at its limit of {count(stopped['limit'] or 0, 'live request')}: "
+        f"{count(stopped['refused'], 'request')} of the agent's not sent, so its run says nothing "
+        "of the change (not judged)"
+    )
 
 
 def _never_live(branch: Path, base: dict[str, Any], i: Intervention) -> str | None:

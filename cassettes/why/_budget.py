@@ -12,12 +12,18 @@ every linked conversation live too.
 Each turn is priced by the model the branch actually uses (``--model``, else the one the turn
 recorded), at that model's own price on the recorded usage, as ``looptap compare`` prices a
 candidate. A resumed investigation counts only the branches left to run.
+
+At run time, :class:`Purse` keeps the branches to a total: ``--max-requests`` (every branch started
+with ``looptap run --from … --max-requests`` of its share: past it, the fork sends nothing), and a
+confirm's limit (:mod:`cassettes.why._confirm`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import threading
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +33,58 @@ from ..replay.forking.cursor import live_router
 from ._intervention import Intervention
 from ._suspects import _SAID_AGAIN
 
-__all__ = ["check"]
+__all__ = ["Purse", "check"]
+
+
+@dataclasses.dataclass
+class Purse:
+    """What the branches may still send live in all (``total``; ``None``: no limit), shared by
+    the runs in flight. A run starting is given what is left, less what the runs in flight hold
+    and the least each run still to start needs (its reserve: what :meth:`plan` was told); what
+    it did not send comes back when it ends (:meth:`close`). So the total is never passed, and a
+    run is never given less than its reserve while the reserves fit (the budget check made them
+    fit ``--max-requests``: each branch's at-most), whatever ``--jobs``."""
+
+    total: int | None = None
+    #: Sent by the runs that ended.
+    spent: int = 0
+    #: Given to the runs in flight.
+    held: int = 0
+    #: The reserves of the runs not started yet.
+    reserved: int = 0
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def plan(self, reserves: Iterable[int]) -> None:
+        """Runs to come, each with the least it needs."""
+        with self._lock:
+            self.reserved += sum(reserves)
+
+    def drop(self, reserve: int) -> None:
+        """A run planned with ``reserve`` will not start."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - reserve)
+
+    def open(self, reserve: int) -> int | None:
+        """A run (planned with ``reserve``) starts: what it may send (``None``: no limit)."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - reserve)
+            if self.total is None:
+                return None
+            given = max(0, self.total - self.spent - self.held - self.reserved)
+            self.held += given
+            return given
+
+    def close(self, given: int | None, sent: int) -> None:
+        """A run given ``given`` (:meth:`open`) ended, having sent ``sent``."""
+        with self._lock:
+            if given is not None:
+                self.held -= given
+            self.spent += sent
+
+    def left(self) -> int | None:
+        """What no run holds nor has spent (``None``: no limit)."""
+        with self._lock:
+            return None if self.total is None else self.total - self.spent - self.held
 
 
 def planned_for(

@@ -6,7 +6,11 @@ at the verdict's turn — the recorded prefix served, live from the turn on — 
 ``looptap run --from`` started by :class:`~cassettes.why._branches.Branches` (the same fork, the
 same upstream and confdir, the same outcome reader as the investigation's branches), and says how
 many runs now succeed, with the interval, and a before/after line per sample: DoVer's measure of a
-repair, on the user's own fix. Every refusal comes before anything is sent.
+repair, on the user's own fix. Every refusal comes before anything is sent. Once the first run
+ended, the confirm says what all K runs are expected to send (:mod:`cassettes.why._expected`)
+and keeps to it: never more than 110% of it (each run a fork with its share as its
+``--max-requests``; a run stopped there is not judged), runs added while under 90%
+(:mod:`cassettes.why._keep`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
 from ._branches import Branches, passed_flags
 from ._budget import check as check_budget
-from ._expected import expected as estimate
 from ._intervention import Intervention
 from ._investigation import Refused, Result, say
+from ._keep import Kept, run_all
 from ._outcome import Outcome, judged_from
 from ._state import STATE, State, flags_said, kept_flags, read_state, run_digest
 from ._suspects import heard, later_turns, live_turns, newest_texts
@@ -178,8 +182,8 @@ def confirm(args: argparse.Namespace) -> Result:
     for line in budget:
         say(line)
     runner = Branches(path, argv, outcome, out, passed, python)
-    results = _run_all(runner, fork, args.samples, args.jobs, args.max_requests)
-    return _report(directory, doc, run, outcome, fork, argv, results, out, passed)
+    kept = run_all(runner, fork, v, args.samples, args.jobs, args.max_requests, _shown)
+    return _report(directory, doc, run, outcome, fork, argv, kept, out, passed)
 
 
 def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
@@ -192,7 +196,7 @@ def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
     live (the ``…:diverge`` cursor): a fix that shows before the verdict's turn is still run,
     and judged, never refused as a divergence. So at most, every turn of the conversation from
     its first and every turn linked to them (what ``--max-requests`` is kept against); where the
-    fixed agent first differs is known only once it ran (:func:`_run_all`)."""
+    fixed agent first differs is known only once it ran (:func:`cassettes.why._keep.run_all`)."""
     a = run.analysis
     where = (conversation, turn)
     newest = newest_texts(run)
@@ -223,57 +227,6 @@ def _new_directory(directory: Path) -> Path:
             n += 1
         except OSError as exc:
             raise _refused(f"{out} cannot be created: {exc.strerror or exc}") from None
-
-
-def _run_all(
-    runner: Branches, fork: Intervention, samples: int, jobs: int, limit: int | None
-) -> list[dict[str, Any]]:
-    """The K runs of the fixed agent. The first runs alone: where a fixed agent first
-    differs from the recording (at the verdict's turn, or before it: the ``…:diverge`` cursor
-    goes live there) is known only once it ran, so what the others are expected to send is said
-    when it is not the budget's figure; with ``--max-requests`` (``limit``), the others are not
-    run when that would pass it."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(k: int) -> dict[str, Any]:
-        result = runner.one(fork, k)
-        result["after"] = _shown(runner, result)
-        say(f"confirm sample {k}/{samples}: {result['result']}" + _why_not(result))
-        return result
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        try:
-            first = one(1)
-            if not _others_fit(fork, first, samples, limit):
-                return [first]
-            return [first, *pool.map(one, range(2, samples + 1))]
-        except KeyboardInterrupt:
-            runner.interrupt()
-            raise
-
-
-def _others_fit(fork: Intervention, first: dict[str, Any], samples: int, limit: int | None) -> bool:
-    """Whether the runs after ``first`` may run: ``False`` when, sending what ``first`` sent
-    (judged, and not the budget's figure: said), they would pass ``limit`` (said)."""
-    if samples < 2 or first["result"] not in ("flipped", "failed"):
-        return True
-    sent, budget = int(first.get("sent") or 0), fork.expected(1)
-    if sent == budget:
-        return True
-    rest = samples - 1
-    others = f"the other {count(rest, 'run')} " + ("is" if rest == 1 else "are")
-    say(
-        f"confirm: the first run sent {count(sent, 'request')} live, the budget expected "
-        f"{budget} (the fixed agent went live from where it first differs from the recording): "
-        f"{others} expected to send {sent * rest}"
-    )
-    if limit is not None and sent * (rest + 1) > limit:
-        say(
-            f"confirm: the other {count(rest, 'run')} would send {sent * rest} more, past "
-            f"--max-requests {limit}: not run"
-        )
-        return False
-    return True
 
 
 def _why_not(result: dict[str, Any]) -> str:
@@ -317,10 +270,11 @@ def _report(
     outcome: Outcome,
     fork: Intervention,
     argv: list[str],
-    results: list[dict[str, Any]],
+    kept: Kept,
     out: Path,
     passed: list[str],
 ) -> Result:
+    results = kept.results
     ok = sum(r["result"] == "flipped" for r in results)
     n = sum(r["result"] in ("flipped", "failed") for r in results)
     low, high = wilson(ok, n)
@@ -335,13 +289,15 @@ def _report(
     )
     before = _before(doc, run, outcome)
     sent = sum(int(r.get("sent") or 0) for r in results)
-    expected = estimate(fork, v, results, out)
+    expected = kept.estimate
+    planned = len(results) - kept.added + kept.not_started
     lines = [
         f"confirm: {head}",
         f"outcome: failed means {outcome.describe()}",
         f"the verdict it answers: {v.get('headline')}",
-        f"sent live: {count(sent, 'request')} ({expected.said(len(results))}), through "
+        f"sent live: {count(sent, 'request')} ({expected.said(planned)}), through "
         f"{flags_said(passed)}",
+        *kept.lines(sent),
         "before → after, per sample:",
         *(
             f"  sample {k}: before: failed ({before}) → after: "
@@ -364,6 +320,13 @@ def _report(
         # sent
         "expected_requests": round(expected.total),
         "expected": round(expected.total, 2),
+        # how the runs were kept to it: at most `limit` in all; `ratio` = sent / expected; runs
+        # stopped at the limit (not judged), planned and not started, added (sent under 90%)
+        "limit": kept.limit,
+        "ratio": round(sent / expected.total, 3) if expected.total else None,
+        "stopped": kept.stopped,
+        "not_started": kept.not_started,
+        "added": kept.added,
         # at the ends of the model's error rate's 95% interval (the same where nothing was asked
         # again)
         "expected_low": round(expected.low, 2),

@@ -1,5 +1,6 @@
-"""What the runs of a fixed agent were expected to send live (``looptap why DIR --confirm``;
-docs/why.md "Confirming a fix").
+"""What the runs of a fixed agent are expected to send live (``looptap why DIR --confirm``;
+docs/why.md "Confirming a fix"), said once the first run ended and kept to by the others
+(:func:`cassettes.why._keep.run_all`).
 
 Before anything runs, the budget counts a run as a repair at the verdict's turn
 (:func:`cassettes.why._confirm._fork`). Two things it cannot know until the fixed agent ran:
@@ -14,13 +15,16 @@ Before anything runs, the budget counts a run as a repair at the verdict's turn
   the recorded answer was wrong, and each re-sample that did not flip was wrong too, so
   ``p = (1 + samples - flips) / (1 + samples)``; an agent that asks until an answer is right
   asks ``p / (1 - p)`` times more on average (geometric). A request asked again is one sent
-  again word for word in the same run (:func:`asked_again`); an agent seen doing it in any run
-  is counted so in every run. At another layer no rate was measured: the first run's repeats
-  stand for each run.
+  again word for word in the same run (:func:`asked_again`); an agent whose first run asked
+  again is counted so in every other run. At another layer no rate was measured: the first run's
+  repeats stand for each run.
 
-So the expected count is ``K × (shape + asked again)``, a figure of the expectation, not of any
-one draw: with a model wrong 30–40% of the time, the requests K = 3 runs send spread over
-several counts, and no one figure is within 10% of each (docs/why.md gives the figures).
+So the estimate for K runs is the first run's count and ``(K - 1) × (shape + asked again)``: a
+figure of the expectation, not of one draw (with a model wrong 30–40% of the time, what K runs
+send spreads over several counts, and no one figure is within 10% of each: docs/why.md). The
+confirm keeps its runs to it instead: none passes 110% of it, and runs are added while they sent
+under 90% (:mod:`cassettes.why._confirm`). An agent whose first run did not ask again is expected
+not to; where its later runs do, they meet that limit.
 """
 
 from __future__ import annotations
@@ -80,27 +84,29 @@ def _more(rate: float) -> float:
 
 @dataclass
 class Expected:
-    #: What the runs made were expected to send live, in all.
+    #: What the K runs are expected to send live, in all (the first run's count included).
     total: float
     #: Per run: the requests where the fix shows (the first run's, less its repeats).
     shape: int
-    #: Per run: the requests expected to be asked again.
+    #: Per run after the first: the requests expected to be asked again.
     again: float
     #: The model's error rate at the verdict's turn that drew them (``None``: not measured).
     rate: float | None
     #: The budget's figure before anything ran.
     budget: int
     #: What the runs may send at most (every turn the fork may reach live: what ``--max-requests``
-    #: was kept against), a request asked again aside.
+    #: was kept against before anything ran), a request asked again aside.
     most: int = 0
     #: :attr:`total` at the ends of the error rate's 95% interval (the same when nothing is asked
     #: again).
     low: float = 0.0
     high: float = 0.0
+    #: What the first run sent.
+    first: int = 0
 
     def said(self, runs: int) -> str:
-        """How the figure was made, and the most the runs may send, for the report's ``sent live``
-        line."""
+        """How the figure was made for K = ``runs``, and the most the runs may send, for the
+        report's ``sent live`` line."""
         most = (
             f"; at most {self.most} if every turn the fork may reach went live"
             + (", and more for each request asked again" if self.again else "")
@@ -112,10 +118,11 @@ class Expected:
     def _how(self, runs: int) -> str:
         if self.rate is not None and self.again:
             return (
-                f"expected {self.total:.1f}: {self.shape} a run where the fix shows, as the first "
-                f"run sent, and {self.again:.2f} asked again (the fixed agent asks again; the "
-                f"model was wrong at the verdict's turn in {self.rate:.0%} of the answers the why "
-                f"saw, so a run asks {self.again:.2f} more on average) × {runs}, "
+                f"estimated {self.total:.1f} once the first run ended: its {self.first}, and "
+                f"{self.shape} a run where the fix shows and {self.again:.2f} asked again (the "
+                f"fixed agent asks again; the model was wrong at the verdict's turn in "
+                f"{self.rate:.0%} of the answers the why saw, so a run asks {self.again:.2f} more "
+                f"on average) × {runs - 1}, "
                 + (
                     f"between {self.low:.1f} and {self.high:.1f}"
                     if self.high < float("inf")
@@ -123,42 +130,48 @@ class Expected:
                 )
                 + f" at that rate's 95% interval; the budget expected {self.budget}"
             )
-        if self.shape * runs == self.budget and not self.again:
+        if self.shape * runs == self.budget and not self.again and self.first == self.shape:
             return f"the budget expected {self.budget}"
         return (
-            f"expected {self.total:.0f}: {self.shape + self.again:.0f} a run as the first run "
-            f"sent × {runs}; the budget expected {self.budget}"
+            f"estimated {self.total:.0f} once the first run ended: {self.shape + self.again:.0f} "
+            f"a run as the first run sent × {runs}; the budget expected {self.budget}"
         )
 
 
 def expected(
-    fork: Intervention, verdict: dict[str, Any], results: list[dict[str, Any]], directory: Path
+    fork: Intervention,
+    verdict: dict[str, Any],
+    first: dict[str, Any],
+    directory: Path,
+    runs: int,
 ) -> Expected:
-    """The runs' expected count (the module docstring): ``results`` as
-    :class:`~cassettes.why._branches.Branches` gave them, their branches in ``directory``."""
-    runs = len(results)
+    """What ``runs`` runs are expected to send (the module docstring), once the ``first`` (as
+    :class:`~cassettes.why._branches.Branches` gave it, its branch in ``directory``) ended."""
     budget, most = fork.expected(runs), fork.most_requests * runs
     rate = error_rate(verdict)
-    sent = [int(r.get("sent") or 0) for r in results]
-    again = [asked_again(directory / str(r["branch"])) if r.get("branch") else 0 for r in results]
-    if not runs or not sent[0]:
-        return Expected(float(budget), fork.expected(1), 0.0, rate, budget, most, budget, budget)
-    shape = sent[0] - again[0]
+    sent = int(first.get("sent") or 0)
+    if not sent:  # nothing live in the first run: the budget's figure for the others
+        per = fork.expected(1)
+        total = float(per * (runs - 1))
+        return Expected(total, per, 0.0, rate, budget, most, total, total, 0)
+    again = asked_again(directory / str(first["branch"])) if first.get("branch") else 0
+    shape, rest = sent - again, runs - 1
     seen = _answers(verdict)
-    if seen is not None and any(again):
+    if seen is not None and again:
         # the rate and its interval (wilson: the verdict's own), asked until an answer is right
         low, high = wilson(*seen)
-        total = runs * (shape + _more(seen[0] / seen[1]))
+        more = _more(seen[0] / seen[1])
         return Expected(
-            total,
+            sent + rest * (shape + more),
             shape,
-            _more(seen[0] / seen[1]),
+            more,
             rate,
             budget,
             most,
-            runs * (shape + _more(low)),
-            runs * (shape + _more(high)),
+            sent + rest * (shape + _more(low)),
+            sent + rest * (shape + _more(high)),
+            sent,
         )
-    more = 0.0 if seen is not None else float(again[0])
-    total = runs * (shape + more)
-    return Expected(total, shape, more, rate, budget, most, total, total)
+    more = 0.0 if seen is not None else float(again)
+    total = sent + rest * (shape + more)
+    return Expected(total, shape, more, rate, budget, most, total, total, sent)

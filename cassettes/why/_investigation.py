@@ -20,6 +20,7 @@ from ..replay.testing.recorder import how_to_install, recorder_python
 from ..storage import check_input
 from ..untrusted import clean_line
 from ._branches import Branches, WhyRunError, baseline, passed_flags
+from ._budget import Purse
 from ._budget import check as check_budget
 from ._intervention import Intervention
 from ._interventions import interventions
@@ -364,6 +365,7 @@ def _run(
     together: bool,
 ) -> Result:
     runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
+    runner.purse = Purse(args.max_requests)  # nothing past --max-requests is ever sent
     state.put("interventions", [i.as_json() for i in found])
     _sample(args, runner, state, found)
     tallies = _tallies(state, found, args.samples)
@@ -416,6 +418,7 @@ def _sample(
         kept = count(done, "branch", "branches")
         say(f"--resume: {kept} kept from the earlier run, {len(todo)} to run")
 
+    runner.plan(todo)
     stopping = threading.Event()
 
     def one(item: tuple[Intervention, int]) -> None:

@@ -527,3 +527,34 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     for bad in ("tool_result=x", "nothing[1]=x", "user[a]=x", "system"):
         with pytest.raises(EditError):
             parse_edit(bad)
+
+
+@needs_recorder
+def test_a_fork_stops_at_its_limit_sends_nothing_past_it_and_its_branch_says_so(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
+    """``--max-requests 2`` on a fork at turn 1 of the four agents (8 requests would go live): the
+    upstream hears exactly 2, the branch records 2 (what ``looptap why`` counts as its ``sent``),
+    its fork note says the fork stopped at the limit and how many it did not send, and the report
+    says so; the agents refused get their API's 400 (looptap's message on their stderr)."""
+    from looptap.cassettes.reading import fork_notes
+    from looptap.cassettes.why._branches import _sent
+
+    proc, branch, fake2 = _fork(origin, tmp_path, "turn=1", "--max-requests", "2")
+    err = proc.stderr  # type: ignore[attr-defined]
+    assert len(fake2.log) == 2, [x.line() for x in fake2.log]
+    assert _sent(branch) == {"sent": 2}
+    stopped = fork_notes(branch)["stopped"]
+    assert stopped is not None and stopped["limit"] == 2 and stopped["sent"] == 2, stopped
+    assert stopped["refused"] >= 4  # the other agents' turn 1 at least
+    assert "stopped at the limit" in err and "not sent past --max-requests 2" in err, err[-3000:]
+    assert "this fork stopped at its limit of 2 live requests" in err + proc.stdout  # type: ignore[attr-defined]
+    # a plain run takes no limit
+    plain = progress.run(
+        [*RECORDER, "run", "--max-requests", "1", "-o", str(tmp_path / "p.jsonl"), "--", "true"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert plain.returncode == 2 and "--max-requests goes with --from" in plain.stderr

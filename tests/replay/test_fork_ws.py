@@ -486,3 +486,34 @@ def test_a_turn_at_the_cursor_that_differs_from_the_recording_goes_live_and_is_n
     assert got == [("get_weather", '{"city":"Paris"}'), "It is sunny in Paris."]
     assert fake2.received[0]["input"][-1]["content"] == "Weather in Paris? Never guess."
     assert misses == [] and cursor.sent == 2, [m.headline for m in misses]
+
+
+@pytest.mark.parametrize("most", [0, 1])
+def test_a_turn_past_the_forks_limit_is_not_sent_and_gets_the_apis_error_message(
+    sdk_cassette: tuple[Path, list[Any], int], most: int
+) -> None:
+    """``--max-requests`` over a WebSocket (cassettes/replay/forking/limit.py): the cursor at
+    turn 0 with a limit of 1, the session goes live with its first turn and the next turn is not
+    sent; with 0, not even the first. The turn refused gets the API's error message (400,
+    ``looptap_fork_limit``), the session goes on; the live upstream heard only what the limit
+    allows."""
+    pytest.importorskip("websockets")
+    from looptap.cassettes.replay.forking.cursor import Cursor, live_router
+    from looptap.cassettes.replay.forking.limit import Limit
+    from looptap.cassettes.replay.forking.placement import parse_cursor
+    from looptap.cassettes.replay.serving.server import ReplayServer
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    path = sdk_cassette[0]
+    with WsResponsesUpstream() as fake2:
+        cursor = Cursor(
+            parse_cursor("turn=0"), live_router({"openai": fake2.url}), limit=Limit(most)
+        )
+        with ReplayServer(path, cursor=cursor) as srv:
+            got = agent(srv.url)
+            refused = srv.served[-1]
+    assert got[-1] == ("error", "looptap_fork_limit"), got
+    assert len(fake2.received) == most and cursor.limit.refused == 1
+    assert refused.status == 400 and b"stopped at its limit" in b"".join(
+        c for _, c in refused.response_chunks
+    )

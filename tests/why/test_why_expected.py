@@ -57,27 +57,32 @@ def test_the_error_rate_is_the_investigations_at_the_verdicts_turn() -> None:
     assert error_rate({"layer": "E", "flips": None, "samples": 3}) is None
 
 
-def test_asking_again_is_counted_by_the_error_rate_not_by_one_run(tmp_path: Path) -> None:
-    """The relay case's confirm (K = 3): the first run asked once, the second asked again, the
-    third once; 4 sent. Each run is expected to ask 1/3 more (p = 1/4: p / (1 - p)): 4.0."""
-    runs = [
-        {"branch": _branch(tmp_path, f"r{k}.jsonl", asks), "sent": asks, "result": "flipped"}
-        for k, asks in enumerate((1, 2, 1))
-    ]
-    e = expected(_fork(), FLAKY, runs, tmp_path)
-    assert (e.budget, e.shape, round(e.again, 3), round(e.total, 2)) == (3, 1, 0.333, 4.0)
-    assert "asked again" in e.said(3) and "25%" in e.said(3)
+def test_asking_again_is_counted_by_the_error_rate_once_the_first_run_asked_again(
+    tmp_path: Path,
+) -> None:
+    """The relay case's confirm (K = 3): the first run asked again (2 sent, 1 where the fix
+    shows); the other two are each expected to ask 1/3 more (p = 1/4: p / (1 - p)): 2 + 2 × 4/3,
+    said before they run."""
+    first = {"branch": _branch(tmp_path, "r1.jsonl", 2), "sent": 2, "result": "flipped"}
+    e = expected(_fork(), FLAKY, first, tmp_path, 3)
+    assert (e.budget, e.shape, round(e.again, 3), round(e.total, 2)) == (3, 1, 0.333, 4.67)
+    assert "asked again" in e.said(3) and "25%" in e.said(3) and "its 2, and 1 a run" in e.said(3)
     # the rate's interval (1 wrong of 4 answers: 0.01-0.78) gives the range of the expectation
-    assert (round(e.low, 2), round(e.high, 2)) == (3.04, 13.67)
-    assert "between 3.0 and 13.7 at that rate's 95% interval" in e.said(3)
+    assert (round(e.low, 2), round(e.high, 2)) == (4.03, 11.11)
+    assert "between 4.0 and 11.1 at that rate's 95% interval" in e.said(3)
     assert e.most == 6 and e.said(3).endswith(
         "at most 6 if every turn the fork may reach went live, and more for each request asked "
         "again"
     )
-    # a fixed agent never seen asking again: each run as the first sent
-    once = [dict(r, branch=_branch(tmp_path, f"o{k}.jsonl", 1), sent=1) for k, r in enumerate(runs)]
-    e = expected(_fork(), FLAKY, once, tmp_path)
-    assert (e.total, e.again) == (3, 0)
+
+
+def test_a_first_run_that_did_not_ask_again_is_each_runs(tmp_path: Path) -> None:
+    """A fixed agent whose first run did not ask again is expected not to (a deterministic one's
+    estimate is then exact: the budget's words, as before); a later run that asks again meets
+    the confirm's limit (tests/why/test_why_keep.py)."""
+    first = {"branch": _branch(tmp_path, "o1.jsonl", 1), "sent": 1, "result": "flipped"}
+    e = expected(_fork(), FLAKY, first, tmp_path, 3)
+    assert (e.total, e.again, e.first) == (3, 0, 1)
     assert e.said(3) == (
         "the budget expected 3; at most 6 if every turn the fork may reach went live"
     )
@@ -86,10 +91,10 @@ def test_asking_again_is_counted_by_the_error_rate_not_by_one_run(tmp_path: Path
 def test_where_the_fix_shows_is_the_first_runs(tmp_path: Path) -> None:
     """tests/why/test_why_confirm.py's fixed agent that goes live before the verdict's turn:
     2 a run, not the budget's 1; at layer C no error rate, nothing asked again."""
-    runs = [
-        {"branch": _branch(tmp_path, f"d{k}.jsonl", 1), "sent": 2, "result": "flipped"}
-        for k in range(2)
-    ]
-    e = expected(_fork(), {"layer": "C", "flips": 3, "samples": 3}, runs, tmp_path)
+    first = {"branch": _branch(tmp_path, "d1.jsonl", 1), "sent": 2, "result": "flipped"}
+    e = expected(_fork(), {"layer": "C", "flips": 3, "samples": 3}, first, tmp_path, 2)
     assert (e.budget, e.shape, e.total) == (2, 2, 4)
-    assert e.said(2) == "expected 4: 2 a run as the first run sent × 2; the budget expected 2"
+    assert e.said(2) == (
+        "estimated 4 once the first run ended: 2 a run as the first run sent × 2; the budget "
+        "expected 2"
+    )

@@ -46,10 +46,11 @@ from ...net import Request
 from ...untrusted import clean_line
 from ..live.chains import Chains
 from ..live.continuation import Continuation
-from ..live.edits import Edit, edited_headers
+from ..live.edits import Edit, client_rewrote, edit_lines, edited_headers
 from ..live.model import model_of, with_model
 from ..live.rewrite import apply_edits
-from ..serving.plan import Answer, Forward, Missed, Play
+from ..serving.plan import Answer, Forward, Missed, Play, Refused
+from .limit import Limit, refusal
 from .placement import CursorSpec, listed_items, place, selects
 
 __all__ = ["Cursor", "bases_of", "live_router"]
@@ -81,6 +82,8 @@ class Cursor:
     starts: dict[str | None, int] = field(default_factory=dict)
     #: Per edit (its label): the value its item had where the recording first sends it.
     recorded_values: dict[str, Any] = field(default_factory=dict)
+    #: The most requests sent live (``--max-requests``; :mod:`cassettes.replay.forking.limit`).
+    limit: Limit = field(default_factory=Limit)
     #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking.plan` gives
     #: :attr:`starts` and :attr:`recorded_values`): :meth:`bind` only holds the matcher.
     placed: bool = False
@@ -210,6 +213,8 @@ class Cursor:
                 "--upstream NAME=URL)"
             )
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
+        if not self.admit(f"{req.method} {req.target}"):
+            return self.refused(req, rec)
         self.forked.add(rec.conversation)
         turn = self._turn_of(rec, miss is None)
         if websocket:  # the session goes live: its relay sends each turn through outgoing()
@@ -232,6 +237,15 @@ class Cursor:
             headers=headers,
             cont=self._continuation(req.method, target, body, client),
         )
+
+    def admit(self, what: str) -> bool:
+        """Whether one more request (``what``) may be sent live: counted when it may (the fork's
+        limit, :mod:`cassettes.replay.forking.limit`)."""
+        return self.limit.take(what)
+
+    def refused(self, req: Request, rec: Recorded | None) -> Refused:
+        """The answer to a request past the limit: not sent, its API's error."""
+        return refusal(self.limit, req, rec)
 
     def _reaches(self, closest: Recorded) -> bool:
         """Whether a request that matched nothing, whose closest recorded turn is ``closest`` (in
@@ -364,7 +378,7 @@ class Cursor:
             self._last_marks = marks
             if marks:
                 notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
-                rewrote = _client_rewrote(self.edits, self.recorded_values, marks, turn)
+                rewrote = client_rewrote(self.edits, self.recorded_values, marks, turn)
                 for said in rewrote:
                     self._note(said)
                 notes += rewrote
@@ -415,7 +429,7 @@ class Cursor:
                 f"  live in {conv or '-'}: turns {turns} on "
                 f"{models}{' (--model)' if self.model is not None else ''}"
             )
-        out += [f"  {n}" for n in self.notes]
+        out += [f"  {n}" for n in [*self.notes, self.limit.line()] if n]
         if self.in_position:
             out.append(
                 f"  {count(len(self.in_position), 'recorded round trip')} served in position in "
@@ -427,69 +441,7 @@ class Cursor:
                 f"  {count(self._chains.made, 'request')} sent self-contained: each continued an "
                 "answer replayed from the recording, which the live upstream never gave"
             )
-        return out + _edit_lines(self.edits, self.continued)
-
-
-def _edit_lines(edits: list[Edit], continued: int) -> list[str]:
-    """What each what-if edit did, for :meth:`Cursor.report_lines` (``continued``: continuation
-    requests sent); an edit never applied is an error."""
-    out = [
-        f"  edit {e.label}: the tool's call answered so {count(e.applied, 'time')}"
-        if e.kind == "tool_answer"
-        else f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
-        for e in edits
-        if e.applied and e.kind != "continue"
-    ]
-    out += [
-        f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by "
-        f"looptap ({count(continued, 'continuation request')}), each handed to the client "
-        "as one answer"
-        if e.applied
-        else "  edit continue: no answer sent live was cut at the token cap: nothing continued"
-        for e in edits
-        if e.kind == "continue"
-    ]
-    out += [
-        f"  error: edit {e.label} never applied: the agent never made that tool's HTTP call"
-        if e.kind == "tool_answer"
-        else f"  error: edit {e.label} never applied: no request sent live carries it (check the "
-        "call id / index, and that the cursor is at or before the turn that first sends it)"
-        for e in edits
-        if not e.applied and e.kind != "continue"
-    ]
-    return out
-
-
-def _client_rewrote(
-    edits: list[Edit],
-    recorded_values: dict[str, Any],
-    marks: list[dict[str, Any]],
-    turn: int | None,
-) -> list[str]:
-    """Notes for the items an edit replaced where the client had sent something else than it
-    recorded there (``recorded_values``: it rewrote the item, a summary for the full result): the
-    model got the edit, not the client's rewrite."""
-    out: list[str] = []
-    # the items the client sends itself: a result put back (never sent), a cap, a schema and
-    # the continuation's history are the fork's doing, not an item the client could rewrite
-    own = {e.label for e in edits if e.kind in ("tool_result", "system", "user")}
-    for m in marks:
-        label = str(m.get("edit"))
-        if (
-            label not in own
-            or label not in recorded_values
-            or "before" not in m
-            or m["before"] == recorded_values[label]
-        ):
-            continue
-        note = (
-            f"edit {label}: the client sent a different value at turn "
-            f"{turn if turn is not None else '?'} than it recorded (it rewrote the item); the "
-            "edit replaced it"
-        )
-        if note not in out:
-            out.append(note)
-    return out
+        return out + edit_lines(self.edits, self.continued)
 
 
 def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:

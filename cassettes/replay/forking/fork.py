@@ -182,6 +182,8 @@ class ForkReplay:
     _dir: str | None = None
     proc: asyncio.subprocess.Process | None = None
     report: list[str] = field(default_factory=list)
+    #: The most requests sent live (``--max-requests``; ``None``: no limit).
+    max_requests: int | None = None
     #: The replay server's exit status once stopped (1: the prefix diverged).
     status: int = 0
     #: The branch cassette's header ``meta`` (:func:`branch_meta`), written by :meth:`begin`.
@@ -220,6 +222,7 @@ class ForkReplay:
             tool_proxy_ca=tool_ca if self.live_tools and tool_proxy else None,
             tolerated_out=os.path.join(out, "tolerated.json") if out is not None else None,
             sent_out=os.path.join(out, "sent.jsonl") if out is not None else None,
+            max_requests=self.max_requests,
         )
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
@@ -330,7 +333,7 @@ class ForkReplay:
             self._dir = None
         if isinstance(doc, dict):
             starts, failed = doc.get("starts"), doc.get("failed")
-            lived = doc.get("lived")
+            lived, stopped = doc.get("lived"), doc.get("stopped")
             self.tolerated = {
                 "tolerated": read_entries(doc.get("tolerated")),
                 "starts": starts if isinstance(starts, dict) else {},
@@ -338,13 +341,16 @@ class ForkReplay:
                 if isinstance(failed, list)
                 else [],
                 "lived": lived if isinstance(lived, list) else None,
+                # stopped at the limit of live requests (cassettes.replay.forking.limit)
+                "stopped": stopped if isinstance(stopped, dict) else None,
             }
 
     def finish(self, path: Path) -> None:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
-        tolerated and, for ``@divergence``, where each conversation went live: a ``note`` record
+        tolerated and, for ``@divergence``, where each conversation went live, and whether it
+        stopped at its limit of live requests: a ``note`` record
         (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say."""
-        said = any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed"))
+        said = any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed", "stopped"))
         if not said and self.tolerated.get("lived") is None:
             return  # an empty lived is said: the agent made no request the fork answered
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
@@ -374,6 +380,9 @@ def start_fork(args: Any) -> ForkReplay:
     # the project's rules and the flags, refused here (RuleError) before anything starts
     rules_of_args(args, source.run)
     prefix = getattr(args, "prefix", None) or "strict"
+    most = getattr(args, "max_requests", None)
+    if most is not None and most < 0:
+        raise CassetteError(f"--max-requests wants a count from 0, not {most}")
     placed = locate(source, args.model, edits)
     meta = branch_meta(
         source, args.model, [e.label for e in edits], branch=branch, prefix=prefix, placed=placed
@@ -388,6 +397,7 @@ def start_fork(args: Any) -> ForkReplay:
         rules={n: list(getattr(args, n, ()) or ()) for n in RULES},
         placed=placed,
         live_tools=not getattr(args, "tools_offline", False),
+        max_requests=most,
     )
 
 

@@ -2,7 +2,8 @@
 server (``looptap replay RUN --fork-plan FILE``) as one JSON file: where the cursor falls in the
 run (the first recorded round trip at it, per conversation), the edits as read (their texts, and
 the value each target had where the recording first sends it), the model, the live upstreams, how
-the prefix is matched and the rule flags, and the private files the replay server writes back.
+the prefix is matched and the rule flags, the most requests it may send live, and the private
+files the replay server writes back.
 
 The file is versioned (:data:`VERSION`), bounded (:data:`MAX_BYTES`) and checked field by field
 when read: a file that is not a plan is one line (:class:`PlanError`), never a traceback. The
@@ -22,6 +23,7 @@ from ...errors import CassetteError
 from ...storage import open_regular, write_private
 from ..live.edits import Edit
 from .cursor import Cursor, live_router
+from .limit import Limit
 from .placement import CursorSpec
 
 __all__ = ["MAX_BYTES", "RULES", "VERSION", "ForkPlan", "PlanError", "read_plan"]
@@ -73,6 +75,8 @@ class ForkPlan:
     #: Where the replay server writes what it tolerated, and what the client sent on a miss.
     tolerated_out: str | None = None
     sent_out: str | None = None
+    #: The most requests sent live (``looptap run --from … --max-requests``; ``None``: no limit).
+    max_requests: int | None = None
     version: int = VERSION
 
     def router(self, edit_key: str | None) -> Cursor:
@@ -88,6 +92,7 @@ class ForkPlan:
             starts=dict(self.starts),
             recorded_values=dict(self.recorded_values),
             placed=True,
+            limit=Limit(self.max_requests),
         )
 
     def write(self, path: Path) -> None:

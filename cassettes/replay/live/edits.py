@@ -55,6 +55,7 @@ from typing import Any
 import orjson
 
 from ...errors import CassetteError, CassetteIOError
+from ...hints import count
 from ...storage import read_input
 from ...wire import EDIT_AUTH_HEADER, EDIT_HEADER, TARGET, item_of, seal, to_header
 
@@ -62,7 +63,9 @@ __all__ = [
     "MAX_CONTINUE",
     "Edit",
     "EditError",
+    "client_rewrote",
     "edit_file",
+    "edit_lines",
     "edit_notes",
     "edited_headers",
     "parse_edit",
@@ -218,3 +221,66 @@ def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[s
         if inside is None or inside == item or inside.startswith((item + ".", item + "[")):
             out[f"{m['edit']} at {item}"] = None
     return list(out)
+
+
+def edit_lines(edits: list[Edit], continued: int) -> list[str]:
+    """What each what-if edit did, for a fork's report
+    (:meth:`cassettes.replay.forking.cursor.Cursor.report_lines`; ``continued``: continuation
+    requests sent); an edit never applied is an error."""
+    out = [
+        f"  edit {e.label}: the tool's call answered so {count(e.applied, 'time')}"
+        if e.kind == "tool_answer"
+        else f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
+        for e in edits
+        if e.applied and e.kind != "continue"
+    ]
+    out += [
+        f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by "
+        f"looptap ({count(continued, 'continuation request')}), each handed to the client "
+        "as one answer"
+        if e.applied
+        else "  edit continue: no answer sent live was cut at the token cap: nothing continued"
+        for e in edits
+        if e.kind == "continue"
+    ]
+    out += [
+        f"  error: edit {e.label} never applied: the agent never made that tool's HTTP call"
+        if e.kind == "tool_answer"
+        else f"  error: edit {e.label} never applied: no request sent live carries it (check the "
+        "call id / index, and that the cursor is at or before the turn that first sends it)"
+        for e in edits
+        if not e.applied and e.kind != "continue"
+    ]
+    return out
+
+
+def client_rewrote(
+    edits: list[Edit],
+    recorded_values: dict[str, Any],
+    marks: list[dict[str, Any]],
+    turn: int | None,
+) -> list[str]:
+    """Notes for the items an edit replaced where the client had sent something else than it
+    recorded there (``recorded_values``: it rewrote the item, a summary for the full result): the
+    model got the edit, not the client's rewrite."""
+    out: list[str] = []
+    # the items the client sends itself: a result put back (never sent), a cap, a schema and
+    # the continuation's history are the fork's doing, not an item the client could rewrite
+    own = {e.label for e in edits if e.kind in ("tool_result", "system", "user")}
+    for m in marks:
+        label = str(m.get("edit"))
+        if (
+            label not in own
+            or label not in recorded_values
+            or "before" not in m
+            or m["before"] == recorded_values[label]
+        ):
+            continue
+        note = (
+            f"edit {label}: the client sent a different value at turn "
+            f"{turn if turn is not None else '?'} than it recorded (it rewrote the item); the "
+            "edit replaced it"
+        )
+        if note not in out:
+            out.append(note)
+    return out

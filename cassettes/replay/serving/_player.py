@@ -28,7 +28,17 @@ from ...wire import NOTE_HEADER, REPLAY_HEADER, Exchange, Headers
 from ...wire import frame as frame_stream
 from ._sender import Sender, ServedLog
 from .faults import Fault
-from .plan import MISS_CODE, MISS_STATUS, NOT_REPLAYED, FaultStatus, Missed, Play, Reset, Rewritten
+from .plan import (
+    MISS_CODE,
+    MISS_STATUS,
+    NOT_REPLAYED,
+    FaultStatus,
+    Missed,
+    Play,
+    Refused,
+    Reset,
+    Rewritten,
+)
 
 __all__ = ["Player"]
 
@@ -38,7 +48,7 @@ _SSE_EVENT = re.compile(rb".*?(?:\r\n\r\n|\n\n|\r\r)|.+", re.DOTALL)
 #: The faults that act on a stream's pieces (and make an answer chunked).
 _STREAM_FAULTS = ("stream_cut", "error_event", "stall")
 #: What the player speaks: the planner's answers other than a request sent live.
-Played = Play | Rewritten | FaultStatus | Reset | Missed
+Played = Play | Rewritten | FaultStatus | Reset | Refused | Missed
 #: A piece of an answer as sent: (recorded offset, the bytes the served exchange keeps, the bytes
 #: written, before the transport frames them).
 Piece = tuple[float | None, bytes, bytes]
@@ -164,6 +174,11 @@ class Player:
         origin); ``False`` when the connection was closed."""
         if isinstance(answer, Missed):
             return await self.miss(req, writer, answer.miss)
+        if isinstance(answer, Refused):  # past a fork's limit: not sent
+            body = orjson.dumps(answer.error)
+            return await self.json(
+                req, writer, answer.status, answer.headers, body, answer.rec, None, [answer.note]
+            )
         if isinstance(answer, Reset):
             why = f"{answer.fault.describe()} (connection closed before any response)"
             return self._reset(req, writer, f"looptap fault: {why}", answer.rec)
@@ -378,6 +393,9 @@ class Player:
         if isinstance(answer, Missed):
             await self.ws_miss(turn, writer, adapter, answer.miss)
             return True
+        if isinstance(answer, Refused):
+            await self.ws_refused(turn, writer, answer)
+            return True
         if isinstance(answer, Reset):
             return self._reset(turn, writer, "looptap fault: reset (connection closed)", answer.rec)
         rec, fault = answer.rec, answer.fault
@@ -416,6 +434,16 @@ class Player:
         # message goes.
         marks = _miss_marks(miss) if status == MISS_STATUS else []
         self.log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)])
+        writer.write(net.frame(net.TEXT, body))
+        await self.sender.drain(writer)
+
+    async def ws_refused(
+        self, turn: Request, writer: asyncio.StreamWriter, refused: Refused
+    ) -> None:
+        """A turn a fork does not send past its limit of live requests: the API's error message;
+        the session goes on."""
+        body = _ws_error(refused.status, refused.error)
+        self.log(turn, refused.status, [("content-type", "application/json")], [(0.0, body)])
         writer.write(net.frame(net.TEXT, body))
         await self.sender.drain(writer)
 

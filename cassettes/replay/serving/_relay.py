@@ -201,6 +201,12 @@ class LiveRelay:
         so_far = cut_text(cut) if cut is not None else None
         parts: list[tuple[str, Any]] = []
         while so_far is not None and cont.sent < cont.rounds:
+            if self.router is not None and not self.router.admit(f"{req.method} {target}"):
+                notes.append(
+                    "fork: continue: stopped at the fork's limit of live requests (--max-requests)"
+                    "; the answer so far handed to the client"
+                )
+                break
             made = cont.request(answer.body, so_far, sent_headers)
             if made is None:
                 notes.append(

@@ -119,11 +119,13 @@ class WebSocketReplay:
                 opened = rules.opens(msg)
                 turn = Request("POST", req.target, req.headers, data)
                 if live is not None:  # past the cursor: every message goes on to the live upstream
-                    await (
-                        self.live_turn(live, turn, msg, rules, None)
-                        if opened
-                        else live.sock.send(net.TEXT, data)
-                    )
+                    cursor = self.planner.cursor
+                    if not opened:
+                        await live.sock.send(net.TEXT, data)
+                    elif cursor is None or cursor.admit(f"{turn.method} {turn.target} (a turn)"):
+                        await self.live_turn(live, turn, msg, rules, None)
+                    else:  # past the fork's limit of live requests: not sent
+                        await self.player.ws_refused(turn, writer, cursor.refused(turn, None))
                     continue
                 if not opened:
                     continue  # a session message opens no turn: nothing is answered for it

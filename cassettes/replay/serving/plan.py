@@ -4,7 +4,8 @@
 :data:`Answer`: the recorded answer (:class:`Play`, possibly under a fault that only changes how
 it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
 a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
-being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The servers
+being recorded, or a conversation past its cursor), one a fork does not send past its limit of
+live requests (:class:`Refused`) or a miss (:class:`Missed`). The servers
 (:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving._websocket` for
 WebSocket) and their :mod:`~cassettes.replay.serving._player` only speak what was decided. The
 matcher's bookkeeping stays the matcher's: an attempt that does not get the recorded answer gives
@@ -42,6 +43,7 @@ __all__ = [
     "Missed",
     "Planner",
     "Play",
+    "Refused",
     "Reset",
     "Rewritten",
     "ToolAnswer",
@@ -159,13 +161,26 @@ class ToolAnswer:
 
 
 @dataclass
+class Refused:
+    """A request a fork does not send: past its limit of live requests
+    (:mod:`cassettes.replay.forking.limit`). Answered with ``error``, its API's error body, with
+    ``status`` and ``headers`` (marked not to be retried); ``note`` on the served exchange."""
+
+    status: int
+    error: Any
+    headers: list[tuple[str, str]]
+    note: str
+    rec: Recorded | None = None
+
+
+@dataclass
 class Missed:
     """No recorded answer, nowhere to send it: fail closed with the API's error."""
 
     miss: Miss
 
 
-Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
+Answer = Play | Rewritten | FaultStatus | Reset | Forward | Refused | Missed
 
 
 class Router(Protocol):
@@ -180,6 +195,10 @@ class Router(Protocol):
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None: ...
 
     def note_lived(self, seq: int | None) -> None: ...
+
+    def admit(self, what: str) -> bool: ...
+
+    def refused(self, req: Request, rec: Recorded | None) -> Refused: ...
 
     def outgoing(
         self, req: Request, turn: int | None = None
