@@ -21,6 +21,7 @@ __all__ = [
     "attributes",
     "flattened",
     "json_attribute",
+    "listed",
     "read_spans",
     "span_id",
 ]
@@ -54,6 +55,11 @@ def _value(v: Any, depth: int = 0) -> Any:
     if "kvlistValue" in v:
         return attributes((v["kvlistValue"] or {}).get("values"), depth + 1)
     return v.get("bytesValue")
+
+
+def listed(v: Any) -> list[Any]:
+    """``v`` if it is a list, else an empty one (an attribute a trace may hold in any shape)."""
+    return v if isinstance(v, list) else []
 
 
 def attributes(kvs: Any, depth: int = 0) -> dict[str, Any]:
