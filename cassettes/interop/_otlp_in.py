@@ -29,7 +29,7 @@ from ._otlp_numbered import numbered_tools
 from ._otlp_openinference import echoed_tools, openinference, openinference_tools, response_echo
 from ._otlp_params import params
 from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
-from ._otlp_semconv import semconv
+from ._otlp_semconv import semconv, typed
 from ._otlp_spans import SCOPE, SERVICE, attributes, json_attribute, listed, read_spans, span_id
 
 __all__ = ["otlp_calls"]
@@ -186,8 +186,8 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     if prof.drops_tool_call_messages:
         inputs = _calls_restored(inputs, answered, call)
     made = listed((output or {}).get("parts"))
-    for p in made:
-        if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):
+    for p in typed(made, "tool_call"):
+        if p.get("id"):
             answered[p["id"]] = {"role": "assistant", "parts": made}
     call.given.add("provider" if genai.PROVIDER in a or "llm.provider" in a else "")
     if shape.fallback and a.get(genai.FAMILY) not in (None, family):
@@ -297,12 +297,10 @@ def _calls_restored(
     results, from the earlier answer that made those calls."""
     if not inputs:
         return inputs
-    made = {p.get("id") for m in inputs for p in listed(m.get("parts"))
-            if isinstance(p, dict) and p.get("type") == "tool_call"}  # fmt: skip
+    made = {p.get("id") for m in inputs for p in typed(m.get("parts"), "tool_call")}
     out: list[Any] = []
     for m in inputs:
-        ids = [p.get("id") for p in listed(m.get("parts"))
-               if isinstance(p, dict) and p.get("type") == "tool_call_response"]  # fmt: skip
+        ids = [p.get("id") for p in typed(m.get("parts"), "tool_call_response")]
         lost = next((answered[i] for i in ids if i not in made and i in answered), None)
         if lost is not None:
             out.append(lost)

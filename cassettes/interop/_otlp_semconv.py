@@ -19,7 +19,12 @@ from ._otlp_numbered import numbered
 from ._otlp_profiles import Instrumentation
 from ._otlp_spans import attributes, json_attribute, listed
 
-__all__ = ["semconv"]
+__all__ = ["semconv", "typed"]
+
+
+def typed(parts: Any, kind: str) -> list[dict[str, Any]]:
+    """The parts of type ``kind`` (``text``, ``tool_call`` …) of a semconv message's ``parts``."""
+    return [p for p in listed(parts) if isinstance(p, dict) and p.get("type") == kind]
 
 
 def semconv(
@@ -33,11 +38,7 @@ def semconv(
     inputs = _messages_json(a, genai.INPUT_MESSAGES, call)
     outputs = _messages_json(a, genai.OUTPUT_MESSAGES, call)
     sys_parts = _messages_json(a, genai.SYSTEM_INSTRUCTIONS, call)
-    system = [
-        str(p.get("content") or "")
-        for p in (sys_parts if isinstance(sys_parts, list) else [])
-        if isinstance(p, dict) and p.get("type") == "text"
-    ]
+    system = [str(p.get("content") or "") for p in typed(sys_parts, "text")]
     if not isinstance(inputs, list) and not isinstance(outputs, list):
         inputs, outputs = _old_events(events)
     if not isinstance(inputs, list) and not isinstance(outputs, list):
@@ -76,8 +77,9 @@ def _system_once(inputs: list[Any], system: list[str], call: Call) -> list[Any]:
     lead = 0
     while lead < len(inputs) and inputs[lead].get("role") == "system":
         lead += 1
-    texts = [str(p.get("content") or "") for m in inputs[:lead] for p in listed(m.get("parts"))
-             if isinstance(p, dict) and p.get("type") == "text"]  # fmt: skip
+    texts = [
+        str(p.get("content") or "") for m in inputs[:lead] for p in typed(m.get("parts"), "text")
+    ]
     if not lead or not system or "".join(texts) != "".join(system):
         return inputs
     call.notes.append("imported: the system prompt is in the span twice (its system "
@@ -93,7 +95,7 @@ def _parts_read(m: dict[str, Any], prof: Instrumentation) -> dict[str, Any]:
     parts = m.get("parts")
     if not isinstance(parts, list):
         return m
-    calls = {p.get("id") for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"}
+    calls = {p.get("id") for p in typed(parts, "tool_call")}
     fixed = [
         {**p, "response": p["result"]}
         if isinstance(p, dict) and p.get("type") == "tool_call_response"

@@ -219,17 +219,10 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     by_refusal = _refusal(tallies, ran, ranked, samples)
     if by_refusal is not None:
         return by_refusal
-    if not ran and only_context(ranked):
-        return Verdict(False, _only_context(ranked), None, [], ranked, samples)
     if not ran:
-        return Verdict(
-            False,
-            "no intervention could be run or judged: see each below",
-            None,
-            [],
-            ranked,
-            samples,
-        )
+        none = "no intervention could be run or judged: see each below"
+        said = _only_context(ranked) if only_context(ranked) else none
+        return Verdict(False, said, None, [], ranked, samples)
     best, rivals = ranked[0], ranked[1 : len(ran)]
     if best.flips == 0:
         return Verdict(False, _off_the_wire(tallies, ran, samples), None, [], ranked, samples)
@@ -287,26 +280,15 @@ def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: i
     (:func:`advice`). When every one is an E re-sample, the layer is
     determined (the model's), the turn is not."""
     others = "; ".join(_named(t) for t in tied)
-    if all(t.intervention.layer == "E" for t in [best, *tied]):
-        return Verdict(
-            False,
-            f"the model (E); which turn is not determined with K={samples}: {_said(best)}, and "
-            f"its interval overlaps {others}; {why_alike(best, tied)}",
-            best,
-            tied,
-            ranked,
-            samples,
-            layer_only=True,
-        )
-    return Verdict(
-        False,
-        f"not determined with K={samples}: {_said(best)}, and its interval overlaps {others}; "
-        f"{advice(best, tied)}",
-        best,
-        tied,
-        ranked,
-        samples,
+    model = all(t.intervention.layer == "E" for t in [best, *tied])
+    head = (
+        f"the model (E); which turn is not determined with K={samples}: {_said(best)}, and its "
+        f"interval overlaps {others}; {why_alike(best, tied)}"
+        if model
+        else f"not determined with K={samples}: {_said(best)}, and its interval overlaps "
+        f"{others}; {advice(best, tied)}"
     )
+    return Verdict(False, head, best, tied, ranked, samples, layer_only=model)
 
 
 def _named(t: Tally) -> str:
