@@ -30,7 +30,16 @@ from ._otlp_openinference import echoed_tools, openinference, openinference_tool
 from ._otlp_params import params
 from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
 from ._otlp_semconv import semconv, typed
-from ._otlp_spans import SCOPE, SERVICE, attributes, json_attribute, listed, read_spans, span_id
+from ._otlp_spans import (
+    SCOPE,
+    SERVICE,
+    ancestors,
+    attributes,
+    json_attribute,
+    listed,
+    read_spans,
+    span_id,
+)
 
 __all__ = ["otlp_calls"]
 
@@ -81,17 +90,12 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
 def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
     """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
     under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
-    seen: set[str] = set()
-    parent = span_id(span.get("parentSpanId"))
-    while parent and parent in by_id and parent not in seen:
-        seen.add(parent)
-        up = by_id[parent]
-        a = attributes(up.get("attributes"))
+    for parent in ancestors(span, by_id):
+        a = attributes(by_id[parent].get("attributes"))
         if a.get(genai.OPERATION) == "invoke_agent" or (
             str(a.get("openinference.span.kind") or "").upper() == "AGENT"
         ):
             return parent
-        parent = span_id(up.get("parentSpanId"))
     return None
 
 
