@@ -191,10 +191,8 @@ class LooptapRecorder:
         self._tools = ToolHttp()
         self._flow_bodies = True
         self._durable = False
-        #: How each upstream connection ended (reset or closed by the peer), to pass it on as it
-        #: was.
-        self._ends = failures.Ends()
-        self._proxyserver: Any = None
+        #: How each upstream connection ended (reset or closed by the peer), passed on as it was.
+        self._failures = failures.Relay()
         #: The per-run key of this run's fork (``looptap run --from`` sets it, in process): edit
         #: marks are accepted only when sealed with it. ``None``: none are ever accepted.
         self.edit_key: str | None = None
@@ -252,7 +250,7 @@ class LooptapRecorder:
         # failures.transport_of reads mitmproxy's connection handlers (Proxyserver.connections:
         # public by its name, documented nowhere), only in the releases read for it
         if version.VERSION in http1_fixes.CHECKED:
-            self._proxyserver = ctx.master.addons.get("proxyserver")
+            self._failures.proxyserver = ctx.master.addons.get("proxyserver")
 
     def done(self) -> None:
         self.handoff.close()
@@ -310,27 +308,20 @@ class LooptapRecorder:
         drop_own_marks(flow)
         if self._records(flow):
             length = _content_length(flow.response.headers)
-            if flow.metadata.get(TOOL):  # a tool's answer: kept up to its bound, never held
-                tee = self._tools.tee()
-                if length:
-                    tee.expect(length, lambda: self._finish(flow, None))
-                flow.response.stream = tee
-                flow.metadata["looptap_tee"] = tee
-                return
-            if self._durable and length is not None:
+            tool = flow.metadata.get(TOOL)  # a tool's answer: kept up to its bound, never held
+            if self._durable and length is not None and not tool:
                 # A fixed-length body is complete for the client with its last byte, which a tee
                 # passes on before the writer has answered; buffered, mitmproxy sends it only
                 # after the hooks, i.e. after the write. (Chunked streams keep streaming: their
                 # terminating chunk is what waits.)
                 flow.response.stream = False
                 return
-            tee = Tee()
+            tee = self._tools.tee() if tool else Tee()
             if length:
                 # Complete with its last byte: hand the round trip over before that byte goes to
                 # the client, so once the agent has it the writer has it (SIGKILL included).
                 tee.expect(length, lambda: self._finish(flow, None))
-            flow.response.stream = tee
-            flow.metadata["looptap_tee"] = tee
+            flow.response.stream = flow.metadata["looptap_tee"] = tee
         else:
             flow.response.stream = True  # never buffer traffic we do not record
 
@@ -356,69 +347,27 @@ class LooptapRecorder:
         if "looptap_ws" in flow.metadata:
             return  # websocket_end closes the session
         msg = flow.error.msg if flow.error else "error"
-        how = self._ends.how(flow.server_conn)
+        how = self._failures.how(flow.server_conn)
         if how == failures.RESET:
             msg += " (the upstream reset the connection)"
         self._finish(flow, msg)
         if how is not None and self._records(flow) and not msg.startswith(_UNPARSEABLE):
-            self._pass_on(flow, how)
+            self._failures.pass_on(flow, how)
 
-    # -- failures passed on as they happened -------------------------------------------------------
+    # -- failures passed on as they happened (:class:`proxy.failures.Relay`) --------------------
     def server_connected(self, data: Any) -> None:
-        """Watch how the upstream connection ends (:class:`proxy.failures.Ends`)."""
-        writer = failures.transport_of(self._proxyserver, data.client, data.server)
-        if writer is not None:
-            self._ends.watch(data.server, writer)
-
-    def _pass_on(self, flow: http.HTTPFlow, how: str) -> None:
-        """The upstream reset or closed the connection of a round trip that failed: the agent's
-        connection ends the same way — reset if the upstream's was (an HTTP/1 client connection;
-        an HTTP/2 one carries other streams), and without the 502 page mitmproxy would write when
-        no response had started (the flow is killed: mitmproxy then closes the client connection
-        without a word, as the upstream did)."""
-        if how == failures.RESET and flow.request.http_version.startswith("HTTP/1"):
-            writer = failures.transport_of(self._proxyserver, flow.client_conn, flow.client_conn)
-            if writer is not None:
-                failures.reset_on_close(writer)
-        if flow.response is None and flow.killable:
-            flow.kill()
+        self._failures.server_connected(data.client, data.server)
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
-        """A WebSocket peer that goes away without a close frame: mitmproxy would send the other
-        side a close frame ``1000 (OK)``. The other side instead sees its connection end without
-        one, reset if the peer's was."""
-        if "looptap_ws" not in flow.metadata or flow.websocket is None or self._proxyserver is None:
-            return
-        ws = flow.websocket
-        client_writer = failures.transport_of(self._proxyserver, flow.client_conn, flow.client_conn)
-        server_writer = failures.transport_of(self._proxyserver, flow.client_conn, flow.server_conn)
-        if client_writer is None or server_writer is None:
-            return
-        self._ends.watch(flow.client_conn, client_writer)
-        for writer, peer, by_client in (
-            (client_writer, flow.server_conn, False),
-            (server_writer, flow.client_conn, True),
-        ):
-
-            def dropped(peer: Any = peer, by_client: bool = by_client) -> bool:
-                return (
-                    ws.close_code == 1006
-                    and bool(ws.closed_by_client) == by_client
-                    and self._ends.how(peer) is not None
-                )
-
-            def then(writer: Any = writer, peer: Any = peer) -> None:
-                if self._ends.how(peer) == failures.RESET:
-                    failures.reset_on_close(writer)
-
-            failures.drop_close_frame(writer, dropped, then)
+        if "looptap_ws" in flow.metadata:
+            self._failures.websocket_start(flow)
 
     def _finish(self, flow: http.HTTPFlow, error: str | None) -> None:
         """Hand the finished round trip to the writer, now: mitmproxy sends the end of a streamed
         response (the last chunk of a chunked body) only after this hook returns, so a round trip
         the agent has is always one the writer has been given. (It used to wait for the next turn
         of the event loop, and a SIGKILL in between lost it.) With ``looptap_durable`` its
-        :class:`~proxy.handoff.Receipt` is left on the flow for :class:`DurableGate`."""
+        :class:`~proxy.receipt.Receipt` is left on the flow for :class:`DurableGate`."""
         if not self._records(flow) or flow.metadata.get("looptap_done"):
             return
         flow.metadata["looptap_done"] = True
@@ -480,20 +429,13 @@ class LooptapRecorder:
         if session is None or flow.websocket is None:
             return
         ws = flow.websocket
-        reason = ws.close_reason
-        if ws.close_code == 1006:  # no close frame: say who went away, and how
-            peer = flow.client_conn if ws.closed_by_client else flow.server_conn
-            how = self._ends.how(peer)
-            who = "the agent" if ws.closed_by_client else "the upstream"
-            reason = (
-                f"no close frame; {who} {'reset' if how == failures.RESET else 'closed'} "
-                "the connection"
-            )
+        # no close frame: say who went away, and how
+        reason = self._failures.close_reason(flow) if ws.close_code == 1006 else ws.close_reason
         for ex in session.end(ws.close_code, reason, by_client=ws.closed_by_client):
             self._hand_over_turn(ex, flow)
 
     def _hand_over_turn(self, ex: Exchange, flow: http.HTTPFlow) -> None:
-        """With ``looptap_durable``, the turn's :class:`~proxy.handoff.Receipt` is left on the
+        """With ``looptap_durable``, the turn's :class:`~proxy.receipt.Receipt` is left on the
         flow: :class:`DurableGate` holds the message that completed the turn (its terminal event,
         or the client's next turn that cut it) until the writer has stored the turn."""
         try:

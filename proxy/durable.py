@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from .handoff import Receipt
+from .receipt import Receipt
 
 __all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate"]
 
-#: The flow metadata key of a durable round trip's :class:`~proxy.handoff.Receipt`.
+#: The flow metadata key of a durable round trip's :class:`~proxy.receipt.Receipt`.
 RECEIPT = "looptap_receipt"
 #: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
 WS_RECEIPTS = "looptap_ws_receipts"
@@ -17,7 +17,7 @@ WS_RECEIPTS = "looptap_ws_receipts"
 
 class DurableGate:
     """With ``looptap_durable``: holds a recorded response's end until the writer has stored the
-    round trip (its :class:`~proxy.handoff.Receipt`, left on the flow by the recorder). A separate
+    round trip (its :class:`~proxy.receipt.Receipt`, left on the flow by the recorder). A separate
     addon after :class:`LooptapRecorder`, so the recorder's own hooks stay synchronous (and cheap)
     when durability is off."""
 

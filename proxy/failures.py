@@ -6,7 +6,9 @@ version of its own: an upstream that reset or closed the connection before answe
 ``502 Bad Gateway`` page mitmproxy writes; a reset in the middle of a body becomes a clean close;
 a WebSocket upstream that went away without a close frame becomes a close frame ``1000 (OK)``
 (wsproto's ``1006`` is a local-only code, sent as ``1000``). An agent behind the recorder would
-then not see what it sees directly. This module gives the addon what it needs to undo that:
+then not see what it sees directly. This module gives the addon what it needs to undo that, a
+:class:`Relay` its hooks hand the connections and flows to (read by their attributes, so no
+mitmproxy import), over these parts:
 
 * :class:`Ends` remembers how each upstream connection ended — ``"reset"`` (the peer's RST: the
   transport's ``connection_lost`` with ``ConnectionResetError``) or ``"closed"`` (the peer's FIN:
@@ -33,6 +35,7 @@ __all__ = [
     "CLOSED",
     "RESET",
     "Ends",
+    "Relay",
     "drop_close_frame",
     "reset_on_close",
     "transport_of",
@@ -138,3 +141,74 @@ def drop_close_frame(
     except AttributeError:
         return False
     return True
+
+
+class Relay:
+    """Passes the upstream's failures on to the agent as they happened, for the addon's hooks
+    (``server_connected``, ``error``, ``websocket_start``, ``websocket_end``)."""
+
+    def __init__(self) -> None:
+        self.ends = Ends()
+        #: mitmproxy's ``proxyserver`` addon, set in the releases read for it
+        #: (:func:`transport_of`); ``None``: nothing is passed on.
+        self.proxyserver: Any = None
+
+    def how(self, conn: Any) -> str | None:
+        return self.ends.how(conn)
+
+    def server_connected(self, client: Any, server: Any) -> None:
+        """Watch how the upstream connection ends (:class:`Ends`)."""
+        writer = transport_of(self.proxyserver, client, server)
+        if writer is not None:
+            self.ends.watch(server, writer)
+
+    def pass_on(self, flow: Any, how: str) -> None:
+        """The upstream reset or closed the connection of a round trip that failed: the agent's
+        connection ends the same way — reset if the upstream's was (an HTTP/1 client connection;
+        an HTTP/2 one carries other streams), and without the 502 page mitmproxy would write when
+        no response had started (the flow is killed: mitmproxy then closes the client connection
+        without a word, as the upstream did)."""
+        if how == RESET and flow.request.http_version.startswith("HTTP/1"):
+            writer = transport_of(self.proxyserver, flow.client_conn, flow.client_conn)
+            if writer is not None:
+                reset_on_close(writer)
+        if flow.response is None and flow.killable:
+            flow.kill()
+
+    def websocket_start(self, flow: Any) -> None:
+        """A WebSocket peer that goes away without a close frame: mitmproxy would send the other
+        side a close frame ``1000 (OK)``. The other side instead sees its connection end without
+        one, reset if the peer's was."""
+        if flow.websocket is None or self.proxyserver is None:
+            return
+        ws, client = flow.websocket, flow.client_conn
+        client_writer = transport_of(self.proxyserver, client, client)
+        server_writer = transport_of(self.proxyserver, client, flow.server_conn)
+        if client_writer is None or server_writer is None:
+            return
+        self.ends.watch(client, client_writer)
+        for writer, peer, by_client in (
+            (client_writer, flow.server_conn, False),
+            (server_writer, client, True),
+        ):
+
+            def dropped(peer: Any = peer, by_client: bool = by_client) -> bool:
+                return (
+                    ws.close_code == 1006
+                    and bool(ws.closed_by_client) == by_client
+                    and self.ends.how(peer) is not None
+                )
+
+            def then(writer: Any = writer, peer: Any = peer) -> None:
+                if self.ends.how(peer) == RESET:
+                    reset_on_close(writer)
+
+            drop_close_frame(writer, dropped, then)
+
+    def close_reason(self, flow: Any) -> str:
+        """The close reason of a WebSocket that ended without a close frame: who went away, and
+        how."""
+        by_client = flow.websocket.closed_by_client
+        how = self.ends.how(flow.client_conn if by_client else flow.server_conn)
+        who = "the agent" if by_client else "the upstream"
+        return f"no close frame; {who} {'reset' if how == RESET else 'closed'} the connection"

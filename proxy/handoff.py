@@ -10,8 +10,9 @@ What it promises (docs/recorder.md, tests/proxy/test_handoff.py):
   SIGKILL of the proxy does not lose it. So a round trip handed over before its last byte goes to
   the agent is never lost by a crash of the proxy alone.
 * The writer answers in hand-off order (``("ok", n)``, ``("storage_error", msg)``,
-  ``("failed", msg)``). A :class:`Receipt` (``hand_over(..., receipt=True)``, the ``--durable``
-  gate) is released by its own round trip's answer — or as soon as the writer can no longer answer.
+  ``("failed", msg)``). A :class:`~proxy.receipt.Receipt` (``hand_over(..., receipt=True)``, the
+  ``--durable`` gate) is released by its own round trip's answer — or as soon as the writer can no
+  longer answer.
 * Every round trip is counted exactly once: :attr:`Handoff.recorded`, :attr:`Handoff.storage_errors`
   (the writer could not store it, or stopped before it did) or :attr:`Handoff.failed_records`
   (it could not be read, or never reached the writer: :meth:`Handoff.not_recorded`); each loss is
@@ -36,9 +37,10 @@ from typing import Any, Protocol
 from ..cassettes.liveness import POLL, STALL, Progress
 from . import messages
 from .pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
+from .receipt import Receipt, runs_here
 from .writer import writer_main  # light: the writer process imports the pipeline, not this one
 
-__all__ = ["Handoff", "HandoffError", "Receipt"]
+__all__ = ["Handoff", "HandoffError"]
 
 #: Seconds the writer process may go without progress while it starts (spawn, imports, opening
 #: the cassette): it is waited for while it is alive and moving (:mod:`cassettes.liveness`), however
@@ -65,38 +67,6 @@ class Pipe(Protocol):
     def fileno(self) -> int: ...
 
     def close(self) -> None: ...
-
-
-class Receipt:
-    """One round trip's acknowledgement, made on an event loop: :meth:`wait` returns once the
-    writer has answered for it (stored, or said why not) or can no longer answer."""
-
-    __slots__ = ("_future", "_loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._future: asyncio.Future[None] = loop.create_future()
-
-    @property
-    def released(self) -> bool:
-        return self._future.done()
-
-    async def wait(self) -> None:
-        await self._future
-
-    def _release(self) -> None:
-        """From any thread: on the receipt's own loop at once, else through it."""
-        if _runs(self._loop):
-            self._set()
-            return
-        try:
-            self._loop.call_soon_threadsafe(self._set)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            pass
-
-    def _set(self) -> None:
-        if not self._future.done():
-            self._future.set_result(None)
 
 
 class Handoff:
@@ -188,11 +158,10 @@ class Handoff:
         os.set_blocking(outbox.fileno(), False)
         reader = FrameReader()
         moving = Progress(getattr(process, "pid", None), stall)
-        ready = False
+        ready, msg = False, "the writer process ended at start-up"
         while True:
             if select.select([outbox.fileno()], [], [], POLL)[0]:
                 if not _read_available(outbox.fileno(), reader):
-                    msg = "the writer process ended at start-up"
                     break
                 frames = reader.frames()
                 if frames:
@@ -200,7 +169,6 @@ class Handoff:
                     ready = kind == "ready"
                     break
             elif not process.is_alive():
-                msg = "the writer process ended at start-up"
                 break
             elif moving.stalled():
                 how = moving.state()
@@ -306,7 +274,7 @@ class Handoff:
                 # Nothing after it was handed over (this thread holds the hand-off order).
                 self._pending.pop()
             if slip is not None:
-                slip._release()
+                slip.release()
             raise
         return slip
 
@@ -352,7 +320,7 @@ class Handoff:
                 self._pending = deque(None for _ in self._pending)  # still counted by flush / close
                 self._done.notify_all()
             for r in waiting:
-                r._release()
+                r.release()
 
     def _write_overflow(self) -> None:
         inbox = self._inbox
@@ -400,7 +368,7 @@ class Handoff:
                 self.lost.append(messages.safe(str(msg)))
             self._done.notify_all()
         for r in released:
-            r._release()
+            r.release()
         if kind == "storage_error":
             messages.error(f"STORAGE ERROR, round trip not recorded: {msg}")
         elif kind == "failed":
@@ -415,7 +383,7 @@ class Handoff:
         it in seconds instead."""
         # On another thread while the event loop moves the answers: wait for it; else pump here.
         waits_for_loop = (
-            self._loop is not None and self._loop.is_running() and not _runs(self._loop)
+            self._loop is not None and self._loop.is_running() and not runs_here(self._loop)
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         moving = Progress(
@@ -456,7 +424,7 @@ class Handoff:
             waiting, self._pending = self._pending, deque()
         for r in waiting:
             if r is not None:
-                r._release()
+                r.release()
         if not count:
             return
         never = min(never, len(waiting))
@@ -479,14 +447,6 @@ class Handoff:
             self.lost.append(f"{_trips(n)}: {why}")
             self._done.notify_all()
         messages.error(f"STORAGE ERROR: {said}")
-
-
-def _runs(loop: asyncio.AbstractEventLoop | None) -> bool:
-    """Whether ``loop`` is the event loop running in this thread."""
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def _read_available(fd: int, reader: FrameReader) -> bool:

@@ -1,10 +1,9 @@
-"""OTLP traces read back as model calls: the GenAI semantic conventions (``gen_ai.input.messages``,
-``gen_ai.output.messages``, ``gen_ai.system_instructions`` as span attributes or on the
-``gen_ai.client.inference.operation.details`` event; the older per-message events
-``gen_ai.{system,user,assistant,tool}.message`` and ``gen_ai.choice``; ``gen_ai.tool.definitions``;
-usage, finish reasons, models, provider) and OpenInference's flattened attributes
-(``llm.input_messages.N.message.*``, ``llm.output_messages…``, ``llm.tools.N.tool.json_schema``,
-``llm.token_count.*``, ``openinference.span.kind``), looptap's own export among them.
+"""OTLP traces read back as model calls: each LLM span's messages as the GenAI semantic
+conventions write them (:mod:`cassettes.interop._otlp_semconv`), as OpenInference's flattened
+attributes (:mod:`cassettes.interop._otlp_openinference`) or as the API's own bodies an
+instrumentation keeps (its profile's ``Bodies``); the tools offered (``gen_ai.tool.definitions``,
+``llm.tools.N.tool.json_schema``), usage, finish reasons, models and provider read here, looptap's
+own export among them.
 
 Each LLM span is one call, in the order the spans started (a file's order is not trusted: spans
 arrive as their exporter batched them). Agent and tool spans (``invoke_agent``, ``execute_tool``,
@@ -26,20 +25,18 @@ from ..providers import Call, by_family, from_parts, shape_of, trace_family
 from . import _genai_names as genai
 from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
-from ._otlp_numbered import numbered, numbered_tools
-from ._otlp_openinference import (
-    echoed_tools,
-    openinference,
-    openinference_tools,
-    response_echo,
-)
+from ._otlp_numbered import numbered_tools
+from ._otlp_openinference import echoed_tools, openinference, openinference_tools, response_echo
 from ._otlp_params import params
 from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
+from ._otlp_semconv import semconv, typed
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
+    ancestors,
     attributes,
     json_attribute,
+    listed,
     read_spans,
     span_id,
 )
@@ -93,17 +90,12 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
 def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
     """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
     under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
-    seen: set[str] = set()
-    parent = span_id(span.get("parentSpanId"))
-    while parent and parent in by_id and parent not in seen:
-        seen.add(parent)
-        up = by_id[parent]
-        a = attributes(up.get("attributes"))
+    for parent in ancestors(span, by_id):
+        a = attributes(by_id[parent].get("attributes"))
         if a.get(genai.OPERATION) == "invoke_agent" or (
             str(a.get("openinference.span.kind") or "").upper() == "AGENT"
         ):
             return parent
-        parent = span_id(up.get("parentSpanId"))
     return None
 
 
@@ -194,12 +186,12 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
         call.url = a[genai.URL]
     shape = shape_of(family)
     shape.place(call, _provider(a, prof), str(a.get(genai.SERVER_ADDRESS) or ""))
-    inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call, prof)
+    inputs, system, output, finish = openinference(a, span) if oi else semconv(a, span, call, prof)
     if prof.drops_tool_call_messages:
         inputs = _calls_restored(inputs, answered, call)
-    made = _listed((output or {}).get("parts"))
-    for p in made:
-        if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("id"):
+    made = listed((output or {}).get("parts"))
+    for p in typed(made, "tool_call"):
+        if p.get("id"):
             answered[p["id"]] = {"role": "assistant", "parts": made}
     call.given.add("provider" if genai.PROVIDER in a or "llm.provider" in a else "")
     if shape.fallback and a.get(genai.FAMILY) not in (None, family):
@@ -298,7 +290,7 @@ def _content(
         _, out = from_parts(call.family, [{"role": "assistant", **output}])
         call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
         call.given.add("output")
-    shape.settle(call, [p for m in inputs or [] for p in _listed(m.get("parts"))])
+    shape.settle(call, [p for m in inputs or [] for p in listed(m.get("parts"))])
 
 
 def _calls_restored(
@@ -309,12 +301,10 @@ def _calls_restored(
     results, from the earlier answer that made those calls."""
     if not inputs:
         return inputs
-    made = {p.get("id") for m in inputs for p in _listed(m.get("parts"))
-            if isinstance(p, dict) and p.get("type") == "tool_call"}  # fmt: skip
+    made = {p.get("id") for m in inputs for p in typed(m.get("parts"), "tool_call")}
     out: list[Any] = []
     for m in inputs:
-        ids = [p.get("id") for p in _listed(m.get("parts"))
-               if isinstance(p, dict) and p.get("type") == "tool_call_response"]  # fmt: skip
+        ids = [p.get("id") for p in typed(m.get("parts"), "tool_call_response")]
         lost = next((answered[i] for i in ids if i not in made and i in answered), None)
         if lost is not None:
             out.append(lost)
@@ -327,10 +317,6 @@ def _calls_restored(
             "made the calls: put back from the earlier answer that made them (inferred)"
         )
     return out
-
-
-def _listed(v: Any) -> list[Any]:
-    return v if isinstance(v, list) else []
 
 
 def _metadata(
@@ -388,6 +374,7 @@ def _served(call: Call, a: dict[str, Any]) -> None:
         call.response_id = rid
         call.given.add("response.id")
 
+
 def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
     """When the call started and how long it took: the span's own times (looptap's export of a
     recording without times lays its spans out one after the other, and says so: no start, and
@@ -402,144 +389,6 @@ def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
     if t0 > 0:
         call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
         call.given.add("timing")
-
-
-# -- the GenAI semantic conventions --------------------------------------------------------------
-
-
-def _semconv(
-    a: dict[str, Any], span: dict[str, Any], call: Call, prof: Instrumentation
-) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
-    """(input messages, system texts, the output message, its finish reason) of a span."""
-    events = [e for e in span.get("events") or [] if isinstance(e, dict)]
-    for e in events:  # the inference details event carries the same attributes
-        if e.get("name") == "gen_ai.client.inference.operation.details":
-            a = {**attributes(e.get("attributes")), **a}
-    inputs = _messages_json(a, genai.INPUT_MESSAGES, call)
-    outputs = _messages_json(a, genai.OUTPUT_MESSAGES, call)
-    sys_parts = _messages_json(a, genai.SYSTEM_INSTRUCTIONS, call)
-    system = [
-        str(p.get("content") or "")
-        for p in (sys_parts if isinstance(sys_parts, list) else [])
-        if isinstance(p, dict) and p.get("type") == "text"
-    ]
-    if not isinstance(inputs, list) and not isinstance(outputs, list):
-        inputs, outputs = _old_events(events)
-    if not isinstance(inputs, list) and not isinstance(outputs, list):
-        inputs, outputs = numbered(a)  # openllmetry before 0.50: gen_ai.prompt.N / completion.N
-    out = outputs[0] if isinstance(outputs, list) and outputs else None
-    out = _parts_read(out, prof) if isinstance(out, dict) else None
-    if isinstance(inputs, list):
-        inputs = [_parts_read(m, prof) for m in inputs if isinstance(m, dict)]
-        inputs = _system_once(inputs, system, call)
-        empty = [m for m in inputs if m.get("role") == "assistant" and not m.get("parts")]
-        if empty:  # pydantic-ai's Anthropic history: no API takes an assistant message of nothing
-            inputs = [m for m in inputs if not any(m is e for e in empty)]
-            call.notes.append(
-                f"imported: {count(len(empty), 'empty assistant message')} in the span's input "
-                "left out (no request carries one)"
-            )
-    return inputs, system, out, out.get("finish_reason") if out else None
-
-
-def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:
-    """A messages attribute parsed; one that is not valid JSON is said on the round trip."""
-    raw = a.get(key)
-    value = json_attribute(raw)
-    if isinstance(raw, str) and raw and value is None:
-        call.notes.append(
-            f"imported: the span's {key} is not valid JSON ({count(len(raw), 'character')}); "
-            "read as missing"
-        )
-        call.inferred.add("malformed " + key.removeprefix("gen_ai."))
-    return value
-
-
-def _system_once(inputs: list[Any], system: list[str], call: Call) -> list[Any]:
-    """The input without its leading system messages where ``gen_ai.system_instructions`` says the
-    same (an instrumentation that writes the system prompt in both, OpenLIT): taken once."""
-    lead = 0
-    while lead < len(inputs) and inputs[lead].get("role") == "system":
-        lead += 1
-    texts = [str(p.get("content") or "") for m in inputs[:lead] for p in _listed(m.get("parts"))
-             if isinstance(p, dict) and p.get("type") == "text"]  # fmt: skip
-    if not lead or not system or "".join(texts) != "".join(system):
-        return inputs
-    call.notes.append("imported: the system prompt is in the span twice (its system "
-                      "instructions and its input messages): taken once")  # fmt: skip
-    return inputs[lead:]
-
-
-def _parts_read(m: dict[str, Any], prof: Instrumentation) -> dict[str, Any]:
-    """A semconv message whose tool results are under ``result`` (pydantic-ai) as under
-    ``response``, and without the text part that only repeats a tool call of the same message as
-    JSON (openllmetry's LangChain instrumentation writes each Anthropic ``tool_use`` block so,
-    beside its ``tool_call`` part)."""
-    parts = m.get("parts")
-    if not isinstance(parts, list):
-        return m
-    calls = {p.get("id") for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"}
-    fixed = [
-        {**p, "response": p["result"]}
-        if isinstance(p, dict) and p.get("type") == "tool_call_response"
-        and "response" not in p and "result" in p
-        else p
-        for p in parts
-        if not (isinstance(p, dict) and prof.tool_use_as_text and _echoed_call(p, calls))
-    ]  # fmt: skip
-    return {**m, "parts": fixed}
-
-
-def _echoed_call(p: dict[str, Any], calls: set[Any]) -> bool:
-    """A text part that is a ``tool_use`` block, as JSON, of a call the message has."""
-    if p.get("type") != "text" or not str(p.get("content") or "").startswith('{"id": '):
-        return False
-    block = json_attribute(p.get("content"))
-    return isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in calls
-
-
-_OLD_ROLES = {
-    "gen_ai.system.message": "system",
-    "gen_ai.user.message": "user",
-    "gen_ai.assistant.message": "assistant",
-    "gen_ai.tool.message": "tool",
-}
-
-
-def _old_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    content = body.get("content")
-    if isinstance(content, str) and content:
-        parts.append({"type": "text", "content": content})
-    for tc in json_attribute(body.get("tool_calls")) or []:
-        if isinstance(tc, dict):
-            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
-            parts.append(
-                {"type": "tool_call", "id": tc.get("id"), "name": fn.get("name"),
-                 "arguments": fn.get("arguments")}
-            )  # fmt: skip
-    return parts
-
-
-def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[Any] | None]:
-    """The per-message events of semconv ≤ 1.36 (content on the event's attributes)."""
-    inputs: list[Any] = []
-    outputs: list[Any] = []
-    for e in events:
-        body = attributes(e.get("attributes"))
-        role = _OLD_ROLES.get(str(e.get("name")))
-        if role == "tool":
-            inputs.append(
-                {"role": "tool", "parts": [{"type": "tool_call_response", "id": body.get("id"),
-                                            "response": body.get("content")}]}
-            )  # fmt: skip
-        elif role is not None:
-            inputs.append({"role": role, "parts": _old_parts(body)})
-        elif e.get("name") == "gen_ai.choice":
-            msg = json_attribute(body.get("message"))
-            parts = _old_parts(msg if isinstance(msg, dict) else body)
-            outputs.append({"parts": parts, "finish_reason": body.get("finish_reason")})
-    return (inputs or None), (outputs or None)
 
 
 def _tools(call: Call, defs: list[Any], a: dict[str, Any], prof: Instrumentation) -> None:

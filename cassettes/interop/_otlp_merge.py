@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..providers import Call
-from ._otlp_spans import span_id
+from ._otlp_spans import ancestors, span_id
 
 __all__ = ["merged"]
 
@@ -149,15 +149,11 @@ def _nested(items: list[Item], by_id: dict[str, dict[str, Any]]) -> list[Item]:
     for i, (span, call) in enumerate(items):
         if _bare(call):
             continue
-        seen: set[str] = set()
-        parent = span_id(span.get("parentSpanId"))
-        while parent and parent in by_id and parent not in seen:
-            seen.add(parent)
+        for parent in ancestors(span, by_id):
             j = at.get(parent)
             if j is not None and items[j][1].family == call.family and j not in inner_of:
                 inner_of[j] = i
                 break
-            parent = span_id(by_id[parent].get("parentSpanId"))
     inners = set(inner_of.values())
     out: list[Item] = []
     for j, (span, outer) in enumerate(items):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ from ._documents import read_docs
 __all__ = [
     "SCOPE",
     "SERVICE",
+    "ancestors",
     "attributes",
     "flattened",
     "json_attribute",
+    "listed",
     "read_spans",
     "span_id",
 ]
@@ -54,6 +57,22 @@ def _value(v: Any, depth: int = 0) -> Any:
     if "kvlistValue" in v:
         return attributes((v["kvlistValue"] or {}).get("values"), depth + 1)
     return v.get("bytesValue")
+
+
+def ancestors(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """The ids of ``span``'s parent, its parent's … while they are in the file (``by_id``); a cycle
+    of parents ends the walk."""
+    seen: set[str] = set()
+    parent = span_id(span.get("parentSpanId"))
+    while parent and parent in by_id and parent not in seen:
+        seen.add(parent)
+        yield parent
+        parent = span_id(by_id[parent].get("parentSpanId"))
+
+
+def listed(v: Any) -> list[Any]:
+    """``v`` if it is a list, else an empty one (an attribute a trace may hold in any shape)."""
+    return v if isinstance(v, list) else []
 
 
 def attributes(kvs: Any, depth: int = 0) -> dict[str, Any]:

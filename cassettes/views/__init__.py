@@ -1,8 +1,8 @@
 """A run for people and tools. One façade over private modules, its names pinned by
 tests/views/test_views_surface.py:
 
-- ``_roundtrip_view``: a round trip's ``show`` lines and the layer analysis' additions to its
-  ``show --json`` object; ``_roundtrip_object``: that object, ``looptap.roundtrip/1``;
+- ``_roundtrip_view``: a round trip's ``show`` lines; ``_roundtrip_object``: its ``show --json``
+  object, ``looptap.roundtrip/1``, and ``_turn_object``: the layer analysis' additions to it;
 - ``_layers``: the layer analysis as text; ``_edits``: a fork's edits and an import's provenance
   as shown; ``_progress``: the line shown while a large run is read;
 - ``_summary``, ``_growth``, ``_money``: turn summaries, token growth and costs as shown.
@@ -44,20 +44,22 @@ from ._money import (
 from ._progress import reading_line
 from ._roundtrip_object import roundtrip_json
 from ._roundtrip_view import (
-    conversation_json,
     edit_lines,
     error_phrase,
     http_body_lines,
     http_call_text,
     link_text,
-    mcp_link_json,
     status_text,
     summary_lines,
+)
+from ._summary import TurnSummary, summarise
+from ._turn_object import (
+    conversation_json,
+    mcp_link_json,
     tool_call_http_json,
     tool_http_link_json,
     turn_json,
 )
-from ._summary import TurnSummary, summarise
 
 __all__ = [
     "BY_HOST",

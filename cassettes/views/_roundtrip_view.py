@@ -1,8 +1,9 @@
-"""Views of a round trip for people and for tools: :func:`summary_lines` (``looptap show``), and
-the layer analysis' additions to a round trip's ``show --json`` object (:func:`turn_json`,
-:func:`mcp_link_json`). The analysis as text (counts, findings, growth
-tables) is :mod:`cassettes.views._layers`; a fork's edits as shown, :mod:`cassettes.views._edits`;
-the per-round-trip object itself, ``looptap.roundtrip/1``, :mod:`cassettes.views.schema`.
+"""A round trip for people: :func:`summary_lines` (``looptap show``), and the phrases the
+inspector and the HTML page share with it (a status, an error, a tool's HTTP call, how a turn was
+linked). The analysis as text (counts, findings, growth tables) is :mod:`cassettes.views._layers`;
+a fork's edits as shown, :mod:`cassettes.views._edits`; the same round trip for tools, the
+``looptap.roundtrip/1`` object, :mod:`cassettes.views._roundtrip_object` and the analysis'
+additions to it, :mod:`cassettes.views._turn_object`.
 """
 
 from __future__ import annotations
@@ -10,23 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..analysis import Conversation, McpCall, Turn
 from ..analysis.codes import DIVERGED_FROM_RECORDING as DIVERGED
 from ..errors import problem_lines
 from ..hints import count
 from ._edits import CONTINUED, edit_text, reconstructed_said
-from ._growth import growth_bars, split_json
 from ._layers import finding_line
 
-__all__ = [
-    "LINK_MEANINGS",
-    "error_phrase",
-    "link_text",
-    "mcp_link_json",
-    "status_text",
-    "summary_lines",
-    "turn_json",
-]
+__all__ = ["LINK_MEANINGS", "error_phrase", "link_text", "status_text", "summary_lines"]
 
 
 def _clip(text: str, n: int = 100) -> str:
@@ -45,16 +36,10 @@ def _tokens(v: dict[str, Any]) -> str:
     u = v["usage"]
     if all(x is None for x in u.values()):
         return "usage not reported"
-    bits = [
-        f"in {u['input'] if u['input'] is not None else '?'}",
-        f"out {u['output'] if u['output'] is not None else '?'}",
+    said = {k: "?" if u[k] is None else u[k] for k in ("input", "output")}
+    bits = [f"in {said['input']}", f"out {said['output']}"] + [
+        f"{k.replace('_', ' ')} {u[k]}" for k in ("cache_read", "cache_write", "reasoning") if u[k]
     ]
-    if u["cache_read"]:
-        bits.append(f"cache read {u['cache_read']}")
-    if u["cache_write"]:
-        bits.append(f"cache write {u['cache_write']}")
-    if u["reasoning"]:
-        bits.append(f"reasoning {u['reasoning']}")
     return ", ".join(bits)
 
 
@@ -399,99 +384,6 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
                 else []
             )
     return out
-
-
-def _message_json(m: Any) -> dict[str, Any]:
-    out: list[dict[str, Any]] = []
-    for p in m.parts:
-        d: dict[str, Any] = {"kind": p.kind}
-        if p.text is not None:
-            d["text"] = p.text
-        if p.tool_call is not None:
-            d["tool_call"] = {
-                "id": p.tool_call.id,
-                "name": p.tool_call.name,
-                "arguments": p.tool_call.arguments,
-            }
-        if p.tool_result is not None:
-            d["tool_result"] = {
-                "call_id": p.tool_result.call_id,
-                "name": p.tool_result.name,
-                "content": p.tool_result.content,
-                "is_error": p.tool_result.is_error,
-            }
-        if p.media_type is not None:
-            d["media_type"] = p.media_type
-        out.append(d)
-    return {"role": m.role, "parts": out}
-
-
-def tool_http_link_json(call: McpCall) -> dict[str, Any]:
-    """The model's call a tool's HTTP call served (``tool_http.linked`` in looptap.roundtrip/1)."""
-    return mcp_link_json(call) | {"tool": call.tool}
-
-
-def tool_call_http_json(call: McpCall) -> dict[str, Any]:
-    """A tool's HTTP call under the model's tool call it served (``tool_calls[].http[]``)."""
-    assert call.http is not None
-    return {"seq": call.seq, "by": call.linked_by} | call.http.model_dump(mode="json")
-
-
-def mcp_link_json(call: McpCall) -> dict[str, Any]:
-    """The model's call an MCP tools/call ran (``mcp.linked`` in schema looptap.roundtrip/1)."""
-    return {
-        "call_id": call.call_id,
-        "by": call.linked_by,
-        "model_seq": call.model_seq,
-        "conversation": call.conversation,
-        "turn": call.turn,
-        "candidates": call.candidates,
-    }
-
-
-def _tokens_json(turn: Turn) -> dict[str, Any]:
-    """The turn's token accounting with its split as every view shows it (``split``, from
-    :func:`~cassettes.views._growth.growth_bars`); the analysis' overlapping working segments are
-    left out (they read as another split of the same input)."""
-
-    (bar,) = growth_bars([turn])
-    return turn.tokens.model_dump(mode="json", exclude={"segments"}) | {"split": split_json(bar)}
-
-
-def conversation_json(conv: Conversation | None) -> dict[str, Any]:
-    """A round trip's conversation's kind and parent in ``show --json`` (``conversation_kind``:
-    ``main``, ``side_call``, ``sub_agent``, ``agent_tool``, ``handoff``, ``group_chat``,
-    ``sibling``; ``conversation_parent_seq``: the turn it branched from), as the core found them."""
-    if conv is None:
-        return {"conversation_kind": None, "conversation_parent_seq": None}
-    return {"conversation_kind": conv.kind, "conversation_parent_seq": conv.parent_seq}
-
-
-def turn_json(turn: Turn) -> dict[str, Any]:
-    """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
-    c = turn.c
-    return {
-        "conversation": turn.conversation,
-        "turn": turn.index,
-        "previous_seq": turn.previous_seq,
-        "layers": {
-            "E": turn.e.model_dump(mode="json"),
-            "A": turn.a.model_dump(mode="json", exclude={"usage"})
-            | {
-                "error": turn.a.error.model_dump(mode="json", exclude={"raw"})
-                if turn.a.error
-                else None
-            },
-            # (``context`` only where the client managed the history: most turns have none)
-            "C": c.model_dump(
-                mode="json",
-                exclude={"appended", "params"} | ({"context"} if c.context is None else set()),
-            )
-            | {"appended": [_message_json(m) for m in c.appended]},
-        },
-        "tokens": _tokens_json(turn),
-        "findings": [f.model_dump(mode="json") for f in turn.findings],
-    }
 
 
 #: What each way a turn was threaded into its conversation (``Dispatch.link``) means, as the

@@ -7,22 +7,24 @@ tests/why/test_why_surface.py, over: ``_command`` (the command) and ``_api`` (th
 Python), ``_investigation`` (one investigation, start to end), ``_outcome`` (the outcome judged),
 ``_suspects`` and ``_interventions`` (per layer), ``_budget``, ``_branches`` (the processes: the
 real fork, ``looptap run --from``, in the recorder's environment), ``_state`` (the output
-directory), ``_verdict`` (what one intervention's branches showed, its interval, whether more
-samples can tell two apart, the verdict) and ``_together`` (repairs combined). Nothing here
-imports mitmproxy.
+directory), ``_tally`` (what one intervention's branches showed), ``_interval`` (its interval,
+whether more samples can tell two apart), ``_verdict`` (the verdict) and ``_together`` (repairs
+combined). Nothing here imports mitmproxy.
 """
 
 from ._api import why
 from ._budget import resumed_head
 from ._command import cmd_why
+from ._interval import wilson
 from ._intervention import Intervention
 from ._interventions import interventions
 from ._investigation import Refused, default_output, report_lines
 from ._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
 from ._refusal import refusal
 from ._state import STATE, kept_flags
+from ._tally import Tally
 from ._together import rounds, together_verdict
-from ._verdict import Tally, verdict, wilson
+from ._verdict import verdict
 
 __all__ = [
     "STATE",

@@ -26,8 +26,9 @@ from ._intervention import Intervention
 from ._interventions import interventions
 from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from ._state import STATE, State, WhyDirError, flags_said, kept_flags, read_state, run_digest
+from ._tally import Tally
 from ._together import flips_alone, rounds, together_verdict
-from ._verdict import Tally, Verdict, only_context, verdict
+from ._verdict import Verdict, only_context, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
 
@@ -453,23 +454,8 @@ def _sample(
 
 
 def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]:
-    out = []
-    for i in found:
-        t = Tally(i)
-        for k in range(1, samples + 1) if i.missing is None else ():
-            r = state.branch(i.key, k)
-            if r is None:
-                continue
-            t.branches.append(r)
-            if r.get("result") == "flipped":
-                t.flips += 1
-                t.samples += 1
-            elif r.get("result") == "failed":
-                t.samples += 1
-            else:
-                t.invalid += 1
-        out.append(t)
-    return out
+    ks = range(1, samples + 1)
+    return [Tally.of(i, (state.branch(i.key, k) for k in ks if i.missing is None)) for i in found]
 
 
 def report_lines(

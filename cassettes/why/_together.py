@@ -19,7 +19,8 @@ from itertools import combinations
 
 from ..hints import count
 from ._intervention import Intervention
-from ._verdict import Tally, Verdict, unshown
+from ._tally import Tally
+from ._verdict import Verdict, unshown
 
 __all__ = ["candidates", "combined", "flips_alone", "rounds", "together_verdict"]
 

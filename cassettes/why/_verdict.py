@@ -16,197 +16,36 @@ A refusal the client recovered from (``c-recovered``) is context, never the verd
 that ran flipped the outcome, the headline says so plainly (the cause is likely off the wire:
 the tools' code, the environment, the data) and names the refusal as context.
 
-What one intervention's branches showed is a :class:`Tally`; the interval of its flip rate is
-the Wilson score interval with a continuity correction (Newcombe 1998, method 4): unlike the
-plain Wilson interval, whose coverage at small K drops under the nominal 95% for a rate near 0
-or 1 (about 92% at K=5 and a rate of 0.1), it holds the true rate at least about 95% of the time
-at every K ``why`` uses (tests/why/test_why_core.py simulates it), at the price of a wider
-interval (:func:`wilson`).
+What one intervention's branches showed is a :class:`Tally`; the intervals its flip rate is read
+by, and what K samples would show, are :mod:`cassettes.why._interval`'s.
 
 **A verdict is determined only when its interval says so**: the change must be shown, at 95%, to
-flip the outcome more often than the run succeeds without it. That is the interval of the
-*difference* between its flip rate and each other intervention's that ran (each a run with this
-suspect left as the recording had it) — Newcombe's hybrid score interval (1998, method 10), built
-from the Wilson score intervals of the two rates — lying wholly above 0; an intervention that ran
-alone is compared with the recorded run itself (it failed: 0 successes in 1 run). So a lone
-suspect that flipped 1 of 5 (95% interval 0.01–0.70) is not determined, whatever else is missing:
-the difference's interval (−0.61–0.20 against the recorded run) holds 0 (:func:`difference`,
-:func:`unshown`). Over simulated investigations in which every intervention flips at the same rate
-(tests/why/test_why_core.py), at most about 6% are determined.
+flip the outcome more often than the run succeeds without it: the interval of the *difference*
+between its flip rate and each other intervention's that ran (each a run with this suspect left as
+the recording had it) lies wholly above 0; an intervention that ran alone is compared with the
+recorded run itself. So a lone suspect that flipped 1 of 5 (95% interval 0.01–0.70) is not
+determined, whatever else is missing: the difference's interval (−0.61–0.20 against the recorded
+run) holds 0 (:func:`unshown`). Over simulated investigations in which every intervention flips at
+the same rate (tests/why/test_why_core.py), at most about 6% are determined.
 
 Two interventions whose 95% intervals overlap are not told apart; "try K=…" is advice only when,
 at the flip rates seen, K samples each would give intervals that no longer overlap
-(:func:`needed`). Two that flip the outcome at the same rate never separate, at any K: saying
-"try K=40" then is advice that cannot converge (issue 68: ≤ 0.4% of simulated investigations
-became determined at K = 10 … 160).
+(:func:`cassettes.why._interval.needed`): two that flip the outcome at the same rate never
+separate, and saying "try K=40" then is advice that cannot converge.
 """
 
 from __future__ import annotations
 
-import math
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..hints import command_line, count
-from ._intervention import Intervention
+from ._interval import MOST, RECORDED, difference, needed, shown_at, wilson
+from ._tally import Tally
 
-__all__ = [
-    "MOST",
-    "RECORDED",
-    "Tally",
-    "Verdict",
-    "advice",
-    "difference",
-    "needed",
-    "score",
-    "unshown",
-    "verdict",
-    "why_alike",
-    "wilson",
-]
-
-#: The standard normal quantile of a two-sided 95% interval.
-Z95 = 1.959963984540054
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The continuity-corrected Wilson score interval (low, high) of ``successes`` in ``n``
-    trials. It stays inside [0, 1] and is not empty at 0 or ``n`` successes (0 of 5 is
-    (0, 0.54), not (0, 0)), which is what small K gives; ``n == 0`` says nothing: (0, 1)."""
-    if n <= 0:
-        return 0.0, 1.0
-    if not 0 <= successes <= n:
-        raise ValueError(f"{successes} successes in {n} trials")
-    p = successes / n
-    z2 = z * z
-    denom = 2 * (n + z2)
-    low = (
-        0.0
-        if successes == 0
-        else (2 * n * p + z2 - 1 - z * math.sqrt(z2 - 2 - 1 / n + 4 * p * (n * (1 - p) + 1)))
-        / denom
-    )
-    high = (
-        1.0
-        if successes == n
-        else (2 * n * p + z2 + 1 + z * math.sqrt(z2 + 2 - 1 / n + 4 * p * (n * (1 - p) - 1)))
-        / denom
-    )
-    return max(0.0, low), min(1.0, high)
-
-
-def score(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The plain Wilson score interval (low, high) of ``successes`` in ``n`` trials: the parts
-    Newcombe's interval of a difference is built from (:func:`difference`)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p, z2 = successes / n, z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def difference(a: tuple[int, int], b: tuple[int, int], z: float = Z95) -> tuple[float, float]:
-    """The 95% interval of rate ``a`` minus rate ``b`` (each ``(successes, trials)``): Newcombe's
-    hybrid score interval (1998, method 10), from the Wilson score intervals of each rate. It
-    holds 0 when the samples cannot show the two rates differ (1 of 5 against 0 of 5:
-    −0.26–0.57; 4 of 5 against 0 of 5: 0.19–0.96)."""
-    (x, n), (y, m) = a, b
-    if n <= 0 or m <= 0:
-        return -1.0, 1.0
-    p, q = x / n, y / m
-    (l1, u1), (l2, u2) = score(x, n, z), score(y, m, z)
-    d = p - q
-    return d - math.sqrt((p - l1) ** 2 + (u2 - q) ** 2), d + math.sqrt(
-        (u1 - p) ** 2 + (q - l2) ** 2
-    )
-
-
-#: The recorded run as a sample of the run without any change: it failed, once.
-RECORDED = (0, 1)
-
-
-@dataclass
-class Tally:
-    intervention: Intervention
-    flips: int = 0
-    samples: int = 0
-    #: Branches that are no sample (not run, or their outcome unknown).
-    invalid: int = 0
-    #: The branch files, with what each showed (``flipped``, ``failed``, ``invalid: …``).
-    branches: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson(self.flips, self.samples)
-
-    @property
-    def rate(self) -> float | None:
-        return self.flips / self.samples if self.samples else None
-
-    def as_json(self) -> dict[str, Any]:
-        low, high = self.interval
-        return {
-            **self.intervention.as_json(),
-            "flips": self.flips,
-            "samples": self.samples,
-            "invalid": self.invalid,
-            "rate": self.rate,
-            "low": round(low, 4),
-            "high": round(high, 4),
-            # the requests its branches sent live (against live_requests_per_sample × branches)
-            "sent": sum(int(b.get("sent") or 0) for b in self.branches),
-            "branches": self.branches,
-        }
-
-    @property
-    def left_out(self) -> str:
-        """The branches that are no sample, and why (the first reason, and how many share it)."""
-        if not self.invalid:
-            return ""
-        whys = [str(b.get("why") or "no reason given") for b in self.branches if _no_sample(b)]
-        first = whys[0] if whys else "no reason given"
-        same = sum(w == first for w in whys)
-        also = f" ({same} of them)" if 1 < same < self.invalid else ""
-        of = self.invalid + self.samples
-        verb = "is" if self.invalid == 1 else "are"
-        branches = count(of, "branch", "branches")
-        return f"{self.invalid} of {branches} {verb} no sample: {first}{also}"
-
-    def line(self) -> str:
-        i = self.intervention
-        low, high = self.interval
-        head = f"{i.layer} {i.conversation} turn {i.turn}: {i.what}"
-        if i.missing is not None:
-            said = f" (the API said: {i.evidence!r})" if i.evidence else ""
-            return f"{head}: not run: {i.missing}{said}"
-        if not self.samples:
-            return f"{head}: no sample: {self.left_out}"
-        extra = f"; {self.left_out}" if self.invalid else ""
-        return f"{head}: flipped {self.flips}/{self.samples} (95% CI {low:.2f}–{high:.2f}){extra}"
-
-
-def _no_sample(branch: dict[str, Any]) -> bool:
-    return branch.get("result") not in ("flipped", "failed")
-
-
-#: The most samples per intervention ``why`` advises (beyond it, say they cannot be told apart).
-MOST = 200
-
-
-def needed(a: Tally, b: Tally, most: int = MOST) -> int | None:
-    """The fewest samples each at which ``a``'s and ``b``'s intervals would no longer overlap, if
-    they flipped the outcome at the rates seen; ``None`` when no K up to ``most`` would (the same
-    rate, or rates too close)."""
-    ra, rb = a.rate, b.rate
-    if ra is None or rb is None or ra == rb:
-        return None
-    hi, lo = max(ra, rb), min(ra, rb)
-    for k in range(max(a.samples, b.samples) + 1, most + 1):
-        if wilson(round(hi * k), k)[0] > wilson(round(lo * k), k)[1]:
-            return k
-    return None
+# wilson is _interval's: _confirm and _expected still import it from here
+__all__ = ["Verdict", "advice", "only_context", "unshown", "verdict", "why_alike", "wilson"]
 
 
 def unshown(best: Tally, rivals: list[Tally]) -> tuple[Tally | None, tuple[float, float]] | None:
@@ -216,27 +55,12 @@ def unshown(best: Tally, rivals: list[Tally]) -> tuple[Tally | None, tuple[float
     holds 0, with that interval; ``None`` when it is shown against every one (the rule of the
     module docstring)."""
     against: list[tuple[Tally | None, tuple[int, int]]] = [
-        (t, (t.flips, t.samples)) for t in rivals if t.samples
+        (t, t.counts) for t in rivals if t.samples
     ] or [(None, RECORDED)]
     for t, rate in against:
-        d = difference((best.flips, best.samples), rate)
+        d = difference(best.counts, rate)
         if d[0] <= 0:
             return t, d
-    return None
-
-
-def _shown_at(best: Tally, rival: Tally | None, most: int = MOST) -> int | None:
-    """The fewest samples each at which, at the rates seen, the difference between ``best`` and
-    ``rival`` (``None``: the recorded run, which stays one run) would be shown; ``None`` when no K
-    up to ``most`` would."""
-    rb = best.rate
-    if rb is None:
-        return None
-    start = max(best.samples, rival.samples if rival is not None else 0) + 1
-    for k in range(start, most + 1):
-        other = RECORDED if rival is None else (round((rival.rate or 0.0) * k), k)
-        if difference((round(rb * k), k), other)[0] > 0:
-            return k
     return None
 
 
@@ -253,7 +77,7 @@ def _not_shown(
     control: when nothing else ran, the recorded run is the only one."""
     alike = tied or []
     if rival is None:
-        k = _shown_at(best, None)
+        k = shown_at(best.counts, None)
         beside = (
             "nothing else ran"
             if not alike
@@ -277,11 +101,9 @@ def _not_shown(
             # which turn: said as for a verdict of the layer (nested re-samples: no K tells)
             more += f"; which turn: {why_alike(best, alike)}"
     else:
-        r = rival.intervention
-        k = _shown_at(best, rival)
+        k = shown_at(best.counts, rival.counts)
         what = (
-            f"against {r.layer} at {r.conversation} turn {r.turn} ({r.what}) "
-            f"{rival.flips}/{rival.samples} the interval of the difference is "
+            f"against {_named(rival)} the interval of the difference is "
             f"{d[0]:+.2f}–{d[1]:+.2f}, which holds 0"
         )
         more = (
@@ -298,7 +120,7 @@ def _not_shown(
 def advice(best: Tally, tied: list[Tally]) -> str:
     """What more samples can do for ``best`` and the interventions ``tied`` with it: the K that
     separates them all, or which cannot be separated and why."""
-    ks = [needed(best, t) for t in tied]
+    ks = [needed(best.counts, t.counts) for t in tied]
     if all(k is not None for k in ks):
         k = max(k for k in ks if k is not None)
         return (
@@ -397,17 +219,10 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     by_refusal = _refusal(tallies, ran, ranked, samples)
     if by_refusal is not None:
         return by_refusal
-    if not ran and only_context(ranked):
-        return Verdict(False, _only_context(ranked), None, [], ranked, samples)
     if not ran:
-        return Verdict(
-            False,
-            "no intervention could be run or judged: see each below",
-            None,
-            [],
-            ranked,
-            samples,
-        )
+        none = "no intervention could be run or judged: see each below"
+        said = _only_context(ranked) if only_context(ranked) else none
+        return Verdict(False, said, None, [], ranked, samples)
     best, rivals = ranked[0], ranked[1 : len(ran)]
     if best.flips == 0:
         return Verdict(False, _off_the_wire(tallies, ran, samples), None, [], ranked, samples)
@@ -452,12 +267,10 @@ def _more(samples: int) -> str:
 
 def _said(best: Tally) -> str:
     """The best intervention, how often it flipped the outcome and its interval, in a line."""
-    i, (low, high) = best.intervention, best.interval
+    i = best.intervention
     return (
         f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped "
-        f"{best.flips}/{best.samples} (95% CI {low:.2f}–{high:.2f})"
-        + _still_failed(best)
-        + _resting(best)
+        f"{best.flips}/{best.samples} ({best.ci})" + _still_failed(best) + _resting(best)
     )
 
 
@@ -466,31 +279,16 @@ def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: i
     end: not determined; "try K=…" only when more samples can separate them
     (:func:`advice`). When every one is an E re-sample, the layer is
     determined (the model's), the turn is not."""
-    others = "; ".join(
-        f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} "
-        f"({t.intervention.what}) {t.flips}/{t.samples}"
-        for t in tied
+    others = "; ".join(_named(t) for t in tied)
+    model = all(t.intervention.layer == "E" for t in [best, *tied])
+    head = (
+        f"the model (E); which turn is not determined with K={samples}: {_said(best)}, and its "
+        f"interval overlaps {others}; {why_alike(best, tied)}"
+        if model
+        else f"not determined with K={samples}: {_said(best)}, and its interval overlaps "
+        f"{others}; {advice(best, tied)}"
     )
-    if all(t.intervention.layer == "E" for t in [best, *tied]):
-        return Verdict(
-            False,
-            f"the model (E); which turn is not determined with K={samples}: {_said(best)}, and "
-            f"its interval overlaps {others}; {why_alike(best, tied)}",
-            best,
-            tied,
-            ranked,
-            samples,
-            layer_only=True,
-        )
-    return Verdict(
-        False,
-        f"not determined with K={samples}: {_said(best)}, and its interval overlaps {others}; "
-        f"{advice(best, tied)}",
-        best,
-        tied,
-        ranked,
-        samples,
-    )
+    return Verdict(False, head, best, tied, ranked, samples, layer_only=model)
 
 
 def _named(t: Tally) -> str:
@@ -531,14 +329,6 @@ def _refusal(
     if refused is None or any(t.flips for t in ran):
         return None
     i = refused.intervention
-    n = sum(t.samples for t in ran)
-    tried = (
-        "nothing could be run"
-        if not ran
-        else f"the one intervention run did not flip it in {count(n, 'sample')}"
-        if len(ran) == 1
-        else f"none of the {len(ran)} interventions run flipped it in {count(n, 'sample')}"
-    )
     test = (
         f"test a fix with a fork at it ({command_line(i.fix)})"
         if i.fix
@@ -548,7 +338,7 @@ def _refusal(
     return Verdict(
         True,
         f"the client (C): {i.what} at {i.conversation} turn {i.turn}{said}; the API refuses the "
-        f"same request every time, so more samples cannot change it ({tried}); {test}",
+        f"same request every time, so more samples cannot change it ({_tried(ran)}); {test}",
         refused,
         [],
         [refused, *[t for t in ranked if t is not refused]],
@@ -562,27 +352,32 @@ def _off_the_wire(tallies: list[Tally], ran: list[Tally], samples: int) -> str:
     where a fork cannot reach (the tools' code, the environment, the data); a refusal the client
     recovered from is named as context; more samples are advised only to rule out a change that
     flips the outcome rarely (the widest interval's high end)."""
-    n = sum(t.samples for t in ran)
-    tried = (
-        f"the one intervention run did not flip it in {count(n, 'sample')}"
-        if len(ran) == 1
-        else f"none of the {len(ran)} interventions run flipped it in {count(n, 'sample')}"
-    )
-    context = "".join(
-        f"; the API's refusal at {t.intervention.conversation} turn {t.intervention.turn} is "
-        f"{t.intervention.missing}"
-        for t in tallies
-        if t.intervention.kind == "c-recovered"
-    )
+    context = "".join(f"; {_recovered(t)}" for t in tallies if t.intervention.kind == "c-recovered")
     high = max(t.interval[1] for t in ran)
     left = [t for t in ran if t.invalid]
     return (
-        f"not determined: nothing looptap can change flipped the outcome ({tried}); the cause is "
-        "likely off the wire (the tools' code, the environment, the data the agent read), where "
-        f"a fork cannot reach{context}; a change that flips it in fewer than {high:.0%} of runs "
-        f"could still hide in K={samples}: {_more(samples)} to rule that out"
+        f"not determined: nothing looptap can change flipped the outcome ({_tried(ran)}); the "
+        "cause is likely off the wire (the tools' code, the environment, the data the agent "
+        f"read), where a fork cannot reach{context}; a change that flips it in fewer than "
+        f"{high:.0%} of runs could still hide in K={samples}: {_more(samples)} to rule that out"
         + (_resting(left[0]) if left else "")
     )
+
+
+def _tried(ran: list[Tally]) -> str:
+    """What ran when nothing that ran flipped the outcome."""
+    n = count(sum(t.samples for t in ran), "sample")
+    if not ran:
+        return "nothing could be run"
+    if len(ran) == 1:
+        return f"the one intervention run did not flip it in {n}"
+    return f"none of the {len(ran)} interventions run flipped it in {n}"
+
+
+def _recovered(t: Tally) -> str:
+    """A refusal the client recovered from, as context."""
+    i = t.intervention
+    return f"the API's refusal at {i.conversation} turn {i.turn} is {i.missing}"
 
 
 def only_context(ranked: list[Tally]) -> bool:
@@ -593,11 +388,7 @@ def only_context(ranked: list[Tally]) -> bool:
 def _only_context(ranked: list[Tally]) -> str:
     """The headline when the only suspects on the wire are refusals the client recovered from:
     nothing looptap can change is left, so the cause is likely off the wire."""
-    said = "; ".join(
-        f"the API's refusal at {t.intervention.conversation} turn {t.intervention.turn} is "
-        f"{t.intervention.missing}"
-        for t in ranked
-    )
+    said = "; ".join(_recovered(t) for t in ranked)
     return (
         f"not determined: {said}; nothing else looptap can change was found in the layers "
         "searched, so the cause is likely off the wire (the tools' code, the environment, the "
@@ -608,17 +399,10 @@ def _only_context(ranked: list[Tally]) -> str:
 def _either(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
     """The verdict when ``best`` and every one ``tied`` with it flipped the outcome every time:
     each is enough on its own, and more samples cannot tell them apart."""
-    i, low = best.intervention, best.interval[0]
+    i = best.intervention
     both = " and ".join(
-        [
-            f"{i.layer} ({i.what}) {best.flips}/{best.samples} (95% CI "
-            f"{low:.2f}–{best.interval[1]:.2f})"
-        ]
-        + [
-            f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} (95% CI "
-            f"{t.interval[0]:.2f}–{t.interval[1]:.2f})"
-            for t in tied
-        ]
+        f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} ({t.ci})"
+        for t in [best, *tied]
     )
     where = {(t.intervention.conversation, t.intervention.turn) for t in [best, *tied]}
     at = f" at {i.conversation} turn {i.turn}" if len(where) == 1 else ""

@@ -23,8 +23,9 @@ import pytest
 
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.wire import Exchange
-from looptap.proxy.handoff import Handoff, HandoffError, Receipt
+from looptap.proxy.handoff import Handoff, HandoffError
 from looptap.proxy.pipe import FrameReader, frame, write_parts
+from looptap.proxy.receipt import Receipt
 from tests.support import progress
 
 

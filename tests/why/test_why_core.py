@@ -842,7 +842,7 @@ def test_a_lone_suspect_that_flipped_once_is_not_determined_with_its_interval() 
 def test_the_difference_interval_matches_newcombes_published_values() -> None:
     """Newcombe (1998), Table II, method 10 (score, no continuity correction): 56/70 − 48/80
     is 0.0524–0.3339; 9/10 − 3/10 is 0.1705–0.8090."""
-    from looptap.cassettes.why._verdict import difference
+    from looptap.cassettes.why._interval import difference
 
     for a, b, low, high in (
         ((56, 70), (48, 80), 0.0524, 0.3339),

@@ -28,7 +28,7 @@ from context_cases import (
 from scenarios import WEATHER, AgentScript, Call, Tool, edit_request, run_of, threads
 
 from looptap.cassettes.analysis import RunAnalysis
-from looptap.cassettes.views._roundtrip_view import turn_json
+from looptap.cassettes.views import turn_json
 
 CASES = all_cases()
 #: What each case says, by code (the management codes and every warning or error).

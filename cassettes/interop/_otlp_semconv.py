@@ -1,0 +1,159 @@
+"""The GenAI semantic conventions' messages of a span read as semconv messages (``{"role",
+"parts"}``): ``gen_ai.input.messages``, ``gen_ai.output.messages`` and
+``gen_ai.system_instructions`` as span attributes or on the
+``gen_ai.client.inference.operation.details`` event; else the per-message events of semconv ≤ 1.36
+(``gen_ai.{system,user,assistant,tool}.message``, ``gen_ai.choice``); else openllmetry's numbered
+attributes (:mod:`cassettes.interop._otlp_numbered`). What instrumentations write beside the
+conventions (pydantic-ai's ``result``, a ``tool_use`` block repeated as text, a system prompt
+written twice, an empty assistant message) is read as the conventions mean it, and said on the
+call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hints import count
+from ..providers import Call
+from . import _genai_names as genai
+from ._otlp_numbered import numbered
+from ._otlp_profiles import Instrumentation
+from ._otlp_spans import attributes, json_attribute, listed
+
+__all__ = ["semconv", "typed"]
+
+
+def typed(parts: Any, kind: str) -> list[dict[str, Any]]:
+    """The parts of type ``kind`` (``text``, ``tool_call`` …) of a semconv message's ``parts``."""
+    return [p for p in listed(parts) if isinstance(p, dict) and p.get("type") == kind]
+
+
+def semconv(
+    a: dict[str, Any], span: dict[str, Any], call: Call, prof: Instrumentation
+) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
+    """(input messages, system texts, the output message, its finish reason) of a span."""
+    events = [e for e in span.get("events") or [] if isinstance(e, dict)]
+    for e in events:  # the inference details event carries the same attributes
+        if e.get("name") == "gen_ai.client.inference.operation.details":
+            a = {**attributes(e.get("attributes")), **a}
+    inputs = _messages_json(a, genai.INPUT_MESSAGES, call)
+    outputs = _messages_json(a, genai.OUTPUT_MESSAGES, call)
+    sys_parts = _messages_json(a, genai.SYSTEM_INSTRUCTIONS, call)
+    system = [str(p.get("content") or "") for p in typed(sys_parts, "text")]
+    if not isinstance(inputs, list) and not isinstance(outputs, list):
+        inputs, outputs = _old_events(events)
+    if not isinstance(inputs, list) and not isinstance(outputs, list):
+        inputs, outputs = numbered(a)  # openllmetry before 0.50: gen_ai.prompt.N / completion.N
+    out = outputs[0] if isinstance(outputs, list) and outputs else None
+    out = _parts_read(out, prof) if isinstance(out, dict) else None
+    if isinstance(inputs, list):
+        inputs = [_parts_read(m, prof) for m in inputs if isinstance(m, dict)]
+        inputs = _system_once(inputs, system, call)
+        empty = [m for m in inputs if m.get("role") == "assistant" and not m.get("parts")]
+        if empty:  # pydantic-ai's Anthropic history: no API takes an assistant message of nothing
+            inputs = [m for m in inputs if not any(m is e for e in empty)]
+            call.notes.append(
+                f"imported: {count(len(empty), 'empty assistant message')} in the span's input "
+                "left out (no request carries one)"
+            )
+    return inputs, system, out, out.get("finish_reason") if out else None
+
+
+def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:
+    """A messages attribute parsed; one that is not valid JSON is said on the round trip."""
+    raw = a.get(key)
+    value = json_attribute(raw)
+    if isinstance(raw, str) and raw and value is None:
+        call.notes.append(
+            f"imported: the span's {key} is not valid JSON ({count(len(raw), 'character')}); "
+            "read as missing"
+        )
+        call.inferred.add("malformed " + key.removeprefix("gen_ai."))
+    return value
+
+
+def _system_once(inputs: list[Any], system: list[str], call: Call) -> list[Any]:
+    """The input without its leading system messages where ``gen_ai.system_instructions`` says the
+    same (an instrumentation that writes the system prompt in both, OpenLIT): taken once."""
+    lead = 0
+    while lead < len(inputs) and inputs[lead].get("role") == "system":
+        lead += 1
+    texts = [
+        str(p.get("content") or "") for m in inputs[:lead] for p in typed(m.get("parts"), "text")
+    ]
+    if not lead or not system or "".join(texts) != "".join(system):
+        return inputs
+    call.notes.append("imported: the system prompt is in the span twice (its system "
+                      "instructions and its input messages): taken once")  # fmt: skip
+    return inputs[lead:]
+
+
+def _parts_read(m: dict[str, Any], prof: Instrumentation) -> dict[str, Any]:
+    """A semconv message whose tool results are under ``result`` (pydantic-ai) as under
+    ``response``, and without the text part that only repeats a tool call of the same message as
+    JSON (openllmetry's LangChain instrumentation writes each Anthropic ``tool_use`` block so,
+    beside its ``tool_call`` part)."""
+    parts = m.get("parts")
+    if not isinstance(parts, list):
+        return m
+    calls = {p.get("id") for p in typed(parts, "tool_call")}
+    fixed = [
+        {**p, "response": p["result"]}
+        if isinstance(p, dict) and p.get("type") == "tool_call_response"
+        and "response" not in p and "result" in p
+        else p
+        for p in parts
+        if not (isinstance(p, dict) and prof.tool_use_as_text and _echoed_call(p, calls))
+    ]  # fmt: skip
+    return {**m, "parts": fixed}
+
+
+def _echoed_call(p: dict[str, Any], calls: set[Any]) -> bool:
+    """A text part that is a ``tool_use`` block, as JSON, of a call the message has."""
+    if p.get("type") != "text" or not str(p.get("content") or "").startswith('{"id": '):
+        return False
+    block = json_attribute(p.get("content"))
+    return isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in calls
+
+
+_OLD_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def _old_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    content = body.get("content")
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "content": content})
+    for tc in json_attribute(body.get("tool_calls")) or []:
+        if isinstance(tc, dict):
+            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
+            parts.append(
+                {"type": "tool_call", "id": tc.get("id"), "name": fn.get("name"),
+                 "arguments": fn.get("arguments")}
+            )  # fmt: skip
+    return parts
+
+
+def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[Any] | None]:
+    """The per-message events of semconv ≤ 1.36 (content on the event's attributes)."""
+    inputs: list[Any] = []
+    outputs: list[Any] = []
+    for e in events:
+        body = attributes(e.get("attributes"))
+        role = _OLD_ROLES.get(str(e.get("name")))
+        if role == "tool":
+            inputs.append(
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": body.get("id"),
+                                            "response": body.get("content")}]}
+            )  # fmt: skip
+        elif role is not None:
+            inputs.append({"role": role, "parts": _old_parts(body)})
+        elif e.get("name") == "gen_ai.choice":
+            msg = json_attribute(body.get("message"))
+            parts = _old_parts(msg if isinstance(msg, dict) else body)
+            outputs.append({"parts": parts, "finish_reason": body.get("finish_reason")})
+    return (inputs or None), (outputs or None)
