@@ -28,13 +28,13 @@ from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
 from ._branches import Branches, passed_flags
 from ._budget import check as check_budget
+from ._interval import wilson
 from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._keep import Kept, run_all
 from ._outcome import Outcome, judged_from
 from ._state import STATE, State, flags_said, kept_flags, read_state, run_digest
 from ._suspects import heard, later_turns, live_turns, newest_texts
-from ._verdict import wilson
 
 __all__ = ["confirm"]
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from ..errors import CassetteError
 from ..reading import open_run
+from ._interval import wilson
 from ._intervention import Intervention
-from ._verdict import wilson
 
 __all__ = ["Expected", "asked_again", "expected"]
 

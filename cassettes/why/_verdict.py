@@ -41,11 +41,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hints import command_line, count
-from ._interval import MOST, RECORDED, difference, needed, shown_at, wilson
+from ._interval import MOST, RECORDED, difference, needed, shown_at
 from ._tally import Tally
 
-# wilson is _interval's: _confirm and _expected still import it from here
-__all__ = ["Verdict", "advice", "only_context", "unshown", "verdict", "why_alike", "wilson"]
+__all__ = ["Verdict", "advice", "only_context", "unshown", "verdict", "why_alike"]
 
 
 def unshown(best: Tally, rivals: list[Tally]) -> tuple[Tally | None, tuple[float, float]] | None:
