@@ -15,8 +15,8 @@ fixture, tests/proxy/conftest.py), replay with their tool server and their model
    request the run does not answer fails the test, named with the recorded call closest to it
    and the model's tool call that one served.
 3. A fork at turn 2 (``looptap run --from run.jsonl@turn=2``), for each of the six (the AI SDK
-   agent with plain ``fetch``: looptap run's Node shim, proxy/node_env_proxy.cjs): the prefix's
-   tools served, the model live from turn 2, and the order the live turn asks for served from the
+   agent with plain ``fetch``: the Node shim, cassettes/net/node_env_proxy.cjs): the prefix's tools
+   served, the model live from turn 2, and the order the live turn asks for served from the
    run while its request matches; with a request that no longer matches the tool goes live —
    through the fork's recorder, into the branch, linked to the live turn's call — or fails under
    ``--tools-offline``.
