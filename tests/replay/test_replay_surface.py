@@ -15,8 +15,8 @@ import pytest
 PUBLIC = {
     "looptap.cassettes.replay": ["command", "comparison"],
     "looptap.cassettes.replay.forking": [
-        "cursor", "divergence", "fork", "forkview", "placement", "plan", "proposal", "repeat",
-        "rundiff",
+        "cursor", "divergence", "fork", "forkview", "limit", "placement", "plan", "proposal",
+        "repeat", "rundiff",
     ],
     "looptap.cassettes.replay.forking.compare": ["answer", "budget", "report", "sending"],
     "looptap.cassettes.replay.live": [

@@ -25,7 +25,7 @@ from ..serving.plan import Refused
 __all__ = ["LIMIT_CODE", "LIMIT_STATUS", "Limit", "refusal"]
 
 #: The status and error code of a request refused at the limit: a 400 (never retried by the SDKs,
-#: unlike a 429 or a 5xx; Anthropic answers a spend limit so too, WIRE.md §C.6).
+#: unlike a 429 or a 5xx; an API's own spend limit is answered so too, WIRE.md §C.6).
 LIMIT_STATUS = 400
 LIMIT_CODE = "looptap_fork_limit"
 
@@ -78,9 +78,8 @@ class Limit:
 
 def refusal(limit: Limit, req: Request, rec: Recorded | None) -> Refused:
     """How a request refused at ``limit`` is answered: its API's own error shape (the adapter's
-    ``replay.error``: OpenAI's ``{"error": {"message", "type", "param", "code"}}``, Anthropic's
-    ``{"type": "error", "error": {"type", "message"}}``, Gemini's ``{"error": {"code", "message",
-    "status"}}``; WIRE.md §A.6, §C.6, §D.6), status 400, marked not to be retried."""
+    ``replay.error``, as each family writes an error: WIRE.md §A.6, §C.6, §D.6), status 400,
+    marked not to be retried."""
     adapter = request_key(req.method, req.target, req.headers, req.body).adapter or Provider()
     text = limit.message()
     return Refused(
