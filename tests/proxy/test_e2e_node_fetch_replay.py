@@ -26,6 +26,7 @@ import pytest
 from looptap.cassettes.net import NODE_SHIM
 from looptap.cassettes.replay.serving.agent_env import placeholder_keys, read_export, replay_env
 from tests.proxy.test_e2e_tool_http import AGENT_ENV, AGENTS, NODE, NPM_CLIENTS
+from tests.proxy.test_e2e_tool_replay import PLUGGED  # the user's test of the agent
 from tests.support import progress
 from tests.support.recorder import clean_env, needs_recorder
 
@@ -55,20 +56,6 @@ def recorded(tool_agent_run: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     return made
 
 
-PLUGGED = """
-import os, subprocess
-import pytest
-
-@pytest.mark.looptap({cassette!r})
-def test_agent(looptap):
-    env = {{**os.environ, **{env!r}}}
-    done = subprocess.run({argv!r}, env=env, capture_output=True, text=True)
-    print(done.stdout[-3000:], done.stderr[-3000:])
-    assert done.returncode == 0
-    assert "answer:" in done.stdout and "umbrella" in done.stdout
-"""
-
-
 def test_the_plugin_serves_plain_fetch_tools_offline(
     recorded: dict[str, Any], pytester: pytest.Pytester
 ) -> None:
@@ -79,6 +66,7 @@ def test_the_plugin_serves_plain_fetch_tools_offline(
             cassette=str(recorded["run"]),
             env={**PLAIN, "TOOL_URL": recorded["tool_url"]},
             argv=[str(NODE), str(script)],
+            answer='"answer:" in done.stdout and "umbrella" in done.stdout',
         )
     )
     result = pytester.runpytest_subprocess(
