@@ -96,15 +96,16 @@ class ResultGroups:
         """``elements`` with each group in its calls' order, or ``None`` when none moved."""
         out = list(elements)
         changed = False
+        found = [self._key(e) for e in elements]  # each element's call key, read once
         i = 0
         while i < len(elements):
-            if self._key(elements[i]) is None:
+            if found[i] is None:
                 i += 1
                 continue
             j = i
-            while j < len(elements) and self._key(elements[j]) is not None:
+            while j < len(elements) and found[j] is not None:
                 j += 1
-            keys = [self._key(e) or "" for e in elements[i:j]]
+            keys = [k or "" for k in found[i:j]]
             if j - i > 1 and "" not in keys and len(set(keys)) == len(keys):
                 # the calls' order; a call not in the body (a kept answer's) after, by its key
                 place = [(0, rank[k], "") if k in rank else (1, 0, k) for k in keys]
