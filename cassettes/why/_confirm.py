@@ -288,7 +288,7 @@ def _report(
         else f"no run of the fixed agent could be judged ({count(len(results), 'run')}: see below)"
     )
     before = _before(doc, run, outcome)
-    sent = sum(int(r.get("sent") or 0) for r in results)
+    sent = kept.sent
     expected = kept.estimate
     planned = len(results) - kept.added + kept.not_started
     lines = [
@@ -297,7 +297,7 @@ def _report(
         f"the verdict it answers: {v.get('headline')}",
         f"sent live: {count(sent, 'request')} ({expected.said(planned)}), through "
         f"{flags_said(passed)}",
-        *kept.lines(sent),
+        *kept.lines(),
         "before → after, per sample:",
         *(
             f"  sample {k}: before: failed ({before}) → after: "

@@ -44,9 +44,14 @@ class Kept:
     def stopped(self) -> int:
         return sum(1 for r in self.results if r.get("stopped"))
 
-    def lines(self, sent: int) -> list[str]:
+    @property
+    def sent(self) -> int:
+        """What the runs made sent live, in all."""
+        return sum(int(r.get("sent") or 0) for r in self.results)
+
+    def lines(self) -> list[str]:
         """The report's line on how the runs were kept (:func:`_kept_lines`)."""
-        return _kept_lines(self, sent)
+        return _kept_lines(self, self.sent)
 
 
 #: How far the runs of a confirm may go past their estimate, and how far under it they add runs.
@@ -179,7 +184,7 @@ def _one_more(kept: Kept, one: Any, k: int) -> bool:
     """Run ``k`` given all that is left (one at a time); ``False`` when it was not started (what
     is left is under a run's least) or was stopped at the limit (nothing left then)."""
     assert kept.limit is not None
-    left = kept.limit - sum(int(r.get("sent") or 0) for r in kept.results)
+    left = kept.limit - kept.sent
     if left < max(1, kept.estimate.shape):
         return False
     result = one(k, 0)
@@ -193,7 +198,7 @@ def _add(kept: Kept, one: Any, samples: int) -> None:
     estimate and what is left holds a run's least (:attr:`Expected.shape`); each said."""
     floor = _UNDER * kept.estimate.total
     while kept.added < samples and kept.limit is not None:
-        sent = sum(int(r.get("sent") or 0) for r in kept.results)
+        sent = kept.sent
         left, k = kept.limit - sent, len(kept.results) + kept.not_started + 1
         if sent >= floor or left < max(1, kept.estimate.shape):
             return
