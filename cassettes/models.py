@@ -167,6 +167,10 @@ class NormalisedRequest(_Model):
     previous_response_id: str | None = None
     #: The top-level body key holding the resent history (``messages``, ``input``, ``contents``).
     history_key: str | None = None
+    #: What of this request looptap could not read, each a short label ("message 3: content of an
+    #: unknown shape", "tools"); empty when all of it was read. A round trip with any is read
+    #: ``partial``, and no finding rests on what is listed here (issue 92).
+    unread: list[str] = Field(default_factory=list)
 
 
 class Usage(_Model):
@@ -222,6 +226,10 @@ class NormalisedResponse(_Model):
     #: Facts a reader should see that are not parse failures: values the API does not send
     #: (unknown enum strings), oddities of the recording. Shown as round-trip notes.
     notes: list[str] = Field(default_factory=list)
+    #: What of this answer looptap could not read, each a short label ("part 2: content of an
+    #: unknown shape", "stream end", "usage"); empty when all of it was read. A round trip with any
+    #: is read ``partial``, and no finding rests on what is listed here (issue 92).
+    unread: list[str] = Field(default_factory=list)
 
     @property
     def text(self) -> str:
