@@ -56,6 +56,8 @@ from .wire import body_cut, salvage
 
 __all__ = ["scan_file", "scan_lines"]
 
+#: The kind of a find by the name it stands after (the detector's rule: recording._detector).
+NAMED = "credential by name"
 EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_ERROR = 2
@@ -100,7 +102,7 @@ class Find:
 
 def _mask(secret: str, kind: str = "") -> str:
     # a short password's first six characters are most of it
-    if kind.startswith("credential field"):
+    if kind.startswith(("credential field", NAMED)):
         return f"{len(secret)} chars"
     return f"{secret[:6]}… {len(secret)} chars"
 
@@ -257,7 +259,12 @@ def scan_lines(
                     data = str(leaf["b64"]).encode()
                 hits = scanner.blob(data)
             elif isinstance(leaf, str):
-                hits = itertools.chain(scanner.text(leaf), scanner.named(leaf))
+                named = list(scanner.named(leaf))
+                values = {secret for _, secret, _ in named}
+                hits = itertools.chain(
+                    (h for h in scanner.text(leaf) if not (h[0] == NAMED and h[1] in values)),
+                    named,
+                )
             else:
                 continue
             for kind, secret, form in hits:
@@ -265,7 +272,10 @@ def scan_lines(
         finds.extend(
             _stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n})
         )
-        finds.extend(_cut_finds(rec, path, n))
+        cut = _cut_finds(rec, path, n)
+        if cut:  # the cut credential is that find's to report (its name before it found it too)
+            finds = [f for f in finds if not (f.line == n and f.kind == NAMED)]
+        finds.extend(cut)
         finds.extend(_digest_finds(rec, path, n))
         finds.extend(_named_finds(rec, path, n))
     return finds

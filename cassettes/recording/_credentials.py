@@ -16,22 +16,32 @@ import orjson
 from ..wire import REDACTED
 
 __all__ = [
+    "ALWAYS_JOINED",
+    "ALWAYS_LAST",
+    "ALWAYS_WORDS",
     "EMBEDDED_MAX",
+    "MAYBE_LAST",
+    "NOT_SECRET_NAMES",
+    "PLACES",
+    "PLACE_WORDS",
     "REDACTED",
     "SECRET_HEADERS",
     "URL_TOKEN",
     "credential_values",
     "cut_credential",
+    "header_secret",
     "inside_strings",
     "looks_secret",
     "named_spans",
+    "query_secret",
     "secret_name",
 ]
 
 #: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
 URL_TOKEN = "REDACTED"
 
-#: Headers whose values are credentials or bearers: redacted in a recording, never sent from one.
+#: Headers whose values are credentials or bearers whatever :func:`secret_name` says of their
+#: names: redacted in a recording, never sent from one.
 SECRET_HEADERS = frozenset(
     {
         "mcp-session-id",  # a bearer of the MCP session: whoever holds it speaks in it
@@ -49,11 +59,7 @@ SECRET_HEADERS = frozenset(
         "ocp-apim-subscription-key",
     }
 )
-# Not "session": session and thread ids (X-Claude-Code-Session-Id, Codex's session-id) identify a
-# conversation; they are not credentials, and scrubbing them would erase what links its turns.
-_SECRET_HEADER_NAME = re.compile(
-    r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)"
-)
+#: Headers that name a credential word but carry none (SDK telemetry, beta flags, a challenge).
 _SAFE_HEADER_NAME = re.compile(r"(?i)(x-stainless|anthropic-beta|www-authenticate)")
 #: Counters of tokens, not tokens: rate limits (``x-ratelimit-remaining-tokens``,
 #: ``anthropic-ratelimit-input-tokens-limit``) and usage (Bedrock InvokeModel's
@@ -75,18 +81,24 @@ def counter_header(name: str, value: str) -> bool:
     return m.group(2) != "count" or value.strip().isdigit()
 
 
-_SECRET_QUERY = re.compile(
-    r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
-    r"x-amz-signature|x-amz-credential|x-amz-security-token|code)$"
-)
-_SECRET_BODY_KEY = re.compile(
-    r"(?i)^(api[-_]?key|apikey|access[-_]?token|refresh[-_]?token|id[-_]?token|client[-_]?secret|"
-    r"password|secret|authorization|x-api-key|private[-_]?key)$"
-)
-_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-#: Words that make a name a credential's wherever they stand (``openai_api_key``, ``secretKey``,
+# ---------------------------------------------------------------------------------------------
+# The name classes: one rule set for every place a name stands in (a URL's query or fragment, a
+# header, a form's or multipart's field, a JSON key, an XML element or attribute, a ``NAME=value``
+# line of text), for the model's exchanges, MCP's and the tools' alike. docs/redaction.md is
+# generated from these tables (bench/redaction_doc.py).
+
+#: The places a name is read in. ``json`` is a JSON key (a body, JSON held in a string, JSON
+#: written in text: ``"password": "…"``); ``text`` a ``NAME = value`` / ``NAME: value`` line of
+#: prose, a config or an env file; the others are structured fields whose every value is data.
+PLACES = ("query", "header", "form", "xml", "json", "text")
+#: The structured places: where a name that *may* be a credential's (:data:`MAYBE_LAST`) is one
+#: whatever its value (``?token=abc``, ``<SessionToken>…</SessionToken>``); in JSON and text its
+#: value decides (``{"key": "color"}`` in a tool's arguments stays).
+STRUCTURED = frozenset({"query", "header", "form", "xml"})
+
+#: A name holding one of these words is a credential's wherever it stands (``openai_api_key``,
 #: ``aws_secret_access_key``, ``mcp_servers[].authorization_token``, ``bearer``, ``passwd``).
-_SECRET_WORDS = frozenset(
+ALWAYS_WORDS = frozenset(
     {
         "password",
         "passwd",
@@ -107,16 +119,52 @@ _SECRET_WORDS = frozenset(
         "pin",
     }
 )
-# Not "signature": Anthropic thinking blocks and Gemini parts carry a ``signature`` /
-# ``thoughtSignature`` the client must send back verbatim (query-string and header signatures are
-# caught by their own rules above).
-#: A name whose last word is one of these names a credential when its value looks like one
-#: (``token``, ``key``, ``auth_token``, ``x_llm_key``): ``{"key": "color"}`` in tool arguments and
-#: ``prompt_cache_key`` stay, ``{"key": "ltQ9f…"}`` goes. Plurals and counts (``max_tokens``,
-#: ``token_count``, ``keywords``, ``input_tokens``) end in another word and never match.
-_SECRET_LAST = frozenset({"token", "key", "keys"})
-#: Names ending in "key" that are identifiers, never credentials (caching, idempotency, storage).
-_NOT_SECRET_NAMES = frozenset(
+#: A name whose words, joined, hold one of these is a credential's (``accessKey``,
+#: ``X-Amz-Security-Token``, ``auth_token``, ``sessionToken``, ``client_secret``).
+ALWAYS_JOINED = (
+    "apikey",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+    "clientsecret",
+    "securitytoken",
+    "sessiontoken",
+    "sessionkey",
+    "authtoken",
+    "accesstoken",
+    "refreshtoken",
+    "idtoken",
+    "bearertoken",
+    "apitoken",
+    "privatetoken",
+    "oauthtoken",
+    "csrftoken",
+    "xsrftoken",
+)
+#: A name whose last word is one of these is a credential's (``pass``, ``db_pass``).
+ALWAYS_LAST = frozenset({"pass"})
+#: A name whose last word is one of these *may* be a credential's (``token``, ``key``,
+#: ``x_llm_key``): in a structured place it is; in JSON or text when its value looks like one
+#: (:func:`looks_secret`). Plurals and counts (``max_tokens``, ``token_count``, ``keywords``,
+#: ``input_tokens``) end in another word and never match.
+MAYBE_LAST = frozenset({"token", "key", "keys", "sessid", "sessionid"})
+#: Words that are a credential's in some places only: a ``signature`` is one in a query, a header,
+#: a form or XML (``X-Amz-Signature``, ``oauth_signature``, ``X-Goog-Signature``) but not a JSON
+#: key (Anthropic's thinking blocks and Gemini's parts carry a ``signature`` /
+#: ``thoughtSignature`` the client must send back verbatim); ``code`` is OAuth's authorization
+#: code in a query or form, a program anywhere else; ``session`` a bearer in a query or form
+#: (``?session=…``), a conversation's id in JSON and headers (``X-Claude-Code-Session-Id``: what
+#: links a run's turns).
+PLACE_WORDS: dict[str, frozenset[str]] = {
+    "signature": frozenset({"query", "header", "form", "xml", "text"}),
+    "sig": frozenset({"query", "header", "form", "xml"}),
+    "code": frozenset({"query", "form"}),
+    "session": frozenset({"query", "form"}),
+}
+#: Names that hold a credential's word but never a credential (joined lower-case words): caching,
+#: idempotency and storage keys, key ids, public keys, pagination cursors, and the word counts of
+#: LLM APIs.
+NOT_SECRET_NAMES = frozenset(
     {
         "promptcachekey",
         "cachekey",
@@ -130,9 +178,32 @@ _NOT_SECRET_NAMES = frozenset(
         "routingkey",
         "objectkey",
         "keyid",
+        "accesskeyid",
         "publickey",
+        "pagetoken",
+        "nextpagetoken",
+        "nexttoken",
+        "continuationtoken",
+        "synctoken",
+        "cursortoken",
+        "paginationtoken",
+        "resumetoken",
+        "maxtokens",
+        "tokentype",
+        "responsetype",
+        "granttype",
+        "codechallenge",
+        "codechallengemethod",
+        "codeverifiermethod",
+        "secwebsocketkey",
     }
 )
+#: Names that say credential in the body rules by exact name, whatever their place.
+_SECRET_BODY_KEY = re.compile(
+    r"(?i)^(api[-_]?key|apikey|access[-_]?token|refresh[-_]?token|id[-_]?token|client[-_]?secret|"
+    r"password|secret|authorization|x-api-key|private[-_]?key)$"
+)
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _UUID = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:\d+)?$"
 )
@@ -143,27 +214,50 @@ def name_words(name: str) -> list[str]:
     return [w.lower() for w in _NAME_WORDS.findall(name.replace("-", "_"))]
 
 
-@functools.lru_cache(maxsize=4096)
-def secret_name(name: str) -> str | None:
-    """``"always"`` when ``name`` (a JSON key, form field, header) names a credential,
-    ``"if-secret"`` when it may (its value decides: :func:`looks_secret`), else ``None``."""
+@functools.lru_cache(maxsize=8192)
+def secret_name(name: str, place: str = "json") -> str | None:
+    """``"always"`` when ``name`` standing in ``place`` (one of :data:`PLACES`) names a
+    credential, ``"if-secret"`` when it may (its value decides: :func:`looks_secret`), else
+    ``None``. The one rule for every place and every exchange (docs/redaction.md lists it)."""
     if _SECRET_BODY_KEY.match(name):
         return "always"
     words = name_words(name)
     if not words:
         return None
     joined = "".join(words)
-    if joined in _NOT_SECRET_NAMES:
+    if joined in NOT_SECRET_NAMES or (words[-1] == "id" and "session" in words):
         return None
-    if _SECRET_WORDS.intersection(words) or any(
-        w in joined for w in ("apikey", "privatekey", "secretkey", "accesskey", "clientsecret")
+    if (
+        ALWAYS_WORDS.intersection(words)
+        or words[-1] in ALWAYS_LAST
+        or any(w in joined for w in ALWAYS_JOINED)
+        or any(place in PLACE_WORDS.get(w, ()) for w in words)
     ):
         return "always"
-    if words[-1] in _SECRET_LAST or joined.endswith(
-        ("authtoken", "accesstoken", "refreshtoken", "idtoken", "sessiontoken")
+    if (
+        words[-1] in MAYBE_LAST
+        or (len(words) == 1 and joined.endswith(("sessid", "sessionid")))
+        or (place == "header" and MAYBE_LAST.intersection(words))  # (counters: counter_header)
     ):
-        return "if-secret"
+        return "always" if place in STRUCTURED else "if-secret"
     return None
+
+
+def header_secret(name: str, value: str) -> bool:
+    """Whether a header's value is a credential by its name (the built-in headers, the name
+    classes, never a rate-limit or usage counter nor the few that name a credential word and
+    carry none)."""
+    lname = name.lower()
+    if lname in SECRET_HEADERS:
+        return True
+    if _SAFE_HEADER_NAME.search(lname) or counter_header(lname, value):
+        return False
+    return secret_name(lname, "header") is not None
+
+
+def query_secret(name: str, value: str) -> bool:
+    """Whether a query, fragment or form parameter's value is a credential by its name."""
+    return bool(value) and secret_name(name, "query") is not None
 
 
 _SECRETISH = re.compile(r"^[A-Za-z0-9_\-+/=.:~]{16,}$")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 
 from ..patterns import UserPattern
 
-__all__ = ["WINDOW", "Detector", "default_detector"]
+__all__ = ["NAME_KEYWORDS", "WINDOW", "Detector", "NamedRule", "UserinfoRule", "default_detector"]
 
 #: (id, regex, keywords, entropy floor, secret group). The boundary guard is a look-behind placed
 #: *after* the literal prefix (so ``task-…`` does not match ``sk-``): the regex engine scans for the
@@ -203,6 +203,158 @@ class Rule:
             yield s, e
 
 
+#: A credential's word in a name (lower-cased text): where :class:`NamedRule` looks for a name.
+_NAME_HIT = re.compile(
+    r"(?i)pass|pwd|secret|token|key|auth|sig|cred|session|sessid|jwt|bearer|code|otp|pin|cookie"
+)
+NAME_KEYWORDS = (
+    "pass", "pwd", "secret", "token", "key", "auth", "sig", "cred", "session", "jwt", "bearer",
+    "code", "otp", "pin", "cookie",
+)  # fmt: skip
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+#: What follows a name that is given a value: a closing quote (JSON, a quoted key), then ``=`` or
+#: ``:`` (not ``::``, ``:=``, ``://``, ``==``), then an opening quote or none.
+_ASSIGN = re.compile(r"""(["']?)[ \t]{0,3}(=(?!=)|:(?![:/=]))[ \t]{0,3}(["'`]?)""")
+#: An XML element's value after its name: attributes, ``>``, the text, ``</``.
+_XML_VALUE = re.compile(r"(?:\s[^<>]{0,512})?>\s{0,8}([^<\s][^<]{0,4095}?)\s{0,8}</", re.S)
+#: An unquoted value: up to a space, a quote, a tag, a query's ``&``, a separator or a bracket.
+_BARE_VALUE = re.compile(r"[^\s\"'`<>&;,()\[\]{}]{1,512}")
+#: Values that hold no secret: a placeholder, a literal of a language.
+_NOT_VALUES = frozenset(
+    {"null", "none", "nil", "true", "false", "undefined", "required", "optional", "string",
+     "redacted", "[redacted]", "***", "****", "xxx", "...", "…"}
+)  # fmt: skip
+#: An identifier or a dotted path (``os.environ``, ``settings.SECRET_KEY``, ``my_key``): code
+#: naming where a secret is, in prose; not the secret.
+_IDENTIFIER = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]\w*)*")
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+
+
+class NamedRule(Rule):
+    """A value written after a credential's name in text, whatever the text is (docs/redaction.md):
+    a query or fragment parameter inside any URL (``Location: …#access_token=…``, a ``Link``, a
+    tool's result), an XML element (``<SecretAccessKey>…</SecretAccessKey>``) or attribute, a
+    ``NAME = value`` / ``NAME: value`` line (an env file, a config, ``aws_secret_access_key = …``),
+    a JSON key written in text. Whether the name is a credential's is
+    :func:`~cassettes.recording._credentials.secret_name`'s one rule, for the place the name stands
+    in; in prose a value must look like one (never an identifier: ``api_key=os.environ[…]``)."""
+
+    def __init__(self) -> None:
+        super().__init__("credential by name", "", NAME_KEYWORDS)
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        skip = 0
+        for m in _NAME_HIT.finditer(text):
+            if m.start() < skip:
+                continue
+            a, b = m.start(), m.end()
+            while a > 0 and text[a - 1] in _NAME_CHARS and m.start() - a < 64:
+                a -= 1
+            while b < len(text) and text[b] in _NAME_CHARS and b - m.end() < 64:
+                b += 1
+            skip = b
+            found = self._value(text, a, b)
+            if found is not None:
+                skip = found[1]
+                yield found
+
+    def _value(self, text: str, a: int, b: int) -> tuple[int, int] | None:
+        from ._credentials import looks_secret, secret_name
+
+        before = text[a - 1] if a > 0 else "\n"
+        name = text[a:b].strip(".-")
+        if before == "<":
+            m = _XML_VALUE.match(text, b)
+            if m is None or secret_name(name, "xml") is None:
+                return None
+            return _kept_out(text, m.start(1), m.end(1))
+        assign = _ASSIGN.match(text, b)
+        if assign is None or (assign.group(1) and assign.group(1) != before):
+            return None
+        if before in "?&#;" and assign.group(2) == "=":
+            place = "query"
+        elif before in "\"'" and assign.group(1):
+            place = "json"
+        else:
+            place = "text"
+        kind = secret_name(name, place)
+        if kind is None:
+            return None
+        start = assign.end()
+        quote = assign.group(3)
+        if quote:
+            end = text.find(quote, start, start + 512)
+            end = end if end >= 0 else min(len(text), start + 512)
+        else:
+            v = _BARE_VALUE.match(text, start)
+            if v is None:
+                return None
+            end = v.end()
+            if place == "text" and text[start:end].lower() in _SCHEMES and text[end : end + 1] == " ":
+                v = _BARE_VALUE.match(text, end + 1)  # Authorization: Bearer <token>
+                if v is None:
+                    return None
+                start, end = v.start(), v.end()
+        value = text[start:end]
+        if "\n" in value or value.strip().lower() in _NOT_VALUES or "REDACTED" in value:
+            return None
+        if value.startswith(("$", "{{", "<", "%(", "process.env")):
+            return None  # a placeholder: ${TOKEN}, {{ secret }}, <your key>
+        if place in ("query", "json") and kind == "always":
+            return _kept_out(text, start, end)
+        if looks_secret(value):
+            return _kept_out(text, start, end)
+        if kind != "always" or place == "query":
+            return None
+        strong = assign.group(2) == "=" or before == "\n" or text[max(0, a - 7) : a] == "export "
+        code = text[end : end + 1] in ("(", "[") or _IDENTIFIER.fullmatch(value) is not None
+        if code or len(value) < (4 if strong else 6):
+            return None
+        return _kept_out(text, start, end)
+
+
+def _kept_out(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """``(start, end)`` without the spaces around it; ``None`` when nothing is left."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if end > start else None
+
+
+#: Where a URL's authority ends.
+_NETLOC_END = re.compile(r"[/?#\s\"'<>`\\]")
+
+
+class UserinfoRule(Rule):
+    """The password of a URL's userinfo, in any text (``postgres://app:<password>@db:5432/x``,
+    ``redis://:<password>@…``, ``mongodb+srv://…``, ``amqp://…``, ``https://user:<token>@…``), or
+    a userinfo that is a token alone (``https://<token>@github.com``)."""
+
+    def __init__(self) -> None:
+        super().__init__("password in a URL", "", ("://",))
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        from ._credentials import URL_TOKEN, looks_secret
+
+        i = text.find("://")
+        while i >= 0:
+            s = i
+            while s > 0 and (text[s - 1].isalnum() or text[s - 1] in "+.-") and i - s < 32:
+                s -= 1
+            host = i + 3
+            end = _NETLOC_END.search(text, host, host + 1024)
+            stop = end.start() if end is not None else min(len(text), host + 1024)
+            at = text.rfind("@", host, stop)
+            if i - s >= 2 and at > host:
+                user, colon, password = text[host:at].partition(":")
+                if colon and password and URL_TOKEN not in password:
+                    yield host + len(user) + 1, at
+                elif not colon and looks_secret(user) and URL_TOKEN not in user:
+                    yield host, at
+            i = text.find("://", max(stop, i + 3))
+
+
 class Detector:
     """Finds credentials in text: :meth:`find` for reports, :meth:`spans` for masking."""
 
@@ -282,6 +434,8 @@ def _rules() -> tuple[Rule, ...]:
 
     return (
         *(Rule(rid, rx, kws, ent, grp) for rid, rx, kws, ent, grp in LOOPTAP_RULES),
+        NamedRule(),
+        UserinfoRule(),
         *(
             Rule(rid, rx, kws, ent, grp, allow, stop)
             for rid, rx, kws, ent, grp, allow, stop in RULES

@@ -46,7 +46,7 @@ class BodyLearner:
                 for name, value in _MULTIPART_FIELD.findall(body)
             ]
         for name, value in fields:
-            kind = secret_name(name)
+            kind = secret_name(name, "form")
             if value and (kind == "always" or (kind and looks_secret(value))):
                 self._secrets.learn(value)
 

@@ -46,16 +46,13 @@ from ..storage import read_config
 from ..wire import Exchange, Headers, body_cut, salvage
 from ._bodies import Chunks, JsonRedactor, StreamRedactor
 from ._credentials import (
-    _SAFE_HEADER_NAME,
-    _SECRET_HEADER_NAME,
-    _SECRET_QUERY,
     CUT_TAIL,
     REDACTED,
-    SECRET_HEADERS,
     URL_TOKEN,
-    counter_header,
     cut_credential,
+    header_secret,
     looks_secret,
+    query_secret,
     secret_name,
 )
 from ._learner import BodyLearner
@@ -82,7 +79,7 @@ class HeaderRedactor:
     ) -> None:
         self._secrets = secrets
         self._scrubber = scrubber
-        self._names = SECRET_HEADERS | {h.lower() for h in extra_headers}
+        self._names = frozenset(h.lower() for h in extra_headers)
 
     def _learn_header(self, lname: str, value: str) -> None:
         """Learn only the secret parts of a credential header, not its syntax.
@@ -135,9 +132,7 @@ class HeaderRedactor:
         lname = name.lower()
         if lname == "sec-websocket-protocol":
             return self._subprotocols(value)
-        named = _SECRET_HEADER_NAME.search(lname) or secret_name(lname) is not None
-        kept = _SAFE_HEADER_NAME.search(lname) or counter_header(lname, value)
-        if lname in self._names or (named and not kept):
+        if lname in self._names or header_secret(lname, value):
             if not value:
                 return value
             self._learn_header(lname, value)
@@ -168,6 +163,8 @@ class UrlRedactor:
             return self._scrubber.scrub(url, URL_TOKEN)
         if parts.query:
             parts = parts._replace(query=self._query(parts.query))
+        if "=" in parts.fragment:  # an implicit grant's answer: #access_token=…&id_token=…
+            parts = parts._replace(fragment=self._query(parts.fragment))
         self._learn_path(parts.path)
         if parts.username or parts.password:
             host = parts.hostname or ""
@@ -181,7 +178,7 @@ class UrlRedactor:
     def _query(self, query: str) -> str:
         """A query string with its credential parameters' values learned and masked."""
         pairs = parse_qsl(query, keep_blank_values=True)
-        secret = [bool(_SECRET_QUERY.match(k) and v) for k, v in pairs]
+        secret = [query_secret(k, v) and v not in (URL_TOKEN, REDACTED) for k, v in pairs]
         if not any(secret):
             return query
         for (_, v), s in zip(pairs, secret, strict=True):
