@@ -35,7 +35,7 @@ from ._recording import (
     label_turns,
     rebased,
 )
-from ._requestkey import RequestKey, request_key, tool_host
+from ._requestkey import AsRecorded, RequestKey, request_key, tool_host
 from ._rules import Rules
 from ._tolerated import tool_result_changes
 from ._verdicts import attribute
@@ -129,7 +129,9 @@ class Matcher:
             exchanges if not isinstance(exchanges, Sequence) else InMemory(exchanges, first_turn)
         )
         #: The recording, indexed by request key.
-        self.index = index_of(src, self.volatile, self.rules)
+        #: The recorder's redaction, run on both sides of every comparison.
+        self.redacted = AsRecorded()
+        self.index = index_of(src, self.volatile, self.rules, self.redacted)
         #: Per recorded round trip (its position): times played.
         self._plays: array[int] = array("q", bytes(8 * len(self.index)))
         self._unplayed_from = 0  # no round trip before this one is unplayed
@@ -184,7 +186,9 @@ class Matcher:
     # -- matching ------------------------------------------------------------------------------
     def match(self, method: str, target: str, headers: Headers, body: bytes) -> Recorded | Miss:
         """The recorded round trip answering this request (marked played), or why there is none."""
-        live = request_key(method, target, headers, body, volatile=self.volatile, rules=self.rules)
+        live = request_key(
+            method, target, headers, body, None, self.volatile, self.rules, self.redacted
+        )
         key = self._rebased(live)
         found = self._find(key)
         inferred: list[Tolerated] = []
@@ -214,7 +218,7 @@ class Matcher:
         host is compared too), marked played, or why there is none: the closest recorded call to
         that host and the model's tool call it served. Matched as a model call is (the same key,
         volatile spans and rules), in any order."""
-        key = request_key(method, url, headers, body, volatile=self.volatile, rules=self.rules)
+        key = request_key(method, url, headers, body, None, self.volatile, self.rules, self.redacted)
         key.host = tool_host(url)
         found = self._first_unplayed(key.digest) if self.tools else None
         if found is not None and found.index in self._tool_ix:
@@ -307,7 +311,9 @@ class Matcher:
             raw = orjson.dumps(doc)
             asked = target.split("?", 1)[0] if p.query else target
             key = self._rebased(
-                request_key(method, asked, headers, raw, doc, self.volatile, self.rules)
+                request_key(
+                    method, asked, headers, raw, doc, self.volatile, self.rules, self.redacted
+                )
             )
             found = self._first_unplayed(key.digest)
             if found is not None and inferred_fields(found.exchange) == p:
@@ -345,7 +351,9 @@ class Matcher:
         elsewhere) in :attr:`tolerated`; ``miss``, the request's miss, is no longer one. ``None``:
         no turn in position differs only so (the miss stands)."""
         self.label()
-        live = self._rebased(request_key(method, target, headers, body, volatile=self.volatile))
+        live = self._rebased(
+            request_key(method, target, headers, body, None, self.volatile, None, self.redacted)
+        )
         best: tuple[int, Recorded, list[Tolerated]] | None = None
         for i in sorted(self._frontier()):
             rec = Recorded(self, i)

@@ -21,7 +21,7 @@ import orjson
 
 from ..providers import InferredFields, inferred_fields, reduced
 from ..wire import Exchange, client_body
-from ._requestkey import RequestKey, request_key, tool_host
+from ._requestkey import AsRecorded, RequestKey, request_key, tool_host
 from ._rules import Rules
 from ._volatile import VolatileSpans
 
@@ -100,7 +100,10 @@ class InMemory:
 
 
 def client_key(
-    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+    ex: Exchange,
+    volatile: VolatileSpans | None = None,
+    rules: Rules | None = None,
+    redacted: AsRecorded | None = None,
 ) -> RequestKey | None:
     """The key of the request the client sent, where a fork's what-if edit rewrote what was
     recorded as sent upstream; ``None`` when the marks do not give it back."""
@@ -108,16 +111,19 @@ def client_key(
     if body is None:
         return None
     return request_key(
-        ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules
+        ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules, redacted
     )
 
 
 def recorded_key(
-    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+    ex: Exchange,
+    volatile: VolatileSpans | None = None,
+    rules: Rules | None = None,
+    redacted: AsRecorded | None = None,
 ) -> RequestKey:
     """The key a recorded round trip is matched by: its request's, or, for a fork's edited
     request, the one the agent sends (:mod:`cassettes.wire._edit_marks`)."""
-    edited = client_key(ex, volatile, rules) if ex.edits else None
+    edited = client_key(ex, volatile, rules, redacted) if ex.edits else None
     if edited is not None:
         return edited
     inferred = inferred_fields(ex)  # a rebuilt request: what looptap inferred is not compared
@@ -125,10 +131,17 @@ def recorded_key(
         body = reduced(ex.request_json(), inferred)
         url = ex.url.split("?", 1)[0] if inferred.query else ex.url
         return request_key(
-            ex.method, url, ex.request_headers, orjson.dumps(body), body, volatile, rules
+            ex.method, url, ex.request_headers, orjson.dumps(body), body, volatile, rules, redacted
         )
     key = request_key(
-        ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
+        ex.method,
+        ex.url,
+        ex.request_headers,
+        ex.request_body,
+        ex.request_json(),
+        volatile,
+        rules,
+        redacted,
     )
     if ex.tool:
         key.host = tool_host(ex.url)
@@ -168,12 +181,19 @@ class Index:
     tools: list[int] = field(default_factory=list)
     #: seq → the model's tool call each tool's HTTP call served, once asked for (a miss).
     tool_calls: dict[int, McpCall] | None = None
+    #: The recorder's redaction both sides go through (``None``: compared as stored).
+    redacted: AsRecorded | None = None
 
     def __len__(self) -> int:
         return len(self.hashes)
 
 
-def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | None) -> Index:
+def index_of(
+    src: Recordings,
+    volatile: VolatileSpans | None,
+    rules: Rules | None,
+    redacted: AsRecorded | None = None,
+) -> Index:
     """``src`` indexed: every round trip's key made once (kept only when ``src`` is in memory)."""
     hashes: array[int] = array("q")
     paths: set[str] = set()
@@ -183,7 +203,7 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
     for ex in src.scan():
         if ex.tool:
             tools.append(len(hashes))
-        key = recorded_key(ex, volatile, rules)
+        key = recorded_key(ex, volatile, rules, redacted)
         inferred = inferred_fields(ex)
         if inferred is not None:
             profiles.add(inferred)
@@ -203,6 +223,7 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
         keys,
         profiles=profiles,
         tools=tools,
+        redacted=redacted,
     )
 
 
@@ -231,7 +252,7 @@ def key_at(ix: Index, i: int) -> RequestKey:
         if hit is not None:
             ix.key_cache.move_to_end(i)
             return hit
-    key = recorded_key(exchange_at(ix, i), ix.volatile, ix.rules)
+    key = recorded_key(exchange_at(ix, i), ix.volatile, ix.rules, ix.redacted)
     with ix.lock:
         ix.key_cache[i] = key
         while len(ix.key_cache) > KEY_CACHE:

@@ -16,6 +16,7 @@ changing what the API does. :mod:`cassettes.matching` matches on them.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
@@ -23,14 +24,13 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 import orjson
 
 from .. import bounds, providers
+from ..recording import Redactor
 from ..wire import Headers, header
 from ._rules import Rules, Substitution, substitute
 from ._volatile import IGNORED, Numbering, Span, VolatileSpans
 
-__all__ = ["RequestKey", "bare_text", "request_key", "tool_host"]
+__all__ = ["AsRecorded", "RequestKey", "bare_text", "request_key", "tool_host"]
 
-#: Query parameters that carry credentials, never compared.
-_SECRET_QUERY = frozenset({"key", "api-key", "api_key", "token", "access_token", "x-goog-api-key"})
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 _BOUNDARY = re.compile(r"boundary=\"?([^\";]+)\"?", re.I)
 
@@ -226,6 +226,29 @@ def tool_host(url: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+class AsRecorded:
+    """The recorder's redaction, run on each request before its key is made, recorded and live
+    alike: the matcher ignores exactly what the recorder redacted, by the same rules
+    (:class:`~cassettes.recording.Redactor`: names by class, values by format, every body's
+    content type), so a redacted call replays. A recorded request is already so (the redaction
+    is idempotent); a live one becomes what its recording holds. One per matcher: what it learns
+    from one request's credentials is masked in the next, as in the run that was recorded.
+    Thread-safe."""
+
+    def __init__(self) -> None:
+        try:  # the project's extra names and patterns, as `looptap run` read them
+            self._redactor = Redactor.configured()
+        except ValueError:  # (a bad table is said where the recorder reads it)
+            self._redactor = Redactor()
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, url: str, headers: Headers, body: bytes, parsed: Any
+    ) -> tuple[str, bytes, Any]:
+        with self._lock:
+            return self._redactor.request(url, headers, body, parsed)
+
+
 def request_key(
     method: str,
     url: str,
@@ -234,23 +257,22 @@ def request_key(
     parsed: Any = None,
     volatile: VolatileSpans | None = None,
     rules: Rules | None = None,
+    redacted: AsRecorded | None = None,
 ) -> RequestKey:
     """Normalise one request for matching (``parsed``: the body's JSON when already at hand).
     With ``volatile``, the strings of a JSON body have their volatile spans (dates, ids, temp
     paths …: :mod:`cassettes.matching`) written as placeholders too, each kept in
     :attr:`RequestKey.spans`; without, they compare as sent. With ``rules``, the user's ignored
-    paths, substitutions and volatile tools' results are written out as well (each a span too)."""
+    paths, substitutions and volatile tools' results are written out as well (each a span too).
+    With ``redacted``, the request is first redacted as the recorder redacts (:class:`AsRecorded`).
+    """
+    if redacted is not None:
+        url, body, parsed = redacted(url, headers, body, parsed)
     try:
         u = urlsplit(url)
     except ValueError:
         u = urlsplit("")
-    query = tuple(
-        sorted(
-            (k, v)
-            for k, v in parse_qsl(u.query, keep_blank_values=True)
-            if k.lower() not in _SECRET_QUERY
-        )
-    )
+    query = tuple(sorted(parse_qsl(u.query, keep_blank_values=True)))
     raw = parsed
     if raw is None and body:
         try:

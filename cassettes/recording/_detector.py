@@ -295,6 +295,9 @@ class NamedRule(Rule):
                 if v is None:
                     return None
                 start, end = v.start(), v.end()
+        scheme, space, _ = text[start:end].partition(" ")
+        if quote and space and scheme.lower() in _SCHEMES:
+            start += len(scheme) + 1  # "Authorization": "Bearer <token>"
         value = text[start:end]
         if "\n" in value or value.strip().lower() in _NOT_VALUES or "REDACTED" in value:
             return None

@@ -340,6 +340,21 @@ class Redactor:
         should learn from, then this."""
         return self._json.scrub_json(value)[0]
 
+    def request(
+        self, url: str, headers: Headers, body: bytes, parsed: Any = None
+    ) -> tuple[str, bytes, Any]:
+        """A request's URL and body as a recording of it holds them (what :meth:`exchange` makes
+        of them: its headers' credentials learned first), and the body's parse when it is at hand
+        (``None`` else). The replay's matcher compares a live request so: it ignores exactly what
+        the recorder redacted (one rule set: docs/redaction.md)."""
+        self._headers.headers(headers)
+        url = self._url.url(url)
+        ex = Exchange("POST", url, list(headers), body)
+        if parsed is not None:
+            ex.set_request_json(parsed)
+        out, masked = self._request_body(ex, [])()
+        return url, out, masked if masked is not None else (parsed if out is body else None)
+
     def exchange(self, ex: Exchange) -> Exchange:
         """A redacted copy of ``ex`` (the original is not modified). All the round trip teaches
         (its headers, URL, request body, response) is learned before its bodies are masked."""
