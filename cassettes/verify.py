@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -46,7 +46,9 @@ from .recording import (
     credential_values,
     cut_credential,
     detector,
+    header_secret,
     looks_secret,
+    path_secrets,
     secret_name,
     stream_texts,
 )
@@ -278,7 +280,42 @@ def scan_lines(
         finds.extend(cut)
         finds.extend(_digest_finds(rec, path, n))
         finds.extend(_named_finds(rec, path, n))
+        finds.extend(_header_finds(rec, path, n))
     return finds
+
+
+#: The schemes a credential header's value may start with (its credential follows).
+_SCHEMES = ("bearer ", "basic ", "token ", "digest ", "aws4-hmac-sha256 ")
+
+
+def _header_finds(rec: Any, path: str, n: int) -> list[Find]:
+    """A header left unredacted whose name says credential (the recorder's rule:
+    :func:`~cassettes.recording.header_secret`: ``X-Vault-Token``, ``PRIVATE-TOKEN``, a cookie),
+    and a credential in the URL's path (``/bot<id>:<token>/``)."""
+    out: list[Find] = []
+    if not isinstance(rec, dict):
+        return out
+    url = rec.get("url")
+    if isinstance(url, str):
+        for secret in path_secrets(urlsplit(url).path if "://" in url else url):
+            if "REDACTED" not in secret:
+                out.append(Find(path, n, "url", "a credential in the path", _mask(secret)))
+    for side in ("request", "response"):
+        part = rec.get(side)
+        headers = part.get("headers") if isinstance(part, dict) else None
+        for pair in headers if isinstance(headers, list) else []:
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str)):
+                continue
+            name, value = pair
+            if not isinstance(name, str) or not header_secret(name, value):
+                continue
+            low = value.lower()
+            secret = next((value[len(s) :] for s in _SCHEMES if low.startswith(s)), value)
+            if secret.strip() and REDACTED not in secret and "REDACTED" not in secret:
+                where = f"{side}.headers[{clean_line(name[:60])}]"
+                out.append(Find(path, n, where, f"credential header {clean_line(name[:60])!r}",
+                                count(len(secret), "char")))  # fmt: skip
+    return out
 
 
 def _named_finds(rec: Any, path: str, n: int) -> list[Find]:

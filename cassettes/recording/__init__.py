@@ -27,7 +27,9 @@ from ._credentials import (
     SECRET_HEADERS,
     credential_values,
     cut_credential,
+    header_secret,
     looks_secret,
+    path_secrets,
     secret_name,
 )
 from ._detector import WINDOW, default_detector
@@ -47,7 +49,9 @@ __all__ = [
     "cut_credential",
     "default_detector",
     "detector",
+    "header_secret",
     "looks_secret",
+    "path_secrets",
     "program_at",
     "run_about",
     "secret_name",

@@ -33,6 +33,7 @@ __all__ = [
     "inside_strings",
     "looks_secret",
     "named_spans",
+    "path_secrets",
     "query_secret",
     "secret_name",
 ]
@@ -140,6 +141,8 @@ ALWAYS_JOINED = (
     "oauthtoken",
     "csrftoken",
     "xsrftoken",
+    "clientassertion",
+    "samlresponse",
 )
 #: A name whose last word is one of these is a credential's (``pass``, ``db_pass``).
 ALWAYS_LAST = frozenset({"pass"})
@@ -255,11 +258,34 @@ def header_secret(name: str, value: str) -> bool:
     return secret_name(lname, "header") is not None
 
 
+def path_secrets(path: str) -> list[str]:
+    """The credentials in a URL's path: after a credential's name (``/key/<key>/``,
+    ``/token/<token>``), ``/keys/<key>``, a bot's token (``/bot<id>:<token>/``: Telegram)."""
+    out: list[str] = []
+    segments = path.split("/")
+    for i in range(1, len(segments)):
+        seg = segments[i]
+        if looks_secret(seg) and (
+            secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")
+        ):
+            out.append(seg)
+        elif (
+            seg.lower().startswith("bot")
+            and ":" in seg
+            and looks_secret(seg[3:].split(":", 1)[1] + "0a")
+        ):
+            out.append(seg[3:])
+    return out
+
+
 def query_secret(name: str, value: str) -> bool:
     """Whether a query, fragment or form parameter's value is a credential by its name."""
     return bool(value) and secret_name(name, "query") is not None
 
 
+_DATE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$"
+)
 _SECRETISH = re.compile(r"^[A-Za-z0-9_\-+/=.:~]{16,}$")
 
 
@@ -288,6 +314,8 @@ def looks_secret(value: str) -> bool:
         return _random_letters(value)
     if _UUID.match(value):
         return False  # an identifier (Codex's prompt_cache_key, session and turn ids), not a key
+    if _DATE.match(value):
+        return False  # a time (a credential's Expiration: 2026-12-01T00:00:00Z), not a key
     return len(value) >= 20 or (any(c.isupper() for c in value) and any(c.islower() for c in value))
 
 

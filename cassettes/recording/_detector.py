@@ -217,6 +217,8 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _ASSIGN = re.compile(r"""(["']?)[ \t]{0,3}(=(?!=)|:(?![:/=]))[ \t]{0,3}(["'`]?)""")
 #: An XML element's value after its name: attributes, ``>``, the text, ``</``.
 _XML_VALUE = re.compile(r"(?:\s[^<>]{0,512})?>\s{0,8}([^<\s][^<]{0,4095}?)\s{0,8}</", re.S)
+#: A multipart field's value after its name: the rest of its headers, a blank line, the value.
+_MULTIPART_VALUE = re.compile(r'"[^\r\n]{0,512}\r?\n(?:[^\r\n]{1,512}\r?\n){0,8}\r?\n([^\r\n]{1,4096})')
 #: An unquoted value: up to a space, a quote, a tag, a query's ``&``, a separator or a bracket.
 _BARE_VALUE = re.compile(r"[^\s\"'`<>&;,()\[\]{}]{1,512}")
 #: Values that hold no secret: a placeholder, a literal of a language.
@@ -262,10 +264,20 @@ class NamedRule(Rule):
         from ._credentials import looks_secret, secret_name
 
         before = text[a - 1] if a > 0 else "\n"
+        if before == ":":  # a namespace's prefix: <wsse:Password>
+            j = a - 1
+            while j > 0 and text[j - 1] in _NAME_CHARS and a - j < 32:
+                j -= 1
+            before = "<" if j > 0 and text[j - 1] == "<" else before
         name = text[a:b].strip(".-")
         if before == "<":
             m = _XML_VALUE.match(text, b)
-            if m is None or secret_name(name, "xml") is None:
+            if m is None or secret_name(name, "xml") is None or not _a_value(m.group(1)):
+                return None
+            return _kept_out(text, m.start(1), m.end(1))
+        if before == '"' and text[max(0, a - 6) : a - 1].lower() == "name=":
+            m = _MULTIPART_VALUE.match(text, b)  # a multipart field: name="api_key"\r\n\r\n<value>
+            if m is None or secret_name(name, "form") is None or not _a_value(m.group(1)):
                 return None
             return _kept_out(text, m.start(1), m.end(1))
         assign = _ASSIGN.match(text, b)
@@ -299,10 +311,8 @@ class NamedRule(Rule):
         if quote and space and scheme.lower() in _SCHEMES:
             start += len(scheme) + 1  # "Authorization": "Bearer <token>"
         value = text[start:end]
-        if "\n" in value or value.strip().lower() in _NOT_VALUES or "REDACTED" in value:
+        if "\n" in value or not _a_value(value):
             return None
-        if value.startswith(("$", "{{", "<", "%(", "process.env")):
-            return None  # a placeholder: ${TOKEN}, {{ secret }}, <your key>
         if place in ("query", "json") and kind == "always":
             return _kept_out(text, start, end)
         if looks_secret(value):
@@ -314,6 +324,15 @@ class NamedRule(Rule):
         if code or len(value) < (4 if strong else 6):
             return None
         return _kept_out(text, start, end)
+
+
+def _a_value(value: str) -> bool:
+    """Whether ``value`` may hold a secret: not masked already, not a language's literal, not a
+    placeholder (``${TOKEN}``, ``{{ secret }}``, ``<your key>``)."""
+    v = value.strip()
+    return bool(v) and v.lower() not in _NOT_VALUES and "REDACTED" not in v and not v.startswith(
+        ("$", "{{", "<", "%(", "process.env")
+    )
 
 
 def _kept_out(text: str, start: int, end: int) -> tuple[int, int] | None:

@@ -51,7 +51,7 @@ from ._credentials import (
     URL_TOKEN,
     cut_credential,
     header_secret,
-    looks_secret,
+    path_secrets,
     query_secret,
     secret_name,
 )
@@ -190,22 +190,10 @@ class UrlRedactor:
         )
 
     def _learn_path(self, path: str) -> None:
-        """Learn a credential in a URL's path: /key/<key>/, /token/<token>, /bot<id>:<token>
-        (the scrub of the whole URL then masks it)."""
-        segments = path.split("/")
-        for i in range(1, len(segments)):
-            seg = segments[i]
-            if looks_secret(seg) and (
-                secret_name(segments[i - 1]) is not None
-                or segments[i - 1].lower() in ("bot", "keys")
-            ):
-                self._secrets.learn(seg)
-            elif (
-                seg.lower().startswith("bot")
-                and ":" in seg
-                and looks_secret(seg[3:].split(":", 1)[1] + "0a")
-            ):
-                self._secrets.learn(seg[3:])
+        """Learn a credential in a URL's path (:func:`path_secrets`; the scrub of the whole URL
+        then masks it)."""
+        for secret in path_secrets(path):
+            self._secrets.learn(secret)
 
 
 class Redactor:
