@@ -27,11 +27,11 @@ from ._volatile import VolatileSpans
 
 if TYPE_CHECKING:
     from ..analysis import McpCall
-    from ._matcher import Matcher
 
 __all__ = [
     "EXCHANGE_CACHE",
     "InMemory",
+    "Plays",
     "Recorded",
     "Recordings",
     "candidates",
@@ -324,6 +324,17 @@ def rebased(
     return key
 
 
+class Plays(Protocol):
+    """What a :class:`Recorded` reads of the matcher it is a view of (a
+    :class:`~cassettes.matching.Matcher`; named by what it reads, so that this module needs not
+    import the matcher's, which imports it): the indexed recording, and each round trip's plays."""
+
+    index: Index
+    _plays: array[int]
+
+    def _set_plays(self, i: int, n: int) -> None: ...
+
+
 class Recorded:
     """One recorded round trip and its place in the run: a view of the matcher's arrays (its
     exchange and request key are read again from the recording when asked for, so a matcher over
@@ -331,7 +342,7 @@ class Recorded:
 
     __slots__ = ("_m", "index")
 
-    def __init__(self, matcher: Matcher, index: int) -> None:
+    def __init__(self, matcher: Plays, index: int) -> None:
         self._m = matcher
         self.index = index
 

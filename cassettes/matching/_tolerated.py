@@ -24,7 +24,7 @@ dropped — is a divergence as before (docs/fork.md, "Prefix modes").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..recording import Redactor
 from ._jsondiff import Change, format_path, json_diff, window
@@ -32,7 +32,7 @@ from ._verdicts import item_results
 from ._volatile import TOOL_RESULT, Tolerated
 
 if TYPE_CHECKING:
-    from ._matcher import Matcher
+    from ._recording import Recorded
     from ._requestkey import RequestKey
 
 __all__ = [
@@ -87,7 +87,17 @@ def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def turn_entries(matcher: Matcher) -> list[dict[str, Any]]:
+class Served(Protocol):
+    """What :func:`turn_entries` reads of a :class:`~cassettes.matching.Matcher` (named by what
+    it reads, so that this module needs not import the matcher's, which imports it)."""
+
+    tolerated: dict[int, list[Tolerated]]
+    recorded: Sequence[Recorded]
+
+    def label(self) -> None: ...
+
+
+def turn_entries(matcher: Served) -> list[dict[str, Any]]:
     """Per recorded round trip that answered a request with tolerated differences, in recording
     order: its conversation, turn and seq, and the entries."""
     if not matcher.tolerated:
