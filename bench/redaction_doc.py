@@ -17,7 +17,9 @@ MARKER = "<!-- generated from cassettes/recording/_credentials.py by `python ben
 
 def main() -> None:
     text = PAGE.read_text()
-    head = text.split(MARKER, 1)[0] if MARKER in text else text.rstrip("\n") + "\n\n## The classes\n\n"
+    head = (
+        text.split(MARKER, 1)[0] if MARKER in text else text.rstrip("\n") + "\n\n## The classes\n\n"
+    )
     PAGE.write_text(head + MARKER + doc_classes())
 
 

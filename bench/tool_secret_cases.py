@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a catalogue: one case a line or two)
 """The secrets benchmark's sentinels (issue 91, item 1): credentials planted in tool traffic where
 real APIs put them, each a fresh random value in the API's own format, by class (docs/redaction.md).
 
@@ -26,7 +27,9 @@ def _rnd(n: int, alphabet: str = _ALNUM) -> str:
     while True:
         v = "".join(secrets.choice(alphabet) for _ in range(n))
         if alphabet != _ALNUM or (
-            any(c.isdigit() for c in v) and any(c.isupper() for c in v) and any(c.islower() for c in v)
+            any(c.isdigit() for c in v)
+            and any(c.isupper() for c in v)
+            and any(c.islower() for c in v)
         ):
             return v
 
@@ -113,7 +116,7 @@ HEADER_NAMES = {
 }  # fmt: skip
 
 
-def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
+def cases() -> list[Case]:
     """The benchmark's cases (the same names each call; fresh values in a new process)."""
     out: list[Case] = []
     # 1. Query parameters: the URL of a tool's call.
@@ -149,10 +152,10 @@ def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
     code = sent("resp-header/location-code")
     out.append(Case("Location ?code", "OAuth 2.0 authorization code (RFC 6749 §4.1.2)",
                     "URL in a header", path="/authorize2", status=302,
-                    resp_headers={"Location": f"https://app.example/cb?code={code}&state=af0ifjsldkj"}))  # fmt: skip  # noqa: E501
+                    resp_headers={"Location": f"https://app.example/cb?code={code}&state=af0ifjsldkj"}))  # fmt: skip
     lk = sent("resp-header/link-access-token")
     out.append(Case("Link rel=next", "GitHub-style pagination (RFC 8288)", "URL in a header",
-                    path="/repos", resp_headers={"Link": f'<https://api.example/repos?page=2&access_token={lk}>; rel="next"'}))  # fmt: skip  # noqa: E501
+                    path="/repos", resp_headers={"Link": f'<https://api.example/repos?page=2&access_token={lk}>; rel="next"'}))  # fmt: skip
     st = sent("resp-header/x-subject-token")
     out.append(Case("X-Subject-Token", "OpenStack Keystone v3", "response header", method="POST",
                     path="/v3/auth/tokens", resp_headers={"X-Subject-Token": st}))  # fmt: skip
@@ -175,21 +178,31 @@ def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
                     body=json.dumps({"credentials": {"accessKeyId": "AKIAIOSFODNN7EXAMPLE",
                                                      "secretAccessKey": nested}})))  # fmt: skip
     # 5. JSON answers: OAuth token endpoints, STS, minted tokens.
-    a, r, i = sent("json-response/access_token"), sent("json-response/refresh_token"), _jwt("json-response/id_token")  # noqa: E501
+    a, r, i = (
+        sent("json-response/access_token"),
+        sent("json-response/refresh_token"),
+        _jwt("json-response/id_token"),
+    )
     out.append(Case("OAuth token response", "OAuth 2.0 token endpoint (RFC 6749 §5.1)",
                     "JSON answer", method="POST", path="/oauth/token-json",
                     resp_body=json.dumps({"access_token": a, "token_type": "Bearer",
                                           "expires_in": 3600, "refresh_token": r, "id_token": i})))  # fmt: skip
-    sk, ss = sent("json-response/sts-secret"), sent("json-response/sts-session", _rnd(300, _ALNUM + "/+"))  # noqa: E501
+    sk, ss = (
+        sent("json-response/sts-secret"),
+        sent("json-response/sts-session", _rnd(300, _ALNUM + "/+")),
+    )
     out.append(Case("STS JSON credentials", "AWS STS (JSON protocol)", "JSON answer", method="POST",
                     path="/sts-json", resp_body=json.dumps({"Credentials": {
                         "AccessKeyId": "ASIA" + _rnd(16, string.ascii_uppercase + "234567"),
-                        "SecretAccessKey": sk, "SessionToken": ss, "Expiration": "2026-12-01T00:00:00Z"}})))  # fmt: skip  # noqa: E501
+                        "SecretAccessKey": sk, "SessionToken": ss, "Expiration": "2026-12-01T00:00:00Z"}})))  # fmt: skip
     ghs = sent("json-response/github-installation", "ghs_" + _rnd(36))
     out.append(Case("GitHub installation token", "GitHub Apps", "JSON answer", method="POST",
                     path="/app/installations/1/access_tokens",
                     resp_body=json.dumps({"token": ghs, "expires_at": "2026-12-01T00:00:00Z"})))  # fmt: skip
-    xoxb = sent("json-response/slack-bot", f"xoxb-{_rnd(12, string.digits)}-{_rnd(13, string.digits)}-{_rnd(24)}")  # noqa: E501
+    xoxb = sent(
+        "json-response/slack-bot",
+        f"xoxb-{_rnd(12, string.digits)}-{_rnd(13, string.digits)}-{_rnd(24)}",
+    )
     out.append(Case("Slack oauth.v2.access", "Slack API", "JSON answer", method="POST",
                     path="/api/oauth.v2.access",
                     resp_body=json.dumps({"ok": True, "access_token": xoxb, "token_type": "bot"})))  # fmt: skip
@@ -204,10 +217,10 @@ def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
         p = sent(f"url-password/{scheme}")
         out.append(Case(f"{scheme}:// userinfo in JSON", "database/broker URLs", "URL password",
                         path=f"/v1/dsn/{quote(scheme)}",
-                        resp_body=json.dumps({"service": "db", "url": f"{scheme}://app:{p}@db.internal:5432/shop"})))  # fmt: skip  # noqa: E501
+                        resp_body=json.dumps({"service": "db", "url": f"{scheme}://app:{p}@db.internal:5432/shop"})))  # fmt: skip
     tok = sent("url-password/github-token-userinfo", "ghp_" + _rnd(36))
     out.append(Case("https://<token>@github.com", "GitHub (git over HTTPS)", "URL password",
-                    path="/v1/remote", resp_body=json.dumps({"remote": f"https://{tok}@github.com/org/repo.git"})))  # fmt: skip  # noqa: E501
+                    path="/v1/remote", resp_body=json.dumps({"remote": f"https://{tok}@github.com/org/repo.git"})))  # fmt: skip
     # 7. Forms: OAuth token requests, multipart.
     f1, f2, f3 = sent("form/client_secret"), sent("form/code"), sent("form/code_verifier")
     out.append(Case("form authorization_code grant", "OAuth 2.0 + PKCE (RFC 7636)", "form",
@@ -233,7 +246,7 @@ def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
     out.append(Case("STS AssumeRole XML", "AWS STS (Query API, XML)", "XML", method="POST",
                     path="/sts", resp_headers={"Content-Type": "text/xml"},
                     resp_body=f'<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
-                              f"<AssumeRoleResult><Credentials><AccessKeyId>ASIA{_rnd(16, string.ascii_uppercase + '234567')}</AccessKeyId>"  # noqa: E501
+                              f"<AssumeRoleResult><Credentials><AccessKeyId>ASIA{_rnd(16, string.ascii_uppercase + '234567')}</AccessKeyId>"
                               f"<SecretAccessKey>{x1}</SecretAccessKey><SessionToken>{x2}</SessionToken>"
                               f"<Expiration>2026-12-01T00:00:00Z</Expiration></Credentials>"
                               f"</AssumeRoleResult></AssumeRoleResponse>"))  # fmt: skip
@@ -243,43 +256,46 @@ def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
                     body=f'<soap:Envelope><soap:Header><wsse:Security><wsse:UsernameToken>'
                          f"<wsse:Username>ada</wsse:Username><wsse:Password>{x3}</wsse:Password>"
                          f"</wsse:UsernameToken></wsse:Security></soap:Header><soap:Body>"
-                         f"<Login><User>ada</User><Password>{x4}</Password></Login></soap:Body></soap:Envelope>"))  # fmt: skip  # noqa: E501
+                         f"<Login><User>ada</User><Password>{x4}</Password></Login></soap:Body></soap:Envelope>"))  # fmt: skip
     x5 = sent("xml/attribute-password")
     out.append(Case("XML attribute", "config files", "XML", path="/v1/xmlconf",
                     resp_headers={"Content-Type": "application/xml"},
-                    resp_body=f'<config><db host="db.internal" user="app" password="{x5}"/></config>'))  # fmt: skip  # noqa: E501
+                    resp_body=f'<config><db host="db.internal" user="app" password="{x5}"/></config>'))  # fmt: skip
     # 9. Plain text: env files, AWS credentials files, YAML, INI.
     e = {k: sent(f"text/{k}") for k in ("AWS_SECRET_ACCESS_KEY", "SECRET_KEY", "DB_PASSWORD",
                                         "GITHUB_TOKEN", "STRIPE_API_KEY", "REDIS_PASSWORD")}  # fmt: skip
     dsn = sent("text/DATABASE_URL-password")
-    env_text = "".join(f"{k}={v}\n" for k, v in e.items()) + f"DATABASE_URL=postgres://app:{dsn}@db/shop\nDEBUG=1\n"  # noqa: E501
+    env_text = (
+        "".join(f"{k}={v}\n" for k, v in e.items())
+        + f"DATABASE_URL=postgres://app:{dsn}@db/shop\nDEBUG=1\n"
+    )
     out.append(Case(".env file", "dotenv / Django settings", "text", path="/v1/env",
                     resp_headers={"Content-Type": "text/plain"}, resp_body=env_text))  # fmt: skip
     a1, a2 = sent("text/aws_secret_access_key"), sent("text/aws_session_token")
     out.append(Case("AWS credentials file", "AWS CLI ~/.aws/credentials", "text", path="/v1/awscreds",
                     resp_headers={"Content-Type": "text/plain"},
-                    resp_body=f"[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = {a1}\n"  # noqa: E501
+                    resp_body=f"[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = {a1}\n"
                               f"aws_session_token = {a2}\nregion = eu-west-1\n"))  # fmt: skip
     y1, y2 = sent("text/yaml-password"), sent("text/yaml-api_key")
     out.append(Case("YAML config", "Kubernetes/Compose-style config", "text", method="PUT",
                     path="/v1/yaml", headers={"Content-Type": "application/yaml"},
-                    body=f"database:\n  user: app\n  password: {y1}\nservice:\n  api_key: \"{y2}\"\n"))  # fmt: skip  # noqa: E501
+                    body=f"database:\n  user: app\n  password: {y1}\nservice:\n  api_key: \"{y2}\"\n"))  # fmt: skip
     # 10. GraphQL.
     g1, g2 = sent("graphql/password"), sent("graphql/variables-token")
     out.append(Case("GraphQL mutation", "GraphQL (login mutation)", "GraphQL", method="POST",
                     path="/graphql", headers={"Content-Type": "application/json"},
-                    body=json.dumps({"query": f'mutation {{ login(user: "ada", password: "{g1}") {{ ok }} }}',  # noqa: E501
+                    body=json.dumps({"query": f'mutation {{ login(user: "ada", password: "{g1}") {{ ok }} }}',
                                      "variables": {"token": g2}})))  # fmt: skip
     # 11. Known formats pasted into free text (a tool's answer quoting a config or a log).
     formats = {
         "stripe-live": "sk_live_" + _rnd(24), "stripe-restricted": "rk_live_" + _rnd(24),
         "github-fine": "github_pat_" + _rnd(22) + "_" + _rnd(59), "gitlab": "glpat-" + _rnd(20),
-        "slack-user": f"xoxp-{_rnd(11, string.digits)}-{_rnd(11, string.digits)}-{_rnd(12, string.digits)}-{_hex(32)}",  # noqa: E501
+        "slack-user": f"xoxp-{_rnd(11, string.digits)}-{_rnd(11, string.digits)}-{_rnd(12, string.digits)}-{_hex(32)}",
         "sendgrid": "SG." + _rnd(22, _ALNUM + "-_") + "." + _rnd(43, _ALNUM + "-_"),
         "npm": "npm_" + _rnd(36), "pypi": "pypi-AgEIcHlwaS5vcmc" + _rnd(60, _ALNUM + "-_"),
-        "openai": "sk-proj-" + _rnd(48), "anthropic": "sk-ant-api03-" + _rnd(93, _ALNUM + "-_") + "AA",  # noqa: E501
+        "openai": "sk-proj-" + _rnd(48), "anthropic": "sk-ant-api03-" + _rnd(93, _ALNUM + "-_") + "AA",
         "google": "AIza" + _rnd(35, _ALNUM + "-_"), "huggingface": "hf_" + _rnd(34),
-        "shopify": "shpat_" + _hex(32), "aws-akia": "AKIA" + _rnd(16, string.ascii_uppercase + "234567"),  # noqa: E501
+        "shopify": "shpat_" + _hex(32), "aws-akia": "AKIA" + _rnd(16, string.ascii_uppercase + "234567"),
         "jwt": _jwt("format/jwt-raw"), "digitalocean": "dop_v1_" + _hex(64),
         "doppler": "dp.pt." + _rnd(43, string.ascii_lowercase + string.digits),
         "vault": "hvs." + _rnd(95, _ALNUM + "_-"),
@@ -298,10 +314,10 @@ def cases() -> list[Case]:  # noqa: PLR0915 (a catalogue, read top to bottom)
                     auth=("api", mg)))  # fmt: skip
     az = sent("query/azure-sas-sig-full", base64.b64encode(secrets.token_bytes(32)).decode())
     out.append(Case("Azure SAS URL", "Azure Storage SAS", "query",
-                    path=f"/container/blob.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2026-12-01T00:00:00Z&sig={quote(az, safe='')}"))  # fmt: skip  # noqa: E501
+                    path=f"/container/blob.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2026-12-01T00:00:00Z&sig={quote(az, safe='')}"))  # fmt: skip
     gcs = sent("query/gcs-signature-hex", _hex(512))
     out.append(Case("GCS V4 signed URL", "GCP signed URL (V4)", "query",
-                    path=f"/bucket/object?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Date=20261128T000000Z&X-Goog-Expires=900&X-Goog-SignedHeaders=host&X-Goog-Signature={gcs}"))  # fmt: skip  # noqa: E501
+                    path=f"/bucket/object?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Date=20261128T000000Z&X-Goog-Expires=900&X-Goog-SignedHeaders=host&X-Goog-Signature={gcs}"))  # fmt: skip
     # 13. A credential in the path (Telegram Bot API).
     tg = sent("path/telegram-bot", f"{_rnd(10, string.digits)}:AA{_rnd(33, _ALNUM + '-_')}")
     out.append(Case("token in the path", "Telegram Bot API", "path", path=f"/bot{tg}/getMe"))

@@ -46,7 +46,7 @@ if not CLIENTS_PYTHON.exists():  # a worktree's: the main checkout's shared envi
 #: Tool calls per model turn.
 BATCH = 20
 
-AGENT = r'''
+AGENT = r"""
 import json, os, sys
 import requests
 from openai import OpenAI
@@ -68,7 +68,8 @@ tools = [{"type": "function", "function": {"name": "call_api", "parameters": {
     "type": "object", "properties": {"case": {"type": "integer"}}}}}]
 messages = [{"role": "user", "content": "Call every API case, then say done."}]
 for _ in range(40):
-    msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
+    out = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
+    msg = out.choices[0].message
     if not msg.tool_calls:
         print("answer:", msg.content)
         break
@@ -76,7 +77,7 @@ for _ in range(40):
     for tc in msg.tool_calls:  # one after another: the same order on every run
         messages.append({"role": "tool", "tool_call_id": tc.id,
                          "content": call_api(json.loads(tc.function.arguments)["case"])})
-'''
+"""
 
 
 class ToolServer:
@@ -163,7 +164,7 @@ def _sqlite_text(path: Path) -> str:
     try:
         tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
         for t in tables:
-            for row in con.execute(f'select * from "{t}"'):  # noqa: S608 (our own file's tables)
+            for row in con.execute(f'select * from "{t}"'):
                 for v in row:
                     if isinstance(v, bytes):
                         try:
@@ -183,13 +184,17 @@ def _duckdb_text(path: Path) -> str:
 
     con = duckdb.connect(str(path), read_only=True)
     try:
-        tables = [r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()]  # noqa: E501
-        return "\n".join(str(con.execute(f'select * from "{t}"').fetchall()) for t in tables)  # noqa: S608
+        tables = [
+            r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()
+        ]
+        return "\n".join(str(con.execute(f'select * from "{t}"').fetchall()) for t in tables)
     finally:
         con.close()
 
 
-def _replay(run: Path, env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:  # noqa: E501
+def _replay(
+    run: Path, env: dict[str, str], cwd: Path
+) -> tuple[subprocess.Popen[str], dict[str, str]]:
     proc = subprocess.Popen(
         [*RECORDER, "replay", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env, cwd=cwd,
@@ -257,7 +262,18 @@ def run_bench(work: Path) -> dict[str, Any]:
     ex = work / "exports"
     ex.mkdir()
     for args, name in (
-        (["export", "-q", "--har", str(ex / "run.har"), "--otel", str(ex / "otel.json"), str(run)], "export"),  # noqa: E501
+        (
+            [
+                "export",
+                "-q",
+                "--har",
+                str(ex / "run.har"),
+                "--otel",
+                str(ex / "otel.json"),
+                str(run),
+            ],
+            "export",
+        ),
         (["export", "-q", "--html", str(run), "-o", str(ex / "run.html")], "export --html"),
         (["show", str(run)], "show"),
         (["show", "--json", str(run)], "show --json"),
@@ -275,7 +291,10 @@ def run_bench(work: Path) -> dict[str, Any]:
     )
     for args, name in (
         (["index", str(run.parent), "-o", str(ex / "fleet.duckdb")], "index"),
-        (["fleet", "page", "--fleet", str(ex / "fleet.duckdb"), "-o", str(ex / "fleet.html")], "fleet page"),  # noqa: E501
+        (
+            ["fleet", "page", "--fleet", str(ex / "fleet.duckdb"), "-o", str(ex / "fleet.html")],
+            "fleet page",
+        ),
         (["fleet", "findings", "--fleet", str(ex / "fleet.duckdb")], "fleet findings"),
         (["show", str(run)], "show (keeps its analysis)"),
     ):
@@ -304,7 +323,9 @@ def run_bench(work: Path) -> dict[str, Any]:
     # a replay miss: the first case's call with its city changed, its credential sent again
     replay, renv = _replay(run, base, work)
     try:
-        miss_agent = AGENT.replace('TOOLS + c["path"]', 'TOOLS + c["path"].replace("Paris", "Lyon")')
+        miss_agent = AGENT.replace(
+            'TOOLS + c["path"]', 'TOOLS + c["path"].replace("Paris", "Lyon")'
+        )
         (work / "miss_agent.py").write_text(miss_agent)
         subprocess.run(
             [str(CLIENTS_PYTHON), str(work / "miss_agent.py")], capture_output=True, text=True,
@@ -360,7 +381,9 @@ def _planted(run: Path, all_cases: list[Case], work: Path, env: dict[str, str]) 
         rec["url"] = "http://127.0.0.1:1" + c.path
         hdrs = [[k, v] for k, v in c.headers.items()]
         if c.auth:
-            hdrs.append(["authorization", "Basic " + base64.b64encode(":".join(c.auth).encode()).decode()])  # noqa: E501
+            hdrs.append(
+                ["authorization", "Basic " + base64.b64encode(":".join(c.auth).encode()).decode()]
+            )
         rec["request"]["headers"] = hdrs
         rec["request"]["body"] = {"text": c.body} if c.body else None
         resp = rec.get("response") or {}
@@ -390,7 +413,9 @@ def main() -> int:
     print(f"APIs: {'; '.join(report['apis'])}")
     for where, found in report["leaks"].items():
         print(f"  {where:<40} {len(found)}  {', '.join(found)}")
-    print(f"on disk: {len(report['on_disk'])}; verify calls the run clean: {report['verify_clean']}")
+    print(
+        f"on disk: {len(report['on_disk'])}; verify calls the run clean: {report['verify_clean']}"
+    )
     print(f"verify flags a planted cassette of each class: {report['verify_planted']}")
     print(f"replay: served {report['served']} tool calls (served, total); agent replayed: "
           f"{report['replayed_agent_ok']}; fork ok: {report['fork_ok']}")  # fmt: skip

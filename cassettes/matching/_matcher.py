@@ -218,7 +218,9 @@ class Matcher:
         host is compared too), marked played, or why there is none: the closest recorded call to
         that host and the model's tool call it served. Matched as a model call is (the same key,
         volatile spans and rules), in any order."""
-        key = request_key(method, url, headers, body, None, self.volatile, self.rules, self.redacted)
+        key = request_key(
+            method, url, headers, body, None, self.volatile, self.rules, self.redacted
+        )
         key.host = tool_host(url)
         found = self._first_unplayed(key.digest) if self.tools else None
         if found is not None and found.index in self._tool_ix:

@@ -609,7 +609,8 @@ def doc_classes() -> str:
     out = [
         "### Names",
         "",
-        "A name (a query or fragment parameter, a header, a form or multipart field, a JSON key, an "
+        "A name (a query or fragment parameter, a header, a form or multipart field, a JSON key, "
+        "an "
         "XML element or attribute, the name of a `NAME = value` line) is split into words "
         "(lower-cased; `-`, `_` and camelCase split: `openAIApiKey` → open, ai, api, key). It is a "
         "credential's:",
@@ -644,7 +645,7 @@ def doc_classes() -> str:
         f"- **{named.id}**: a value after a credential's name in any text, the name judged by the "
         "rule above for the place it stands in: a query or fragment parameter inside any URL (a "
         "`Location`'s `#access_token=`, a `Link`, a tool's answer), an XML element or attribute "
-        "(`<SecretAccessKey>`, `<wsse:Password>`, `password=\"…\"`), a multipart field, a "
+        '(`<SecretAccessKey>`, `<wsse:Password>`, `password="…"`), a multipart field, a '
         "`NAME = value` / `NAME: value` line (an env file, `aws_secret_access_key = …`, YAML), a "
         "JSON key written in text (a GraphQL query's arguments). In prose the value must look "
         "like a credential, or follow `=` or start a line and not be an identifier "

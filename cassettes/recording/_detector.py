@@ -218,7 +218,9 @@ _ASSIGN = re.compile(r"""(["']?)[ \t]{0,3}(=(?!=)|:(?![:/=]))[ \t]{0,3}(["'`]?)"
 #: An XML element's value after its name: attributes, ``>``, the text, ``</``.
 _XML_VALUE = re.compile(r"(?:\s[^<>]{0,512})?>\s{0,8}([^<\s][^<]{0,4095}?)\s{0,8}</", re.S)
 #: A multipart field's value after its name: the rest of its headers, a blank line, the value.
-_MULTIPART_VALUE = re.compile(r'"[^\r\n]{0,512}\r?\n(?:[^\r\n]{1,512}\r?\n){0,8}\r?\n([^\r\n]{1,4096})')
+_MULTIPART_VALUE = re.compile(
+    r'"[^\r\n]{0,512}\r?\n(?:[^\r\n]{1,512}\r?\n){0,8}\r?\n([^\r\n]{1,4096})'
+)
 #: An unquoted value: up to a space, a quote, a tag, a query's ``&``, a separator or a bracket.
 _BARE_VALUE = re.compile(r"[^\s\"'`<>&;,()\[\]{}]{1,512}")
 #: Values that hold no secret: a placeholder, a literal of a language.
@@ -261,23 +263,17 @@ class NamedRule(Rule):
                 yield found
 
     def _value(self, text: str, a: int, b: int) -> tuple[int, int] | None:
-        from ._credentials import looks_secret, secret_name
+        """The value the name at ``text[a:b]`` is given, when the name is a credential's in the
+        place it stands in and the value may be one."""
+        from ._credentials import secret_name
 
-        before = text[a - 1] if a > 0 else "\n"
-        if before == ":":  # a namespace's prefix: <wsse:Password>
-            j = a - 1
-            while j > 0 and text[j - 1] in _NAME_CHARS and a - j < 32:
-                j -= 1
-            before = "<" if j > 0 and text[j - 1] == "<" else before
+        before = _before(text, a)
         name = text[a:b].strip(".-")
-        if before == "<":
-            m = _XML_VALUE.match(text, b)
-            if m is None or secret_name(name, "xml") is None or not _a_value(m.group(1)):
-                return None
-            return _kept_out(text, m.start(1), m.end(1))
-        if before == '"' and text[max(0, a - 6) : a - 1].lower() == "name=":
-            m = _MULTIPART_VALUE.match(text, b)  # a multipart field: name="api_key"\r\n\r\n<value>
-            if m is None or secret_name(name, "form") is None or not _a_value(m.group(1)):
+        if before == "<" or (before == '"' and text[max(0, a - 6) : a - 1].lower() == "name="):
+            # an XML element, or a multipart field: name="api_key"\r\n\r\n<value>
+            place, rx = ("xml", _XML_VALUE) if before == "<" else ("form", _MULTIPART_VALUE)
+            m = rx.match(text, b)
+            if m is None or secret_name(name, place) is None or not _a_value(m.group(1)):
                 return None
             return _kept_out(text, m.start(1), m.end(1))
         assign = _ASSIGN.match(text, b)
@@ -290,48 +286,75 @@ class NamedRule(Rule):
         else:
             place = "text"
         kind = secret_name(name, place)
-        if kind is None:
-            return None
-        start = assign.end()
-        quote = assign.group(3)
-        if quote:
-            end = text.find(quote, start, start + 512)
-            end = end if end >= 0 else min(len(text), start + 512)
-        else:
-            v = _BARE_VALUE.match(text, start)
-            if v is None:
-                return None
-            end = v.end()
-            if place == "text" and text[start:end].lower() in _SCHEMES and text[end : end + 1] == " ":
-                v = _BARE_VALUE.match(text, end + 1)  # Authorization: Bearer <token>
-                if v is None:
-                    return None
-                start, end = v.start(), v.end()
-        scheme, space, _ = text[start:end].partition(" ")
-        if quote and space and scheme.lower() in _SCHEMES:
-            start += len(scheme) + 1  # "Authorization": "Bearer <token>"
-        value = text[start:end]
-        if "\n" in value or not _a_value(value):
-            return None
-        if place in ("query", "json") and kind == "always":
-            return _kept_out(text, start, end)
-        if looks_secret(value):
-            return _kept_out(text, start, end)
-        if kind != "always" or place == "query":
+        span = _assigned(text, assign, place) if kind is not None else None
+        if span is None:
             return None
         strong = assign.group(2) == "=" or before == "\n" or text[max(0, a - 7) : a] == "export "
-        code = text[end : end + 1] in ("(", "[") or _IDENTIFIER.fullmatch(value) is not None
-        if code or len(value) < (4 if strong else 6):
-            return None
-        return _kept_out(text, start, end)
+        return _kept_out(text, *span) if _judged(text, span, kind, place, strong) else None
+
+
+def _before(text: str, a: int) -> str:
+    """The character before a name at ``a`` (``<`` for an XML element's namespaced name:
+    ``<wsse:Password>``; a newline at the start)."""
+    before = text[a - 1] if a > 0 else "\n"
+    if before == ":":
+        j = a - 1
+        while j > 0 and text[j - 1] in _NAME_CHARS and a - j < 32:
+            j -= 1
+        before = "<" if j > 0 and text[j - 1] == "<" else before
+    return before
+
+
+def _assigned(text: str, assign: re.Match[str], place: str) -> tuple[int, int] | None:
+    """Where the value given after ``assign`` (a name's ``=`` or ``:``) is: up to its closing
+    quote, or a bare word; after a scheme (``Bearer <token>``)."""
+    start = assign.end()
+    quote = assign.group(3)
+    if quote:
+        end = text.find(quote, start, start + 512)
+        end = end if end >= 0 else min(len(text), start + 512)
+        scheme, space, _ = text[start:end].partition(" ")
+        if space and scheme.lower() in _SCHEMES:
+            start += len(scheme) + 1  # "Authorization": "Bearer <token>"
+        return start, end
+    v = _BARE_VALUE.match(text, start)
+    if v is None:
+        return None
+    if place == "text" and v.group(0).lower() in _SCHEMES and text[v.end() : v.end() + 1] == " ":
+        v = _BARE_VALUE.match(text, v.end() + 1)  # Authorization: Bearer <token>
+    return v.span() if v is not None else None
+
+
+def _judged(text: str, span: tuple[int, int], kind: str | None, place: str, strong: bool) -> bool:
+    """Whether the value at ``span`` under a name of ``kind`` in ``place`` is a credential: any
+    value of an always-name in a URL's query or in JSON; one that looks like a credential;
+    in text, after an always-name, one that is not code (``os.environ[…]``, an identifier) and
+    is long enough (``strong``: after ``=`` or at a line's start, as an env file writes it)."""
+    from ._credentials import looks_secret
+
+    start, end = span
+    value = text[start:end]
+    if "\n" in value or not _a_value(value):
+        return False
+    if place in ("query", "json") and kind == "always":
+        return True
+    if looks_secret(value):
+        return True
+    if kind != "always" or place == "query":
+        return False
+    code = text[end : end + 1] in ("(", "[") or _IDENTIFIER.fullmatch(value) is not None
+    return not code and len(value) >= (4 if strong else 6)
 
 
 def _a_value(value: str) -> bool:
     """Whether ``value`` may hold a secret: not masked already, not a language's literal, not a
     placeholder (``${TOKEN}``, ``{{ secret }}``, ``<your key>``)."""
     v = value.strip()
-    return bool(v) and v.lower() not in _NOT_VALUES and "REDACTED" not in v and not v.startswith(
-        ("$", "{{", "<", "%(", "process.env")
+    return (
+        bool(v)
+        and v.lower() not in _NOT_VALUES
+        and "REDACTED" not in v
+        and not v.startswith(("$", "{{", "<", "%(", "process.env"))
     )
 
 

@@ -51,6 +51,7 @@ from ._credentials import (
     URL_TOKEN,
     cut_credential,
     header_secret,
+    looks_secret,
     path_secrets,
     query_secret,
     secret_name,

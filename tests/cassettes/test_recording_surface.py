@@ -17,7 +17,8 @@ EXPORTED = [
     "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
     "Redactor",
     "agent_name", "credential_values", "cut_credential", "default_detector", "detector",
-    "header_secret", "looks_secret", "path_secrets", "program_at", "run_about", "secret_name", "stream_texts", "valid_agent",
+    "header_secret", "looks_secret", "path_secrets", "program_at", "run_about", "secret_name",
+    "stream_texts", "valid_agent",
 ]  # fmt: skip
 
 
