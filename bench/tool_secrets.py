@@ -309,6 +309,13 @@ def run_bench(work: Path) -> dict[str, Any]:
     for f in sorted(cache.rglob("*.sqlite")) if cache.exists() else []:
         outputs[f"kept analysis {f.name}"] = _sqlite_text(f)
     verify_clean = _looptap("verify", str(run), env=base, cwd=work).returncode == 0
+    # every file looptap wrote, as verify reads them (DuckDB: the tests' environment has it)
+    every = [str(p) for p in (run.parent, branch.parent, work / "why", ex, cache) if p.exists()]
+    every_verified = subprocess.run(
+        [sys.executable, "-m", "looptap.cassettes.cli", "verify", *every],
+        capture_output=True, text=True, env=base, cwd=work, timeout=900,
+    )  # fmt: skip
+    outputs["verify every file (stdout, stderr)"] = every_verified.stdout + every_verified.stderr
     # replay: the agent again, every model and tool call answered from the run
     replay, renv = _replay(run, base, work)
     try:
@@ -348,6 +355,8 @@ def run_bench(work: Path) -> dict[str, Any]:
         "leaks": table,
         "on_disk": sorted({n for v in table.values() for n in v}),
         "verify_clean": verify_clean,
+        "verify_every_file_clean": every_verified.returncode == 0,
+        "verify_files": every_verified.stderr.count(": clean"),
         "served": served,
         "replayed_agent_ok": again.returncode == 0 and "answer: done" in again.stdout,
         "miss_said": "miss" in miss_err.lower() or "unmatched" in miss_err.lower(),

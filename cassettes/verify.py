@@ -414,6 +414,10 @@ def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find
     read as it decompresses, as far as it goes). Raises ``OSError`` if it cannot be read."""
     p = Path(path)
     with open_regular(p) as f:
+        magic = f.read(16)
+        if magic.startswith(b"SQLite format 3\x00") or magic[8:12] == b"DUCK":
+            return scan_lines(_database_lines(p, magic[8:12] == b"DUCK"), str(p), extra_patterns)
+        f.seek(0)
         if f.read(2) == b"\x1f\x8b":
             f.seek(0)
             inner = salvage(f.read())
@@ -421,6 +425,51 @@ def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find
                 return scan_lines(inner.splitlines(), str(p), extra_patterns)
         f.seek(0)
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
+
+
+#: The most a database's value is decompressed to (bytes), and the most rows read of a table.
+_DB_VALUE = 1 << 28
+_DB_ROWS = 1 << 20
+
+
+def _database_lines(path: Path, duck: bool) -> Iterator[bytes]:
+    """Every value of every table of a database looptap writes — a kept analysis (SQLite, its
+    blocks zstd-compressed: docs/kept-analysis.md) or the fleet index (DuckDB: the fleet
+    extra) — one line each, a compressed block as what it decompresses to. Raises ``OSError``
+    when the file cannot be read as one (DuckDB without the fleet extra)."""
+    import zstandard
+
+    if duck:
+        try:
+            import duckdb
+        except ImportError:
+            raise OSError("reading a fleet index needs DuckDB (the fleet extra)") from None
+        con: Any = duckdb.connect(str(path), read_only=True)
+        query = "select table_name from information_schema.tables"
+    else:
+        import sqlite3
+
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        query = "select name from sqlite_master where type = 'table'"
+    try:
+        for (table,) in con.execute(query).fetchall():
+            rows = con.execute(f'select * from "{str(table).replace(chr(34), "")}"')
+            while batch := rows.fetchmany(256):
+                for v in (v for row in batch for v in row):
+                    if isinstance(v, bytes):
+                        try:
+                            v = zstandard.ZstdDecompressor().decompress(
+                                v, max_output_size=_DB_VALUE
+                            )
+                        except zstandard.ZstdError:
+                            pass
+                        yield from v.splitlines()
+                    elif v is not None:
+                        yield from str(v).encode("utf-8", "surrogateescape").splitlines()
+    except Exception as exc:  # (sqlite3's and duckdb's errors: a file that is not one)
+        raise OSError(f"cannot read it as a database: {exc}") from None
+    finally:
+        con.close()
 
 
 def load_config_patterns(config: str | Path | None) -> list[str]:
@@ -506,7 +555,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 #: What ``verify DIR`` scans: recordings and what is exported from them (the same as ``import DIR``
 #: reads, plus looptap's own cassettes and exports).
-_DIR_SUFFIXES = (".jsonl", ".yaml", ".yml", ".har", ".json")
+_DIR_SUFFIXES = (
+    ".jsonl", ".yaml", ".yml", ".har", ".json", ".html", ".log", ".sqlite", ".duckdb",
+)  # fmt: skip
 #: …and LangChain's gzipped cassettes.
 _GZIP_SUFFIXES = (".yaml.gz", ".yml.gz")
 

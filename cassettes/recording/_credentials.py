@@ -317,6 +317,9 @@ def looks_secret(value: str) -> bool:
         return False  # an identifier (Codex's prompt_cache_key, session and turn ids), not a key
     if _DATE.match(value):
         return False  # a time (a credential's Expiration: 2026-12-01T00:00:00Z), not a key
+    parts = value.split("-")
+    if len(parts) >= 4 and all(len(p) <= 8 for p in parts):
+        return False  # a slug of short words (a why branch's key: E-c1-t1-e-resample), not a key
     return len(value) >= 20 or (any(c.isupper() for c in value) and any(c.islower() for c in value))
 
 

@@ -349,7 +349,7 @@ def _judged(text: str, span: tuple[int, int], kind: str | None, place: str, stro
 def _a_value(value: str) -> bool:
     """Whether ``value`` may hold a secret: not masked already, not a language's literal, not a
     placeholder (``${TOKEN}``, ``{{ secret }}``, ``<your key>``)."""
-    v = value.strip()
+    v = value.strip().strip("\\\"'")  # (escapes of a quote: JSON held in JSON held in JSON)
     return (
         bool(v)
         and v.lower() not in _NOT_VALUES

@@ -55,7 +55,7 @@ def test_no_sentinel_reaches_any_file_or_stream(report: dict[str, Any]) -> None:
 
 
 def test_verify_calls_the_run_clean_and_flags_each_class_put_back(report: dict[str, Any]) -> None:
-    assert report["verify_clean"]
+    assert report["verify_clean"] and report["verify_every_file_clean"], report["verify_files"]
     assert report["verify_planted"] and all(report["verify_planted"].values()), report[
         "verify_planted"
     ]
