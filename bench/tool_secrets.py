@@ -11,6 +11,9 @@ put back, and the agent run again against ``looptap replay`` must have every too
 
     .venv/bin/python bench/tool_secrets.py [--keep DIR]
 
+``BENCH_PYTHONPATH`` (e.g. another checkout's ``.looptap-editable:DIR``) runs every looptap
+command of the bench with that tree's code instead (its figures before a change).
+
 Needs the recorder's environment (.venv-proxy) and the clients' (.venv-clients: openai,
 requests), as tests/proxy does. tests/reliability/test_tool_secrets.py runs it.
 """
@@ -225,6 +228,8 @@ def run_bench(work: Path) -> dict[str, Any]:
         LOOPTAP_CACHE_DIR=str(cache), LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON),
         CASES=str(work / "cases.json"), OPENAI_API_KEY="sk-bench-tools",
     )  # fmt: skip
+    if os.environ.get("BENCH_PYTHONPATH"):  # another tree's looptap (a base to compare with)
+        base["PYTHONPATH"] = os.environ["BENCH_PYTHONPATH"]
     agent = work / "agent.py"
     agent.write_text(AGENT)
     run = work / "runs" / "run.jsonl"

@@ -84,3 +84,28 @@ def test_a_changed_credential_free_part_still_misses(recorded: Path) -> None:
     got = m.match_tool("GET", f"{HOST}/v1/items?city=Lyon&apikey={SECRET}", [], b"")
     assert not hasattr(got, "exchange")
     assert SECRET not in "\n".join(got.lines())
+
+
+@pytest.mark.parametrize(
+    ("url", "headers", "body"),
+    [
+        (f"{HOST}/v1/items?city=Lyon&client_secret={SECRET}", [], b""),
+        (f"{HOST}/v1/items?city=Lyon&X-Goog-Signature={SECRET}", [], b""),
+        (f"{HOST}/soap", [("content-type", "text/xml")],
+         b"<Login><User>bob</User><Password>" + SECRET.encode() + b"</Password></Login>"),
+        (f"{HOST}/v1/config", [("content-type", "text/plain")],
+         b"DEBUG=0\nDATABASE_PASSWORD=" + SECRET.encode() + b"\n"),
+        (f"{HOST}/v1/conn", [("content-type", "application/json")],
+         b'{"dsn": "redis://:' + SECRET.encode() + b'@cache:6379/1"}'),
+    ],
+)  # fmt: skip
+def test_a_miss_report_never_prints_the_credential(
+    recorded: Path, url: str, headers: list[tuple[str, str]], body: bytes
+) -> None:
+    """Issue 91, item 1: what a replay miss prints (stderr, the 400's message, a test's report)
+    is redacted by the same rules: a credential of any class the recorder masks is not in it."""
+    m = Matcher(read_records(recorded).exchanges, tools=True)
+    got = m.match_tool("POST" if body else "GET", url, headers, body)
+    assert not hasattr(got, "exchange")
+    text = "\n".join(got.lines())
+    assert SECRET not in text and SECRET[:8] not in text, text
