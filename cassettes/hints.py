@@ -11,20 +11,25 @@ as typed in the user's shell.
   from its argv (each word quoted once by :func:`shlex.join`, never by quotes formatted around
   recorded text), one line that the terminal sanitiser leaves as it is; a word holding a
   character no pasted line carries is refused (:class:`UnprintableCommand`), in a hint said so.
-- :func:`install_command`: what installs an extra into *this* environment: the looptap checkout
-  this code runs from (an editable install, by its absolute path, so the line works from the
-  user's own project too), else the package by name. Never ``-e '.[…]'``, which in the user's
+- :func:`install_command`: what installs an extra into *this* environment, from where this
+  looptap came (:func:`install_source`): the checkout this code runs from (an editable install,
+  by its absolute path, so the line works from the user's own project too), else the path, wheel
+  or URL PEP 610's ``direct_url.json`` names (looptap is on no package index), with the
+  recorder's overrides (a checkout's ``.ci/proxy-overrides.txt``, else the copy the wheel ships);
+  the name alone only for an install from an index. Never ``-e '.[…]'``, which in the user's
   project would install the user's project.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import CassetteError
 from .untrusted import clean_line
@@ -38,6 +43,7 @@ __all__ = [
     "count",
     "found_recorder",
     "install_command",
+    "install_source",
     "looptap_argv",
     "looptap_checkout",
     "looptap_command",
@@ -143,11 +149,77 @@ def looptap_checkout() -> Path | None:
     return None
 
 
-def install_command(*extras: str) -> str:
-    """A command that installs looptap with ``extras`` into the environment running now."""
-    names = ",".join(extras)
-    spec_extras = f"[{names}]" if names else ""
+#: The recorder's overrides (``.ci/proxy-overrides.txt``: mitmproxy's metadata pins that the
+#: core's dependencies need lifted), where a checkout has them and where the wheel puts them.
+_CHECKOUT_OVERRIDES = Path(".ci") / "proxy-overrides.txt"
+_SHIPPED_OVERRIDES = Path(__file__).resolve().parents[1] / "proxy" / "overrides.txt"
+
+
+def _direct_url() -> dict[str, Any] | None:
+    """This install's PEP 610 record (``direct_url.json``): where it was installed from, when it
+    was not from a package index; ``None`` when it was (or looptap is not installed at all)."""
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("looptap").read_text("direct_url.json")
+    except (metadata.PackageNotFoundError, OSError):
+        return None
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("url"), str) else None
+
+
+def _local(url: str) -> Path | None:
+    """The path of a ``file:`` URL."""
+    from urllib.parse import unquote, urlsplit
+    from urllib.request import url2pathname
+
+    parts = urlsplit(url)
+    return Path(url2pathname(unquote(parts.path))) if parts.scheme == "file" else None
+
+
+def install_source(*extras: str) -> tuple[list[str], Path | None] | str:
+    """What ``pip install`` takes to install *this* looptap again with ``extras``, and the overrides
+    file its recorder needs (``None``: none found): the checkout an editable install (or this
+    code) runs from, by its path; else the path, wheel or URL it was installed from (PEP 610's
+    ``direct_url.json``); else, installed from a package index, the name there. Or, when none of
+    these exists any more, why (a sentence)."""
+    spec_extras = f"[{','.join(extras)}]" if extras else ""
+    shipped = _SHIPPED_OVERRIDES if _SHIPPED_OVERRIDES.is_file() else None
     checkout = looptap_checkout()
+    if checkout is not None:
+        over = checkout / _CHECKOUT_OVERRIDES
+        return ["-e", f"{checkout}{spec_extras}"], over if over.is_file() else shipped
+    record = _direct_url()
+    if record is None:  # from an index: the name is published there
+        return [f"looptap{spec_extras}"], shipped
+    url: str = record["url"]
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = vcs.get("commit_id")
+        at = f"@{commit}" if isinstance(commit, str) and commit else ""
+        return [f"looptap{spec_extras} @ {vcs.get('vcs', 'git')}+{url}{at}"], shipped
+    path = _local(url)
+    if path is not None and not path.exists():
+        return (
+            f"looptap was installed from {path}, which is no longer there: install it again "
+            "from a looptap checkout or wheel"
+        )
+    beside = path / _CHECKOUT_OVERRIDES if path is not None and path.is_dir() else None
+    found = beside if beside is not None and beside.is_file() else shipped
+    return [f"looptap{spec_extras} @ {url}"], found
+
+
+def install_command(*extras: str) -> str:
+    """A command that installs looptap with ``extras`` into the environment running now, from
+    where this looptap came (:func:`install_source`), with the recorder's overrides when
+    ``proxy`` is among them."""
+    source = install_source(*extras)
+    if isinstance(source, str):
+        return f"({source})"
+    words, override = source
     python = sys.executable
     beside = Path(sys.executable).parent / "uv"  # the README's set-up puts uv there
     first: list[list[str]] = []
@@ -158,11 +230,8 @@ def install_command(*extras: str) -> str:
     else:
         first, uv = [[python, "-m", "pip", "install", "-q", "uv"]], [python, "-m", "uv"]
     install = [*uv, "pip", "install", "--python", python]
-    if checkout is not None:
-        override = checkout / ".ci" / "proxy-overrides.txt"
-        over = ["--override", str(override)] if "proxy" in extras and override.exists() else []
-        return command_line(*first, [*install, *over, "-e", f"{checkout}{spec_extras}"])
-    return command_line(*first, [*install, f"looptap{spec_extras}"])
+    over = ["--override", str(override)] if "proxy" in extras and override is not None else []
+    return command_line(*first, [*install, *over, *words])
 
 
 def _recorder_venv() -> Path:
@@ -197,11 +266,15 @@ def recorder_install_command() -> tuple[str, str]:
         )
         return command, f"{venv}/bin/python"
     bin_ = f"{venv}/bin"
+    source = install_source("proxy", "inspector", "mcp", "html")
+    if isinstance(source, str):
+        return f"({source})", f"{venv}/bin/python"
+    words, override = source
+    over = ["--override", str(override)] if override is not None else []
     command = command_line(
         ["python3", "-m", "venv", str(venv)],
         [f"{bin_}/pip", "install", "-q", "uv"],
-        [f"{bin_}/uv", "pip", "install", "-q", "--python", f"{bin_}/python"]
-        + ["looptap[proxy,inspector,mcp,html]"],
+        [f"{bin_}/uv", "pip", "install", "-q", "--python", f"{bin_}/python", *over, *words],
     )
     return command, f"{venv}/bin/python"
 

@@ -7,12 +7,11 @@ run does not use."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import os
 import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, AnyStr, cast
 
 __all__ = ["init_on_first_use", "on_first_use", "pattern"]
@@ -46,6 +45,8 @@ def init_on_first_use(package: str) -> bool:
     imports it as it is, or not at all); ``True`` when it is registered, or was imported already
     (nothing is done then). Used where a library's ``__init__`` imports far more than looptap
     needs of it (genai-prices' network updater, mitmproxy's 31 default addons)."""
+    import importlib.util  # (here: on every start-up path, only the recorder's and prices' need it)
+
     with _INIT_LOCK:
         if package in sys.modules:
             return True
@@ -57,14 +58,16 @@ def init_on_first_use(package: str) -> bool:
             return False
         shell = importlib.util.module_from_spec(spec)
         loader = spec.loader
-        where = [Path(p) for p in spec.submodule_search_locations]
+        where = list(spec.submodule_search_locations)
         done = threading.Lock()
 
         def __getattr__(name: str) -> Any:
             if name.startswith("__"):
                 raise AttributeError(name)
             if any(
-                (d / f"{name}.py").is_file() or (d / name / "__init__.py").is_file() for d in where
+                os.path.isfile(os.path.join(d, f"{name}.py"))
+                or os.path.isfile(os.path.join(d, name, "__init__.py"))
+                for d in where
             ):
                 return importlib.import_module(f"{package}.{name}")  # a submodule: itself
             with done:  # the __init__ runs once, whichever thread asks first

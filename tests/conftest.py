@@ -15,11 +15,13 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Generator
+from pathlib import Path
 
 import httpcore2  # noqa: F401  (see below)
 import pytest
 
-from tests.support import scheduling
+from tests.support import phases, scheduling
 
 try:  # (the recorder's environment runs a few of these tests without Hypothesis)
     from hypothesis import HealthCheck, settings
@@ -52,6 +54,21 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["LOOPTAP_CACHE_DIR"] = cache
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     scheduling.name_directory(config)
+    if phases.phase() == "core":  # nothing of the matrix is found (the guard below)
+        os.environ.update(phases.absent_env())
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The matrix phase imports only the modules that need the matrix (tests/support/phases.py):
+    its collection costs what they cost."""
+    if (
+        phases.phase() == "matrix"
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+        and not phases.in_phase(collection_path, "matrix")
+    ):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -59,8 +76,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     class-scoped fixture go to one xdist worker together (tests/support/scheduling.py), and so do
     the tests that read the session's agent runs (``tool_agent_run``, tests/proxy/conftest.py:
     each agent recorded once); every other test goes to whichever worker is idle. Without xdist
-    this does nothing."""
+    this does nothing.
+
+    Under ``LOOPTAP_PHASE`` only the phase's tests run (tests/support/phases.py); the others are
+    deselected."""
+    which = phases.phase()
+    if which is not None:
+        keep = [i for i in items if phases.in_phase(i.path, which)]
+        if len(keep) != len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i not in set(keep)])
+            items[:] = keep
     scheduling.publish(config, items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """The guard of the core phase: a core test that skips or fails naming what only the matrix
+    installs (its path, its variable, or the absent path the core phase points it at) needed the
+    matrix without naming it in its module: an error that says so, never a quiet skip."""
+    report = yield
+    if phases.phase() == "core" and (report.skipped or report.failed):
+        named = phases.needed_in(str(report.longrepr))
+        if named:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{item.nodeid} ran in the core phase but needs {', '.join(named)}, which only "
+                "the matrix phase installs: name it in the module (tests/support/phases.py)\n"
+                f"{report.longrepr}"
+            )
+    return report
 
 
 @pytest.hookimpl(optionalhook=True)

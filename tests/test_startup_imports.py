@@ -402,6 +402,21 @@ def test_the_top_level_help_lists_every_command_and_builds_none_of_their_argumen
     assert _loaded(mods, ("looptap.cassettes.project", "looptap.cassettes.providers")) == []
 
 
+def test_help_loads_no_path_or_url_library_nor_the_sanitiser() -> None:
+    """Issue 94 item 4: ``looptap --help`` loaded 94 modules over bare Python at c86d115d against
+    fec4f2c2's 84: ``pathlib`` (and the ``urllib.parse``, ``ipaddress`` and ``ntpath`` it loads)
+    and ``importlib.util`` for ``lazy.init_on_first_use`` (only the recorder's and genai-prices'
+    registration need them), and the sanitiser for the command registry's ``err()`` (only when it
+    says something). None of them is loaded by ``--help`` any more."""
+    code = (
+        "from looptap.cassettes.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    )
+    mods = _modules(code)
+    grown = ("pathlib", "urllib", "ipaddress", "ntpath", "importlib.util")
+    assert _loaded(mods, (*grown, "looptap.cassettes.untrusted")) == []
+
+
 def test_the_command_line_does_not_collect_garbage_at_exit(tmp_path: Path) -> None:
     """At the interpreter's exit the collector walked every object ``looptap show`` left (modules,
     validators, the run): a quarter of a small show's CPU time. ``main`` freezes the heap at exit

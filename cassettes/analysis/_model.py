@@ -189,6 +189,20 @@ class ContextChange(_Model):
     task_lost: bool = False
 
 
+class MessageCounts(_Model):
+    """The messages a request sent, each counted once (docs/show-json.md): ``as_before`` (as the
+    previous request of its conversation sent it) + ``changed`` (history sent again, not as it
+    was: edited, cleared in place, a summary in place of what was dropped) + ``new`` (this turn's
+    own: the previous answer's echo, tool results, new input) = ``sent``. ``dropped``: the
+    previous request's messages this one does not carry at all (not part of ``sent``)."""
+
+    sent: int = 0
+    as_before: int = 0
+    changed: int = 0
+    new: int = 0
+    dropped: int = 0
+
+
 class Dispatch(_Model):
     """C — what the client sent, relative to the previous turn of the same conversation."""
 
@@ -208,6 +222,9 @@ class Dispatch(_Model):
     params: dict[str, Any] = Field(default_factory=dict)
     #: What the client's context management did to the history (``None``: nothing was managed).
     context: ContextChange | None = None
+    #: The request's messages, each counted once (``None``: which of its history came back as
+    #: it was could not be read: a history longer than the comparison's bound).
+    counts: MessageCounts | None = None
     #: How this turn was linked to its conversation.
     link: Literal["start", "extends", "rewritten", "previous_response_id", "header", "retry"] = (
         "start"

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, TypeAlias
 
-from ..untrusted import clean_line
-
 __all__ = [
     "EXIT_ERROR",
     "EXIT_OK",
@@ -143,6 +141,8 @@ def loading() -> Iterator[None]:
 def err(msg: str) -> None:
     """One line on stderr, as every command says what went wrong: ``looptap: MSG`` (shown as one
     line by the sanitiser, whatever recorded text MSG holds)."""
+    from ..untrusted import clean_line  # (when something is said: not on every start-up)
+
     print(clean_line(f"looptap: {msg}"), file=sys.stderr)
 
 

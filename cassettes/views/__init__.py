@@ -44,6 +44,7 @@ from ._money import (
 from ._progress import reading_line
 from ._roundtrip_object import roundtrip_json
 from ._roundtrip_view import (
+    counts_said,
     edit_lines,
     error_phrase,
     http_body_lines,
@@ -73,6 +74,7 @@ __all__ = [
     "TurnSummary",
     "analysis_lines",
     "conversation_json",
+    "counts_said",
     "edit_lines",
     "edit_text",
     "edited_messages",

@@ -267,15 +267,28 @@ def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
     req = v["request"]
     if not req:
         return []
-    extra = ""
-    if c and v.get("turn"):
-        # What this turn added to the history its conversation's previous turn sent.
-        rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
-        extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
+    # What this turn's request sent, against its conversation's previous one (none on a first).
+    said = counts_said(c.get("counts"), v.get("previous_seq")) if c and v.get("turn") else ""
     return [
-        f"    request: {count(req['messages'], 'message')}{extra}, "
+        f"    request: {count(req['messages'], 'message')}{said}, "
         f"{count(len(req['tools']), 'tool')} offered"
     ]
+
+
+def counts_said(n: dict[str, Any] | None, previous: int | None) -> str:
+    """A request's messages counted once each (the C layer's ``counts``), as ``show`` and the
+    inspector say them: `` (1 as before, 4 changed, 2 new; 3 of #5's dropped)``: the parts
+    before the semicolon sum to the messages sent. Empty where the counts could not be read."""
+    if not isinstance(n, dict):
+        return ""
+    parts = [f"{n['as_before']:,} as before"]
+    if n.get("changed"):
+        parts.append(f"{n['changed']:,} changed")
+    parts.append(f"{n['new']:,} new")
+    dropped = n.get("dropped") or 0
+    of = f"#{previous}'s" if previous is not None else "the previous request's"
+    tail = f"; {dropped:,} of {of} dropped" if dropped else ""
+    return f" ({', '.join(parts)}{tail})"
 
 
 def reconstructed_lines(v: dict[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from ...cassettes.analysis import Dispatch, Layer, McpCall, Turn
 from ...cassettes.analysis.dispatch import replay_miss
 from ...cassettes.hints import count
 from ...cassettes.untrusted import clean_line
-from ...cassettes.views import link_text
+from ...cassettes.views import counts_said, link_text
 from ..safe import wire_line
 from ._emission import tool_run_line
 from ._layers import PANE_ITEMS, LayerPane
@@ -70,18 +70,19 @@ class DispatchPane(LayerPane):
 
 
 def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
-    """The C pane's table: how the turn was linked, kept, rewritten, appended, echoed, tools,
-    params."""
+    """The C pane's table: how the turn was linked, the messages it sent (as before, changed,
+    new; the previous request's dropped), where its own start, echoed, tools, params."""
     c = turn.c
     echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
+    n = c.counts
+    # the same words as ``show`` (the core's counts): as before + changed + new = sent
+    said = counts_said(n.model_dump(), turn.previous_seq) if n is not None and turn.index else ""
+    sent = n.sent if n is not None else c.appended_from + len(c.appended)
+    managed = n is not None and bool(n.changed or n.dropped)
     rows: list[tuple[str, str | Text]] = [
         ("linked by", link_text(c.link, turn.previous_seq)),
-        ("kept", count(c.kept, "message")),
-        (
-            "rewritten",
-            Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else ""),
-        ),
-        ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),
+        ("sent", Text(f"{count(sent, 'message')}{said}", style="bold yellow" if managed else "")),
+        ("new from", f"history item [{c.appended_from}]"),
         ("echoed reply", echoed),
         ("tool choice", c.tool_choice or "-"),
         ("tools", ", ".join(c.tools_offered) or "-"),

@@ -368,6 +368,7 @@ def p_install_hints(d: Drawn) -> None:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(sys, "executable", python)
         m.setattr(hints, "looptap_checkout", lambda: Path(checkout) if checkout else None)
+        m.setattr(hints, "_direct_url", lambda: None)  # (else: from an index, by its name)
         m.setattr(hints.shutil, "which", lambda _name: "/bin/uv" if d.model is None else None)
         m.setattr(hints.Path, "home", staticmethod(lambda: Path(d.c)))
         said = hints.install_command("mcp")

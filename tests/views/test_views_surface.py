@@ -14,9 +14,9 @@ import looptap.cassettes.views as views
 EXPORTED = [
     "BY_HOST", "BY_TOKENS", "CONTINUED", "SEVERITY_MARK", "SEVERITY_RANK", "SPLIT",
     "GrowthBar", "GrowthRows", "TurnSummary",
-    "analysis_lines", "conversation_json", "edit_lines", "edit_text", "edited_messages",
-    "edits_json", "error_phrase", "estimated_note", "estimated_why", "growth_bars",
-    "growth_row", "http_body_lines", "http_call_text", "layer_findings", "link_text",
+    "analysis_lines", "conversation_json", "counts_said", "edit_lines", "edit_text",
+    "edited_messages", "edits_json", "error_phrase", "estimated_note", "estimated_why",
+    "growth_bars", "growth_row", "http_body_lines", "http_call_text", "layer_findings", "link_text",
     "mcp_link_json", "money", "reading_line", "reconstructed_said",
     "root_cause_lines", "roundtrip_json", "split_json",
     "status_text", "summarise", "summary_lines", "tool_call_http_json", "tool_http_link_json",

@@ -13,6 +13,7 @@ from .._context import TurnContext
 from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
+from ._counts import message_counts
 from ._history import TEXT_ACTION
 from ._managed import context_change, shapes
 
@@ -352,6 +353,7 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         for p in m.parts
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
     ]
+    context = context_change(ctx, link, new_from, before)
     return Dispatch(
         kept=kept,
         rewritten=link.rewritten,
@@ -362,7 +364,8 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         tools_offered=[t.name for t in req.tools],
         tool_choice=req.tool_choice_mode,
         params=req.params,
-        context=context_change(ctx, link, new_from, before),
+        context=context,
+        counts=message_counts(ctx, link.how, kept, new_from, before, context),
         link=link.how,  # type: ignore[arg-type]
     )
 
