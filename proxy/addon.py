@@ -67,6 +67,7 @@ from looptap.proxy.handoff import Handoff, HandoffError
 from looptap.proxy.marks import drop_own_marks, take_edit_marks
 from looptap.proxy.pipe import SETTLE
 from looptap.proxy.tool_http import ToolHttp
+from looptap.proxy.trust import UpstreamTrust
 
 __all__ = [
     "LooptapRecorder",
@@ -451,7 +452,7 @@ class LooptapRecorder:
 
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
 _recorder = LooptapRecorder()
-addons = [_recorder, DurableGate()]
+addons = [_recorder, DurableGate(), UpstreamTrust()]
 
 
 #: The flow metadata key of whether a forward-proxy request goes to an LLM API's host.

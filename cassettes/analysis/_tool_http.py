@@ -256,7 +256,7 @@ class ToolHttpLinker:
             )
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
             put(self.touched, cid, True)
-            if best and call.http is not None:
+            if best and call.http is not None and not ex.recorder_made:  # (never judged)
                 got = self.served.get(cid) or []
                 h = call.http
                 if len(got) < 16:

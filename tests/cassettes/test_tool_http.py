@@ -15,7 +15,7 @@ from looptap.cassettes.analysis import analyse
 from looptap.cassettes.reading import open_run
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import read_records
-from looptap.cassettes.wire import Exchange
+from looptap.cassettes.wire import RECORDER_MADE, Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 TOOLS = [
@@ -208,6 +208,17 @@ def test_a_failure_the_result_says_is_not_a_finding() -> None:
     ):
         assert _hidden(_run_with_paris(paris, sent)) == [], (paris, sent)
     assert analyse(weather_run()).findings == []  # the clean run: no finding at all
+
+
+def test_a_failure_the_recorder_made_is_never_a_c_finding() -> None:
+    """The recorder's own TLS handshake with the tool's server failed (proxy/trust.py): the agent
+    never had that failure, so its empty result hides nothing (issue 91)."""
+    ours = _paris(None, error="Certificate verify failed: unable to get local issuer certificate")
+    ours.notes.append(f"{RECORDER_MADE}: its TLS handshake with the server failed (…)")
+    assert ours.recorder_made
+    assert _hidden(_run_with_paris([ours], "")) == []
+    theirs = _paris(None, error="Certificate verify failed: unable to get local issuer certificate")
+    assert not theirs.recorder_made and len(_hidden(_run_with_paris([theirs], ""))) == 1
 
 
 def _codes(exchanges: list[Exchange], code: str) -> list[Any]:
