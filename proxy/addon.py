@@ -247,6 +247,8 @@ class LooptapRecorder:
         self.output = path
 
     def running(self) -> None:
+        # (the modes given before this addon was added are never an update: read them here)
+        self._tools.listeners(ctx.options.mode)
         self.handoff.attach()  # the writer's answers are read on the event loop
         # failures.transport_of reads mitmproxy's connection handlers (Proxyserver.connections:
         # public by its name, documented nowhere), only in the releases read for it
@@ -356,6 +358,9 @@ class LooptapRecorder:
             self._failures.pass_on(flow, how)
 
     # -- failures passed on as they happened (:class:`proxy.failures.Relay`) --------------------
+    def server_connect(self, data: Any) -> None:
+        self._tools.let_through(data.server)
+
     def server_connected(self, data: Any) -> None:
         self._failures.server_connected(data.client, data.server)
 

@@ -381,13 +381,13 @@ class Recorder:
         )
 
     def _direct(self) -> list[str]:
-        """What the command reaches without the proxy (``NO_PROXY``): loopback; with the tools'
-        HTTP recorded on loopback too (``--tool-http-loopback``), only this recorder's own
-        listeners, so that a tool server on loopback is recorded. Each as ``HOST:PORT`` (read by
-        requests for names, urllib, undici, Go) and ``http://HOST:PORT`` (httpx's form). A client
-        that cannot exclude a port (aiohttp, curl, requests for an address) then reaches a
-        listener through the forward proxy, which mitmproxy refuses as a connection to itself
-        ("Request destination unknown"): hence loopback stays direct by default."""
+        """What the command reaches without the proxy (``NO_PROXY``): with the tools' HTTP recorded
+        on loopback (the default), only this recorder's own listeners, so that a tool server on
+        loopback is recorded, each as ``HOST:PORT`` (read by requests for names, urllib, undici,
+        Go) and ``http://HOST:PORT`` (httpx's form); a client that cannot exclude a port
+        (aiohttp, curl, requests for an address) reaches a listener through the forward proxy,
+        which lets it through (:meth:`proxy.tool_http.ToolHttp.let_through`). With
+        ``--no-tool-http-loopback`` (or the tools' HTTP off), the loopback."""
         if not (self.config.tool_http and self.config.tool_http_loopback):
             return ["127.0.0.1", "localhost"]
         host = self._client_host()

@@ -111,7 +111,7 @@ def get_weather(city):
         return r.text
     import aiohttp
     async def go():
-        async with aiohttp.ClientSession(trust_env=True) as s:
+        async with aiohttp.ClientSession(trust_env=os.environ.get("TRUST_ENV") != "0") as s:
             async with s.get(URL + city) as r:
                 r.raise_for_status()
                 return await r.text()
@@ -166,7 +166,8 @@ MATRIX = [
 
 
 def _agent(tmp: Path, client: str, fake: ScriptedUpstream, tool_url: str, env: dict[str, str],
-           looptap: bool) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
+           looptap: bool, *flags: str,
+           ) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
     node = client == "node"
     script = tmp / ("agent.cjs" if node else "agent.py")
     script.write_text(NODE_AGENT if node else PY_AGENT)
@@ -175,8 +176,7 @@ def _agent(tmp: Path, client: str, fake: ScriptedUpstream, tool_url: str, env: d
     base = {"TOOL_URL": tool_url, "TOOL_CLIENT": client, "OPENAI_API_KEY": "sk-test-trust"}
     if looptap:
         command = [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"),
-                   "--upstream", f"openai={fake.url}", "--tool-http-loopback",
-                   "--", *command]  # fmt: skip
+                   "--upstream", f"openai={fake.url}", *flags, "--", *command]  # fmt: skip
         base["LOOPTAP_PROXY_PYTHON"] = str(PROXY_PYTHON)
     else:
         base["OPENAI_BASE_URL"] = fake.url + "/v1"
@@ -226,3 +226,39 @@ def test_a_server_the_recorder_cannot_verify_passes_through_untouched(tmp_path: 
     assert len(said) == 1 and host in said[0] and "passes through untouched" in said[0], said
     assert [ex.tool for ex in read_records(run).exchanges] == [False, False]
     assert _c_findings(run) == []
+
+
+def test_a_loopback_tool_server_is_recorded_by_default(tmp_path: Path) -> None:
+    """Issue 91, item 3: no flag, a plain-HTTP tool server on 127.0.0.1 (requests 2.34.2, httpx
+    0.28.1): its call is recorded and linked, and the run's summary says nothing unseen. On
+    c86d115d ``NO_PROXY`` held the loopback and the call went unseen, unsaid."""
+    for client in ("requests", "httpx"):
+        where = tmp_path / client
+        where.mkdir()
+        with ScriptedUpstream(route) as fake, ToolServer() as tools:
+            proc, run = _agent(where, client, fake, tools.url, {}, True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        tool = [ex for ex in read_records(run).exchanges if ex.tool]
+        assert [ex.status for ex in tool] == [200], client
+        assert "no tool HTTP seen" not in proc.stderr
+
+
+def test_the_summary_says_tool_calls_ran_with_no_tool_http_seen(tmp_path: Path) -> None:
+    """aiohttp's default ``ClientSession()`` (``trust_env=False``) ignores the proxy variables,
+    and ``--no-tool-http-loopback`` leaves the loopback direct: the tool call runs unseen, and the
+    run's summary says how many and how to see them. On c86d115d nothing said it."""
+    cases = {
+        "aiohttp-default": ("aiohttp", {"TRUST_ENV": "0"}, (), "aiohttp without"),
+        "opted-out": ("requests", {}, ("--no-tool-http-loopback",), "--no-tool-http-loopback"),
+        "off": ("requests", {}, ("--no-tool-http",), "--no-tool-http"),
+    }
+    for name, (client, env, flags, how) in cases.items():
+        where = tmp_path / name
+        where.mkdir()
+        with ScriptedUpstream(route) as fake, ToolServer() as tools:
+            proc, run = _agent(where, client, fake, tools.url, env, True, *flags)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        assert len(tools.seen) == 1 and not any(ex.tool for ex in read_records(run).exchanges)
+        said = [line for line in proc.stderr.splitlines() if "no tool HTTP seen" in line]
+        assert len(said) == 1 and "1 tool call ran with no tool HTTP seen" in said[0], name
+        assert how in said[0], (name, said)
