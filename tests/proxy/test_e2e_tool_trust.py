@@ -262,3 +262,58 @@ def test_the_summary_says_tool_calls_ran_with_no_tool_http_seen(tmp_path: Path) 
         said = [line for line in proc.stderr.splitlines() if "no tool HTTP seen" in line]
         assert len(said) == 1 and "1 tool call ran with no tool HTTP seen" in said[0], name
         assert how in said[0], (name, said)
+
+
+class GzipToolServer(ToolServer):
+    """``/weather`` answered with a JSON body over 1 MiB once gzipped (``Content-Encoding:
+    gzip``, random hex so it does not shrink)."""
+
+    def __init__(self, length: bool) -> None:
+        import gzip
+        import random
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        super().__init__()
+        self.length = length
+        rnd = random.Random(91)
+        items = [{"id": i, "v": f"{rnd.getrandbits(128):032x}"} for i in range(60000)]
+        self.body = json.dumps({"city": "Paris", "items": items}).encode()
+        packed = gzip.compress(self.body)
+        assert len(packed) > 1 << 20
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.seen.append(("GET", self.path, None))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-encoding", "gzip")
+                if outer.length:
+                    self.send_header("content-length", str(len(packed)))
+                self.end_headers()
+                for i in range(0, len(packed), 1 << 16):  # (as a server streams it)
+                    self.wfile.write(packed[i : i + (1 << 16)])
+
+        self.server.server_close()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        import threading
+
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "until-close"])
+def test_a_gzip_tool_answer_over_1_mib_keeps_its_first_mib(tmp_path: Path, length: bool) -> None:
+    """Issue 91, item 5: a tool's gzip answer whose compressed body passes the 1 MiB bound is kept
+    decoded, its start, cut before a quote, with a note; on c86d115d it was kept as 0 bytes."""
+    with ScriptedUpstream(route) as fake, GzipToolServer(length) as tools:
+        proc, run = _agent(tmp_path, "requests", fake, tools.url, {}, True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    (tool,) = [ex for ex in read_records(run).exchanges if ex.tool]
+    got = tool.response_body
+    assert len(got) >= 1 << 20, (len(got), tool.notes)
+    assert tools.body.startswith(got)
+    assert any("went to the client" in n for n in tool.notes), tool.notes
