@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import ssl
 import stat
@@ -26,7 +27,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 
 from ..cassettes import __version__
 from ..cassettes.errors import CassetteIOError
-from ..cassettes.net import free_port, node_options
+from ..cassettes.net import free_port, node_options, shim_left_out
 from ..cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from ..cassettes.replay.testing.ready import VERSION as READY_VERSION
 from ..cassettes.replay.testing.ready import (
@@ -405,8 +406,12 @@ class Recorder:
             if lst.upstream is None:
                 proxy = self.url(lst)
                 env.update(dict.fromkeys(_PROXY_VARS, proxy), NODE_USE_ENV_PROXY="1")
-                shim = node_options(os.environ.get("NODE_OPTIONS", ""))  # (Node < 22.21)
+                given = os.environ.get("NODE_OPTIONS", "")
+                shim = node_options(given)  # (Node < 22.21)
                 env.update({"NODE_OPTIONS": shim} if shim else {})
+                left_out = shim_left_out(given, "the recorder")
+                if left_out:  # (the value itself never said: it is the user's)
+                    messages.emit(left_out, logging.WARNING)
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(
                     dict.fromkeys([*no_proxy, *self._direct()])

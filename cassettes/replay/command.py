@@ -266,6 +266,11 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         sys.stdout.flush()
         for name in left:
             _err(f"not exported: {name} (its value holds a control character)")
+        from ..net import shim_left_out
+
+        left_out = shim_left_out(os.environ.get("NODE_OPTIONS", ""), "the replay server")
+        if tools and left_out:
+            _err(left_out)
         n = len(server.matcher.recorded) - tools
         live = "; those it does not answer go live" if args.live_tools else ""
         _err(

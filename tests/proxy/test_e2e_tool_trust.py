@@ -317,3 +317,19 @@ def test_a_gzip_tool_answer_over_1_mib_keeps_its_first_mib(tmp_path: Path, lengt
     assert len(got) >= 1 << 20, (len(got), tool.notes)
     assert tools.body.startswith(got)
     assert any("went to the client" in n for n in tool.notes), tool.notes
+
+
+def test_a_node_options_with_a_newline_is_said(tmp_path: Path) -> None:
+    """Issue 91, item 5: the user's ``NODE_OPTIONS`` holds a newline, so looptap's ``--require``
+    shim cannot be added to it (the value is left as given): ``looptap run`` says so, once, and
+    what it costs, never the value. On c86d115d nothing was said, and the Node agent's
+    ``fetch`` tools went past the recorder unseen."""
+    if NODE is None:
+        pytest.skip("no node")
+    users = "--max-old-space-size=300\n--title=agent-secret-title"
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, _ = _agent(tmp_path, "node", fake, tools.url, {"NODE_OPTIONS": users}, True)
+    said = [line for line in proc.stderr.splitlines() if "NODE_OPTIONS not extended" in line]
+    assert len(said) == 1 and "control character" in said[0], proc.stderr[-3000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("looptap:")]
+    assert not any("agent-secret-title" in line for line in ours)  # (node says it itself)
