@@ -35,11 +35,11 @@ def test_a_killed_replay_leaves_no_key_and_its_directory_is_cleaned_next_time(
         left = Path(proc.stdout.readline().strip())
         assert left.parent == tmp_path and left.is_dir()
         files = sorted(p.name for p in left.iterdir())
-        assert files == ["replay-tool-ca.pem"], files  # no key, no leaf: loaded and removed
+        assert files == ["leaf.pem", "replay-tool-ca.pem"], files  # no key: loaded, removed
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert left.is_dir()  # what a SIGKILL leaves: the CA's certificate alone
+    assert left.is_dir()  # what a SIGKILL leaves: certificates, no key
     subprocess.run([sys.executable, "-c", HOLD.replace("sys.stdin.read()", "t.close()")],
                    env=env, check=True, capture_output=True)  # fmt: skip
     assert not left.exists()  # the next replay's start removed it

@@ -80,7 +80,6 @@ class ToolTLS:
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             ctx.load_cert_chain(leaf, key)
             key.unlink()  # (loaded: the key is never left on disk)
-            leaf.unlink()
             ctx.set_alpn_protocols(["http/1.1"])
             #: The server side of a tool's TLS (the leaf and its chain).
             self.context = ctx
