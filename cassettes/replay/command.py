@@ -206,12 +206,29 @@ def _failed(server: Any) -> list[str]:
     """Why the fork failed, one line each (none: it did not): each request before the cursor that
     matched no recorded turn (its closest turn and what differs), each edit never applied."""
     cursor = server.router
-    out = [f"the client diverged before the cursor at {m.headline}" for m in server.matcher.misses]
+    out = [
+        f"a tool's call the recording does not answer failed closed (--tools-offline): {m.headline}"
+        if _tool_miss(m)
+        else f"the client diverged before the cursor at {m.headline}"
+        for m in server.matcher.misses
+    ]
     out += [
         f"edit {e.label} never applied: no request sent live carried it"
         for e in (cursor.unapplied() if cursor is not None else [])
     ]
     return out[:20]
+
+
+def _tool_miss(m: Any) -> bool:
+    """A miss of a tool's request (the matcher's :meth:`~cassettes.matching.Matcher.match_tool`:
+    its closest is a recorded tool call, or none was to its host; a ``CONNECT`` refused), not of
+    a model request: the cursor, before or past which it came, says nothing of it."""
+    closest = m.closest
+    return (
+        m.method == "CONNECT"
+        or (closest is not None and bool(closest.exchange.tool))
+        or m.reason.startswith(("no tool HTTP call to ", "the tools' HTTP calls are not replayed"))
+    )
 
 
 def _lived(server: Any) -> list[int | None] | None:

@@ -169,3 +169,23 @@ def test_a_model_call_in_absolute_form_to_the_model_server_is_a_turn(tmp_path: P
         assert got.status_code == 200 and got.content == PARIS  # the tool still a tool
     report = "\n".join(server.report_lines())
     assert "played 1 of 2 recorded round trips and served 1 of 1 tool HTTP call" in report, report
+
+
+def test_a_tool_miss_is_not_said_as_a_divergence_before_the_cursor(tmp_path: Path) -> None:
+    """Issue 91, item 5: with ``--tools-offline`` a tool's request the recording does not answer
+    fails closed, before the cursor or past it; the fork's report said every such miss as "the
+    client diverged before the cursor" (c86d115d). A tool's miss is said as one now; a model
+    request's miss stays a divergence."""
+    from looptap.cassettes.replay.command import _failed
+
+    path = write(tmp_path / "run.jsonl", _run())
+    with ReplayServer(path) as server, httpx.Client(proxy=server.url, trust_env=False) as c:
+        assert c.get(f"{TOOL}/weather", params={"city": "Oslo"}).status_code == 400
+        other = c.post(f"{server.url}/v1/chat/completions", content=b'{"model": "gpt-4o", '
+                       b'"messages": [{"role": "user", "content": "something else"}]}',
+                       headers={"content-type": "application/json"})  # fmt: skip
+        assert other.status_code == 400
+    said = _failed(server)
+    assert len(said) == 2, said
+    assert said[0].startswith("a tool's call the recording does not answer failed closed"), said
+    assert said[1].startswith("the client diverged before the cursor at"), said
