@@ -67,6 +67,7 @@ from looptap.proxy.handoff import Handoff, HandoffError
 from looptap.proxy.marks import drop_own_marks, take_edit_marks
 from looptap.proxy.pipe import SETTLE
 from looptap.proxy.tool_http import ToolHttp
+from looptap.proxy.trust import UpstreamTrust
 
 __all__ = [
     "LooptapRecorder",
@@ -246,6 +247,8 @@ class LooptapRecorder:
         self.output = path
 
     def running(self) -> None:
+        # (the modes given before this addon was added are never an update: read them here)
+        self._tools.listeners(ctx.options.mode)
         self.handoff.attach()  # the writer's answers are read on the event loop
         # failures.transport_of reads mitmproxy's connection handlers (Proxyserver.connections:
         # public by its name, documented nowhere), only in the releases read for it
@@ -355,6 +358,9 @@ class LooptapRecorder:
             self._failures.pass_on(flow, how)
 
     # -- failures passed on as they happened (:class:`proxy.failures.Relay`) --------------------
+    def server_connect(self, data: Any) -> None:
+        self._tools.let_through(data.server)
+
     def server_connected(self, data: Any) -> None:
         self._failures.server_connected(data.client, data.server)
 
@@ -451,7 +457,7 @@ class LooptapRecorder:
 
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
 _recorder = LooptapRecorder()
-addons = [_recorder, DurableGate()]
+addons = [_recorder, DurableGate(), UpstreamTrust()]
 
 
 #: The flow metadata key of whether a forward-proxy request goes to an LLM API's host.

@@ -12,9 +12,10 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
-from ..cassettes.wire import Exchange
+from ..cassettes.wire import RECORDER_MADE, Exchange
 from . import http1_fixes
 from .marks import marks_into
+from .trust import TLS_FAILED
 
 __all__ = [
     "CAPPED",
@@ -156,6 +157,12 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         )
     if error:
         ex.transport_error = error
+        why = TLS_FAILED.get(flow.server_conn.id)
+        if why is not None:
+            ex.notes.append(
+                f"{RECORDER_MADE}: its TLS handshake with the server failed ({why}); the agent's "
+                "own TLS never reached the server, so this is not a failure the agent had"
+            )
     dropped = http1_fixes.informational.get(req)
     if dropped:
         ex.notes.append(_informational_note(dropped))

@@ -171,7 +171,7 @@ def _config(args: argparse.Namespace) -> Any:
         record_hosts=tuple(args.record_host),
         tool_http=not args.no_tool_http,
         tool_http_exclude=tuple(args.tool_http_exclude),
-        tool_http_loopback=args.tool_http_loopback,
+        tool_http_loopback=not args.no_tool_http_loopback,
         redact_headers=tuple(args.redact_header),
         redact_patterns=tuple(args.redact_pattern),
         ssl_insecure=args.ssl_insecure,
@@ -416,9 +416,9 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     if child_status is not None:
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
-    from .summary import summary_lines  # (the run's analysis: imported when it is read)
+    from .summary import summary_lines, unseen_how  # (imported when the run is read)
 
-    for line in [] if kept else summary_lines(config.output, before):
+    for line in [] if kept else summary_lines(config.output, before, unseen_how(config)):
         messages.emit(line)
     if fork is not None:
         rc = _finish_fork(fork, target.path, rc)

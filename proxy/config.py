@@ -47,10 +47,10 @@ class RecorderConfig:
     #: hosts of ``tool_http_exclude`` (globs, or ``HOST:PORT``).
     tool_http: bool = True
     tool_http_exclude: tuple[str, ...] = ()
-    #: Record tool servers on this machine too: ``NO_PROXY`` then names only the recorder's own
-    #: listeners, not loopback (docs/recorder.md: what that costs the clients that cannot leave
-    #: out a port).
-    tool_http_loopback: bool = False
+    #: Record tool servers on this machine too (the default): ``NO_PROXY`` then names only the
+    #: recorder's own listeners, not loopback; a client that cannot leave out a port reaches a
+    #: listener through the forward proxy, which lets it through (:mod:`proxy.tool_http`).
+    tool_http_loopback: bool = True
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     ssl_insecure: bool = False

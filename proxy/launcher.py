@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import ssl
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 
 from ..cassettes import __version__
 from ..cassettes.errors import CassetteIOError
-from ..cassettes.net import free_port, node_options
+from ..cassettes.net import free_port, node_options, shim_left_out
 from ..cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from ..cassettes.replay.testing.ready import VERSION as READY_VERSION
 from ..cassettes.replay.testing.ready import (
@@ -44,6 +45,7 @@ from .addon import LooptapRecorder
 from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
 from .durable import DurableGate
 from .faults import LiveFaults
+from .trust import UPSTREAM_FILE, UpstreamTrust, agent_ca_paths, upstream_bundle
 
 __all__ = [
     "BusyPort",
@@ -104,20 +106,24 @@ class _Ready:
         self.event.set()
 
 
-def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
-    """(bundle of the existing trust store + mitmproxy's CA, Node's extra-CA file). Extends the
-    trust store a client already uses; never replaces it."""
+def _ca_bundle(confdir: Path, environ: Mapping[str, str]) -> tuple[Path, Path]:
+    """(bundle of the existing trust store + the CA files the agent's environment names +
+    mitmproxy's CA, Node's extra-CA file). Extends the trust store a client already uses; never
+    replaces it: a host the recorder passes through untouched (proxy/trust.py) is verified by the
+    agent against what it trusted before."""
     ca = confdir / "mitmproxy-ca-cert.pem"
     ca_pem = ca.read_text() if ca.exists() else ""
     existing = (
-        os.environ.get("SSL_CERT_FILE")
+        environ.get("SSL_CERT_FILE")
         or ssl.get_default_verify_paths().cafile
         or "/etc/ssl/certs/ca-certificates.crt"
     )
     base = Path(existing).read_text() if existing and Path(existing).is_file() else ""
+    named = [p.read_text(errors="replace") for p in agent_ca_paths(environ)[0]
+             if p != Path(existing) and p.name not in CONF_FILES]  # fmt: skip
     bundle = confdir / "looptap-ca-bundle.pem"
-    _write_conf(bundle, base.rstrip("\n") + "\n" + ca_pem)
-    node_existing = os.environ.get("NODE_EXTRA_CA_CERTS")
+    _write_conf(bundle, "".join(t.rstrip("\n") + "\n" for t in (base, *named) if t) + ca_pem)
+    node_existing = environ.get("NODE_EXTRA_CA_CERTS")
     node_base = (
         Path(node_existing).read_text() if node_existing and Path(node_existing).is_file() else ""
     )
@@ -127,7 +133,7 @@ def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
 
 
 #: The files looptap itself keeps in ``--confdir`` (beside mitmproxy's own).
-CONF_FILES = ("looptap-ca-bundle.pem", "looptap-node-extra-ca.pem")
+CONF_FILES = ("looptap-ca-bundle.pem", "looptap-node-extra-ca.pem", UPSTREAM_FILE)
 #: mitmproxy's files in ``--confdir`` read at start (by mitmproxy; the certificate by looptap too).
 CA_FILES = tuple(f"{options.CONF_BASENAME}-{n}.pem" for n in ("ca", "ca-cert", "dhparam"))
 #: Locked (``flock``) while a recorder creates mitmproxy's CA or rewrites looptap's files in
@@ -163,7 +169,9 @@ def confdir_lock(confdir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def prepare_confdir(confdir: Path, key_size: int = options.KEY_SIZE) -> tuple[Path, Path]:
+def prepare_confdir(
+    confdir: Path, key_size: int = options.KEY_SIZE, environ: Mapping[str, str] | None = None
+) -> tuple[Path, Path]:
     """mitmproxy's CA in ``confdir`` (created whole if missing) and looptap's CA bundles (see
     :func:`_ca_bundle`), under :func:`confdir_lock`: mitmproxy creates its CA file by file, and a
     recorder starting meanwhile would read it half written or make its own."""
@@ -172,7 +180,7 @@ def prepare_confdir(confdir: Path, key_size: int = options.KEY_SIZE) -> tuple[Pa
     with confdir_lock(confdir):
         if not (confdir / f"{options.CONF_BASENAME}-ca.pem").exists():
             CertStore.create_store(confdir, options.CONF_BASENAME, key_size)
-        return _ca_bundle(confdir)
+        return _ca_bundle(confdir, os.environ if environ is None else environ)
 
 
 def check_confdir(confdir: Path) -> None:
@@ -237,13 +245,16 @@ class Recorder:
         cfg = self.config
         check_confdir(cfg.confdir)
         _quiet_cancellations(asyncio.get_running_loop())
+        environ = cfg.environ or os.environ
         opts = options.Options(
             mode=[lst.spec for lst in self.listeners],
             listen_host=cfg.host,
             confdir=str(cfg.confdir),
             ssl_insecure=cfg.ssl_insecure,
         )
-        self._bundles = prepare_confdir(cfg.confdir, opts.key_size)
+        self._bundles = prepare_confdir(cfg.confdir, opts.key_size, environ)
+        with confdir_lock(cfg.confdir):  # upstreams verified against what the agent trusts
+            opts.update(ssl_verify_upstream_trusted_ca=str(upstream_bundle(cfg.confdir, environ)))
         m = master.Master(opts)
         ready = _Ready()
         gate = [DurableGate()] if cfg.durable else []
@@ -253,6 +264,7 @@ class Recorder:
             proxyserver.Proxyserver(),
             next_layer.NextLayer(),
             tlsconfig.TlsConfig(),
+            UpstreamTrust(),
             *faults,
             self.addon,
             *gate,
@@ -370,13 +382,13 @@ class Recorder:
         )
 
     def _direct(self) -> list[str]:
-        """What the command reaches without the proxy (``NO_PROXY``): loopback; with the tools'
-        HTTP recorded on loopback too (``--tool-http-loopback``), only this recorder's own
-        listeners, so that a tool server on loopback is recorded. Each as ``HOST:PORT`` (read by
-        requests for names, urllib, undici, Go) and ``http://HOST:PORT`` (httpx's form). A client
-        that cannot exclude a port (aiohttp, curl, requests for an address) then reaches a
-        listener through the forward proxy, which mitmproxy refuses as a connection to itself
-        ("Request destination unknown"): hence loopback stays direct by default."""
+        """What the command reaches without the proxy (``NO_PROXY``): with the tools' HTTP recorded
+        on loopback (the default), only this recorder's own listeners, so that a tool server on
+        loopback is recorded, each as ``HOST:PORT`` (read by requests for names, urllib, undici,
+        Go) and ``http://HOST:PORT`` (httpx's form); a client that cannot exclude a port
+        (aiohttp, curl, requests for an address) reaches a listener through the forward proxy,
+        which lets it through (:meth:`proxy.tool_http.ToolHttp.let_through`). With
+        ``--no-tool-http-loopback`` (or the tools' HTTP off), the loopback."""
         if not (self.config.tool_http and self.config.tool_http_loopback):
             return ["127.0.0.1", "localhost"]
         host = self._client_host()
@@ -394,8 +406,12 @@ class Recorder:
             if lst.upstream is None:
                 proxy = self.url(lst)
                 env.update(dict.fromkeys(_PROXY_VARS, proxy), NODE_USE_ENV_PROXY="1")
-                shim = node_options(os.environ.get("NODE_OPTIONS", ""))  # (Node < 22.21)
+                given = os.environ.get("NODE_OPTIONS", "")
+                shim = node_options(given)  # (Node < 22.21)
                 env.update({"NODE_OPTIONS": shim} if shim else {})
+                left_out = shim_left_out(given, "the recorder")
+                if left_out:  # (the value itself never said: it is the user's)
+                    messages.emit(left_out, logging.WARNING)
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(
                     dict.fromkeys([*no_proxy, *self._direct()])

@@ -13,12 +13,32 @@ from ..cassettes.hints import command_line, count, looptap_argv
 from ..cassettes.reading import open_run
 from ..cassettes.views import estimated_note, estimated_why, money
 
-__all__ = ["details_line", "summary_lines"]
+__all__ = ["details_line", "summary_lines", "unseen_how"]
 
 
-def summary_lines(path: Path, before: int = 0) -> list[str]:
+def unseen_how(config: Any) -> str:
+    """Why a run's tools' HTTP may go unseen, and how to see it (said when tool calls ran and none
+    was seen)."""
+    if not config.tool_http:
+        return "the tools' HTTP was not recorded (--no-tool-http): run without it to see it"
+    where = (
+        "a tool server on this machine (--no-tool-http-loopback left 127.0.0.1 and localhost "
+        "direct: run without it), "
+        if not config.tool_http_loopback
+        else ""
+    )
+    return (
+        f"not recorded: {where}a client that ignores HTTPS_PROXY and HTTP_PROXY (aiohttp without "
+        "ClientSession(trust_env=True), an HTTP client given a proxy or transport of its own: "
+        "give it the proxy), and tools that are not HTTP (a shell command, a file, a database "
+        "driver's own protocol); docs/recorder.md, \"The tools' HTTP\""
+    )
+
+
+def summary_lines(path: Path, before: int = 0, unseen: str = "") -> list[str]:
     """``looptap run``'s closing summary of the run it recorded into ``path`` (of the round trips
-    after the first ``before``, when it appended to an earlier recording)."""
+    after the first ``before``, when it appended to an earlier recording). ``unseen``: what to say
+    when tool calls ran and no tool HTTP was seen (:func:`unseen_how`)."""
     try:
         if before:  # appended to an earlier recording: this run's round trips only, on their own
             recorded = open_run(path, whole=True, formats=("looptap",))
@@ -31,18 +51,35 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
             try:
                 exchanges = len(streamed.exchanges)
                 run = streamed.analysis
-                return _summary(path, before, exchanges, run)
+                return _summary(path, before, exchanges, run, unseen)
             finally:
                 streamed.close()
     except Exception as exc:
         return [f"could not read {path} for the summary: {exc}"]
-    return _summary(path, before, exchanges, run)
+    return _summary(path, before, exchanges, run, unseen)
 
 
-def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
+def _results(turn: Any, by_mcp: set[str]) -> int:
+    """The results of client tool calls (not an MCP server's) a turn's request sent back."""
+    return sum(
+        1
+        for m in turn.c.appended
+        for p in m.parts
+        if p.tool_result is not None and p.tool_result.call_id not in by_mcp
+    )
+
+
+def _summary(path: Path, before: int, exchanges: int, run: Any, unseen: str = "") -> list[str]:
     by_layer = Counter(f.layer for f in run.findings if f.severity.value != "info")
     # one pass over the turns (a streamed run restores each from its store as it is read)
-    tokens = [t.tokens for t in run.turns.values()]
+    # (``N tool calls ran with no tool HTTP seen``: results of client tool calls sent back, and
+    # not one tool HTTP call recorded)
+    ask = bool(unseen) and not any(c.via == "http" for c in run.mcp_calls.values())
+    by_mcp = {c.call_id for c in run.mcp_calls.values() if c.call_id} if ask else set()
+    tokens, ran = [], 0
+    for t in run.turns.values():
+        tokens.append(t.tokens)
+        ran += _results(t, by_mcp) if ask else 0
     priced = [t for t in tokens if t.cost is not None]
     cost = "unknown"
     if priced:
@@ -62,6 +99,7 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
         f"A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {sum(t.input or 0 for t in tokens)}, out {sum(t.output or 0 for t in tokens)}; "
         f"cost {cost}",
+        *([f"{count(ran, 'tool call')} ran with no tool HTTP seen: {unseen}"] if ran else []),
         details_line(path),
     ]
 

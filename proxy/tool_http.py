@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fnmatch import fnmatch
+from typing import Any
 
 from mitmproxy import http
 from mitmproxy.proxy import mode_specs
@@ -53,6 +54,24 @@ class ToolHttp:
             if isinstance(mode, mode_specs.ReverseMode) and mode.custom_listen_port is not None:
                 ports.add(mode.custom_listen_port)
         self.own_ports = frozenset(ports)
+
+    def let_through(self, server: Any) -> None:
+        """mitmproxy refuses a connection to any of its own listeners ("Request destination
+        unknown"), lest it loop. With the loopback recorded (``NO_PROXY`` naming the listeners by
+        port), a client that cannot leave a port out of its proxy (aiohttp, curl, requests to an
+        address) reaches a reverse listener through the forward proxy: that connection is let
+        through (a reverse listener forwards to its upstream, never to the forward proxy, so
+        nothing loops), and the listener records the round trip, the forward proxy does not
+        (:meth:`records`). A connection to the forward proxy itself stays refused."""
+        address = server.address
+        if (
+            server.error
+            and str(server.error).startswith("Request destination unknown")
+            and address is not None
+            and address[1] in self.own_ports
+            and str(address[0]).lower() in _LOOPBACK
+        ):
+            server.error = None
 
     def records(self, flow: http.HTTPFlow) -> bool:
         """A forward-proxy request that is not an LLM API's nor an MCP server's: a tool's call

@@ -235,7 +235,7 @@ class RunAnalyser:
             repeats=st.repeats,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
-        ended = st.tools.model_turn(turn, rt.response)  # (their tools' HTTP all read by now)
+        ended = st.tools.model_turn(turn, rt.response, ex.started)  # (their tools' HTTP read)
         weigh_tool_answers(ended, st.tools, lambda s: turn_findings(st, s))
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only

@@ -229,7 +229,7 @@ def weigh_tool_answers(
         for f in findings:
             d = f.details
             value, key = d.get("value"), d.get("argument")
-            if f.tool_call_id != cid or f.code not in _WEIGHED or not isinstance(value, str):
+            if f.tool_call_id != made.id or f.code not in _WEIGHED or not isinstance(value, str):
                 kept.append(f)
                 continue
             verdict = tool_verdict(value, key if isinstance(key, str) else "", calls)

@@ -46,6 +46,22 @@ class Awaiting(NamedTuple):
     name: str
     #: The arguments' leaf values as text, casefolded (strings of 2 characters or more, numbers).
     values: tuple[str, ...]
+    #: When the model request whose answer made it started (epoch seconds), when known: a tool's
+    #: HTTP call that started before it is not its.
+    since: float | None = None
+    #: The model's call id.
+    id: str = ""
+
+
+def key(conversation: str, call_id: str) -> str:
+    """A call's key in the linker's tables: its id within its conversation (two conversations
+    that number their calls alike, ``call_1_0`` in both, never cross)."""
+    return f"{conversation}\x1f{call_id}"
+
+
+#: How many calls whose wait ended are kept, for a tool's HTTP call that started while they
+#: awaited and was read after (a slow call that outlived its turn).
+_ENDED = 1024
 
 
 def _values(arguments: Any) -> tuple[str, ...]:
@@ -187,9 +203,14 @@ class Served(NamedTuple):
 
 
 class ToolHttpLinker:
+    """Every table is keyed by a call's :func:`key` (its conversation and id)."""
+
     def __init__(self) -> None:
-        #: The model's client tool calls awaiting their result, by call id.
+        #: The model's client tool calls awaiting their result.
         self.awaiting: OrderedDict[str, Awaiting] = OrderedDict()
+        #: Calls whose wait ended, with when it ended (the start of the request that ended it):
+        #: a tool's HTTP call is linked by when it *started*, and a slow one is read after.
+        self.ended: OrderedDict[str, tuple[Awaiting, float]] = OrderedDict()
         #: What the tool's HTTP calls linked by their arguments got, by the model's call id (the
         #: C check of the request that sends its result back reads it): per call, (seq, status,
         #: transport error, the answer's start, the answer's length in bytes), the first 16.
@@ -202,20 +223,25 @@ class ToolHttpLinker:
 
     def clear(self) -> None:
         self.awaiting.clear()
+        self.ended.clear()
         self.served.clear()
         self.touched.clear()
         self.history.clear()
 
     def model_turn(
-        self, turn: Turn, response: NormalisedResponse | None
+        self, turn: Turn, response: NormalisedResponse | None, at: float | None = None
     ) -> list[tuple[str, Awaiting]]:
-        """A turn was analysed: its conversation's earlier calls are no longer awaited (their
-        results were sent back, or the client went on without them); its answer's are. Returns
-        the calls whose wait ended, each with its id."""
+        """A turn was analysed (its request started ``at``): its conversation's earlier calls are
+        no longer awaited (their results were sent back, or the client went on without them); its
+        answer's are. Returns the calls whose wait ended, each with its key."""
         ended: list[tuple[str, Awaiting]] = []
         for cid in [c for c, a in self.awaiting.items() if a.conversation == turn.conversation]:
             made = self.awaiting.pop(cid)
             ended.append((cid, made))
+            if at is not None:
+                put(self.ended, cid, (made, at))
+                while len(self.ended) > _ENDED:
+                    self.ended.popitem(last=False)
             name = made.name
             with_http, without = self.history.get(name, (0, 0))
             if cid in self.served:
@@ -227,15 +253,33 @@ class ToolHttpLinker:
         for tc in response.tool_calls if response is not None else []:
             if tc.id and tc.name and tc.kind == "function":
                 made = Awaiting(
-                    turn.seq, turn.conversation, turn.index, tc.name, _values(tc.arguments)
-                )
-                put(self.awaiting, tc.id, made)
+                    turn.seq, turn.conversation, turn.index, tc.name, _values(tc.arguments), at,
+                    tc.id,
+                )  # fmt: skip
+                put(self.awaiting, key(turn.conversation, tc.id), made)
         return ended
 
+    def _awaiting_at(self, started: float | None) -> dict[str, Awaiting]:
+        """The calls awaiting their result when a tool's HTTP call started: made by a request
+        that started before it, and not ended before it (a call whose wait has ended since, a
+        slow one's, included); all awaiting now when its start is unknown."""
+        if started is None:
+            return dict(self.awaiting)
+        out = {
+            k: a for k, (a, until) in self.ended.items()
+            if started < until and (a.since is None or a.since <= started)
+        }  # fmt: skip
+        out.update(
+            (k, a) for k, a in self.awaiting.items() if a.since is None or a.since <= started
+        )
+        return out
+
     def exchange(self, seq: int, ex: Exchange) -> McpCall:
-        """A tool's HTTP round trip, linked to the model's call it served when that can be told."""
+        """A tool's HTTP round trip, linked to the model's call it served when that can be told:
+        of the calls awaiting their result when it *started* (:meth:`_awaiting_at`)."""
         call = McpCall(seq=seq, via="http", http=tool_http(ex))
-        if not self.awaiting:
+        awaiting = self._awaiting_at(ex.started)
+        if not awaiting:
             return call
         try:
             url = urlsplit(ex.url)
@@ -243,20 +287,22 @@ class ToolHttpLinker:
         except ValueError:
             where = ex.url
         seen = f"{where}\n{_text(ex.request_body)}".casefold()
-        scores = {cid: sum(v in seen for v in a.values) for cid, a in self.awaiting.items()}
+        scores = {cid: sum(v in seen for v in a.values) for cid, a in awaiting.items()}
         best = max(scores.values())
         fits = [cid for cid, n in scores.items() if n == best]
         if len(fits) == 1 and (best > 0 or len(scores) == 1):
             cid = fits[0]
-            made = self.awaiting[cid]
+            made = awaiting[cid]
             call.call_id, call.linked_by, call.tool = (
-                cid,
+                made.id or cid,
                 "arguments" if best else "awaiting",
                 made.name,
             )
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+            if cid not in self.awaiting:  # its wait has ended: its result was judged already
+                return call
             put(self.touched, cid, True)
-            if best and call.http is not None:
+            if best and call.http is not None and not ex.recorder_made:  # (never judged)
                 got = self.served.get(cid) or []
                 h = call.http
                 if len(got) < 16:
@@ -271,5 +317,6 @@ class ToolHttpLinker:
         else:
             call.candidates = len(fits)
             for cid in fits:  # one of them may have made it
-                put(self.touched, cid, True)
+                if cid in self.awaiting:
+                    put(self.touched, cid, True)
         return call

@@ -53,10 +53,13 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
             "through unrecorded (repeatable)"
         ),
         "--tool-http-loopback": flag(
-            "record tool servers on this machine too (127.0.0.1, localhost): NO_PROXY then names "
-            "only looptap's own listeners, which a client that cannot leave out a port (aiohttp, "
-            "curl, requests to an address) then reaches through the proxy, and mitmproxy refuses "
-            "(docs/recorder.md)"
+            "record tool servers on this machine too (127.0.0.1, localhost): the default; "
+            "NO_PROXY then names only looptap's own listeners (docs/recorder.md)"
+        ),
+        "--no-tool-http-loopback": flag(
+            "leave tool servers on this machine (127.0.0.1, localhost) direct and unrecorded: "
+            "NO_PROXY names the loopback (the run's summary counts the tool calls with no tool "
+            "HTTP seen)"
         ),
         "--ssl-insecure": flag("do not verify upstream TLS certificates"),
         "--confdir": Arg("mitmproxy's configuration and CA directory", default="~/.mitmproxy"),

@@ -34,7 +34,7 @@ _MODULES = {
     "_messages": "Answer header_problem recorded_request_headers said_name",
     "_client": "READ_TIMEOUT Trust Upstream UpstreamError UpstreamResponse",
     "_wsclient": "LiveSocket",
-    "_node_proxy": "NODE_SHIM node_options",
+    "_node_proxy": "NODE_SHIM node_options shim_left_out",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         recorded_request_headers,
         said_name,
     )
-    from ._node_proxy import NODE_SHIM, node_options
+    from ._node_proxy import NODE_SHIM, node_options, shim_left_out
     from ._requests import (
         HOP_BY_HOP,
         MAX_BODY,
@@ -112,4 +112,5 @@ __all__ = [
     "recorded_request_headers",
     "refuse",
     "said_name",
+    "shim_left_out",
 ]

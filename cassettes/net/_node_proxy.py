@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["NODE_SHIM", "node_options"]
+__all__ = ["NODE_SHIM", "node_options", "shim_left_out"]
 
 #: The shim (docs/recorder.md, "Node").
 NODE_SHIM = Path(__file__).with_name("node_env_proxy.cjs")
@@ -28,3 +28,22 @@ def node_options(given: str, shim: Path = NODE_SHIM) -> str | None:
     if token in given.split(" ") or (" " in path and token in given):
         return given
     return f"{given} {token}".strip()
+
+
+def shim_left_out(given: str, past: str, shim: Path = NODE_SHIM) -> str | None:
+    """What to say when :func:`node_options` leaves ``NODE_OPTIONS`` as given (the shim not
+    added): why, and what it costs (a Node agent's ``fetch`` goes ``past`` looptap: "the
+    recorder", "the replay server"); ``None`` when the shim is added or there already."""
+    if node_options(given, shim) is not None:
+        return None
+    path = str(shim)
+    why = (
+        "your NODE_OPTIONS holds a control character (a newline, a tab …)"
+        if any(ord(c) < 32 or ord(c) == 127 for c in given)
+        else f"the shim's path {path!r} cannot be written into NODE_OPTIONS"
+    )
+    return (
+        f"NODE_OPTIONS not extended: {why}, so looptap's --require shim (which puts Node's "
+        "built-in fetch through HTTP(S)_PROXY before Node 22.21) is not added: a Node agent's "
+        f"fetch calls go past {past}, unseen (NODE_USE_ENV_PROXY=1 does it on Node 22.21 and 24)"
+    )

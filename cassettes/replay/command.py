@@ -206,12 +206,29 @@ def _failed(server: Any) -> list[str]:
     """Why the fork failed, one line each (none: it did not): each request before the cursor that
     matched no recorded turn (its closest turn and what differs), each edit never applied."""
     cursor = server.router
-    out = [f"the client diverged before the cursor at {m.headline}" for m in server.matcher.misses]
+    out = [
+        f"a tool's call the recording does not answer failed closed (--tools-offline): {m.headline}"
+        if _tool_miss(m)
+        else f"the client diverged before the cursor at {m.headline}"
+        for m in server.matcher.misses
+    ]
     out += [
         f"edit {e.label} never applied: no request sent live carried it"
         for e in (cursor.unapplied() if cursor is not None else [])
     ]
     return out[:20]
+
+
+def _tool_miss(m: Any) -> bool:
+    """A miss of a tool's request (the matcher's :meth:`~cassettes.matching.Matcher.match_tool`:
+    its closest is a recorded tool call, or none was to its host; a ``CONNECT`` refused), not of
+    a model request: the cursor, before or past which it came, says nothing of it."""
+    closest = m.closest
+    return (
+        m.method == "CONNECT"
+        or (closest is not None and bool(closest.exchange.tool))
+        or m.reason.startswith(("no tool HTTP call to ", "the tools' HTTP calls are not replayed"))
+    )
 
 
 def _lived(server: Any) -> list[int | None] | None:
@@ -266,6 +283,11 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         sys.stdout.flush()
         for name in left:
             _err(f"not exported: {name} (its value holds a control character)")
+        from ..net import shim_left_out
+
+        left_out = shim_left_out(os.environ.get("NODE_OPTIONS", ""), "the replay server")
+        if tools and left_out:
+            _err(left_out)
         n = len(server.matcher.recorded) - tools
         live = "; those it does not answer go live" if args.live_tools else ""
         _err(

@@ -42,6 +42,7 @@ from ._edit_marks import (
 from ._exchange import (
     AGENT_CLOSED,
     NEXT_TURN,
+    RECORDER_MADE,
     REDACTED,
     UNSET,
     Exchange,
@@ -81,6 +82,7 @@ __all__ = [
     "NEXT_TURN",
     "NOTE_HEADER",
     "OWN_RESPONSE_HEADERS",
+    "RECORDER_MADE",
     "REDACTED",
     "REPLAY_HEADER",
     "TARGET",

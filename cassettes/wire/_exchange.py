@@ -62,6 +62,10 @@ def cut_by_client(transport_error: str | None) -> bool:
 
 UNSET: Any = object()
 
+#: How the note of a round trip whose failure the recorder made starts (its own TLS handshake with
+#: the server: proxy/trust.py): the agent never had that failure, so it is never judged at C.
+RECORDER_MADE = "looptap's own failure"
+
 
 @dataclass(eq=False)
 class Exchange:
@@ -114,6 +118,14 @@ class Exchange:
     _request_cut: bool = field(default=False, repr=False, init=False)
     #: Why :meth:`request_json` is a cut copy ("nested deeper than 128 levels"), when it is one.
     request_cut_reason: str | None = field(default=None, repr=False, init=False, compare=False)
+
+    @property
+    def recorder_made(self) -> bool:
+        """Whether the failure that ended this round trip is the recorder's own
+        (:data:`RECORDER_MADE`), not one the agent would have had."""
+        return self.transport_error is not None and any(
+            n.startswith(RECORDER_MADE) for n in self.notes
+        )
 
     @property
     def response_body(self) -> bytes:

@@ -15,7 +15,7 @@ from looptap.cassettes.analysis import analyse
 from looptap.cassettes.reading import open_run
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import read_records
-from looptap.cassettes.wire import Exchange
+from looptap.cassettes.wire import RECORDER_MADE, Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 TOOLS = [
@@ -210,6 +210,17 @@ def test_a_failure_the_result_says_is_not_a_finding() -> None:
     assert analyse(weather_run()).findings == []  # the clean run: no finding at all
 
 
+def test_a_failure_the_recorder_made_is_never_a_c_finding() -> None:
+    """The recorder's own TLS handshake with the tool's server failed (proxy/trust.py): the agent
+    never had that failure, so its empty result hides nothing (issue 91)."""
+    ours = _paris(None, error="Certificate verify failed: unable to get local issuer certificate")
+    ours.notes.append(f"{RECORDER_MADE}: its TLS handshake with the server failed (…)")
+    assert ours.recorder_made
+    assert _hidden(_run_with_paris([ours], "")) == []
+    theirs = _paris(None, error="Certificate verify failed: unable to get local issuer certificate")
+    assert not theirs.recorder_made and len(_hidden(_run_with_paris([theirs], ""))) == 1
+
+
 def _codes(exchanges: list[Exchange], code: str) -> list[Any]:
     return [f for f in analyse(exchanges).findings if f.code == code]
 
@@ -287,3 +298,49 @@ def test_show_counts_the_tools_calls_apart_from_the_agents_own(tmp_path: Path) -
         "1 HTTP call of the agent's own (no tool call awaiting)\n"
     ) in out, out[:400]
     assert "the agent's own call, not a tool's (not linked)" in out
+
+
+def _at(ex: Exchange, started: float) -> Exchange:
+    ex.started = started
+    return ex
+
+
+def test_a_slow_call_that_outlives_its_turn_is_linked_by_when_it_started() -> None:
+    """Issue 91: the tool's HTTP call started while the model's call awaited its result, and was
+    written after the next request (the client gave up on it and went on): it is that call's, not
+    the agent's own. On c86d115d it was judged by when it was written: unlinked."""
+    first = [{"role": "user", "content": "Weather in Paris?"}]
+    paris = [("call_P", "get_weather", {"city": "Paris"})]
+    slow = _at(tool("GET", "https://wx.example.com/v1/now?city=Paris", 200, b'{"temp":15}'), 11.0)
+    run = analyse([
+        _at(chat(first, paris), 10.0),
+        _at(chat(echoed(paris, ["timed out"]), [], "No answer in time."), 12.0),
+        slow,  # (written at 13.5, after the next request)
+        _at(tool("GET", "https://telemetry.example.com/v1/ping", 204, b""), 14.0),
+    ])  # fmt: skip
+    linked, own = run.mcp_calls[2], run.mcp_calls[3]
+    assert (linked.call_id, linked.linked_by, linked.model_seq) == ("call_P", "arguments", 0)
+    assert own.call_id is None and not own.candidates  # started after the wait ended: the agent's
+    before = _at(tool("GET", "https://wx.example.com/v1/now?city=Paris", 200, b"{}"), 9.0)
+    early = analyse([_at(chat(first, paris), 10.0), before])
+    assert early.mcp_calls[1].call_id is None  # started before the call was made: not its
+
+
+def test_equal_call_ids_in_concurrent_conversations_never_cross() -> None:
+    """Two conversations at once number their calls alike (``call_1_0`` in both): Paris's tool
+    answered 200 and its result says so; Tokyo's answered 503 and its result hides it. Only
+    Tokyo's turn is named. On c86d115d the second call took the first's place: Paris's honest
+    result was blamed for Tokyo's 503, and Tokyo's hidden failure was not named."""
+    a_first = [{"role": "user", "content": "Weather in Paris, please?"}]
+    b_first = [{"role": "user", "content": "And what about the weather in Tokyo today?"}]
+    a_call = [("call_1_0", "get_weather", {"city": "Paris"})]
+    b_call = [("call_1_0", "get_weather", {"city": "Tokyo"})]
+    found = _hidden([
+        chat(a_first, a_call),
+        chat(b_first, b_call),
+        tool("GET", "https://wx.example.com/v1/now?city=Paris", 200, b'{"temp":15}'),
+        tool("GET", "https://wx.example.com/v1/now?city=Tokyo", 503, b'{"error":"overloaded"}'),
+        chat([*a_first, *echoed(a_call, ['{"temp":15}'])[1:]], [], "Paris 15 C."),
+        chat([*b_first, *echoed(b_call, ["{}"])[1:]], [], "Tokyo: nothing known."),
+    ])  # fmt: skip
+    assert [(f.seq, f.tool_call_id) for f in found] == [(5, "call_1_0")]

@@ -675,12 +675,15 @@ asyncio.run(main())
 """
 
 
-def test_loopback_stays_direct_by_default_for_a_client_that_reads_no_proxy_by_host(
+def test_a_client_that_reads_no_proxy_by_host_reaches_the_listener_through_the_proxy(
     tmp_path: Path,
 ) -> None:
-    """The Google ADK and Strands Gemini rows of the client matrix failed with the loopback
-    listed by port only: aiohttp sent the model call to looptap's listener through the forward
-    proxy, and mitmproxy refused it ("Request destination unknown")."""
+    """The loopback is recorded by default (issue 91): ``NO_PROXY`` names looptap's listeners by
+    port, which aiohttp (google-genai's async client; Google ADK and Strands' Gemini agents)
+    cannot read, so its model call goes to the listener through the forward proxy. mitmproxy
+    refuses a connection to its own listener ("Request destination unknown", the 502 those rows
+    of the client matrix got); the recorder lets one to a reverse listener through, and the
+    listener records it: one model round trip, none from the forward proxy."""
     # (aiohttp comes into .venv-clients with the frameworks that use it: 3.14.5 here)
     script = tmp_path / "agent.py"
     script.write_text(AIOHTTP_AGENT)
@@ -694,7 +697,7 @@ def test_loopback_stays_direct_by_default_for_a_client_that_reads_no_proxy_by_ho
         )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert [ex.tool for ex in read_records(run).exchanges] == [False]
-
+    assert len(fake.log) == 1
 
 
 def test_node_fetch_tools_are_recorded_with_no_change_to_the_agent(tmp_path: Path) -> None:

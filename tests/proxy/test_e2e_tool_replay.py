@@ -42,8 +42,10 @@ from tests.proxy.test_e2e_tool_http import (
     AGENTS,
     CLIENTS_PYTHON,
     NODE,
+    OPENAI_AGENT,
     TOOL_KEY,
     ToolServer,
+    looptap_run,
     route,
 )
 from tests.support import progress
@@ -324,3 +326,44 @@ def test_the_served_answers_are_the_recorded_ones(recorded: dict[str, Any], tmp_
                     json.loads(ex.response_body),
                 )
     assert not server.misses
+
+
+HIDING = """
+import os, subprocess
+import pytest
+
+@pytest.mark.looptap({cassette!r})
+def test_agent(looptap):
+    env = {{**os.environ, **{env!r}}}
+    done = subprocess.run({argv!r}, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    looptap.run.assert_no_findings(layer="C")
+"""
+
+
+def test_the_plugins_run_holds_the_tool_findings(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    """Issue 91, item 4: docs/testing.md's ``run.assert_no_findings(layer="C")`` fails for an
+    agent that hides a 503 from the model (the openai SDK agent with httpx tools turns it into
+    ``{}``), replayed by the plugin with the tool server and the model stopped: the tool calls it
+    served are the run's tool exchanges, linked and judged. On c86d115d they were served as
+    plain round trips and the assertion passed."""
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("It is fine in Lyon.")
+
+    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    recorded = [f.code for f in open_run(run, whole=True).analysis.findings]
+    assert "C.tool_http_error_hidden" in recorded
+    argv, env = _agent("openai", pytester.path)
+    pytester.makepyfile(test_inner=HIDING.format(cassette=str(run), argv=argv,
+                                                 env={**env, "TOOL_URL": tools.url}))  # fmt: skip
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "-p", "no:xdist",
+        "--looptap-record-mode=none",
+    )  # fmt: skip
+    out = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "C.tool_http_error_hidden" in out and "served 1 of 1 tool HTTP call" in out, out[-4000:]

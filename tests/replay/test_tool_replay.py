@@ -148,3 +148,44 @@ def test_the_tool_answer_edit_is_read() -> None:
     for bad in ("tool_answer[5]=ok", "tool_answer[x]=200:{}", "tool_answer[5]=700:{}"):
         with pytest.raises(EditError):
             parse_edit(bad)
+
+
+def test_a_model_call_in_absolute_form_to_the_model_server_is_a_turn(tmp_path: Path) -> None:
+    """Issue 91, item 4: the recording's model server is plain HTTP on 127.0.0.1:40599 and the
+    client sends its model call through ``HTTP_PROXY`` (absolute form) to it: a model call, matched
+    as a turn (so a fork's cursor and ``--max-requests`` see it), never a tool's call. On
+    c86d115d it was taken for a tool's request: a tool miss (400) here, live before a fork's
+    cursor and not counted."""
+    model = "http://127.0.0.1:40599/v1/chat/completions"
+    run = _run()
+    for ex in (run[0], run[2]):
+        ex.url = model
+    path = write(tmp_path / "run.jsonl", run)
+    with ReplayServer(path) as server, httpx.Client(proxy=server.url, trust_env=False) as c:
+        turn = c.post(model, content=run[0].request_body,
+                      headers={"content-type": "application/json"})  # fmt: skip
+        assert turn.status_code == 200 and b"get_weather" in turn.content, turn.content[:300]
+        got = c.get(f"{TOOL}/weather", params={"city": "Paris"})
+        assert got.status_code == 200 and got.content == PARIS  # the tool still a tool
+    report = "\n".join(server.report_lines())
+    assert "played 1 of 2 recorded round trips and served 1 of 1 tool HTTP call" in report, report
+
+
+def test_a_tool_miss_is_not_said_as_a_divergence_before_the_cursor(tmp_path: Path) -> None:
+    """Issue 91, item 5: with ``--tools-offline`` a tool's request the recording does not answer
+    fails closed, before the cursor or past it; the fork's report said every such miss as "the
+    client diverged before the cursor" (c86d115d). A tool's miss is said as one now; a model
+    request's miss stays a divergence."""
+    from looptap.cassettes.replay.command import _failed
+
+    path = write(tmp_path / "run.jsonl", _run())
+    with ReplayServer(path) as server, httpx.Client(proxy=server.url, trust_env=False) as c:
+        assert c.get(f"{TOOL}/weather", params={"city": "Oslo"}).status_code == 400
+        other = c.post(f"{server.url}/v1/chat/completions", content=b'{"model": "gpt-4o", '
+                       b'"messages": [{"role": "user", "content": "something else"}]}',
+                       headers={"content-type": "application/json"})  # fmt: skip
+        assert other.status_code == 400
+    said = _failed(server)
+    assert len(said) == 2, said
+    assert said[0].startswith("a tool's call the recording does not answer failed closed"), said
+    assert said[1].startswith("the client diverged before the cursor at"), said

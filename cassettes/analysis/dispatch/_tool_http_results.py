@@ -13,7 +13,7 @@ from ...models import ToolResult
 from .. import codes as codes
 from .._context import TurnContext, short
 from .._model import Finding
-from .._tool_http import Served, ToolHttpLinker
+from .._tool_http import Served, ToolHttpLinker, key
 from ._shared import _norm
 
 #: Words a result uses to say that something went wrong (lower case; a stem matches longer words).
@@ -41,7 +41,7 @@ def check_tool_http_results(ctx: TurnContext) -> Iterator[Finding]:
             tr = p.tool_result
             if tr is None or not tr.call_id or tr.is_error is True:
                 continue
-            calls = tools.served.get(tr.call_id)
+            calls = tools.served.get(key(ctx.turn.conversation, tr.call_id))
             if not calls:
                 yield from _missing(ctx, tools, tr)
                 continue
@@ -103,8 +103,9 @@ def _missing(ctx: TurnContext, tools: ToolHttpLinker, tr: ToolResult) -> Iterato
     """C.tool_http_missing — the tool's earlier calls (two or more) each made linked HTTP calls
     and none came back without; this one awaited with no tool HTTP call made (none linked to it,
     none left unlinked among candidates it was one of)."""
-    made = tools.awaiting.get(tr.call_id or "")
-    if made is None or tr.call_id in tools.touched:
+    k = key(ctx.turn.conversation, tr.call_id or "")
+    made = tools.awaiting.get(k)
+    if made is None or k in tools.touched:
         return
     with_http, without = tools.history.get(made.name, (0, 0))
     if with_http < 2 or without:

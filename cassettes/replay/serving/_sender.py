@@ -199,6 +199,9 @@ class ServedLog:
             response_chunks=chunks,
             started=time.time(),
             transport_error=transport_error,
+            # a tool's HTTP call served stays one: the run's analysis links it to the model's call
+            # it served and judges the result sent back against it (the plugin's run, a branch)
+            tool=source is not None and source.exchange.tool,
         )
         ex.request_body = self._retained(req.body, source, ex)
         if played and source is not None and source.index in self.matcher.tolerated:

@@ -5,9 +5,12 @@ The certificates are made with ``cryptography``'s X.509 builder (imported here, 
 holds an HTTPS tool call: never by the pytest plugin's start-up). At start, one CA and one leaf
 certificate naming every such host (a DNS name, or an IP address) are made; the CA's key signs the
 leaf and is dropped, never written anywhere, so the CA vouches for nothing else, ever. The leaf's
-key, which Python's :mod:`ssl` can load only from a file, and the CA's certificate (the agent's
-trust store for the replay) are written into a private directory (``mkdtemp``: 0700) of the
-system's temp dir, never beside the user's files, and removed when the server stops.
+key, which Python's :mod:`ssl` can load only from a file, is written into a private directory
+(``mkdtemp``: 0700) of the system's temp dir, never beside the user's files, and removed as soon as
+the server's TLS context has loaded it: a replay killed (SIGKILL) leaves no key on disk. The CA's
+certificate and the agent's trust bundles (public) stay there while the server runs and are
+removed when it stops; a directory a killed replay left (named by its process id, which no
+longer runs) is removed by the next replay's start (:func:`clean_stale`).
 
 The host names come from the cassette (untrusted): each is checked to be an IP address or a DNS
 name of letters, digits, ``-`` and ``_`` (253 characters at most, 63 a label) before it goes into
@@ -31,7 +34,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ToolTLS", "cert_name"]
+__all__ = ["ToolTLS", "cert_name", "clean_stale"]
 
 #: The most HTTPS tool hosts one leaf certificate names (a cassette naming more is served for the
 #: first ones, sorted; the rest refused and said).
@@ -64,7 +67,8 @@ class ToolTLS:
     def __init__(self, hosts: Sequence[str]) -> None:
         #: The names the leaf carries (each host's :func:`cert_name`).
         self.names = sorted({n for n in map(cert_name, hosts) if n is not None})[:MAX_HOSTS]
-        self.dir = Path(tempfile.mkdtemp(prefix="looptap-replay-tls-"))
+        clean_stale()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         self._made = 0
         try:
             ca_pem, leaf_pem, key_pem = _make(self.names)
@@ -75,6 +79,7 @@ class ToolTLS:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             ctx.load_cert_chain(leaf, key)
+            key.unlink()  # (loaded: the key is never left on disk)
             ctx.set_alpn_protocols(["http/1.1"])
             #: The server side of a tool's TLS (the leaf and its chain).
             self.context = ctx
@@ -120,6 +125,45 @@ class ToolTLS:
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+#: How a replay's directory is named: this prefix, its process id, ``-``, mkdtemp's suffix.
+_PREFIX = "looptap-replay-tls-"
+
+
+def clean_stale(root: str | None = None) -> list[Path]:
+    """Remove the directories of replays that no longer run (killed before they could clean
+    up): this user's, named by a process id that is not alive. Returns those removed."""
+    root = root or tempfile.gettempdir()
+    gone: list[Path] = []
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(_PREFIX)][:1000]
+    except OSError:
+        return gone
+    for name in names:
+        pid = name[len(_PREFIX) :].split("-", 1)[0]
+        path = Path(root) / name
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or st.st_uid != os.geteuid() or not path.is_dir() or path.is_symlink():
+            continue
+        if _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # (someone else's: alive)
+    return True
 
 
 def _read(path: str | None) -> bytes:

@@ -188,6 +188,8 @@ class ReplayServer(BackgroundServer):
         #: The hosts the recording's tools called, by scheme (``http``, ``https``; ``None``:
         #: either), once asked.
         self._hosts_by_scheme: dict[str | None, frozenset[str]] = {}
+        #: The hosts the recording's model calls went to (:meth:`_model_hosts`), once asked.
+        self._model_hosts_seen: frozenset[str] | None = None
         #: The CA and certificate of the HTTPS tools' hosts, made when the server starts (while
         #: it runs; ``None`` when the recording's tools called no host over HTTPS).
         self.tls: ToolTLS | None = None
@@ -474,7 +476,10 @@ class ReplayServer(BackgroundServer):
     def _tool_url(self, req: Request) -> str | None:
         """The URL of a tool's request: one sent here in absolute form (as to a forward proxy)
         for another host than this server; ``None`` for the rest (the model calls, sent to the
-        base URL, or through the proxy variables to this server's own address)."""
+        base URL, through the proxy variables to this server's own address, or in absolute form
+        to the host the recording's model calls went to, none of its tools': a plain-HTTP model
+        server a client reaches through ``HTTP_PROXY``). A model request is a model call whatever
+        form it arrives in: matched as a turn, under a fork's cursor and its request budget."""
         if req.absolute is None:
             return None
         u = urlsplit(req.absolute)
@@ -482,7 +487,19 @@ class ReplayServer(BackgroundServer):
             port = u.port or (443 if u.scheme == "https" else 80)
         except ValueError:
             return req.absolute
-        return None if self._is_own(u.hostname or "", port) else req.absolute
+        if self._is_own(u.hostname or "", port):
+            return None
+        host = tool_host(req.absolute)
+        return None if host in self._model_hosts() and host not in self._hosts() else req.absolute
+
+    def _model_hosts(self) -> frozenset[str]:
+        """The hosts (``host:port``) the recording's model calls (not its tools') went to."""
+        if self._model_hosts_seen is None:
+            tools = set(self.matcher.index.tools)
+            self._model_hosts_seen = frozenset(
+                tool_host(r.exchange.url) for r in self.matcher.recorded if r.index not in tools
+            )
+        return self._model_hosts_seen
 
     def _is_own(self, hostname: str, port: int) -> bool:
         """Whether ``hostname:port`` is this server's own address (as the proxy variables name it,

@@ -12,7 +12,7 @@ import re
 import tempfile
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -24,9 +24,23 @@ from ..serving.faults import STATUS_KINDS, parse_fault
 from ._keys import MISS, REPORTS_DIR
 
 if TYPE_CHECKING:
-    from ._session import LooptapSession
+    from ...reading import Run
+    from ..serving.faults import FaultPlan
+    from ..serving.server import ReplayServer
 
 __all__ = ["add_sections", "failure_text", "propose_line", "summary_lines"]
+
+
+class LooptapSession(Protocol):
+    """What the report reads of a test's looptap session (:class:`._session.LooptapSession`:
+    named here, not imported, so that the session and its report import one way)."""
+
+    path: Path
+    server: ReplayServer | None
+    faults: FaultPlan | None
+
+    @property
+    def run(self) -> Run: ...
 
 
 def add_sections(

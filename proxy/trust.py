@@ -1,0 +1,216 @@
+"""What the recorder trusts upstream, and the hosts it leaves alone (docs/recorder.md, "HTTPS
+tools: what the recorder trusts").
+
+The recorder trusts what the agent trusts: the CA files and directories the agent's environment
+names (:data:`CA_VARS`) plus the system store and mitmproxy's own (certifi), in one bundle handed to
+mitmproxy's ``ssl_verify_upstream_trusted_ca`` (:func:`upstream_bundle`). mitmproxy carries and
+verifies every byte; looptap only chooses its trust store.
+
+A host the recorder still cannot verify (a certificate the agent trusts in its code, ``verify=``
+a path, ``rejectUnauthorized: false``; a server that asks for a client certificate) must not be
+broken: intercepting it would hand the agent an error it never had without looptap. Whether to
+intercept is decided at the client's hello, before the agent's handshake, so :class:`UpstreamTrust`
+asks once per host and port: mitmproxy's own TLS client (the context its ``tlsconfig`` addon
+makes for a real upstream connection, the same options, hostname check included) shakes hands with
+the server; one that fails at TLS is passed through untouched from then on (mitmproxy's
+``ignore_connection``: the agent's own TLS reaches the server, unrecorded) and said once by host.
+A probe that fails before TLS (refused, reset, no answer in time) decides nothing: the connection
+is intercepted as before, and the agent gets the failure it would have had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import ssl
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..cassettes.storage import UnsafePath, check_target, write_new
+from . import messages
+
+__all__ = ["CA_VARS", "TLS_FAILED", "UpstreamTrust", "agent_ca_paths", "upstream_bundle"]
+
+#: The variables through which an agent's HTTP clients are told which CAs to trust: requests and
+#: curl (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``), OpenSSL and what reads its defaults (httpx,
+#: aiohttp, urllib: ``SSL_CERT_FILE``, ``SSL_CERT_DIR``), Node (``NODE_EXTRA_CA_CERTS``).
+CA_VARS = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")
+DIR_VAR = "SSL_CERT_DIR"
+#: The recorder's bundle in ``--confdir``.
+UPSTREAM_FILE = "looptap-upstream-ca.pem"
+#: Bounds on what is read: files of a directory, bytes of one file.
+_DIR_FILES, _FILE_BYTES = 4096, 8 << 20
+#: How long the probe waits for the server (seconds); past it nothing is decided.
+PROBE_TIMEOUT = 10.0
+
+
+def agent_ca_paths(environ: Mapping[str, str]) -> tuple[list[Path], list[Path]]:
+    """(CA files, CA directories) the agent's environment names (each that exists)."""
+    files = [Path(environ[v]) for v in CA_VARS if environ.get(v, "").strip()]
+    dirs = [Path(d) for d in environ.get(DIR_VAR, "").split(os.pathsep) if d.strip()]
+    return [f for f in dict.fromkeys(files) if f.is_file()], [d for d in dirs if d.is_dir()]
+
+
+def _pem(path: Path) -> str:
+    """The PEM certificates of one file (bounded); nothing for what cannot be read."""
+    try:
+        with path.open("rb") as f:
+            text = f.read(_FILE_BYTES).decode("ascii", "replace")
+    except OSError:
+        return ""
+    blocks: list[str] = []
+    begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
+    at = text.find(begin)
+    while at >= 0:
+        stop = text.find(end, at)
+        if stop < 0:
+            break
+        blocks.append(text[at : stop + len(end)])
+        at = text.find(begin, stop)
+    return "\n".join(blocks)
+
+
+def _system() -> list[Path]:
+    """The system store (OpenSSL's default file) and certifi's (mitmproxy's own default)."""
+    import certifi
+
+    paths = ssl.get_default_verify_paths()
+    found = [Path(p) for p in (paths.openssl_cafile, paths.cafile, certifi.where()) if p]
+    found.append(Path("/etc/ssl/certs/ca-certificates.crt"))
+    return [p for p in dict.fromkeys(found) if p.is_file()]
+
+
+def upstream_bundle(confdir: Path, environ: Mapping[str, str]) -> Path:
+    """Write the recorder's trust store into ``confdir`` (replaced whole) and return its path: the
+    system's and certifi's, and each CA file and directory the agent's environment names."""
+    files, dirs = agent_ca_paths(environ)
+    texts = [_pem(p) for p in (*_system(), *files)]
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(d))[:_DIR_FILES]
+        except OSError:
+            continue
+        texts += [_pem(d / n) for n in names if (d / n).is_file()]
+    path = confdir / UPSTREAM_FILE
+    body = "\n".join(dict.fromkeys(t for t in texts if t)) + "\n"
+    try:
+        write_new(
+            check_target(path, "the CA bundle", owned=lambda _p: True), body.encode(), mode=0o644
+        )
+    except UnsafePath as exc:
+        from .config import RecorderError
+
+        raise RecorderError(str(exc)) from None
+    return path
+
+
+def _handshake(conn: Any, address: tuple[str, int], timeout: float) -> str | None:
+    """mitmproxy's TLS client ``conn`` (a pyOpenSSL connection on memory BIOs) shakes hands with
+    the server at ``address``: ``None`` when it verified; why not when TLS failed. Raises
+    :class:`OSError` when the server could not be reached or did not answer."""
+    from OpenSSL import SSL
+
+    with socket.create_connection(address, timeout=timeout) as sock:
+        while True:
+            try:
+                conn.do_handshake()
+                return None
+            except SSL.WantReadError:
+                pass
+            except SSL.Error as exc:
+                last = exc.args[0][-1] if exc.args and exc.args[0] else ()
+                return str(last[-1]) if last else "TLS failed"
+            try:
+                while out := conn.bio_read(65536):
+                    sock.sendall(out)
+            except SSL.WantReadError:
+                pass
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionResetError("the server closed the connection during TLS")
+            conn.bio_write(data)
+
+
+class UpstreamTrust:
+    """mitmproxy addon: at a forward-proxy client's TLS hello, a host the recorder cannot verify
+    is passed through untouched (:mod:`proxy.trust`)."""
+
+    def __init__(self) -> None:
+        #: (host, port, SNI) → ``None`` (verified) or why its TLS failed (passed through).
+        self.known: dict[tuple[str, int, str], str | None] = {}
+        self._asking: dict[tuple[str, int, str], asyncio.Future[str | None]] = {}
+
+    async def tls_clienthello(self, data: Any) -> None:
+        from mitmproxy import ctx
+        from mitmproxy.proxy import mode_specs
+
+        context = data.context
+        address = context.server.address
+        if (
+            ctx.options.ssl_insecure
+            or data.ignore_connection
+            or address is None
+            or not isinstance(context.client.proxy_mode, mode_specs.RegularMode)
+        ):
+            return
+        sni = data.client_hello.sni or ""
+        key = (str(address[0]), int(address[1]), sni)
+        if key not in self.known:
+            asking = self._asking.get(key)
+            if asking is None:
+                asking = self._asking[key] = asyncio.ensure_future(self._probe(context, sni))
+            try:
+                failed = await asyncio.shield(asking)
+            except Exception:  # not reached, refused, no answer: nothing decided
+                self._asking.pop(key, None)
+                return
+            if key not in self.known:
+                self.known[key] = failed
+                self._asking.pop(key, None)
+                if failed is not None:
+                    messages.emit(
+                        f"{sni or key[0]}:{key[1]}: the recorder cannot verify this server's "
+                        f"certificate ({failed}); its traffic passes through untouched and is "
+                        "not recorded (the agent checks it as it would without looptap; to "
+                        "record it, give its CA in REQUESTS_CA_BUNDLE, SSL_CERT_FILE, "
+                        "SSL_CERT_DIR, CURL_CA_BUNDLE or NODE_EXTRA_CA_CERTS, or --ssl-insecure)"
+                    )
+        if self.known.get(key) is not None:
+            data.ignore_connection = True
+
+    async def _probe(self, context: Any, sni: str) -> str | None:
+        """mitmproxy's own upstream TLS (its ``tlsconfig`` addon's context for this server) tried
+        once, in a thread: ``None`` verified, else why TLS failed."""
+        from mitmproxy import connection, ctx, tls
+
+        server = connection.Server(address=context.server.address)
+        server.sni = sni or None
+        start = tls.TlsData(server, context.fork())
+        ctx.master.addons.get("tlsconfig").tls_start_server(start)
+        conn = start.ssl_conn
+        assert conn is not None
+        host, port = context.server.address[:2]
+        return await asyncio.get_running_loop().run_in_executor(
+            None, _handshake, conn, (host, port), PROBE_TIMEOUT
+        )
+
+    @staticmethod
+    def tls_failed_server(data: Any) -> None:
+        """The recorder's own handshake with a server failed (a certificate changed since the
+        probe, a probe that decided nothing): the round trip says so
+        (:data:`cassettes.wire.RECORDER_MADE`)."""
+        put(TLS_FAILED, data.conn.id, data.conn.error or "TLS failed")
+
+
+#: The upstream connections (mitmproxy's ids) whose TLS handshake, the recorder's own, failed, and
+#: why: the newest 1,024 (a round trip on one is handed over right after).
+TLS_FAILED: OrderedDict[str, str] = OrderedDict()
+
+
+def put(table: OrderedDict[str, str], key: str, value: str) -> None:
+    table[key] = value
+    while len(table) > 1024:
+        table.popitem(last=False)

@@ -1,0 +1,335 @@
+"""Never break a tool (issue 91, item 2): an agent whose HTTPS tool server (127.0.0.1, a
+certificate from a private CA made here with OpenSSL's command line) is trusted through its
+environment runs unchanged under the real ``looptap run``, its tool's HTTP recorded, 0 C findings.
+
+The matrix, each client with each variable it reads (checked first without looptap: the agent
+works): requests 2.34.2 (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``), httpx 0.28.1
+(``SSL_CERT_FILE``, ``SSL_CERT_DIR``), aiohttp 3.14.5 with ``trust_env=True`` (``SSL_CERT_FILE``,
+``SSL_CERT_DIR``: OpenSSL's defaults), all from ``.venv-clients``, and Node 20's built-in
+``fetch`` (``NODE_EXTRA_CA_CERTS``). The model is a scripted Chat Completions server
+(:class:`~tests.support.scripted.ScriptedUpstream`) the Python agents reach with the openai SDK,
+the Node agent with ``fetch``.
+
+And a CA the agent trusts in its code alone (requests' ``verify=`` a path): the recorder cannot
+verify that server, so its traffic passes through untouched (said once, by host), and the agent
+runs as it does without looptap. On c86d115d every one of these failed: mitmproxy verified the tool
+server against certifi, and the agent got a 502 ("Certificate verify failed") it never had.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.storage import read_records
+from tests.proxy.test_e2e_tool_http import CLIENTS_PYTHON, NODE, ToolServer
+from tests.support import progress
+from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(not CLIENTS_PYTHON.exists(), reason="no .venv-clients (.ci/run makes it)"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command"),
+]
+
+
+#: What names the CAs an agent trusts (proxy/trust.py).
+CA_VARS = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR",
+           "NODE_EXTRA_CA_CERTS")  # fmt: skip
+
+
+def _openssl(*args: str) -> str:
+    return subprocess.run(["openssl", *args], check=True, capture_output=True, text=True).stdout
+
+
+def private_ca(directory: Path) -> dict[str, Path]:
+    """A private CA, a leaf for 127.0.0.1 and localhost signed by it, and a hashed directory
+    holding the CA (``SSL_CERT_DIR``'s form)."""
+    d = {n: directory / f"{n}.pem" for n in ("ca", "ca-key", "leaf", "leaf-key")}
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", str(d["ca-key"]), "-out", str(d["ca"]), "-days", "2",
+             "-subj", "/CN=looptap test private CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    csr = directory / "leaf.csr"
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", str(d["leaf-key"]), "-out", str(csr),
+             "-subj", "/CN=tools.internal")  # fmt: skip
+    ext = directory / "leaf.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(d["ca"]), "-CAkey", str(d["ca-key"]),
+             "-CAcreateserial", "-out", str(d["leaf"]), "-days", "2",
+             "-extfile", str(ext))  # fmt: skip
+    hashed = directory / "certs"
+    hashed.mkdir()
+    name = _openssl("x509", "-hash", "-noout", "-in", str(d["ca"])).strip()
+    shutil.copy(d["ca"], hashed / f"{name}.0")
+    d["dir"] = hashed
+    return d
+
+
+class PrivateToolServer(ToolServer):
+    """The weather API over HTTPS, its certificate signed by the private CA."""
+
+    def __init__(self, ca: dict[str, Path]) -> None:
+        super().__init__()
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(ca["leaf"], ca["leaf-key"])
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.url = self.url.replace("http://", "https://")
+
+
+def route(req: ScriptedRequest) -> Reply:
+    if not req.tool_results():
+        return Reply.tool("get_weather", {"city": "Paris"})
+    return Reply.say("It is clear in Paris.")
+
+
+PY_AGENT = """
+import asyncio, json, os, sys
+from openai import OpenAI
+
+URL = os.environ["TOOL_URL"] + "/weather?city="
+CLIENT, VERIFY = os.environ["TOOL_CLIENT"], os.environ.get("TOOL_VERIFY")
+
+def get_weather(city):
+    if CLIENT == "requests":
+        import requests
+        r = requests.get(URL + city, **({"verify": VERIFY} if VERIFY else {}))
+        r.raise_for_status()
+        return r.text
+    if CLIENT == "httpx":
+        import httpx
+        r = httpx.get(URL + city)
+        r.raise_for_status()
+        return r.text
+    import aiohttp
+    async def go():
+        async with aiohttp.ClientSession(trust_env=os.environ.get("TRUST_ENV") != "0") as s:
+            async with s.get(URL + city) as r:
+                r.raise_for_status()
+                return await r.text()
+    return asyncio.run(go())
+
+client = OpenAI()
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+messages = [{"role": "user", "content": "Weather in Paris?"}]
+for _ in range(3):
+    msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
+    if not msg.tool_calls:
+        print("answer:", msg.content)
+        break
+    messages.append(msg.model_dump(exclude_none=True))
+    for tc in msg.tool_calls:
+        messages.append({"role": "tool", "tool_call_id": tc.id,
+                         "content": get_weather(**json.loads(tc.function.arguments))})
+"""  # noqa: E501
+
+NODE_AGENT = """
+const base = process.env.OPENAI_BASE_URL.replace(/\\/$/, "");
+const tools = [{type: "function", function: {name: "get_weather", parameters: {
+  type: "object", properties: {city: {type: "string"}}}}}];
+async function main() {
+  const messages = [{role: "user", content: "Weather in Paris?"}];
+  for (let i = 0; i < 3; i++) {
+    const r = await fetch(base + "/chat/completions", {method: "POST",
+      headers: {"content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY},
+      body: JSON.stringify({model: "gpt-4o", messages, tools})});
+    const msg = (await r.json()).choices[0].message;
+    if (!msg.tool_calls) { console.log("answer: " + msg.content); return; }
+    messages.push(msg);
+    for (const tc of msg.tool_calls) {
+      const city = JSON.parse(tc.function.arguments).city;
+      const t = await fetch(process.env.TOOL_URL + "/weather?city=" + city);
+      if (!t.ok) throw new Error("tool " + t.status);
+      messages.push({role: "tool", tool_call_id: tc.id, content: await t.text()});
+    }
+  }
+}
+main().catch((e) => { console.error(String(e), e.cause ? String(e.cause) : ""); process.exit(1); });
+"""  # noqa: E501
+
+#: (client, the variable it trusts the CA through).
+MATRIX = [
+    ("requests", "REQUESTS_CA_BUNDLE"), ("requests", "CURL_CA_BUNDLE"),
+    ("httpx", "SSL_CERT_FILE"), ("httpx", "SSL_CERT_DIR"),
+    ("aiohttp", "SSL_CERT_FILE"), ("aiohttp", "SSL_CERT_DIR"),
+    ("node", "NODE_EXTRA_CA_CERTS"),
+]  # fmt: skip
+
+
+def _agent(tmp: Path, client: str, fake: ScriptedUpstream, tool_url: str, env: dict[str, str],
+           looptap: bool, *flags: str,
+           ) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
+    node = client == "node"
+    script = tmp / ("agent.cjs" if node else "agent.py")
+    script.write_text(NODE_AGENT if node else PY_AGENT)
+    command = [NODE or "node" if node else str(CLIENTS_PYTHON), str(script)]
+    run = tmp / "run.jsonl"
+    base = {"TOOL_URL": tool_url, "TOOL_CLIENT": client, "OPENAI_API_KEY": "sk-test-trust"}
+    if looptap:
+        command = [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"),
+                   "--upstream", f"openai={fake.url}", *flags, "--", *command]  # fmt: skip
+        base["LOOPTAP_PROXY_PYTHON"] = str(PROXY_PYTHON)
+    else:
+        base["OPENAI_BASE_URL"] = fake.url + "/v1"
+    scrub = (*CA_VARS, "AWS_CA_BUNDLE", "NIX_SSL_CERT_FILE")  # (this machine sets them all)
+    proc = progress.run(command, env=clean_env(scrub=scrub, **base, **env), capture_output=True,
+                        text=True, cwd=tmp)  # fmt: skip
+    return proc, run
+
+
+def _c_findings(run: Path) -> list[str]:
+    read = open_run(run)
+    return [f.code for f in read.analysis.findings if f.code.startswith("C.")]
+
+
+@pytest.mark.parametrize(("client", "var"), MATRIX)
+def test_a_tool_trusting_a_private_ca_runs_unchanged(client: str, var: str, tmp_path: Path) -> None:
+    if client == "node" and NODE is None:
+        pytest.skip("no node")
+    ca = private_ca(tmp_path)
+    env = {var: str(ca["dir"] if var == "SSL_CERT_DIR" else ca["ca"])}
+    with ScriptedUpstream(route) as fake, PrivateToolServer(ca) as tools:
+        direct, _ = _agent(tmp_path, client, fake, tools.url, env, looptap=False)
+        assert direct.returncode == 0, direct.stdout + direct.stderr[-2000:]  # (it works alone)
+        proc, run = _agent(tmp_path, client, fake, tools.url, env, looptap=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: It is clear in Paris." in proc.stdout
+    assert len(tools.seen) == 2
+    tool = [ex for ex in read_records(run).exchanges if ex.tool]
+    assert [(ex.status, ex.transport_error) for ex in tool] == [(200, None)]  # recorded, verified
+    assert json.loads(tool[0].response_body)["city"] == "Paris"
+    assert _c_findings(run) == []
+    assert "cannot verify" not in proc.stderr
+
+
+def test_a_server_the_recorder_cannot_verify_passes_through_untouched(tmp_path: Path) -> None:
+    """The CA is the agent's in its code only (``requests.get(url, verify=path)``): the recorder
+    cannot know it. The connection passes through (mitmproxy's ``ignore_connection``), the agent
+    verifies the server itself and gets its answer; stderr names the host once."""
+    ca = private_ca(tmp_path)
+    env = {"TOOL_VERIFY": str(ca["ca"])}
+    with ScriptedUpstream(route) as fake, PrivateToolServer(ca) as tools:
+        proc, run = _agent(tmp_path, "requests", fake, tools.url, env, looptap=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "answer: It is clear in Paris." in proc.stdout and len(tools.seen) == 1
+    host = tools.url.removeprefix("https://")
+    said = [line for line in proc.stderr.splitlines() if "cannot verify" in line]
+    assert len(said) == 1 and host in said[0] and "passes through untouched" in said[0], said
+    assert [ex.tool for ex in read_records(run).exchanges] == [False, False]
+    assert _c_findings(run) == []
+
+
+def test_a_loopback_tool_server_is_recorded_by_default(tmp_path: Path) -> None:
+    """Issue 91, item 3: no flag, a plain-HTTP tool server on 127.0.0.1 (requests 2.34.2, httpx
+    0.28.1): its call is recorded and linked, and the run's summary says nothing unseen. On
+    c86d115d ``NO_PROXY`` held the loopback and the call went unseen, unsaid."""
+    for client in ("requests", "httpx"):
+        where = tmp_path / client
+        where.mkdir()
+        with ScriptedUpstream(route) as fake, ToolServer() as tools:
+            proc, run = _agent(where, client, fake, tools.url, {}, True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        tool = [ex for ex in read_records(run).exchanges if ex.tool]
+        assert [ex.status for ex in tool] == [200], client
+        assert "no tool HTTP seen" not in proc.stderr
+
+
+def test_the_summary_says_tool_calls_ran_with_no_tool_http_seen(tmp_path: Path) -> None:
+    """aiohttp's default ``ClientSession()`` (``trust_env=False``) ignores the proxy variables,
+    and ``--no-tool-http-loopback`` leaves the loopback direct: the tool call runs unseen, and the
+    run's summary says how many and how to see them. On c86d115d nothing said it."""
+    cases = {
+        "aiohttp-default": ("aiohttp", {"TRUST_ENV": "0"}, (), "aiohttp without"),
+        "opted-out": ("requests", {}, ("--no-tool-http-loopback",), "--no-tool-http-loopback"),
+        "off": ("requests", {}, ("--no-tool-http",), "--no-tool-http"),
+    }
+    for name, (client, env, flags, how) in cases.items():
+        where = tmp_path / name
+        where.mkdir()
+        with ScriptedUpstream(route) as fake, ToolServer() as tools:
+            proc, run = _agent(where, client, fake, tools.url, env, True, *flags)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        assert len(tools.seen) == 1 and not any(ex.tool for ex in read_records(run).exchanges)
+        said = [line for line in proc.stderr.splitlines() if "no tool HTTP seen" in line]
+        assert len(said) == 1 and "1 tool call ran with no tool HTTP seen" in said[0], name
+        assert how in said[0], (name, said)
+
+
+class GzipToolServer(ToolServer):
+    """``/weather`` answered with a JSON body over 1 MiB once gzipped (``Content-Encoding:
+    gzip``, random hex so it does not shrink)."""
+
+    def __init__(self, length: bool) -> None:
+        import gzip
+        import random
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        super().__init__()
+        self.length = length
+        rnd = random.Random(91)
+        items = [{"id": i, "v": f"{rnd.getrandbits(128):032x}"} for i in range(60000)]
+        self.body = json.dumps({"city": "Paris", "items": items}).encode()
+        packed = gzip.compress(self.body)
+        assert len(packed) > 1 << 20
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.seen.append(("GET", self.path, None))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-encoding", "gzip")
+                if outer.length:
+                    self.send_header("content-length", str(len(packed)))
+                self.end_headers()
+                for i in range(0, len(packed), 1 << 16):  # (as a server streams it)
+                    self.wfile.write(packed[i : i + (1 << 16)])
+
+        self.server.server_close()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        import threading
+
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "until-close"])
+def test_a_gzip_tool_answer_over_1_mib_keeps_its_first_mib(tmp_path: Path, length: bool) -> None:
+    """Issue 91, item 5: a tool's gzip answer whose compressed body passes the 1 MiB bound is kept
+    decoded, its start, cut before a quote, with a note; on c86d115d it was kept as 0 bytes."""
+    with ScriptedUpstream(route) as fake, GzipToolServer(length) as tools:
+        proc, run = _agent(tmp_path, "requests", fake, tools.url, {}, True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    (tool,) = [ex for ex in read_records(run).exchanges if ex.tool]
+    got = tool.response_body
+    assert len(got) >= 1 << 20, (len(got), tool.notes)
+    assert tools.body.startswith(got)
+    assert any("went to the client" in n for n in tool.notes), tool.notes
+
+
+def test_a_node_options_with_a_newline_is_said(tmp_path: Path) -> None:
+    """Issue 91, item 5: the user's ``NODE_OPTIONS`` holds a newline, so looptap's ``--require``
+    shim cannot be added to it (the value is left as given): ``looptap run`` says so, once, and
+    what it costs, never the value. On c86d115d nothing was said, and the Node agent's
+    ``fetch`` tools went past the recorder unseen."""
+    if NODE is None:
+        pytest.skip("no node")
+    users = "--max-old-space-size=300\n--title=agent-secret-title"
+    with ScriptedUpstream(route) as fake, ToolServer() as tools:
+        proc, _ = _agent(tmp_path, "node", fake, tools.url, {"NODE_OPTIONS": users}, True)
+    said = [line for line in proc.stderr.splitlines() if "NODE_OPTIONS not extended" in line]
+    assert len(said) == 1 and "control character" in said[0], proc.stderr[-3000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("looptap:")]
+    assert not any("agent-secret-title" in line for line in ours)  # (node says it itself)
