@@ -16,6 +16,7 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,13 @@ from . import _genai_names as genai
 from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
 from ._otlp_numbered import numbered_tools
-from ._otlp_openinference import echoed_tools, openinference, openinference_tools, response_echo
+from ._otlp_openinference import (
+    echoed_tools,
+    flattened_messages,
+    openinference,
+    openinference_tools,
+    response_echo,
+)
 from ._otlp_params import params
 from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
 from ._otlp_semconv import semconv, typed
@@ -40,10 +47,10 @@ from ._otlp_spans import (
     read_spans,
     span_id,
 )
+from ._trajectory import trajectory_calls  # (the API's own message shapes)
 
 __all__ = ["otlp_calls"]
 
-_NOT_CALLS = {"invoke_agent", "create_agent", "execute_tool", "embeddings"}
 _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
 #: A text completion is a call in others' traces (openllmetry's legacy completions); in looptap's
 #: own export (``looptap.family`` set), ``text_completion`` is the legacy completions API, which
@@ -64,12 +71,17 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
 
     by_id = {span_id(s.get("spanId")): s for _, s in spans}
     answered: dict[Any, dict[str, Any]] = {}  # a tool call's id → the answer that made it
+    tools = _AgentTools(by_id)
     found = [
-        (span, call) for _, span in sorted(spans, key=start) if (call := _call(span, answered))
+        (span, call)
+        for _, span in sorted(spans, key=start)
+        if (call := _call(span, answered, tools))
     ]
     calls = []
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for span, call in merged(found, by_id):
+        if call.output is None and call.error is None:
+            _answer_unread(call)
         parent = span_id(span.get("parentSpanId"))
         if parent and parent not in ids:
             call.notes.append(
@@ -87,6 +99,18 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
     return calls
 
 
+def _answer_unread(call: Call) -> None:
+    """A call whose request the trace kept and its answer not, in no span (traceAI's streamed
+    calls): the answer is unread, and nothing is judged on it (``output`` inferred)."""
+    call.inferred.add("output")
+    call.unread.append("answer")
+    call.notes.append(
+        "imported: the trace kept this call's request but not its answer: the answer is "
+        "unread, nothing is judged on it"
+    )
+    call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
+
+
 def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
     """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
     under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
@@ -97,6 +121,41 @@ def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | N
         ):
             return parent
     return None
+
+
+class _AgentTools:
+    """The tools an agent span says its model calls were offered, for a call span that says
+    none: the conventions' ``gen_ai.tool.definitions`` on the agent's span, else the names it
+    lists (``gen_ai.agent.tools``, Strands Agents) with the description and schema each of its
+    tool spans kept (``gen_ai.tool.description``, ``gen_ai.tool.json_schema``)."""
+
+    def __init__(self, by_id: dict[str, dict[str, Any]]) -> None:
+        self.by_id = by_id
+        self.schemas: dict[tuple[str | None, str], dict[str, Any]] | None = None
+
+    def __call__(self, span: dict[str, Any]) -> list[Any]:
+        agent = _agent_of(span, self.by_id)
+        a = attributes(self.by_id[agent].get("attributes")) if agent else {}
+        defs = json_attribute(a.get(genai.TOOL_DEFINITIONS))
+        if isinstance(defs, list):
+            return defs
+        names = json_attribute(a.get("gen_ai.agent.tools"))
+        if not isinstance(names, list):
+            return []
+        if self.schemas is None:  # (the tool spans, once)
+            self.schemas = {}
+            for s in self.by_id.values():
+                t = attributes(s.get("attributes"))
+                if t.get(genai.OPERATION) == "execute_tool" and isinstance(t.get(_TOOL), str):
+                    schema = json_attribute(t.get("gen_ai.tool.json_schema"))
+                    said = {"description": t.get("gen_ai.tool.description"), "parameters": schema}
+                    self.schemas[(_agent_of(s, self.by_id), t[_TOOL])] = said
+        return [
+            {"name": n, **self.schemas.get((agent, n), {})} for n in names if isinstance(n, str)
+        ]
+
+
+_TOOL = "gen_ai.tool.name"
 
 
 def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
@@ -123,10 +182,11 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
         if adapter is not None and (adapter.rebuilt_operations or own not in (None, "generate")):
             return _own_operation(a) is not None
         return op in _LOOPTAP_CALL_OPS
-    if op is None and a.get("openinference.span.kind") is not None:
-        return str(a["openinference.span.kind"]).upper() == "LLM"
-    if op in _NOT_CALLS:
-        return False
+    kind = a.get("openinference.span.kind", a.get("gen_ai.span.kind"))  # (traceAI: the latter)
+    if op is None and kind is not None:
+        return str(kind).upper() == "LLM"
+    if op is not None and op not in _CALL_OPS:
+        return False  # an agent's, a tool's, a framework's own step (Strands' event loop cycle)
     events = {e.get("name") for e in span.get("events") or [] if isinstance(e, dict)}
     return (
         op in _CALL_OPS
@@ -162,7 +222,9 @@ def _family(a: dict[str, Any], prof: Instrumentation) -> str:
     return trace_family(_provider(a, prof), path, response_echo(a) is not None, host)
 
 
-def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | None:
+def _call(
+    span: dict[str, Any], answered: dict[Any, dict[str, Any]], agent_tools: _AgentTools
+) -> Call | None:
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
     if prof.bodies is not None:
@@ -173,8 +235,8 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     if not _is_call(a, span):
         return None
     family = _family(a, prof)
-    oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
-        k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
+    oi = flattened_messages(a) and not any(
+        k in (genai.INPUT_MESSAGES, genai.OUTPUT_MESSAGES) for k in a
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
@@ -200,6 +262,8 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     tools = json_attribute(a.get(genai.TOOL_DEFINITIONS))
     if not isinstance(tools, list):
         tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
+    if not tools and (tools := agent_tools(span)):
+        call.notes.append("imported: the tools offered are its agent span's")
     _tools(call, tools, a, prof)
     _metadata(call, a, span, finish, prof)
     call.given.discard("")
@@ -220,8 +284,6 @@ def _api_shaped(a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) 
     """A call span that keeps the API's own request and answer (:class:`Bodies`), read as the
     last call of a trajectory; its parameters (the instrumentation's defaults among them) are not
     said, nor its stream flag unless the profile says the request has it."""
-    from ._traces import trajectory_calls  # (the API's own message shapes, as a trajectory's)
-
     b, name = prof.bodies, prof.name
     assert b is not None
     req = json_attribute(a.get(b.request))
@@ -247,13 +309,16 @@ def _api_shaped(a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) 
     call.source = f"an OTel trace ({name})"
     usage = json_attribute(a.get(b.usage))
     usage = usage if isinstance(usage, dict) else {}
-    for key, names in (("input_tokens", ("prompt_tokens", "input", "input_tokens")),
-                       ("output_tokens", ("completion_tokens", "output", "output_tokens"))):
+    for key, names in (
+        ("input_tokens", ("prompt_tokens", "input", "input_tokens")),
+        ("output_tokens", ("completion_tokens", "output", "output_tokens")),
+    ):
         v = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
         if v is not None:
             call.usage[key] = v
     call.given |= {"usage"} if call.usage else set()
     finish = json_attribute(a.get(b.finish)) if b.finish else None
+    finish = finish[0] if isinstance(finish, list) and finish else finish  # (the conventions')
     finish = finish.strip('"') if isinstance(finish, str) else None
     if finish:
         call.finish = finish
@@ -350,17 +415,28 @@ def _metadata(
         if isinstance(code, int) and 400 <= code <= 599:
             call.status = code
             call.given.add("status")
+        elif (said_code := _STATUS_SAID.search(call.error[:200])) is not None:
+            call.status = int(said_code.group(1))  # the words' status: inferred, never evidence
+            call.inferred.add("status")
+            call.notes.append(f"imported: status {call.status} read from the error's words "
+                              "(the trace kept no status: inferred)")  # fmt: skip
         for key, attr in (("type", genai.ERROR_TYPE), ("code", genai.ERROR_CODE)):
             v = a.get(attr)
             if isinstance(v, str) and v and v != str(code):
                 call.error_fields[key] = v
 
 
+#: An HTTP error status an exception's words give (``Error code: 503 - …``, ``503 Service
+#: Unavailable``, ``… status 529 …``).
+_STATUS_SAID = re.compile(r"(?<![\d.])(4\d\d|5\d\d)(?![\d.])")
+
+
 def _served(call: Call, a: dict[str, Any]) -> None:
     """The model asked for and the one that answered, and the response's id, where the trace
     kept them (the request is rebuilt with the model asked for: the one the agent sends)."""
     asked, served = a.get(genai.REQUEST_MODEL), a.get(genai.RESPONSE_MODEL)
-    model = asked or served or a.get("llm.model_name")
+    invoked = json_attribute(a.get(genai.REQUEST_PARAMETERS))  # (traceAI's, when it says no model)
+    model = asked or served or a.get("llm.model_name") or (invoked or {}).get("model")
     if isinstance(model, str) and model:
         call.model = model
         call.given.add("model")

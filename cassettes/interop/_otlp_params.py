@@ -27,7 +27,8 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
     """The sampling parameters and the stream flag the trace kept, put back in the request: the
     API's own parameters only (a ``null`` is a parameter not sent, and so is a value the
     instrumentation writes as its default), the stream flag from any evidence of ``prof``'s."""
-    invoked = json_attribute(a.get(genai.INVOCATION_PARAMETERS))  # OpenInference: the request's own
+    # OpenInference's (traceAI's under the conventions' name): the request's own
+    invoked = json_attribute(a.get(genai.INVOCATION_PARAMETERS, a.get(genai.REQUEST_PARAMETERS)))
     if response_echo(a) is not None:  # openai-agents: the answer's echo of them, defaults and all
         invoked = None
     given = isinstance(invoked, dict)

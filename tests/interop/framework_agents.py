@@ -124,7 +124,24 @@ def openai_agents_run(label: str) -> str:
     return asyncio.run(streamed())
 
 
+def strands_run(label: str) -> str:
+    """Strands Agents' Agent on its OpenAI model provider (it streams every call)."""
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    model = OpenAIModel(client_args={"max_retries": 0}, model_id="gpt-4o-mini",
+                        params={"max_tokens": 200})  # fmt: skip
+    agent = Agent(model=model, system_prompt=SYSTEM, tools=[get_weather], callback_handler=None)
+    return str(agent(_question(label))).strip()
+
+
 RUNS = {
+    "strands": strands_run,
     "langchain": langchain_loop,
     "pydantic-ai": pydantic_ai_run,
     "openai-agents": openai_agents_run,

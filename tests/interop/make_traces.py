@@ -32,6 +32,14 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    # Strands Agents (its own tracing), in the latest conventions and in its default events
+    "strands": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
+    "strands-default": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
+    # LangSmith's OTel export of its wrapped openai client
+    "langsmith": ("langsmith", [str(SDK_AGENT), "openai", "openai-stream"]),
+    # traceAI keeps no streamed answer: its streamed calls apart (the trace that cannot be read)
+    "traceai": ("traceai", [str(SDK_AGENT), "openai"]),
+    "traceai-stream": ("traceai", [str(SDK_AGENT), "openai-stream"]),
     "logfire": ("logfire", [str(SDK_AGENT)]),
     "mlflow": ("mlflow", [str(SDK_AGENT)]),
     "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
@@ -83,7 +91,11 @@ SETTINGS = {
     # OpenLIT reads the variable as a switch: content on its spans with "true" only
     **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
        for k in ("openlit", "openlit-langchain")},
-    "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},  # (its Sentry client: off)
+    "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},
+    "strands-default": {"OTEL_SEMCONV_STABILITY_OPT_IN": ""},  # its own content-block events
+    "langsmith": {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
+                  "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",
+                  "LANGSMITH_ENDPOINT": "http://127.0.0.1:9"},  # (its Sentry client: off)
     # the instrumentation's default conventions: no content on its spans (events carry it)
     "vertexai-default": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "",
