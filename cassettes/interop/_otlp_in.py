@@ -259,12 +259,7 @@ def _call(
     if shape.fallback and a.get(genai.FAMILY) not in (None, family):
         call.notes.append(f"imported: a {a[genai.FAMILY]} call, rebuilt as {shape.title}")
     _content(call, inputs, system, output)
-    tools = json_attribute(a.get(genai.TOOL_DEFINITIONS))
-    if not isinstance(tools, list):
-        tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
-    if not tools and (tools := agent_tools(span)):
-        call.notes.append("imported: the tools offered are its agent span's")
-    _tools(call, tools, a, prof)
+    _tools(call, _offered(call, a, span, oi, agent_tools), a, prof)
     _metadata(call, a, span, finish, prof)
     call.given.discard("")
     if prof is UNPROFILED:
@@ -406,6 +401,12 @@ def _metadata(
     if call.usage:
         call.given.add("usage")
     _timing(call, span, a)
+    _error(call, a, span)
+
+
+def _error(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
+    """An answer the span says failed, with no output: the API's words, its status (the
+    trace's, else the one its words give, inferred), type and code."""
     status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
     if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
         said = a.get(genai.ERROR_MESSAGE)  # the API's words (looptap's), else the span status'
@@ -465,6 +466,20 @@ def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
     if t0 > 0:
         call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
         call.given.add("timing")
+
+
+def _offered(
+    call: Call, a: dict[str, Any], span: dict[str, Any], oi: bool, agent_tools: _AgentTools
+) -> list[Any]:
+    """The tool definitions the span keeps (the conventions', OpenInference's, a Responses
+    answer's echo, openllmetry's numbered ones), else its agent span's."""
+    said = json_attribute(a.get(genai.TOOL_DEFINITIONS))
+    tools: list[Any] = said if isinstance(said, list) else (
+        (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
+    )
+    if not tools and (tools := agent_tools(span)):
+        call.notes.append("imported: the tools offered are its agent span's")
+    return tools
 
 
 def _tools(call: Call, defs: list[Any], a: dict[str, Any], prof: Instrumentation) -> None:
