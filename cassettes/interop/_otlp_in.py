@@ -112,13 +112,12 @@ def _answer_unread(call: Call) -> None:
 
 
 def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
-    """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
+    """The id of the nearest agent span (``invoke_agent``, an ``AGENT`` span kind) ``span`` runs
     under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
     for parent in ancestors(span, by_id):
         a = attributes(by_id[parent].get("attributes"))
-        if a.get(genai.OPERATION) == "invoke_agent" or (
-            str(a.get("openinference.span.kind") or "").upper() == "AGENT"
-        ):
+        kind = a.get("openinference.span.kind", a.get("gen_ai.span.kind"))  # (traceAI: the latter)
+        if a.get(genai.OPERATION) == "invoke_agent" or str(kind or "").upper() == "AGENT":
             return parent
     return None
 

@@ -544,3 +544,29 @@ def test_messages_in_the_apis_own_shapes_are_read_by_the_familys_provider(
     views = show_json(out, capsys)
     recorded = show_json(TRACES / "openllmetry.run.jsonl", capsys)
     assert _conversations(views, set()) == _conversations(recorded, set())
+
+
+def test_tools_the_call_span_lacks_are_its_agent_spans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """traceAI's trace with its tool definitions moved from each LLM span to an agent span over
+    them (``gen_ai.span.kind`` ``AGENT``, ``gen_ai.tool.definitions``), as agent frameworks write
+    them: each call offers its agent's tools, said in its notes; the run is the recording's."""
+    doc = orjson.loads((TRACES / "traceai.otlp.json").read_bytes())
+    spans = _spans(doc)
+    defs = next(a for a in spans[0]["attributes"] if a["key"] == "gen_ai.tool.definitions")
+    agent_id = "00000000000000a1"
+    for s in spans:
+        s["attributes"] = [a for a in s["attributes"] if not a["key"].startswith("gen_ai.tool.")]
+        s["parentSpanId"] = agent_id
+    agent = {**spans[0], "spanId": agent_id, "name": "agent", "events": [],
+             "attributes": [{"key": "gen_ai.span.kind", "value": {"stringValue": "AGENT"}}, defs]}
+    agent.pop("parentSpanId")
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append(agent)
+    src, out = tmp_path / "agent.otlp.json", tmp_path / "agent.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    recorded = show_json(TRACES / "traceai.run.jsonl", capsys)
+    assert _conversations(views, set()) == _conversations(recorded, set())
+    assert all(any("its agent span's" in n for n in v["notes"]) for v in views)
