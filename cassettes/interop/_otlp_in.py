@@ -337,6 +337,7 @@ def _content(
             "fork or replay from it"
         )
         call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
+        call.unread += ["messages", "answer"]
         return
     sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
@@ -384,6 +385,8 @@ def _metadata(
     _served(call, a)
     reasons = a.get(genai.FINISH_REASONS)
     raw = reasons[0] if isinstance(reasons, list) and reasons else finish
+    if raw is None and isinstance(a.get(_FINISH_ONE), str):  # Semantic Kernel's: one, its enum
+        raw = _ENUM.sub(lambda m: m.group(1).lower(), a[_FINISH_ONE].split(",")[0])
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = shape_of(call.family).finishes.get(raw, raw)
         call.given.add("finish_reason")
@@ -424,6 +427,11 @@ def _error(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
             v = a.get(attr)
             if isinstance(v, str) and v and v != str(code):
                 call.error_fields[key] = v
+
+
+#: A finish reason written alone (Semantic Kernel), as the SDK's enum (``FinishReason.STOP``).
+_FINISH_ONE = "gen_ai.response.finish_reason"
+_ENUM = re.compile(r"^FinishReason\.([A-Z_]+)$")
 
 
 #: An HTTP error status an exception's words give (``Error code: 503 - …``, ``503 Service

@@ -141,6 +141,9 @@ PROFILES: tuple[Instrumentation, ...] = (
         "gen_ai.request.model", "langsmith.metadata.usage_metadata",
         "gen_ai.response.finish_reasons", message_at=("choices", 0, "message"),
         says_stream=True)),
+    # its model diagnostics: no content on its spans (the messages go to the logs API); its
+    # finish reason the SDK's enum, `gen_ai.response.finish_reason`
+    Instrumentation("Semantic Kernel", ("semantic_kernel",), "1.45.0"),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

@@ -40,6 +40,8 @@ KINDS = {
     # traceAI keeps no streamed answer: its streamed calls apart (the trace that cannot be read)
     "traceai": ("traceai", [str(SDK_AGENT), "openai"]),
     "traceai-stream": ("traceai", [str(SDK_AGENT), "openai-stream"]),
+    # Semantic Kernel: its spans keep no content (it logs the messages to the logs API)
+    "semantic-kernel": ("semantic-kernel", [str(FRAMEWORKS), "semantic-kernel", "openai"]),
     "logfire": ("logfire", [str(SDK_AGENT)]),
     "mlflow": ("mlflow", [str(SDK_AGENT)]),
     "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
@@ -93,6 +95,10 @@ SETTINGS = {
        for k in ("openlit", "openlit-langchain")},
     "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},
     "strands-default": {"OTEL_SEMCONV_STABILITY_OPT_IN": ""},  # its own content-block events
+    "semantic-kernel": {
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
+    },
     "langsmith": {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
                   "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",
                   "LANGSMITH_ENDPOINT": "http://127.0.0.1:9"},  # (its Sentry client: off)

@@ -371,13 +371,16 @@ def test_a_bedrock_model_the_trace_cut_is_said_on_import(
     assert all(any("not a whole Bedrock model id" in n for n in v["notes"]) for v in views)
 
 
-@pytest.mark.parametrize(("kind", "n"), [("botocore", 6), ("vertexai-default", 3)])
+@pytest.mark.parametrize(
+    ("kind", "n"), [("botocore", 6), ("vertexai-default", 3), ("semantic-kernel", 3)]
+)
 def test_a_trace_without_content_imports_as_metadata_and_says_so(
     kind: str, n: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """OTel contrib botocore 0.66b2, and vertexai 2.2b0 under its default conventions (no
-    ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``), keep a call's messages out of
-    its spans (they go to the logs API as events): the import is the models, usage and finish
+    """OTel contrib botocore 0.66b2, vertexai 2.2b0 under its default conventions (no
+    ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``) and Semantic Kernel 1.45.0
+    (its sensitive diagnostics on) keep a call's messages out of its spans (they go to the logs
+    API as events): the import is the models, usage and finish
     reasons of the calls the recording has, and says in one line that fork and replay need the
     messages."""
     capsys.readouterr()
@@ -394,6 +397,13 @@ def test_a_trace_without_content_imports_as_metadata_and_says_so(
     assert len(views) == n and usage(views) == usage(recorded)
     # the model the agent called (whether it streamed: not said)
     assert {v["model_requested"] for v in views} == {v["model_requested"] for v in recorded}
+    # what it could not read is said on each round trip, and nothing is judged on it
+    for v in views:
+        assert v["reconstructed"]["unread"] == ["answer", "messages"], v["reconstructed"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+    if kind == "semantic-kernel":  # its finish reasons, the SDK's enum (FinishReason.TOOL_CALLS)
+        finishes = sorted(str(v["finish_reason"]["raw"]) for v in views)
+        assert finishes == sorted(str(v["finish_reason"]["raw"]) for v in recorded)
 
 
 def test_an_instrumentation_without_a_profile_is_read_by_the_conventions_and_said_once(

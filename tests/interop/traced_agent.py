@@ -221,6 +221,10 @@ def _langsmith(provider: TracerProvider) -> None:
     atexit.register(lambda: get_cached_client().flush())
 
 
+def _semantic_kernel(provider: TracerProvider) -> None:
+    """Semantic Kernel's model diagnostics: its tracer is the global provider's (set above)."""
+
+
 def _traceai(provider: TracerProvider) -> None:
     from traceai_openai import OpenAIInstrumentor
 
@@ -231,6 +235,7 @@ KINDS = {
     "strands": _strands,
     "langsmith": _langsmith,
     "traceai": _traceai,
+    "semantic-kernel": _semantic_kernel,
     "agentops": _agentops,
     "langtrace": _langtrace,
     "mlflow": _mlflow,
