@@ -108,7 +108,6 @@ def _answer_unread(call: Call) -> None:
         "imported: the trace kept this call's request but not its answer: the answer is "
         "unread, nothing is judged on it"
     )
-    call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
 
 
 def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
