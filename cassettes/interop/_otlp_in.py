@@ -17,6 +17,7 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from ._otlp_spans import (
     read_spans,
     span_id,
 )
-from ._trajectory import trajectory_calls  # (the API's own message shapes)
+from ._trajectory import is_anthropic, trajectory_calls  # (the API's own message shapes)
 
 __all__ = ["otlp_calls"]
 
@@ -225,11 +226,14 @@ def _call(
 ) -> Call | None:
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
-    if prof.bodies is not None:
+    rewritten = prof.bodies is not None and _rewritten(a, prof)
+    if prof.bodies is not None and not rewritten:
         shaped = _api_shaped(a, span, prof)
         if shaped is not None or a.get(prof.bodies.call[0]) is not None:
             return shaped
         prof = UNPROFILED  # (its spans without its own attributes: the conventions')
+    elif rewritten:  # read by the conventions: its metadata, no content (said)
+        prof = replace(prof, bodies=None)
     if not _is_call(a, span):
         return None
     family = _family(a, prof)
@@ -260,10 +264,41 @@ def _call(
     _tools(call, _offered(call, a, span, oi, agent_tools), a, prof)
     _metadata(call, a, span, finish, prof)
     call.given.discard("")
+    if rewritten:
+        call.notes.append(REWRITTEN_NOTE.format(name=prof.name, provider=_provider(a, prof)))
     if prof is UNPROFILED:
         call.inferred |= {"params"} | (set() if call.stream else {"stream"})
         call.notes.append(UNPROFILED_NOTE.format(scope=str(span.get(SCOPE) or "none")[:80]))
     return call
+
+
+#: What a round trip says whose span keeps its request in another API's shape than its provider's.
+REWRITTEN_NOTE = (
+    "imported: {name} kept this {provider} call's request in another API's shape (rewritten by "
+    "the instrumentation): its content is not read, nothing is judged on it"
+)
+
+
+def _rewritten(a: dict[str, Any], prof: Instrumentation) -> bool:
+    """The span's request is in another API's shape than the provider it names (LangSmith's
+    ``wrap_anthropic`` writes Anthropic's system prompt as a ``system`` message): not read as a
+    call of either."""
+    b = prof.bodies
+    req = json_attribute(a.get(b.request)) if b is not None else None
+    named = _provider(a, prof)
+    if not isinstance(req, dict) or not isinstance(req.get("messages"), list) or not named:
+        return False
+    messages = req["messages"]
+    family = trace_family(named, "", False, "")
+    if shape_of(family).fallback:
+        return False  # (a provider no family is named by: the shape says)
+    around = {"system": req.get("system")}
+    shaped = (
+        "anthropic"
+        if is_anthropic([m for m in messages if isinstance(m, dict)], around)
+        else "openai_chat"
+    )
+    return family in ("anthropic", "openai_chat") and family != shaped
 
 
 #: What a round trip read from spans of an instrumentation no profile names says.
@@ -480,8 +515,10 @@ def _offered(
     """The tool definitions the span keeps (the conventions', OpenInference's, a Responses
     answer's echo, openllmetry's numbered ones), else its agent span's."""
     said = json_attribute(a.get(genai.TOOL_DEFINITIONS))
-    tools: list[Any] = said if isinstance(said, list) else (
-        (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
+    tools: list[Any] = (
+        said
+        if isinstance(said, list)
+        else ((openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a))
     )
     if not tools and (tools := agent_tools(span)):
         call.notes.append("imported: the tools offered are its agent span's")

@@ -11,10 +11,10 @@ from .. import bounds
 from ..errors import ImportFormatError
 from ..providers import Call, chat_ids
 
-__all__ = ["trajectory_calls"]
+__all__ = ["is_anthropic", "trajectory_calls"]
 
 
-def _is_anthropic(messages: list[Any], around: dict[str, Any]) -> bool:
+def is_anthropic(messages: list[Any], around: dict[str, Any]) -> bool:
     for m in messages:
         if m.get("role") in ("system", "tool") or m.get("tool_calls"):
             return False
@@ -42,7 +42,7 @@ def trajectory_calls(messages: list[Any], around: dict[str, Any], where: str) ->
     """The model calls of one trajectory: one per assistant message, its request the messages
     before it."""
     msgs = _checked(messages, where)
-    anthropic = _is_anthropic(msgs, around)
+    anthropic = is_anthropic(msgs, around)
     family = "anthropic" if anthropic else "openai_chat"
     model = around.get("model") if isinstance(around.get("model"), str) else None
     inferred: set[str] = set()

@@ -37,6 +37,9 @@ KINDS = {
     "strands-default": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
     # LangSmith's OTel export of its wrapped openai client
     "langsmith": ("langsmith", [str(SDK_AGENT), "openai", "openai-stream"]),
+    # its wrap_anthropic rewrites the request (the system prompt as a message), the answer's calls
+    # (OpenAI's tool_calls); it does not trace messages.stream()
+    "langsmith-anthropic": ("langsmith", [str(SDK_AGENT), "anthropic", "anthropic-stream"]),
     # traceAI keeps no streamed answer: its streamed calls apart (the trace that cannot be read)
     "traceai": ("traceai", [str(SDK_AGENT), "openai"]),
     "traceai-stream": ("traceai", [str(SDK_AGENT), "openai-stream"]),
@@ -99,9 +102,11 @@ SETTINGS = {
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
     },
-    "langsmith": {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
-                  "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",
-                  "LANGSMITH_ENDPOINT": "http://127.0.0.1:9"},  # (its Sentry client: off)
+    # (its OTel export only: no LangSmith server, its endpoint a closed loopback port)
+    **{k: {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
+           "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",
+           "LANGSMITH_ENDPOINT": "http://127.0.0.1:9"}
+       for k in ("langsmith", "langsmith-anthropic")},
     # the instrumentation's default conventions: no content on its spans (events carry it)
     "vertexai-default": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "",

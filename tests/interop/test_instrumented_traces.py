@@ -580,3 +580,26 @@ def test_tools_the_call_span_lacks_are_its_agent_spans(
     recorded = show_json(TRACES / "traceai.run.jsonl", capsys)
     assert _conversations(views, set()) == _conversations(recorded, set())
     assert all(any("its agent span's" in n for n in v["notes"]) for v in views)
+
+
+def test_a_request_the_instrumentation_rewrote_into_another_apis_shape_is_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LangSmith 0.15.1's ``wrap_anthropic`` keeps Anthropic calls' requests with the system
+    prompt as a ``system`` message (OpenAI's shape) and an answer's calls as OpenAI's
+    ``tool_calls``: not read as either API's call (no false C findings on a history it rewrote),
+    said on each round trip; one round trip per call with the anthropic SDK's own span (the same
+    response id), its models and usage the recording's."""
+    views = show_json(imported("langsmith-anthropic", tmp_path), capsys)
+    recorded = show_json(TRACES / "langsmith-anthropic.run.jsonl", capsys)
+    assert len(views) == len(recorded) == 6
+
+    def usage(vs: list[dict[str, Any]]) -> list[Any]:
+        return sorted((v["usage"]["input"], v["usage"]["output"]) for v in vs)
+
+    assert usage(views) == usage(recorded)
+    # (it traced the 3 non-streamed calls: messages.stream() has the anthropic SDK's span alone)
+    assert sum(any("another API's shape" in n for n in v["notes"]) for v in views) == 3
+    for v in views:
+        assert v["reconstructed"]["unread"] == ["answer", "messages"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
