@@ -6,12 +6,37 @@ after the first). The export writes the first name of each row; the import reads
 
 from __future__ import annotations
 
-__all__ = ["AGENT_UNNAMED", "ERROR_CODE", "ERROR_MESSAGE", "ERROR_TYPE", "FAMILY",
-    "FINISH_CLASS", "FINISH_REASONS", "INPUT_MESSAGES", "INVOCATION_PARAMETERS", "OPERATION",
-    "OPERATIONS", "OPERATION_OWN", "OUTPUT_MESSAGES", "PROVIDER", "REQUEST_MODEL",
-    "REQUEST_PARAMETER", "RESPONSE_ID", "RESPONSE_MODEL", "SERVER_ADDRESS", "SERVICE_NAME",
-    "STATUS_CODE", "STREAM", "SYSTEM_INSTRUCTIONS", "TIMING", "TOOL_DEFINITIONS", "URL",
-    "USAGE", "USAGE_FIELDS"]  # fmt: skip
+__all__ = [
+    "AGENT_UNNAMED",
+    "ERROR_CODE",
+    "ERROR_MESSAGE",
+    "ERROR_TYPE",
+    "FAMILY",
+    "FINISH_CLASS",
+    "FINISH_REASONS",
+    "INPUT_MESSAGES",
+    "INVOCATION_PARAMETERS",
+    "OPERATION",
+    "OPERATIONS",
+    "OPERATION_OWN",
+    "OUTPUT_MESSAGES",
+    "PROVIDER",
+    "REQUEST_MODEL",
+    "REQUEST_PARAMETER",
+    "REQUEST_PARAMETERS",
+    "RESPONSE_ID",
+    "RESPONSE_MODEL",
+    "SERVER_ADDRESS",
+    "SERVICE_NAME",
+    "STATUS_CODE",
+    "STREAM",
+    "SYSTEM_INSTRUCTIONS",
+    "TIMING",
+    "TOOL_DEFINITIONS",
+    "URL",
+    "USAGE",
+    "USAGE_FIELDS",
+]  # fmt: skip
 
 OPERATION = "gen_ai.operation.name"
 #: looptap's own name of the round trip's operation, where the GenAI one says less (``embed``,
@@ -36,6 +61,8 @@ TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 #: The request's own parameters as sent (JSON: everything but the model, the history and the
 #: tools, ``tool_choice`` among them), where the semconv keeps only the sampling ones.
 INVOCATION_PARAMETERS = "llm.invocation_parameters"
+#: The same, flattened under the conventions' prefix (traceAI).
+REQUEST_PARAMETERS = "gen_ai.request.parameters"
 URL = "url.full"
 SERVER_ADDRESS = "server.address"
 STATUS_CODE = "http.response.status_code"

@@ -16,6 +16,8 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,13 @@ from . import _genai_names as genai
 from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
 from ._otlp_numbered import numbered_tools
-from ._otlp_openinference import echoed_tools, openinference, openinference_tools, response_echo
+from ._otlp_openinference import (
+    echoed_tools,
+    flattened_messages,
+    openinference,
+    openinference_tools,
+    response_echo,
+)
 from ._otlp_params import params
 from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
 from ._otlp_semconv import semconv, typed
@@ -40,10 +48,10 @@ from ._otlp_spans import (
     read_spans,
     span_id,
 )
+from ._trajectory import is_anthropic, trajectory_calls  # (the API's own message shapes)
 
 __all__ = ["otlp_calls"]
 
-_NOT_CALLS = {"invoke_agent", "create_agent", "execute_tool", "embeddings"}
 _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
 #: A text completion is a call in others' traces (openllmetry's legacy completions); in looptap's
 #: own export (``looptap.family`` set), ``text_completion`` is the legacy completions API, which
@@ -64,12 +72,17 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
 
     by_id = {span_id(s.get("spanId")): s for _, s in spans}
     answered: dict[Any, dict[str, Any]] = {}  # a tool call's id → the answer that made it
+    tools = _AgentTools(by_id)
     found = [
-        (span, call) for _, span in sorted(spans, key=start) if (call := _call(span, answered))
+        (span, call)
+        for _, span in sorted(spans, key=start)
+        if (call := _call(span, answered, tools))
     ]
     calls = []
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for span, call in merged(found, by_id):
+        if call.output is None and call.error is None:
+            _answer_unread(call)
         parent = span_id(span.get("parentSpanId"))
         if parent and parent not in ids:
             call.notes.append(
@@ -87,16 +100,61 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
     return calls
 
 
+def _answer_unread(call: Call) -> None:
+    """A call whose request the trace kept and its answer not, in no span (traceAI's streamed
+    calls): the answer is unread, and nothing is judged on it (``output`` inferred)."""
+    call.inferred.add("output")
+    call.unread.append("answer")
+    call.notes.append(
+        "imported: the trace kept this call's request but not its answer: the answer is "
+        "unread, nothing is judged on it"
+    )
+
+
 def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
-    """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
+    """The id of the nearest agent span (``invoke_agent``, an ``AGENT`` span kind) ``span`` runs
     under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
     for parent in ancestors(span, by_id):
         a = attributes(by_id[parent].get("attributes"))
-        if a.get(genai.OPERATION) == "invoke_agent" or (
-            str(a.get("openinference.span.kind") or "").upper() == "AGENT"
-        ):
+        kind = a.get("openinference.span.kind", a.get("gen_ai.span.kind"))  # (traceAI: the latter)
+        if a.get(genai.OPERATION) == "invoke_agent" or str(kind or "").upper() == "AGENT":
             return parent
     return None
+
+
+class _AgentTools:
+    """The tools an agent span says its model calls were offered, for a call span that says
+    none: the conventions' ``gen_ai.tool.definitions`` on the agent's span, else the names it
+    lists (``gen_ai.agent.tools``, Strands Agents) with the description and schema each of its
+    tool spans kept (``gen_ai.tool.description``, ``gen_ai.tool.json_schema``)."""
+
+    def __init__(self, by_id: dict[str, dict[str, Any]]) -> None:
+        self.by_id = by_id
+        self.schemas: dict[tuple[str | None, str], dict[str, Any]] | None = None
+
+    def __call__(self, span: dict[str, Any]) -> list[Any]:
+        agent = _agent_of(span, self.by_id)
+        a = attributes(self.by_id[agent].get("attributes")) if agent else {}
+        defs = json_attribute(a.get(genai.TOOL_DEFINITIONS))
+        if isinstance(defs, list):
+            return defs
+        names = json_attribute(a.get("gen_ai.agent.tools"))
+        if not isinstance(names, list):
+            return []
+        if self.schemas is None:  # (the tool spans, once)
+            self.schemas = {}
+            for s in self.by_id.values():
+                t = attributes(s.get("attributes"))
+                if t.get(genai.OPERATION) == "execute_tool" and isinstance(t.get(_TOOL), str):
+                    schema = json_attribute(t.get("gen_ai.tool.json_schema"))
+                    said = {"description": t.get("gen_ai.tool.description"), "parameters": schema}
+                    self.schemas[(_agent_of(s, self.by_id), t[_TOOL])] = said
+        return [
+            {"name": n, **self.schemas.get((agent, n), {})} for n in names if isinstance(n, str)
+        ]
+
+
+_TOOL = "gen_ai.tool.name"
 
 
 def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
@@ -123,10 +181,11 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
         if adapter is not None and (adapter.rebuilt_operations or own not in (None, "generate")):
             return _own_operation(a) is not None
         return op in _LOOPTAP_CALL_OPS
-    if op is None and a.get("openinference.span.kind") is not None:
-        return str(a["openinference.span.kind"]).upper() == "LLM"
-    if op in _NOT_CALLS:
-        return False
+    kind = a.get("openinference.span.kind", a.get("gen_ai.span.kind"))  # (traceAI: the latter)
+    if op is None and kind is not None:
+        return str(kind).upper() == "LLM"
+    if op is not None and op not in _CALL_OPS:
+        return False  # an agent's, a tool's, a framework's own step (Strands' event loop cycle)
     events = {e.get("name") for e in span.get("events") or [] if isinstance(e, dict)}
     return (
         op in _CALL_OPS
@@ -162,19 +221,24 @@ def _family(a: dict[str, Any], prof: Instrumentation) -> str:
     return trace_family(_provider(a, prof), path, response_echo(a) is not None, host)
 
 
-def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | None:
+def _call(
+    span: dict[str, Any], answered: dict[Any, dict[str, Any]], agent_tools: _AgentTools
+) -> Call | None:
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
-    if prof.bodies is not None:
+    rewritten = prof.bodies is not None and _rewritten(a, prof)
+    if prof.bodies is not None and not rewritten:
         shaped = _api_shaped(a, span, prof)
         if shaped is not None or a.get(prof.bodies.call[0]) is not None:
             return shaped
         prof = UNPROFILED  # (its spans without its own attributes: the conventions')
+    elif rewritten:  # read by the conventions: its metadata, no content (said)
+        prof = replace(prof, bodies=None)
     if not _is_call(a, span):
         return None
     family = _family(a, prof)
-    oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
-        k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
+    oi = flattened_messages(a) and not any(
+        k in (genai.INPUT_MESSAGES, genai.OUTPUT_MESSAGES) for k in a
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
@@ -197,16 +261,44 @@ def _call(span: dict[str, Any], answered: dict[Any, dict[str, Any]]) -> Call | N
     if shape.fallback and a.get(genai.FAMILY) not in (None, family):
         call.notes.append(f"imported: a {a[genai.FAMILY]} call, rebuilt as {shape.title}")
     _content(call, inputs, system, output)
-    tools = json_attribute(a.get(genai.TOOL_DEFINITIONS))
-    if not isinstance(tools, list):
-        tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
-    _tools(call, tools, a, prof)
+    _tools(call, _offered(call, a, span, oi, agent_tools), a, prof)
     _metadata(call, a, span, finish, prof)
     call.given.discard("")
+    if rewritten:
+        call.notes.append(REWRITTEN_NOTE.format(name=prof.name, provider=_provider(a, prof)))
     if prof is UNPROFILED:
         call.inferred |= {"params"} | (set() if call.stream else {"stream"})
         call.notes.append(UNPROFILED_NOTE.format(scope=str(span.get(SCOPE) or "none")[:80]))
     return call
+
+
+#: What a round trip says whose span keeps its request in another API's shape than its provider's.
+REWRITTEN_NOTE = (
+    "imported: {name} kept this {provider} call's request in another API's shape (rewritten by "
+    "the instrumentation): its content is not read, nothing is judged on it"
+)
+
+
+def _rewritten(a: dict[str, Any], prof: Instrumentation) -> bool:
+    """The span's request is in another API's shape than the provider it names (LangSmith's
+    ``wrap_anthropic`` writes Anthropic's system prompt as a ``system`` message): not read as a
+    call of either."""
+    b = prof.bodies
+    req = json_attribute(a.get(b.request)) if b is not None else None
+    named = _provider(a, prof)
+    if not isinstance(req, dict) or not isinstance(req.get("messages"), list) or not named:
+        return False
+    messages = req["messages"]
+    family = trace_family(named, "", False, "")
+    if shape_of(family).fallback:
+        return False  # (a provider no family is named by: the shape says)
+    around = {"system": req.get("system")}
+    shaped = (
+        "anthropic"
+        if is_anthropic([m for m in messages if isinstance(m, dict)], around)
+        else "openai_chat"
+    )
+    return family in ("anthropic", "openai_chat") and family != shaped
 
 
 #: What a round trip read from spans of an instrumentation no profile names says.
@@ -220,8 +312,6 @@ def _api_shaped(a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) 
     """A call span that keeps the API's own request and answer (:class:`Bodies`), read as the
     last call of a trajectory; its parameters (the instrumentation's defaults among them) are not
     said, nor its stream flag unless the profile says the request has it."""
-    from ._traces import trajectory_calls  # (the API's own message shapes, as a trajectory's)
-
     b, name = prof.bodies, prof.name
     assert b is not None
     req = json_attribute(a.get(b.request))
@@ -247,13 +337,16 @@ def _api_shaped(a: dict[str, Any], span: dict[str, Any], prof: Instrumentation) 
     call.source = f"an OTel trace ({name})"
     usage = json_attribute(a.get(b.usage))
     usage = usage if isinstance(usage, dict) else {}
-    for key, names in (("input_tokens", ("prompt_tokens", "input", "input_tokens")),
-                       ("output_tokens", ("completion_tokens", "output", "output_tokens"))):
+    for key, names in (
+        ("input_tokens", ("prompt_tokens", "input", "input_tokens")),
+        ("output_tokens", ("completion_tokens", "output", "output_tokens")),
+    ):
         v = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
         if v is not None:
             call.usage[key] = v
     call.given |= {"usage"} if call.usage else set()
     finish = json_attribute(a.get(b.finish)) if b.finish else None
+    finish = finish[0] if isinstance(finish, list) and finish else finish  # (the conventions')
     finish = finish.strip('"') if isinstance(finish, str) else None
     if finish:
         call.finish = finish
@@ -278,6 +371,7 @@ def _content(
             "fork or replay from it"
         )
         call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
+        call.unread += ["messages", "answer"]
         return
     sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
@@ -325,6 +419,8 @@ def _metadata(
     _served(call, a)
     reasons = a.get(genai.FINISH_REASONS)
     raw = reasons[0] if isinstance(reasons, list) and reasons else finish
+    if raw is None and isinstance(a.get(_FINISH_ONE), str):  # Semantic Kernel's: one, its enum
+        raw = _ENUM.sub(lambda m: m.group(1).lower(), a[_FINISH_ONE].split(",")[0])
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = shape_of(call.family).finishes.get(raw, raw)
         call.given.add("finish_reason")
@@ -341,6 +437,12 @@ def _metadata(
     if call.usage:
         call.given.add("usage")
     _timing(call, span, a)
+    _error(call, a, span)
+
+
+def _error(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
+    """An answer the span says failed, with no output: the API's words, its status (the
+    trace's, else the one its words give, inferred), type and code."""
     status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
     if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
         said = a.get(genai.ERROR_MESSAGE)  # the API's words (looptap's), else the span status'
@@ -350,17 +452,33 @@ def _metadata(
         if isinstance(code, int) and 400 <= code <= 599:
             call.status = code
             call.given.add("status")
+        elif (said_code := _STATUS_SAID.search(call.error[:200])) is not None:
+            call.status = int(said_code.group(1))  # the words' status: inferred, never evidence
+            call.inferred.add("status")
+            call.notes.append(f"imported: status {call.status} read from the error's words "
+                              "(the trace kept no status: inferred)")  # fmt: skip
         for key, attr in (("type", genai.ERROR_TYPE), ("code", genai.ERROR_CODE)):
             v = a.get(attr)
             if isinstance(v, str) and v and v != str(code):
                 call.error_fields[key] = v
 
 
+#: A finish reason written alone (Semantic Kernel), as the SDK's enum (``FinishReason.STOP``).
+_FINISH_ONE = "gen_ai.response.finish_reason"
+_ENUM = re.compile(r"^FinishReason\.([A-Z_]+)$")
+
+
+#: An HTTP error status an exception's words give (``Error code: 503 - …``, ``503 Service
+#: Unavailable``, ``… status 529 …``).
+_STATUS_SAID = re.compile(r"(?<![\d.])(4\d\d|5\d\d)(?![\d.])")
+
+
 def _served(call: Call, a: dict[str, Any]) -> None:
     """The model asked for and the one that answered, and the response's id, where the trace
     kept them (the request is rebuilt with the model asked for: the one the agent sends)."""
     asked, served = a.get(genai.REQUEST_MODEL), a.get(genai.RESPONSE_MODEL)
-    model = asked or served or a.get("llm.model_name")
+    invoked = json_attribute(a.get(genai.REQUEST_PARAMETERS))  # (traceAI's, when it says no model)
+    model = asked or served or a.get("llm.model_name") or (invoked or {}).get("model")
     if isinstance(model, str) and model:
         call.model = model
         call.given.add("model")
@@ -389,6 +507,22 @@ def _timing(call: Call, span: dict[str, Any], a: dict[str, Any]) -> None:
     if t0 > 0:
         call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
         call.given.add("timing")
+
+
+def _offered(
+    call: Call, a: dict[str, Any], span: dict[str, Any], oi: bool, agent_tools: _AgentTools
+) -> list[Any]:
+    """The tool definitions the span keeps (the conventions', OpenInference's, a Responses
+    answer's echo, openllmetry's numbered ones), else its agent span's."""
+    said = json_attribute(a.get(genai.TOOL_DEFINITIONS))
+    tools: list[Any] = (
+        said
+        if isinstance(said, list)
+        else ((openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a))
+    )
+    if not tools and (tools := agent_tools(span)):
+        call.notes.append("imported: the tools offered are its agent span's")
+    return tools
 
 
 def _tools(call: Call, defs: list[Any], a: dict[str, Any], prof: Instrumentation) -> None:

@@ -193,10 +193,29 @@ def _take(inner: Call, outer: Call) -> None:
         inner.duration = end - outer.started if outer.started is not None else inner.duration
 
 
+def _same_bare(items: list[Item]) -> list[Item]:
+    """Spans without content of one response id (an SDK's own span and an instrumentation's span
+    whose content was not read) are one call: the later merged into the first."""
+    first: dict[str, Call] = {}
+    kept: list[Item] = []
+    for span, call in items:
+        rid = call.response_id if _bare(call) else None
+        if rid and rid in first:
+            into = first[rid]
+            _absorb(into, call, str(span.get("name") or "a span"), "the same response id")
+            into.notes += [n for n in call.notes if n not in into.notes]  # (what each said)
+            into.unread += [u for u in call.unread if u not in into.unread]
+            continue
+        if rid:
+            first[rid] = call
+        kept.append((span, call))
+    return kept
+
+
 def merged(items: list[Item], by_id: dict[str, dict[str, Any]]) -> list[Item]:
     """``items`` (call spans in start order, with their calls) with every span that kept no
     content merged into the call span it is part of, where the trace says which."""
-    items = _nested(_answers(items), by_id)
+    items = _same_bare(_nested(_answers(items), by_id))
     full = [it for it in items if not _bare(it[1])]
     if not full:
         return items

@@ -12,10 +12,13 @@ from typing import Any
 
 from ._otlp_spans import flattened, json_attribute
 
-__all__ = ["openinference", "openinference_tools"]
+__all__ = ["flattened_messages", "openinference", "openinference_tools"]
 
+#: OpenInference's keys, and the same flattened under the conventions' names (traceAI's
+#: ``gen_ai.input.messages.N.message.*``).
 _OI_KEY = {
-    side: re.compile(rf"llm\.{side}_messages\.(\d+)\.message\.(.+)") for side in ("input", "output")
+    side: re.compile(rf"(?:llm\.{side}_messages|gen_ai\.{side}\.messages)\.(\d+)\.message\.(.+)")
+    for side in ("input", "output")
 }
 _OI_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
 _OI_CONTENT = re.compile(r"contents\.(\d+)\.message_content\.(.+)")
@@ -52,6 +55,11 @@ def _messages(a: dict[str, Any], side: str) -> list[dict[str, Any]]:
             )  # fmt: skip
         out.append({"role": str(msg.get("role") or "user"), "parts": parts})
     return out
+
+
+def flattened_messages(a: dict[str, Any]) -> bool:
+    """The span keeps its messages flattened by number (OpenInference's, traceAI's)."""
+    return any(_OI_KEY["input"].fullmatch(k) or _OI_KEY["output"].fullmatch(k) for k in a)
 
 
 def openinference(

@@ -27,20 +27,37 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
     """The sampling parameters and the stream flag the trace kept, put back in the request: the
     API's own parameters only (a ``null`` is a parameter not sent, and so is a value the
     instrumentation writes as its default), the stream flag from any evidence of ``prof``'s."""
-    invoked = json_attribute(a.get(genai.INVOCATION_PARAMETERS))  # OpenInference: the request's own
-    if response_echo(a) is not None:  # openai-agents: the answer's echo of them, defaults and all
-        invoked = None
-    given = isinstance(invoked, dict)
-    invoked = invoked if isinstance(invoked, dict) else {}
+    invoked = _invoked(a)
     # looptap's own export keeps the request's parameters as sent, every one the API's own
     shape = shape_of(call.family)
     known = shape.api_params if a.get(genai.FAMILY) is None else None
     call.params = {
         k: v
-        for k, v in invoked.items()
+        for k, v in (invoked or {}).items()
         if v is not None and not k.startswith("_") and (known is None or k in known)
         and k not in ("model", "messages", "tools", "stream", "streaming")
     }  # fmt: skip
+    _sampling(call, a, prof)
+    _stream(call, a, span, prof, invoked)
+    if call.params:
+        call.given.add("params")
+    if invoked is None:
+        call.inferred.add("params")  # only some parameters are on a semconv span
+
+
+def _invoked(a: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's own parameters, where the span keeps them: OpenInference's (traceAI's under
+    the conventions' name); not openai-agents' answer's echo of them, defaults and all."""
+    invoked = json_attribute(a.get(genai.INVOCATION_PARAMETERS, a.get(genai.REQUEST_PARAMETERS)))
+    if response_echo(a) is not None:
+        return None
+    return invoked if isinstance(invoked, dict) else None
+
+
+def _sampling(call: Call, a: dict[str, Any], prof: Instrumentation) -> None:
+    """The semconv's ``gen_ai.request.*`` parameters the request's own did not say, by the
+    family's names, but an instrumentation's default for a parameter not sent."""
+    shape = shape_of(call.family)
     for name in _PARAMS.split():
         value = a.get(genai.REQUEST_PARAMETER.format(name))
         key = shape.param_name(REQUEST_FIELDS[name])
@@ -51,6 +68,18 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
             call.params[key] = value
             if key in shape.unsure_names:
                 call.inferred.add(shape.unsure_names[key])
+
+
+def _stream(
+    call: Call,
+    a: dict[str, Any],
+    span: dict[str, Any],
+    prof: Instrumentation,
+    invoked: dict[str, Any] | None,
+) -> None:
+    """The stream flag, from any evidence of ``prof``'s; inferred where the trace does not say."""
+    given = invoked is not None
+    invoked = invoked or {}
     setting = (invoked.get("stream"), invoked.get("streaming"))  # (LangChain's: the model's)
     stream_span = prof.stream_span
     flags = (
@@ -68,10 +97,6 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any], prof: Instrument
         call.inferred.add("stream")  # the trace does not say (pydantic-ai, OTel contrib openai-v2)
     if not call.stream:
         call.params.pop("stream_options", None)
-    if call.params:
-        call.given.add("params")
-    if not given:
-        call.inferred.add("params")  # only some parameters are on a semconv span
 
 
 def _default(value: Any, defaults: tuple[Any, ...]) -> bool:

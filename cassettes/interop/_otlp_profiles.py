@@ -129,6 +129,21 @@ PROFILES: tuple[Instrumentation, ...] = (
         ("mlflow.spanType", "CHAT_MODEL"), "mlflow.spanInputs", "mlflow.spanOutputs",
         "mlflow.llm.model", "mlflow.chat.tokenUsage", message_at=("choices", 0, "message"),
         chunks=("mlflow.chunk.item.", "mlflow.chunk.value"), says_stream=True)),
+    # its own tracing: content in its events (its own Converse content blocks by default), the
+    # tools on its agent span (names) and tool spans (schemas), no stream flag
+    Instrumentation("Strands Agents", ("strands.telemetry.tracer",), "1.62.0"),
+    # `gen_ai.span.kind` and the messages flattened under the conventions' names; the request's
+    # parameters as sent (`gen_ai.request.parameters`, `stream` among them)
+    Instrumentation("traceAI", ("traceai_openai",), "0.1.10 (traceai-openai)"),
+    # its OTel export of its wrapped clients: the SDK call's arguments as given and its answer
+    Instrumentation("LangSmith", ("langsmith",), "0.15.1 (wrap_openai)", bodies=Bodies(
+        ("langsmith.span.kind", "llm"), "gen_ai.prompt", "gen_ai.completion",
+        "gen_ai.request.model", "langsmith.metadata.usage_metadata",
+        "gen_ai.response.finish_reasons", message_at=("choices", 0, "message"),
+        says_stream=True)),
+    # its model diagnostics: no content on its spans (the messages go to the logs API); its
+    # finish reason the SDK's enum, `gen_ai.response.finish_reason`
+    Instrumentation("Semantic Kernel", ("semantic_kernel",), "1.45.0"),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

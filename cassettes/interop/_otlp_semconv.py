@@ -17,6 +17,7 @@ from ..providers import Call
 from . import _genai_names as genai
 from ._otlp_numbered import numbered
 from ._otlp_profiles import Instrumentation
+from ._otlp_shapes import as_semconv, blocks, result_text
 from ._otlp_spans import attributes, json_attribute, listed
 
 __all__ = ["semconv", "typed"]
@@ -35,8 +36,9 @@ def semconv(
     for e in events:  # the inference details event carries the same attributes
         if e.get("name") == "gen_ai.client.inference.operation.details":
             a = {**attributes(e.get("attributes")), **a}
-    inputs = _messages_json(a, genai.INPUT_MESSAGES, call)
-    outputs = _messages_json(a, genai.OUTPUT_MESSAGES, call)
+    # (in the APIs' own shapes too: read by the family's provider)
+    inputs = as_semconv(_messages_json(a, genai.INPUT_MESSAGES, call))
+    outputs = as_semconv(_messages_json(a, genai.OUTPUT_MESSAGES, call))
     sys_parts = _messages_json(a, genai.SYSTEM_INSTRUCTIONS, call)
     system = [str(p.get("content") or "") for p in typed(sys_parts, "text")]
     if not isinstance(inputs, list) and not isinstance(outputs, list):
@@ -89,17 +91,17 @@ def _system_once(inputs: list[Any], system: list[str], call: Call) -> list[Any]:
 
 def _parts_read(m: dict[str, Any], prof: Instrumentation) -> dict[str, Any]:
     """A semconv message whose tool results are under ``result`` (pydantic-ai) as under
-    ``response``, and without the text part that only repeats a tool call of the same message as
-    JSON (openllmetry's LangChain instrumentation writes each Anthropic ``tool_use`` block so,
-    beside its ``tool_call`` part)."""
+    ``response``, a result kept as text blocks (Strands: ``[{"text": …}]``) its text, and
+    without the text part that only repeats a tool call of the same message as JSON
+    (openllmetry's LangChain instrumentation writes each Anthropic ``tool_use`` block so, beside
+    its ``tool_call`` part)."""
     parts = m.get("parts")
     if not isinstance(parts, list):
         return m
     calls = {p.get("id") for p in typed(parts, "tool_call")}
     fixed = [
-        {**p, "response": p["result"]}
+        {**p, "response": result_text(p.get("response", p.get("result")))}
         if isinstance(p, dict) and p.get("type") == "tool_call_response"
-        and "response" not in p and "result" in p
         else p
         for p in parts
         if not (isinstance(p, dict) and prof.tool_use_as_text and _echoed_call(p, calls))
@@ -138,14 +140,36 @@ def _old_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
+def _blocks_message(role: str, value: Any) -> dict[str, Any] | None:
+    """An event's content kept as Bedrock Converse content blocks (Strands Agents' default
+    events), read by the Converse provider as a message of ``role`` (a tool's result is in a
+    user message there); a system message's blocks are its text."""
+    found = blocks(value)
+    if found is None:
+        return None
+    if role == "system":
+        texts = [
+            {"type": "text", "content": b["text"]} for b in found if isinstance(b.get("text"), str)
+        ]
+        return {"role": "system", "parts": texts}
+    read = as_semconv([{"role": "assistant" if role == "assistant" else "user", "content": found}])
+    return read[0] if isinstance(read, list) and len(read) == 1 else None
+
+
 def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[Any] | None]:
-    """The per-message events of semconv ≤ 1.36 (content on the event's attributes)."""
+    """The per-message events of semconv ≤ 1.36 (content on the event's attributes, as text or
+    as a framework's content blocks)."""
     inputs: list[Any] = []
     outputs: list[Any] = []
     for e in events:
         body = attributes(e.get("attributes"))
         role = _OLD_ROLES.get(str(e.get("name")))
-        if role == "tool":
+        said = _blocks_message(role or "assistant", body.get("content" if role else "message"))
+        if said is not None and role is not None:
+            inputs.append(said)
+        elif said is not None and e.get("name") == "gen_ai.choice":
+            outputs.append({"parts": said["parts"], "finish_reason": body.get("finish_reason")})
+        elif role == "tool":
             inputs.append(
                 {"role": "tool", "parts": [{"type": "tool_call_response", "id": body.get("id"),
                                             "response": body.get("content")}]}

@@ -27,7 +27,7 @@ from ..views import SPLIT, growth_bars
 from ..wire import Exchange
 from . import _genai_names as genai
 
-__all__ = ["AttrValue", "span_attributes"]
+__all__ = ["AttrValue", "semconv_message", "span_attributes"]
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 
@@ -95,7 +95,8 @@ def _part(p: Part) -> dict[str, Any]:
     )
 
 
-def _message(m: Message) -> dict[str, Any]:
+def semconv_message(m: Message) -> dict[str, Any]:
+    """A normalised message as a semconv message (``{"role", "parts"}``)."""
     return {"role": m.role, "parts": [_part(p) for p in m.parts]}
 
 
@@ -244,7 +245,7 @@ def _content_attributes(rt: RoundTrip, ex: Exchange | None) -> dict[str, AttrVal
         system = _system_instructions(req)
         if system:
             attrs[genai.SYSTEM_INSTRUCTIONS] = _json(system)
-        attrs[genai.INPUT_MESSAGES] = _json([_message(m) for m in req.messages])
+        attrs[genai.INPUT_MESSAGES] = _json([semconv_message(m) for m in req.messages])
         if req.tools:
             attrs[genai.TOOL_DEFINITIONS] = _json(_tool_definitions(req, _strict(ex)))
         invoked = _invocation(req)

@@ -84,6 +84,9 @@ class Call:
     #: rebuilt there when the family's adapter reads it as this family's call (a compatible
     #: vendor's host, an Azure deployment's path), else at the family's own.
     url: str | None = None
+    #: What of the call the source kept but looptap could not read, or did not keep (short
+    #: labels: ``answer``, ``messages`` …): the round trip's read state.
+    unread: list[str] = field(default_factory=list)
 
 
 def exchange(call: Call, n: int) -> Exchange:
@@ -207,13 +210,13 @@ def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
     return call.url
 
 
-
 def _marked(ex: Exchange, call: Call) -> Exchange:
     ex.reconstructed = {
         "v": 1,
         "source": call.source,
         "from": sorted(call.given),
         "inferred": sorted(call.inferred),
+        **({"unread": sorted(set(call.unread))} if call.unread else {}),
     }
     return ex
 
@@ -332,5 +335,3 @@ def _item_text(item: dict[str, Any]) -> str:
     return "".join(
         str(c.get("text") or "") for c in item.get("content") or [] if isinstance(c, dict)
     )
-
-

@@ -124,7 +124,60 @@ def openai_agents_run(label: str) -> str:
     return asyncio.run(streamed())
 
 
+def strands_run(label: str) -> str:
+    """Strands Agents' Agent on its OpenAI model provider (it streams every call)."""
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    model = OpenAIModel(client_args={"max_retries": 0}, model_id="gpt-4o-mini",
+                        params={"max_tokens": 200})  # fmt: skip
+    agent = Agent(model=model, system_prompt=SYSTEM, tools=[get_weather], callback_handler=None)
+    return str(agent(_question(label))).strip()
+
+
+def semantic_kernel_run(label: str) -> str:
+    """Semantic Kernel's OpenAI chat service with a kernel function, its calls made by the
+    service's automatic function calling."""
+    from openai import AsyncOpenAI
+    from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+    from semantic_kernel.connectors.ai.open_ai import (
+        OpenAIChatCompletion,
+        OpenAIChatPromptExecutionSettings,
+    )
+    from semantic_kernel.contents import ChatHistory
+    from semantic_kernel.functions import kernel_function
+
+    class Weather:
+        @kernel_function(name="get_weather", description="The weather in a city.")
+        def get_weather(self, city: str) -> str:
+            return weather(city)
+
+    kernel = Kernel()
+    client = AsyncOpenAI(max_retries=0)
+    service = OpenAIChatCompletion(ai_model_id="gpt-4o-mini", async_client=client)
+    kernel.add_service(service)
+    kernel.add_plugin(Weather(), plugin_name="weather")
+    settings = OpenAIChatPromptExecutionSettings(
+        function_choice_behavior=FunctionChoiceBehavior.Auto(), max_tokens=200
+    )
+    history = ChatHistory(system_message=SYSTEM)
+    history.add_user_message(_question(label))
+
+    async def run() -> str:
+        return str(await service.get_chat_message_content(history, settings, kernel=kernel))
+
+    return asyncio.run(run())
+
+
 RUNS = {
+    "semantic-kernel": semantic_kernel_run,
+    "strands": strands_run,
     "langchain": langchain_loop,
     "pydantic-ai": pydantic_ai_run,
     "openai-agents": openai_agents_run,

@@ -32,6 +32,19 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    # Strands Agents (its own tracing), in the latest conventions and in its default events
+    "strands": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
+    "strands-default": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
+    # LangSmith's OTel export of its wrapped openai client
+    "langsmith": ("langsmith", [str(SDK_AGENT), "openai", "openai-stream"]),
+    # its wrap_anthropic rewrites the request (the system prompt as a message), the answer's calls
+    # (OpenAI's tool_calls); it does not trace messages.stream()
+    "langsmith-anthropic": ("langsmith", [str(SDK_AGENT), "anthropic", "anthropic-stream"]),
+    # traceAI keeps no streamed answer: its streamed calls apart (the trace that cannot be read)
+    "traceai": ("traceai", [str(SDK_AGENT), "openai"]),
+    "traceai-stream": ("traceai", [str(SDK_AGENT), "openai-stream"]),
+    # Semantic Kernel: its spans keep no content (it logs the messages to the logs API)
+    "semantic-kernel": ("semantic-kernel", [str(FRAMEWORKS), "semantic-kernel", "openai"]),
     "logfire": ("logfire", [str(SDK_AGENT)]),
     "mlflow": ("mlflow", [str(SDK_AGENT)]),
     "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
@@ -83,7 +96,17 @@ SETTINGS = {
     # OpenLIT reads the variable as a switch: content on its spans with "true" only
     **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
        for k in ("openlit", "openlit-langchain")},
-    "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},  # (its Sentry client: off)
+    "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},
+    "strands-default": {"OTEL_SEMCONV_STABILITY_OPT_IN": ""},  # its own content-block events
+    "semantic-kernel": {
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
+    },
+    # (its OTel export only: no LangSmith server, its endpoint a closed loopback port)
+    **{k: {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
+           "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",
+           "LANGSMITH_ENDPOINT": "http://127.0.0.1:9"}
+       for k in ("langsmith", "langsmith-anthropic")},
     # the instrumentation's default conventions: no content on its spans (events carry it)
     "vertexai-default": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "",

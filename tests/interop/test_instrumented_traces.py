@@ -50,6 +50,12 @@ KINDS = {
     "openllmetry-bedrock": ("stream",),  # its span does not say (nor the whole model id)
     # its LLM span keeps the Responses answer; the scripted upstream echoes no tools in it
     "openinference-openai-agents": ("stream", "tools"),
+    # Strands Agents 1.62.0: no stream flag; its tools from its agent and tool spans; in the
+    # latest conventions and in its default events (its own Converse content blocks)
+    "strands": ("stream",),
+    "strands-default": ("stream",),
+    "traceai": (),  # traceAI 0.1.10: gen_ai.span.kind, flattened gen_ai.input.messages.N
+    "langsmith": (),  # LangSmith 0.15.1's OTel export: the API's request and answer
 }
 
 
@@ -188,6 +194,8 @@ SDK_KINDS = {
     "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),
     "openai-v2": ("openai", "openai-stream"),  # no stream flag, no tools in its trace
     "google-genai": ("gemini", "gemini-stream"),
+    "traceai": ("openai",),
+    "langsmith": ("openai", "openai-stream"),
 }
 
 
@@ -363,13 +371,16 @@ def test_a_bedrock_model_the_trace_cut_is_said_on_import(
     assert all(any("not a whole Bedrock model id" in n for n in v["notes"]) for v in views)
 
 
-@pytest.mark.parametrize(("kind", "n"), [("botocore", 6), ("vertexai-default", 3)])
+@pytest.mark.parametrize(
+    ("kind", "n"), [("botocore", 6), ("vertexai-default", 3), ("semantic-kernel", 3)]
+)
 def test_a_trace_without_content_imports_as_metadata_and_says_so(
     kind: str, n: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """OTel contrib botocore 0.66b2, and vertexai 2.2b0 under its default conventions (no
-    ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``), keep a call's messages out of
-    its spans (they go to the logs API as events): the import is the models, usage and finish
+    """OTel contrib botocore 0.66b2, vertexai 2.2b0 under its default conventions (no
+    ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``) and Semantic Kernel 1.45.0
+    (its sensitive diagnostics on) keep a call's messages out of its spans (they go to the logs
+    API as events): the import is the models, usage and finish
     reasons of the calls the recording has, and says in one line that fork and replay need the
     messages."""
     capsys.readouterr()
@@ -386,6 +397,13 @@ def test_a_trace_without_content_imports_as_metadata_and_says_so(
     assert len(views) == n and usage(views) == usage(recorded)
     # the model the agent called (whether it streamed: not said)
     assert {v["model_requested"] for v in views} == {v["model_requested"] for v in recorded}
+    # what it could not read is said on each round trip, and nothing is judged on it
+    for v in views:
+        assert v["reconstructed"]["unread"] == ["answer", "messages"], v["reconstructed"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+    if kind == "semantic-kernel":  # its finish reasons, the SDK's enum (FinishReason.TOOL_CALLS)
+        finishes = sorted(str(v["finish_reason"]["raw"]) for v in views)
+        assert finishes == sorted(str(v["finish_reason"]["raw"]) for v in recorded)
 
 
 def test_an_instrumentation_without_a_profile_is_read_by_the_conventions_and_said_once(
@@ -435,3 +453,153 @@ def test_openlit_takes_the_system_prompt_once_and_its_defaults_as_not_sent(
     )
     said = [str(v) for v in getattr(found, "verdicts", [])]
     assert said and "max_tokens" in said[0] and "system prompt" not in said[0], said
+
+
+#: An environment with Strands Agents (tests/interop/traces/requirements-strands.txt).
+STRANDS_PYTHON = os.environ.get("LOOPTAP_STRANDS_PYTHON")
+
+
+@needs_recorder
+@pytest.mark.skipif(
+    not STRANDS_PYTHON,
+    reason="LOOPTAP_STRANDS_PYTHON: an environment from tests/interop/traces/"
+    "requirements-strands.txt (Strands Agents)",
+)
+@pytest.mark.parametrize("kind", ["strands", "strands-default"])
+def test_a_fork_at_turn_2_of_a_strands_trace(kind: str, tmp_path: Path) -> None:
+    """Strands Agents' agent forked from its imported trace (the latest conventions', and its
+    default events with its own content blocks): its tool results (``[{"text": …}]`` in the
+    trace) and its tools (its agent and tool spans') match what it sends again."""
+    trace = imported(kind, tmp_path)
+    agent = [str(STRANDS_PYTHON), str(FRAMEWORKS), "strands", "openai", "openai-stream"]
+    proc, fake = _fork(trace, tmp_path, agent)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert len(fake.log) == 2 and proc.stdout.count("NEW MODEL") == 2, proc.stdout
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log), [x.line() for x in fake.log]
+
+
+def test_a_call_whose_answer_the_trace_lost_is_said_unread_and_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """traceAI 0.1.10 keeps a streamed call's request but not its answer (no output, no usage):
+    each such round trip says its answer is unread, and no finding above info rests on it."""
+    views = show_json(imported("traceai-stream", tmp_path), capsys)
+    recorded = show_json(TRACES / "traceai-stream.run.jsonl", capsys)
+    assert len(views) == len(recorded) == 3
+    for v in views:
+        assert v["reconstructed"]["unread"] == ["answer"], v["reconstructed"]
+        assert any("answer is unread" in n for n in v["notes"]), v["notes"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+        assert v["model_requested"] == "gpt-4o-mini"  # (its request parameters say it)
+    # what it kept is read: the requests the agent sent, tools and tool results
+    assert [v["request"]["tools"] for v in views] == [v["request"]["tools"] for v in recorded]
+    assert [facts(v, set())["results"] for v in views] == [
+        facts(v, set())["results"] for v in recorded
+    ]
+
+
+def test_a_status_the_trace_says_only_in_words_is_inferred_and_judges_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A call span that ended in an exception saying ``Error code: 503 - … overloaded`` and no
+    status attribute: status 503 (not 500), inferred and said, and its A finding an info note
+    that says it rests on the inferred status (a recording says 503 and ``A.overloaded``)."""
+    doc = orjson.loads((TRACES / "strands.otlp.json").read_bytes())
+    span = next(s for s in _spans(doc) if s["name"] == "chat")
+    span["events"] = [e for e in span["events"] if "output" not in orjson.dumps(e).decode()]
+    span["status"] = {"code": 2, "message": "Error code: 503 - {'type': 'error', 'error': "
+                      "{'type': 'overloaded_error', 'message': 'Overloaded'}}"}  # fmt: skip
+    src, out = tmp_path / "503.otlp.json", tmp_path / "503.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    v = show_json(out, capsys)[0]
+    assert v["status"] == 503 and "status" in v["reconstructed"]["inferred"]
+    assert any("status 503 read from the error's words" in n for n in v["notes"])
+    a = [f for f in v["findings"] if f["layer"] == "A"]
+    assert a and all(f["severity"] == "info" and f["details"]["inferred"] == "status" for f in a)
+    assert {f["code"] for f in a} <= {"A.overloaded", "A.http_error"}
+
+
+def test_messages_in_the_apis_own_shapes_are_read_by_the_familys_provider(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openllmetry's trace with each span's ``gen_ai.input.messages`` / ``output.messages``
+    rewritten in its API's own shape (OpenAI Chat messages with ``tool_calls`` and ``tool``
+    messages; Anthropic's ``tool_use`` / ``tool_result`` blocks), as some instrumentations write
+    them: the same run as the recording (no empty message, no orphan result, finish kept)."""
+    from looptap.cassettes.providers import from_parts
+
+    doc = orjson.loads((TRACES / "openllmetry.otlp.json").read_bytes())
+    rewritten = 0
+    for span in _spans(doc):
+        a = {x["key"]: x for x in span["attributes"]}
+        family = {"openai": "openai_chat", "anthropic": "anthropic"}.get(
+            (a.get("gen_ai.provider.name") or a.get("gen_ai.system") or {"value": {}})["value"]
+            .get("stringValue", "")
+        )
+        if family is None or "gen_ai.input.messages" not in a:
+            continue
+        inputs = orjson.loads(a["gen_ai.input.messages"]["value"]["stringValue"])
+        outputs = orjson.loads(a["gen_ai.output.messages"]["value"]["stringValue"])
+        _, api_in = from_parts(family, inputs, True)
+        _, api_out = from_parts(family, [{**outputs[0], "role": "assistant"}], True)
+        api_out[-1]["finish_reason"] = outputs[0].get("finish_reason")
+        a["gen_ai.input.messages"]["value"] = {"stringValue": orjson.dumps(api_in).decode()}
+        a["gen_ai.output.messages"]["value"] = {"stringValue": orjson.dumps(api_out).decode()}
+        rewritten += 1
+    assert rewritten == 12
+    src, out = tmp_path / "api.otlp.json", tmp_path / "api.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    recorded = show_json(TRACES / "openllmetry.run.jsonl", capsys)
+    assert _conversations(views, set()) == _conversations(recorded, set())
+
+
+def test_tools_the_call_span_lacks_are_its_agent_spans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """traceAI's trace with its tool definitions moved from each LLM span to an agent span over
+    them (``gen_ai.span.kind`` ``AGENT``, ``gen_ai.tool.definitions``), as agent frameworks write
+    them: each call offers its agent's tools, said in its notes; the run is the recording's."""
+    doc = orjson.loads((TRACES / "traceai.otlp.json").read_bytes())
+    spans = _spans(doc)
+    defs = next(a for a in spans[0]["attributes"] if a["key"] == "gen_ai.tool.definitions")
+    agent_id = "00000000000000a1"
+    for s in spans:
+        s["attributes"] = [a for a in s["attributes"] if not a["key"].startswith("gen_ai.tool.")]
+        s["parentSpanId"] = agent_id
+    agent = {**spans[0], "spanId": agent_id, "name": "agent", "events": [],
+             "attributes": [{"key": "gen_ai.span.kind", "value": {"stringValue": "AGENT"}}, defs]}
+    agent.pop("parentSpanId")
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append(agent)
+    src, out = tmp_path / "agent.otlp.json", tmp_path / "agent.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    recorded = show_json(TRACES / "traceai.run.jsonl", capsys)
+    assert _conversations(views, set()) == _conversations(recorded, set())
+    assert all(any("its agent span's" in n for n in v["notes"]) for v in views)
+
+
+def test_a_request_the_instrumentation_rewrote_into_another_apis_shape_is_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LangSmith 0.15.1's ``wrap_anthropic`` keeps Anthropic calls' requests with the system
+    prompt as a ``system`` message (OpenAI's shape) and an answer's calls as OpenAI's
+    ``tool_calls``: not read as either API's call (no false C findings on a history it rewrote),
+    said on each round trip; one round trip per call with the anthropic SDK's own span (the same
+    response id), its models and usage the recording's."""
+    views = show_json(imported("langsmith-anthropic", tmp_path), capsys)
+    recorded = show_json(TRACES / "langsmith-anthropic.run.jsonl", capsys)
+    assert len(views) == len(recorded) == 6
+
+    def usage(vs: list[dict[str, Any]]) -> list[Any]:
+        return sorted((v["usage"]["input"], v["usage"]["output"]) for v in vs)
+
+    assert usage(views) == usage(recorded)
+    # (it traced the 3 non-streamed calls: messages.stream() has the anthropic SDK's span alone)
+    assert sum(any("another API's shape" in n for n in v["notes"]) for v in views) == 3
+    for v in views:
+        assert v["reconstructed"]["unread"] == ["answer", "messages"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []

@@ -199,7 +199,43 @@ def _agentops(provider: TracerProvider) -> None:
         tracer.provider.add_span_processor(PROCESSORS[0])
 
 
+def _strands(provider: TracerProvider) -> None:
+    """Strands Agents' native tracing: its tracer is the global provider's (set above)."""
+
+
+def _langsmith(provider: TracerProvider) -> None:
+    """LangSmith's OTel export (``LANGSMITH_OTEL_ENABLED``, ``LANGSMITH_OTEL_ONLY``: no LangSmith
+    server) of its wrapped clients (``wrap_openai``, ``wrap_anthropic``), on this file's provider;
+    its background runs flushed before the file is written."""
+    import anthropic
+    import openai
+    from langsmith import Client
+    from langsmith.run_trees import get_cached_client
+    from langsmith.wrappers import wrap_anthropic, wrap_openai
+
+    wrapped = ((openai, "OpenAI", wrap_openai), (anthropic, "Anthropic", wrap_anthropic))
+    for mod, cls, wrap in wrapped:
+        original = getattr(mod, cls)
+        setattr(mod, cls, lambda *a, _o=original, _w=wrap, **k: _w(_o(*a, **k)))
+    assert Client  # (its client is made on first use)
+    atexit.register(lambda: get_cached_client().flush())
+
+
+def _semantic_kernel(provider: TracerProvider) -> None:
+    """Semantic Kernel's model diagnostics: its tracer is the global provider's (set above)."""
+
+
+def _traceai(provider: TracerProvider) -> None:
+    from traceai_openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+
+
 KINDS = {
+    "strands": _strands,
+    "langsmith": _langsmith,
+    "traceai": _traceai,
+    "semantic-kernel": _semantic_kernel,
     "agentops": _agentops,
     "langtrace": _langtrace,
     "mlflow": _mlflow,
