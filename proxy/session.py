@@ -148,13 +148,11 @@ async def run_child(
                     stdin=subprocess.DEVNULL if viewer else None,
                     stdout=log,
                     stderr=log,
-                    pass_fds=tracer.pass_fds if tracer is not None else (),
                 )
             except OSError as exc:
-                raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-            finally:
                 if tracer is not None:
-                    tracer.started()
+                    tracer.finish()
+                raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
 
             def pass_on(sig: int) -> None:
                 if proc.returncode is None:

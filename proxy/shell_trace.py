@@ -12,11 +12,13 @@ line, and the run is recorded without it: its commands and their files are then 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -145,7 +147,12 @@ class Tracer:
         #: Set (by the caller) when the agent's own end is read.
         self.root_ended: Any = None
         self.state = _State()
-        self._read, self._write = os.pipe()
+        # A FIFO in a private directory: strace opens it by name (close-on-exec, so no process
+        # of the agent's holds it open past strace), and nothing written to it reaches a disk.
+        self._dir = tempfile.mkdtemp(prefix="looptap-trace-")
+        self.fifo = os.path.join(self._dir, "trace")
+        os.mkfifo(self.fifo, 0o600)
+        self._opened = threading.Event()
         self._thread: threading.Thread | None = None
         self.exe = shutil.which("strace") or "strace"
 
@@ -163,14 +170,10 @@ class Tracer:
             "-e",
             f"trace={TRACED}",
             "-o",
-            f"/dev/fd/{self._write}",
+            self.fifo,
             "--",
             *argv,
         ]
-
-    @property
-    def pass_fds(self) -> tuple[int, ...]:
-        return (self._write,)
 
     @property
     def root(self) -> int | None:
@@ -178,23 +181,25 @@ class Tracer:
         return self.state.root
 
     def start(self) -> None:
-        """Read the pipe on a thread; the caller closes :attr:`pass_fds` in itself once the child
-        has them (:meth:`started`)."""
+        """Read the FIFO on a thread (its end: strace's exit)."""
         self._thread = threading.Thread(target=self._run, name="looptap-shell-trace", daemon=True)
         self._thread.start()
 
-    def started(self) -> None:
-        """The child holds the pipe's write end: this process closes its own (the read ends at
-        strace's exit)."""
-        os.close(self._write)
-
-    def finish(self, timeout: float | None = None) -> None:
+    def finish(self) -> None:
+        """Once strace has exited: the rest of what it wrote read, the FIFO removed. (strace that
+        never opened the FIFO, because it did not start, is stood in for: the reader ends.)"""
+        if not self._opened.is_set():
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def _run(self) -> None:
         try:
-            with os.fdopen(self._read, "rb", buffering=1 << 16) as f:
+            fd = os.open(self.fifo, os.O_RDONLY)
+            self._opened.set()
+            with os.fdopen(fd, "rb", buffering=1 << 16) as f:
                 for raw in f:
                     try:
                         self.line(raw.decode("utf-8", "replace").rstrip("\n"))

@@ -1,0 +1,353 @@
+"""Processes linked to the model's tool calls, and the C check against the results (the rules:
+the package's docstring)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..analysis import codes
+from ..analysis._model import Finding
+from ..errors import CassetteError
+from ..storage._codec import loads_record
+from ..storage._store import iter_lines
+from ._records import Process, Processes, process
+
+if TYPE_CHECKING:
+    from ..reading import Run
+
+__all__ = ["ShellCall", "ShellRun", "link_run", "read_processes"]
+
+#: Process records read per cassette; model calls considered per run.
+_PROCESSES, _CALLS = 20000, 20000
+#: Argument keys that carry a command, in the agents' tools (Claude Code ``Bash.command``, Codex
+#: ``shell.command`` (argv) / ``exec_command.cmd``, Gemini CLI ``run_shell_command.command``,
+#: opencode ``bash.command``).
+_KEYS = ("command", "cmd", "script")
+#: A shell's flag that takes a script: ``-c``, ``-lc``, ``-ic``, ``/c`` …
+_SCRIPT_FLAG = re.compile(r"^-[a-z]*c$")
+#: What a result uses to say a command failed (lower case; a stem matches longer words).
+_FAILURE = re.compile(
+    r"error|fail|exit(?:ed)? (?:code|status|with)|exit ?code|returned? (?:code )?-?\d|"
+    r"non-?zero|killed|signal|sig[a-z]{2,5}\b|abort|traceback|exception|denied|not found|"
+    r"no such|cannot|can't|could not|unable|timed? ?out|interrupted|segmentation|core dumped"
+)
+
+
+def read_processes(path: str | Path) -> Processes:
+    """The ``process`` records of the looptap cassette at ``path`` (bounded; damage counted)."""
+    out = Processes()
+    try:
+        lines = iter_lines(path)
+        next(lines, None)  # the header
+        for _n, raw, _nl in lines:
+            if b'"process"' not in raw[:200]:
+                continue
+            try:
+                rec = loads_record(raw)
+            except (orjson.JSONDecodeError, CassetteError):
+                continue
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("type") == "note" and rec.get("note") == "processes":
+                out.traced = True
+                d = rec.get("dropped")
+                out.dropped += d if isinstance(d, int) and not isinstance(d, bool) else 0
+                continue
+            if rec.get("type") != "process":
+                continue
+            if len(out.processes) >= _PROCESSES:
+                out.dropped += 1
+                continue
+            p = process(rec)
+            if p is None:
+                out.malformed += 1
+            else:
+                out.processes.append(p)
+    except (OSError, CassetteError):
+        pass  # the cassette's own reader says what is wrong with the file
+    out.processes.sort(key=lambda p: p.started)
+    return out
+
+
+@dataclass
+class ShellCall:
+    """A model's tool call that carried a command, and the process that ran it (if linked)."""
+
+    call_id: str
+    name: str
+    #: The command as the call's arguments carry it (a string, or an argv joined by spaces).
+    command: str
+    #: The round trip whose answer made the call, and the one that sent its result back.
+    seq: int
+    conversation: str | None
+    turn: int | None
+    result_seq: int | None = None
+    result: str | None = None
+    result_error: bool | None = None
+    process: Process | None = None
+    #: Processes that fit when it was not linked (ambiguous), else 0.
+    candidates: int = 0
+    #: Descendants of the linked process (its children's programs), counted.
+    children: int = 0
+    #: The files the command and its children wrote, renamed or removed.
+    files: tuple[tuple[str, str], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        p = self.process
+        return {
+            "call_id": self.call_id,
+            "tool": self.name,
+            "command": self.command,
+            "seq": self.seq,
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "result_seq": self.result_seq,
+            "linked": p is not None,
+            "candidates": self.candidates,
+            "process": None
+            if p is None
+            else {
+                "pid": p.pid,
+                "argv": list(p.argv),
+                "cwd": p.cwd,
+                "started": p.started,
+                "ended": p.ended,
+                "exit": p.exit,
+                "signal": p.signal,
+                "stdout": p.stdout,
+                "stderr": p.stderr,
+                "stdout_bytes": p.stdout_bytes,
+                "stderr_bytes": p.stderr_bytes,
+                "children": self.children,
+            },
+            "files": [{"op": op, "path": path} for op, path in self.files],
+        }
+
+
+@dataclass
+class ShellRun:
+    """A run's shell commands: linked to calls, the agent's own, and the findings."""
+
+    traced: bool = False
+    calls: list[ShellCall] = field(default_factory=list)
+    #: Processes linked to no call (the agent's own, and their children), counted by program.
+    own: int = 0
+    processes: int = 0
+    dropped: int = 0
+    malformed: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def linked(self) -> int:
+        return sum(1 for c in self.calls if c.process is not None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "traced": self.traced,
+            "processes": self.processes,
+            "calls": [c.as_json() for c in self.calls],
+            "linked": self.linked,
+            "agent_own": self.own,
+            "dropped": self.dropped,
+            "malformed": self.malformed,
+        }
+
+
+def _command(arguments: Any) -> tuple[str, tuple[str, ...]] | None:
+    """The command a call's arguments carry: its text, and the texts a shell's script holds."""
+    if not isinstance(arguments, dict):
+        return None
+    for k in _KEYS:
+        v = arguments.get(k)
+        if isinstance(v, str) and v.strip():
+            text = v.strip()
+            return text, (text, shlex.quote(text))
+        if isinstance(v, list) and v and all(isinstance(w, str) for w in v[:64]):
+            words = [str(w) for w in v[:64]]
+            return " ".join(words), (words[-1].strip(),) if words[-1].strip() else ()
+    return None
+
+
+def _fits(p: Process, texts: tuple[str, ...], argv: tuple[str, ...] | None) -> bool:
+    for run in (p.argv, p.then):
+        if argv is not None and run == argv:
+            return True
+        for i in range(1, len(run)):
+            if _SCRIPT_FLAG.match(run[i - 1]) and any(t and t in run[i] for t in texts):
+                return True
+    return False
+
+
+@dataclass
+class _Call:
+    call_id: str
+    name: str
+    command: str
+    texts: tuple[str, ...]
+    argv: tuple[str, ...] | None
+    seq: int
+    start: float
+    conversation: str | None
+    turn: int | None
+    end: float | None = None
+    result_seq: int | None = None
+    result: str | None = None
+    error: bool | None = None
+
+
+def _calls(run: Run) -> list[_Call]:
+    """The model's client tool calls that carry a command, each with its wait and its result."""
+    where: dict[int, tuple[str, int]] = {}
+    for conv in run.analysis.conversations:
+        for i, s in enumerate(conv.turns):
+            where[s] = (conv.id, i)
+    calls: dict[str, _Call] = {}
+    for ex, rt in run.pairs:
+        if getattr(ex, "tool", False) or ex.seq is None or ex.started is None:
+            continue
+        req = rt.request
+        if req is not None:
+            for m in req.messages:
+                for part in m.parts:
+                    tr = part.tool_result
+                    c = calls.get(tr.call_id or "") if tr is not None else None
+                    if tr is not None and c is not None and c.end is None and ex.seq > c.seq:
+                        c.end, c.result_seq = ex.started, ex.seq
+                        c.result, c.error = tr.content, tr.is_error
+        resp = rt.response
+        for tc in resp.tool_calls if resp is not None else []:
+            if not tc.id or tc.kind != "function" or tc.id in calls or len(calls) >= _CALLS:
+                continue
+            got = _command(tc.arguments)
+            if got is None:
+                continue
+            raw = tc.arguments.get(next(k for k in _KEYS if k in tc.arguments))
+            conv, turn = where.get(ex.seq, (None, None))
+            calls[tc.id] = _Call(
+                tc.id,
+                tc.name or "?",
+                got[0][:4096],
+                got[1],
+                tuple(raw) if isinstance(raw, list) else None,
+                ex.seq,
+                ex.started,
+                conv,
+                turn,
+            )
+    return list(calls.values())
+
+
+def link_run(run: Run, found: Processes) -> ShellRun:
+    """The run's shell commands linked to its model calls, and ``C.shell_failure_hidden``."""
+    out = ShellRun(
+        traced=found.traced or bool(found.processes),
+        processes=len(found.processes),
+        dropped=found.dropped,
+        malformed=found.malformed,
+    )
+    if not found.processes:
+        return out
+    procs = found.processes
+    by_pid = {p.pid: p for p in procs}
+    calls = _calls(run)
+    fits: dict[str, list[Process]] = {}
+    for c in calls:
+        window = [p for p in procs if c.start <= p.started and (c.end is None or p.started < c.end)]
+        hits = [p for p in window if not p.agent and _fits(p, c.texts, c.argv)]
+        inner = [p for p in hits if not any(_under(q, p, by_pid) for q in hits if q is not p)]
+        fits[c.call_id] = inner
+    taken: dict[int, list[str]] = {}
+    for cid, inner in fits.items():
+        if len(inner) == 1:
+            taken.setdefault(inner[0].pid, []).append(cid)
+    linked: set[int] = set()
+    for c in calls:
+        inner = fits[c.call_id]
+        sc = ShellCall(
+            c.call_id, c.name, c.command, c.seq, c.conversation, c.turn, c.result_seq, c.result,
+            c.error,
+        )  # fmt: skip
+        if len(inner) == 1 and len(taken[inner[0].pid]) == 1:
+            p = sc.process = inner[0]
+            tree = [q for q in procs if q is p or _under(q, p, by_pid)]
+            sc.children = len(tree) - 1
+            seen: dict[tuple[str, str], None] = {}
+            for q in tree:
+                for f in q.files:
+                    seen.setdefault(f, None)
+            sc.files = tuple(seen)[:64]
+            linked.update(q.pid for q in tree)
+        else:
+            sc.candidates = len(inner)
+        out.calls.append(sc)
+    out.own = sum(1 for p in procs if p.pid not in linked and not p.agent)
+    out.findings = [f for sc in out.calls if (f := _hidden(sc)) is not None]
+    return out
+
+
+def _under(q: Process, p: Process, by_pid: dict[int, Process]) -> bool:
+    """Whether ``q`` is a descendant of ``p`` (walked up at most 256 parents)."""
+    up = q.parent
+    for _ in range(256):
+        if up is None:
+            return False
+        if up == p.pid:
+            return True
+        nxt = by_pid.get(up)
+        up = nxt.parent if nxt is not None else None
+    return False
+
+
+def _says_failure(sc: ShellCall, p: Process) -> bool:
+    """Whether the result sent back tells the model the command failed: an error flag, a word of
+    failure, the exit status or signal, or the start of what it wrote on stderr."""
+    if sc.result_error is True:
+        return True
+    sent = (sc.result or "").casefold()
+    if not sent.strip():
+        return False
+    if _FAILURE.search(sent):
+        return True
+    if p.exit is not None and re.search(rf"(?<![\d.]){p.exit}(?![\d.])", sent):
+        return True
+    err = " ".join(p.stderr.split()).casefold()[:60]
+    return len(err) >= 8 and err in " ".join(sent.split())
+
+
+def _hidden(sc: ShellCall) -> Finding | None:
+    p = sc.process
+    if p is None or not p.failed or sc.result_seq is None or _says_failure(sc, p):
+        return None
+    sent = (sc.result or "").strip()
+    told = (
+        "nothing (an empty result)"
+        if not sent
+        else f"“{_short(sent, 100)}”, with no error flag and nothing of the failure"
+    )
+    row = codes.ROWS[codes.SHELL_FAILURE_HIDDEN.code]
+    return Finding(
+        code=row.code,
+        layer=row.layer,
+        severity=row.severity,
+        message=(
+            f"The command of the model's call {sc.call_id} ({_short(sc.command, 80)}) ended "
+            f"with {p.status}"
+            + (f" (stderr: “{_short(p.stderr, 80)}”)" if p.stderr.strip() else "")
+            + f". The client sent the model {told}."
+        ),
+        conversation=sc.conversation,
+        seq=sc.result_seq,
+        tool_call_id=sc.call_id,
+        details={"exit": p.exit, "signal": p.signal, "pid": p.pid, "command_seq": sc.seq},
+    )
+
+
+def _short(text: str, n: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
