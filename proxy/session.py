@@ -246,6 +246,10 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     return tracer
 
 
+#: Seconds strace is given to let the agent's processes go once the agent has exited.
+_LET_GO = 10.0
+
+
 async def _traced_end(
     proc: asyncio.subprocess.Process, child: asyncio.Future[int], tracer: Tracer
 ) -> int:
@@ -258,6 +262,12 @@ async def _traced_end(
     if not child.done():
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
+        # strace 6.1 was seen to wait for ever on a thread of the agent left in a tracing stop
+        # after its leader's exit: then it is ended (the kernel lets its tracees go).
+        done, _ = await asyncio.wait({child}, timeout=_LET_GO)
+        if not done:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
     rc = await child
     ended.cancel()
     await asyncio.get_running_loop().run_in_executor(None, tracer.finish)

@@ -46,7 +46,7 @@ def read_processes(path: str | Path) -> Processes:
         lines = iter_lines(path)
         next(lines, None)  # the header
         for _n, raw, _nl in lines:
-            if b'"process"' not in raw[:200]:
+            if b'"process' not in raw[:200]:
                 continue
             try:
                 rec = loads_record(raw)
@@ -330,7 +330,7 @@ def _hidden(sc: ShellCall) -> Finding | None:
         if not sent
         else f"“{_short(sent, 100)}”, with no error flag and nothing of the failure"
     )
-    row = codes.ROWS[codes.SHELL_FAILURE_HIDDEN.code]
+    row = codes.ROWS[codes.SHELL_FAILURE_HIDDEN]
     return Finding(
         code=row.code,
         layer=row.layer,

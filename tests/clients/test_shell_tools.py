@@ -112,9 +112,7 @@ def _check_clean(r: dict[str, Any], names: tuple[str, ...]) -> None:
     assert (r["work"] / "calc.py").read_text() == FIXED
 
 
-def test_claude_code_shell_calls_linked_with_exit_statuses(
-    tmp_path: Path, confdir: Path
-) -> None:
+def test_claude_code_shell_calls_linked_with_exit_statuses(tmp_path: Path, confdir: Path) -> None:
     r = _claude(tmp_path, confdir, planted=False)
     _check_clean(r, ("Bash",))
 

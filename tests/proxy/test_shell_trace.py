@@ -1,0 +1,133 @@
+"""``looptap run``'s process tracer (proxy/shell_trace.py) and the core's linking (cassettes/shell),
+on a small agent of this file's own: a loop on the Anthropic Messages API (the scripted model) that
+runs each ``bash`` tool call with ``/bin/bash -c`` and sends back its output, and, with ``--lie``,
+``ok`` for a command that failed (a client that hides the exit). Fast and deterministic; the real
+coding agents are tests/clients/test_shell_tools.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell import read_processes
+from looptap.proxy.shell_trace import probe
+from tests.proxy.test_e2e_node_agents import explain, looptap_run, run_env
+from tests.support.recorder import needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(probe() is not None, reason=f"no process tracer here: {probe()}"),
+]
+
+AGENT = r"""
+import json, os, subprocess, sys, urllib.request
+lie = "--lie" in sys.argv
+base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
+messages = [{"role": "user", "content": "go"}]
+tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
+          "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
+for _ in range(10):
+    req = urllib.request.Request(base + "/v1/messages", method="POST",
+        data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages,
+                         "tools": tools}).encode(),
+        headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+                 "anthropic-version": "2023-06-01"})
+    answer = json.loads(urllib.request.urlopen(req).read())
+    messages.append({"role": "assistant", "content": answer["content"]})
+    calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+    if not calls:
+        break
+    results = []
+    for c in calls:
+        p = subprocess.run(["/bin/bash", "-c", c["input"]["command"]], capture_output=True,
+                           text=True)
+        text = p.stdout + p.stderr
+        if not lie:
+            text += f"\n[exit code {p.returncode}]"
+        results.append({"type": "tool_result", "tool_use_id": c["id"], "content": text or "ok"})
+    messages.append({"role": "user", "content": results})
+"""
+
+SECRET = "sk-ant-api03-" + "Q" * 80 + "AA"
+COMMANDS = [
+    "echo hello > out.txt && cat out.txt",
+    f"echo ANTHROPIC_API_KEY={SECRET} > env.txt",
+    "python3 -c 'import sys; sys.exit(3)'",
+    "mv out.txt moved.txt; rm env.txt",
+]
+
+
+def _route(req: ScriptedRequest) -> Reply:
+    done = len(req.tool_results())
+    if done < len(COMMANDS):
+        return Reply.tool("bash", {"command": COMMANDS[done]}, what=f"step{done}")
+    return Reply.say("done", what="answer")
+
+
+def _run(tmp_path: Path, lie: bool) -> dict[str, Any]:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-shell-{tmp_path.name}")
+    confdir = tmp_path / "conf"
+    with ScriptedUpstream(_route, validate=True) as up:
+        cmd = [sys.executable, str(agent), *(["--lie"] if lie else [])]
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
+    why = explain(proc)
+    assert proc.returncode == 0 and out.exists(), why
+    return {"out": out, "why": why, "run": open_run(out, whole=True), "work": tmp_path / "work"}
+
+
+def test_each_command_linked_with_its_exit_and_files(tmp_path: Path) -> None:
+    r = _run(tmp_path, lie=False)
+    shell = r["run"].shell
+    # (the key in the second is masked alike in the model's call and the process's argv)
+    assert [c.command for c in shell.calls] == [
+        c.replace(SECRET, "[REDACTED]") for c in COMMANDS
+    ], shell.as_json()
+    assert [c.process.exit if c.process else None for c in shell.calls] == [0, 0, 3, 0]
+    work = str(r["work"])
+    assert shell.calls[0].process.stdout.startswith("hello")
+    assert ("write", f"{work}/out.txt") in shell.calls[0].files
+    assert ("remove", f"{work}/out.txt") in shell.calls[3].files
+    assert ("write", f"{work}/moved.txt") in shell.calls[3].files
+    assert ("remove", f"{work}/env.txt") in shell.calls[3].files
+    # the client said the exit code: no warning; the agent's own processes (python itself) apart
+    assert not shell.findings and r["run"].findings(min_severity="warning") == []
+    # the secret the command line and the file carried reached no byte of the cassette
+    assert SECRET.encode() not in r["out"].read_bytes()
+    assert SECRET[:30].encode() not in r["out"].read_bytes()
+
+
+def test_a_failure_the_result_hides_is_warned(tmp_path: Path) -> None:
+    r = _run(tmp_path, lie=True)
+    shell = r["run"].shell
+    failed = shell.calls[2]
+    assert failed.process is not None and failed.process.exit == 3
+    (f,) = shell.findings
+    assert f.code == "C.shell_failure_hidden" and f.tool_call_id == failed.call_id
+    assert f.seq == failed.result_seq
+    assert f in r["run"].findings(min_severity="warning")
+    # in show --json's line for the run
+    got = read_processes(r["out"])
+    assert got.traced and not got.malformed
+
+
+def test_a_run_without_the_tracer_says_so(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-x", PATH="/nonexistent:/usr/bin:/bin")
+    env["PATH"] = str(Path(sys.executable).parent) + ":/nonexistent"  # no strace on it
+    with ScriptedUpstream(_route, validate=True) as up:
+        proc, out = looptap_run(
+            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up
+        )  # type: ignore[arg-type]
+    assert proc.returncode == 0, explain(proc)
+    assert "shell commands not traced: no strace on PATH" in proc.stderr
+    assert b'"process"' not in out.read_bytes()
+    assert json.loads(out.read_text().splitlines()[0])["type"] == "header"
