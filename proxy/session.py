@@ -240,7 +240,10 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
             loop.call_soon_threadsafe(hand, item)
 
     ended = asyncio.Event()
-    tracer = Tracer(os.getcwd(), emit, lambda: loop.call_soon_threadsafe(ended.set))
+    def end() -> None:
+        loop.call_soon_threadsafe(ended.set)
+
+    tracer = Tracer(os.getcwd(), emit, end)
     tracer.root_ended = ended
     tracer.start()
     return tracer

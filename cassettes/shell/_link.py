@@ -204,9 +204,9 @@ class _Call:
 def _calls(run: Run) -> list[_Call]:
     """The model's client tool calls that carry a command, each with its wait and its result."""
     where: dict[int, tuple[str, int]] = {}
-    for conv in run.analysis.conversations:
-        for i, s in enumerate(conv.turns):
-            where[s] = (conv.id, i)
+    for c in run.analysis.conversations:
+        for i, s in enumerate(c.turns):
+            where[s] = (c.id, i)
     calls: dict[str, _Call] = {}
     for ex, rt in run.pairs:
         if getattr(ex, "tool", False) or ex.seq is None or ex.started is None:
@@ -216,10 +216,10 @@ def _calls(run: Run) -> list[_Call]:
             for m in req.messages:
                 for part in m.parts:
                     tr = part.tool_result
-                    c = calls.get(tr.call_id or "") if tr is not None else None
-                    if tr is not None and c is not None and c.end is None and ex.seq > c.seq:
-                        c.end, c.result_seq = ex.started, ex.seq
-                        c.result, c.error = tr.content, tr.is_error
+                    w = calls.get(tr.call_id or "") if tr is not None else None
+                    if tr is not None and w is not None and w.end is None and ex.seq > w.seq:
+                        w.end, w.result_seq = ex.started, ex.seq
+                        w.result, w.error = tr.content, tr.is_error
         resp = rt.response
         for tc in resp.tool_calls if resp is not None else []:
             if not tc.id or tc.kind != "function" or tc.id in calls or len(calls) >= _CALLS:
@@ -228,7 +228,7 @@ def _calls(run: Run) -> list[_Call]:
             if got is None:
                 continue
             raw = tc.arguments.get(next(k for k in _KEYS if k in tc.arguments))
-            conv, turn = where.get(ex.seq, (None, None))
+            cid, turn = where.get(ex.seq, (None, None))
             calls[tc.id] = _Call(
                 tc.id,
                 tc.name or "?",
@@ -237,7 +237,7 @@ def _calls(run: Run) -> list[_Call]:
                 tuple(raw) if isinstance(raw, list) else None,
                 ex.seq,
                 ex.started,
-                conv,
+                cid,
                 turn,
             )
     return list(calls.values())
@@ -287,7 +287,7 @@ def link_run(run: Run, found: Processes) -> ShellRun:
             sc.candidates = len(inner)
         out.calls.append(sc)
     out.own = sum(1 for p in procs if p.pid not in linked and not p.agent)
-    out.findings = [f for sc in out.calls if (f := _hidden(sc)) is not None]
+    out.findings = [w for sc in out.calls if (w := _hidden(sc)) is not None]
     return out
 
 
