@@ -367,7 +367,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     config.command = tuple(argv)
-    config.shell_trace = not getattr(args, "no_shell_trace", False)
+    config.shell_trace = bool(getattr(args, "shell_trace", False))
     _warn_exposure(args)
 
     try:

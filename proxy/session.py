@@ -223,7 +223,7 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     if why is not None:
         messages.emit(
             f"shell commands not traced: {why}; the command's processes, their exit statuses, "
-            "output and files are not recorded (--no-shell-trace says nothing)"
+            "output and files are not recorded"
         )
         return None
     loop = asyncio.get_running_loop()
@@ -240,6 +240,7 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
             loop.call_soon_threadsafe(hand, item)
 
     ended = asyncio.Event()
+
     def end() -> None:
         loop.call_soon_threadsafe(ended.set)
 
@@ -249,28 +250,20 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     return tracer
 
 
-#: Seconds strace is given to let the agent's processes go once the agent has exited.
-_LET_GO = 10.0
-
-
 async def _traced_end(
     proc: asyncio.subprocess.Process, child: asyncio.Future[int], tracer: Tracer
 ) -> int:
-    """The traced agent's exit status, once it has exited: strace would wait for every process
-    the agent left running (a server, a daemon), so when the agent's own exit is read, strace is
-    told to let the rest go (SIGTERM: it detaches) and the agent's status is the run's."""
+    """The traced agent's exit status, once it has exited. strace would wait for every process
+    the agent left running (a server, a daemon), and strace 6.1 was seen to wait for ever on
+    threads of Claude Code left in a tracing stop after their leader's exit (a SIGTERM did not end
+    it): so once the agent's own end is read, strace is ended (the kernel lets its tracees go on,
+    untraced) and the agent's status is the run's."""
     assert tracer.root_ended is not None
     ended = asyncio.ensure_future(tracer.root_ended.wait())
     await asyncio.wait({child, ended}, return_when=asyncio.FIRST_COMPLETED)
     if not child.done():
         with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        # strace 6.1 was seen to wait for ever on a thread of the agent left in a tracing stop
-        # after its leader's exit: then it is ended (the kernel lets its tracees go).
-        done, _ = await asyncio.wait({child}, timeout=_LET_GO)
-        if not done:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            proc.kill()
     rc = await child
     ended.cancel()
     await asyncio.get_running_loop().run_in_executor(None, tracer.finish)

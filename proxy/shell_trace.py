@@ -162,7 +162,7 @@ class Tracer:
             self.exe,
             "-f",
             "-q",
-            "-I2",  # a SIGTERM makes strace let the processes go (the agent's end: proxy.session)
+            "-I2",  # a Ctrl-C (the terminal's SIGINT) lets the agent handle it
             "--seccomp-bpf",
             "-ttt",
             "-s",

@@ -20,7 +20,7 @@ exit status, no signal and none of what the command wrote on stderr.
 
 from __future__ import annotations
 
-from ._link import ShellCall, ShellRun, link_run, read_processes
+from ._link import ShellCall, ShellRun, link_run, read_processes, shell_lines
 from ._records import Process
 
-__all__ = ["Process", "ShellCall", "ShellRun", "link_run", "read_processes"]
+__all__ = ["Process", "ShellCall", "ShellRun", "link_run", "read_processes", "shell_lines"]

@@ -90,6 +90,7 @@ class ShellCall:
     result_seq: int | None = None
     result: str | None = None
     result_error: bool | None = None
+    result_turn: int | None = None
     process: Process | None = None
     #: Processes that fit when it was not linked (ambiguous), else 0.
     candidates: int = 0
@@ -197,6 +198,7 @@ class _Call:
     turn: int | None
     end: float | None = None
     result_seq: int | None = None
+    result_turn: int | None = None
     result: str | None = None
     error: bool | None = None
 
@@ -204,10 +206,16 @@ class _Call:
 def _calls(run: Run) -> list[_Call]:
     """The model's client tool calls that carry a command, each with its wait and its result."""
     where: dict[int, tuple[str, int]] = {}
+    #: Each turn's next turn in its conversation (where a call without an id gets its result).
+    after: dict[int, int] = {}
     for c in run.analysis.conversations:
         for i, s in enumerate(c.turns):
             where[s] = (c.id, i)
+            if i + 1 < len(c.turns):
+                after[s] = c.turns[i + 1]
     calls: dict[str, _Call] = {}
+    #: Calls without an id (Gemini's): by the turn whose request sends their results back.
+    unnamed: dict[int, list[_Call]] = {}
     for ex, rt in run.pairs:
         if getattr(ex, "tool", False) or ex.seq is None or ex.started is None:
             continue
@@ -219,18 +227,21 @@ def _calls(run: Run) -> list[_Call]:
                     w = calls.get(tr.call_id or "") if tr is not None else None
                     if tr is not None and w is not None and w.end is None and ex.seq > w.seq:
                         w.end, w.result_seq = ex.started, ex.seq
+                        w.result_turn = where.get(ex.seq, (None, None))[1]
                         w.result, w.error = tr.content, tr.is_error
+            _by_name(unnamed.pop(ex.seq, []), req, ex.seq, ex.started, where)
         resp = rt.response
-        for tc in resp.tool_calls if resp is not None else []:
-            if not tc.id or tc.kind != "function" or tc.id in calls or len(calls) >= _CALLS:
+        for k, tc in enumerate(resp.tool_calls if resp is not None else []):
+            key = tc.id or f"#{ex.seq}.{k}"
+            if tc.kind != "function" or key in calls or len(calls) >= _CALLS:
                 continue
             got = _command(tc.arguments)
             if got is None:
                 continue
             raw = tc.arguments.get(next(k for k in _KEYS if k in tc.arguments))
             cid, turn = where.get(ex.seq, (None, None))
-            calls[tc.id] = _Call(
-                tc.id,
+            calls[key] = made = _Call(
+                key,
                 tc.name or "?",
                 got[0][:4096],
                 got[1],
@@ -240,7 +251,35 @@ def _calls(run: Run) -> list[_Call]:
                 cid,
                 turn,
             )
+            if not tc.id and ex.seq in after:
+                unnamed.setdefault(after[ex.seq], []).append(made)
     return list(calls.values())
+
+
+def _by_name(
+    waiting: list[_Call],
+    req: Any,
+    seq: int,
+    started: float,
+    where: dict[int, tuple[str, int]],
+) -> None:
+    """Calls without an id get their results from the next turn's request: the tool results of
+    its last message that holds any, the k-th of a name for the k-th call of that name."""
+    if not waiting:
+        return
+    last: list[Any] = []
+    for m in reversed(req.messages):
+        last = [p.tool_result for p in m.parts if p.tool_result is not None]
+        if last:
+            break
+    taken: dict[str, int] = {}
+    for w in waiting:
+        w.end, w.result_seq, w.result_turn = started, seq, where.get(seq, (None, None))[1]
+        named = [tr for tr in last if tr.name == w.name]
+        k = taken.get(w.name, 0)
+        taken[w.name] = k + 1
+        if k < len(named) and len(named) == sum(1 for x in waiting if x.name == w.name):
+            w.result, w.error = named[k].content, named[k].is_error
 
 
 def link_run(run: Run, found: Processes) -> ShellRun:
@@ -271,7 +310,7 @@ def link_run(run: Run, found: Processes) -> ShellRun:
         inner = fits[c.call_id]
         sc = ShellCall(
             c.call_id, c.name, c.command, c.seq, c.conversation, c.turn, c.result_seq, c.result,
-            c.error,
+            c.error, c.result_turn,
         )  # fmt: skip
         if len(inner) == 1 and len(taken[inner[0].pid]) == 1:
             p = sc.process = inner[0]
@@ -342,6 +381,7 @@ def _hidden(sc: ShellCall) -> Finding | None:
             + f". The client sent the model {told}."
         ),
         conversation=sc.conversation,
+        turn=sc.result_turn,
         seq=sc.result_seq,
         tool_call_id=sc.call_id,
         details={"exit": p.exit, "signal": p.signal, "pid": p.pid, "command_seq": sc.seq},
@@ -351,3 +391,38 @@ def _hidden(sc: ShellCall) -> Finding | None:
 def _short(text: str, n: int) -> str:
     one = " ".join(text.split())
     return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def shell_lines(shell: ShellRun) -> list[str]:
+    """``looptap show``'s section for the run's shell commands (recorded text made safe for a
+    terminal by the caller's printing: each line passes :func:`cassettes.untrusted.clean_line`)."""
+    from ..untrusted import clean_line
+
+    if not shell.traced:
+        return []
+    cmds = len(shell.calls)
+    out = [
+        "",
+        f"shell commands (traced): {shell.linked} of {cmds} shell tool calls linked to their "
+        f"process; {shell.own} processes the agent's own; {shell.processes} traced"
+        + (f", {shell.dropped} past the bound" if shell.dropped else ""),
+    ]
+    for c in shell.calls[:200]:
+        p = c.process
+        if p is None:
+            what = (
+                f"not linked ({c.candidates} processes fit)" if c.candidates else "no process seen"
+            )
+        else:
+            first = (p.stderr if p.failed and p.stderr.strip() else p.stdout).strip()
+            what = p.status + (f": “{_short(first, 60)}”" if first else "")
+            if c.files:
+                what += f"; files {len(c.files)}: " + ", ".join(
+                    f"{'−' if op == 'remove' else '+'}{_short(path, 60)}" for op, path in c.files[:3]
+                )
+        out.append(
+            clean_line(f"  #{c.seq} {c.name} {c.call_id}: {_short(c.command, 70)} → {what}")
+        )
+    if cmds > 200:
+        out.append(f"  … and {cmds - 200} more")
+    return out

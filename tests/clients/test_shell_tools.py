@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
-from looptap.cassettes.shell import link_run, read_processes
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -38,22 +37,41 @@ ANSWER = "Fixed calc.add; the test passes."
 SILENT = "python3 -c 'import sys; sys.exit(3)'"
 
 
+#: Each agent's shell tool and file-writing tool, by the names it offers the model, with the
+#: argument names of the latter (path, content).
+SHELL_TOOLS = ("Bash", "run_shell_command", "bash")
+WRITE_TOOLS = {
+    "Write": ("file_path", "content"),
+    "write_file": ("file_path", "content"),
+    "write": ("filePath", "content"),
+}
+#: Tools an agent wants called before a write of an existing file (Claude Code's Write).
+READ_FIRST = {"Write": ("Read", "file_path")}
+
+
 def _route(work: Path, planted: bool) -> Any:
     py = shlex.quote(sys.executable)
     test = f"{py} test_calc.py"
-    steps: list[tuple[str, dict[str, Any]]] = [
-        ("Bash", {"command": test, "description": "Run the test"}),
-        ("Read", {"file_path": str(work / "calc.py")}),
-        ("Write", {"file_path": str(work / "calc.py"), "content": FIXED}),
-        ("Bash", {"command": test, "description": "Run the test again"}),
-    ]
-    if planted:
-        steps.append(("Bash", {"command": SILENT, "description": "Check"}))
 
     def route(req: ScriptedRequest) -> Reply:
-        done = len(req.tool_results())
-        if not req.tools:
+        shell = next((t for t in SHELL_TOOLS if t in req.tools), None)
+        write = next((t for t in WRITE_TOOLS if t in req.tools), None)
+        if shell is None or write is None:
             return Reply.say("(side call)", what="side")
+        path, content = WRITE_TOOLS[write]
+        steps: list[tuple[str, dict[str, Any]]] = [
+            (shell, {"command": test, "description": "Run the test"})
+        ]
+        if write in READ_FIRST:
+            name, arg = READ_FIRST[write]
+            steps.append((name, {arg: str(work / "calc.py")}))
+        steps += [
+            (write, {path: str(work / "calc.py"), content: FIXED}),
+            (shell, {"command": test, "description": "Run the test again"}),
+        ]
+        if planted:
+            steps.append((shell, {"command": SILENT, "description": "Check"}))
+        done = len(req.tool_results())
         if done < len(steps):
             name, args = steps[done]
             return Reply.tool(name, args, what=f"step{done + 1}")
@@ -62,34 +80,74 @@ def _route(work: Path, planted: bool) -> Any:
     return route
 
 
-def _claude(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
-    claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
+def _shim(tmp_path: Path, env: dict[str, str], planted: bool) -> None:
+    """The agent's shell: ``/bin/bash``, or (planted) a ``bash`` first on ``PATH`` and named by
+    ``SHELL`` that runs ``/bin/bash`` and always exits 0."""
+    if not planted:
+        env["SHELL"] = "/bin/bash"
+        return
+    shim = tmp_path / "shim" / "bash"
+    shim.parent.mkdir()
+    shim.write_text('#!/bin/bash\n/bin/bash "$@"\nexit 0\n')
+    shim.chmod(0o755)
+    env["SHELL"] = str(shim)
+    env["PATH"] = f"{shim.parent}:{env.get('PATH', '')}"
+
+
+def _agent_run(
+    tmp_path: Path, confdir: Path, planted: bool, cmd: list[str], env: dict[str, str]
+) -> dict[str, Any]:
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(exist_ok=True)
     (work / "calc.py").write_text(CALC)
     (work / "test_calc.py").write_text(TEST)
+    _shim(tmp_path, env, planted)
+    with ScriptedUpstream(_route(work, planted), validate=True) as up:
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
+        log = "\n".join(x.line() for x in up.log)
+    why = explain(proc) + "\n--- scripted\n" + log
+    assert out.exists(), why
+    run = open_run(out, whole=True)
+    return {"proc": proc, "out": out, "why": why, "run": run, "shell": run.shell, "work": work}
+
+
+def _claude(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
+    claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
     env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-shell-{tmp_path.name}", **CLAUDE_OFFLINE)
-    if planted:  # the agent's shell: runs bash, always says 0
-        shim = tmp_path / "shim" / "bash"
-        shim.parent.mkdir()
-        shim.write_text('#!/bin/bash\n/bin/bash "$@"\nexit 0\n')
-        shim.chmod(0o755)
-        env["SHELL"] = str(shim)
-    else:
-        env["SHELL"] = "/bin/bash"
     cmd = [
         str(claude), "-p", "Fix calc.py so that test_calc.py passes.", "--model",
         "claude-sonnet-4-5", "--output-format", "json", "--no-session-persistence",
         "--allowedTools", "Bash,Write,Edit,Read",
     ]  # fmt: skip
-    with ScriptedUpstream(_route(work, planted), validate=True) as up:
-        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
-        log = "\n".join(x.line() for x in up.log)
-    why = explain(proc) + "\n--- scripted\n" + log
-    assert out.exists(), why
-    run = open_run(out, whole=True)
-    shell = link_run(run, read_processes(out))
-    return {"proc": proc, "out": out, "why": why, "run": run, "shell": shell, "work": work}
+    return _agent_run(tmp_path, confdir, planted, cmd, env)
+
+
+def _gemini(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
+    gemini = need("@google/gemini-cli", bin_name="gemini")
+    env = run_env(
+        tmp_path, GEMINI_API_KEY=f"AIza-shell-{tmp_path.name}", GEMINI_CLI_TRUST_WORKSPACE="true"
+    )
+    settings = tmp_path / "home" / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text('{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+    cmd = [str(gemini), "--yolo", "-p", "Fix calc.py so that test_calc.py passes."]
+    return _agent_run(tmp_path, confdir, planted, cmd, env)
+
+
+def _opencode(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
+    from tests.clients.test_agents import OPENCODE_OFFLINE
+
+    opencode = need("opencode-ai", bin_name="opencode", node=False)
+    secret = f"sk-ant-shell-{tmp_path.name}"
+    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, **OPENCODE_OFFLINE)
+    cmd = [
+        str(opencode), "run", "-m", "anthropic/claude-sonnet-4-5",
+        "Fix calc.py so that test_calc.py passes.",
+    ]  # fmt: skip
+    return _agent_run(tmp_path, confdir, planted, cmd, env)
+
+
+AGENT_RUNS = {"claude-code": _claude, "gemini-cli": _gemini, "opencode": _opencode}
 
 
 @pytest.fixture(scope="module")
@@ -97,31 +155,36 @@ def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 
 
-def _check_clean(r: dict[str, Any], names: tuple[str, ...]) -> None:
+def _check_clean(r: dict[str, Any]) -> None:
     shell, why = r["shell"], r["why"]
     assert r["proc"].returncode == 0, why
-    cmds = [c for c in shell.calls if c.name in names]
+    cmds = [c for c in shell.calls if c.name in SHELL_TOOLS]
     assert len(cmds) == 2, (shell.as_json(), why)
     # each shell call linked to its process, with the exit status the test gave it
     assert [c.process.exit if c.process else None for c in cmds] == [1, 0], shell.as_json()
     assert shell.linked / len(cmds) >= 0.95
-    # the first run's failure is in the result the model got: no warning
+    # the first run's failure is in the result the model got: no warning, from anything
     assert not shell.findings, [f.message for f in shell.findings]
-    assert r["run"].findings(min_severity="warning") == [] or True
-    # the fix is in calc.py, which the agent wrote
+    serious = r["run"].findings(min_severity="warning")
+    assert not serious, [(f.code, f.message) for f in serious]
+    # the fix is in calc.py, which the agent wrote (its own write, no command's)
     assert (r["work"] / "calc.py").read_text() == FIXED
 
 
-def test_claude_code_shell_calls_linked_with_exit_statuses(tmp_path: Path, confdir: Path) -> None:
-    r = _claude(tmp_path, confdir, planted=False)
-    _check_clean(r, ("Bash",))
-
-
-def test_claude_code_hidden_failure_is_warned(tmp_path: Path, confdir: Path) -> None:
-    r = _claude(tmp_path, confdir, planted=True)
+def _check_planted(r: dict[str, Any]) -> None:
     shell, why = r["shell"], r["why"]
     silent = [c for c in shell.calls if c.command == SILENT]
     assert len(silent) == 1 and silent[0].process is not None, (shell.as_json(), why)
     assert silent[0].process.exit == 3
     (f,) = [f for f in shell.findings if f.tool_call_id == silent[0].call_id]
     assert f.code == "C.shell_failure_hidden" and f.seq == silent[0].result_seq
+
+
+@pytest.mark.parametrize("agent", list(AGENT_RUNS))
+def test_shell_calls_linked_with_exit_statuses(agent: str, tmp_path: Path, confdir: Path) -> None:
+    _check_clean(AGENT_RUNS[agent](tmp_path, confdir, False))
+
+
+@pytest.mark.parametrize("agent", list(AGENT_RUNS))
+def test_hidden_failure_is_warned(agent: str, tmp_path: Path, confdir: Path) -> None:
+    _check_planted(AGENT_RUNS[agent](tmp_path, confdir, True))

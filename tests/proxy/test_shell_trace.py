@@ -77,7 +77,7 @@ def _run(tmp_path: Path, lie: bool) -> dict[str, Any]:
     confdir = tmp_path / "conf"
     with ScriptedUpstream(_route, validate=True) as up:
         cmd = [sys.executable, str(agent), *(["--lie"] if lie else [])]
-        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
     why = explain(proc)
     assert proc.returncode == 0 and out.exists(), why
     return {"out": out, "why": why, "run": open_run(out, whole=True), "work": tmp_path / "work"}
@@ -125,8 +125,9 @@ def test_a_run_without_the_tracer_says_so(tmp_path: Path) -> None:
     env["PATH"] = str(Path(sys.executable).parent) + ":/nonexistent"  # no strace on it
     with ScriptedUpstream(_route, validate=True) as up:
         proc, out = looptap_run(
-            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up
-        )  # type: ignore[arg-type]
+            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+            extra=("--shell-trace",),
+        )  # fmt: skip
     assert proc.returncode == 0, explain(proc)
     assert "shell commands not traced: no strace on PATH" in proc.stderr
     assert b'"process"' not in out.read_bytes()
