@@ -19,6 +19,7 @@ import argparse
 import ctypes
 import os
 import resource
+import shutil
 import shlex
 import statistics
 import sys
@@ -90,6 +91,11 @@ def one_run(traced: bool, tmp: Path, confdir: Path) -> dict[str, Any]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     ok = proc.returncode == 0 and "200 passed" in out.read_text()
+    if not ok:  # kept for a look (the temporary directory goes)
+        keep = Path(tempfile.gettempdir()) / f"looptap-shell-bench-failed-{tmp.name}"
+        shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("suite"), dirs_exist_ok=True)
+        (keep / "looptap.stderr").write_text(proc.stderr)
+        print(f"kept in {keep}: exit {proc.returncode}", flush=True)
     return {"wall": wall, "cpu": cpu, "ok": ok, "processes": out.read_text().count('"process"')}
 
 

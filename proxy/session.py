@@ -23,6 +23,7 @@ from .addon import LooptapRecorder
 from .config import RecorderConfig, RecorderError
 from .launcher import Recorder
 from .shell_trace import Tracer, probe
+from .workspace import Workspace
 
 __all__ = ["record_forever", "report_lost", "run_child"]
 
@@ -141,6 +142,7 @@ async def run_child(
             if interrupts.pending():
                 return 130, rec.addon
             tracer = _tracer(config, rec) if config.shell_trace else None
+            tree = await _workspace(config, rec) if config.shell_trace else None
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *(tracer.argv(argv) if tracer is not None else argv),
@@ -169,6 +171,8 @@ async def run_child(
             rc = await _child_beside_viewer(
                 proc, viewer, child_log, child_status, rec.addon.handoff.flush, tracer
             )
+            if tree is not None:  # what the last answer's tools changed
+                await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
         finally:
             if log is not None:
                 log.close()
@@ -215,6 +219,49 @@ async def _child_beside_viewer(
     return rc
 
 
+def _handing(rec: Recorder) -> Callable[[dict[str, Any]], None]:
+    """Hands a record beside the round trips to the writer, from any thread (on the loop)."""
+    loop = asyncio.get_running_loop()
+    handoff = rec.addon.handoff
+
+    def hand(item: dict[str, Any]) -> None:
+        try:
+            handoff.hand_over(item)
+        except Exception as exc:  # the writer is gone: said once per record, the agent goes on
+            messages.error(messages.safe(f"a {item.get('type')} record could not be stored: {exc}"))
+
+    def emit(item: dict[str, Any]) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(hand, item)
+
+    return emit
+
+
+async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
+    """The agent's working tree, taken now and at each model request (proxy/workspace.py), its
+    contents kept beside the cassette (``OUTPUT.files/``) unless the redactor finds a key in
+    them."""
+    from ..cassettes.recording import Redactor
+
+    redactor = Redactor.configured(
+        headers=list(config.redact_headers), patterns=list(config.redact_patterns)
+    )
+
+    def secret(data: bytes) -> bool:
+        return redactor.scrub_bytes(data) != data
+
+    keep = Path(str(config.output) + ".files")
+    tree = Workspace(os.getcwd(), keep, _handing(rec), secret)
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, tree.start)
+    except OSError as exc:
+        messages.error(f"the working tree could not be read ({exc}): its changes are not recorded")
+        return None
+    if rec.master is not None:
+        rec.master.addons.add(tree)
+    return tree
+
+
 def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     """The process tracer of this run (docs/shell-file-tools.md), or ``None`` with one line
     saying why it cannot run here and what is then not seen. Its records go to the writer from
@@ -227,18 +274,7 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
         )
         return None
     loop = asyncio.get_running_loop()
-    handoff = rec.addon.handoff
-
-    def hand(item: dict[str, Any]) -> None:
-        try:
-            handoff.hand_over(item)
-        except Exception as exc:  # the writer is gone: said once per record, the agent goes on
-            messages.error(messages.safe(f"a process record could not be stored: {exc}"))
-
-    def emit(item: dict[str, Any]) -> None:
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(hand, item)
-
+    emit = _handing(rec)
     ended = asyncio.Event()
 
     def end() -> None:

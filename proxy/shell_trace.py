@@ -362,7 +362,10 @@ class Tracer:
 
     def _ended(self, tid: int, t: float, rest: str) -> None:
         st = self.state
-        pid = st.threads.get(tid, tid)
+        if tid in st.threads:  # a thread ended, its process goes on (the kernel says the
+            del st.threads[tid]  # leader's end once every thread of it has ended)
+            return
+        pid = tid
         p = st.procs.pop(pid, None)
         if p is None:
             return

@@ -16,7 +16,7 @@ from ..analysis._model import Finding
 from ..errors import CassetteError
 from ..storage._codec import loads_record
 from ..storage._store import iter_lines
-from ._records import Process, Processes, process
+from ._records import Process, Processes, file_changes, process
 
 if TYPE_CHECKING:
     from ..reading import Run
@@ -46,13 +46,19 @@ def read_processes(path: str | Path) -> Processes:
         lines = iter_lines(path)
         next(lines, None)  # the header
         for _n, raw, _nl in lines:
-            if b'"process' not in raw[:200]:
+            if b'"process' not in raw[:200] and b'"files"' not in raw[:200]:
                 continue
             try:
                 rec = loads_record(raw)
             except (orjson.JSONDecodeError, CassetteError):
                 continue
             if not isinstance(rec, dict):
+                continue
+            if rec.get("type") == "files":
+                if rec.get("start") is True and out.start is None:
+                    out.start = {k: v for k, v in rec.items() if not isinstance(v, dict | list)}
+                elif (fc := file_changes(rec)) is not None and len(out.changes) < _PROCESSES:
+                    out.changes.append(fc)
                 continue
             if rec.get("type") == "note" and rec.get("note") == "processes":
                 out.traced = True
@@ -143,6 +149,11 @@ class ShellRun:
     dropped: int = 0
     malformed: int = 0
     findings: list[Finding] = field(default_factory=list)
+    #: The working tree at the start (``files``, ``digest``, ``root`` …), when it was taken.
+    start: dict[str, Any] | None = None
+    #: What changed in it before each model request: the request's seq (``None``: after the
+    #: last), and each change with the calls that made it (:func:`_tree_changes`).
+    tree: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def linked(self) -> int:
@@ -157,6 +168,8 @@ class ShellRun:
             "agent_own": self.own,
             "dropped": self.dropped,
             "malformed": self.malformed,
+            "start": self.start,
+            "tree": self.tree,
         }
 
 
@@ -290,7 +303,8 @@ def link_run(run: Run, found: Processes) -> ShellRun:
         dropped=found.dropped,
         malformed=found.malformed,
     )
-    if not found.processes:
+    out.start = found.start
+    if not found.processes and not found.changes:
         return out
     procs = found.processes
     by_pid = {p.pid: p for p in procs}
@@ -327,6 +341,51 @@ def link_run(run: Run, found: Processes) -> ShellRun:
         out.calls.append(sc)
     out.own = sum(1 for p in procs if p.pid not in linked and not p.agent)
     out.findings = [w for sc in out.calls if (w := _hidden(sc)) is not None]
+    out.tree = _tree_changes(run, found, out.calls)
+    return out
+
+
+def _tree_changes(run: Run, found: Processes, calls: list[ShellCall]) -> list[dict[str, Any]]:
+    """Each scan's changes placed before the model request it was taken at (its start time is
+    the request's), each change with the calls that made it: a linked command that wrote or
+    removed the path, else a call awaiting then whose arguments name the path (the agent's own
+    file tool: an in-process write no command made)."""
+    root = str((found.start or {}).get("root") or "")
+    starts: dict[float, int] = {}
+    for ex, rt in run.pairs:
+        if ex.started is not None and ex.seq is not None and rt.request is not None:
+            starts.setdefault(round(ex.started, 3), ex.seq)
+    named: list[tuple[str, str, int, int | None]] = []  # (call id, arguments' text, seq, end)
+    for ex, rt in run.pairs:
+        resp = rt.response
+        for tc in resp.tool_calls if resp is not None and ex.seq is not None else []:
+            if tc.id and isinstance(tc.arguments, dict):
+                text = orjson.dumps(tc.arguments).decode(errors="replace")[:20000]
+                named.append((tc.id, text, ex.seq or 0, None))
+    out: list[dict[str, Any]] = []
+    for fc in found.changes:
+        seq = None if fc.last else starts.get(round(fc.at, 3))
+        rows = []
+        for c in fc.changes:
+            full = f"{root}/{c.path}" if root else c.path
+            by = [
+                sc.call_id
+                for sc in calls
+                if (seq is None or sc.seq < seq)
+                and (sc.result_seq is None or seq is None or sc.result_seq >= seq)
+                and any(p == full for _op, p in sc.files)
+            ]
+            if not by:
+                by = [
+                    cid
+                    for cid, text, s, _e in named
+                    if (seq is None or s < seq) and f'"{full}"' in text
+                ][-1:]
+            rows.append(
+                {"path": c.path, "before": c.before, "after": c.after, "size": c.size, "by": by}
+                | ({"unkept": c.unkept} if c.unkept else {})
+            )
+        out.append({"seq": seq, "at": fc.at, "changes": rows})
     return out
 
 
@@ -418,11 +477,10 @@ def shell_lines(shell: ShellRun) -> list[str]:
             what = p.status + (f": “{_short(first, 60)}”" if first else "")
             if c.files:
                 what += f"; files {len(c.files)}: " + ", ".join(
-                    f"{'−' if op == 'remove' else '+'}{_short(path, 60)}" for op, path in c.files[:3]
+                    f"{'−' if op == 'remove' else '+'}{_short(path, 60)}"
+                    for op, path in c.files[:3]
                 )
-        out.append(
-            clean_line(f"  #{c.seq} {c.name} {c.call_id}: {_short(c.command, 70)} → {what}")
-        )
+        out.append(clean_line(f"  #{c.seq} {c.name} {c.call_id}: {_short(c.command, 70)} → {what}"))
     if cmds > 200:
         out.append(f"  … and {cmds - 200} more")
     return out

@@ -115,3 +115,56 @@ class Processes:
     dropped: int = 0
     #: Whether the tracer's closing note was read (its absence: a run whose tracer did not end).
     traced: bool = False
+    #: The working tree at the start (its ``files`` record), and each change seen after, in order.
+    start: dict[str, Any] | None = None
+    changes: list[FileChanges] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file created (``before`` None), changed, or removed (``after`` None): sha256s."""
+
+    path: str
+    before: str | None
+    after: str | None
+    size: int
+    #: Why its contents were not kept beside the cassette, when they were not.
+    unkept: str | None = None
+
+
+@dataclass(frozen=True)
+class FileChanges:
+    """What changed in the working tree up to a model request (``at``: its start)."""
+
+    at: float
+    changes: tuple[FileChange, ...]
+    last: bool = False
+
+
+_SHA = frozenset("0123456789abcdef")
+
+
+def _sha(v: Any) -> str | None:
+    return v if isinstance(v, str) and len(v) == 64 and set(v) <= _SHA else None
+
+
+def file_changes(rec: dict[str, Any]) -> FileChanges | None:
+    """A ``files`` record of changes as :class:`FileChanges`, or ``None`` when not of that form."""
+    at = _num(rec.get("at"))
+    raw = rec.get("changes")
+    if at is None or not isinstance(raw, list):
+        return None
+    out: list[FileChange] = []
+    for c in raw[:20000]:
+        if not isinstance(c, dict) or not isinstance(c.get("path"), str):
+            continue
+        out.append(
+            FileChange(
+                c["path"][:PATH],
+                _sha(c.get("before")),
+                _sha(c.get("after")),
+                _int(c.get("size")) or 0,
+                _str(c.get("unkept"), 200),
+            )
+        )
+    return FileChanges(at, tuple(out), rec.get("last") is True)

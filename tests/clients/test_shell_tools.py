@@ -19,11 +19,15 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
-pytestmark = [needs_recorder]
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(probe() is not None, reason=f"no process tracer here: {probe()}"),
+]
 
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"

@@ -60,6 +60,7 @@ COMMANDS = [
     f"echo ANTHROPIC_API_KEY={SECRET} > env.txt",
     "python3 -c 'import sys; sys.exit(3)'",
     "mv out.txt moved.txt; rm env.txt",
+    f"touch key-{SECRET}.txt; rm key-{SECRET}.txt",
 ]
 
 
@@ -90,18 +91,39 @@ def test_each_command_linked_with_its_exit_and_files(tmp_path: Path) -> None:
     assert [c.command for c in shell.calls] == [
         c.replace(SECRET, "[REDACTED]") for c in COMMANDS
     ], shell.as_json()
-    assert [c.process.exit if c.process else None for c in shell.calls] == [0, 0, 3, 0]
+    assert [c.process.exit if c.process else None for c in shell.calls] == [0, 0, 3, 0, 0]
     work = str(r["work"])
     assert shell.calls[0].process.stdout.startswith("hello")
     assert ("write", f"{work}/out.txt") in shell.calls[0].files
     assert ("remove", f"{work}/out.txt") in shell.calls[3].files
     assert ("write", f"{work}/moved.txt") in shell.calls[3].files
     assert ("remove", f"{work}/env.txt") in shell.calls[3].files
+    assert ("write", f"{work}/key-[REDACTED].txt") in shell.calls[4].files
     # the client said the exit code: no warning; the agent's own processes (python itself) apart
     assert not shell.findings and r["run"].findings(min_severity="warning") == []
-    # the secret the command line and the file carried reached no byte of the cassette
-    assert SECRET.encode() not in r["out"].read_bytes()
-    assert SECRET[:30].encode() not in r["out"].read_bytes()
+    # the secret the command line, its output, the file and a file's name carried reached no
+    # byte of the cassette, nor of the contents kept beside it
+    on_disk = [r["out"], *Path(f"{r['out']}.files").iterdir()]
+    for f in on_disk:
+        assert SECRET[:30].encode() not in f.read_bytes(), f
+    # the working tree per turn: each change before the request that followed it, made by the
+    # call whose command wrote it
+    tree = {t["seq"]: t["changes"] for t in shell.tree}
+    by = {
+        (c["path"], c["before"] is None, c["after"] is None): c["by"]
+        for t in tree.values()
+        for c in t
+    }
+    ids = [c.call_id for c in shell.calls]
+    assert by[("out.txt", True, False)] == [ids[0]]
+    assert by[("env.txt", True, False)] == [ids[1]]
+    assert by[("moved.txt", True, False)] == [ids[3]]
+    assert by[("out.txt", False, True)] == [ids[3]] and by[("env.txt", False, True)] == [ids[3]]
+    # the contents kept: the file written (not the one that held the key)
+    (out_txt,) = [c for t in tree.values() for c in t if c["path"] == "out.txt" and c["after"]]
+    assert (Path(f"{r['out']}.files") / out_txt["after"]).read_bytes() == b"hello\n"
+    (env,) = [c for t in tree.values() for c in t if c["path"] == "env.txt" and c["after"]]
+    assert env["unkept"].startswith("withheld")
 
 
 def test_a_failure_the_result_hides_is_warned(tmp_path: Path) -> None:
