@@ -16,65 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SKIPPED", "Workspace", "walk"]
+from ..cassettes.shell._tree import FILES, KEPT, file_hash, walk
 
-#: Files walked a scan, bytes hashed per file, bytes per blob kept, bytes of blobs kept a run.
-FILES, HASHED, BLOB, KEPT = 20000, 16 << 20, 1 << 20, 256 << 20
-#: Directories not walked (tools' caches and environments, version control's own store).
-SKIPPED = frozenset(
-    ".git .hg .svn node_modules __pycache__ .venv venv .tox .nox .mypy_cache .pytest_cache "
-    ".ruff_cache .cache".split()
-)
+__all__ = ["Workspace"]
 
 #: A file as seen: (size, mtime_ns, inode, sha256 or None when too large to hash).
 Seen = tuple[int, int, int, str | None]
-
-
-def _hash(path: str, size: int) -> tuple[str | None, bytes | None]:
-    """The file's sha256 and, when small enough to keep, its bytes (read once)."""
-    if size > HASHED:
-        return None, None
-    try:
-        with open(path, "rb", buffering=0) as f:
-            data = f.read(HASHED + 1)
-    except OSError:
-        return None, None
-    return hashlib.sha256(data).hexdigest(), (data if len(data) <= BLOB else None)
-
-
-def walk(root: str, limit: int = FILES) -> tuple[dict[str, os.stat_result], bool]:
-    """Every regular file under ``root`` (links not followed, :data:`SKIPPED` directories left
-    out) by its path relative to ``root``, and whether the walk stopped at ``limit``."""
-    out: dict[str, os.stat_result] = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            with os.scandir(os.path.join(root, rel) if rel else root) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
-        for e in entries:
-            name = f"{rel}/{e.name}" if rel else e.name
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.name not in SKIPPED:
-                    stack.append(name)
-            elif stat.S_ISREG(st.st_mode):
-                if len(out) >= limit:
-                    return out, True
-                out[name] = st
-    return out, False
 
 
 class Workspace:
@@ -124,7 +77,7 @@ class Workspace:
         return None
 
     def _look(self, rel: str, st: os.stat_result) -> tuple[Seen, str | None]:
-        sha, data = _hash(os.path.join(self.root, rel), st.st_size)
+        sha, data = file_hash(os.path.join(self.root, rel), st.st_size)
         return (st.st_size, st.st_mtime_ns, st.st_ino, sha), self._blob(sha, data)
 
     def start(self) -> None:

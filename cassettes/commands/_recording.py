@@ -138,6 +138,11 @@ RUN = Command(
             dest="from_run",
         ),
         "--model": "with --from: the model of every request sent live (same API family)",
+        "--in-place": flag(
+            "with --from, of a run recorded with --shell-trace: run the agent in this working "
+            "tree, not in a scratch copy of it as it was at the recording's start (the default; "
+            "docs/shell-file-tools.md)"
+        ),
         "--prefix": Arg(
             "with --from: how the prefix is matched: strict (default: as replay, volatile "
             "spans tolerated) or tolerant (a request that differs from its recorded turn only "

@@ -20,7 +20,17 @@ exit status, no signal and none of what the command wrote on stderr.
 
 from __future__ import annotations
 
+from ._fork import Scratch, scratch_tree
 from ._link import ShellCall, ShellRun, link_run, read_processes, shell_lines
 from ._records import Process
 
-__all__ = ["Process", "ShellCall", "ShellRun", "link_run", "read_processes", "shell_lines"]
+__all__ = [
+    "Process",
+    "Scratch",
+    "ShellCall",
+    "ShellRun",
+    "link_run",
+    "read_processes",
+    "scratch_tree",
+    "shell_lines",
+]

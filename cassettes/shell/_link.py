@@ -379,7 +379,7 @@ def _tree_changes(run: Run, found: Processes, calls: list[ShellCall]) -> list[di
                 by = [
                     cid
                     for cid, text, s, _e in named
-                    if (seq is None or s < seq) and f'"{full}"' in text
+                    if (seq is None or s < seq) and (f'"{full}"' in text or f'"{c.path}"' in text)
                 ][-1:]
             rows.append(
                 {"path": c.path, "before": c.before, "after": c.after, "size": c.size, "by": by}

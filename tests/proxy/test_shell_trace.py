@@ -31,7 +31,9 @@ lie = "--lie" in sys.argv
 base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
 messages = [{"role": "user", "content": "go"}]
 tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
-          "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
+          "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+         {"name": "write", "description": "write a file", "input_schema": {"type": "object",
+          "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}]
 for _ in range(10):
     req = urllib.request.Request(base + "/v1/messages", method="POST",
         data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages,
@@ -45,6 +47,11 @@ for _ in range(10):
         break
     results = []
     for c in calls:
+        if c["name"] == "write":  # the agent's own file tool: a write in this process
+            with open(c["input"]["path"], "w") as f:
+                f.write(c["input"]["content"])
+            results.append({"type": "tool_result", "tool_use_id": c["id"], "content": "written"})
+            continue
         p = subprocess.run(["/bin/bash", "-c", c["input"]["command"]], capture_output=True,
                            text=True)
         text = p.stdout + p.stderr
@@ -154,3 +161,87 @@ def test_a_run_without_the_tracer_says_so(tmp_path: Path) -> None:
     assert "shell commands not traced: no strace on PATH" in proc.stderr
     assert b'"process"' not in out.read_bytes()
     assert json.loads(out.read_text().splitlines()[0])["type"] == "header"
+
+
+CALC, FIXED = "def add(a, b):\n    return a - b\n", "def add(a, b):\n    return a + b\n"
+TEST = (
+    "import sys\nfrom calc import add\nok = add(2, 3) == 5\n"
+    "print('1 passed' if ok else '1 failed')\nsys.exit(0 if ok else 1)\n"
+)
+
+
+def _coder(req: ScriptedRequest) -> Reply:
+    """Runs the test (it fails), writes the fix with the agent's own file tool, runs it again."""
+    steps = [
+        ("bash", {"command": "python3 test_calc.py"}),
+        ("write", {"path": "calc.py", "content": FIXED}),
+        ("bash", {"command": "python3 test_calc.py"}),
+    ]
+    done = len(req.tool_results())
+    if done < len(steps):
+        return Reply.tool(*steps[done], what=f"step{done}")
+    return Reply.say("fixed: the test passes", what="answer")
+
+
+def _digests(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
+    from tests.support import progress
+    from tests.support.recorder import RECORDER
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "calc.py").write_text(CALC)
+    (work / "test_calc.py").write_text(TEST)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-fork")
+    with ScriptedUpstream(_coder, validate=True) as up:
+        proc, out = looptap_run(
+            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+            extra=("--shell-trace",),
+        )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    origin = open_run(out, whole=True).shell
+    assert [c.process.exit for c in origin.calls if c.process] == [1, 0], origin.as_json()
+    # the agent's own write, on the tree's record before the request that sent its result
+    (fixed,) = [c for t in origin.tree for c in t["changes"] if c["path"] == "calc.py"]
+    assert len(fixed["by"]) == 1 and fixed["by"][0] not in {c.call_id for c in origin.calls}
+    assert (work / "calc.py").read_text() == FIXED
+    # the user's tree now: the fix, and a file of the user's own since
+    (work / "notes.txt").write_text("mine")
+    before = _digests(work)
+    branch = tmp_path / "branch.jsonl"
+    with ScriptedUpstream(_coder, validate=True) as up:
+        argv = [
+            *RECORDER, "run", "-o", str(branch), "--confdir", str(tmp_path / "conf"),
+            "--upstream", f"anthropic={up.url}", "--from", f"{out}@turn=2", "--shell-trace",
+            "--", sys.executable, str(agent),
+        ]  # fmt: skip
+        env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+    why = explain(fork)
+    assert fork.returncode == 0, why
+    # the user's tree untouched, and told it differs from the recording's start
+    assert _digests(work) == before
+    assert "your working tree differs from the recording's start" in fork.stderr, why
+    (line,) = [x for x in fork.stderr.splitlines() if "scratch copy of the working tree" in x]
+    scratch = Path(line.split(": ", 2)[2].split(" (")[0])
+    # the fork finished like the recording: from the cursor (turn 2) the same command with the
+    # same exit, the answer the same; before it the agent ran the prefix's tools again in the
+    # scratch tree (the test failed there as it did: the tree was the recording's start)
+    shell = open_run(branch, whole=True).shell
+    live = [(c.command, c.process.exit if c.process else None) for c in shell.calls]
+    assert live == [(origin.calls[1].command, 0)], shell.as_json()
+    reran = read_processes(branch).processes
+    assert [p.exit for p in reran if p.argv[-1:] == ("python3 test_calc.py",)] == [1, 0]
+    assert "fixed: the test passes" in branch.read_text()
+    assert (scratch / "calc.py").read_text() == FIXED and (scratch / "notes.txt").exists()
