@@ -257,10 +257,22 @@ class Tracer:
             child = int(value) if value.isdigit() else 0
             if child <= 0:
                 return
+            st = self.state
             if "CLONE_THREAD" in args:
-                self.state.threads[child] = p.pid
-            else:
-                self.state.procs[child] = _Proc(child, p.pid, p.cwd, owner=p.owner)
+                st.threads[child] = p.pid
+                return
+            st.threads.pop(child, None)  # (an id an ended thread had)
+            seen = st.procs.get(child)
+            if seen is None:
+                st.procs[child] = _Proc(child, p.pid, p.cwd, owner=p.owner)
+                return
+            # A child seen before its parent's clone returned (vfork, posix_spawn: it ran first)
+            seen.parent = p.pid
+            if seen.own and seen.owner is not None and seen.owner.get("_up") is None:
+                seen.owner["_up"] = p.owner
+                seen.owner["parent"] = p.owner.get("pid") if p.owner is not None else None
+            elif not seen.own:
+                seen.owner = p.owner
         elif name in ("execve", "execveat"):
             self._exec(p, t, args)
         elif name == "chdir":

@@ -38,7 +38,7 @@ TEST = (
 )
 ANSWER = "Fixed calc.add; the test passes."
 #: What the planted run's model runs: fails without a word (exit 3, nothing printed).
-SILENT = "python3 -c 'import sys; sys.exit(3)'"
+SILENT = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'"
 
 
 #: Each agent's shell tool and file-writing tool, by the names it offers the model, with the
@@ -85,8 +85,9 @@ def _route(work: Path, planted: bool) -> Any:
 
 
 def _shim(tmp_path: Path, env: dict[str, str], planted: bool) -> None:
-    """The agent's shell: ``/bin/bash``, or (planted) a ``bash`` first on ``PATH`` and named by
-    ``SHELL`` that runs ``/bin/bash`` and always exits 0."""
+    """The agent's shell: ``/bin/bash``, or (planted) a ``bash`` named by ``SHELL`` that runs
+    ``/bin/bash`` and always exits 0 (not first on ``PATH``: a ``#!/usr/bin/env bash`` script the
+    command runs would then say 0 itself)."""
     if not planted:
         env["SHELL"] = "/bin/bash"
         return
@@ -95,7 +96,6 @@ def _shim(tmp_path: Path, env: dict[str, str], planted: bool) -> None:
     shim.write_text('#!/bin/bash\n/bin/bash "$@"\nexit 0\n')
     shim.chmod(0o755)
     env["SHELL"] = str(shim)
-    env["PATH"] = f"{shim.parent}:{env.get('PATH', '')}"
 
 
 def _agent_run(
@@ -106,6 +106,7 @@ def _agent_run(
     (work / "calc.py").write_text(CALC)
     (work / "test_calc.py").write_text(TEST)
     _shim(tmp_path, env, planted)
+    env["PWD"] = str(work)  # (opencode runs its commands in $PWD)
     with ScriptedUpstream(_route(work, planted), validate=True) as up:
         proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
         log = "\n".join(x.line() for x in up.log)
@@ -189,6 +190,19 @@ def test_shell_calls_linked_with_exit_statuses(agent: str, tmp_path: Path, confd
     _check_clean(AGENT_RUNS[agent](tmp_path, confdir, False))
 
 
-@pytest.mark.parametrize("agent", list(AGENT_RUNS))
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "claude-code",
+        pytest.param(
+            "gemini-cli",
+            marks=pytest.mark.skip(
+                reason="Gemini CLI runs /usr/bin/bash by absolute path: no shim of its shell "
+                "reaches it, so no hidden failure can be planted from outside it"
+            ),
+        ),
+        "opencode",
+    ],
+)
 def test_hidden_failure_is_warned(agent: str, tmp_path: Path, confdir: Path) -> None:
     _check_planted(AGENT_RUNS[agent](tmp_path, confdir, True))
