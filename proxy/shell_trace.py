@@ -201,6 +201,8 @@ class Tracer:
             self._opened.set()
             with os.fdopen(fd, "rb", buffering=1 << 16) as f:
                 for raw in f:
+                    if _skipped(raw):
+                        continue
                     try:
                         self.line(raw.decode("utf-8", "replace").rstrip("\n"))
                     except Exception:  # one line we cannot read never stops the reading
@@ -425,6 +427,16 @@ class Tracer:
             )
         except Exception:
             pass
+
+
+#: Lines read and dropped at once (the frequent ones): a file opened only to be read, a write to
+#: a descriptor other than stdout and stderr.
+_READ_ONLY = re.compile(rb'^\d+ +[\d.]+ open(?:at)?\([^)]*", O_RDONLY(?!\|O_(?:CREAT|TRUNC))')
+_OTHER_WRITE = re.compile(rb"^\d+ +[\d.]+ write\((?![12],)")
+
+
+def _skipped(raw: bytes) -> bool:
+    return bool(_READ_ONLY.match(raw) or _OTHER_WRITE.match(raw))
 
 
 def _signum(name: str) -> int:
