@@ -19,8 +19,8 @@ import argparse
 import ctypes
 import os
 import resource
-import shutil
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile

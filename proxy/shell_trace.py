@@ -326,7 +326,7 @@ class Tracer:
 
     def _up(self, p: _Proc) -> list[dict[str, Any]]:
         """The records a process's writes count in: its own program's and every program above."""
-        out = []
+        out: list[dict[str, Any]] = []
         rec = p.owner
         while rec is not None and len(out) < 64:
             out.append(rec)
