@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..cassettes.shell._tree import FILES, KEPT, file_hash, walk
+from ..cassettes.shell import FILES, KEPT, file_hash, walk
 
 __all__ = ["Workspace"]
 

@@ -121,7 +121,7 @@ RUN = Command(
         "--shell-trace": flag(
             "trace the command's processes (Linux, strace): each program it starts is recorded "
             "beside the model calls (argv, exit status, output's start, files written) and "
-            "linked to the model's shell tool call; off by default: it cost 1.3x CPU on a test "
+            "linked to the model's shell tool call; off by default: it cost 1.5x CPU on a test "
             "suite (docs/shell-file-tools.md)"
         ),
         "--inspect": flag(

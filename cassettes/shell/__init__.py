@@ -23,14 +23,19 @@ from __future__ import annotations
 from ._fork import Scratch, scratch_tree
 from ._link import ShellCall, ShellRun, link_run, read_processes, shell_lines
 from ._records import Process
+from ._tree import FILES, KEPT, file_hash, walk
 
 __all__ = [
+    "FILES",
+    "KEPT",
     "Process",
     "Scratch",
     "ShellCall",
     "ShellRun",
+    "file_hash",
     "link_run",
     "read_processes",
     "scratch_tree",
     "shell_lines",
+    "walk",
 ]

@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..analysis import codes
-from ..analysis._model import Finding
+from ..analysis import Finding, codes
 from ..errors import CassetteError
-from ..storage._codec import loads_record
-from ..storage._store import iter_lines
+from ..storage import open_regular
 from ._records import Process, Processes, file_changes, process
 
 if TYPE_CHECKING:
@@ -43,14 +41,18 @@ def read_processes(path: str | Path) -> Processes:
     """The ``process`` records of the looptap cassette at ``path`` (bounded; damage counted)."""
     out = Processes()
     try:
-        lines = iter_lines(path)
-        next(lines, None)  # the header
-        for _n, raw, _nl in lines:
-            if b'"process' not in raw[:200] and b'"files"' not in raw[:200]:
-                continue
+        with open_regular(path) as f:
+            lines = iter(f)
+            next(lines, None)  # the header
+            recs = [
+                raw
+                for raw in lines
+                if raw.startswith(b"{") and (b'"process' in raw[:200] or b'"files"' in raw[:200])
+            ]
+        for raw in recs:
             try:
-                rec = loads_record(raw)
-            except (orjson.JSONDecodeError, CassetteError):
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
                 continue
             if not isinstance(rec, dict):
                 continue
