@@ -311,12 +311,7 @@ def link_run(run: Run, found: Processes) -> ShellRun:
     procs = found.processes
     by_pid = {p.pid: p for p in procs}
     calls = _calls(run)
-    fits: dict[str, list[Process]] = {}
-    for c in calls:
-        window = [p for p in procs if c.start <= p.started and (c.end is None or p.started < c.end)]
-        hits = [p for p in window if not p.agent and _fits(p, c.texts, c.argv)]
-        inner = [p for p in hits if not any(_under(q, p, by_pid) for q in hits if q is not p)]
-        fits[c.call_id] = inner
+    fits = {c.call_id: _innermost(c, procs, by_pid) for c in calls}
     taken: dict[int, list[str]] = {}
     for cid, inner in fits.items():
         if len(inner) == 1:
@@ -329,15 +324,7 @@ def link_run(run: Run, found: Processes) -> ShellRun:
             c.error, c.result_turn,
         )  # fmt: skip
         if len(inner) == 1 and len(taken[inner[0].pid]) == 1:
-            p = sc.process = inner[0]
-            tree = [q for q in procs if q is p or _under(q, p, by_pid)]
-            sc.children = len(tree) - 1
-            seen: dict[tuple[str, str], None] = {}
-            for q in tree:
-                for f in q.files:
-                    seen.setdefault(f, None)
-            sc.files = tuple(seen)[:64]
-            linked.update(q.pid for q in tree)
+            linked.update(_take(sc, inner[0], procs, by_pid))
         else:
             sc.candidates = len(inner)
         out.calls.append(sc)
@@ -345,6 +332,52 @@ def link_run(run: Run, found: Processes) -> ShellRun:
     out.findings = [w for sc in out.calls if (w := _hidden(sc)) is not None]
     out.tree = _tree_changes(run, found, out.calls)
     return out
+
+
+def _innermost(c: _Call, procs: list[Process], by_pid: dict[int, Process]) -> list[Process]:
+    """The processes started while ``c`` awaited that ran its command, none of them above
+    another (a wrapper's shell holds the same text: the innermost is the command's)."""
+    window = [p for p in procs if c.start <= p.started and (c.end is None or p.started < c.end)]
+    hits = [p for p in window if not p.agent and _fits(p, c.texts, c.argv)]
+    return [p for p in hits if not any(_under(q, p, by_pid) for q in hits if q is not p)]
+
+
+def _take(sc: ShellCall, p: Process, procs: list[Process], by_pid: dict[int, Process]) -> set[int]:
+    """``p`` linked to ``sc``, with what its tree of processes wrote; the tree's pids."""
+    sc.process = p
+    tree = [q for q in procs if q is p or _under(q, p, by_pid)]
+    sc.children = len(tree) - 1
+    seen: dict[tuple[str, str], None] = {}
+    for q in tree:
+        for f in q.files:
+            seen.setdefault(f, None)
+    sc.files = tuple(seen)[:64]
+    return {q.pid for q in tree}
+
+
+def _made_by(
+    full: str,
+    rel: str,
+    seq: int | None,
+    calls: list[ShellCall],
+    named: list[tuple[str, str, int]],
+) -> list[str]:
+    """The calls that made a change to ``full`` seen at the request ``seq``: the linked commands
+    awaiting then that wrote or removed it, else the last call before whose arguments name it."""
+    by = [
+        sc.call_id
+        for sc in calls
+        if (seq is None or sc.seq < seq)
+        and (sc.result_seq is None or seq is None or sc.result_seq >= seq)
+        and any(p == full for _op, p in sc.files)
+    ]
+    if by:
+        return by
+    return [
+        cid
+        for cid, text, s in named
+        if (seq is None or s < seq) and (f'"{full}"' in text or f'"{rel}"' in text)
+    ][-1:]
 
 
 def _tree_changes(run: Run, found: Processes, calls: list[ShellCall]) -> list[dict[str, Any]]:
@@ -357,32 +390,20 @@ def _tree_changes(run: Run, found: Processes, calls: list[ShellCall]) -> list[di
     for ex, rt in run.pairs:
         if ex.started is not None and ex.seq is not None and rt.request is not None:
             starts.setdefault(round(ex.started, 3), ex.seq)
-    named: list[tuple[str, str, int, int | None]] = []  # (call id, arguments' text, seq, end)
+    named: list[tuple[str, str, int]] = []  # (call id, arguments' text, seq)
     for ex, rt in run.pairs:
         resp = rt.response
         for tc in resp.tool_calls if resp is not None and ex.seq is not None else []:
             if tc.id and isinstance(tc.arguments, dict):
                 text = orjson.dumps(tc.arguments).decode(errors="replace")[:20000]
-                named.append((tc.id, text, ex.seq or 0, None))
+                named.append((tc.id, text, ex.seq or 0))
     out: list[dict[str, Any]] = []
     for fc in found.changes:
         seq = None if fc.last else starts.get(round(fc.at, 3))
         rows = []
         for c in fc.changes:
             full = f"{root}/{c.path}" if root else c.path
-            by = [
-                sc.call_id
-                for sc in calls
-                if (seq is None or sc.seq < seq)
-                and (sc.result_seq is None or seq is None or sc.result_seq >= seq)
-                and any(p == full for _op, p in sc.files)
-            ]
-            if not by:
-                by = [
-                    cid
-                    for cid, text, s, _e in named
-                    if (seq is None or s < seq) and (f'"{full}"' in text or f'"{c.path}"' in text)
-                ][-1:]
+            by = _made_by(full, c.path, seq, calls, named)
             rows.append(
                 {"path": c.path, "before": c.before, "after": c.after, "size": c.size, "by": by}
                 | ({"unkept": c.unkept} if c.unkept else {})
