@@ -367,6 +367,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     config.command = tuple(argv)
+    config.shell_trace = bool(getattr(args, "shell_trace", False))
     _warn_exposure(args)
 
     try:
@@ -387,6 +388,12 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     if fork is not None and fork.edits:
         config.edit_key = fork.edit_key
+    if fork is not None and not getattr(args, "in_place", False):
+        try:
+            target = _fork_tree(fork, config, target)
+        except OSError as exc:
+            messages.error(f"error: the fork's scratch tree could not be made: {exc}")
+            return 2
     if fork is not None:  # the branch's header is written here, not by the recorder's writer
         fork.meta.update(_about(config))
     inspecting = _inspecting(args, config)
@@ -494,3 +501,34 @@ async def _run_child(
     finally:
         if fork is not None:
             fork.status = await fork.stop()
+
+
+def _fork_tree(fork: Any, config: Any, target: Any) -> Any:
+    """A fork of a run recorded with ``--shell-trace`` runs its agent in a scratch copy of this
+    working tree as the recording's start had it (cassettes/shell/_fork.py): this process moves
+    there (the agent, the replay server and the branch's header take it as their working
+    directory), its output paths made absolute first. A run without a recorded tree: nothing."""
+    import dataclasses
+    import tempfile
+
+    from ..cassettes.matching import here
+    from ..cassettes.shell import scratch_tree
+
+    origin = Path(os.path.abspath(fork.source.run))
+    dest = Path(tempfile.mkdtemp(prefix="looptap-fork-tree-")) / "tree"
+    made = scratch_tree(origin, Path.cwd(), dest)
+    if made is None:
+        dest.parent.rmdir()
+        return target
+    config.output = Path(os.path.abspath(config.output))
+    fork.source = dataclasses.replace(fork.source, run=origin)
+    target = dataclasses.replace(target, path=Path(os.path.abspath(target.path)))
+    for line in made.said:
+        messages.emit(line)
+    messages.emit(
+        f"the fork runs in a scratch copy of the working tree as at the recording's start: {dest} "
+        f"({made.restored} files put back; --in-place runs it here instead)"
+    )
+    os.chdir(dest)
+    fork.meta.update(here())
+    return target

@@ -75,6 +75,8 @@ class RecorderConfig:
     #: runs: the cassette header's ``agent`` and ``command`` (cassettes.recording._about).
     agent: str | None = None
     command: tuple[str, ...] = ()
+    #: ``looptap run``: trace the command's processes (proxy/shell_trace.py) where it can.
+    shell_trace: bool = False
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""

@@ -351,7 +351,7 @@ class Handoff:
         return True
 
     def _on_answer(self, kind: str, msg: Any) -> None:
-        n = msg if kind == "ok" else 1 if kind in ("storage_error", "failed") else 0
+        n = msg if kind == "ok" else 1 if kind in ("storage_error", "failed", "side") else 0
         released: list[Receipt] = []
         with self._done:
             for _ in range(min(n, len(self._pending))):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..cassettes import interrupts
 from ..cassettes.hints import HANDOVER, count
@@ -21,6 +22,8 @@ from . import messages
 from .addon import LooptapRecorder
 from .config import RecorderConfig, RecorderError
 from .launcher import Recorder
+from .shell_trace import Tracer, probe
+from .workspace import Workspace
 
 __all__ = ["record_forever", "report_lost", "run_child"]
 
@@ -138,27 +141,38 @@ async def run_child(
             # a Ctrl-C during start-up that nothing raised: the command is not started
             if interrupts.pending():
                 return 130, rec.addon
+            tracer = _tracer(config, rec) if config.shell_trace else None
+            tree = await _workspace(config, rec) if config.shell_trace else None
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv,
+                    *(tracer.argv(argv) if tracer is not None else argv),
                     env=env,
                     stdin=subprocess.DEVNULL if viewer else None,
                     stdout=log,
                     stderr=log,
                 )
             except OSError as exc:
+                if tracer is not None:
+                    tracer.finish()
                 raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
 
             def pass_on(sig: int) -> None:
                 if proc.returncode is None:
+                    root = tracer.root if tracer is not None else None
+                    if root is not None:  # the agent, not its tracer
+                        with contextlib.suppress(OSError):
+                            os.kill(root, sig)
+                        return
                     proc.send_signal(sig)
 
             for sig in (signal.SIGINT, signal.SIGTERM):
                 # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
                 asyncio.get_running_loop().add_signal_handler(sig, pass_on, sig)
             rc = await _child_beside_viewer(
-                proc, viewer, child_log, child_status, rec.addon.handoff.flush
+                proc, viewer, child_log, child_status, rec.addon.handoff.flush, tracer
             )
+            if tree is not None:  # what the last answer's tools changed
+                await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
         finally:
             if log is not None:
                 log.close()
@@ -171,6 +185,7 @@ async def _child_beside_viewer(
     child_log: Path | None,
     child_status: Path | None,
     stored: Callable[[], None],
+    tracer: Tracer | None = None,
 ) -> int:
     """The child's exit status, once it has exited and the ``viewer`` started here beside it (if
     any) has been closed; a viewer closed first leaves a line saying the child still runs. The
@@ -192,7 +207,7 @@ async def _child_beside_viewer(
             messages.emit(
                 f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)"
             )
-    rc = await child
+    rc = await child if tracer is None else await _traced_end(proc, child, tracer)
     if child_status is not None:
         await asyncio.get_running_loop().run_in_executor(None, stored)
         try:
@@ -202,3 +217,91 @@ async def _child_beside_viewer(
     if view is not None:
         await view.wait()
     return rc
+
+
+def _handing(rec: Recorder) -> Callable[[dict[str, Any]], None]:
+    """Hands a record beside the round trips to the writer, from any thread (on the loop)."""
+    loop = asyncio.get_running_loop()
+    handoff = rec.addon.handoff
+
+    def hand(item: dict[str, Any]) -> None:
+        try:
+            handoff.hand_over(item)
+        except Exception as exc:  # the writer is gone: said once per record, the agent goes on
+            messages.error(messages.safe(f"a {item.get('type')} record could not be stored: {exc}"))
+
+    def emit(item: dict[str, Any]) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(hand, item)
+
+    return emit
+
+
+async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
+    """The agent's working tree, taken now and at each model request (proxy/workspace.py), its
+    contents kept beside the cassette (``OUTPUT.files/``) unless the redactor finds a key in
+    them."""
+    from ..cassettes.recording import Redactor
+
+    redactor = Redactor.configured(
+        headers=list(config.redact_headers), patterns=list(config.redact_patterns)
+    )
+
+    def secret(data: bytes) -> bool:
+        return redactor.scrub_bytes(data) != data
+
+    keep = Path(str(config.output) + ".files")
+    tree = Workspace(os.getcwd(), keep, _handing(rec), secret)
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, tree.start)
+    except OSError as exc:
+        messages.error(f"the working tree could not be read ({exc}): its changes are not recorded")
+        return None
+    if rec.master is not None:
+        rec.master.addons.add(tree)
+    return tree
+
+
+def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
+    """The process tracer of this run (docs/shell-file-tools.md), or ``None`` with one line
+    saying why it cannot run here and what is then not seen. Its records go to the writer from
+    the event loop (the tracer reads on a thread of its own)."""
+    why = probe()
+    if why is not None:
+        messages.emit(
+            f"shell commands not traced: {why}; the command's processes, their exit statuses, "
+            "output and files are not recorded"
+        )
+        return None
+    loop = asyncio.get_running_loop()
+    emit = _handing(rec)
+    ended = asyncio.Event()
+
+    def end() -> None:
+        loop.call_soon_threadsafe(ended.set)
+
+    tracer = Tracer(os.getcwd(), emit, end)
+    tracer.root_ended = ended
+    tracer.start()
+    return tracer
+
+
+async def _traced_end(
+    proc: asyncio.subprocess.Process, child: asyncio.Future[int], tracer: Tracer
+) -> int:
+    """The traced agent's exit status, once it has exited. strace would wait for every process
+    the agent left running (a server, a daemon), and strace 6.1 was seen to wait for ever on
+    threads of Claude Code left in a tracing stop after their leader's exit (a SIGTERM did not end
+    it): so once the agent's own end is read, strace is ended (the kernel lets its tracees go on,
+    untraced) and the agent's status is the run's."""
+    assert tracer.root_ended is not None
+    ended = asyncio.ensure_future(tracer.root_ended.wait())
+    await asyncio.wait({child, ended}, return_when=asyncio.FIRST_COMPLETED)
+    if not child.done():
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    rc = await child
+    ended.cancel()
+    await asyncio.get_running_loop().run_in_executor(None, tracer.finish)
+    status = tracer.root_status
+    return status if status is not None else rc

@@ -146,6 +146,13 @@ def header_places(redactor: Any) -> dict[str, str]:
 def _store(writer: CassetteWriter, item: Any, answers: _Answers) -> None:
     from ..cassettes.errors import CassetteError
 
+    if isinstance(item, dict):  # a record beside the round trips (a traced process): redacted
+        try:
+            writer.append_side(item)
+        except (CassetteError, ValueError, TypeError) as exc:
+            messages.error(messages.safe(f"a process record could not be stored: {exc}"))
+        answers.send("side", None)
+        return
     try:
         writer.append(item)  # the pipeline removes the Content-Encoding the proxy left
         answers.ok += 1

@@ -19,6 +19,7 @@ from ..commands import EXIT_OK, err
 from ..errors import problem_lines
 from ..hints import count
 from ..reading import branch_line, branch_origin, fork_notes, open_run, show_pairs
+from ..shell import shell_lines
 from ..untrusted import clean_line
 from ..views import (
     GrowthRows,
@@ -71,6 +72,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         out = sys.stdout.buffer
         for v in kept():
             out.write(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
+        if run.shell.traced:  # the traced shell commands: one line of their own, last
+            line = {"schema": "looptap.shell/1", **run.shell.as_json()}
+            out.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
         out.flush()
     else:
         assert growth is not None
@@ -95,6 +99,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 yield from analysis_lines(
                     keep.analysis(run.analysis) if keep is not None else run.analysis, growth
                 )
+                yield from shell_lines(run.shell)
             finally:
                 growth.close()
             if inferred:

@@ -121,6 +121,12 @@ RUN = Command(
     "record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
     Extend("looptap.cassettes.commands._recording:recorder_options", output_required=False),
     {
+        "--shell-trace": flag(
+            "trace the command's processes (Linux, strace): each program it starts is recorded "
+            "beside the model calls (argv, exit status, output's start, files written) and "
+            "linked to the model's shell tool call; off by default: it cost 1.5x CPU on a test "
+            "suite (docs/shell-file-tools.md)"
+        ),
         "--inspect": flag(
             "open the inspector on the run while it is recorded (the command's output goes to "
             "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished "
@@ -135,6 +141,11 @@ RUN = Command(
             dest="from_run",
         ),
         "--model": "with --from: the model of every request sent live (same API family)",
+        "--in-place": flag(
+            "with --from, of a run recorded with --shell-trace: run the agent in this working "
+            "tree, not in a scratch copy of it as it was at the recording's start (the default; "
+            "docs/shell-file-tools.md)"
+        ),
         "--prefix": Arg(
             "with --from: how the prefix is matched: strict (default: as replay, volatile "
             "spans tolerated) or tolerant (a request that differs from its recorded turn only "

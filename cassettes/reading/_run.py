@@ -49,6 +49,7 @@ from ._reader import Reader, Records
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from ..analysis import Finding, RunAnalysis, Severity, Turn
+    from ..shell import ShellRun
     from ..views import TurnSummary
     from ._incremental import Batch, RunReader
 
@@ -113,6 +114,9 @@ class Run:
         self.kind = kind
         #: Flows a mitmproxy file held that are not HTTP (TCP, UDP, DNS), by type: not imported.
         self.skipped: dict[str, int] = skipped or {}
+        self._shell: ShellRun | None = None
+        #: The file a looptap cassette was read from (its traced processes are read there).
+        self.path: Path | None = None
 
     @classmethod
     def of(
@@ -251,8 +255,23 @@ class Run:
     def analysis(self) -> RunAnalysis:
         """The layer analysis. A run followed and not finished (or not yet settled) has the
         conversations, errors and findings so far, and its ``turns`` stay empty
-        (:attr:`summaries`, :meth:`full_turn`)."""
-        return self._reader.analysis
+        (:attr:`summaries`, :meth:`full_turn`). A looptap cassette's traced shell commands
+        (:attr:`shell`) add their findings once the run is read whole."""
+        a = self._reader.analysis
+        if self._shell is None and self.kind == "looptap" and a.turns:
+            self._shell = shell = _shell_of(self)
+            a.findings.extend(f for f in shell.findings if f not in a.findings)
+        return a
+
+    @property
+    def shell(self) -> ShellRun:
+        """The coding agent's shell commands ``looptap run`` traced, linked to the model's calls
+        (cassettes.shell; empty for a run without them)."""
+        if self._shell is None:
+            _ = self.analysis
+        if self._shell is None:
+            self._shell = _shell_of(self)
+        return self._shell
 
     @property
     def families(self) -> dict[str, int]:
@@ -458,9 +477,11 @@ def _read(
 def _read_whole(path: Path) -> Run:
     """A looptap cassette read into memory (:func:`~cassettes.storage.read_records`)."""
     cas = read_records(path)
-    return Run.of(
+    run = Run.of(
         cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap"
     )
+    run.path = path
+    return run
 
 
 def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
@@ -497,3 +518,16 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         raise CassetteFormatError(str(exc)) from None
     reader.settle()  # complete: its analysis kept, its round trips read again on each pass
     return run
+
+
+def _shell_of(run: Run) -> ShellRun:
+    from ..shell import ShellRun, link_run, read_processes
+
+    run._shell = ShellRun()  # (linking reads the analysis: it is not linked twice)
+    if run.kind != "looptap":
+        return run._shell
+    path = run.path or getattr(getattr(run._reader, "index", None), "path", None)
+    if path is None:
+        return run._shell
+    found = read_processes(path)
+    return link_run(run, found) if found.processes or found.traced else ShellRun()

@@ -120,6 +120,15 @@ class CassetteWriter:
             self._file.append(data)
             return clean
 
+    def append_side(self, rec: dict[str, Any]) -> None:
+        """Write one record beside the round trips (a traced process: proxy/shell_trace.py), every
+        string in it redacted as bodies are (what the redactor learned included)."""
+        clean = _scrubbed(self.redactor, rec, 0)
+        if not isinstance(clean, dict) or not isinstance(clean.get("type"), str):
+            raise ValueError("not a record")
+        with self._lock:
+            self._file.append(dumps_record(clean))
+
     def close(self) -> None:
         with self._lock:
             self._file.close()
@@ -129,3 +138,16 @@ class CassetteWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _scrubbed(redactor: Redactor, value: Any, depth: int) -> Any:
+    """``value`` with every string (keys too) masked by ``redactor`` (bounded: depth 16)."""
+    if depth > 16:
+        return None
+    if isinstance(value, str):
+        return redactor.scrub(value)
+    if isinstance(value, dict):
+        return {redactor.scrub(str(k)): _scrubbed(redactor, v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrubbed(redactor, v, depth + 1) for v in value]
+    return value

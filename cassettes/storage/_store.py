@@ -198,7 +198,7 @@ def exchange_record(
                 "per file: keep the files apart and name each, or record further round trips into "
                 "one cassette with -o +FILE"
             )
-        if rec.get("type") != "note":
+        if rec.get("type") not in ("note", "process", "files"):  # (process, files: cassettes/shell)
             return Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
         return None
     return rec

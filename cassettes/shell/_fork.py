@@ -1,0 +1,102 @@
+"""A coding agent forked where it stood (``looptap run --from RUN@turn=N`` of a run recorded with
+``--shell-trace``): the agent runs in a scratch copy of the working tree, never in the user's, as
+the tree was when the recording sent its request at the cursor: the user's tree copied, every file
+the recording saw change put back as it was at the start (its contents kept beside the cassette,
+``RUN.jsonl.files/``), then each change seen before the cursor applied. What could not be put back
+(contents not kept: too large, or holding a key) is said, and so is a user's tree that differs
+from the recording's start."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._link import read_processes
+from ._tree import digest
+
+__all__ = ["Scratch", "scratch_tree"]
+
+
+@dataclass
+class Scratch:
+    """The scratch tree made, and what is said of it (one line each)."""
+
+    path: Path
+    said: list[str] = field(default_factory=list)
+    #: Files put back as they were at the cursor (written or removed).
+    restored: int = 0
+
+
+def _put(dest: Path, rel: str, sha: str | None, blobs: Path) -> str | None:
+    """``rel`` under ``dest`` made the content ``sha`` (``None``: absent); why not, if not."""
+    target = dest / rel
+    if not os.path.realpath(target).startswith(os.path.realpath(dest) + os.sep):
+        return f"{rel}: outside the tree, not touched"
+    if sha is None:
+        if target.is_file() or target.is_symlink():
+            target.unlink()
+        return None
+    blob = blobs / sha
+    if not blob.is_file():
+        return f"{rel}: its contents were not kept; left as in your tree"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink():
+        target.unlink()
+    shutil.copyfile(blob, target)
+    return None
+
+
+def scratch_tree(
+    origin: Path, user_root: Path, dest: Path, upto_seq: int | None = None
+) -> Scratch | None:
+    """The scratch tree for a fork of ``origin``, copied from ``user_root`` into ``dest`` (which
+    must not exist): as at the recording's start (a fork's agent runs the prefix's tools again),
+    or with ``upto_seq`` as when the recording sent that round trip's request (the changes seen
+    before it applied); ``None`` when the recording holds no working tree (not recorded with
+    ``--shell-trace``)."""
+    found = read_processes(origin)
+    start = found.start
+    if start is None:
+        return None
+    out = Scratch(dest)
+    root = start.get("root")
+    if isinstance(root, str) and os.path.realpath(root) != os.path.realpath(user_root):
+        out.said.append(f"the recording ran in {root}; the fork's tree is a copy of {user_root}")
+    recorded_digest = start.get("digest")
+    now, files, _cut = digest(str(user_root))
+    if isinstance(recorded_digest, str) and now != recorded_digest:
+        out.said.append(
+            f"your working tree differs from the recording's start ({start.get('files')} files "
+            f"then, {files} now): the fork runs in a copy of it, the files the recording saw "
+            "change put back as they were at the cursor; other differences stay"
+        )
+    shutil.copytree(user_root, dest, symlinks=True)
+    blobs = Path(f"{origin}.files")
+    # each changed path: as at the start (the first change's before), then each change before
+    # the cursor's request
+    state: dict[str, str | None] = {}
+    starts: dict[float, int] = {}
+    from ..reading import open_run
+
+    run = open_run(origin, whole=True)
+    for ex in run.exchanges:
+        if ex.started is not None and ex.seq is not None:
+            starts.setdefault(round(ex.started, 3), ex.seq)
+    for fc in found.changes:
+        for c in fc.changes:
+            state.setdefault(c.path, c.before)
+    for fc in found.changes:
+        seq = None if fc.last else starts.get(round(fc.at, 3))
+        if upto_seq is None or seq is None or seq > upto_seq:
+            continue
+        for c in fc.changes:
+            state[c.path] = c.after
+    for rel, sha in sorted(state.items()):
+        why = _put(dest, rel, sha, blobs)
+        if why is None:
+            out.restored += 1
+        else:
+            out.said.append(why)
+    return out

@@ -1,0 +1,170 @@
+"""The ``process`` records of a cassette, checked and bounded (a record that is not of the form
+proxy/shell_trace.py writes is skipped and counted, never raised)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Characters kept of an argv word, of an output's start, of a path; words and files per process.
+WORD, HEAD, PATH, WORDS, FILES = 16384, 2048, 4096, 256, 64
+
+
+@dataclass(frozen=True)
+class Process:
+    """One program the agent's process tree ran."""
+
+    pid: int
+    parent: int | None
+    argv: tuple[str, ...]
+    cwd: str
+    started: float
+    ended: float | None
+    exit: int | None
+    signal: str | None
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    #: (``write`` or ``remove``, absolute path) of each file it or its children opened for
+    #: writing, renamed or removed.
+    files: tuple[tuple[str, str], ...]
+    #: The program the same process ran next (``exec``), when it did.
+    then: tuple[str, ...] = ()
+    #: The agent itself (the command ``looptap run`` ran).
+    agent: bool = False
+    cut: bool = False
+    files_cut: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return (self.exit is not None and self.exit != 0) or self.signal is not None
+
+    @property
+    def status(self) -> str:
+        if self.signal is not None:
+            return f"killed by {self.signal}"
+        if self.exit is not None:
+            return f"exit {self.exit}"
+        return "end not seen"
+
+
+def _str(v: Any, limit: int) -> str | None:
+    return v[:limit] if isinstance(v, str) else None
+
+
+def _words(v: Any) -> tuple[str, ...] | None:
+    if not isinstance(v, list):
+        return None
+    out = [w[:WORD] for w in v[:WORDS] if isinstance(w, str)]
+    return tuple(out) if len(out) == len(v[:WORDS]) else None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def process(rec: dict[str, Any]) -> Process | None:
+    """A ``process`` record as a :class:`Process`, or ``None`` when it is not of that form."""
+    argv, pid, started = _words(rec.get("argv")), _int(rec.get("pid")), _num(rec.get("started"))
+    if not argv or pid is None or started is None:
+        return None
+    files: list[tuple[str, str]] = []
+    for f in rec.get("files") or [] if isinstance(rec.get("files"), list) else []:
+        if (
+            isinstance(f, list)
+            and len(f) == 2
+            and f[0] in ("write", "remove")
+            and isinstance(f[1], str)
+        ):
+            files.append((f[0], f[1][:PATH]))
+        if len(files) >= FILES:
+            break
+    return Process(
+        pid=pid,
+        parent=_int(rec.get("parent")),
+        argv=argv,
+        cwd=_str(rec.get("cwd"), PATH) or "",
+        started=started,
+        ended=_num(rec.get("ended")),
+        exit=_int(rec.get("exit")),
+        signal=_str(rec.get("signal"), 32),
+        stdout=_str(rec.get("stdout"), HEAD) or "",
+        stderr=_str(rec.get("stderr"), HEAD) or "",
+        stdout_bytes=_int(rec.get("stdout_bytes")) or 0,
+        stderr_bytes=_int(rec.get("stderr_bytes")) or 0,
+        files=tuple(files),
+        then=_words(rec.get("then")) or (),
+        agent=rec.get("agent") is True,
+        cut=rec.get("cut") is True,
+        files_cut=rec.get("files_cut") is True,
+    )
+
+
+@dataclass
+class Processes:
+    """A cassette's processes, and what of its records could not be read."""
+
+    processes: list[Process] = field(default_factory=list)
+    #: Records skipped (not of the form), and processes the tracer did not record (its bound).
+    malformed: int = 0
+    dropped: int = 0
+    #: Whether the tracer's closing note was read (its absence: a run whose tracer did not end).
+    traced: bool = False
+    #: The working tree at the start (its ``files`` record), and each change seen after, in order.
+    start: dict[str, Any] | None = None
+    changes: list[FileChanges] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file created (``before`` None), changed, or removed (``after`` None): sha256s."""
+
+    path: str
+    before: str | None
+    after: str | None
+    size: int
+    #: Why its contents were not kept beside the cassette, when they were not.
+    unkept: str | None = None
+
+
+@dataclass(frozen=True)
+class FileChanges:
+    """What changed in the working tree up to a model request (``at``: its start)."""
+
+    at: float
+    changes: tuple[FileChange, ...]
+    last: bool = False
+
+
+_SHA = frozenset("0123456789abcdef")
+
+
+def _sha(v: Any) -> str | None:
+    return v if isinstance(v, str) and len(v) == 64 and set(v) <= _SHA else None
+
+
+def file_changes(rec: dict[str, Any]) -> FileChanges | None:
+    """A ``files`` record of changes as :class:`FileChanges`, or ``None`` when not of that form."""
+    at = _num(rec.get("at"))
+    raw = rec.get("changes")
+    if at is None or not isinstance(raw, list):
+        return None
+    out: list[FileChange] = []
+    for c in raw[:20000]:
+        if not isinstance(c, dict) or not isinstance(c.get("path"), str):
+            continue
+        out.append(
+            FileChange(
+                c["path"][:PATH],
+                _sha(c.get("before")),
+                _sha(c.get("after")),
+                _int(c.get("size")) or 0,
+                _str(c.get("unkept"), 200),
+            )
+        )
+    return FileChanges(at, tuple(out), rec.get("last") is True)

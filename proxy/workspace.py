@@ -1,0 +1,172 @@
+"""The working tree of a coding agent, per turn (docs/shell-file-tools.md): with ``looptap run
+--shell-trace`` the recorder takes the tree the agent runs in (its working directory) at the start
+and again each time the agent sends a model request (it waits for the answer then: what changed
+since the last request is what its tools did for the last answer), and writes one ``files`` record
+per change seen: each file created, changed or removed, with its size and sha256 before and after.
+
+The contents are kept content-addressed beside the cassette (``RUN.jsonl.files/``, mode 0700, each
+blob 0600, named by its sha256) so that a fork can rebuild the tree as it was: the start's contents
+of every file that changed, and each change's. A content the redactor would mask (a key in a
+``.env``) is not kept: its record says ``withheld``. Bounded: :data:`FILES` files walked (the rest
+said), files over :data:`HASHED` bytes named by size only, blobs over :data:`BLOB` bytes not kept,
+:data:`KEPT` bytes of blobs a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..cassettes.shell import FILES, KEPT, file_hash, walk
+
+__all__ = ["Workspace"]
+
+#: A file as seen: (size, mtime_ns, inode, sha256 or None when too large to hash).
+Seen = tuple[int, int, int, str | None]
+
+
+class Workspace:
+    """The tree under ``root``, scanned at the start (:meth:`start`) and at each model request
+    (:meth:`scan`, from any thread: scans are serialised); each change is handed to ``emit`` as a
+    ``files`` record, contents kept in ``keep`` unless ``secret`` says they hold one."""
+
+    def __init__(
+        self,
+        root: str,
+        keep: Path,
+        emit: Callable[[dict[str, Any]], None],
+        secret: Callable[[bytes], bool],
+    ) -> None:
+        self.root = root
+        self.keep = keep
+        self.emit = emit
+        self.secret = secret
+        self.seen: dict[str, Seen] = {}
+        self.kept = 0
+        self.cut = False
+        self._lock = threading.Lock()
+
+    def _blob(self, sha: str | None, data: bytes | None) -> str | None:
+        """Keep ``data`` under its sha256; ``None`` when kept, else why not."""
+        if sha is None:
+            return "too large to hash"
+        if data is None:
+            return "too large to keep"
+        if self.secret(data):
+            return "withheld: it holds a secret"
+        path = self.keep / sha
+        if path.exists():
+            return None
+        if self.kept + len(data) > KEPT:
+            return "past the run's bound on kept contents"
+        try:
+            self.keep.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except FileExistsError:
+            return None
+        except OSError as exc:
+            return f"not kept ({exc.strerror or exc})"
+        self.kept += len(data)
+        return None
+
+    def _look(self, rel: str, st: os.stat_result) -> tuple[Seen, str | None]:
+        sha, data = file_hash(os.path.join(self.root, rel), st.st_size)
+        return (st.st_size, st.st_mtime_ns, st.st_ino, sha), self._blob(sha, data)
+
+    def start(self) -> None:
+        """The tree at the start: each file hashed and its contents kept; one ``files`` record
+        with the count and a digest of the whole (a fork compares the user's tree with it)."""
+        with self._lock:
+            t = time.time()
+            files, self.cut = walk(self.root)
+            listing = hashlib.sha256()
+            unkept = 0
+            for rel, st in files.items():
+                seen, why = self._look(rel, st)
+                self.seen[rel] = seen
+                unkept += why is not None
+                listing.update(f"{rel}\0{seen[3]}\n".encode())
+            self.emit(
+                {
+                    "type": "files",
+                    "at": t,
+                    "start": True,
+                    "root": self.root,
+                    "files": len(files),
+                    "digest": listing.hexdigest(),
+                    "cut": self.cut,
+                    "unkept": unkept,
+                }
+            )
+
+    def scan(self, at: float | None = None, last: bool = False) -> None:
+        """What changed since the last scan, as one ``files`` record (none when nothing did)."""
+        with self._lock:
+            files, cut = walk(self.root)
+            changes: list[dict[str, Any]] = []
+            for rel, st in files.items():
+                was = self.seen.get(rel)
+                if was is not None and was[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
+                    continue
+                seen, why = self._look(rel, st)
+                if was is not None and was[3] == seen[3] and seen[3] is not None:
+                    self.seen[rel] = seen  # touched, not changed
+                    continue
+                self.seen[rel] = seen
+                change: dict[str, Any] = {
+                    "path": rel,
+                    "before": None if was is None else was[3],
+                    "after": seen[3],
+                    "size": seen[0],
+                }
+                if why is not None:
+                    change["unkept"] = why
+                changes.append(change)
+            if not cut:  # (a walk cut short says nothing of the files it did not reach)
+                for rel in [r for r in self.seen if r not in files]:
+                    was = self.seen.pop(rel)
+                    changes.append({"path": rel, "before": was[3], "after": None, "size": 0})
+            if changes or last:
+                self.emit(
+                    {
+                        "type": "files",
+                        "at": at if at is not None else time.time(),
+                        "changes": changes[:FILES],
+                        "cut": cut,
+                        **({"last": True} if last else {}),
+                    }
+                )
+
+    # -- as a mitmproxy addon: a model request is a turn's boundary ------------------------------
+    def requestheaders(self, flow: Any) -> None:
+        """A request the agent sent to a model (a reverse listener's, or an LLM API host's through
+        the forward proxy): the tree is scanned on a thread of its own, the request goes on."""
+        if not _model_request(flow):
+            return
+        at = flow.request.timestamp_start
+        threading.Thread(target=self._scan_quietly, args=(at,), daemon=True).start()
+
+    def _scan_quietly(self, at: float) -> None:
+        try:
+            self.scan(at)
+        except Exception:
+            pass  # the tree could not be read: the next scan says what changed since
+
+
+def _model_request(flow: Any) -> bool:
+    from mitmproxy.proxy import mode_specs
+
+    from ..cassettes.providers import is_llm_host
+
+    if isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode):
+        mcp = ("mcp-protocol-version", "mcp-session-id")
+        return not any(h in flow.request.headers for h in mcp)
+    req = flow.request
+    return bool(is_llm_host(req.pretty_host, (), req.path))

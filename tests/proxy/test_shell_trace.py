@@ -1,0 +1,247 @@
+"""``looptap run``'s process tracer (proxy/shell_trace.py) and the core's linking (cassettes/shell),
+on a small agent of this file's own: a loop on the Anthropic Messages API (the scripted model) that
+runs each ``bash`` tool call with ``/bin/bash -c`` and sends back its output, and, with ``--lie``,
+``ok`` for a command that failed (a client that hides the exit). Fast and deterministic; the real
+coding agents are tests/clients/test_shell_tools.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell import read_processes
+from looptap.proxy.shell_trace import probe
+from tests.proxy.test_e2e_node_agents import explain, looptap_run, run_env
+from tests.support.recorder import needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(probe() is not None, reason=f"no process tracer here: {probe()}"),
+]
+
+AGENT = r"""
+import json, os, subprocess, sys, urllib.request
+lie = "--lie" in sys.argv
+base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
+messages = [{"role": "user", "content": "go"}]
+tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
+          "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+         {"name": "write", "description": "write a file", "input_schema": {"type": "object",
+          "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}]
+for _ in range(10):
+    req = urllib.request.Request(base + "/v1/messages", method="POST",
+        data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages,
+                         "tools": tools}).encode(),
+        headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+                 "anthropic-version": "2023-06-01"})
+    answer = json.loads(urllib.request.urlopen(req).read())
+    messages.append({"role": "assistant", "content": answer["content"]})
+    calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+    if not calls:
+        break
+    results = []
+    for c in calls:
+        if c["name"] == "write":  # the agent's own file tool: a write in this process
+            with open(c["input"]["path"], "w") as f:
+                f.write(c["input"]["content"])
+            results.append({"type": "tool_result", "tool_use_id": c["id"], "content": "written"})
+            continue
+        p = subprocess.run(["/bin/bash", "-c", c["input"]["command"]], capture_output=True,
+                           text=True)
+        text = p.stdout + p.stderr
+        if not lie:
+            text += f"\n[exit code {p.returncode}]"
+        results.append({"type": "tool_result", "tool_use_id": c["id"], "content": text or "ok"})
+    messages.append({"role": "user", "content": results})
+"""
+
+SECRET = "sk-ant-api03-" + "Q" * 80 + "AA"
+COMMANDS = [
+    "echo hello > out.txt && cat out.txt",
+    f"echo ANTHROPIC_API_KEY={SECRET} > env.txt",
+    "python3 -c 'import sys; sys.exit(3)'",
+    "mv out.txt moved.txt; rm env.txt",
+    f"touch key-{SECRET}.txt; rm key-{SECRET}.txt",
+]
+
+
+def _route(req: ScriptedRequest) -> Reply:
+    done = len(req.tool_results())
+    if done < len(COMMANDS):
+        return Reply.tool("bash", {"command": COMMANDS[done]}, what=f"step{done}")
+    return Reply.say("done", what="answer")
+
+
+def _run(tmp_path: Path, lie: bool) -> dict[str, Any]:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-shell-{tmp_path.name}")
+    confdir = tmp_path / "conf"
+    with ScriptedUpstream(_route, validate=True) as up:
+        cmd = [sys.executable, str(agent), *(["--lie"] if lie else [])]
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
+    why = explain(proc)
+    assert proc.returncode == 0 and out.exists(), why
+    return {"out": out, "why": why, "run": open_run(out, whole=True), "work": tmp_path / "work"}
+
+
+def test_each_command_linked_with_its_exit_and_files(tmp_path: Path) -> None:
+    r = _run(tmp_path, lie=False)
+    shell = r["run"].shell
+    # (the key in the second is masked alike in the model's call and the process's argv)
+    assert [c.command for c in shell.calls] == [
+        c.replace(SECRET, "[REDACTED]") for c in COMMANDS
+    ], shell.as_json()
+    assert [c.process.exit if c.process else None for c in shell.calls] == [0, 0, 3, 0, 0]
+    work = str(r["work"])
+    assert shell.calls[0].process.stdout.startswith("hello")
+    assert ("write", f"{work}/out.txt") in shell.calls[0].files
+    assert ("remove", f"{work}/out.txt") in shell.calls[3].files
+    assert ("write", f"{work}/moved.txt") in shell.calls[3].files
+    assert ("remove", f"{work}/env.txt") in shell.calls[3].files
+    assert ("write", f"{work}/key-[REDACTED].txt") in shell.calls[4].files
+    # the client said the exit code: no warning; the agent's own processes (python itself) apart
+    assert not shell.findings and r["run"].findings(min_severity="warning") == []
+    # the secret the command line, its output, the file and a file's name carried reached no
+    # byte of the cassette, nor of the contents kept beside it
+    on_disk = [r["out"], *Path(f"{r['out']}.files").iterdir()]
+    for f in on_disk:
+        assert SECRET[:30].encode() not in f.read_bytes(), f
+    # the working tree per turn: each change before the request that followed it, made by the
+    # call whose command wrote it
+    tree = {t["seq"]: t["changes"] for t in shell.tree}
+    by = {
+        (c["path"], c["before"] is None, c["after"] is None): c["by"]
+        for t in tree.values()
+        for c in t
+    }
+    ids = [c.call_id for c in shell.calls]
+    assert by[("out.txt", True, False)] == [ids[0]]
+    assert by[("env.txt", True, False)] == [ids[1]]
+    assert by[("moved.txt", True, False)] == [ids[3]]
+    assert by[("out.txt", False, True)] == [ids[3]] and by[("env.txt", False, True)] == [ids[3]]
+    # the contents kept: the file written (not the one that held the key)
+    (out_txt,) = [c for t in tree.values() for c in t if c["path"] == "out.txt" and c["after"]]
+    assert (Path(f"{r['out']}.files") / out_txt["after"]).read_bytes() == b"hello\n"
+    (env,) = [c for t in tree.values() for c in t if c["path"] == "env.txt" and c["after"]]
+    assert env["unkept"].startswith("withheld")
+
+
+def test_a_failure_the_result_hides_is_warned(tmp_path: Path) -> None:
+    r = _run(tmp_path, lie=True)
+    shell = r["run"].shell
+    failed = shell.calls[2]
+    assert failed.process is not None and failed.process.exit == 3
+    (f,) = shell.findings
+    assert f.code == "C.shell_failure_hidden" and f.tool_call_id == failed.call_id
+    assert f.seq == failed.result_seq
+    assert f in r["run"].findings(min_severity="warning")
+    # in show --json's line for the run
+    got = read_processes(r["out"])
+    assert got.traced and not got.malformed
+
+
+def test_a_run_without_the_tracer_says_so(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-x", PATH="/nonexistent:/usr/bin:/bin")
+    env["PATH"] = str(Path(sys.executable).parent) + ":/nonexistent"  # no strace on it
+    with ScriptedUpstream(_route, validate=True) as up:
+        proc, out = looptap_run(
+            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+            extra=("--shell-trace",),
+        )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    assert "shell commands not traced: no strace on PATH" in proc.stderr
+    assert b'"process"' not in out.read_bytes()
+    assert json.loads(out.read_text().splitlines()[0])["type"] == "header"
+
+
+CALC, FIXED = "def add(a, b):\n    return a - b\n", "def add(a, b):\n    return a + b\n"
+TEST = (
+    "import sys\nfrom calc import add\nok = add(2, 3) == 5\n"
+    "print('1 passed' if ok else '1 failed')\nsys.exit(0 if ok else 1)\n"
+)
+
+
+def _coder(req: ScriptedRequest) -> Reply:
+    """Runs the test (it fails), writes the fix with the agent's own file tool, runs it again."""
+    steps = [
+        ("bash", {"command": "python3 test_calc.py"}),
+        ("write", {"path": "calc.py", "content": FIXED}),
+        ("bash", {"command": "python3 test_calc.py"}),
+    ]
+    done = len(req.tool_results())
+    if done < len(steps):
+        return Reply.tool(*steps[done], what=f"step{done}")
+    return Reply.say("fixed: the test passes", what="answer")
+
+
+def _digests(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
+    from tests.support import progress
+    from tests.support.recorder import RECORDER
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "calc.py").write_text(CALC)
+    (work / "test_calc.py").write_text(TEST)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-fork")
+    with ScriptedUpstream(_coder, validate=True) as up:
+        proc, out = looptap_run(
+            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+            extra=("--shell-trace",),
+        )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    origin = open_run(out, whole=True).shell
+    assert [c.process.exit for c in origin.calls if c.process] == [1, 0], origin.as_json()
+    # the agent's own write, on the tree's record before the request that sent its result
+    (fixed,) = [c for t in origin.tree for c in t["changes"] if c["path"] == "calc.py"]
+    assert len(fixed["by"]) == 1 and fixed["by"][0] not in {c.call_id for c in origin.calls}
+    assert (work / "calc.py").read_text() == FIXED
+    # the user's tree now: the fix, and a file of the user's own since
+    (work / "notes.txt").write_text("mine")
+    before = _digests(work)
+    branch = tmp_path / "branch.jsonl"
+    with ScriptedUpstream(_coder, validate=True) as up:
+        argv = [
+            *RECORDER, "run", "-o", str(branch), "--confdir", str(tmp_path / "conf"),
+            "--upstream", f"anthropic={up.url}", "--from", f"{out}@turn=2", "--shell-trace",
+            "--", sys.executable, str(agent),
+        ]  # fmt: skip
+        env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+    why = explain(fork)
+    assert fork.returncode == 0, why
+    # the user's tree untouched, and told it differs from the recording's start
+    assert _digests(work) == before
+    assert "your working tree differs from the recording's start" in fork.stderr, why
+    (line,) = [x for x in fork.stderr.splitlines() if "scratch copy of the working tree" in x]
+    scratch = Path(line.split(": ", 2)[2].split(" (")[0])
+    # the fork finished like the recording: from the cursor (turn 2) the same command with the
+    # same exit, the answer the same; before it the agent ran the prefix's tools again in the
+    # scratch tree (the test failed there as it did: the tree was the recording's start)
+    shell = open_run(branch, whole=True).shell
+    live = [(c.command, c.process.exit if c.process else None) for c in shell.calls]
+    assert live == [(origin.calls[1].command, 0)], shell.as_json()
+    reran = read_processes(branch).processes
+    assert [p.exit for p in reran if p.argv[-1:] == ("python3 test_calc.py",)] == [1, 0]
+    assert "fixed: the test passes" in branch.read_text()
+    assert (scratch / "calc.py").read_text() == FIXED and (scratch / "notes.txt").exists()
