@@ -33,6 +33,7 @@ RESOURCES: dict[str, tuple[re.Pattern[str], str]] = {
         (".venv-agents", "LOOPTAP_AGENTS_PYTHON"),
         (".venv-crewai", "LOOPTAP_CREWAI_PYTHON"),
         (".venv-traces", "LOOPTAP_TRACES_PYTHON"),
+        (".venv-strands", "LOOPTAP_STRANDS_PYTHON"),
         (".npm-agents", "LOOPTAP_NPM_AGENTS"),
         (".npm-clients", "LOOPTAP_NPM_CLIENTS"),
         ("chromium", "LOOPTAP_CHROMIUM"),
