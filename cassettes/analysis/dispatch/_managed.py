@@ -217,7 +217,7 @@ RESULT_PLACEHOLDERS = frozenset(
 _STRANDS_KEEP = 200
 _STRANDS_CUT = pattern(r"\.\.\.\n\n\.\.\. \[truncated: (\d{1,12}) chars removed\] \.\.\.\n\n\.\.\.")
 #: openai-agents' ``ToolOutputTrimmer`` (openai-agents 0.24.0, extensions/tool_output_trimmer.py):
-#: ``[Trimmed: {tool} output — {length} chars → {preview} char preview]`` then the preview.
+#: its header (the tool, the output's length, the preview's) on a line of its own, then the preview.
 _AGENTS_TRIM = pattern(
     r"\[Trimmed: [^\n\]]{1,200} output \u2014 (\d{1,12}) chars \u2192 (\d{1,12}) char"
     r" preview\]\n"

@@ -214,12 +214,20 @@ def _autogen_head_and_tail(h: list[Item], _: list[Call]) -> None:
     h[1:-2] = [("user", f"Skipped {n} messages.")]
 
 
+def _autogen_skipped_one(h: list[Item], _: list[Call]) -> None:
+    """AutoGen's head-and-tail context when one message is skipped: the placeholder alone stands
+    in its place (one for one, yet no edit)."""
+    i = h.index(("asst", "Faro is rainy, 15 C.", []))
+    h[i] = ("user", "Skipped 1 messages.")
+
+
 MANAGED: dict[str, tuple[Callable[[list[Item], list[Call]], None], bool]] = {
     "langchain_cleared": (_placed(lambda _: "[cleared]"), False),
     "claude_code_cleared": (_placed(lambda _: "[Old tool result content cleared]"), False),
     "strands_truncated": (_placed(_strands), True),
     "openai_agents_trimmed": (_placed(_agents_trim), True),
     "autogen_head_and_tail": (_autogen_head_and_tail, False),
+    "autogen_skipped_one": (_autogen_skipped_one, False),
 }
 
 
