@@ -161,13 +161,18 @@ def asks_own(r: Request) -> bool:
 
 def compaction(r: Request, t: TurnInfo) -> bool:
     """The request is this agent (same system prompt) over ``t``'s history with every tool
-    withdrawn (``t`` offered some), its last message a user text of its own (Codex's local
-    compaction sends ``tools: []`` and its checkpoint prompt). A side call, not the loop's next
+    withdrawn (``t`` offered some) in the middle of its loop (it answers the calls ``t`` made),
+    its last message a user text of its own (Codex's local compaction sends ``tools: []`` and
+    its checkpoint prompt after the latest results). A side call, not the loop's next
     step: its answer comes back in a later request of the conversation. Read by the tools the
     wire sends, never by the prompt's words."""
     if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system:
         return False
-    return asks_own(r)
+    # Mid-loop: ``t``'s answer made calls and the request answers them, then asks its own
+    # question with no tool left to go on with. After a final answer, a question without tools
+    # is the chat going on (pydantic-ai's next run of an agent without tools).
+    answered = bool(r.ids & t.echo_ids) if t.echo_ids else bool(t.echo_names)
+    return answered and asks_own(r)
 
 
 def asks_compaction(r: Request, t: TurnInfo, link: Link) -> bool:
