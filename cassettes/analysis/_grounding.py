@@ -369,92 +369,156 @@ def may_claim(answer: str) -> bool:
     return _CLAIM_STUFF.search(_claims_text(answer)) is not None
 
 
-def unsourced(answer: str, sources: str, operands: str | None = None) -> list[str]:
-    """The claims of ``answer`` (URLs, quotes, dates, numbers) found nowhere in ``sources``;
-    ``operands`` is the text whose numbers the answer's arithmetic may combine (the tools'
-    results, newest first; ``sources`` when not given)."""
-    low = " ".join(sources.split()).lower()
-    digits = _source_numbers(low)
-    given = [float(n) for n in list(digits)[: 4 * _MAX_NUMBERS] if n and len(n) < 16]
-    dates = (
-        {d for m in DATE.finditer(low) if (d := _date(m)) is not None}
-        if _FOUR_DIGITS.search(low)
-        else set()
-    )
-    out: list[str] = []
-    text = _claims_text(answer)
+class _Sources:
+    """What the claims are looked for in: the sources' text (whitespace folded, lower case), the
+    numbers it writes, and its dates; the tools' numbers the answer's arithmetic may combine,
+    read once when first asked (``operands``: the tools' results, newest first)."""
+
+    def __init__(self, sources: str, operands: str | None) -> None:
+        self.low = " ".join(sources.split()).lower()
+        self.digits = _source_numbers(self.low)
+        self.given = [float(n) for n in list(self.digits)[: 4 * _MAX_NUMBERS] if n and len(n) < 16]
+        self.dates = (
+            {d for m in DATE.finditer(self.low) if (d := _date(m)) is not None}
+            if _FOUR_DIGITS.search(self.low)
+            else set()
+        )
+        self._operands_text = sources if operands is None else operands
+        self._tools: _Operands | None = None
+
+    def tools(self) -> _Operands:
+        self._tools = self._tools or _Operands(self._operands_text)
+        return self._tools
+
+
+def _unsourced_urls(text: str, src: _Sources, out: list[str]) -> str:
+    """The URLs of ``text`` not in the sources (added to ``out``); ``text`` without them."""
 
     def url(m: re.Match[str]) -> str:
         whole = _url_whole(m.group(0))
-        if whole.lower().rstrip("/") not in low:
+        if whole.lower().rstrip("/") not in src.low:
             out.append(whole)
         return " " + m.group(0)[len(whole) :]
 
-    text = URL.sub(url, text)
+    return URL.sub(url, text)
+
+
+def _quote_claimed(text: str, q: re.Match[str], low: str) -> bool:
+    """Quote ``q`` is a claim no source carries: three words or more, attributed to someone
+    (not a query, not the answer's own words, not a template), not in the sources."""
+    inner = q.group(1) or q.group(2) or ""
+    words = " ".join(inner.split()).lower()
+    before = text[max(0, q.start() - 60) : q.start()]
+    return (
+        len(words) >= 12
+        and len(words.split()) >= 3
+        and _ATTRIBUTED.search(before) is not None
+        and not _QUERY.search(before)
+        and not _OWN_SAY.search(before)
+        and not re.search(r"\{[\w.:]*\}|%[sd]", inner)
+        and words.strip(" .,;:!?") not in low
+    )
+
+
+def _unsourced_quotes(text: str, src: _Sources, out: list[str]) -> str:
+    """The quotes of ``text`` no source carries (added to ``out``); ``text`` without quotes."""
     kept: list[str] = []
     last = 0
     for q in QUOTE.finditer(text):
         kept.append(text[last : q.start()])
         last = q.end()
-        inner = q.group(1) or q.group(2) or ""
-        words = " ".join(inner.split()).lower()
-        if (
-            len(words) >= 12
-            and len(words.split()) >= 3
-            and _ATTRIBUTED.search(text[max(0, q.start() - 60) : q.start()])
-            and not _QUERY.search(text[max(0, q.start() - 60) : q.start()])
-            and not _OWN_SAY.search(text[max(0, q.start() - 60) : q.start()])
-            and not re.search(r"\{[\w.:]*\}|%[sd]", inner)
-            and words.strip(" .,;:!?") not in low
-        ):
+        if _quote_claimed(text, q, src.low):
             out.append(q.group(0))
-    text = " ".join([*kept, text[last:]])
+    return " ".join([*kept, text[last:]])
+
+
+def _unsourced_dates(text: str, src: _Sources, out: list[str]) -> str:
+    """The dates of ``text`` not among the sources' (added to ``out``); ``text`` without them."""
 
     def date(m: re.Match[str]) -> str:
         d = _date(m)
-        if d is not None and d not in dates:
+        if d is not None and d not in src.dates:
             out.append(m.group(0))
         return " "
 
-    if _FOUR_DIGITS.search(text):
-        text = DATE.sub(date, text)
-    # the operands of the answer's own arithmetic: the grounded numbers it gave so far, its small
-    # counts, and what it derived from them
-    known: list[float] = []
-    tools: _Operands | None = None
-    for m in NUMBER.finditer(text):
-        span = m.group(0).rstrip(",")
+    return DATE.sub(date, text) if _FOUR_DIGITS.search(text) else text
+
+
+class _Number:
+    """One number of the answer as read: its span, scale (``k``, ``million``), unit and value."""
+
+    def __init__(self, text: str, m: re.Match[str]) -> None:
+        self.span = m.group(0).rstrip(",")
         suffix = m.group("suffix")
-        word = None if suffix else _SCALE_WORD.match(text, m.end())
-        exp = _SCALES[(suffix or (word.group(1) if word else "")).lower()] if suffix or word else 0
-        mantissa = span.removesuffix(suffix) if suffix else span
-        unit = None if exp else _UNIT.match(text, m.end())
-        x = _value(mantissa)
-        if x is not None:
-            x *= 10.0**exp
-        # a decimal comma (``1,7``) is the number written otherwise, not seventeen
-        comma = re.fullmatch(r"[$€£]?\d+,\d{1,2}%?", span)
-        ok = (
-            _digits(mantissa) in digits
-            or (exp > 0 and _scaled(mantissa, exp) in digits)
-            or (comma is not None and _digits(span.replace(",", ".")) in digits)
-            or not (exp > 0 or _counts(span, unit is not None))
-            or (x is not None and _derived(x, known))
-            or (x is not None and unit is not None and _converted(x, unit.group(0), given))
-        )
-        if not ok and x is not None:  # arithmetic on the tools' numbers (made once, if asked)
-            tools = tools or _Operands(sources if operands is None else operands)
-            kind = (
-                "percent"
-                if span.endswith("%") or _PERCENT_WORD.match(text, m.end())
-                else "ratio"
-                if _RATIO_WORD.match(text, m.end())
-                else ""
-            )
-            ok = tools.make(x, 0.005 * 10.0**exp, _tolerance(mantissa, exp), kind)
-        if x is not None and ok and len(known) < _MAX_NUMBERS:
-            known.append(x)
+        self.word = None if suffix else _SCALE_WORD.match(text, m.end())
+        scale = suffix or (self.word.group(1) if self.word else "")
+        self.exp = _SCALES[scale.lower()] if scale else 0
+        self.mantissa = self.span.removesuffix(suffix) if suffix else self.span
+        self.unit = None if self.exp else _UNIT.match(text, m.end())
+        x = _value(self.mantissa)
+        self.x = x * 10.0**self.exp if x is not None else None
+        self.end = m.end()
+
+    def said(self) -> str:
+        out = self.span + (self.word.group(0) if self.word else "")
+        return out + (self.unit.group(0) if self.unit and not self.span.endswith("%") else "")
+
+
+def _number_given(n: _Number, src: _Sources, known: list[float]) -> bool:
+    """The evidence rows for a number, in order: written so in the sources (or scaled, or with a
+    decimal comma), too small to claim anything, derived from the answer's own numbers, a unit
+    conversion of a source's number."""
+    digits = src.digits
+    # a decimal comma (``1,7``) is the number written otherwise, not seventeen
+    comma = re.fullmatch(r"[$€£]?\d+,\d{1,2}%?", n.span)
+    return (
+        _digits(n.mantissa) in digits
+        or (n.exp > 0 and _scaled(n.mantissa, n.exp) in digits)
+        or (comma is not None and _digits(n.span.replace(",", ".")) in digits)
+        or not (n.exp > 0 or _counts(n.span, n.unit is not None))
+        or (n.x is not None and _derived(n.x, known))
+        or (n.x is not None and n.unit is not None and _converted(n.x, n.unit.group(0), src.given))
+    )
+
+
+def _computed(n: _Number, text: str, src: _Sources) -> bool:
+    """Arithmetic on the tools' numbers makes ``n`` (the operands read once, if asked)."""
+    assert n.x is not None
+    kind = (
+        "percent"
+        if n.span.endswith("%") or _PERCENT_WORD.match(text, n.end)
+        else "ratio"
+        if _RATIO_WORD.match(text, n.end)
+        else ""
+    )
+    return src.tools().make(n.x, 0.005 * 10.0**n.exp, _tolerance(n.mantissa, n.exp), kind)
+
+
+def _unsourced_numbers(text: str, src: _Sources, out: list[str]) -> None:
+    """The numbers of ``text`` nothing grounds (added to ``out``). The operands of the answer's
+    own arithmetic: the grounded numbers it gave so far, its small counts, and what it derived
+    from them."""
+    known: list[float] = []
+    for m in NUMBER.finditer(text):
+        n = _Number(text, m)
+        ok = _number_given(n, src, known)
+        if not ok and n.x is not None:
+            ok = _computed(n, text, src)
+        if n.x is not None and ok and len(known) < _MAX_NUMBERS:
+            known.append(n.x)
         if not ok:
-            said = span + (word.group(0) if word else "")
-            out.append(said + (unit.group(0) if unit and not span.endswith("%") else ""))
+            out.append(n.said())
+
+
+def unsourced(answer: str, sources: str, operands: str | None = None) -> list[str]:
+    """The claims of ``answer`` (URLs, quotes, dates, numbers) found nowhere in ``sources``;
+    ``operands`` is the text whose numbers the answer's arithmetic may combine (the tools'
+    results, newest first; ``sources`` when not given). Each kind of claim is read in turn and
+    taken out of the text before the next is read."""
+    src = _Sources(sources, operands)
+    out: list[str] = []
+    text = _claims_text(answer)
+    for read in (_unsourced_urls, _unsourced_quotes, _unsourced_dates):
+        text = read(text, src, out)
+    _unsourced_numbers(text, src, out)
     return list(dict.fromkeys(out))

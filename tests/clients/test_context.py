@@ -257,6 +257,41 @@ result = agent.invoke({"messages": [("user", "What is the weather in Paris and T
 out(final=result["messages"][-1].content)
 """  # noqa: E501
 
+AUTOGEN_HEAD_AND_TAIL = """
+import asyncio
+from autogen_agentchat.agents import AssistantAgent
+from autogen_core.model_context import HeadAndTailChatCompletionContext
+from autogen_ext.models.openai import OpenAIChatCompletionClient
+async def main():
+    model = OpenAIChatCompletionClient(model="gpt-4o")
+    # the first message, "Skipped N messages." in place of the middle, the latest two
+    agent = AssistantAgent("weather_agent", model_client=model, tools=[get_weather], system_message=SYSTEM,
+                           max_tool_iterations=5,
+                           model_context=HeadAndTailChatCompletionContext(head_size=1, tail_size=2))
+    result = await agent.run(task="What is the weather in Paris and Tokyo?")
+    out(final=result.messages[-1].content)
+    await model.close()
+asyncio.run(main())
+"""  # noqa: E501
+
+
+def _calls_in_turn() -> Route:
+    """One get_weather call per request for each city the task names, in order, then the
+    forecast: counted by the requests seen (a head-and-tail context hides the earlier calls
+    from the request, so the request alone cannot say which are done)."""
+    asked = ("Paris", "Tokyo")
+    seen = [0]
+
+    def route(req: ScriptedRequest) -> Reply:
+        n = seen[0]
+        seen[0] += 1
+        if n < len(asked):
+            return Reply.tool("get_weather", {"city": asked[n]}, what=f"call:{asked[n]}")
+        return Reply.say("FORECAST: " + ", ".join(asked), what="answer")
+
+    return route
+
+
 PYDANTIC_AI_KEEP_LAST = '''
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
@@ -408,6 +443,13 @@ CASES = (
         final="FORECAST: Paris, Tokyo",
         before="one conversation, a false C.history_mutated (warning) at #2: the cleared result "
         "read as history the client rewrote",
+    ),
+    Case(
+        "autogen head-and-tail context", "autogen-agentchat", "agents_py", AUTOGEN_HEAD_AND_TAIL,
+        _calls_in_turn, main=(0, 1, 2), side=(), at=2, code="C.history_trimmed", kind="trimmed",
+        final="FORECAST: Paris, Tokyo",
+        before="one conversation, a false C.history_mutated (warning) at #2: the placeholder "
+        "\"Skipped 2 messages.\" read as history the client rewrote",
     ),
     Case(
         "pydantic-ai history processor", "pydantic-ai-slim", "test", PYDANTIC_AI_KEEP_LAST,

@@ -76,7 +76,10 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     # A provider item standing for earlier history (a compaction summary) marks a deliberate
     # rewrite.
     compacted = any(is_compaction(m) for m in ctx.messages[: c.kept + 1])
-    if dropped or len(ctx.messages) < prev_len or compacted:
+    # A shorter history is trimming only where the management was not judged: on a rewritten
+    # link :mod:`._managed` read the evidence and found none (a mutation, said below).
+    shorter = len(ctx.messages) < prev_len and c.link != "rewritten"
+    if dropped or shorter or compacted:
         asked = " (the user's question among them)" if dropped and dropped[1] else ""
         cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
         yield ctx.finding(

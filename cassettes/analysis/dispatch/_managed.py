@@ -6,6 +6,7 @@ Computed once per turn, by the C layer's :func:`~cassettes.analysis.dispatch.bui
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 from collections import Counter
@@ -199,21 +200,163 @@ def _unpacked(p: Packed) -> list[Shape]:
     return [_shape(p[1], p[2], p[3], i) for i in range(len(p[2]))]
 
 
-def _cleared(old: Shape, new: Shape) -> bool:
-    """``new`` is ``old`` with its tool results' content shortened (a placeholder) or its
-    reasoning removed, and nothing else changed (the same calls, ids and names): cleared in
-    place, not rewritten."""
+#: Evidence of a cleared tool result: the exact texts frameworks write in place of its content
+#: (docs/threading.md, "Evidence of management", each row with its source). Any other text in
+#: place of a result sent before is the history rewritten (``C.history_mutated``).
+RESULT_PLACEHOLDERS = frozenset(
+    {
+        # LangChain ContextEditingMiddleware / ClearToolUsesEdit.placeholder default
+        # (langchain 1.4.2, agents/middleware/context_editing.py DEFAULT_TOOL_PLACEHOLDER)
+        "[cleared]",
+        # Claude Code's micro-compaction (@anthropic-ai/claude-code 2.1.328)
+        "[Old tool result content cleared]",
+    }
+)
+#: Strands' ``SlidingWindowConversationManager._truncate_tool_results`` (strands-agents 1.62.0):
+#: the first and last 200 characters kept around this marker; ``removed`` is the rest's length.
+_STRANDS_KEEP = 200
+_STRANDS_CUT = pattern(r"\.\.\.\n\n\.\.\. \[truncated: (\d{1,12}) chars removed\] \.\.\.\n\n\.\.\.")
+#: openai-agents' ``ToolOutputTrimmer`` (openai-agents 0.24.0, extensions/tool_output_trimmer.py):
+#: its header (the tool, the output's length, the preview's) on a line of its own, then the preview.
+_AGENTS_TRIM = pattern(
+    r"\[Trimmed: [^\n\]]{1,200} output \u2014 (\d{1,12}) chars \u2192 (\d{1,12}) char"
+    r" preview\]\n"
+)
+#: AutoGen's ``HeadAndTailChatCompletionContext`` (autogen-core 0.7.5): one user message in place
+#: of the middle messages it skipped, their count said.
+_SKIPPED = pattern(r"Skipped (\d{1,9}) messages\.")
+
+
+def placeholder_result(text: str, old_len: int) -> bool:
+    """``text`` is what a framework writes in place of a tool result of ``old_len`` characters
+    when it clears or truncates it (:data:`RESULT_PLACEHOLDERS`, Strands' and openai-agents'
+    truncations with the original length they state)."""
+    if text.strip() in RESULT_PLACEHOLDERS:
+        return True
+    cut = _STRANDS_CUT.search(text[: _STRANDS_KEEP + 64])
+    if cut is not None and int(cut.group(1)) + 2 * _STRANDS_KEEP == old_len:
+        return True
+    trim = _AGENTS_TRIM.match(text[:400])
+    return trim is not None and int(trim.group(1)) == old_len
+
+
+def skipped_placeholder(m: Message) -> bool:
+    """``m`` is AutoGen's head-and-tail placeholder (``Skipped N messages.``, N of one or more:
+    AutoGen counts its whole buffer's middle, not what left since the previous request)."""
+    found = _SKIPPED.fullmatch(_text(m).strip()) if _plain_user(m) else None
+    return found is not None and int(found.group(1)) >= 1
+
+
+def _results_text(m: Message) -> list[str]:
+    return [r.content for p in m.parts[:64] if (r := p.tool_result) is not None]
+
+
+def _cleared(old: Shape, new: Shape, msg: Message) -> bool:
+    """``new`` (``msg``) is ``old`` with its tool results' content replaced by a framework's
+    placeholder (:func:`placeholder_result`) or its reasoning removed, and nothing else changed
+    (the same calls, ids and names): cleared in place, not rewritten."""
     if old[1] != new[1] or not old[3] or old[3] != new[3] or (new[4] and not old[4]):
         return False
     if len(old[5]) != len(new[5]):
         return False
+    texts = _results_text(msg)
     shortened = old[4] and not new[4]
-    for (olen, okey), (nlen, nkey) in zip(old[5], new[5], strict=True):
-        if okey != nkey:
-            if nlen >= olen:
-                return False
-            shortened = True
+    for k, ((olen, okey), (_, nkey)) in enumerate(zip(old[5], new[5], strict=True)):
+        if okey == nkey:
+            continue
+        if k >= len(texts) or not placeholder_result(texts[k], olen):
+            return False
+        shortened = True
     return shortened
+
+
+class _Diff:
+    """The previous request's history (``before``) against this one's (``now``), by message
+    key: what went (``gone``: indexes in ``before``), what is new (``unmatched``: indexes in
+    ``now``), and for each kept message of ``now`` the index in ``before`` it is (``kept``)."""
+
+    def __init__(self, before: list[Shape], now: list[Shape], answer_key: int | None) -> None:
+        at: dict[int, list[int]] = {}
+        for i, sh in enumerate(before):
+            at.setdefault(sh[0], []).append(i)
+        self.kept: dict[int, int] = {}
+        self.unmatched: list[int] = []
+        answered = answer_key is None
+        for j, sh in enumerate(now):
+            queue = at.get(sh[0])
+            if queue:
+                self.kept[j] = queue.pop(0)
+            elif not answered and sh[0] == answer_key:
+                answered = True  # the previous answer's echo: not in ``before``
+            else:
+                self.unmatched.append(j)
+        taken = set(self.kept.values())
+        self.gone = [i for i in range(len(before)) if i not in taken]
+
+    def in_order(self) -> bool:
+        """What stays keeps the order it had."""
+        order = [self.kept[j] for j in sorted(self.kept)]
+        return all(a < b for a, b in itertools.pairwise(order))
+
+
+def _pair_cleared(d: _Diff, before: list[Shape], now: list[Shape], ctx: TurnContext) -> list[int]:
+    """The dropped messages that stand cleared in place (each paired with one new message, both
+    taken off ``d``); their indexes in ``before``."""
+    cleared: list[int] = []
+    for i in list(d.gone):
+        match = next((j for j in d.unmatched if _cleared(before[i], now[j], ctx.messages[j])), None)
+        if match is not None:
+            cleared.append(i)
+            d.gone.remove(i)
+            d.unmatched.remove(match)
+    return cleared
+
+
+def _own_from(ctx: TurnContext, link: Link, new_from: int, n: int, opaque: list[int]) -> int:
+    """Where this turn's own messages start: before the previous answer's echo; after an
+    opaque compaction item (the API's compaction output: the user's messages, then the item);
+    where the management dropped the answer too, every message but the last (the new input),
+    unless the threader found the summary a compaction wrote."""
+    if link.echo_at is not None:
+        return new_from
+    if opaque:
+        return max(new_from, opaque[-1] + 1)
+    if link.summary_of is not None:
+        return n
+    return max(new_from, n - 1)
+
+
+def _contiguous(gone: list[int]) -> bool:
+    return bool(gone) and gone == list(range(gone[0], gone[0] + len(gone)))
+
+
+def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
+    """The dropped messages are one run of the previous request that starts within its opening
+    (before its first answer: a head drop), or that ends it with nothing in its place (the
+    history taken back to an earlier request of the conversation); what stays keeps its order."""
+    gone = d.gone
+    if not _contiguous(gone):
+        return False
+    if gone[-1] == len(before) - 1 and not standing:
+        return True
+    first_answer = next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
+    return gone[0] <= first_answer
+
+
+def _managed(
+    d: _Diff, before: list[Shape], standing: list[int], evidence: bool, skipped: bool
+) -> bool:
+    """The evidence says the client managed its context (docs/threading.md, "Evidence of
+    management"), else the change is a mutation: what stays keeps its order, fewer messages
+    stand in place of the dropped ones, and the drop is a head drop unless a placeholder or a
+    compaction's answer stands where they were."""
+    if not d.in_order():
+        return False
+    if len(standing) >= len(d.gone) and not evidence:
+        return False  # messages replaced one for one: an edit in place
+    if skipped:  # the placeholder stands for one run of skipped messages
+        return _contiguous(d.gone)
+    return evidence or _block_drop(d, before, standing)
 
 
 def context_change(
@@ -221,78 +364,71 @@ def context_change(
 ) -> ContextChange | None:
     """What the client's management did to the history of this request, relative to the
     previous request of its conversation (``before``: its shapes; ``None``: nothing dropped nor
-    cleared, or an edit in place that replaced messages one for one: ``C.history_mutated``'s).
+    cleared, or a change no evidence says is management: ``C.history_mutated``'s).
     ``new_from``: where this turn's own messages start (the previous answer's echo, when the
     history before it was managed)."""
     prev = ctx.prev
     if prev is None or link.rewritten <= 0 or link.how != "rewritten" or not packed:
         return None
     before, now = _unpacked(packed), _unpacked(ctx.conv.state[SHAPES])
-    have = Counter(sh[0] for sh in now)
     answer = response_message(prev.rt.response) if prev.rt.response is not None else None
-    answer_key = message_key(answer) & _MASK if answer is not None else None
-    if answer_key is not None and have[answer_key] > 0:
-        have[answer_key] -= 1
-    gone: list[int] = []
-    for i, sh in enumerate(before):
-        if have[sh[0]] > 0:
-            have[sh[0]] -= 1
-        else:
-            gone.append(i)
-    if not gone:
+    d = _Diff(before, now, message_key(answer) & _MASK if answer is not None else None)
+    if not d.gone:
         return None
-    # The messages of this request no earlier message accounts for, before its own ones: before
-    # the previous answer's echo; where the management dropped the answer too, every message but
-    # the last (the new input), unless the threader found the summary a compaction wrote.
-    # An opaque compaction item (the Responses API's, Anthropic's) ends what stands for the
-    # history (the API's compaction output: the user's messages, then the item): what follows
-    # it is this turn's own.
     opaque = [j for j, m in enumerate(ctx.messages[:MAX_COMPARED]) if is_compaction(m)]
-    if link.echo_at is not None:
-        upto = new_from
-    elif opaque:
-        upto = max(new_from, opaque[-1] + 1)
-    elif link.summary_of is not None:
-        upto = len(now)
-    else:
-        upto = max(new_from, len(now) - 1)
-    left = Counter({k: n for k, n in have.items() if n > 0})
-    unmatched: list[int] = []
-    for j, sh in enumerate(now):
-        if left[sh[0]] > 0:
-            left[sh[0]] -= 1
-            unmatched.append(j)
-    cleared: list[int] = []
-    for i in list(gone):
-        match = next((j for j in unmatched if _cleared(before[i], now[j])), None)
-        if match is not None:
-            cleared.append(i)
-            gone.remove(i)
-            unmatched.remove(match)
-    inserted = [j for j in unmatched if j < upto]
-    summary_by = link.summary_of if inserted else None
-    # What stands in the history where the dropped messages were: before the previous answer's
-    # echo when there is one, else anywhere (a re-rendered request replaces its one message).
-    standing = (
-        [j for j in unmatched if j < new_from]
-        if link.echo_at is not None or new_from > link.kept
-        else unmatched
+    cleared = _pair_cleared(d, before, now, ctx)
+    place = _InPlace(ctx, link, d, new_from, _own_from(ctx, link, new_from, len(now), opaque))
+    if not d.gone:
+        if place.standing:
+            return None
+        return _change(ctx, link, d, before, now, cleared, [], [], new_from)
+    summary_by = link.summary_of if place.inserted else None
+    evidence = (
+        bool(place.skipped) or summary_by is not None or any(j in place.inserted for j in opaque)
     )
-    if gone and len(standing) >= len(gone) and summary_by is None:
-        return None  # messages replaced one for one: an edit in place (C.history_mutated)
-    if not gone and standing:
+    if not _managed(d, before, place.standing, evidence, bool(place.skipped)):
         return None
-    # The user's task is the latest plain user message before, while the agent still works on
-    # it: no new plain user message came since (a question asked after an answer is a new one).
-    asked_anew = any(now[j][2] is not None for j in range(new_from, len(now)) if j not in inserted)
-    task = next((i for i in range(len(before) - 1, -1, -1) if before[i][2] is not None), None)
+    return _change(ctx, link, d, before, now, cleared, place.inserted, opaque, new_from, summary_by)
+
+
+class _InPlace:
+    """What stands in this request where the dropped messages were (``standing``: before the
+    previous answer's echo when there is one, else anywhere: a re-rendered request replaces its
+    one message), AutoGen's placeholders among them (``skipped``), and what was put in their
+    place before this turn's own messages (``inserted``, ``upto`` where those start)."""
+
+    def __init__(self, ctx: TurnContext, link: Link, d: _Diff, new_from: int, upto: int) -> None:
+        anywhere = link.echo_at is None and new_from <= link.kept
+        standing = [j for j in d.unmatched if j < new_from or anywhere]
+        self.skipped = [j for j in standing if skipped_placeholder(ctx.messages[j])]
+        self.standing = [j for j in standing if j not in self.skipped]
+        self.inserted = [j for j in d.unmatched if j < upto and j not in self.skipped]
+
+
+def _change(
+    ctx: TurnContext,
+    link: Link,
+    d: _Diff,
+    before: list[Shape],
+    now: list[Shape],
+    cleared: list[int],
+    inserted: list[int],
+    opaque: list[int],
+    new_from: int,
+    summary_by: int | None = None,
+) -> ContextChange:
+    """The management said: what went, what was cleared, what stands in their place, and what
+    of the user's nothing kept carries."""
+    prev = ctx.prev
+    assert prev is not None
+    gone = d.gone
+    task = _task(before, now, new_from, inserted)
     # What an opaque compaction carries cannot be read: nothing is judged lost under one.
     lost, task_lost = (
         ([], False)
         if any(j in inserted for j in opaque)
-        else _lost(ctx, [i for i in gone if before[i][2] is not None], before, now,
-                   task if not asked_anew else None)
-    )  # fmt: skip
+        else _lost(ctx, [i for i in gone if before[i][2] is not None], before, now, task[1])
+    )
     return ContextChange(
         kind="summarised" if gone and inserted else "trimmed" if gone else "cleared",
         from_seq=prev.seq,
@@ -300,7 +436,7 @@ def context_change(
         dropped_roles=dict(Counter(before[i][1] for i in gone)),
         dropped_user=[t for i in gone if (t := before[i][2]) is not None][:MAX_QUOTED],
         dropped_tools=sorted({n for i in gone for n in before[i][6]})[:64],
-        question_dropped=task is not None and task in gone,
+        question_dropped=task[0] is not None and task[0] in gone,
         cleared=cleared,
         summary=inserted,
         summary_by_seq=summary_by,
@@ -309,6 +445,17 @@ def context_change(
         lost=lost,
         task_lost=task_lost,
     )
+
+
+def _task(
+    before: list[Shape], now: list[Shape], new_from: int, inserted: list[int]
+) -> tuple[int | None, int | None]:
+    """The latest plain user message before (the question), and the same when it is still the
+    user's task: the agent still works on it, no new plain user message came since (a question
+    asked after an answer is a new one)."""
+    asked_anew = any(now[j][2] is not None for j in range(new_from, len(now)) if j not in inserted)
+    task = next((i for i in range(len(before) - 1, -1, -1) if before[i][2] is not None), None)
+    return task, None if asked_anew else task
 
 
 def _summarised_calls(prev: TurnContext, link: Link) -> list[str]:

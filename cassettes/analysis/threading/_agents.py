@@ -4,11 +4,8 @@ agent used as a tool, a side call over the history). Each rule reads the threads
 
 from __future__ import annotations
 
-import re
-
 import orjson
 
-from ...lazy import pattern
 from .._message_keys import _ROLE, _part_keys, stable
 from ._data import MAX_PER_PREFIX, Keys, Link, Registered, Request, Threads, TurnInfo
 from ._words import SCAN_OPENING, names_agent, norm_prompt
@@ -145,16 +142,13 @@ def _calls_running(r: Request, t: TurnInfo, link: Link) -> bool:
     return not (link.echoed or r.ids & t.echo_ids)
 
 
-#: A compaction's request asks for a summary (Codex: "CONTEXT CHECKPOINT COMPACTION. Create a
-#: handoff summary …"; LangChain, Claude Code: "summarize the conversation").
-_COMPACTION = pattern(r"\b(summar(y|ies|i[sz]e)|compact(ion)?)\b", re.I)
 #: The key of an empty tool set (:class:`~._data.Request`'s ``tools`` of ``[]``).
 NO_TOOLS = stable(orjson.dumps([]))
 
 
-def asks_summary(r: Request) -> bool:
-    """The request's last message is a user text (no tool result) that asks for a summary or a
-    compaction."""
+def asks_own(r: Request) -> bool:
+    """The request's last message is a user text of its own (no tool result): it asks
+    something, whatever its words (words are never evidence: docs/threading.md)."""
     if not r.messages:
         return False
     last = r.messages[-1]
@@ -162,48 +156,46 @@ def asks_summary(r: Request) -> bool:
         p.tool_result is not None for p in last.parts
     ):
         return False
-    text = " ".join(p.text for p in last.parts if p.kind == "text" and p.text)[:20000]
-    return bool(_COMPACTION.search(text))
+    return any(p.kind == "text" and (p.text or "").strip() for p in last.parts)
 
 
 def compaction(r: Request, t: TurnInfo) -> bool:
-    """The request is this agent (same system prompt) asking for a summary of ``t``'s history
-    with every tool withdrawn (``t`` offered some): its last message a user text that asks for
-    a summary or a compaction (Codex's local compaction sends ``tools: []`` and its checkpoint
-    prompt). A compaction made by a side call, not the loop's next step: the summary comes back
-    in a later request of the conversation."""
+    """The request is this agent (same system prompt) over ``t``'s history with every tool
+    withdrawn (``t`` offered some) in the middle of its loop (it answers the calls ``t`` made),
+    its last message a user text of its own (Codex's local compaction sends ``tools: []`` and
+    its checkpoint prompt after the latest results). A side call, not the loop's next
+    step: its answer comes back in a later request of the conversation. Read by the tools the
+    wire sends, never by the prompt's words."""
     if r.tools != NO_TOOLS or t.tools == NO_TOOLS or r.system != t.system:
         return False
-    return asks_summary(r)
+    # Mid-loop: ``t``'s answer made calls and the request answers them, then asks its own
+    # question with no tool left to go on with. After a final answer, a question without tools
+    # is the chat going on (pydantic-ai's next run of an agent without tools).
+    answered = bool(r.ids & t.echo_ids) if t.echo_ids else bool(t.echo_names)
+    return answered and asks_own(r)
 
 
 def asks_compaction(r: Request, t: TurnInfo, link: Link) -> bool:
-    """The request (linked to ``t``, its conversation's latest turn) is ``t``'s history again
-    without ``t``'s answer, with words appended that ask for a summary or a compaction: to its
-    last message (``t``'s last message's parts kept as they were) or as one more user message.
-    A compaction asked over the conversation (Claude Code's ``/compact`` after a final answer
-    appends its prompt to the last message and leaves the answer out), not the loop's next
-    step: its summary comes back in a later request of the conversation. An edit of the last
-    question is not one (its earlier parts changed)."""
-    n = len(r.messages)
+    """The request (linked to ``t``, its conversation's latest turn) is ``t``'s request again,
+    without ``t``'s answer, with text parts appended to its last message (``t``'s last
+    message's parts kept as they were): not the loop's next step, which echoes the answer, but a
+    question over the history asked in place (Claude Code's ``/compact`` after a final answer
+    appends its prompt so). A side call; its answer comes back in a later request of the
+    conversation. One more user message after the history, the answer left out, is not one:
+    the client did not echo the answer (``C.assistant_not_echoed``). An edit of the last
+    question (its earlier parts changed) is not one either. Read by the shape alone."""
     if link.echoed or t.failed or t.last_parts is None or not r.messages:
         return False
-    if not (link.kept >= t.length - 1 and t.length <= n <= t.length + 1):
+    if len(r.messages) != t.length or link.kept < t.length - 1:
         return False
     last = r.messages[-1]
     if _ROLE.get(last.role, last.role) != "user":
         return False
-    if n == t.length:
-        kept = _part_keys(last.parts)
-        if len(kept) <= len(t.last_parts) or kept[: len(t.last_parts)] != t.last_parts:
-            return False
-        added = last.parts[len(t.last_parts) :]
-    else:
-        if link.kept < t.length:
-            return False
-        added = last.parts
-    text = " ".join(p.text for p in added if p.kind == "text" and p.text)[:20000]
-    return bool(_COMPACTION.search(text))
+    kept = _part_keys(last.parts)
+    if len(kept) <= len(t.last_parts) or kept[: len(t.last_parts)] != t.last_parts:
+        return False
+    added = last.parts[len(t.last_parts) :]
+    return all(p.kind == "text" for p in added) and any((p.text or "").strip() for p in added)
 
 
 def forks_running_calls(r: Request, t: TurnInfo, link: Link) -> bool:

@@ -231,14 +231,18 @@ def _register_compaction(s: Threads, response: NormalisedResponse, link: Link, t
 
 
 def _register_summary(s: Threads, echo: Message, link: Link, tid: int) -> None:
-    """Register a text answer a later request may open with as its conversation's summary: a
-    side call's (a compaction asked by another agent: it summarises its parent's conversation),
-    or a turn's that went on from an earlier one of its conversation (the agent asked for the
-    summary itself). A conversation's first answer is not one: a chain that feeds one call's
-    answer to the next call is two conversations."""
-    target = _summarised(link, tid)
-    if target is None or any(p.tool_call is not None for p in echo.parts):
+    """Register a text answer a later request may carry: as its conversation's summary, a side
+    call's (a compaction asked by another agent: it summarises its parent's conversation), or a
+    turn's that went on from an earlier one of its conversation (the agent asked for the
+    summary itself, sent back under its own system prompt); as an answer handed to another
+    agent, any turn's own answer quoted under another system prompt."""
+    if any(p.tool_call is not None for p in echo.parts):
         return
+    # A conversation's first answer is registered as its own (``[tid, tid]``, the turn
+    # ``opens``): never a summary (a chain that feeds one call's answer to the next call is two
+    # conversations), but another agent quoting it is handed it (:func:`~._opening.start_link`).
+    target = _summarised(link, tid)
+    target = tid if target is None else target
     said = " ".join(p.text for p in echo.parts if p.kind == "text" and p.text)
     # The answer, and the body of a <summary> block in it (Claude Code's compaction answers
     # <analysis>…</analysis><summary>…</summary> and uses the summary's body alone).

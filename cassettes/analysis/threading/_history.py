@@ -228,6 +228,12 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int] | None:
         return None
     for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
         if text in hay:
+            if target == by and (s.turns[by].opens or s.turns[by].system != r.system):
+                # An answer of the conversation's own, quoted under another system prompt:
+                # another agent handed it (a guardrail, an evaluator, the next task's agent),
+                # not a summary (:func:`~._opening.start_link` says the hand-off); nor is a
+                # conversation's first answer one (a chain of calls is two conversations).
+                continue
             conv = s.turns[target].conversation
             latest = s.last_of.get(conv)
             if latest is not None and not other_agent(r, s.turns[latest]):

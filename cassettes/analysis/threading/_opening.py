@@ -11,7 +11,7 @@ import orjson
 
 from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
-from ._agents import asks_summary, rank
+from ._agents import asks_own, rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
 from ._history import answered_alike, built_like, describe, summary_used
 from ._words import (
@@ -115,12 +115,12 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
 
 
 def summarised(s: Threads, r: Request) -> Link | None:
-    """Another agent (another system prompt and tool set) asked for a summary or a compaction
-    of a conversation whose latest calls its results answer (by id): a side call of that turn
-    (langmem's ``SummarizationNode``: the agent's messages without its system prompt, results
-    included, then ``Create a summary of the conversation above:``); its answer comes back in
-    the conversation's next request."""
-    if not asks_summary(r):
+    """Another agent (another system prompt and tool set) carrying the results of a
+    conversation's latest calls (by id) and asking something of its own after them (a user
+    text): a side call of that turn (langmem's ``SummarizationNode``: the agent's messages
+    without its system prompt, results included, then its own request); its answer may come
+    back in the conversation's next request. Read by the ids and the shape, never the words."""
+    if not asks_own(r):
         return None
     for m in reversed(r.messages[-8:]):
         for p in m.parts:
@@ -205,7 +205,7 @@ def start_link(s: Threads, r: Request) -> Link:
     """A new conversation; a sub-agent's when its first user words are a pending call's
     prompt."""
     link = Link(s.new_conversation(), None, "start")
-    if not s.prompts and not s.quotes:
+    if not s.prompts and not s.quotes and not s.summaries:
         return link
     # The first few messages after the system ones: a sub-agent's task may follow a context
     # message of its own (Codex: environment context, then the parent's agent_message).
@@ -215,10 +215,23 @@ def start_link(s: Threads, r: Request) -> Link:
             continue
         text = norm_prompt(" ".join(p.text for p in m.parts if p.kind == "text" and p.text))
         found = _short_prompted_by(s, r, text) if short(text) else _prompted_by(s, text)
+        found = found or _answer_quoted(s, r, text)
         if found is not None:
             link.parent, link.branch = found
             break
     return link
+
+
+def _answer_quoted(s: Threads, r: Request, text: str) -> tuple[int, str] | None:
+    """The turn whose answer (a conversation's own, not a side call's) this new conversation's
+    first user words quote whole, made under another system prompt: the answer handed to
+    another agent (a guardrail, an evaluator, the next task's agent) — a hand-off, never a
+    summary."""
+    for said, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
+        if target == by and not said.startswith("\0") and said in text:
+            if s.turns[by].system != r.system:
+                return by, "handoff"
+    return None
 
 
 def _short_prompted_by(s: Threads, r: Request, text: str) -> tuple[int, str] | None:

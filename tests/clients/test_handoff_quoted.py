@@ -1,0 +1,137 @@
+"""Another agent quoting the worker's answer (issue 90 item 2), on real frameworks recorded through
+the real ``looptap run`` against a scripted upstream: the next agent (a guardrail, the next task's
+agent, a team's reviewer) gets the worker's final answer quoted in its first user message. That
+is a hand-off: a conversation of its own, its parent the worker's answering turn, never a summary
+of the worker's conversation; nothing is said dropped, no warning.
+
+* **openai-agents** (the test environment): an output guardrail that runs a guardrail agent over
+  the worker's output (the SDK's documented idiom: ``Runner.run(guardrail_agent, …)`` inside an
+  ``@output_guardrail``);
+* **CrewAI** (``.venv-crewai``): a sequential crew of two tasks, the second agent given the first
+  task's output as its context (``context=[research]``);
+
+On c86d115d the quoted answer made the next agent's request a summary of the worker's
+conversation where both run under the same tool set (CrewAI's agents without tools): one
+conversation, a false ``C.history_trimmed`` and ``C.user_instruction_dropped``."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.clients.clients import Client
+from tests.clients.test_matrix import PYTHONS, _explain, _findings, _interpreter, _run
+from tests.support.recorder import needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [needs_recorder]
+
+#: The worker's final answer: long enough to be quoted and recognised (80 characters or more).
+REPORT = (
+    "REPORT: Paris is sunny and Tokyo is rainy today; pack sunglasses for Paris and an "
+    "umbrella for Tokyo."
+)
+
+OPENAI_AGENTS_GUARDRAIL = """
+import asyncio
+from agents import (Agent, GuardrailFunctionOutput, Runner, function_tool, output_guardrail,
+                    set_tracing_disabled)
+set_tracing_disabled(True)
+reviewer = Agent(name="guardrail", instructions="You check answers. Reply PASS or FAIL.", model="gpt-4o")
+@output_guardrail
+async def checked(ctx, agent, output):
+    verdict = await Runner.run(reviewer, f"Is this answer on topic?\\n\\n{output}", context=ctx.context)
+    return GuardrailFunctionOutput(output_info=verdict.final_output, tripwire_triggered=False)
+worker = Agent(name="weather_agent", instructions=SYSTEM, tools=[function_tool(get_weather)], model="gpt-4o",
+               output_guardrails=[checked])
+async def main():
+    out(final=(await Runner.run(worker, "What is the weather in Paris and Tokyo?")).final_output)
+asyncio.run(main())
+"""  # noqa: E501
+
+CREWAI_CHAIN = """
+from crewai import Agent, Crew, Process, Task
+from crewai.llm import LLM
+llm = LLM(model="gpt-4o")
+researcher = Agent(role="Weather researcher", goal="Report the weather", backstory="You know the weather.", llm=llm)
+writer = Agent(role="Packing advisor", goal="Advise what to pack", backstory="You advise travellers.", llm=llm)
+research = Task(description="Report the weather in Paris and Tokyo.", expected_output="A weather report.", agent=researcher)
+advice = Task(description="Advise what to pack for the trip.", expected_output="A packing list.", agent=writer,
+              context=[research])
+result = Crew(agents=[researcher, writer], tasks=[research, advice], process=Process.sequential).kickoff()
+out(final=str(result))
+"""  # noqa: E501
+
+
+def _route() -> object:
+    """The worker calls get_weather for Paris then Tokyo (openai-agents) or answers at once
+    (CrewAI's agent has no tool); then it answers :data:`REPORT`; a request that quotes the
+    report is the next agent's, answered PASS / a packing list."""
+
+    def route(req: ScriptedRequest) -> Reply:
+        text = " ".join(req.user_texts())
+        if REPORT.split(";")[0] in text:
+            return Reply.say("PASS. Final Answer: sunglasses and an umbrella.", what="next")
+        seen = str(req.messages)
+        if req.body.get("tools"):
+            for city in ("Paris", "Tokyo"):
+                if f"WEATHER: {city}" not in seen:
+                    return Reply.tool("get_weather", {"city": city}, what=f"call:{city}")
+        return Reply.say(
+            ("Final Answer: " if "Final Answer" in seen else "") + REPORT, what="answer"
+        )
+
+    return route
+
+
+@dataclass
+class Case:
+    id: str
+    package: str
+    runtime: str
+    script: str
+    #: the worker's turns (seqs), and the next agent's first one
+    worker: tuple[int, ...]
+    next_agent: int
+
+
+CASES = (
+    Case(
+        "openai-agents output guardrail", "openai-agents", "test", OPENAI_AGENTS_GUARDRAIL,
+        (0, 1, 2), 3,
+    ),
+    Case("crewai sequential task context", "crewai", "crewai", CREWAI_CHAIN, (0,), 1),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_next_agent_quoting_the_answer_is_a_handoff(case: Case, tmp_path: Path) -> None:
+    c = Client(case.id, case.package, "", case.runtime, case.script, (), "")
+    interp = _interpreter(c)
+    if case.runtime in PYTHONS or case.runtime == "test":
+        module = {"openai-agents": "agents"}.get(case.package, case.package.replace("-", "_"))
+        probe = subprocess.run([*interp, "-c", f"import {module}"], capture_output=True)
+        if probe.returncode:
+            pytest.skip(f"{case.package} is not in {interp[0]}")
+    with ScriptedUpstream(_route(), validate=True) as up:  # type: ignore[arg-type]
+        proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
+    why = _explain(proc, up)
+    cas, an = _findings(out)
+    assert all(e.status == 200 for e in cas.exchanges), why
+    asked = [e.reply.what if e.reply else "" for e in up.log]
+    assert "next" in asked, (asked, why)
+    said = [f"{f.code} {f.severity} seq={f.seq}: {f.message}" for f in an.findings]
+    convs = sorted(
+        (conv.kind, conv.parent_seq, tuple(conv.turns)) for conv in an.conversations if conv.turns
+    )
+    nxt = asked.index("next")
+    worker = tuple(s for s in case.worker if s < nxt)
+    assert ("main", None, worker) in convs, (convs, said, why)
+    assert ("handoff", worker[-1], (nxt,)) in [(k, p, t[:1]) for k, p, t in convs], (convs, said)
+    assert not [
+        f for f in an.findings if f.code in ("C.history_trimmed", "C.user_instruction_dropped")
+    ], said
+    assert not [f for f in an.findings if f.severity in ("warning", "error")], said
