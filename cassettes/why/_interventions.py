@@ -260,40 +260,8 @@ def _history_back(run: Any, f: Any, seqs: list[int], findings: list[Any]) -> Int
     request sent live from the turn on (``restore_history[TURN]``), where it stood; what the client
     appended since stays. The user's dropped messages are quoted (the finding's ``lost``, else
     ``dropped_user``, as the analysis said them)."""
-    a = run.analysis
-    turns = sorted(
-        (t for t in a.turns.values() if t.conversation == f.conversation and t.index <= f.turn),
-        key=lambda t: t.index,
-    )
-    earlier: list[Any] = []
-    now: list[Any] | None = None
-    for t in turns:
-        ex = _exchange(run, t)
-        found = (
-            history_items(ex.method, ex.url, bounds.loads_or_none(ex.request_body)) if ex else None
-        )
-        if found is None or not isinstance(found[1], list):
-            continue
-        items = list(found[1])
-        while (
-            items and isinstance(items[0], dict) and items[0].get("role") in ("system", "developer")
-        ):
-            items = items[1:]  # the system prompt's items stay where the client puts them
-        if t.index == f.turn:
-            now = found[1]
-        else:
-            earlier = restored_history(items, earlier)[0]
-    said = [x for x in findings if (x.conversation, x.turn) == (f.conversation, f.turn)]
-    details = [dict(x.details or {}) for x in said if x.code in TRIMS] + [dict(f.details or {})]
-    code = next((x.code for x in said if x.code == TRIMS[1]), f.code)  # the warning, if said
-    lost = next((d.get("lost") or d.get("dropped_user") for d in details
-                 if d.get("lost") or d.get("dropped_user")), None)  # fmt: skip
-    quoted = (
-        f": the user's {str(lost[0])[:_QUOTED]!r}"
-        + (f" and {len(lost) - 1} more" if len(lost) > 1 else "")
-        if isinstance(lost, list) and lost
-        else ""
-    )
+    earlier, now = _histories(run, f)
+    code, quoted = _trim_said(f, findings)
     put = restored_history(now, earlier)[1] if now is not None else 0
     i = Intervention(
         "C",
@@ -315,6 +283,55 @@ def _history_back(run: Any, f: Any, seqs: list[int], findings: list[Any]) -> Int
     else:
         i.edits = [f"restore_history[{f.turn}]={orjson.dumps(earlier).decode()}"]
     return i
+
+
+def _histories(run: Any, f: Any) -> tuple[list[Any], list[Any] | None]:
+    """The history ``f``'s conversation sent before its turn (its earlier requests' items merged
+    in order, the system prompt's leading items left where the client puts them), and the one
+    the turn's own request sent (``None``: not readable)."""
+    a = run.analysis
+    turns = sorted(
+        (t for t in a.turns.values() if t.conversation == f.conversation and t.index <= f.turn),
+        key=lambda t: t.index,
+    )
+    earlier: list[Any] = []
+    now: list[Any] | None = None
+    for t in turns:
+        ex = _exchange(run, t)
+        found = (
+            history_items(ex.method, ex.url, bounds.loads_or_none(ex.request_body)) if ex else None
+        )
+        if found is None or not isinstance(found[1], list):
+            continue
+        if t.index == f.turn:
+            now = found[1]
+        else:
+            earlier = restored_history(_without_system(found[1]), earlier)[0]
+    return earlier, now
+
+
+def _without_system(items: list[Any]) -> list[Any]:
+    """``items`` without their leading system and developer items."""
+    n = 0
+    while n < len(items) and isinstance(items[n], dict):
+        if items[n].get("role") not in ("system", "developer"):
+            break
+        n += 1
+    return list(items[n:])
+
+
+def _trim_said(f: Any, findings: list[Any]) -> tuple[str, str]:
+    """The code a trim's repair answers (the warning, when it was said at the turn) and the
+    user's dropped messages quoted (the findings' ``lost``, else ``dropped_user``)."""
+    said = [x for x in findings if (x.conversation, x.turn) == (f.conversation, f.turn)]
+    details = [dict(x.details or {}) for x in said if x.code in TRIMS] + [dict(f.details or {})]
+    code = next((x.code for x in said if x.code == TRIMS[1]), f.code)  # the warning, if said
+    lost = next((d.get("lost") or d.get("dropped_user") for d in details
+                 if d.get("lost") or d.get("dropped_user")), None)  # fmt: skip
+    if not isinstance(lost, list) or not lost:
+        return code, ""
+    more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    return code, f": the user's {str(lost[0])[:_QUOTED]!r}{more}"
 
 
 #: The longest arguments a repaired call's line shows whole.

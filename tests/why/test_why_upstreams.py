@@ -123,10 +123,16 @@ def _why(
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _heard(w: World, before: int, what: str, err: str) -> int:
-    """The requests the fake heard since ``before``; the sentinel must have heard nothing."""
-    assert w.sentinel.heard == [], f"{what}: a vendor's API was reached: {w.sentinel.heard}\n" + err
-    return len(w.fake.log) - before
+def _heard(w: World, before: tuple[int, int], what: str, err: str) -> int:
+    """The requests the fake heard since ``before`` (:func:`_now`); the sentinel must have heard
+    nothing since."""
+    got = w.sentinel.heard[before[1] :]
+    assert got == [], f"{what}: a vendor's API was reached: {got}\n" + err
+    return len(w.fake.log) - before[0]
+
+
+def _now(w: World) -> tuple[int, int]:
+    return len(w.fake.log), len(w.sentinel.heard)
 
 
 def _results(directory: Path) -> list[dict[str, object]]:
@@ -139,7 +145,7 @@ def _results(directory: Path) -> list[dict[str, object]]:
 def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
     """A why of a run recorded against a fake: its branch reaches the fake, whatever flags
     (``--confdir`` alone and none included: the run's own upstream, never the vendor's)."""
-    before = len(world.fake.log)
+    before = _now(world)
     out = world.tmp / f"why-{state}"
     rc, _out, err = _why(world, state, out)
     assert rc in (0, 1), err[-3000:]
@@ -169,7 +175,7 @@ def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> N
     for branch in out.glob("*.jsonl*"):
         branch.unlink()
     (out / "why.json").write_bytes(orjson.dumps(doc))
-    before = len(world.fake.log)
+    before = _now(world)
     rc, _out, err = _why(world, state, out, "--resume")
     assert rc in (0, 1), err[-3000:]
     assert _heard(world, before, f"--resume {state}", err) >= 1
@@ -187,7 +193,7 @@ def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> N
 def test_a_confirm_keeps_the_upstream_the_why_was_given(world: World, state: str) -> None:
     """A confirm of the why: ``--confdir`` alone keeps the why's upstream (on c86d115d it dropped
     it: the runs went to the vendor's API)."""
-    before = len(world.fake.log)
+    before = _now(world)
     proc = progress.run(
         [*WHY, str(world.decided), "--confirm", *_flags(world, state), "--samples", "1", "--",
          sys.executable, str(AGENT), "--expect", "rain"],
@@ -203,7 +209,7 @@ def test_a_confirm_keeps_the_upstream_the_why_was_given(world: World, state: str
 def test_a_fork_goes_where_the_run_went(world: World, state: str) -> None:
     """``looptap run --from`` of the run, the fixed agent live from c1 turn 1: it reaches the
     fake with or without ``--upstream`` (on c86d115d, without it, the vendor's API)."""
-    before = len(world.fake.log)
+    before = _now(world)
     proc = progress.run(
         [*RECORDER, "run", "--from", f"{world.run}@conversation=c1:turn=1", *_flags(world, state),
          "-o", str(world.tmp / f"fork-{state}.jsonl"), "--", sys.executable, str(AGENT),
@@ -223,7 +229,7 @@ def test_a_resume_runs_again_the_branches_the_upstream_never_answered(world: Wor
     down = ["--upstream", "openai=http://127.0.0.1:9"]
     rc, _o, err = _why(world, "", out, flags=down)
     assert [r["result"] for r in _results(out)] == ["invalid"], err[-3000:]
-    before = len(world.fake.log)
+    before = _now(world)
     rc, _o, err = _why(world, "upstream", out, "--resume")
     assert rc in (0, 1), err[-3000:]
     assert (
