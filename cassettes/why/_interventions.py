@@ -179,6 +179,9 @@ def _for_findings(
         elif refused := refusal_or_context(f, _exchange(run, by_turn.get(where)), a, by_turn, run):
             out.append(refused)
             retried.add(where)  # the refused turn has no emission to re-sample, nor a retry
+        elif f.code in _RETRY and (made := client_retried(a, by_turn, where)) is not None:
+            out.append(_retry_made(f, seqs, made))  # no retry the client did not make: context
+            retried.add(where)
         elif (f.code == codes.TRUNCATED_LENGTH or f.code in _RETRY) and not any(
             i.layer == "A" and (i.conversation, i.turn) == where for i in out
         ):
@@ -425,6 +428,58 @@ def _continue(
         return i
     i.edits, i.extra = [edit], CONTINUE_ROUNDS
     return i
+
+
+#: The findings of a request the client sent again as it was, after it failed (its own retry).
+_RETRIES = (codes.RETRY, codes.RETRY_STORM, codes.RETRY_BEFORE_RETRY_AFTER)
+
+
+def client_retried(
+    a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]
+) -> str | None:
+    """How the client itself retried the failed turn ``where`` and was answered (a chain of its
+    identical retries, looptap's ``C.retry``, ending in a turn the API answered), said; ``None``
+    when it did not (no retry, a changed one, or every retry failed too)."""
+    turn, tries = where, 0
+    for _ in range(64):  # a chain of retries, bounded
+        retry = next(
+            (
+                x
+                for x in a.findings
+                if x.code in _RETRIES
+                and not (x.details or {}).get("changed")
+                and (x.conversation, x.related_turn) == turn
+                and x.turn is not None
+            ),
+            None,
+        )
+        if retry is None:
+            return None
+        turn, tries = (retry.conversation, retry.turn), tries + 1
+        t = by_turn.get(turn)
+        status = t.a.status if t is not None and t.a is not None else None
+        if status is not None and status < 400:
+            return (
+                f"the client retried it itself ({count(tries, 'retry', 'retries')}, "
+                f"{retry.code}): turn {retry.turn} sent the same request and was answered"
+            )
+    return None
+
+
+def _retry_made(f: Any, seqs: list[int], made: str) -> Intervention:
+    """A failed turn the client retried itself and got an answer for: listed as context, not run
+    (a fork that re-sent it live would test the retry the client already made)."""
+    return Intervention(
+        "A",
+        f.conversation,
+        f.turn,
+        f"the API's failure ({f.code}), retried by the client",
+        "a-retried",
+        f.code,
+        seqs=seqs,
+        missing=f"{made}: no retry it did not make, nothing to change here",
+        tag=f.code,
+    )
 
 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:

@@ -123,6 +123,7 @@ def investigate(args: argparse.Namespace) -> Result:
     except BudgetError as exc:
         raise Refused(str(exc), exc.lines) from None
     together = _together_budget(args, run, runnable, bases, max_cost, lines)
+    cap = _at_most(args, runnable, together, lines)
     if args.dry_run:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
@@ -137,7 +138,7 @@ def investigate(args: argparse.Namespace) -> Result:
     say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
     for line in lines:
         say(line)
-    return _run(args, path, state, outcome, found, argv, python, together)
+    return _run(args, path, state, outcome, found, argv, python, together, cap)
 
 
 def _last_upstream(args: argparse.Namespace) -> None:
@@ -348,6 +349,34 @@ def _together_budget(
     return True
 
 
+def _at_most(
+    args: argparse.Namespace, runnable: list[Intervention], together: bool, lines: list[str]
+) -> int:
+    """The most the branches send live in all, said (``lines``) before anything is sent and kept
+    to (:class:`Purse`): each branch's at-most (every turn its fork may reach, and the
+    continuations it may ask for), the combinations' when they may be tried, the branches an
+    earlier run kept left out; ``--max-requests`` when lower. A branch whose agent would send
+    more (a changed answer that makes it go on longer than the recording) is stopped there and
+    is no sample: the figure said first is never passed."""
+    kept = _kept(args) if args.resume else {}
+    combos = [c for r in rounds(runnable) for c in r] if together else []
+    most: int = sum(
+        i.most_requests * max(0, int(args.samples) - kept.get(i.key, 0))
+        for i in [*runnable, *combos]
+    )
+    if args.max_requests is not None and args.max_requests < most:
+        lines.append(
+            f"at most {count(args.max_requests, 'request')} sent live in all (--max-requests)"
+        )
+        return int(args.max_requests)
+    lines.append(
+        f"at most {count(most, 'request')} sent live in all (every turn each fork may reach, "
+        "live): the branches are kept to it; one that would pass it is stopped there and is no "
+        "sample"
+    )
+    return most
+
+
 def _run(
     args: argparse.Namespace,
     path: Path,
@@ -357,13 +386,23 @@ def _run(
     argv: list[str],
     python: str,
     together: bool,
+    cap: int,
 ) -> Result:
     runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
-    runner.purse = Purse(args.max_requests)  # nothing past --max-requests is ever sent
+    runner.purse = Purse(cap)  # nothing past the at-most said (or --max-requests) is ever sent
     state.put("interventions", [i.as_json() for i in found])
     _sample(args, runner, state, found)
     tallies = _tallies(state, found, args.samples)
-    v = verdict(tallies, args.samples)
+    combos = [c for r in rounds(found) for c in r]
+    untried = (
+        []
+        if together or not combos
+        else [
+            f"{count(len(combos), 'combination')} of repairs (causes needed together) not tried: "
+            "over the limits"
+        ]
+    )
+    v = verdict(tallies, args.samples, untried)
     tried: list[Intervention] = []
     for combos in rounds(found) if together and flips_alone(tallies, v) else []:
         say(f"no single change flipped it: trying {count(len(combos), 'combination')} of repairs")
