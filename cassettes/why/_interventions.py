@@ -11,7 +11,9 @@ layer (docs/why.md "Interventions").
 * **A** — the API's answer at turn t replaced by a clean one: the same request sent live; for a
   truncation (``A.truncated_length``) with the cap lifted (the ``max_tokens`` edit); for an error
   or a cut stream, the retry the client did not make — never for a request the API refused for
-  what it holds (below): a retry sends the same request and is refused the same way.
+  what it holds (below): a retry sends the same request and is refused the same way; never for
+  a failure the client retried itself and got an answer for (an SDK's retry of a 503,
+  looptap's ``C.retry``): that is context (``a-retried``), listed, not run.
 * **C** — the client's dispatch at turn t repaired as its finding says it should have been, an
   edit applied to every request sent live from t on: ``C.dropped_tool_result`` → the result put
   back (``restore_result[CALL_ID]``, its text given with ``--result CALL_ID=@FILE``: the recording

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -239,3 +240,38 @@ def test_a_resume_runs_again_the_branches_the_upstream_never_answered(world: Wor
     ), err
     assert _heard(world, before, "--resume after a down upstream", err) >= 1
     assert [r["result"] for r in _results(out)] == ["flipped"], err[-3000:]
+
+
+def test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given() -> None:
+    """The decision itself (cassettes/replay/live/upstreams.py): an API the run reached at its
+    vendor is left to the recorder; one reached elsewhere is pinned there unless given; one
+    reached at two places is refused unless given."""
+    from looptap.cassettes.replay.live.upstreams import destinations, recorded_origins
+
+    def pair(url: str, family: str) -> tuple[object, object]:
+        return SimpleNamespace(url=url, tool=False), SimpleNamespace(family=family)
+
+    origins = recorded_origins(
+        [
+            pair("http://127.0.0.1:8001/v1/chat/completions", "openai_chat"),
+            pair("https://api.anthropic.com/v1/messages", "anthropic"),
+            pair("http://[::1]:9/v1beta/models/g:generateContent", "gemini"),
+            (
+                SimpleNamespace(url="http://127.0.0.1:7/x", tool=True),
+                SimpleNamespace(family="none"),
+            ),
+        ]
+    )
+    assert origins == {
+        "openai": {"http://127.0.0.1:8001"},
+        "anthropic": {"https://api.anthropic.com"},
+        "gemini": {"http://[::1]:9"},
+    }, origins
+    goes = destinations(origins, {})
+    assert goes.pinned == {"openai": "http://127.0.0.1:8001", "gemini": "http://[::1]:9"}
+    assert goes.bases["anthropic"] == "https://api.anthropic.com" and goes.refusal() is None
+    named = destinations(origins, {"openai": "https://api.openai.com"})
+    assert "openai" not in named.pinned and named.bases["openai"] == "https://api.openai.com"
+    two = destinations({"openai": {"http://127.0.0.1:1", "https://api.openai.com"}}, {})
+    assert two.refusal() is not None and "give --upstream openai=URL" in str(two.refusal())
+    assert destinations({"openai": {"a", "b"}}, {"openai": "http://a"}).refusal() is None
