@@ -16,13 +16,14 @@ import re
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bench.why_cases_agent import STEP_CITIES
+from tests.proxy.test_e2e_tool_http import CLIENTS_PYTHON
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.scripted import (
     Call,
@@ -32,6 +33,7 @@ from tests.support.scripted import (
     claude_code_side_call,
 )
 from tests.why import test_why_agents, test_why_lived
+from tests.why.test_why import a_route, c_route
 from tests.why.test_why_together import both_needed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -333,6 +335,11 @@ class Case:
     python: str = sys.executable
     #: Claude Code: the recording exits 0 and fails by its answer.
     exit_ok: bool = False
+    #: ``looptap run``'s flags of the recording (the tools' HTTP of loopback servers recorded).
+    record_args: tuple[str, ...] = ()
+    #: A tool API the agent calls (``TOOL_URL``, ``TOOL_KEY`` in its environment), up for the
+    #: case: made once, from a seed (:class:`tests.why.test_why_tool_answer.FlakyWeather`).
+    tool: Callable[[], Any] | None = None
 
     def serve(self, recording: bool) -> Any:
         """The scripted upstream, to use as a context manager (``.url``)."""
@@ -375,6 +382,11 @@ class Case:
         }
         if self.key == "codex":
             return codex_env(tmp, keys)
+        if self.tool is not None:
+            from tests.proxy.test_e2e_tool_http import TOOL_KEY
+
+            server = _TOOLS.setdefault(self.key, self.tool())
+            return clean_env(**keys, TOOL_URL=server.url, TOOL_KEY=TOOL_KEY)
         if self.key != "claude":
             return clean_env(**keys)
         from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, run_env
@@ -408,6 +420,64 @@ class Case:
             if not npm or not (Path(npm) / "node_modules" / ".bin" / self.key).exists():
                 return f"needs LOOPTAP_NPM_AGENTS with {self.key}"
         return None
+
+
+#: The tool APIs of the cases that have one, up once per case (bench/why_cases.py runs a case's
+#: recording, why and confirms against the same).
+_TOOLS: dict[str, Any] = {}
+
+
+def _flaky_weather() -> Any:
+    """The weather API of the hidden tool failure: 503 to 3 calls in 10 (seeded), and to the
+    recording's Lyon call (planted)."""
+    from tests.why.test_why_tool_answer import FlakyWeather
+
+    return FlakyWeather(seed=SEED[0], plant=True)
+
+
+def _tool_model(recording: bool) -> Route:
+    from tests.why.test_why_tool_answer import model
+
+    return model
+
+
+def overloaded_once(route: Route) -> Callable[[bool], Route]:
+    """``route``, its first request of a recording answered 503 once, retryably: the SDK retries
+    it itself (``C.retry``), a decoy: the retry the client made is no suspect."""
+
+    def made(recording: bool) -> Route:
+        lock, said = threading.Lock(), [not recording]
+
+        def route_(req: ScriptedRequest) -> Reply:
+            with lock:
+                first, said[0] = not said[0], True
+            if first:
+                return replace(Reply.refuse("The server is overloaded.", status=503),
+                               wire="retryable")  # fmt: skip
+            return route(req)
+
+        return route_
+
+    return made
+
+
+def decoys(recording: bool) -> Route:
+    """Both cities, both results back; the final answer wrong 30% of the time (the model: the
+    planted cause), with two decoys in the run: a 503 the SDK retries itself, and a tool schema
+    the API refuses that the client then mends and sends again (a refusal it recovered from)."""
+    flaky = Flaky(0.3, recording)
+
+    def route(req: ScriptedRequest) -> Reply:
+        refused = test_why_agents.refused_schema(req)
+        if refused is not None:
+            return refused
+        results = req.tool_results()
+        if not results:
+            return BOTH
+        lyon = "sunny too, I guess" if flaky.wrong() else "rain"
+        return Reply.say(f"Paris: sunny; Lyon: {lyon}.")
+
+    return overloaded_once(route)(recording)
 
 
 LIVED = _static(test_why_lived.route)
@@ -476,4 +546,22 @@ CASES = [
     Case("trim-ignored", "a harmless trim; the model ignores the instruction still there 40% "
          "of the time (E c1 t2)", trimmed("trim-ignored"), ["trim-ignored"],
          ["trim-ignored", "--fixed"], ("E", "c1", 2), script=TRIM_AGENT, apis=("openai",)),
+    # issue 95: a tool failure the client hides, a cut answer used, a model wrong 30% with two
+    # decoys, a 503 the SDK retried itself beside a client bug
+    Case("tool-hidden", "a tool's 503 the client hides from the model (an empty result) (C c1 t1)",
+         _tool_model, [], ["--fixed"], ("C", "c1", 1), script=ROOT / "bench" / "why_tool_agent.py",
+         python=str(CLIENTS_PYTHON), apis=("openai",), record_args=("--tool-http-loopback",),
+         tool=_flaky_weather),
+    Case("cap-used", "a 60-token cap cuts the answer and the client uses it cut (A c1 t1)",
+         _static(a_route), ["--expect", "sunny"], ["--expect", "sunny", "--cap", "200"],
+         ("A", "c1", 1), apis=("openai",)),
+    Case("decoys", "the final answer wrong 30% of the time; decoys: a 503 the SDK retried, a "
+         "refusal the client recovered from (E c1 t3)", decoys,
+         ["--expect", "rain", "--retries", "2", "--bad-schema", "--recover"],
+         ["--expect", "rain", "--retries", "2", "--bad-schema", "--recover", "--cap", "61"],
+         ("E", "c1", 3), apis=("openai",)),
+    Case("retried-503", "a 503 the SDK retried itself, then the client drops a result (C c1 t2)",
+         overloaded_once(c_route), ["--drop-second", "--expect", "rain", "--retries", "2"],
+         ["--expect", "rain", "--retries", "2"], ("C", "c1", 2), apis=("openai",),
+         result="rain"),
 ]  # fmt: skip

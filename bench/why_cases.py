@@ -63,6 +63,31 @@ def _estimated(err: str, combined: bool) -> tuple[int, int, int] | None:
     return n, low, high
 
 
+def _at_most(err: str) -> int | None:
+    """The most the why (or confirm) said it sends live in all, before it sent anything (issue
+    95: a true at-most)."""
+    said = re.search(r"at most ([\d,]+) requests? sent live in all", err)
+    return int(said.group(1).replace(",", "")) if said else None
+
+
+def kept_to(r: dict[str, Any]) -> bool:
+    """A run's estimate within 10% of what was sent, or what was sent under the at-most said
+    before anything was sent (a why's; each of its confirms')."""
+    gap = _gap(r.get("estimated"), r.get("sent") or 0)
+    ok = (gap is not None and abs(gap) <= 0.1) or (
+        r.get("at_most") is not None and (r.get("sent") or 0) <= r["at_most"]
+    )
+    for c in r.get("confirms") or []:
+        est, sent, most = (
+            c.get("confirm_expected"),
+            c.get("confirm_sent") or 0,
+            c.get("confirm_at_most"),
+        )
+        within = bool(est) and sent and abs(est - sent) <= 0.1 * sent
+        ok = ok and bool(within or (most is not None and sent <= most))
+    return bool(ok)
+
+
 def _gap(estimated: tuple[int, int, int] | list[int] | None, sent: int) -> float | None:
     """How far the budget's headline figure is from ``sent``, as a share of ``sent``; ``None``
     when not known."""
@@ -85,7 +110,17 @@ def run_case(
         up = [a for name in case.apis for a in ("--upstream", f"{name}={fake.url}")]
         conf = ["--confdir", str(tmp / "conf")]
         rec = _run(
-            [*RECORDER, "run", "-o", str(tmp / "run.jsonl"), *conf, *up, "--", *case.command(tmp)],
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(tmp / "run.jsonl"),
+                *conf,
+                *up,
+                *case.record_args,
+                "--",
+                *case.command(tmp),
+            ],
             env,
             tmp,
         )
@@ -113,6 +148,7 @@ def run_case(
         v = doc["verdict"]
         combined = any(i.get("kind") == "together" for i in doc.get("interventions") or [])
         row["estimated"] = _estimated(why.stderr, combined)
+        row["at_most"] = _at_most(why.stderr)
         row["verdict"] = v
         row["right"] = case.right(v)
         if not v.get("determined"):
@@ -140,6 +176,7 @@ def _confirm(
         tmp,
     )  # fmt: skip
     row: dict[str, Any] = {"confirm_k": k, "confirm_sent": case.sent(fake) - before}
+    row["confirm_at_most"] = _at_most(confirm.stderr)
     try:
         c = orjson.loads(confirm.stdout)["confirm"]
         row["confirm"] = (c["succeeded"], c["samples"])
@@ -281,7 +318,9 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         "when no cause is determined)",
         f"confirm: {turned} of {len(confirms)} fixed agents succeed in ≥ 90% of their runs "
         f"({sum(1 for _, n in confirms if not n)} with no run that could be judged)",
-        f"budget: {within} of {len(ran)} estimates within 10% of the requests sent",
+        f"budget: {within} of {len(ran)} estimates within 10% of the requests sent; "
+        f"{sum(1 for r in ran if kept_to(r))} of {len(ran)} whys (their confirms included) within "
+        "10% or under the at-most they said first",
         f"confirm budget: {sum(1 for g in confirm_gaps if abs(g) <= 0.1)} of {len(confirm_gaps)} "
         "confirm estimates within 10% of the requests the fixed agents sent",
     ]
@@ -367,6 +406,14 @@ def main() -> int:
         row["seed"] = SEED[0]
         rows.append(row)
         print(table([row], opts.k)[-1], flush=True)
+        print(
+            f"  at most {row.get('at_most')} said, {row.get('sent')} sent; confirms (at most, "
+            "sent): "
+            + ", ".join(f"({c.get('confirm_at_most')}, {c.get('confirm_sent')})"
+                        for c in row.get("confirms") or [])
+            + f"; within 10% or under the at-most: {kept_to(row)}",
+            flush=True,
+        )  # fmt: skip
         if opts.json:  # kept as they come: a long run stopped halfway keeps its rows
             Path(opts.json).write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")

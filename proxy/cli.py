@@ -388,6 +388,10 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     if fork is not None and fork.edits:
         config.edit_key = fork.edit_key
+    if fork is not None:  # an API the run reached elsewhere than at its vendor goes there again
+        config.upstreams = {**fork.goes.pinned, **config.upstreams}
+        for line in fork.goes.lines():
+            messages.emit(line)
     if fork is not None and not getattr(args, "in_place", False):
         try:
             target = _fork_tree(fork, config, target)

@@ -27,7 +27,7 @@ from ._budget import Purse
 from ._intervention import Intervention
 from ._outcome import Judged, Outcome, judged_from, lived_run
 
-__all__ = ["Branches", "WhyRunError", "baseline", "passed_flags"]
+__all__ = ["Branches", "WhyRunError", "baseline", "environmental", "passed_flags", "where_sent"]
 
 #: The longest ``--edit`` passed on the command line; a longer one goes by a file.
 _INLINE_EDIT = 16 << 10
@@ -49,6 +49,24 @@ def passed_flags(args: Any) -> list[str]:
     return [x for u in args.upstream for x in ("--upstream", u)] + (
         ["--confdir", str(Path(args.confdir).expanduser().resolve())] if args.confdir else []
     )
+
+
+def where_sent(run: Any, upstreams: list[str]) -> dict[str, str]:
+    """Where each API's live requests go (name → base URL), decided once from the run and the
+    ``--upstream`` items the branches get, as every branch's fork decides it
+    (:func:`~cassettes.replay.live.upstreams.destinations`): an API the run reached elsewhere
+    than at its vendor goes there unless given, never to the vendor's API; said on stderr.
+    Raises :class:`CassetteError` when the run reached one API at two places and none is given,
+    ``ValueError`` for an item that is not ``NAME=URL``."""
+    from ..replay.forking.cursor import bases_of
+    from ..replay.live.upstreams import destinations, recorded_origins
+
+    goes = destinations(recorded_origins(run.pairs), bases_of(upstreams, "--upstream"))
+    if (refused := goes.refusal()) is not None:
+        raise CassetteError(refused)
+    for line in goes.lines():
+        print(clean_line(f"looptap why: {line}"), file=sys.stderr, flush=True)
+    return goes.bases
 
 
 def _scrubbed(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -237,11 +255,10 @@ class Branches:
             _stopped(out) or _fork_failed(out, said) or _unreached(out) or _never_live(out, base, i)
         )
         if rc == 127 or broken is not None or not out.exists():
-            return {
-                **base,
-                "result": "invalid",
-                "why": broken or (said[-1] if said else f"looptap run exited {rc}"),
-            }
+            why = broken or (said[-1] if said else f"looptap run exited {rc}")
+            # no sample because of where it ran, not of what it tried: --resume runs it again
+            place = {"environment": True} if _ENVIRONMENT.search(why) else {}
+            return {**base, "result": "invalid", "why": why, **place}
         judged = Judged(exit=rc)
         if self.outcome.kind == "check":
             judged.check = run_check(self.outcome.value, self.cwd)
@@ -350,6 +367,22 @@ _UNREACHED = re.compile(
     r"Connect call failed|Connection refused|Name or service not known|getaddrinfo|"
     r"No route to host|nodename nor servname"
 )
+
+
+#: The ``why`` of a branch that got no sample for a reason of the environment it ran in (the
+#: upstream not reached, none serving its API), not of what it tried: :func:`environmental`.
+_ENVIRONMENT = re.compile(
+    r"^a request sent live never reached the upstream|no live upstream serves this API"
+)
+
+
+def environmental(result: dict[str, Any] | None) -> bool:
+    """Whether a kept branch got no sample for a reason of the environment (an upstream down,
+    refused, not resolved, none serving its API): what ``--resume`` runs again. Read from the
+    result's ``why`` too, so a branch an older looptap kept is known."""
+    if not isinstance(result, dict) or result.get("result") != "invalid":
+        return False
+    return bool(result.get("environment")) or bool(_ENVIRONMENT.search(str(result.get("why"))))
 
 
 def _unreached(branch: Path) -> str | None:

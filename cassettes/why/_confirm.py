@@ -23,17 +23,17 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import count
 from ..reading import Run, open_run
-from ..replay.forking.compare.budget import BudgetError, upstream_bases
+from ..replay.forking.compare.budget import BudgetError
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
-from ._branches import Branches, passed_flags
+from ._branches import Branches, passed_flags, where_sent
 from ._budget import check as check_budget
 from ._interval import wilson
 from ._intervention import Intervention
 from ._investigation import Refused, Result, say
 from ._keep import Kept, run_all
 from ._outcome import Outcome, judged_from
-from ._state import STATE, State, flags_said, kept_flags, read_state, run_digest
+from ._state import STATE, State, flags_said, given_last, kept_flags, read_state, run_digest
 from ._suspects import heard, later_turns, live_turns, newest_texts
 
 __all__ = ["confirm"]
@@ -105,30 +105,20 @@ def _outcome(doc: dict[str, Any]) -> Outcome:
 
 
 def _flags(args: argparse.Namespace, doc: dict[str, Any]) -> list[str]:
-    """The ``--upstream``/``--confdir`` given last: those given now (they replace the why's, and
-    are kept in its why.json for the next ``--confirm``), else those the why kept (the
-    investigation's, or an earlier ``--resume``'s or ``--confirm``'s); which, said on stderr."""
+    """The ``--upstream``/``--confdir`` the runs get: those given now and, of those the why kept
+    (the investigation's, or an earlier ``--resume``'s or ``--confirm``'s), the ones not given
+    again (:func:`given_last`), said on stderr; refused when the why kept none it could (an
+    upstream URL with credentials, an older looptap) and none is given."""
     given = passed_flags(args)
     kept = doc.get("passed")
-    if given:
-        if isinstance(kept, list) and kept != given:
-            say(
-                "--confirm: the runs use the --upstream/--confdir given now "
-                f"({flags_said(given)}), not the why's ({flags_said(kept)})"
-            )
-        else:
-            say(f"--confirm: the runs use the --upstream/--confdir given now ({flags_said(given)})")
-        return given
-    if not isinstance(kept, list) or not all(isinstance(x, str) for x in kept):
+    if not given and not isinstance(kept, list):
         raise _refused(
             "the why did not keep the --upstream/--confdir it reached its upstream with (an "
             "upstream URL with credentials, or a why of an older looptap): give them again"
         )
-    say(
-        "--confirm: the runs use the --upstream/--confdir the why kept in its why.json "
-        f"({flags_said(kept)}), given last; give them again to use others"
-    )
-    return list(kept)
+    flags, how = given_last(given, kept)
+    say(f"--confirm: the runs use the --upstream/--confdir {how}")
+    return flags
 
 
 def confirm(args: argparse.Namespace) -> Result:
@@ -158,14 +148,14 @@ def confirm(args: argparse.Namespace) -> Result:
             run,
             [fork],
             args.samples,
-            upstream_bases(ups),
+            where_sent(run, ups),
             args.max_requests,
             max_cost,
             args.allow_unknown_price,
         )
     except BudgetError as exc:
         raise Refused(str(exc), exc.lines) from None
-    except ValueError as exc:
+    except (CassetteError, ValueError) as exc:
         raise _refused(str(exc)) from None
     if args.dry_run:
         lines = [

@@ -22,7 +22,8 @@ class Intervention:
     turn: int
     #: What is changed, in a few words.
     what: str
-    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``,
+    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry`` (``a-retried``: one the client made
+    #: itself, context), ``c-restore-result``,
     #: ``c-restore-answer``, ``c-continue``, ``c-await``; ``c-refused`` (a request the API
     #: refused, listed), ``c-recovered`` (one the client then recovered from: context);
     #: ``together`` (repairs combined: :mod:`cassettes.why._together`), ``confirm`` (the user's
@@ -59,6 +60,10 @@ class Intervention:
     tag: str = ""
     #: What shows it, beside the finding (a refused request: the API's own message).
     evidence: str | None = None
+    #: Why it may not be right even where it runs (its substitute cannot be what the recording
+    #: lacked: a failed tool call answered with another query's answer): a flip still shows a
+    #: change there flips it, no flip settles nothing (the verdict says so).
+    caveat: str | None = None
     #: How a fix would be tested when the repair needs what only the user knows (a refused
     #: request: the ``--edit`` or ``--model`` of a fork at its turn), as the words of the
     #: command (quoted once where printed: :func:`cassettes.hints.command_line`); empty: none.
@@ -173,6 +178,7 @@ class Intervention:
             "runnable": self.missing is None,
             "missing": self.missing,
             "evidence": self.evidence,
+            "caveat": self.caveat,
             # the words as a shell reads them (JSON escapes what a terminal would act on)
             "fix": shlex.join(self.fix) if self.fix else None,
             **({"together": list(self.parts)} if self.parts else {}),

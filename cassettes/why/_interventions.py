@@ -11,7 +11,9 @@ layer (docs/why.md "Interventions").
 * **A** — the API's answer at turn t replaced by a clean one: the same request sent live; for a
   truncation (``A.truncated_length``) with the cap lifted (the ``max_tokens`` edit); for an error
   or a cut stream, the retry the client did not make — never for a request the API refused for
-  what it holds (below): a retry sends the same request and is refused the same way.
+  what it holds (below): a retry sends the same request and is refused the same way; never for
+  a failure the client retried itself and got an answer for (an SDK's retry of a 503,
+  looptap's ``C.retry``): that is context (``a-retried``), listed, not run.
 * **C** — the client's dispatch at turn t repaired as its finding says it should have been, an
   edit applied to every request sent live from t on: ``C.dropped_tool_result`` → the result put
   back (``restore_result[CALL_ID]``, its text given with ``--result CALL_ID=@FILE``: the recording
@@ -179,6 +181,9 @@ def _for_findings(
         elif refused := refusal_or_context(f, _exchange(run, by_turn.get(where)), a, by_turn, run):
             out.append(refused)
             retried.add(where)  # the refused turn has no emission to re-sample, nor a retry
+        elif f.code in _RETRY and (made := client_retried(a, by_turn, where)) is not None:
+            out.append(_retry_made(f, seqs, made))  # no retry the client did not make: context
+            retried.add(where)
         elif (f.code == codes.TRUNCATED_LENGTH or f.code in _RETRY) and not any(
             i.layer == "A" and (i.conversation, i.turn) == where for i in out
         ):
@@ -260,40 +265,8 @@ def _history_back(run: Any, f: Any, seqs: list[int], findings: list[Any]) -> Int
     request sent live from the turn on (``restore_history[TURN]``), where it stood; what the client
     appended since stays. The user's dropped messages are quoted (the finding's ``lost``, else
     ``dropped_user``, as the analysis said them)."""
-    a = run.analysis
-    turns = sorted(
-        (t for t in a.turns.values() if t.conversation == f.conversation and t.index <= f.turn),
-        key=lambda t: t.index,
-    )
-    earlier: list[Any] = []
-    now: list[Any] | None = None
-    for t in turns:
-        ex = _exchange(run, t)
-        found = (
-            history_items(ex.method, ex.url, bounds.loads_or_none(ex.request_body)) if ex else None
-        )
-        if found is None or not isinstance(found[1], list):
-            continue
-        items = list(found[1])
-        while (
-            items and isinstance(items[0], dict) and items[0].get("role") in ("system", "developer")
-        ):
-            items = items[1:]  # the system prompt's items stay where the client puts them
-        if t.index == f.turn:
-            now = found[1]
-        else:
-            earlier = restored_history(items, earlier)[0]
-    said = [x for x in findings if (x.conversation, x.turn) == (f.conversation, f.turn)]
-    details = [dict(x.details or {}) for x in said if x.code in TRIMS] + [dict(f.details or {})]
-    code = next((x.code for x in said if x.code == TRIMS[1]), f.code)  # the warning, if said
-    lost = next((d.get("lost") or d.get("dropped_user") for d in details
-                 if d.get("lost") or d.get("dropped_user")), None)  # fmt: skip
-    quoted = (
-        f": the user's {str(lost[0])[:_QUOTED]!r}"
-        + (f" and {len(lost) - 1} more" if len(lost) > 1 else "")
-        if isinstance(lost, list) and lost
-        else ""
-    )
+    earlier, now = _histories(run, f)
+    code, quoted = _trim_said(f, findings)
     put = restored_history(now, earlier)[1] if now is not None else 0
     i = Intervention(
         "C",
@@ -315,6 +288,55 @@ def _history_back(run: Any, f: Any, seqs: list[int], findings: list[Any]) -> Int
     else:
         i.edits = [f"restore_history[{f.turn}]={orjson.dumps(earlier).decode()}"]
     return i
+
+
+def _histories(run: Any, f: Any) -> tuple[list[Any], list[Any] | None]:
+    """The history ``f``'s conversation sent before its turn (its earlier requests' items merged
+    in order, the system prompt's leading items left where the client puts them), and the one
+    the turn's own request sent (``None``: not readable)."""
+    a = run.analysis
+    turns = sorted(
+        (t for t in a.turns.values() if t.conversation == f.conversation and t.index <= f.turn),
+        key=lambda t: t.index,
+    )
+    earlier: list[Any] = []
+    now: list[Any] | None = None
+    for t in turns:
+        ex = _exchange(run, t)
+        found = (
+            history_items(ex.method, ex.url, bounds.loads_or_none(ex.request_body)) if ex else None
+        )
+        if found is None or not isinstance(found[1], list):
+            continue
+        if t.index == f.turn:
+            now = found[1]
+        else:
+            earlier = restored_history(_without_system(found[1]), earlier)[0]
+    return earlier, now
+
+
+def _without_system(items: list[Any]) -> list[Any]:
+    """``items`` without their leading system and developer items."""
+    n = 0
+    while n < len(items) and isinstance(items[n], dict):
+        if items[n].get("role") not in ("system", "developer"):
+            break
+        n += 1
+    return list(items[n:])
+
+
+def _trim_said(f: Any, findings: list[Any]) -> tuple[str, str]:
+    """The code a trim's repair answers (the warning, when it was said at the turn) and the
+    user's dropped messages quoted (the findings' ``lost``, else ``dropped_user``)."""
+    said = [x for x in findings if (x.conversation, x.turn) == (f.conversation, f.turn)]
+    details = [dict(x.details or {}) for x in said if x.code in TRIMS] + [dict(f.details or {})]
+    code = next((x.code for x in said if x.code == TRIMS[1]), f.code)  # the warning, if said
+    lost = next((d.get("lost") or d.get("dropped_user") for d in details
+                 if d.get("lost") or d.get("dropped_user")), None)  # fmt: skip
+    if not isinstance(lost, list) or not lost:
+        return code, ""
+    more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    return code, f": the user's {str(lost[0])[:_QUOTED]!r}{more}"
 
 
 #: The longest arguments a repaired call's line shows whole.
@@ -408,6 +430,58 @@ def _continue(
         return i
     i.edits, i.extra = [edit], CONTINUE_ROUNDS
     return i
+
+
+#: The findings of a request the client sent again as it was, after it failed (its own retry).
+_RETRIES = (codes.RETRY, codes.RETRY_STORM, codes.RETRY_BEFORE_RETRY_AFTER)
+
+
+def client_retried(
+    a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]
+) -> str | None:
+    """How the client itself retried the failed turn ``where`` and was answered (a chain of its
+    identical retries, looptap's ``C.retry``, ending in a turn the API answered), said; ``None``
+    when it did not (no retry, a changed one, or every retry failed too)."""
+    turn, tries = where, 0
+    for _ in range(64):  # a chain of retries, bounded
+        retry = next(
+            (
+                x
+                for x in a.findings
+                if x.code in _RETRIES
+                and not (x.details or {}).get("changed")
+                and (x.conversation, x.related_turn) == turn
+                and x.turn is not None
+            ),
+            None,
+        )
+        if retry is None:
+            return None
+        turn, tries = (retry.conversation, retry.turn), tries + 1
+        t = by_turn.get(turn)
+        status = t.a.status if t is not None and t.a is not None else None
+        if status is not None and status < 400:
+            return (
+                f"the client retried it itself ({count(tries, 'retry', 'retries')}, "
+                f"{retry.code}): turn {retry.turn} sent the same request and was answered"
+            )
+    return None
+
+
+def _retry_made(f: Any, seqs: list[int], made: str) -> Intervention:
+    """A failed turn the client retried itself and got an answer for: listed as context, not run
+    (a fork that re-sent it live would test the retry the client already made)."""
+    return Intervention(
+        "A",
+        f.conversation,
+        f.turn,
+        f"the API's failure ({f.code}), retried by the client",
+        "a-retried",
+        f.code,
+        seqs=seqs,
+        missing=f"{made}: no retry it did not make, nothing to change here",
+        tag=f.code,
+    )
 
 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:

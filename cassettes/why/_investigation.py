@@ -15,17 +15,17 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import command_line, count
 from ..reading import Run, open_run
-from ..replay.forking.compare.budget import BudgetError, upstream_bases
+from ..replay.forking.compare.budget import BudgetError
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..storage import check_input
 from ..untrusted import clean_line
-from ._branches import Branches, WhyRunError, baseline, passed_flags
+from ._branches import Branches, WhyRunError, baseline, environmental, passed_flags, where_sent
 from ._budget import Purse
 from ._budget import check as check_budget
 from ._intervention import Intervention
 from ._interventions import interventions
 from ._outcome import Outcome, OutcomeError, judged_from, parse_outcome
-from ._state import STATE, State, WhyDirError, flags_said, kept_flags, read_state, run_digest
+from ._state import STATE, State, WhyDirError, given_last, kept_flags, read_state, run_digest
 from ._tally import Tally
 from ._together import flips_alone, rounds, together_verdict
 from ._verdict import Verdict, only_context, verdict
@@ -123,6 +123,7 @@ def investigate(args: argparse.Namespace) -> Result:
     except BudgetError as exc:
         raise Refused(str(exc), exc.lines) from None
     together = _together_budget(args, run, runnable, bases, max_cost, lines)
+    cap = _at_most(args, runnable, together, lines)
     if args.dry_run:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
@@ -137,31 +138,20 @@ def investigate(args: argparse.Namespace) -> Result:
     say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
     for line in lines:
         say(line)
-    return _run(args, path, state, outcome, found, argv, python, together)
+    return _run(args, path, state, outcome, found, argv, python, together, cap)
 
 
 def _last_upstream(args: argparse.Namespace) -> None:
-    """``--resume``: the ``--upstream``/``--confdir`` given last reach the branches (said on
-    stderr): those given now, else those the earlier run kept in its why.json (given to ``args``),
-    never the real APIs because they were not given again."""
+    """``--resume``: the branches get the ``--upstream``/``--confdir`` given now and, of those the
+    earlier run kept in its why.json, the ones not given again (:func:`given_last`; given to
+    ``args``, said on stderr): never the vendors' APIs because a flag was left out."""
     doc = read_state(Path(args.output) / STATE) or {}
-    kept = doc.get("passed")
-    given = passed_flags(args)
-    if given:
-        if isinstance(kept, list) and kept != given:
-            say(
-                "--resume: the branches use the --upstream/--confdir given now "
-                f"({flags_said(given)}), not the earlier run's ({flags_said(kept)})"
-            )
-        return
-    if isinstance(kept, list) and all(isinstance(x, str) for x in kept) and kept:
-        pairs = list(zip(kept[::2], kept[1::2], strict=True))
-        args.upstream = [v for f, v in pairs if f == "--upstream"]
-        args.confdir = next((v for f, v in pairs if f == "--confdir"), None)
-        say(
-            "--resume: the branches use the --upstream/--confdir the earlier run kept in its "
-            f"why.json ({flags_said(kept)}); give them again to use others"
-        )
+    flags, how = given_last(passed_flags(args), doc.get("passed"))
+    pairs = list(zip(flags[::2], flags[1::2], strict=True))
+    args.upstream = [v for f, v in pairs if f == "--upstream"]
+    args.confdir = next((v for f, v in pairs if f == "--confdir"), None)
+    if flags or doc.get("passed"):
+        say(f"--resume: the branches use the --upstream/--confdir {how}")
 
 
 def _suspects(
@@ -171,9 +161,9 @@ def _suspects(
     ``--layer``'s layers; an E re-sample holds its later turns when the outcome is judged on what
     the command did, which includes the turns served after the change)."""
     try:
-        bases = upstream_bases(args.upstream)
         path = check_input(Path(args.file), "the run")
         run = open_run(path, whole=True, formats=("looptap",))
+        bases = where_sent(run, args.upstream)
     except (CassetteError, ValueError) as exc:
         raise Refused(str(exc)) from None
     found = [
@@ -223,7 +213,11 @@ def _kept(args: argparse.Namespace) -> dict[str, int]:
     if not isinstance(branches, dict):
         return {}
     return {
-        str(k): sum(1 for n, r in v.items() if isinstance(r, dict) and str(n).isdigit())
+        str(k): sum(
+            1
+            for n, r in v.items()
+            if isinstance(r, dict) and str(n).isdigit() and not environmental(r)
+        )
         for k, v in branches.items()
         if isinstance(v, dict)
     }
@@ -355,6 +349,34 @@ def _together_budget(
     return True
 
 
+def _at_most(
+    args: argparse.Namespace, runnable: list[Intervention], together: bool, lines: list[str]
+) -> int:
+    """The most the branches send live in all, said (``lines``) before anything is sent and kept
+    to (:class:`Purse`): each branch's at-most (every turn its fork may reach, and the
+    continuations it may ask for), the combinations' when they may be tried, the branches an
+    earlier run kept left out; ``--max-requests`` when lower. A branch whose agent would send
+    more (a changed answer that makes it go on longer than the recording) is stopped there and
+    is no sample: the figure said first is never passed."""
+    kept = _kept(args) if args.resume else {}
+    combos = [c for r in rounds(runnable) for c in r] if together else []
+    most: int = sum(
+        i.most_requests * max(0, int(args.samples) - kept.get(i.key, 0))
+        for i in [*runnable, *combos]
+    )
+    if args.max_requests is not None and args.max_requests < most:
+        lines.append(
+            f"at most {count(args.max_requests, 'request')} sent live in all (--max-requests)"
+        )
+        return int(args.max_requests)
+    lines.append(
+        f"at most {count(most, 'request')} sent live in all (every turn each fork may reach, "
+        "live): the branches are kept to it; one that would pass it is stopped there and is no "
+        "sample"
+    )
+    return most
+
+
 def _run(
     args: argparse.Namespace,
     path: Path,
@@ -364,13 +386,23 @@ def _run(
     argv: list[str],
     python: str,
     together: bool,
+    cap: int,
 ) -> Result:
     runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
-    runner.purse = Purse(args.max_requests)  # nothing past --max-requests is ever sent
+    runner.purse = Purse(cap)  # nothing past the at-most said (or --max-requests) is ever sent
     state.put("interventions", [i.as_json() for i in found])
     _sample(args, runner, state, found)
     tallies = _tallies(state, found, args.samples)
-    v = verdict(tallies, args.samples)
+    combos = [c for r in rounds(found) for c in r]
+    untried = (
+        []
+        if together or not combos
+        else [
+            f"{count(len(combos), 'combination')} of repairs (causes needed together) not tried: "
+            "over the limits"
+        ]
+    )
+    v = verdict(tallies, args.samples, untried)
     tried: list[Intervention] = []
     for combos in rounds(found) if together and flips_alone(tallies, v) else []:
         say(f"no single change flipped it: trying {count(len(combos), 'combination')} of repairs")
@@ -405,19 +437,26 @@ def _sample(
     """Run the branches of ``found`` not kept yet (``--jobs`` at a time), each kept as it ends."""
     from concurrent.futures import ThreadPoolExecutor
 
+    ks = range(1, args.samples + 1)
     todo = [
         (i, k)
         for i in found
         if i.missing is None
-        for k in range(1, args.samples + 1)
-        if state.branch(i.key, k) is None
+        for k in ks
+        if state.branch(i.key, k) is None or environmental(state.branch(i.key, k))
     ]
-    done = sum(1 for i in found if i.missing is None for k in range(1, args.samples + 1)) - len(
-        todo
-    )
-    if done:
+    again = [(i, k) for i, k in todo if state.branch(i.key, k) is not None]
+    done = sum(1 for i in found if i.missing is None for k in ks) - len(todo)
+    if done or again:
         kept = count(done, "branch", "branches")
-        say(f"--resume: {kept} kept from the earlier run, {len(todo)} to run")
+        said = f"--resume: {kept} kept from the earlier run, {len(todo)} to run"
+        if again:
+            why = str(state.branch(*_key(again[0]))["why"])[:200]
+            said += (
+                f" ({len(again)} of them again: {'it' if len(again) == 1 else 'they'} got no "
+                f"sample for a reason of the environment, not of the change: {why})"
+            )
+        say(said)
 
     runner.plan(todo)
     stopping = threading.Event()
@@ -451,6 +490,10 @@ def _sample(
             stopping.set()
             runner.interrupt()
             raise
+
+
+def _key(item: tuple[Intervention, int]) -> tuple[str, int]:
+    return item[0].key, item[1]
 
 
 def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]:

@@ -101,8 +101,18 @@ def run_all(
         say(f"confirm sample {k}/{samples}: {result['result']}" + _why_not(result))
         return result
 
+    cap = limit if limit is not None else fork.most_requests * samples
+    say(
+        f"confirm: at most {count(cap, 'request')} sent live in all ("
+        + (
+            f"--max-requests {limit}"
+            if limit is not None
+            else f"every turn the fork may reach, live, in each of {count(samples, 'run')}"
+        )
+        + "): the runs are kept to it; one that would pass it is stopped there and not judged"
+    )
     try:
-        runner.purse = Purse(limit if limit is not None else fork.most_requests * samples)
+        runner.purse = Purse(cap)
         first = one(1, 0)
         assert first is not None
         exp = estimate(fork, verdict, first, runner.directory, samples)
@@ -114,7 +124,7 @@ def run_all(
                 f"other {count(samples - 1, 'run')} not run"
             )
             return Kept([first], exp, first.get("limit"), samples - 1)
-        keep = _said_estimate(fork, exp, first, samples, limit)
+        keep = _said_estimate(fork, exp, first, samples, cap, limit is not None)
         sent = int(first.get("sent") or 0)
         runner.purse = Purse(keep, spent=sent)
         reserve, rest = exp.shape, samples - 1
@@ -158,11 +168,13 @@ def run_all(
 
 
 def _said_estimate(
-    fork: Intervention, exp: Expected, first: dict[str, Any], samples: int, limit: int | None
+    fork: Intervention, exp: Expected, first: dict[str, Any], samples: int, cap: int, given: bool
 ) -> int:
-    """The estimate said on stderr once the first run ended, and the most all runs may send."""
+    """The estimate said on stderr once the first run ended, and the most all runs may send:
+    110% of it, never more than the at-most said before the first run (``cap``: ``given``, from
+    ``--max-requests``)."""
     most = math.floor(_OVER * exp.total)
-    keep = most if limit is None else min(most, limit)
+    keep = min(most, cap)
     sent, rest = int(first.get("sent") or 0), samples - 1
     if sent != fork.expected(1):
         others = f"the other {count(rest, 'run')} " + ("is" if rest == 1 else "are")
@@ -174,7 +186,13 @@ def _said_estimate(
     say(
         f"confirm: the estimate for {count(samples, 'run')}, in live requests: "
         f"{round(exp.total, 1):g} ({exp.said(samples)}); the runs are kept to {keep} in all ("
-        + ("at most 110% of it" if keep == most else f"--max-requests {limit}")
+        + (
+            "at most 110% of it"
+            if keep == most
+            else f"--max-requests {cap}"
+            if given
+            else f"the at-most said before the first run, {cap}"
+        )
         + "): a run that would pass it is stopped there and not judged"
     )
     return keep

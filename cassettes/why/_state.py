@@ -24,6 +24,7 @@ __all__ = [
     "State",
     "WhyDirError",
     "flags_said",
+    "given_last",
     "kept_flags",
     "read_state",
     "run_digest",
@@ -57,6 +58,47 @@ def kept_flags(passed: list[str]) -> list[str] | None:
         if flag == "--upstream" and urlsplit(value.partition("=")[2]).password is not None:
             return None
     return list(passed)
+
+
+def given_last(given: list[str], kept: Any) -> tuple[list[str], str]:
+    """The ``--upstream``/``--confdir`` flags a ``--resume`` or ``--confirm`` passes to its
+    branches, and how they were chosen (a clause said on stderr): what is given now, and of what
+    the earlier run kept (``why.json``'s ``passed``) all that is not given again: an API's
+    ``--upstream`` given now replaces the kept one of that API only, ``--confdir`` given now the
+    kept ``--confdir``; the other kept flags stay (``--confdir`` alone never drops the kept
+    upstreams: the branches would go to the vendors' APIs). ``kept`` that is not a list of flags
+    (an upstream URL with credentials, an older looptap) keeps nothing."""
+    pairs = list(zip(kept[::2], kept[1::2], strict=False)) if _flag_list(kept) else []
+    now = list(zip(given[::2], given[1::2], strict=True))
+    names = {v.partition("=")[0].strip().lower() for f, v in now if f == "--upstream"}
+    confdir = any(f == "--confdir" for f, _ in now)
+    stay = [
+        (f, v)
+        for f, v in pairs
+        if (f == "--upstream" and v.partition("=")[0].strip().lower() not in names)
+        or (f == "--confdir" and not confdir)
+    ]
+    ups = [p for p in [*stay, *now] if p[0] == "--upstream"]
+    out = [x for p in [*ups, *[p for p in [*stay, *now] if p[0] == "--confdir"]] for x in p]
+    if not now:
+        how = f"the earlier run kept in its why.json ({flags_said(out)})"
+    elif not stay:
+        how = f"given now ({flags_said(out)})"
+    else:
+        how = (
+            f"given now ({flags_said([x for p in now for x in p])}) and, of the earlier run's, "
+            f"those not given again ({flags_said([x for p in stay for x in p])})"
+        )
+    return out, how
+
+
+def _flag_list(kept: Any) -> bool:
+    return (
+        isinstance(kept, list)
+        and len(kept) % 2 == 0
+        and all(isinstance(x, str) for x in kept)
+        and all(f in ("--upstream", "--confdir") for f in kept[::2])
+    )
 
 
 def flags_said(passed: list[str]) -> str:

@@ -97,7 +97,8 @@ class Tally:
         if not self.samples:
             return f"{head}: no sample: {self.left_out}"
         extra = f"; {self.left_out}" if self.invalid else ""
-        return f"{head}: flipped {self.flips}/{self.samples} ({self.ci}){extra}"
+        caveat = f"; but {i.caveat}" if i.caveat else ""
+        return f"{head}: flipped {self.flips}/{self.samples} ({self.ci}){extra}{caveat}"
 
 
 def _no_sample(branch: dict[str, Any]) -> bool:

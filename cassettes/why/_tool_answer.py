@@ -64,7 +64,27 @@ def tool_answer(run: Any, f: Any, seqs: list[int]) -> Intervention:
     )
     i.edits = [f"tool_answer[{seq}]={ok.status}:{body.decode('utf-8', 'replace')}"]
     i.evidence = f"#{ok.seq} {ok.method} {_api(ok)} → {ok.status}"
+    apart = _apart(failed, ok)
+    if apart:
+        i.what += f": an answer to another query ({apart})"
+        i.caveat = (
+            f"the answer put in is #{ok.seq}'s, to another query ({apart}), not what the failed "
+            "call would have got: no flip does not rule the tool's failure out (a fork with "
+            f"--edit 'tool_answer[{seq}]=200:BODY', the right body, tests it)"
+        )
     return i
+
+
+def _apart(failed: Any, ok: Any) -> str:
+    """How the success's request differs from the failed one's (query parameters, body), said;
+    empty when they asked the same."""
+    asked = dict(parse_qsl(urlsplit(failed.url).query))
+    got = dict(parse_qsl(urlsplit(ok.url).query))
+    keys = sorted(k for k in set(asked) | set(got) if asked.get(k) != got.get(k))
+    said = [f"{k}={_short(got.get(k))}, not {_short(asked.get(k))}" for k in keys[:3]]
+    if failed.request_body != ok.request_body:
+        said.append("another request body")
+    return clean_line("; ".join(said))
 
 
 def _api(ex: Any) -> str:
@@ -88,3 +108,7 @@ def _success_like(exchanges: Any, failed: Any) -> Any:
         if best is None or (apart, ex.seq) < best[:2]:
             best = (apart, ex.seq, ex)
     return best[2] if best is not None else None
+
+
+def _short(value: str | None) -> str:
+    return repr(clean_line(value or "")[:40])

@@ -12,9 +12,12 @@ A request the API refused for what it holds (``c-refused``: a 4xx naming a tool'
 parameter, the model) is the client's, shown by the API's message: when nothing that ran flipped
 the outcome, the verdict names it, with the fork that would test a fix, and advises no more
 samples (the same request is refused every time; more samples of what ran cannot change that).
-A refusal the client recovered from (``c-recovered``) is context, never the verdict: when nothing
-that ran flipped the outcome, the headline says so plainly (the cause is likely off the wire:
-the tools' code, the environment, the data) and names the refusal as context.
+A refusal the client recovered from (``c-recovered``) and a failure it retried itself and got an
+answer for (``a-retried``) are context, never the verdict. When nothing that ran flipped the
+outcome, the headline names what was tried; while a suspect on the wire stands untested (listed
+and not run, or run with a substitute that cannot be right) it says so and why, and places
+nothing off the wire; only when every one was tested does it say the cause is likely off the
+wire (the tools' code, the environment, the data), naming the context.
 
 What one intervention's branches showed is a :class:`Tally`; the intervals its flip rate is read
 by, and what K samples would show, are :mod:`cassettes.why._interval`'s.
@@ -207,13 +210,14 @@ class Verdict:
         return {"verdict": head, "interventions": [t.as_json() for t in self.ranked]}
 
 
-def verdict(tallies: list[Tally], samples: int) -> Verdict:
+def verdict(tallies: list[Tally], samples: int, untried: list[str] | None = None) -> Verdict:
     """Rank by the interval's low end, then the rate; the best determines the outcome when it
     flipped it, no other intervention that flipped it has an interval reaching the best's low
     end, and the interval of the difference between its rate and every other's that ran (none:
     the recorded run's) lies above 0 (:func:`unshown`). ``samples``: the K asked for (what "try
     K=…" quadruples). A refused request decides when nothing that ran flipped the outcome
-    (:func:`_refusal`)."""
+    (:func:`_refusal`). ``untried``: what else on the wire was not tried, said (combinations of
+    repairs over the limits): with it, nothing is placed off the wire."""
     ran, ranked = _ranked(tallies)
     by_refusal = _refusal(tallies, ran, ranked, samples)
     if by_refusal is not None:
@@ -224,7 +228,8 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
         return Verdict(False, said, None, [], ranked, samples)
     best, rivals = ranked[0], ranked[1 : len(ran)]
     if best.flips == 0:
-        return Verdict(False, _off_the_wire(tallies, ran, samples), None, [], ranked, samples)
+        said = _off_the_wire(tallies, ran, samples, untried or [])
+        return Verdict(False, said, None, [], ranked, samples)
     tied = [t for t in rivals if t.flips and t.interval[1] >= best.interval[0]]
     # the interval must say so: shown to flip it more often than each other that ran (or than
     # the recorded run, when it ran alone); those it ties with are judged by the rules below
@@ -346,21 +351,53 @@ def _refusal(
     )
 
 
-def _off_the_wire(tallies: list[Tally], ran: list[Tally], samples: int) -> str:
-    """The headline when nothing that ran flipped the outcome: said plainly, the cause is likely
-    where a fork cannot reach (the tools' code, the environment, the data); a refusal the client
-    recovered from is named as context; more samples are advised only to rule out a change that
+#: Interventions that are context, never a suspect: a refusal the client recovered from, a failure
+#: it retried itself and got an answer for.
+CONTEXT = ("c-recovered", "a-retried")
+
+
+def _off_the_wire(tallies: list[Tally], ran: list[Tally], samples: int, untried: list[str]) -> str:
+    """The headline when nothing that ran flipped the outcome. While a cause on the wire stands
+    untested (a suspect listed and not run, one that ran with a substitute that cannot be right:
+    :func:`untested`), what was tried is named with why it could not settle the cause, and
+    nothing is placed off the wire; else said plainly, the cause is likely where a fork cannot
+    reach (the tools' code, the environment, the data); context (a refusal the client recovered
+    from, a failure it retried) is named; more samples are advised only to rule out a change that
     flips the outcome rarely (the widest interval's high end)."""
-    context = "".join(f"; {_recovered(t)}" for t in tallies if t.intervention.kind == "c-recovered")
+    context = "".join(f"; {_recovered(t)}" for t in tallies if t.intervention.kind in CONTEXT)
     high = max(t.interval[1] for t in ran)
     left = [t for t in ran if t.invalid]
+    rare = (
+        f"a change that flips it in fewer than {high:.0%} of runs could still hide in "
+        f"K={samples}: {_more(samples)} to rule that out" + (_resting(left[0]) if left else "")
+    )
+    open_ = untested(tallies) + untried
+    if open_:
+        return (
+            f"not determined: nothing looptap ran flipped the outcome ({_tried(ran)}), and a "
+            f"cause on the wire stands untested: {'; '.join(open_)}; so it cannot be placed off "
+            f"the wire{context}; {rare}"
+        )
     return (
         f"not determined: nothing looptap can change flipped the outcome ({_tried(ran)}); the "
         "cause is likely off the wire (the tools' code, the environment, the data the agent "
-        f"read), where a fork cannot reach{context}; a change that flips it in fewer than "
-        f"{high:.0%} of runs could still hide in K={samples}: {_more(samples)} to rule that out"
-        + (_resting(left[0]) if left else "")
+        f"read), where a fork cannot reach{context}; {rare}"
     )
+
+
+def untested(tallies: list[Tally]) -> list[str]:
+    """The suspects on the wire a verdict of "nothing flipped it" leaves untested, each said with
+    why: listed and not run (not context), or run with a substitute that cannot be right and no
+    flip (:attr:`Intervention.caveat`)."""
+    out = []
+    for t in tallies:
+        i = t.intervention
+        head = f"{i.layer} {i.conversation} turn {i.turn} ({i.what})"
+        if i.missing is not None and i.kind not in CONTEXT:
+            out.append(f"{head} not run: {i.missing}")
+        elif i.missing is None and i.caveat and not t.flips:
+            out.append(f"{head} ran, but {i.caveat}")
+    return out
 
 
 def _tried(ran: list[Tally]) -> str:
@@ -374,14 +411,16 @@ def _tried(ran: list[Tally]) -> str:
 
 
 def _recovered(t: Tally) -> str:
-    """A refusal the client recovered from, as context."""
+    """A refusal the client recovered from, a failure it retried itself, as context."""
     i = t.intervention
+    if i.kind == "a-retried":
+        return f"the API's failure at {i.conversation} turn {i.turn} is context: {i.missing}"
     return f"the API's refusal at {i.conversation} turn {i.turn} is {i.missing}"
 
 
 def only_context(ranked: list[Tally]) -> bool:
     """Every suspect found is a refusal the client recovered from: context, nothing to run."""
-    return bool(ranked) and all(t.intervention.kind == "c-recovered" for t in ranked)
+    return bool(ranked) and all(t.intervention.kind in CONTEXT for t in ranked)
 
 
 def _only_context(ranked: list[Tally]) -> str:

@@ -58,6 +58,8 @@ WIRES = {
     "the first's)",
     "short": "its Content-Length is 3 bytes short of the body sent",
     "204": "status 204, with the body all the same",
+    "retryable": "an error (a refusal) sent without ``x-should-retry: false``: an SDK retries it "
+    "as it would the real API's 503",
     "close": "the connection closed `idle` seconds after it, unannounced (a request sent on it "
     "meanwhile is never read)",
     "idle408": "a 408 and a close when no request follows on the connection within `idle` seconds",
@@ -680,7 +682,7 @@ class ScriptedUpstream:
                     body = _error_body(fam, reply.refused, reply.param, reply.code)
                     if reply.inner is not None:
                         body["error"][reply.inner_key] = reply.inner
-                    self._json(reply.status, body)
+                    self._json(reply.status, body, reply.wire)
                     return
                 if upstream.validate:
                     problem = pairing_problem(req, upstream)
@@ -770,7 +772,7 @@ class ScriptedUpstream:
                     f"Date: {self.date_time_string()}",
                     "content-type: application/json",
                     f"content-length: {len(data) - (3 if wire == 'short' else 0)}",
-                    *(["x-should-retry: false"] if status >= 400 else []),
+                    *(["x-should-retry: false"] if status >= 400 and wire != "retryable" else []),
                 ]
                 out = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
                 if self.command != "HEAD" or wire == "head_body":

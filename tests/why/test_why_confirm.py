@@ -120,7 +120,10 @@ def test_the_fixed_agent_is_confirmed_and_the_unfixed_one_is_not(
     assert "no sample: a request sent live never reached the upstream" in out, out
     # given last, kept for the next confirm (put back here for the tests after this one)
     doc = orjson.loads((w / "why.json").read_bytes())
-    assert doc["passed"] == ["--upstream", "openai=http://127.0.0.1:9"], doc["passed"]
+    # (the --confdir not given again: the why's kept, issue 95)
+    assert doc["passed"] == [
+        "--upstream", "openai=http://127.0.0.1:9", "--confdir", str(tmp / "conf")
+    ], doc["passed"]  # fmt: skip
     doc["passed"] = ["--upstream", f"openai={fake.url}", "--confdir", str(tmp / "conf")]
     (w / "why.json").write_bytes(orjson.dumps(doc))
 
@@ -214,18 +217,19 @@ def test_a_confirm_uses_the_upstream_given_last_and_says_which(
             agent=("--expect", "rain"),
         )  # fmt: skip
         assert rc == 0 and len(moved.log) == 1 and len(first.log) == before, err[-3000:]
+        conf = tmp / "conf"
         assert (
-            f"the runs use the --upstream/--confdir given now (--upstream openai={moved.url})"
-            in err
-        )
+            f"the runs use the --upstream/--confdir given now (--upstream openai={moved.url}) "
+            f"and, of the earlier run's, those not given again (--confdir {conf})" in err
+        ), err
         rc, _out, err = _confirm(tmp, w, "--samples", "1", agent=("--expect", "rain"))
         assert rc == 0 and len(moved.log) == 2 and len(first.log) == before, err[-3000:]
         assert (
-            "the runs use the --upstream/--confdir the why kept in its why.json (--upstream "
-            f"openai={moved.url}), given last" in err
+            "the runs use the --upstream/--confdir the earlier run kept in its why.json "
+            f"(--upstream openai={moved.url} --confdir {conf})" in err
         ), err
         kept = orjson.loads((w / "why.json").read_bytes())["passed"]
-        assert kept == ["--upstream", f"openai={moved.url}"], kept
+        assert kept == ["--upstream", f"openai={moved.url}", "--confdir", str(conf)], kept
         # the module's fixture keeps the why's own upstream for the tests after this one
         rc, _out, err = _confirm(
             tmp, w, "--samples", "1", "--upstream", f"openai={first.url}", "--confdir",
@@ -238,7 +242,8 @@ def test_a_resume_uses_the_upstream_given_last_and_says_which(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 82: ``--resume`` without --upstream takes the one why.json kept (on fec4f2c2 the
-    branches got none: the real APIs), said; given one, it replaces the kept one there, said."""
+    branches got none: the real APIs), said; given one, it replaces the kept one of its API there,
+    and the kept --confdir stays (issue 95), said."""
     import argparse
 
     from looptap.cassettes.why._investigation import _last_upstream
@@ -258,5 +263,9 @@ def test_a_resume_uses_the_upstream_given_last_and_says_which(
     )  # fmt: skip
     _last_upstream(args)
     err = capsys.readouterr().err
-    assert "given now (--upstream openai=https://…@gw.example/v1), not the earlier run's" in err
+    assert (
+        "given now (--upstream openai=https://…@gw.example/v1) and, of the earlier run's, those "
+        "not given again (--confdir /c)" in err
+    ), err
+    assert (args.upstream, args.confdir) == (["openai=https://u:sk-secret@gw.example/v1"], "/c")
     assert "sk-secret" not in err

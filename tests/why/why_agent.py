@@ -36,6 +36,11 @@ schema the API refuses (``properties`` an array): a client bug the API answers w
 ``--recover`` the client recovers from it as a careful one does: on the 400 it sends the same
 history again with the schema mended (an object), and keeps the mended one.
 
+``--retries N`` (Chat): the SDK's own retries of a failed request (``max_retries``; 0 unless
+given): a 503 it retries itself, looptap's ``C.retry``.
+
+``--cap N`` (Chat): the output token cap (60 unless given: the A case's).
+
 ``--tool-bug``: a bug in the weather tool's own code (Lyon's weather read from the wrong row:
 "sunny"), which no request shows: the model answers right from what the tool said.
 """
@@ -196,7 +201,7 @@ def agents(opts: argparse.Namespace, loop: Callable[[Agent, str], str]) -> tuple
 def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
     from openai import OpenAI
 
-    client = OpenAI(max_retries=0)
+    client = OpenAI(max_retries=opts.retries)
     history: list[dict[str, object]] = [{"role": "user", "content": question}]
     for n in range(4):
         msg = (
@@ -205,7 +210,7 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
                 lambda a=agent, k=n: client.chat.completions.create(
                     model="gpt-4o-mini",
                     messages=[{"role": "system", "content": a.system}, *history],
-                    max_tokens=60,
+                    max_tokens=opts.cap,
                     **({"tools": t} if (t := offered(opts, a.tools, k)) else {}),
                 ),  # type: ignore[arg-type]
             )
@@ -369,6 +374,10 @@ def main() -> int:
     ap.add_argument(
         "--ask", metavar="TEXT", help="the user's question (a fix that shows at turn 0)"
     )
+    ap.add_argument(
+        "--retries", type=int, default=0, help="the SDK's own retries (Chat; its max_retries)"
+    )
+    ap.add_argument("--cap", type=int, default=60, help="the output token cap (Chat)")
     opts = ap.parse_args()
     opts.mended = False
     TOOL_BUG[0] = opts.tool_bug

@@ -35,8 +35,15 @@ from ...reading import first_turn, open_run, origin_fields, origin_in, read_entr
 from ...storage import CassetteFile, check_input
 from ...wire import KEY_ENV, new_key
 from ..live.edits import Edit, edit_file, parse_edit, parse_edits
-from ..live.upstreams import live_bases, named_listeners
+from ..live.upstreams import (
+    Destinations,
+    destinations,
+    live_bases,
+    named_listeners,
+    recorded_origins,
+)
 from ..serving.agent_env import read_export, replay_env
+from .cursor import bases_of
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
 
@@ -115,6 +122,8 @@ class Placement:
     turns: dict[str | None, int | None]
     edits: list[Edit]
     recorded_values: dict[str, Any]
+    #: Where the run sent each API's requests (``upstreams.recorded_origins``).
+    origins: dict[str, set[str]] = field(default_factory=dict)
 
 
 def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placement:
@@ -129,7 +138,7 @@ def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placemen
     starts, values = place(source.cursor, matcher.recorded, str(source.run), model, edits)
     at = set(starts.values())
     turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
-    return Placement(starts, turns, list(edits), values)
+    return Placement(starts, turns, list(edits), values, recorded_origins(run.pairs))
 
 
 def branch_meta(
@@ -188,6 +197,9 @@ class ForkReplay:
     status: int = 0
     #: The branch cassette's header ``meta`` (:func:`branch_meta`), written by :meth:`begin`.
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Where its live requests go, decided once (``upstreams.destinations``): the recorder is
+    #: given :attr:`Destinations.pinned` as ``--upstream``.
+    goes: Destinations = field(default_factory=lambda: destinations({}, {}))
     _err: Any = None
 
     def begin(self, path: Path) -> None:
@@ -384,6 +396,11 @@ def start_fork(args: Any) -> ForkReplay:
     if most is not None and most < 0:
         raise CassetteError(f"--max-requests wants a count from 0, not {most}")
     placed = locate(source, args.model, edits)
+    goes = destinations(
+        placed.origins, bases_of(getattr(args, "upstream", None) or [], "--upstream")
+    )
+    if (refused := goes.refusal()) is not None:
+        raise CassetteError(refused)
     meta = branch_meta(
         source, args.model, [e.label for e in edits], branch=branch, prefix=prefix, placed=placed
     )
@@ -398,6 +415,7 @@ def start_fork(args: Any) -> ForkReplay:
         placed=placed,
         live_tools=not getattr(args, "tools_offline", False),
         max_requests=most,
+        goes=goes,
     )
 
 
