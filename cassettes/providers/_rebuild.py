@@ -207,7 +207,6 @@ def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
     return call.url
 
 
-
 def _marked(ex: Exchange, call: Call) -> Exchange:
     ex.reconstructed = {
         "v": 1,
@@ -332,5 +331,3 @@ def _item_text(item: dict[str, Any]) -> str:
     return "".join(
         str(c.get("text") or "") for c in item.get("content") or [] if isinstance(c, dict)
     )
-
-

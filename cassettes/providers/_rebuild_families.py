@@ -360,4 +360,3 @@ def _bedrock(call: Call) -> Built:
 
 
 BEDROCK = RebuildShape(_bedrock, otel_names=("aws.bedrock", "aws", "bedrock"))
-

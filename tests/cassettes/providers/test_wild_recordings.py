@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
+from looptap.cassettes.analysis import analyse
 from looptap.cassettes.errors import ImportFormatError
+from looptap.cassettes.models import FinishReason
 from looptap.cassettes.parsing import RoundTrip, parse_exchange
 from looptap.cassettes.storage import load_vcr, read_vcr
+from looptap.cassettes.wire import Exchange
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -58,3 +62,137 @@ def test_any_other_tag_is_refused_naming_it(doc: str, named: str) -> None:
     with pytest.raises(ImportFormatError) as e:
         list(read_vcr(doc, "x.yaml"))
     assert named in str(e.value) and "not valid YAML" not in str(e.value)
+
+
+def _codes(name: str) -> set[str]:
+    exchanges = load_vcr(RECORDED / name)
+    for i, ex in enumerate(exchanges):
+        ex.seq = i
+    return {f.code for f in analyse(exchanges).findings}
+
+
+# -- 2. Completeness by evidence -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "others"),
+    [
+        (
+            "dd-trace-py/cohere_invoke_stream_single_output.yaml",
+            " I am very happy to assist you! A Long",
+            0,
+        ),
+        (
+            "dd-trace-py/cohere_invoke_stream_multiple_output.yaml",
+            " In machine learning and natural language processing, Long Short",
+            1,
+        ),
+    ],
+)
+def test_bedrock_cohere_command_stream_ends_with_its_is_finished_chunk(
+    name: str, text: str, others: int
+) -> None:
+    """Was: the final ``{"is_finished": true, "finish_reason": "MAX_TOKENS"}`` chunk unread (finish
+    None, a false A.stream_truncated error) and ``num_generations: 2`` joined into one text."""
+    (rt,) = _rts(name)
+    r = rt.response
+    assert r is not None and r.complete is True and r.text == text
+    assert r.finish_reason_raw == "MAX_TOKENS" and r.finish_reason is FinishReason.TRUNCATED_LENGTH
+    said = [n for n in r.notes if "generation 0 is read as the answer" in n]
+    assert len(said) == others
+    codes = _codes(name)
+    assert "A.stream_truncated" not in codes and "A.truncated_length" in codes
+
+
+def test_bedrock_cohere_command_body_reads_generation_0_and_says_the_rest() -> None:
+    (rt,) = _rts("dd-trace-py/cohere_invoke_multi_output.yaml")
+    r = rt.response
+    assert r is not None and r.text == " A large language model (LLM) chain can"
+    assert any("2 generations" in n and "generation 1" in n for n in r.notes)
+
+
+def _chat_chunk(delta: dict[str, object], finish: str | None = None, **extra: object) -> bytes:
+    chunk = {
+        "id": "chatcmpl-b7c9",
+        "object": "chat.completion.chunk",
+        "created": 1748419200,
+        "model": "phi-4",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def test_compatible_stream_without_done_is_whole_by_its_finish_reason() -> None:
+    """llama.cpp-derived servers (ik_llama.cpp without ``--send-done``, its issue 467; TGI before
+    its PR 2221) end a chat stream with the finish chunk and usage and no ``[DONE]``. Was: a false
+    A.stream_truncated error ("the answer is incomplete")."""
+    body = b"".join(
+        [
+            _chat_chunk({"role": "assistant", "content": "Once"}),
+            _chat_chunk({"content": " upon a time."}),
+            _chat_chunk(
+                {},
+                "stop",
+                usage={"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+            ),
+        ]
+    )
+    ex = _stream_exchange("http://localhost:8000/v1/chat/completions", body)
+    rt = parse_exchange(ex)
+    r = rt.response
+    assert r is not None and r.complete is True and r.text == "Once upon a time."
+    assert any("without [DONE]" in n for n in r.notes)
+    assert "A.stream_truncated" not in {f.code for f in analyse([ex]).findings}
+    # Clean twin: the same stream cut before its finish chunk is still truncated.
+    cut = _stream_exchange(
+        "http://localhost:8000/v1/chat/completions",
+        _chat_chunk({"role": "assistant", "content": "Once"}),
+    )
+    assert parse_exchange(cut).response.complete is False  # type: ignore[union-attr]
+    assert "A.stream_truncated" in {f.code for f in analyse([cut]).findings}
+    # ... and so is one cut inside the event after its finish chunk (the connection cut).
+    cut = _stream_exchange("http://localhost:8000/v1/chat/completions", body + b'data: {"id": "ch')
+    assert parse_exchange(cut).response.complete is False  # type: ignore[union-attr]
+
+
+def _stream_exchange(url: str, body: bytes) -> Exchange:
+    req = {"model": "phi-4", "stream": True, "messages": [{"role": "user", "content": "story"}]}
+    ex = Exchange(
+        method="POST",
+        url=url,
+        request_headers=[("content-type", "application/json")],
+        request_body=orjson.dumps(req),
+        status=200,
+        response_headers=[("content-type", "text/event-stream")],
+        response_chunks=[(None, body)],
+    )
+    ex.seq = 0
+    return ex
+
+
+# -- 3. Shapes: audio output, legacy finish_details, rerank ----------------------------------------
+
+
+def test_audio_answer_reads_its_transcript() -> None:
+    """Was: ``content: null`` with ``audio.transcript`` read as no text (a false
+    E.empty_response)."""
+    (rt,) = _rts("dd-trace-py/chat_completion_audio_output.yaml")
+    assert rt.response is not None and rt.response.text == "Hello! How can I help you today?"
+    assert "E.empty_response" not in _codes("dd-trace-py/chat_completion_audio_output.yaml")
+
+
+def test_legacy_finish_details_is_the_finish_reason() -> None:
+    """gpt-4-vision-preview's ``finish_details: {"type": "max_tokens"}``. Was: finish None (an
+    A.unusual_finish "finish reason None"), the truncation missed."""
+    (rt,) = _rts("dd-trace-py/chat_completion_image_input.yaml")
+    r = rt.response
+    assert r is not None and r.finish_reason_raw == "max_tokens"
+    assert r.finish_reason is FinishReason.TRUNCATED_LENGTH
+
+
+def test_cohere_rerank_on_bedrock_is_its_own_operation() -> None:
+    """Was: read as a generate call with no output: a false A.malformed_response."""
+    (rt,) = _rts("dd-trace-py/cohere_rerank_invoke.yaml")
+    assert rt.operation == "rerank"
+    assert not _codes("dd-trace-py/cohere_rerank_invoke.yaml")
