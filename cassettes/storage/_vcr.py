@@ -152,7 +152,6 @@ STRING_TAGS = frozenset(
     for cls in (
         "multidict._multidict.istr",
         "multidict._multidict_py.istr",
-        "multidict._multidict_base.istr",
         "multidict.istr",
     )
 )

@@ -89,6 +89,12 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
         ),
         ("finish", finish),
         ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
+        (
+            "read",
+            a.read or "-"
+            if a.read in (None, "complete")
+            else f"{a.read}: {'; '.join(a.unread[:4])} (no finding rests on it)",
+        ),
         ("model", _model_text(a)),
         ("input", usage),
         ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),

@@ -115,8 +115,14 @@ def _content_parts(content: Any) -> list[Part]:
                 else "image"
             )
             parts.append(media_part(block, media))
-        elif t in ("input_audio", "file", "audio"):
-            parts.append(media_part(block, t))
+        elif t in ("input_audio", "file", "audio", "document_url", "video_url"):
+            parts.append(media_part(block, t))  # (Mistral's documents, OpenRouter's videos)
+        elif t == "thinking" and isinstance(block.get("thinking"), list):
+            # Mistral's reasoning: a list of text chunks
+            said = "".join(
+                str(c.get("text") or "") for c in block["thinking"][:256] if isinstance(c, dict)
+            )
+            parts.append(Part(kind="reasoning", text=said, provider_details={"field": "thinking"}))
         else:
             parts.append(Part(kind="other", provider_details={"block": block}))
     return parts

@@ -12,10 +12,13 @@ import orjson
 import pytest
 
 from looptap.cassettes.analysis import analyse
+from looptap.cassettes.cli import main
 from looptap.cassettes.errors import ImportFormatError
 from looptap.cassettes.models import FinishReason
 from looptap.cassettes.parsing import RoundTrip, parse_exchange
+from looptap.cassettes.reading import open_run
 from looptap.cassettes.storage import load_vcr, read_vcr
+from looptap.cassettes.views.report import report_data
 from looptap.cassettes.wire import Exchange
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -196,3 +199,87 @@ def test_cohere_rerank_on_bedrock_is_its_own_operation() -> None:
     (rt,) = _rts("dd-trace-py/cohere_rerank_invoke.yaml")
     assert rt.operation == "rerank"
     assert not _codes("dd-trace-py/cohere_rerank_invoke.yaml")
+
+
+def test_json_object_content_is_read_as_its_text() -> None:
+    """Cloudflare Workers AI's structured output: ``message.content`` is the JSON object itself
+    (its documented ``response_format: json_schema`` answer). Was: read as no text, no word."""
+    body = {
+        "id": "id-1748419200",
+        "object": "chat.completion",
+        "created": 1748419200,
+        "model": "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": {"city": "Paris", "population": 2}},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52},
+    }
+    ex = Exchange(
+        method="POST",
+        url="https://api.cloudflare.com/client/v4/accounts/abc/ai/v1/chat/completions",
+        request_headers=[("content-type", "application/json")],
+        request_body=orjson.dumps(
+            {
+                "model": "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+                "messages": [{"role": "user", "content": "x"}],
+            }
+        ),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(None, orjson.dumps(body))],
+    )
+    r = parse_exchange(ex).response
+    assert r is not None and orjson.loads(r.text) == {"city": "Paris", "population": 2}
+
+
+# -- 4. Unknown is an answer -------------------------------------------------------------------
+
+
+def test_a_call_recorded_without_its_request_body_is_a_turn_read_partial() -> None:
+    """Was: no turn (``export --html`` showed 0 turns and dropped the answer ``show`` printed)."""
+    name = "dd-trace-py/azure_openai_chat_completion_boolean.yaml"
+    (rt,) = _rts(name)
+    assert rt.read == "partial" and rt.unread == ["request: no body recorded"]
+    exchanges = load_vcr(RECORDED / name)
+    exchanges[0].seq = 0
+    run = analyse(exchanges)
+    assert len(run.turns) == 1 and not run.findings
+    data = report_data(open_run(RECORDED / name))
+    assert data["totals"]["turns"] == 1
+    (d,) = data["detail"].values()
+    assert d["read"] == "partial" and d["unread"] == ["request: no body recorded"]
+
+
+def test_show_json_and_show_say_how_each_round_trip_was_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = RECORDED / "dd-trace-py/anthropic_completion_error.yaml"
+    (rt,) = _rts("dd-trace-py/anthropic_completion_error.yaml")
+    # a message that is no message (the test sent a bare string): said, and nothing judged of it;
+    # the API's own 400 is still its finding
+    assert rt.read == "partial" and rt.unread == [
+        "message 1 (unknown): a part of a shape looptap does not read"
+    ]
+    assert _codes("dd-trace-py/anthropic_completion_error.yaml") == {"A.http_error"}
+    (moderation,) = _rts("dd-trace-py/moderation.yaml")
+    assert moderation.read == "unread" and moderation.unread
+    (whole,) = _rts("dd-trace-py/chat_completion_audio_output.yaml")
+    assert whole.read == "complete" and whole.unread == []
+    assert main(["show", "--json", str(bad)]) == 0
+    views = [orjson.loads(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")]
+    (v,) = [v for v in views if v.get("schema") == "looptap.roundtrip/1"]
+    assert v["read"] == "partial" and v["unread"] == rt.unread
+    assert main(["show", str(bad)]) == 0
+    assert "read: partial: message 1 (unknown)" in capsys.readouterr().out
+
+
+def test_a_tool_call_without_an_id_prints_no_id(capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemini's function calls carry no id. Was: ``tool call: bar({}) id=None``."""
+    path = RECORDED / "pydantic-ai/test_google_tool_config_any_with_tool_without_args.yaml"
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "tool call: bar({})" in out and "id=None" not in out
