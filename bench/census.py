@@ -217,7 +217,7 @@ def _read_state_section(exchanges: int) -> list[str]:
         "|---|---:|",
         *(f"| {k} | {n} |" for k, n in sorted(states.items())),
         "",
-        "What was not read, and how often:",
+        "What was not read in the corpus, and how often:",
         "",
         *(f"- {k}: {n}" for k, n in said.most_common()),
         "",

@@ -89,12 +89,6 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
         ),
         ("finish", finish),
         ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
-        (
-            "read",
-            a.read or "-"
-            if a.read in (None, "complete")
-            else f"{a.read}: {'; '.join(a.unread[:4])} (no finding rests on it)",
-        ),
         ("model", _model_text(a)),
         ("input", usage),
         ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
@@ -104,6 +98,9 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
             f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}",
         ),
     ]
+    if a.read in ("partial", "unread"):  # (said only when not all of it was read: issue 92)
+        said = "; ".join(a.unread[:4])
+        rows.append(("read", clean(f"{a.read}: {said} (no finding rests on it)")))
     if a.request_id:
         rows.append(("request id", a.request_id))
     for key, v in sorted(a.rate_limit.items()):
