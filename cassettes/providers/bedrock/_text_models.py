@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...hints import count
 from ...models import FinishReason, NormalisedResponse, Part, Usage
 from .._values import as_int, as_obj, as_str, filled_usage, finish_lookup, latest_count
 from ..openai_chat import OpenAIChat
@@ -163,7 +164,9 @@ def _generations_note(others: dict[int, int]) -> list[str]:
     answer is generation 0; the others are counted, never joined into it."""
     if not others:
         return []
-    chars = ", ".join(f"generation {i}: {n:,} characters" for i, n in sorted(others.items())[:8])
+    chars = ", ".join(
+        f"generation {i}: {count(n, 'character')}" for i, n in sorted(others.items())[:8]
+    )
     return [
         f"{len(others) + 1} generations (num_generations): generation 0 is read as the answer; "
         f"the others are not judged ({chars})"
