@@ -181,7 +181,121 @@ def render() -> str:
     ]
     out += [f"- `{f}`: {what}" for f, what in REAL_SHAPES.items()]
     out += ["", "## APIs shut down by their vendors (issue 72)", "", *SHUT_DOWN]
+    out += _read_state_section(rep.exchanges)
     return "\n".join(out) + "\n"
+
+
+def _read_state_section(exchanges: int) -> list[str]:
+    """Issue 92: how each round trip of the corpus was read, each family's stream-end evidence,
+    the compatible servers' stream ends found in the wild, and the shapes read from other
+    projects' recordings."""
+    from collections import Counter
+
+    from real_corpus import corpus_files
+
+    from looptap.cassettes import providers
+    from looptap.cassettes.parsing import parse_all
+    from looptap.cassettes.storage import load_vcr
+
+    states: Counter[str] = Counter()
+    said: Counter[str] = Counter()
+    for path in corpus_files():
+        for rt in parse_all(load_vcr(path)):
+            states[rt.read or "not an LLM call"] += 1
+            said.update(u.split(": ", 1)[-1] if u.startswith("message ") else u for u in rt.unread)
+    out = [
+        "",
+        "## How each round trip was read (issue 92)",
+        "",
+        "Every round trip says how looptap read it (`show`, `show --json`'s `read` and `unread`, "
+        "the HTML report, the",
+        "inspector, the fleet): `complete`, `partial` (what was not read is listed; no finding "
+        "rests on it) or `unread`.",
+        f"Over the shared corpus ({exchanges} interactions):",
+        "",
+        "| read | round trips |",
+        "|---|---:|",
+        *(f"| {k} | {n} |" for k, n in sorted(states.items())),
+        "",
+        "What was not read in the corpus, and how often:",
+        "",
+        *(f"- {k}: {n}" for k, n in said.most_common()),
+        "",
+        "## Stream ends: each family's terminal evidence (issue 92)",
+        "",
+        "A stream is truncated only when its family's evidence says so (no finish, the connection "
+        "cut inside an event,",
+        "an error event), never by a missing terminator alone where the finish reason is the "
+        "evidence (`Profile.stream_end`):",
+        "",
+        "| family | the stream ended whole when |",
+        "|---|---|",
+    ]
+    for fam in providers.FAMILIES:
+        p = providers.by_family(fam)
+        if p is not None and p.profile.stream_end:
+            out.append(f"| `{fam}` | {p.profile.stream_end} |")
+    return out + ["", *STREAM_ENDS_IN_THE_WILD, "", *WILD_SHAPES]
+
+
+#: OpenAI-compatible servers' stream ends, as their sources, issues and docs show them.
+STREAM_ENDS_IN_THE_WILD = [
+    "OpenAI-compatible servers' stream ends, as found in their sources and issue trackers (read "
+    "with the search tool,",
+    "2026-11-28); each is read by the `openai_chat` row above, so a stream without `[DONE]` is "
+    "whole when its finish",
+    "chunk came:",
+    "",
+    "- llama.cpp server: `data: [DONE]` (tools/server/server.cpp, cited in ik_llama.cpp issue "
+    "467); ik_llama.cpp sent none",
+    "  until its PR 470 added `--send-done` (2025-06), off by default: its streams end at the "
+    "finish chunk.",
+    "- gpustack/llama-box: no `[DONE]` on `/v1/chat/completions` (its issue 2, fixed 2024-07).",
+    "- Hugging Face TGI: no `[DONE]` on `/v1/chat/completions` and `/v1/completions` before PR "
+    "2221 (2024-07).",
+    "- mistral.rs: no `[DONE]` before PR 1226 (2025-03).",
+    "- oobabooga text-generation-webui: no `[DONE]` on its completions stream (issue 4778, "
+    "2023-12).",
+    '- vllm-mlx 0.4.0: `[DONE]`, but no chunk carries `finish_reason: "stop"` on a natural stop '
+    "(issue 628); sglang",
+    "  v0.4.4: `finish_reason` always null (issue 4550): both read whole by `[DONE]`, their "
+    "finish unknown.",
+    "- Gemini's OpenAI-compatible endpoint (beta, 2024-12): the finish in `finishReason`, "
+    "`finish_reason` null",
+    "  (llmcord issue 84): whole by `[DONE]`.",
+    "- Not checked from source this session (read as the `openai_chat` row, `[DONE]` expected): "
+    "vLLM, Ollama's `/v1`,",
+    "  LM Studio, Groq (its error events end a stream without `[DONE]`: truncated by the error, "
+    "`tests/cassettes/test_corpus.py`),",
+    "  Together, Fireworks, DeepSeek, Mistral, OpenRouter.",
+]
+
+#: Shapes other projects' recordings carry, read since issue 92 (tests/cassettes/providers/
+#: test_wild_recordings.py, on the cassettes in recorded/).
+WILD_SHAPES = [
+    "Shapes from other projects' recordings (DataDog/dd-trace-py, DataDog/dd-apm-test-agent; "
+    "`tests/cassettes/providers/test_wild_recordings.py`):",
+    "",
+    "- vcrpy's aiohttp stub writes header names as multidict's `istr` "
+    "(`!!python/object/apply:` or `/new:`",
+    "  `multidict._multidict.istr`): read as the names; any other tag refused, named.",
+    '- Bedrock InvokeModel, Cohere Command: the last chunk `{"is_finished": true, '
+    '"finish_reason": …}` ends the stream;',
+    "  `num_generations` > 1: generation 0 is the answer, the others counted in a note. Cohere "
+    "and Amazon Rerank: operation `rerank`.",
+    "- OpenAI Chat: an audio answer (`content: null`) read by `audio.transcript`; "
+    "gpt-4-vision-preview's",
+    '  `finish_details: {"type": "max_tokens"}`; a JSON object as `message.content` '
+    "(Cloudflare Workers AI) read as its text;",
+    "  Mistral's `thinking` content blocks, `document_url`, OpenRouter's `video_url`.",
+    "- A model call recorded without its request body: a turn, read `partial`, its answer "
+    "judged, nothing of what it sent.",
+    "- Kept as sent, read as what they are (not `unread`): Responses' hosted tools' items "
+    "(`web_search_call`, `mcp_call`,",
+    "  `compaction` …), Anthropic's `container_upload`, `tool_addition`, `search_result`, "
+    "`compaction` blocks, Converse's",
+    "  `cachePoint`, `guardContent`, `citationsContent`, `searchResult`.",
+]
 
 
 #: What the section on APIs their vendors shut down says (docs/coverage.md).

@@ -74,6 +74,8 @@ def build(ctx: TurnContext) -> ApiReport:
         error=r.error if r else None,
         complete=rt.complete,
         stream=rt.stream,
+        read=rt.read,
+        unread=rt.unread[:16],
     )
 
 

@@ -118,6 +118,7 @@ def judge(
         turn.findings.extend(run_check(check, ctx, errors))
     turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
     codes.demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
+    withhold_unread(ctx, turn.findings)
     mcp.model_turn(turn, ctx.rt.response)
     if link.ambiguous > 1:
         turn.findings.append(
@@ -133,6 +134,55 @@ def judge(
         )
     # root causes first, each followed by what it caused: the one order every view shows
     turn.findings[:] = dispatch.ordered_findings(turn.findings)
+
+
+#: What a finding rests on when it judges the answer's content (its row's ``rests_on``), and the
+#: A codes that judge the answer's shape; with any part of the answer unread none is raised.
+_ANSWER_FIELDS = frozenset({"output", "finish_reason"})
+_ANSWER_CODES = frozenset({codes.MALFORMED_RESPONSE, codes.UNUSUAL_FINISH})
+#: C codes that judge the timing and statuses of requests, not what they carry.
+_NOT_CONTENT = frozenset(
+    {
+        codes.RETRY,
+        codes.RETRY_OF_REJECTED_REQUEST,
+        codes.RETRY_BEFORE_RETRY_AFTER,
+        codes.RETRY_STORM,
+        codes.GAVE_UP_ON_RETRYABLE_ERROR,
+        codes.ABANDONED_ANSWER,
+        codes.ANSWER_DISCARDED,
+    }
+)
+
+
+def _rests_on_unread(code: str, answer: bool, usage: bool, request: bool) -> bool:
+    row = codes.ROWS[code]
+    if answer and (row.layer == "E" or row.rests_on in _ANSWER_FIELDS or code in _ANSWER_CODES):
+        return True
+    if usage and row.rests_on == "usage":
+        return True
+    return request and ((row.layer == "C" and code not in _NOT_CONTENT) or row.rests_on == "tools")
+
+
+def withhold_unread(ctx: TurnContext, findings: list[Finding]) -> None:
+    """No finding rests on content looptap could not read (issue 92): with a part of the answer
+    unread, none that judges the answer; with its usage unread, none about usage; with a part of
+    the request unread, none that judges the history (C) or the tools offered. What is withheld is
+    said, once, in the round trip's notes."""
+    rt = ctx.rt
+    said = rt.response.unread if rt.response is not None else []
+    usage = any(u.startswith("usage") for u in said)
+    answer = any(not u.startswith("usage") for u in said)
+    request = bool(rt.request is not None and rt.request.unread)
+    if not (answer or usage or request):
+        return
+    kept = [f for f in findings if not _rests_on_unread(f.code, answer, usage, request)]
+    if len(kept) == len(findings):
+        return
+    gone = sorted({f.code for f in findings} - {f.code for f in kept})
+    findings[:] = kept
+    note = f"not raised, resting on what looptap could not read: {', '.join(gone)}"
+    if note not in rt.notes:
+        rt.notes.append(note)
 
 
 def settle(ctx: TurnContext, keep_turns: bool) -> None:

@@ -132,6 +132,10 @@ class ApiReport(_Model):
     error: ApiError | None = None
     complete: bool | None = None
     stream: bool = False
+    #: How looptap read the round trip (``complete``, ``partial``, ``unread``) and what not
+    #: (:attr:`~cassettes.parsing.RoundTrip.read`, issue 92).
+    read: str | None = None
+    unread: list[str] = Field(default_factory=list)
 
 
 class Pairing(_Model):

@@ -251,6 +251,7 @@ def _turn(key: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
         "finish": (v.get("finish_reason") or {}).get("normalised"),
         "finish_raw": (v.get("finish_reason") or {}).get("raw"),
         "complete": v.get("complete"),
+        "read": v.get("read"),
         "layers": "".join(x for x in "EAC" if x in layers) or None,
         "worst": worst,
         "input_tokens": tok.get("input"),

@@ -76,6 +76,7 @@ TABLES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("finish", "VARCHAR", "normalised finish reason (`complete`, `tool_call` …)"),
         ("finish_raw", "VARCHAR", "finish reason as sent"),
         ("complete", "BOOLEAN", "the response's terminal marker was seen"),
+        ("read", "VARCHAR", "how looptap read it: `complete`, `partial` or `unread` (show --json)"),
         ("layers", "VARCHAR", "the layers with a finding on this turn, as `EAC` letters"),
         ("worst", "VARCHAR", "its most severe finding's severity (null: none)"),
         ("input_tokens", "BIGINT", "all input tokens (`tokens.input`)"),

@@ -8,7 +8,7 @@ goes wrong here, the caller still has the raw exchange and a parse that says wha
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, Field, PrivateAttr
@@ -19,11 +19,20 @@ from ..wire import Exchange, Framed, cut_by_client, form_fields, frame
 
 __all__ = [
     "MAX_PARSE_BYTES",
+    "ReadState",
     "RoundTrip",
     "parse_all",
     "parse_exchange",
     "side_call",
 ]
+
+#: How a round trip was read (:attr:`RoundTrip.read`).
+ReadState = Literal["complete", "partial", "unread"]
+
+#: Analysis errors that are facts of the wire, all of it read: nothing of the call is unread.
+_WIRE_FACTS = frozenset(
+    {"no response recorded", "empty response body", "request has no body: nothing to parse"}
+)
 
 #: Bodies larger than this are kept but not parsed (a labelled partial result).
 MAX_PARSE_BYTES = 50 * 1024 * 1024
@@ -102,6 +111,32 @@ class RoundTrip(BaseModel):
         if self.transport_error:
             return False
         return self.response.complete if self.response else None
+
+    @property
+    def unread(self) -> list[str]:
+        """What of this round trip looptap could not read (issue 92): the request's and the
+        answer's :attr:`~cassettes.models.NormalisedRequest.unread` labels, then what could not be
+        parsed at all (``analysis_errors``)."""
+        if self.family == "unknown":
+            return ["a call of an API looptap does not read", *self.analysis_errors]
+        out = list(self.request.unread) if self.request is not None else []
+        if self.response is not None:
+            out += [f"answer: {u}" for u in self.response.unread]
+        return out + [e for e in self.analysis_errors if e not in _WIRE_FACTS]
+
+    @property
+    def read(self) -> ReadState | None:
+        """How looptap read this round trip: ``complete`` (all of it), ``partial`` (some of it:
+        :attr:`unread` says what not) or ``unread`` (an LLM-looking call no adapter reads, or
+        one of which neither side could be parsed). ``None`` for traffic that is not an LLM
+        API's (family ``none``, a tool's HTTP call): looptap claims nothing of it."""
+        if self.family == "unknown":
+            return "unread"
+        if self.family == "none" or self.operation in (None, "tool_http", "websocket"):
+            return None
+        if not self.unread:
+            return "complete"
+        return "unread" if self.request is None and self.response is None else "partial"
 
 
 def _looks_llm(url: SplitResult, body: Any) -> bool:
@@ -232,6 +267,79 @@ def parse_request_side(
     hist = body.get(req.history_key) if isinstance(body, dict) and req.history_key else None
     rt._raw_history_len = len(hist) if isinstance(hist, list) else None
     rt.request = req
+    _said_unread(req, base.request if base is not None and rt._reused else None)
+
+
+#: Most labels of parts looptap could not read said per request or answer (the rest counted).
+MAX_UNREAD_SAID = 16
+
+
+def unknown_shape(p: Part) -> str | None:
+    """What ``p`` is when it is of a shape its reader did not know (a part kept as its raw block,
+    nothing read of it): the block's ``type`` or ``"part"``; ``None`` for every part read as what
+    it is (server tools' blocks and other parts read with their facts included)."""
+    d = p.provider_details
+    if p.kind != "other" or not d or "block" not in d or not set(d) <= {"block", "type"}:
+        return None
+    t = d.get("type")
+    if not isinstance(t, str):
+        raw = d["block"]
+        t = raw.get("type") if isinstance(raw, dict) else None
+    return f"a {t[:40]!r} block" if isinstance(t, str) and t else "a part"
+
+
+def _said(labels: list[str], more: int) -> list[str]:
+    return labels + ([f"{more} more parts of a shape looptap does not read"] if more else [])
+
+
+def _said_unread(req: NormalisedRequest, base: NormalisedRequest | None) -> None:
+    """Fill ``req.unread`` with the history's parts of an unknown shape (each with its message),
+    reusing the base request's labels for the messages it shares with it (an incremental parse
+    scans only the appended ones)."""
+    msgs = req.messages
+    start = 0
+    if base is not None:
+        for a, b in zip(msgs, base.messages, strict=False):
+            if a is not b:
+                break
+            start += 1
+        kept = [u for u in base.unread if (_message_no(u) or start + 1) <= start]
+    else:
+        kept = []
+    labels, more = list(kept), 0
+    for i, m in enumerate(msgs[start:], start + 1):
+        for p in m.parts:
+            what = unknown_shape(p)
+            if what is None:
+                continue
+            if len(labels) < MAX_UNREAD_SAID:
+                role = "".join(c for c in m.role[:20] if c.isprintable())
+                labels.append(f"message {i} ({role}): {what} of a shape looptap does not read")
+            else:
+                more += 1
+    if labels or more:
+        req.unread = _said(labels, more) + [u for u in req.unread if _message_no(u) is None]
+
+
+def _message_no(label: str) -> int | None:
+    head = label.split(" ", 2)
+    return int(head[1]) if head[0] == "message" and len(head) > 1 and head[1].isdigit() else None
+
+
+def said_unread_answer(resp: NormalisedResponse) -> None:
+    """Fill ``resp.unread`` with the answer's parts of an unknown shape."""
+    labels: list[str] = []
+    more = 0
+    for i, p in enumerate(resp.parts, 1):
+        what = unknown_shape(p)
+        if what is None:
+            continue
+        if len(labels) < MAX_UNREAD_SAID:
+            labels.append(f"part {i}: {what} of a shape looptap does not read")
+        else:
+            more += 1
+    if labels or more:
+        resp.unread[:0] = _said(labels, more)
 
 
 def parse_all(exchanges: Iterable[Exchange]) -> list[RoundTrip]:
@@ -308,6 +416,20 @@ def _parse_into(
         # answer gets its A finding in every family.
         rt.request = NormalisedRequest(
             family=adapter.family, model=adapter.model_from_url(url), stream=rt.stream
+        )
+    elif rt.request is None and parsed and rt.operation == "generate" and ex.status is not None:
+        # A model call recorded without its request body (a cassette filter dropped it) or with
+        # one looptap could not read: still a turn, its answer read and judged; nothing judged of
+        # what it sent (the request said unread).
+        rt.request = NormalisedRequest(
+            family=adapter.family,
+            model=adapter.model_from_url(url),
+            stream=rt.stream,
+            unread=[
+                "request: no body recorded"
+                if body is None and not ex.request_body and not too_big_req
+                else "request: its body"
+            ],
         )
     parse_response_side(rt, adapter, ex, body, parsed)
     _poll_delivered(rt, adapter)
@@ -424,6 +546,7 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
                     f"response body is not JSON or a known stream framing ({framed.kind})"
                 )
         if rt.response is not None:
+            said_unread_answer(rt.response)
             rt.notes.extend(rt.response.notes)
             if rt.response.complete:
                 # Clients hang up as soon as they read the terminal event (the openai sync client

@@ -133,6 +133,9 @@ class StreamParts:
         self.error: ApiError | None = None
         #: The terminal event was seen.
         self.done = False
+        #: The stream ended inside an event (bytes after the last whole one): the connection cut,
+        #: evidence of truncation whatever else came.
+        self.cut = False
         #: Events read (``None`` for a body that was not streamed).
         self.events: int | None = 0 if in_stream else None
         self.in_stream = in_stream
@@ -142,6 +145,7 @@ class StreamParts:
 
     def read(self, framed: Framed) -> NormalisedResponse:
         """The answer a stream makes: each event decoded, dispatched, then closed."""
+        self.cut = bool(framed.tail.strip())
         for name, data in self.payloads(framed):
             self.on(name, data)
         return self.close()

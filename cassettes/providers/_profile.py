@@ -129,6 +129,11 @@ class Profile:
     #: :func:`~cassettes.providers._values.finish_lookup`: a value not here is ``other``).
     finishes: dict[str, FinishReason] = field(default_factory=dict, hash=False)
 
+    #: What proves a stream of this family ended whole (its terminal evidence): the terminator
+    #: or the final chunk that says so. A stream without it is truncated; a missing terminator
+    #: alone is not, where the family's finish reason is its evidence. Listed in docs/coverage.md.
+    stream_end: str = ""
+
     # -- what the API demands of the client's dispatch (WIRE.md §G) ---------------------------
 
     #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md

@@ -238,51 +238,61 @@ _FINISHED = {
 _PENDING = ("queued", "in_progress")
 
 
-def _answer(call: Call) -> NormalisedResponse:
-    """The answer a source kept, with a part for each media part it names (whose bytes it does
-    not keep: a renderer that answers media renders its type, with no bytes)."""
-    parts: list[Part] = []
-    for p in (call.output or {}).get("parts") or []:
-        if p.get("type") == "media":
-            parts.append(Part(kind="media", media_type=str(p.get("mime_type") or "") or None))
-        elif p.get("type") == "text":
-            parts.append(Part(kind="text", text=part_text(p)))
-        elif p.get("type") == "tool_call":
-            args = arguments_object(p.get("arguments"))
-            # Gemini's calls carry no id (they pair by name and order, as the rebuilt history
-            # does): one in its trace was made by the instrumentation (google-genai's name_N)
-            # (a server call's id pairs it with its result; looptap's own export's are the wire's)
-            server = p.get("tool_kind") == "server" or "tool_call.id" in call.given
-            tc = ToolCall(
-                id=None
-                if shape_of(call.family).call_ids_made_up and not server
-                else str(p.get("id") or "") or None,
-                name=str(p.get("name") or ""),
-                arguments=args,
-                arguments_raw=arguments_text(p.get("arguments")),
-            )
-            if isinstance(p.get("tool_kind"), str):  # a call the provider ran itself
-                tc.kind = p["tool_kind"]
-            parts.append(Part(kind="tool_call", tool_call=tc))
-        elif p.get("type") == "tool_call_response" and p.get("tool_kind") == "server":
-            said = ToolResult(call_id=str(p.get("id") or "") or None, name=str(p.get("name") or ""),
-                              content=part_text({"content": p.get("response")}))  # fmt: skip
-            parts.append(
-                Part(kind="tool_result", tool_result=said, provider_details={"server": True})
-            )
-        elif (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
-            parts.append(Part(kind="other", provider_details={"block": block}))
+def _answer_part(call: Call, p: dict[str, Any]) -> Part | None:
+    """One part a source kept of the answer (``None``: one of no kind an answer carries)."""
+    t = p.get("type")
+    if t == "media":
+        return Part(kind="media", media_type=str(p.get("mime_type") or "") or None)
+    if t == "text":
+        return Part(kind="text", text=part_text(p))
+    if t == "tool_call":
+        # Gemini's calls carry no id (they pair by name and order, as the rebuilt history
+        # does): one in its trace was made by the instrumentation (google-genai's name_N)
+        # (a server call's id pairs it with its result; looptap's own export's are the wire's)
+        server = p.get("tool_kind") == "server" or "tool_call.id" in call.given
+        tc = ToolCall(
+            id=None
+            if shape_of(call.family).call_ids_made_up and not server
+            else str(p.get("id") or "") or None,
+            name=str(p.get("name") or ""),
+            arguments=arguments_object(p.get("arguments")),
+            arguments_raw=arguments_text(p.get("arguments")),
+        )
+        if isinstance(p.get("tool_kind"), str):  # a call the provider ran itself
+            tc.kind = p["tool_kind"]
+        return Part(kind="tool_call", tool_call=tc)
+    if t == "tool_call_response" and p.get("tool_kind") == "server":
+        said = ToolResult(call_id=str(p.get("id") or "") or None, name=str(p.get("name") or ""),
+                          content=part_text({"content": p.get("response")}))  # fmt: skip
+        return Part(kind="tool_result", tool_result=said, provider_details={"server": True})
+    if (block := kept_block(p)) is not None:  # (a hosted call's item), kept whole
+        return Part(kind="other", provider_details={"block": block, "kept": "hosted"})
+    return None
+
+
+def _answer_finish(call: Call, parts: list[Part]) -> FinishReason | None:
+    """The finish a source gave (its raw value or class), else the one the parts imply (said
+    inferred); none for an answer not finished yet or a source that said nothing."""
     finish = _FINISHED.get((call.finish or "").lower())
     classes = {c.value: c for c in FinishReason}
     if finish is None and call.finish_class in classes:
         finish = classes[call.finish_class]
     if finish is None and ((call.finish or "").lower() in _PENDING or said_nothing(call)):
-        pass  # an answer not finished yet (a background response polled for later), or none
-    elif finish is None:
+        return None  # an answer not finished yet (a background response polled for later), or none
+    if finish is None:
         call.inferred.add("finish_reason")
         finish = (
             FinishReason.TOOL_CALL if any(p.tool_call for p in parts) else FinishReason.COMPLETE
         )
+    return finish
+
+
+def _answer(call: Call) -> NormalisedResponse:
+    """The answer a source kept, with a part for each media part it names (whose bytes it does
+    not keep: a renderer that answers media renders its type, with no bytes)."""
+    kept = (call.output or {}).get("parts") or []
+    parts = [part for p in kept if (part := _answer_part(call, p)) is not None]
+    finish = _answer_finish(call, parts)
     usage = None
     if call.usage:
         usage = Usage(

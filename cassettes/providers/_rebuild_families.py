@@ -301,10 +301,10 @@ _BEDROCK_PARAMS = {"max_tokens": "maxTokens", "maxTokens": "maxTokens", "top_p":
                    "stopSequences": "stopSequences"}  # fmt: skip
 
 
-def _bedrock(call: Call) -> Built:
-    """Bedrock Converse: the request body (the model is in the URL) and its answer."""
+def _bedrock_url(call: Call) -> str:
+    """The Converse URL of ``call``'s model (a trace has no region: the path is what a request is
+    matched on); a model id without its provider prefix said inferred."""
     method = "converse-stream" if call.stream else "converse"
-    # the region is not in a trace: the path is what a request is matched on
     url = (
         "https://bedrock-runtime.us-east-1.amazonaws.com/model/"
         f"{quote(call.model or 'unknown', safe='')}/{method}"
@@ -317,6 +317,41 @@ def _bedrock(call: Call) -> Built:
             "(its provider prefix left out, as openllmetry writes it): the URL's model is a "
             "guess, and an agent's request to /model/ID/… will not match it"
         )
+    return url
+
+
+def _bedrock_tools(call: Call) -> dict[str, Any]:
+    """``toolConfig``: each tool as a ``toolSpec``, and the tool choice in its own shape."""
+    specs = []
+    for t in call.tools:
+        fn: dict[str, Any] = t["function"] if isinstance(t.get("function"), dict) else t
+        spec = {"name": fn.get("name"), "inputSchema": {"json": fn.get("parameters") or {}}}
+        if fn.get("description"):
+            spec["description"] = fn["description"]
+        specs.append({"toolSpec": spec})
+    config: dict[str, Any] = {"tools": specs}
+    if isinstance(call.params.get("tool_choice"), dict):  # (its own shape: {"auto": {}} …)
+        config["toolChoice"] = call.params["tool_choice"]
+    return config
+
+
+def _bedrock_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """Converse's usage: cache reads and writes counted outside ``inputTokens`` (a trace's input
+    count is inclusive)."""
+    i, o = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    read, write = usage.get("cache_read"), usage.get("cache_write")
+    uncached = i - (read or 0) - (write or 0)
+    out: dict[str, Any] = {"inputTokens": uncached, "outputTokens": o, "totalTokens": i + o}
+    if read is not None:
+        out["cacheReadInputTokens"] = read
+    if write is not None:
+        out["cacheWriteInputTokens"] = write
+    return out
+
+
+def _bedrock(call: Call) -> Built:
+    """Bedrock Converse: the request body (the model is in the URL) and its answer."""
+    url = _bedrock_url(call)
     req: dict[str, Any] = {"messages": call.messages}
     if call.system:
         req["system"] = [{"text": s} for s in call.system]
@@ -324,16 +359,7 @@ def _bedrock(call: Call) -> Built:
     if config:
         req["inferenceConfig"] = config
     if call.tools:
-        specs = []
-        for t in call.tools:
-            fn: dict[str, Any] = t["function"] if isinstance(t.get("function"), dict) else t
-            spec = {"name": fn.get("name"), "inputSchema": {"json": fn.get("parameters") or {}}}
-            if fn.get("description"):
-                spec["description"] = fn["description"]
-            specs.append({"toolSpec": spec})
-        req["toolConfig"] = {"tools": specs}
-        if isinstance(call.params.get("tool_choice"), dict):  # (its own shape: {"auto": {}} …)
-            req["toolConfig"]["toolChoice"] = call.params["tool_choice"]
+        req["toolConfig"] = _bedrock_tools(call)
     if call.output is None:
         return url, req, None
     content = [b for b in call.output.get("content") or [] if isinstance(b, dict)]
@@ -346,18 +372,9 @@ def _bedrock(call: Call) -> Built:
         "stopReason": _END_TURN.get(stop, stop),
     }
     if call.usage:
-        i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)
-        # Converse counts cache reads and writes outside inputTokens (the trace's is inclusive)
-        read, write = call.usage.get("cache_read"), call.usage.get("cache_write")
-        uncached = i - (read or 0) - (write or 0)
-        resp["usage"] = {"inputTokens": uncached, "outputTokens": o, "totalTokens": i + o}
-        if read is not None:
-            resp["usage"]["cacheReadInputTokens"] = read
-        if write is not None:
-            resp["usage"]["cacheWriteInputTokens"] = write
+        resp["usage"] = _bedrock_usage(call.usage)
     resp["metrics"] = {"latencyMs": int((call.duration or 0) * 1000)}
     return url, req, resp
 
 
 BEDROCK = RebuildShape(_bedrock, otel_names=("aws.bedrock", "aws", "bedrock"))
-

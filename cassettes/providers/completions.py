@@ -297,6 +297,7 @@ class Completions(Provider):
 class OpenAICompletions(Completions):
     family = "openai_completions"
     profile = Profile(
+        stream_end="data: [DONE] where the server sends it (OpenAI), else choice 0's finish_reason",
         model_vendor="openai",
         otel_provider="openai",
         otel_operation="text_completion",
@@ -431,6 +432,7 @@ class AlephAlpha(Completions):
     family = "aleph_alpha"
     stream = _AlephStream
     profile = Profile(
+        stream_end="data: [DONE] where the server sends it, else a finish reason",
         price_provider=None,
         otel_provider="aleph_alpha",
         otel_operation="text_completion",

@@ -326,7 +326,11 @@ class OllamaReplay(ReplayShapes):
 class OllamaChat(Provider):
     family = "ollama"
     # not a semconv well-known value; custom values are allowed
-    profile = Profile(finishes=_FINISH, otel_provider="ollama")
+    profile = Profile(
+        finishes=_FINISH,
+        otel_provider="ollama",
+        stream_end="the final line with done: true (and its done_reason); /v1 is OpenAI Chat's",
+    )
     replay = OllamaReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

@@ -184,6 +184,7 @@ class TextGenerationInference(Provider):
     family = "tgi"
     history_keys = ()
     profile = Profile(
+        stream_end="the final event: generated_text with details.finish_reason",
         finishes=_TGI_FINISH,
         usage_headers=_COUNT_HEADERS,
         model_header="x-model-id",
@@ -262,7 +263,10 @@ class SageMaker(Provider):
     family = "sagemaker"
     history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(
-        finishes=_TGI_FINISH, usage_headers=_COUNT_HEADERS, otel_provider="aws.sagemaker"
+        stream_end="the final event: generated_text with details.finish_reason",
+        finishes=_TGI_FINISH,
+        usage_headers=_COUNT_HEADERS,
+        otel_provider="aws.sagemaker",
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

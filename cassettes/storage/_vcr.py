@@ -6,8 +6,10 @@ Real-world variants handled (all seen in ``../shared/corpus``): bodies as string
 serializer) or as a parsed mapping under ``body`` itself; vcrpy 4's httpx responses
 (``status_code``, ``content``: the body as httpx decoded it, whatever ``Content-Encoding`` says);
 gzip bodies with or without a truthful ``Content-Encoding``; header names in any case and values as
-lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in. An imported
-stream is one chunk with no timing (vcrpy records none).
+lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in; header names
+tagged with multidict's ``istr`` class (vcrpy's aiohttp stub: :data:`STRING_TAGS`, read as the
+names they wrap, any other Python or local tag refused naming it). An imported stream is one chunk
+with no timing (vcrpy records none).
 
 LangChain's own cassettes (its partner packages' ``tests/cassettes/*.yaml.gz``, written by the
 serializer of ``langchain-tests``) are vcrpy's recording dumped as it is held, not as vcrpy writes
@@ -18,6 +20,7 @@ the YAML gzip-compressed as a whole (or not). Their header values are often all 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,12 +142,64 @@ YAML_DEPTH = 200
 YAML_EXPANDED = 2_000_000
 
 
-def _loader() -> Any:
-    """PyYAML's safe loader, in C where it is built with libyaml. PyYAML is loaded by the first
-    vcrpy cassette read, not by every command that imports the storage package."""
+#: The Python tags vcrpy writes for aiohttp's header names (multidict's case-insensitive ``istr``, a
+#: ``str`` subclass, dumped by PyYAML's full dumper as ``!!python/object/apply:…`` or
+#: ``!!python/object/new:…`` around the name). Seen in DataDog/dd-apm-test-agent's and
+#: DataDog/dd-trace-py's cassettes; the others are the same class under multidict's other modules.
+STRING_TAGS = frozenset(
+    f"tag:yaml.org,2002:python/object/{kind}:{cls}"
+    for kind in ("apply", "new")
+    for cls in (
+        "multidict._multidict.istr",
+        "multidict._multidict_py.istr",
+        "multidict.istr",
+    )
+)
+
+
+def _tag_string(loader: Any, suffix: str, node: Any) -> str:
+    """The name a string tag holds (``- Accept`` under the tag, or ``args: [Accept]``): the scalar
+    taken as text, nothing constructed. Any other tag, or a known tag around anything but one
+    string, is refused naming the tag."""
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    tag = str(node.tag)
+    if tag in STRING_TAGS:
+        items = node.value
+        if isinstance(node, yaml.MappingNode):
+            items = next((v.value for k, v in node.value if k.value == "args"), [])
+            items = items if isinstance(items, list) else []
+        if isinstance(items, list) and len(items) == 1 and isinstance(items[0], yaml.ScalarNode):
+            return str(loader.construct_scalar(items[0]))
+    raise yaml.constructor.ConstructorError(
+        None, None, f"a YAML tag looptap does not read: {_short_tag(tag)}", node.start_mark
+    )
+
+
+def _short_tag(tag: str) -> str:
+    return (
+        "!!" + tag.removeprefix("tag:yaml.org,2002:")
+        if tag.startswith("tag:yaml.org,2002:")
+        else tag
+    )
+
+
+@functools.cache
+def _loader() -> Any:
+    """PyYAML's safe loader, in C where it is built with libyaml, reading :data:`STRING_TAGS` as the
+    strings they wrap (every other non-standard tag refused, naming it). PyYAML is loaded by the
+    first vcrpy cassette read, not by every command that imports the storage package."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", _tag_string)
+    Loader.add_multi_constructor("!", _tag_string)
+    Loader.add_multi_constructor("tag:", _tag_string)
+    return Loader
 
 
 def _check_yaml(data: bytes | str, name: str) -> None:
@@ -238,6 +293,8 @@ def read_vcr(data: bytes | str, name: str = "<vcr>") -> Iterator[Exchange]:
     _check_yaml(data, name)
     try:
         doc = yaml.load(data, Loader=_loader())
+    except yaml.constructor.ConstructorError as exc:
+        raise ImportFormatError(f"{name}: {exc.problem}; not loaded") from None
     except yaml.YAMLError as exc:
         raise ImportFormatError(f"{name}: not valid YAML: {str(exc).splitlines()[0]}") from None
     for i, item in enumerate(_interactions(doc, name)):

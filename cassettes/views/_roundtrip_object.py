@@ -69,6 +69,8 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         error=_error_json(resp.error if resp else None),
         complete=complete,
         truncated=complete is False,
+        read=rt.read,
+        unread=rt.unread,
         timing=dict(ttfb=rt.ttfb, ttft=rt.ttft, duration=rt.duration),
         request=_request_json(req, ex),
         transport_error=rt.transport_error,

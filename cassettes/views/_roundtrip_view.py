@@ -332,7 +332,7 @@ def _result_lines(c: dict[str, Any]) -> list[str]:
         name = tr.get("name") or names.get(tr.get("call_id")) or "?"
         flag = " (error)" if tr.get("is_error") else ""
         out.append(
-            f"    tool result: {name} id={tr.get('call_id')}{flag} → "
+            f"    tool result: {name}{_id(tr.get('call_id'))}{flag} → "
             f"{_clip(tr.get('content') or '', 80)}"
         )
     return out
@@ -345,11 +345,11 @@ def _answer_lines(v: dict[str, Any]) -> list[str]:
         bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
         if tc.get("ran_by") == "server":
             out.append(
-                f"    server tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}"
+                f"    server tool call: {tc['name']}({_clip(args, 80)}){_id(tc['id'])}{bad}"
                 "  (run by the API: no result due from the client)"
             )
             continue
-        out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
+        out.append(f"    tool call: {tc['name']}({_clip(args, 80)}){_id(tc['id'])}{bad}")
         if tc.get("mcp"):
             out.append(
                 f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})"
@@ -368,6 +368,24 @@ def error_phrase(status: int | None, in_stream: bool, type_: str | None, message
     return f"error ({where}): {type_ or ''} {message}"
 
 
+def _id(call_id: Any) -> str:
+    """`` id=…`` of a call or result that has an id; nothing for one without (Gemini's, a
+    rebuilt call's): never ``id=None``."""
+    return f" id={call_id}" if call_id not in (None, "") else ""
+
+
+def _read_lines(v: dict[str, Any]) -> list[str]:
+    """How looptap read the round trip, when not all of it (issue 92): what it could not read; no
+    finding rests on that."""
+    if v.get("read") not in ("partial", "unread"):
+        return []
+    said = [u for u in v.get("unread") or [] if u not in v["analysis_errors"]]
+    what = "; ".join(_clip(u, 100) for u in said[:4])
+    if len(said) > 4:
+        what += f" (+{len(said) - 4} more)"
+    return [f"    read: {v['read']}" + (f": {what}" if what else " (the analysis line says why)")]
+
+
 def _trouble_lines(v: dict[str, Any]) -> list[str]:
     out = []
     # A replay miss is looptap's answer, not the API's error: its C finding below says what
@@ -380,6 +398,7 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
         )
     if v["transport_error"]:
         out.append(f"    transport error: {v['transport_error']}")
+    out.extend(_read_lines(v))
     out.extend(f"    (!) analysis: {a}" for a in v["analysis_errors"])
     # the analysis' order: root causes first, a consequence indented under its cause
     for f in v.get("findings") or []:

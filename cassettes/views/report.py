@@ -288,6 +288,8 @@ def _detail(rt: Any, t: Turn, history: list[Any], pinned: bool) -> dict[str, Any
         "method": rt.method,
         "path": urlsplit(rt.url).path,
         "family": rt.family,
+        "read": rt.read,
+        "unread": rt.unread[:16],
     }
 
 

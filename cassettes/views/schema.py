@@ -124,7 +124,7 @@ class RequestJson(_Object):
     # A plain mapping, not a model: its keys come in the order the cassette stored them.
     history: dict[str, int | bool] | None = Field(
         description='`{"base": seq, "keep": n, "appended": m, "rewritten"?: true}` when the body '
-        'was delta-encoded '
+        "was delta-encoded "
         "against an earlier request, else null"
     )
 
@@ -194,6 +194,15 @@ class RoundTripJson(_Object):
     truncated: bool = Field(
         description="`complete` is false: the stream ended without its terminal event"
     )
+    read: Literal["complete", "partial", "unread"] | None = Field(
+        description="how looptap read the round trip: `complete`, `partial` (`unread` says "
+        "what not; no finding rests on it) or `unread` (an LLM-looking call no adapter reads, or "
+        "neither side parsed); null for traffic that is not an LLM API's"
+    )
+    unread: list[str] = Field(
+        description="what of it looptap could not read: a message's or the answer's part of an "
+        "unknown shape, the usage a stream never sent, what could not be parsed"
+    )
     timing: TimingJson = Field(
         description="seconds from the start of the request, each null when not recorded"
     )
@@ -230,7 +239,7 @@ class RoundTripJson(_Object):
         "`call_id`, `by` (`arguments`: of the calls awaiting their result, the one whose "
         "arguments the URL, query or body carries most of; `awaiting`: the only call awaiting), "
         "`tool`, `model_seq`, `conversation`, `turn` of the model's call it served, or "
-        "`candidates` (how many awaiting calls fit equally, when not linked)"
+        "`candidates` (how many awaiting calls fit equally, when not linked)",
     )
 
 

@@ -98,6 +98,9 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
             f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}",
         ),
     ]
+    if a.read in ("partial", "unread"):  # (said only when not all of it was read: issue 92)
+        said = "; ".join(a.unread[:4])
+        rows.append(("read", clean(f"{a.read}: {said} (no finding rests on it)")))
     if a.request_id:
         rows.append(("request id", a.request_id))
     for key, v in sorted(a.rate_limit.items()):

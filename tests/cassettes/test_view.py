@@ -113,6 +113,9 @@ def _old_roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, 
         },
         "complete": complete,
         "truncated": complete is False,
+        # issue 92: how it was read (added after the freeze above)
+        "read": rt.read,
+        "unread": rt.unread,
         "timing": {"ttfb": rt.ttfb, "ttft": rt.ttft, "duration": rt.duration},
         "request": None
         if req is None

@@ -206,6 +206,7 @@ def _calls_of(block: Any) -> list[Any]:
 class AnthropicMessages(Provider):
     family = "anthropic"
     profile = Profile(
+        stream_end="message_stop (a message_delta's stop_reason before it)",
         rebuild=ANTHROPIC,
         finishes=FINISH,
         pairing_errors=(

@@ -53,6 +53,12 @@ STRUCTURAL = {"model", "messages", "system", "tools", "tool_choice", "stream"}
 
 #: Blocks whose ``input`` is streamed as ``input_json_delta`` fragments, with the call kind.
 _CALL_KINDS = {"tool_use": "function", "server_tool_use": "server", "mcp_tool_use": "mcp"}
+#: Blocks the API defines that carry no turn content of their own (files put in the code
+#: container, tools added by tool search, search results given as context): kept as sent. A block
+#: of any other type is one looptap does not know (said unread).
+KEPT_BLOCKS = frozenset(
+    {"container_upload", "tool_addition", "tool_reference", "search_result", "compaction"}
+)
 
 _TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
 
@@ -172,6 +178,8 @@ def _block_part(block: Any, names: dict[str, str], json_buf: str | None = None) 
         details["type"] = t
     if "tool_use_id" in block:  # a server / MCP tool result, executed by the provider
         details["tool_use_id"] = block["tool_use_id"]
+    elif t in KEPT_BLOCKS:
+        details["kept"] = "control"
     return Part(kind="other", provider_details=details)
 
 

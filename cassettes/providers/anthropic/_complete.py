@@ -87,6 +87,7 @@ class AnthropicComplete(Provider):
     family = "anthropic_complete"
     history_keys = ()
     profile = Profile(
+        stream_end="a completion event's stop_reason",
         finishes=_FINISH,
         price_provider="anthropic",
         otel_provider="anthropic",

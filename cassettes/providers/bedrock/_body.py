@@ -232,7 +232,14 @@ def part_of(block: Any) -> Part:
     for key in ("image", "document", "video", "audio"):
         if key in block:
             return _media(block, key)
+    if any(k in block for k in _KEPT_BLOCKS):
+        return Part(kind="other", provider_details={"block": block, "kept": "control"})
     return Part(kind="other", provider_details={"block": block})
+
+
+#: Content blocks Converse defines that carry no turn content looptap reads (a prompt cache
+#: checkpoint, content a guardrail assesses, citations): kept as sent.
+_KEPT_BLOCKS = ("cachePoint", "guardContent", "citationsContent", "searchResult")
 
 
 def _cited(cc: dict[str, Any]) -> Part:

@@ -119,6 +119,10 @@ def _calls_of(block: Any) -> list[Any]:
 class BedrockConverse(Provider):
     family = "bedrock"
     profile = Profile(
+        stream_end=(
+            "messageStop (its stopReason); the metadata event after it carries usage only, said "
+            "unread when missing"
+        ),
         rebuild=BEDROCK,
         finishes=FINISH,
         pairing_errors=(

@@ -153,6 +153,11 @@ class BedrockInvoke(Provider):
     parsed_operations = frozenset({"generate", "embed"})
     history_keys = ("messages", "chat_history")
     profile = Profile(
+        stream_end=(
+            "each model family's own final chunk: Claude's message_stop or stop_reason, Titan's "
+            "completionReason, Llama's and Mistral's stop_reason, Cohere Command's is_finished "
+            "with finish_reason, Mistral / Jamba chat's finish_reason, Nova's messageStop"
+        ),
         finishes=TEXT_FINISH,
         price_provider="aws",
         price_model=priced_model,
@@ -174,7 +179,18 @@ class BedrockInvoke(Provider):
         return 2
 
     def operation(self, method: str, url: SplitResult) -> str:
-        return "embed" if "embed" in (self.model_from_url(url) or "").lower() else "generate"
+        model = (self.model_from_url(url) or "").lower()
+        if "rerank" in model:
+            return "rerank"  # Cohere Rerank, Amazon Rerank: a ranking, not a turn
+        return "embed" if "embed" in model else "generate"
+
+    def body_operation(self, operation: str, body: Any) -> str:
+        """A ranking call whatever the model id (a provisioned or imported ARN): ``query`` and
+        ``documents``, no prompt nor messages."""
+        b = as_obj(body)
+        if operation == "generate" and "query" in b and "documents" in b and "messages" not in b:
+            return "rerank"
+        return operation
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         found = _invoke_target(url)

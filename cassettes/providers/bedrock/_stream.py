@@ -134,13 +134,19 @@ class ConverseStream(StreamParts):
         if self.done and not self.have_metadata:
             self.details["metadata_missing"] = True
         self.details = with_masks(self.details)
-        return self.finish(parts=self.parts(convert=lambda st: _stream_part(settled(st.block))))
+        resp = self.finish(parts=self.parts(convert=lambda st: _stream_part(settled(st.block))))
+        if self.done and not self.have_metadata:
+            resp.unread.append("usage: the stream ended after messageStop, before its metadata")
+        return resp
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
         return converse_finish(self.finish_raw, self.details.get("trace"), has_calls(parts))
 
     def complete(self) -> bool:
-        return self.done and self.have_metadata
+        """``messageStop`` (its stop reason) ends the answer whole; the ``metadata`` event after it
+        carries only usage and metrics, said unread when it is missing. A frame cut short is the
+        connection cut: truncated."""
+        return self.done and not self.cut
 
 
 CONVERSE_EVENTS: dict[str, Callable[[ConverseStream, Block], None]] = {

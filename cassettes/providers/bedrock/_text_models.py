@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...hints import count
 from ...models import FinishReason, NormalisedResponse, Part, Usage
 from .._values import as_int, as_obj, as_str, filled_usage, finish_lookup, latest_count
 from ..openai_chat import OpenAIChat
@@ -45,7 +46,7 @@ def _text_chunk(d: dict[str, Any]) -> TextChunk:
     for key, read in _TEXT_SHAPES:
         if key in d:
             return read(d)
-    if "text" in d and "is_finished" in d:  # Cohere Command stream chunk
+    if "is_finished" in d:  # Cohere Command stream chunk; the last has no text, only the finish
         return as_str(d.get("text")) or "", as_str(d.get("finish_reason")), None, None
     return "", None, None, None
 
@@ -158,10 +159,29 @@ def chat_body(b: dict[str, Any]) -> NormalisedResponse:
     return resp
 
 
+def _generations_note(others: dict[int, int]) -> list[str]:
+    """What is said of generations beyond the first (Cohere Command's ``num_generations``): the
+    answer is generation 0; the others are counted, never joined into it."""
+    if not others:
+        return []
+    chars = ", ".join(
+        f"generation {i}: {count(n, 'character')}" for i, n in sorted(others.items())[:8]
+    )
+    return [
+        f"{len(others) + 1} generations (num_generations): generation 0 is read as the answer; "
+        f"the others are not judged ({chars})"
+    ]
+
+
 def text_body(b: dict[str, Any]) -> NormalisedResponse:
     """A text model's body (Titan, Llama, Mistral text, Cohere Command, AI21, an imported
     model's OpenAI Completions)."""
     text, raw, inp, out = _text_chunk(b)
+    gens = b.get("generations")
+    gens = gens if isinstance(gens, list) else []
+    others = {
+        i: len(as_str(as_obj(g).get("text")) or "") for i, g in enumerate(gens[:256]) if i > 0
+    }
     return NormalisedResponse(
         id=as_str(b.get("id")),
         parts=[Part(kind="text", text=text)] if text else [],
@@ -169,17 +189,24 @@ def text_body(b: dict[str, Any]) -> NormalisedResponse:
         finish_reason=finish_lookup(TEXT_FINISH, raw),
         usage=metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
         complete=True,
+        notes=_generations_note(others),
     )
 
 
 def text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
-    """The chunks of a text model (Titan, Llama, Mistral, Cohere Command, AI21)."""
+    """The chunks of a text model (Titan, Llama, Mistral, Cohere Command, AI21). Cohere Command's
+    chunks of generations beyond the first (``index`` > 0) are counted, not joined."""
     text: list[str] = []
+    others: dict[int, int] = {}
     finish: str | None = None
     inp = out = None
     for c in chunks:
         piece, f, i, o = _text_chunk(c)
-        text.append(piece)
+        index = as_int(c.get("index")) or 0
+        if index > 0:
+            others[index] = others.get(index, 0) + len(piece)
+        else:
+            text.append(piece)
         finish = f or finish
         inp, out = latest_count(inp, i), latest_count(out, o)  # Llama: the input count comes once
     joined = "".join(text)
@@ -189,4 +216,5 @@ def text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
         finish_reason=finish_lookup(TEXT_FINISH, finish),
         usage=metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
         complete=finish is not None,
+        notes=_generations_note(others),
     )

@@ -241,6 +241,10 @@ class CohereChat(Provider):
     family = "cohere"
     history_keys = ("messages", "chat_history")
     profile = Profile(
+        stream_end=(
+            "v1: stream-end (is_finished with finish_reason); v2: message-end (its delta's "
+            "finish_reason)"
+        ),
         finishes=FINISH,
         price_provider="cohere",
         otel_provider="cohere",

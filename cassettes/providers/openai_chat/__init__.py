@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
+import orjson
+
 from ...models import (
     FinishReason,
     Message,
@@ -54,6 +56,8 @@ _FINISH = {
     "function_call": FinishReason.TOOL_CALL,
     "content_filter": FinishReason.FILTERED,
     "error": FinishReason.ERROR,
+    # the legacy ``finish_details: {"type": …}`` of gpt-4-vision-preview
+    "max_tokens": FinishReason.TRUNCATED_LENGTH,
 }
 
 _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
@@ -83,6 +87,16 @@ def _content_parts(content: Any) -> list[Part]:
         return []
     if isinstance(content, str):
         return [Part(kind="text", text=content)] if content != "" else []
+    if isinstance(content, dict) and "type" not in content:
+        # structured output given as the JSON object itself (Cloudflare Workers AI), not as its
+        # text: read as that text, said so
+        return [
+            Part(
+                kind="text",
+                text=orjson.dumps(content).decode(),
+                provider_details={"content_as": "json_object"},
+            )
+        ]
     parts: list[Part] = []
     for block in content if isinstance(content, list) else [content]:
         if not isinstance(block, dict):
@@ -101,8 +115,14 @@ def _content_parts(content: Any) -> list[Part]:
                 else "image"
             )
             parts.append(media_part(block, media))
-        elif t in ("input_audio", "file", "audio"):
-            parts.append(media_part(block, t))
+        elif t in ("input_audio", "file", "audio", "document_url", "video_url"):
+            parts.append(media_part(block, t))  # (Mistral's documents, OpenRouter's videos)
+        elif t == "thinking" and isinstance(block.get("thinking"), list):
+            # Mistral's reasoning: a list of text chunks
+            said = "".join(
+                str(c.get("text") or "") for c in block["thinking"][:256] if isinstance(c, dict)
+            )
+            parts.append(Part(kind="reasoning", text=said, provider_details={"field": "thinking"}))
         else:
             parts.append(Part(kind="other", provider_details={"block": block}))
     return parts
@@ -129,6 +149,16 @@ def _message(m: Any) -> Message:
         )
     else:
         parts.extend(_content_parts(m.get("content")))
+    audio = m.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("transcript"), str) and audio["transcript"]:
+        # an audio answer (``content: null``): what it says is its transcript
+        parts.append(
+            Part(
+                kind="text",
+                text=audio["transcript"],
+                provider_details={"content_as": "audio.transcript", "audio_id": audio.get("id")},
+            )
+        )
     if isinstance(m.get("refusal"), str) and m["refusal"]:
         parts.append(Part(kind="refusal", text=m["refusal"]))
     for tc in m.get("tool_calls") or []:
@@ -237,6 +267,8 @@ class OpenAIChat(Provider):
         ),
         model_vendor="openai",
         otel_provider="openai",
+        stream_end="data: [DONE]; or choice 0's finish_reason with no error event (servers that "
+        "send no terminator)",
         field_defaults=(("stream", False), ("n", 1)),
         result_groups=ResultGroups(_result_of, _calls_of),
         api_key_env=("OPENAI_API_KEY",),
@@ -277,6 +309,8 @@ class OpenAIChat(Provider):
         choice = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
         msg = _message(choice.get("message") or {})
         raw_finish = as_str(choice.get("finish_reason"))
+        if raw_finish is None and isinstance(choice.get("finish_details"), dict):
+            raw_finish = as_str(choice["finish_details"].get("type"))  # gpt-4-vision-preview
         has_calls = any(p.kind == "tool_call" for p in msg.parts)
         details: dict[str, Any] = {
             k: b[k] for k in ("system_fingerprint", "service_tier", "provider", "object") if k in b
@@ -360,6 +394,9 @@ class _ChatStream(StreamParts):
     def _delta(self, delta: dict[str, Any]) -> None:
         if isinstance(delta.get("content"), str):
             self.text("text", delta["content"])
+        audio = delta.get("audio")
+        if isinstance(audio, dict) and isinstance(audio.get("transcript"), str):
+            self.text("text", audio["transcript"])  # an audio answer's transcript, piece by piece
         for key in ("reasoning_content", "reasoning"):
             if isinstance(delta.get(key), str):
                 self.text("reasoning", delta[key], "reasoning")
@@ -395,9 +432,18 @@ class _ChatStream(StreamParts):
         legacy = self.slots.get(_LEGACY)
         if legacy is not None and not legacy.name:
             del self.slots[_LEGACY]
-        return self.finish(
+        resp = self.finish(
             parts=self.parts(rank=lambda key, st: 4 if key == _LEGACY else _RANK.get(st.kind, 3))
         )
+        if not self.done and resp.complete:
+            resp.notes.append(
+                "the stream ended without [DONE] after its finish reason: read whole by the finish "
+                "reason (servers that send no terminator, docs/coverage.md)"
+            )
+        return resp
 
     def complete(self) -> bool:
-        return self.done  # [DONE] after an error event still ends the stream
+        """Ended by evidence (the profile's ``stream_end``): ``[DONE]`` (after an error event too),
+        or choice 0's finish reason with no error nor cut. A missing terminator alone is no
+        truncation."""
+        return self.done or (self.finish_raw is not None and self.error is None and not self.cut)

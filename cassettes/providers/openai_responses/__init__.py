@@ -220,6 +220,7 @@ class OpenAIResponses(Provider):
     # model call (analysis threads it as a compaction side call, docs/threading.md).
     parsed_operations = frozenset({"generate", "compact"})
     profile = Profile(
+        stream_end="response.completed, response.incomplete or response.failed",
         rebuild=RESPONSES,
         pairing_errors=(
             r"No tool output found for (function|custom tool|computer|shell) call",

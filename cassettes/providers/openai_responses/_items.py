@@ -51,6 +51,24 @@ _CLIENT_OUTPUTS = {
     "shell_call_output",
     "apply_patch_call_output",
 }
+#: The items of tools the API runs itself (and of context it manages), kept as sent: no client
+#: dispatch judges them (the Responses API reference's output and input item types).
+HOSTED_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction",
+        "additional_tools",
+    }
+)
 # --- items → parts ----------------------------------------------------------------------------
 
 
@@ -211,10 +229,12 @@ def item_role_parts(item: Any) -> tuple[str, list[Part]]:
     if t == "agent_message":
         return "user", _agent_message_parts(item)
     # Hosted-tool calls and their outputs (web_search_call, tool_search_output, compaction …),
-    # and items that carry a role but are no message (``additional_tools``).
-    return as_str(item.get("role")) or "assistant", [
-        Part(kind="other", provider_details={"block": item})
-    ]
+    # and items that carry a role but are no message (``additional_tools``): kept as sent, read as
+    # what they are; an item of any other type is one looptap does not know (said unread).
+    kept: dict[str, Any] = {"block": item}
+    if t in HOSTED_ITEMS:
+        kept["kept"] = "hosted"
+    return as_str(item.get("role")) or "assistant", [Part(kind="other", provider_details=kept)]
 
 
 def _agent_message_parts(item: Item) -> list[Part]:

@@ -272,6 +272,7 @@
       const secs = (v) => (v === null || v === undefined ? null : Number(v).toFixed(3) + " s");
       sec.appendChild(kv([
         ["request", d.method + " " + d.path + "  (" + d.family + ")"],
+        ["read", d.read && d.read !== "complete" ? d.read + ": " + d.unread.join("; ") + " (no finding rests on it)" : d.read],
         ["status", a.status === null ? "no response" : String(a.status)],
         ["finish", (a.finish_raw || "-") + (a.finish ? " → " + a.finish : "")],
         ["model", (a.model_requested || "-") + (a.model_served && a.model_served !== a.model_requested ? " → served " + a.model_served : "")],

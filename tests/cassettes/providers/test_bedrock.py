@@ -420,9 +420,12 @@ def test_truncated_stream() -> None:
 
 
 def test_stream_cut_after_message_stop_lacks_usage() -> None:
+    """The stop reason is the evidence the answer ended whole (issue 92): complete, its usage said
+    unread."""
     resp = _stream(_START, *_TEXT, _STOP)
-    assert resp.complete is False and resp.finish_reason_raw == "tool_use"
+    assert resp.complete is True and resp.finish_reason_raw == "tool_use"
     assert resp.provider_details == {"metadata_missing": True}
+    assert resp.unread == ["usage: the stream ended after messageStop, before its metadata"]
 
 
 def test_cut_inside_a_frame_keeps_earlier_events() -> None:
