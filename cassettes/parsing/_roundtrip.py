@@ -183,7 +183,24 @@ def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
         _parse_into(rt, ex, url, base)
     except Exception as exc:  # a bug in an adapter must never lose the round trip
         rt.analysis_errors.append(f"internal error while parsing: {type(exc).__name__}: {exc}")
+    _trace_unread(rt, ex)
     return rt
+
+
+def _trace_unread(rt: RoundTrip, ex: Exchange) -> None:
+    """What an imported trace did not keep (the importer's ``reconstructed["unread"]``: the call's
+    ``messages``, its ``answer``) joins the round trip's unread labels, so its read state says it
+    and no finding rests on it."""
+    said = (ex.reconstructed or {}).get("unread")
+    if not isinstance(said, list) or rt.request is None:
+        return
+    if "messages" in said:
+        rt.request.unread.append("messages: not kept by the trace")
+    if "answer" in said:
+        where = rt.response.unread if rt.response is not None else rt.request.unread
+        where.append(
+            "answer: not kept by the trace" if rt.response is None else "not kept by the trace"
+        )
 
 
 _SYSTEM_ROLES = ("system", "developer")

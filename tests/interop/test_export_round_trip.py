@@ -78,9 +78,10 @@ ALLOWED: dict[str, str] = {
     r"(is_error|call_turn|message_index))?": "a tool result's error flag: the semconv's "
     "tool_call_response part has none (the import marks it inferred); the pairing of calls and "
     "results follows from the history above",
-    r"layers\.C\.(kept|link|rewritten|echoed_assistant)|conversation.*|turn|previous_seq": "how "
-    "a request's history links to the one before (kept, rewritten, the assistant echoed), and the "
-    "conversations and turns it makes, follow from the history above",
+    r"layers\.C\.(kept|link|rewritten|echoed_assistant)|layers\.C\.counts\.(sent|as_before|"
+    r"changed|new|dropped)|conversation.*|turn|previous_seq": "how a request's history links to "
+    "the one before (kept, rewritten, the assistant echoed, the counts that add up to what was "
+    "sent), and the conversations and turns it makes, follow from the history above",
     r"layers\.C\.context\.(kind|from_seq|cleared|dropped|dropped_roles\.(user|assistant)|"
     r"dropped_tools|dropped_user|lost|task_lost|question_dropped|restore_at|summarised_calls|"
     r"summary|summary_by_seq)": "the context check's account of what a history dropped or "

@@ -401,6 +401,11 @@ def test_a_trace_without_content_imports_as_metadata_and_says_so(
     for v in views:
         assert v["reconstructed"]["unread"] == ["answer", "messages"], v["reconstructed"]
         assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+        # and the round trip's read state says it (issue 92: unknown is an answer)
+        assert v["read"] == "partial", v["read"]
+        assert {"messages: not kept by the trace", "answer: not kept by the trace"} <= set(
+            v["unread"]
+        ), v["unread"]
     if kind == "semantic-kernel":  # its finish reasons, the SDK's enum (FinishReason.TOOL_CALLS)
         finishes = sorted(str(v["finish_reason"]["raw"]) for v in views)
         assert finishes == sorted(str(v["finish_reason"]["raw"]) for v in recorded)
