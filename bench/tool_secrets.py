@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+# appended, never first: imported by a test, bench/mcp.py must not shadow the mcp package
+sys.path += [p for p in (str(ROOT), str(ROOT / "bench")) if p not in sys.path]
 
 from tool_secret_cases import SENT, Case, cases  # noqa: E402
 

@@ -44,6 +44,7 @@ _INPUTS = (
     "tests/clients/requirements-agents.txt",
     "tests/clients/requirements-crewai.txt",
     "tests/interop/traces/requirements.txt",
+    "tests/interop/traces/requirements-strands.txt",
 )
 
 

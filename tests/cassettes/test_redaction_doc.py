@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # last: bench/mcp.py must never shadow the mcp package
 
 from redaction_doc import MARKER, PAGE  # noqa: E402
 

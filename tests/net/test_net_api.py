@@ -40,6 +40,7 @@ EXPORTED = [
     "recorded_request_headers",
     "refuse",
     "said_name",
+    "shim_left_out",
 ]
 
 

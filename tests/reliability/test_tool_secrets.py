@@ -21,7 +21,7 @@ import pytest
 from tests.support.recorder import needs_recorder
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # last: bench/mcp.py must never shadow the mcp package
 
 import tool_secrets  # noqa: E402
 
