@@ -11,8 +11,8 @@ import looptap.cassettes.wire as wire
 
 EXPORTED = [
     "AGENT_CLOSED", "EDIT_AUTH_HEADER", "EDIT_HEADER", "KEY_ENV", "MAX_HEADER", "MAX_NOTE",
-    "NEXT_TURN", "NOTE_HEADER", "OWN_RESPONSE_HEADERS", "RECORDER_MADE", "REDACTED", "REPLAY_HEADER",
-    "TARGET",
+    "NEXT_TURN", "NOTE_HEADER", "OWN_RESPONSE_HEADERS", "RECORDER_MADE", "REDACTED",
+    "REPLAY_HEADER", "TARGET",
     "UNSET",
     "Chunk", "Decoder", "Event", "Exchange", "Framed", "Headers", "MissNote", "MissVerdict",
     "OverBudget",
