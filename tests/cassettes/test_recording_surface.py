@@ -14,7 +14,7 @@ import sys
 import looptap.cassettes.recording as recording
 
 EXPORTED = [
-    "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
+    "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "URL_TOKEN", "WINDOW",
     "Redactor",
     "agent_name", "credential_values", "cut_credential", "default_detector", "detector",
     "header_secret", "looks_secret", "path_secrets", "program_at", "run_about", "secret_name",
