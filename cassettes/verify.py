@@ -288,6 +288,19 @@ def scan_lines(
 _SCHEMES = ("bearer ", "basic ", "token ", "digest ", "aws4-hmac-sha256 ")
 
 
+def _url_path(url: str) -> str:
+    """The path of a recorded URL (the whole text when it has no scheme). One ``urlsplit`` refuses
+    (``http://[::1``: a hostile file's) is still scanned: its path is what follows the authority,
+    up to the query or fragment."""
+    if "://" not in url:
+        return url
+    try:
+        return urlsplit(url).path
+    except ValueError:
+        tail = url.split("://", 1)[1].partition("/")[2]
+        return "/" + tail.split("?", 1)[0].split("#", 1)[0] if tail else ""
+
+
 def _header_finds(rec: Any, path: str, n: int) -> list[Find]:
     """A header left unredacted whose name says credential (the recorder's rule:
     :func:`~cassettes.recording.header_secret`: ``X-Vault-Token``, ``PRIVATE-TOKEN``, a cookie),
@@ -297,7 +310,7 @@ def _header_finds(rec: Any, path: str, n: int) -> list[Find]:
         return out
     url = rec.get("url")
     if isinstance(url, str):
-        for secret in path_secrets(urlsplit(url).path if "://" in url else url):
+        for secret in path_secrets(_url_path(url)):
             if "REDACTED" not in secret:
                 out.append(Find(path, n, "url", "a credential in the path", _mask(secret)))
     for side in ("request", "response"):

@@ -254,7 +254,9 @@ class Recorder:
         )
         self._bundles = prepare_confdir(cfg.confdir, opts.key_size, environ)
         with confdir_lock(cfg.confdir):  # upstreams verified against what the agent trusts
-            opts.update(ssl_verify_upstream_trusted_ca=str(upstream_bundle(cfg.confdir, environ)))
+            trusted = upstream_bundle(cfg.confdir, environ)
+        if trusted is not None:
+            opts.update(ssl_verify_upstream_trusted_ca=str(trusted))
         m = master.Master(opts)
         ready = _Ready()
         gate = [DurableGate()] if cfg.durable else []

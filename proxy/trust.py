@@ -54,13 +54,13 @@ def agent_ca_paths(environ: Mapping[str, str]) -> tuple[list[Path], list[Path]]:
     return [f for f in dict.fromkeys(files) if f.is_file()], [d for d in dirs if d.is_dir()]
 
 
-def _pem(path: Path) -> str:
-    """The PEM certificates of one file (bounded); nothing for what cannot be read."""
+def _pem(path: Path) -> list[str]:
+    """The PEM certificates of one file (bounded); none for what cannot be read."""
     try:
         with path.open("rb") as f:
             text = f.read(_FILE_BYTES).decode("ascii", "replace")
     except OSError:
-        return ""
+        return []
     blocks: list[str] = []
     begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
     at = text.find(begin)
@@ -70,7 +70,7 @@ def _pem(path: Path) -> str:
             break
         blocks.append(text[at : stop + len(end)])
         at = text.find(begin, stop)
-    return "\n".join(blocks)
+    return blocks
 
 
 def _system() -> list[Path]:
@@ -83,19 +83,23 @@ def _system() -> list[Path]:
     return [p for p in dict.fromkeys(found) if p.is_file()]
 
 
-def upstream_bundle(confdir: Path, environ: Mapping[str, str]) -> Path:
+def upstream_bundle(confdir: Path, environ: Mapping[str, str]) -> Path | None:
     """Write the recorder's trust store into ``confdir`` (replaced whole) and return its path: the
-    system's and certifi's, and each CA file and directory the agent's environment names."""
+    system's and certifi's, and each CA file and directory the agent's environment names, each
+    certificate once (the system store and certifi's mostly hold the same ones). ``None`` when it
+    cannot be written (a full disk, a file size limit): said once, and mitmproxy verifies with its
+    default (certifi) as before; a host that then fails verification is passed through untouched
+    (:class:`UpstreamTrust`), so the agent is not broken by it."""
     files, dirs = agent_ca_paths(environ)
-    texts = [_pem(p) for p in (*_system(), *files)]
+    certs = [c for p in (*_system(), *files) for c in _pem(p)]
     for d in dirs:
         try:
             names = sorted(os.listdir(d))[:_DIR_FILES]
         except OSError:
             continue
-        texts += [_pem(d / n) for n in names if (d / n).is_file()]
+        certs += [c for n in names if (d / n).is_file() for c in _pem(d / n)]
     path = confdir / UPSTREAM_FILE
-    body = "\n".join(dict.fromkeys(t for t in texts if t)) + "\n"
+    body = "\n".join(dict.fromkeys(certs)) + "\n"
     try:
         write_new(
             check_target(path, "the CA bundle", owned=lambda _p: True), body.encode(), mode=0o644
@@ -104,6 +108,13 @@ def upstream_bundle(confdir: Path, environ: Mapping[str, str]) -> Path:
         from .config import RecorderError
 
         raise RecorderError(str(exc)) from None
+    except OSError as exc:
+        messages.emit(
+            f"looptap: the recorder's trust store {path} could not be written "
+            f"({exc.strerror or exc}): upstreams are verified with mitmproxy's default (certifi) "
+            "only, and a host it cannot verify is passed through unrecorded"
+        )
+        return None
     return path
 
 

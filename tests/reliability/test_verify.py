@@ -198,6 +198,18 @@ def test_redacted_values_are_not_finds() -> None:
     assert scan_lines(lines) == []
 
 
+def test_a_url_urlsplit_refuses_is_scanned_not_a_traceback() -> None:
+    """A hostile file's URL that ``urlsplit`` refuses (an unclosed IPv6 bracket) is no traceback,
+    and a credential in its path is still found."""
+    token = "123456:AAE" + secrets.token_hex(16)
+    lines = [
+        json.dumps({"url": "http://[::1"}).encode(),
+        json.dumps({"url": f"http://[::1/bot{token}/getMe?x=1"}).encode(),
+    ]
+    found = [(f.line, f.field, f.kind) for f in scan_lines(lines)]
+    assert found == [(2, "url", "a credential in the path")], found
+
+
 def test_fields_are_named_in_the_path_syntax_in_document_order() -> None:
     """A find's field is written as ignore rules and diffs write a place (a key that is not a
     name as ``["$defs"]``), headers by their name, and finds come in the order of the record."""
