@@ -371,7 +371,10 @@ def test_wrong_content_type_is_sniffed(build: Callable[[], Exchange]) -> None:
 def test_empty_request_body_is_labelled() -> None:
     ex = fresh(openai_sse(), request_body=b"")
     rt = parse_exchange(ex)
-    assert rt.request is None
+    # A model call recorded without its request body is still a turn, nothing of what it sent
+    # read (issue 92's read state): an empty request that says so.
+    assert rt.request is not None
+    assert (rt.request.messages, rt.request.unread) == ([], ["request: no body recorded"])
     assert rt.analysis_errors, "a generate call whose request body is empty says so"
 
 

@@ -444,6 +444,10 @@ class _ChatStream(StreamParts):
 
     def complete(self) -> bool:
         """Ended by evidence (the profile's ``stream_end``): ``[DONE]`` (after an error event too),
-        or choice 0's finish reason with no error nor cut. A missing terminator alone is no
-        truncation."""
-        return self.done or (self.finish_raw is not None and self.error is None and not self.cut)
+        or choice 0's finish reason with no error nor cut and every event read. A missing
+        terminator alone is no truncation; an event that is not JSON leaves the finish reason no
+        proof that nothing else was sent."""
+        read_all = not self.details.get("unparsed_events")
+        return self.done or (
+            self.finish_raw is not None and self.error is None and not self.cut and read_all
+        )

@@ -5,7 +5,8 @@ beside a clean twin that must stay where it is:
   2.1.328's progress summary of a background sub-agent: the sub-agent's own request with
   "Describe your most recent action…" appended to its last message) — beside the same request
   answering the running call without echoing it (a client bug: it stays, and is told), and the
-  same shape after a final answer (an edit: it stays);
+  same shape after a final answer as a user message of its own (it stays; merged into the last
+  message it is /compact's shape, a side call: docs/threading.md);
 * a request with no history that quotes a Task call's arguments as JSON (Claude Code's summary label
   of the tools a turn used) — beside the sub-agent that is handed the prompt, wrapped in words;
 * another agent sending exactly a turn's request (a title call on the first message) — beside the
@@ -54,10 +55,6 @@ TASK = Tool(
     },
     "Launch a sub-agent.",
 )
-
-
-
-
 
 
 def with_question(family: str, history: list[Json], text: str, merged: bool) -> list[Json]:
@@ -129,7 +126,8 @@ def test_clean_twin_answering_the_running_call_without_its_echo_stays(family: st
     ("family", "merged"), [(f, False) for f in FAMILIES] + [(f, True) for f in MERGING]
 )
 def test_clean_twin_same_shape_after_a_final_answer_stays(family: str, merged: bool) -> None:
-    """Nothing runs (the turn answered in text): the same shape is the conversation going on."""
+    """Nothing runs (the turn answered in text): a question of its own is the conversation going
+    on; merged into the last message, the answer left out, it is /compact's shape."""
     agent = AgentScript(family, system=SYSTEM)
     agent.user("Compare the weather in Paris and Rome.")
     agent.reply(calls=[Call("get_weather", {"city": "Paris"})])
@@ -140,7 +138,16 @@ def test_clean_twin_same_shape_after_a_final_answer_stays(family: str, merged: b
     again.history = with_question(family, asked, "And Rome?", merged)
     again.reply(calls=[ROME])
     run = run_of([agent.exchanges[0], agent.exchanges[1], again.exchanges[0]])
-    assert threads(run) == [[0, 1, 2]]
+    if not merged:
+        assert threads(run) == [[0, 1, 2]]
+        return
+    # Merged into the last message with the answer left out, the question has exactly the shape
+    # of Claude Code's /compact, and words are no evidence: a side call of the latest turn
+    # (docs/threading.md, "Cannot know": a client that merges a new question into its last
+    # message and drops the answer reads as that side call).
+    assert threads(run) == [[0, 1], [2]]
+    side = conv_of(run, 2)
+    assert (side.branch, side.parent_seq) == ("side_call", 1)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -217,4 +224,3 @@ def test_title_call_on_the_first_request_is_a_side_call_of_that_turn(family: str
     # a new run, same opening
     assert (conv_of(run, 2).branch, conv_of(run, 2).parent_seq) == (None, None)
     assert serious(run) == []
-
