@@ -150,17 +150,24 @@ def steps(recording: bool) -> Route:
     return route
 
 
+def _refused_or_both(req: ScriptedRequest) -> Reply | None:
+    """The API's 400 for a schema it cannot read; else both cities while no tool result came back;
+    else None (the route answers from the results)."""
+    refused = test_why_agents.refused_schema(req)
+    if refused is not None:
+        return refused
+    return None if req.tool_results() else BOTH
+
+
 def recover(recording: bool) -> Route:
     """The API refuses the schema it cannot read (OpenAI's 400); the model answers with what the
     tools returned."""
 
     def route(req: ScriptedRequest) -> Reply:
-        refused = test_why_agents.refused_schema(req)
-        if refused is not None:
-            return refused
+        first = _refused_or_both(req)
+        if first is not None:
+            return first
         results = req.tool_results()
-        if not results:
-            return BOTH
         return Reply.say(f"Paris: {results[0]}; Lyon: {results[1]}.")
 
     return route
@@ -468,12 +475,9 @@ def decoys(recording: bool) -> Route:
     flaky = Flaky(0.3, recording)
 
     def route(req: ScriptedRequest) -> Reply:
-        refused = test_why_agents.refused_schema(req)
-        if refused is not None:
-            return refused
-        results = req.tool_results()
-        if not results:
-            return BOTH
+        first = _refused_or_both(req)
+        if first is not None:
+            return first
         lyon = "sunny too, I guess" if flaky.wrong() else "rain"
         return Reply.say(f"Paris: sunny; Lyon: {lyon}.")
 
