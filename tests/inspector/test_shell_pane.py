@@ -61,7 +61,8 @@ async def test_the_c_pane_shows_it_beside_the_result_sent_back(tmp_path: Path) -
 
 async def test_hostile_output_is_shown_as_text(tmp_path: Path) -> None:
     text = await _pane(tmp_path, 1, "#pane-e")
-    assert "␛]52;c;ZXZpbA==␇␛[2J[bold red]boom[/] \\u202eevil" in text, text
+    line = "⌁ traced $ cat banner.txt → exit 0 · stdout: “␛]52;c;ZXZpbA==␇␛[2J[bold red]boom[/] \\u202eevil”"  # noqa: E501
+    assert line in text, text
     assert "\x1b" not in text and "\u202e" not in text
 
 
