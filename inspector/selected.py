@@ -17,6 +17,7 @@ from textual.message import Message
 from ..cassettes.analysis import McpCall, Turn
 from ..cassettes.models import NormalisedRequest, ToolResult
 from ..cassettes.reading import Run
+from ..cassettes.views import shell_answered, shell_by_call, shell_call_json
 from ..cassettes.views.timeline import TimelinePoint, text_timeline
 from .turns import TurnIndex
 
@@ -36,6 +37,11 @@ class TurnShown(Message):
     #: The same for the calls whose results this turn sent (the C pane: what the tool got beside
     #: what the client told the model), by call id.
     answered: dict[str, list[McpCall]] | None = None
+    #: The shell calls ``looptap run``'s tracer linked to a process (cassettes.views
+    #: ``shell_call_json``): of this turn's calls by call id (``#SEQ.K`` without one), and of the
+    #: calls whose results this turn sent by the call id its pairing names.
+    shell: dict[str, dict[str, Any]] | None = None
+    shell_answered: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -77,7 +83,16 @@ def read_panes(source: Run, index: TurnIndex, seq: int) -> TurnShown | None:
             runs.setdefault(c.call_id, []).append(c)
         elif c.call_id in answering and c.model_seq == full.previous_seq:
             answered.setdefault(c.call_id, []).append(c)
-    return TurnShown(seq, full, results, runs, answered)
+    shell: dict[str, dict[str, Any]] = {}
+    sh = source.shell
+    if sh.calls:
+        shell = {key: shell_call_json(sc) for (s, key), sc in shell_by_call(sh).items() if s == seq}
+    said = shell_answered(sh, seq, full.c.pairings) if sh.calls else {}
+    # the shell findings rooted at this turn (C, E), which the restored turn does not hold
+    mine = [f for f in sh.findings if f.seq == seq and f not in full.findings]
+    if mine:
+        full = full.model_copy(update={"findings": [*full.findings, *mine]})
+    return TurnShown(seq, full, results, runs, answered, shell, said)
 
 
 def read_turn(source: Run, seq: int) -> TurnLoaded:

@@ -299,6 +299,24 @@ def _call(key: dict[str, Any], i: int, tc: dict[str, Any]) -> dict[str, Any]:
         "ran_by": tc.get("ran_by"),
         "arguments_bytes": len(raw.encode()) if isinstance(raw, str) else None,
         "arguments_error": tc.get("arguments_error"),
+        **_shell(tc.get("shell")),
+    }
+
+
+def _shell(sh: Any) -> dict[str, Any]:
+    """A tool call's traced shell command (``show --json``'s ``tool_calls[].shell``, cleaned by
+    the core) as the table's columns; nulls for a call no process was linked to."""
+    if not isinstance(sh, dict) or not sh.get("linked"):
+        return {}
+    files = [f for f in sh.get("files") or [] if isinstance(f, dict)]
+    return {
+        "shell_command": sh.get("command"),
+        "shell_exit": sh.get("exit"),
+        "shell_signal": sh.get("signal"),
+        "shell_stdout": sh.get("stdout"),
+        "shell_stderr": sh.get("stderr"),
+        "shell_written": [f.get("path") for f in files if f.get("op") == "write"],
+        "shell_removed": [f.get("path") for f in files if f.get("op") == "remove"],
     }
 
 

@@ -119,6 +119,30 @@ TABLES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("ran_by", "VARCHAR", "`client` or `server`"),
         ("arguments_bytes", "INTEGER", "size of the arguments as sent"),
         ("arguments_error", "VARCHAR", "why the arguments are not valid JSON (null: they are)"),
+        (
+            "shell_command",
+            "VARCHAR",
+            "the shell command it carried, when `looptap run --shell-trace` linked a process to "
+            "it (recorded text: shown cleaned)",
+        ),
+        (
+            "shell_exit",
+            "INTEGER",
+            "that process's exit status (null: a signal ended it, or its end was not seen)",
+        ),
+        ("shell_signal", "VARCHAR", "the signal that ended it (`SIGKILL` …)"),
+        (
+            "shell_stdout",
+            "VARCHAR",
+            "the start of what it printed on stdout (one line, at most 200 characters, cleaned)",
+        ),
+        ("shell_stderr", "VARCHAR", "the start of what it printed on stderr (the same)"),
+        (
+            "shell_written",
+            "VARCHAR[]",
+            "the files it and its children wrote (absolute paths, the first 20)",
+        ),
+        ("shell_removed", "VARCHAR[]", "the files they removed (the same)"),
     ),
 }
 

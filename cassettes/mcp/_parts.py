@@ -143,10 +143,13 @@ def turn_body(
     next_turn: Turn | None,
     chars: int,
     served: Mapping[str, list[McpCall]] | None = None,
+    shell: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A turn with E/A/C: what the client sent (``msgs``, the request's messages), what the model
     emitted, what the API said, and what the client sent next (``next_turn``, seq ``after``);
-    ``served``: the tools' HTTP calls that served each of its calls, by call id."""
+    ``served``: the tools' HTTP calls that served each of its calls, by call id; ``shell``: the
+    shell command ``looptap run``'s tracer linked to each (cassettes.views ``shell_call_json``), by
+    call id (``#SEQ.K`` for a call without one)."""
     return {
         "seq": t.seq,
         "conversation": t.conversation,
@@ -157,7 +160,7 @@ def turn_body(
         "findings": [finding_part(f, chars) for f in t.findings],
         "recorded": {
             "C_sent": _sent(t, msgs, chars),
-            "E_emitted": _emitted(t, chars, served or {}),
+            "E_emitted": _emitted(t, chars, served or {}, shell or {}),
             "A_said": _said(t, chars),
             "C_next": None if next_turn is None else _next(next_turn, chars),
         },
@@ -194,7 +197,22 @@ def _tool_http(calls: list[McpCall], chars: int) -> list[dict[str, Any]]:
     return out
 
 
-def _emitted(t: Turn, chars: int, served: Mapping[str, list[McpCall]]) -> dict[str, Any]:
+def _shell(view: dict[str, Any] | None, chars: int) -> dict[str, Any] | None:
+    """The traced shell command of a call: its view with the ``line``s left out (the fields say
+    it), each string bounded (made safe by the core)."""
+    if view is None:
+        return None
+    keep = {k: v for k, v in view.items() if k not in ("line", "files_line")}
+    out: dict[str, Any] = safe_json(keep, chars)
+    return out
+
+
+def _emitted(
+    t: Turn,
+    chars: int,
+    served: Mapping[str, list[McpCall]],
+    shell: Mapping[str, dict[str, Any]],
+) -> dict[str, Any]:
     e = t.e
     return {
         "text": text(e.text, chars),
@@ -209,8 +227,9 @@ def _emitted(t: Turn, chars: int, served: Mapping[str, list[McpCall]]) -> dict[s
                 "schema_errors": [text(x, 200) for x in k.schema_errors[:5]],
                 "offered": k.offered,
                 "tool_http": _tool_http(served.get(k.id or "") or [], chars // 2),
+                "shell": _shell(shell.get(k.id or f"#{t.seq}.{i}"), chars),
             }
-            for k in e.tool_calls[:20]
+            for i, k in enumerate(e.tool_calls[:20])
         ],
     }
 

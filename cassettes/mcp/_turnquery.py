@@ -10,6 +10,7 @@ from ..analysis import McpCall, Turn
 from ..hints import count
 from ..models import Message
 from ..reading import Run
+from ..views import shell_by_call, shell_call_json
 from ._answers import MAX_BYTES, QueryError, byte_budget, json_size, wrap
 from ._parts import fit_turn, message_part, turn_body
 from ._runs import Runs
@@ -72,7 +73,11 @@ def turn(
     for c in r.analysis.mcp_calls.values():
         if c.via == "http" and c.call_id and c.model_seq == t.seq:
             served.setdefault(c.call_id, []).append(c)
-    return wrap(fit_turn(turn_body(t, msgs, after, next_turn, chars, served), max_bytes))
+    shell = {
+        key: shell_call_json(sc) for (s, key), sc in shell_by_call(r.shell).items() if s == t.seq
+    }
+    body = turn_body(t, msgs, after, next_turn, chars, served, shell)
+    return wrap(fit_turn(body, max_bytes))
 
 
 def _message_whole(

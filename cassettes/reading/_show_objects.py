@@ -14,6 +14,8 @@ from ..views import (
     growth_row,
     mcp_link_json,
     roundtrip_json,
+    shell_by_call,
+    shell_call_json,
     tool_call_http_json,
     tool_http_link_json,
     turn_json,
@@ -52,6 +54,13 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
             served.setdefault(c.call_id, []).append(c)
     # The conversations that branched from another (few): every other one is a main one. (Made for
     # text too: the printed views are kept with a kept analysis, and a later --json reads them.)
+    # the shell calls looptap run's tracer linked to a process (docs/shell-file-tools.md)
+    shell = shell_by_call(run.shell)
+    # their findings (C, E), on the turn each is rooted at (the run's list has them already)
+    shell_found: dict[int, list[Any]] = {}
+    for f in run.shell.findings:
+        if f.seq is not None:
+            shell_found.setdefault(f.seq, []).append(f)
     branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
     prefix = prefix_tolerated(path, run)
     firsts: set[str] = set()
@@ -66,6 +75,13 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
             v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
         turn = turns.get(v["seq"])
         v.update(turn_json(turn) if turn is not None else EMPTY_TURN)
+        if turn is not None and shell_found.get(v["seq"]):
+            have = {(x["code"], x.get("tool_call_id")) for x in v["findings"]}
+            v["findings"] = v["findings"] + [
+                f.model_dump(mode="json")
+                for f in shell_found[v["seq"]]
+                if (f.code, f.tool_call_id) not in have
+            ]
         if turn is not None:
             parent = branched.get(turn.conversation)
             v.update(
@@ -78,6 +94,10 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
             v["mcp"]["linked"] = mcp_link_json(link)
         if link is not None and v.get("tool_http") is not None:
             v["tool_http"]["linked"] = tool_http_link_json(link)
+        for k, tc in enumerate(v["tool_calls"] if shell else []):
+            sc = shell.get((v["seq"], tc.get("id") or f"#{v['seq']}.{k}"))
+            if sc is not None:
+                tc["shell"] = shell_call_json(sc)
         for tc in v["tool_calls"] if ran or served else []:
             by = ran.get(tc.get("id") or "")
             if by is not None:

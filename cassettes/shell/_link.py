@@ -15,6 +15,7 @@ import orjson
 from ..analysis import Finding, codes
 from ..errors import CassetteError
 from ..storage import open_regular
+from ._judge import judge
 from ._records import Process, Processes, file_changes, process
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ class ShellRun:
     #: What changed in it before each model request: the request's seq (``None``: after the
     #: last), and each change with the calls that made it (:func:`_tree_changes`).
     tree: list[dict[str, Any]] = field(default_factory=list)
+    #: Linked commands whose output the cut check could not judge, by why (_judge.py).
+    not_judged: dict[str, int] = field(default_factory=dict)
 
     @property
     def linked(self) -> int:
@@ -186,6 +189,7 @@ class ShellRun:
             "malformed": self.malformed,
             "start": self.start,
             "tree": self.tree,
+            "cut_not_judged": self.not_judged,
         }
 
 
@@ -344,6 +348,9 @@ def link_run(run: Run, found: Processes) -> ShellRun:
         out.calls.append(sc)
     out.own = sum(1 for p in procs if p.pid not in linked and not p.agent)
     out.findings = [w for sc in out.calls if (w := _hidden(sc)) is not None]
+    judged = judge(run, out.calls, procs, out.findings)  # the cut and E checks (_judge.py)
+    out.findings += judged.findings
+    out.not_judged = judged.undetermined
     out.tree = _tree_changes(run, found, out.calls)
     return out
 

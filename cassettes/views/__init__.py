@@ -53,6 +53,7 @@ from ._roundtrip_view import (
     status_text,
     summary_lines,
 )
+from ._shell import shell_answered, shell_by_call, shell_call_json, shell_call_lines
 from ._summary import TurnSummary, summarise
 from ._turn_object import (
     conversation_json,
@@ -94,6 +95,10 @@ __all__ = [
     "reconstructed_said",
     "root_cause_lines",
     "roundtrip_json",
+    "shell_answered",
+    "shell_by_call",
+    "shell_call_json",
+    "shell_call_lines",
     "split_json",
     "status_text",
     "summarise",

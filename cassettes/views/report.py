@@ -351,6 +351,19 @@ def _mark_served(detail: dict[str, Any], analysis: Any) -> None:
                 )
 
 
+def _mark_shell(detail: dict[str, Any], shell: Any) -> None:
+    """Each shell call with the process ``looptap run``'s tracer linked to it: the command, its
+    exit or signal, its output's start, the files it touched (:func:`shell_call_json`)."""
+    from ._shell import shell_by_call, shell_call_json
+
+    by = shell_by_call(shell)
+    for (seq, key), sc in by.items() if by else ():
+        d = detail.get(str(seq))
+        for k, call in enumerate(d["layers"]["E"]["calls"] if d is not None else []):
+            if (call["id"] or f"#{seq}.{k}") == key:
+                call["shell"] = shell_call_json(sc)
+
+
 def _total_cost(turns: list[Turn]) -> tuple[Decimal | None, bool, bool]:
     """The cost of ``turns`` (``None`` when none is priced), whether an estimate is in it, and
     whether every turn was priced."""
@@ -404,6 +417,7 @@ def report_data(run: Any) -> dict[str, Any]:
         bars[seq] = _bar(t)
     _mark_answered(rows, detail, answered)
     _mark_served(detail, analysis)
+    _mark_shell(detail, run.shell)
     cost, estimated, cost_complete = _total_cost(shown)
     conversations, growth = _conversations(analysis, bars)
     findings = [_finding(f) for f in analysis.findings]

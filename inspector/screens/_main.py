@@ -256,7 +256,12 @@ class MainScreen(Screen[None]):
     def on_turn_shown(self, message: TurnShown) -> None:
         if self.is_attached and message.seq == self.reading.selected:
             self.turn_pane.show_panes(
-                message.turn, message.results, message.runs, message.answered
+                message.turn,
+                message.results,
+                message.runs,
+                message.answered,
+                message.shell,
+                message.shell_answered,
             )
             self.reading.panes_of = message.seq
 

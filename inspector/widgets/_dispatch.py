@@ -14,7 +14,7 @@ from ...cassettes.hints import count
 from ...cassettes.untrusted import clean_line
 from ...cassettes.views import counts_said, link_text
 from ..safe import wire_line
-from ._emission import tool_run_line
+from ._emission import shell_text, tool_run_line
 from ._layers import PANE_ITEMS, LayerPane
 from ._messages import call_names, part_text
 
@@ -56,16 +56,22 @@ class DispatchPane(LayerPane):
     LAYER: Layer = "C"
     TITLE = "C · client dispatch"
 
-    def show_turn(self, turn: Turn, answered: dict[str, list[McpCall]] | None = None) -> None:
+    def show_turn(
+        self,
+        turn: Turn,
+        answered: dict[str, list[McpCall]] | None = None,
+        shell: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         """``answered``: the tool's side of each call whose result this turn sent, by call id (the
-        MCP tools/call that ran it, the tool's HTTP calls that served it)."""
+        MCP tools/call that ran it, the tool's HTTP calls that served it); ``shell``: the traced
+        shell command of each, by the call id its pairing names."""
         c = turn.c
         out: list[RenderableType] = self._findings(turn.findings, "C")
         out.extend(_miss_lines(turn))
         out.append(self._kv(_dispatch_rows(turn)))
         out.extend(_context_lines(turn))
         out.extend(_appended_lines(c))
-        out.extend(_pairing_lines(c, answered or {}))
+        out.extend(_pairing_lines(c, answered or {}, shell or {}))
         self._set(out, turn)
 
 
@@ -160,9 +166,12 @@ def _appended_lines(c: Dispatch) -> list[RenderableType]:
     return out
 
 
-def _pairing_lines(c: Dispatch, answered: dict[str, list[McpCall]]) -> list[RenderableType]:
+def _pairing_lines(
+    c: Dispatch, answered: dict[str, list[McpCall]], shell: dict[str, dict[str, Any]]
+) -> list[RenderableType]:
     """How each tool result pairs with a call (the last :data:`PANE_ITEMS`), and under it what the
-    tool did for that call (``answered``): what it got, beside the result the client sent."""
+    tool did for that call (``answered``: what it got; ``shell``: the command the tracer saw, its
+    exit and output), beside the result the client sent."""
     out: list[RenderableType] = []
     if len(c.pairings) > PANE_ITEMS:
         out.append(
@@ -186,6 +195,9 @@ def _pairing_lines(c: Dispatch, answered: dict[str, list[McpCall]]) -> list[Rend
             line.append_text(tool_run_line(run))
         if len(runs) > PANE_ITEMS:
             line.append(f"\n  … {len(runs) - PANE_ITEMS:,} more tool calls", style="dim")
+        if pr.call_id in shell:
+            line.append("\n")
+            line.append_text(shell_text(shell[pr.call_id]))
         out.append(line)
     return out
 

@@ -3,6 +3,8 @@ with their argument checks, and next to each call the result the following turn 
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import RenderableType
 from rich.text import Text
 from textual.reactive import reactive
@@ -11,11 +13,11 @@ from ...cassettes.analysis import CallCheck, Layer, McpCall, Turn
 from ...cassettes.hints import count
 from ...cassettes.models import ToolResult
 from ...cassettes.untrusted import clean, clean_line
-from ...cassettes.views import http_body_lines, http_call_text
+from ...cassettes.views import http_body_lines, http_call_text, shell_call_lines
 from ..safe import wire
 from ._layers import PANE_ITEMS, LayerPane
 
-__all__ = ["EmissionPane", "tool_run_line"]
+__all__ = ["EmissionPane", "shell_text", "tool_run_line"]
 
 _TEXT_LIMIT = 4000
 
@@ -35,19 +37,23 @@ class EmissionPane(LayerPane):
         self._turn: Turn | None = None
         self._results: dict[str, ToolResult] | None = None
         self._runs: dict[str, list[McpCall]] = {}
+        self._shell: dict[str, dict[str, Any]] = {}
 
     def show_turn(
         self,
         turn: Turn,
         results: dict[str, ToolResult] | None,
         runs: dict[str, list[McpCall]] | None = None,
+        shell: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """``results``: the tool results the next turn sent, by call id (``None``: no next turn
         yet); ``runs``: the tool's side of each call, by call id (the MCP tools/call that ran it,
-        the tool's HTTP calls that served it)."""
+        the tool's HTTP calls that served it); ``shell``: the traced shell command of each call,
+        by call id (``#SEQ.K`` for a call without one)."""
         self._turn = turn
         self._results = results
         self._runs = runs or {}
+        self._shell = shell or {}
         self._draw()
 
     def watch_reveal(self) -> None:
@@ -85,7 +91,7 @@ class EmissionPane(LayerPane):
                     style="dim italic",
                 )
             )
-        out.extend(self._call(call) for call in e.tool_calls[:PANE_ITEMS])
+        out.extend(self._call(call, k) for k, call in enumerate(e.tool_calls[:PANE_ITEMS]))
         if e.empty:
             out.append(Text("(empty response: no text, no tool call)", style="yellow"))
         if not out:
@@ -104,7 +110,7 @@ class EmissionPane(LayerPane):
             body.append(f" … ({count(len(shown) - _TEXT_LIMIT, 'more character')})", style="dim")
         return body
 
-    def _call(self, call: CallCheck) -> Text:
+    def _call(self, call: CallCheck, k: int = 0) -> Text:
         """A tool call, its argument checks, the MCP server that ran it or the tool's HTTP calls
         that served it, and its result."""
         t = Text.assemble(
@@ -120,6 +126,10 @@ class EmissionPane(LayerPane):
             t.append_text(tool_run_line(run))
         if len(runs) > PANE_ITEMS:
             t.append(f"\n  … {len(runs) - PANE_ITEMS:,} more tool HTTP calls", style="dim")
+        key = call.id or f"#{self._turn.seq if self._turn is not None else ''}.{k}"
+        if key in self._shell:
+            t.append("\n")
+            t.append_text(shell_text(self._shell[key]))
         t.append("\n")
         t.append_text(self._result_line(call.id, call.by_server))
         return t
@@ -174,6 +184,19 @@ def _mcp_line(run: McpCall) -> Text:
         t.append_text(wire(" ".join(run.result.split())))
     else:
         t.append(" → no reply recorded", style="dim")
+    return t
+
+
+def shell_text(view: dict[str, Any]) -> Text:
+    """A traced shell command under its call (the core's view, cassettes.views
+    ``shell_call_json``, whose strings are made safe there): command, exit, output, files."""
+    failed = bool(view.get("exit") or view.get("signal"))
+    lines = shell_call_lines(view)
+    t = Text("  ⌁ traced ", style="bold blue")
+    t.append(lines[0], style="bold red" if failed else "")
+    for line in lines[1:]:
+        t.append("\n    ")
+        t.append(line, style="dim")
     return t
 
 

@@ -104,12 +104,15 @@ class TurnPane(TabPane):
         results: dict[str, ToolResult] | None,
         runs: dict[str, list[McpCall]],
         answered: dict[str, list[McpCall]] | None = None,
+        shell: dict[str, dict[str, Any]] | None = None,
+        shell_answered: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """The restored turn in the E, A and C panes, with what its next turn sent back (E) and
-        the tool's side of the calls whose results it sent (C)."""
-        self.pane_e.show_turn(turn, results, runs)
+        the tool's side of the calls whose results it sent (C); ``shell``, ``shell_answered``: the
+        traced shell commands of its calls and of the calls it answered (TurnShown's)."""
+        self.pane_e.show_turn(turn, results, runs, shell)
         self.query_one(ApiPane).show_turn(turn)
-        self.query_one(DispatchPane).show_turn(turn, answered)
+        self.query_one(DispatchPane).show_turn(turn, answered, shell_answered)
 
     # -- the layer panes: side by side, or (narrow, compact) one at a time under tabs --------------
 

@@ -256,6 +256,10 @@
           if (h.transport_error) sec.appendChild(el("div", "finding warning", "transport error: " + h.transport_error));
           if (h.got) sec.appendChild(el("pre", "dim", "got: " + h.got));
         }
+        if (c.shell) {  // the process looptap run's tracer linked to it (issue 93)
+          sec.appendChild(el("pre", c.shell.exit || c.shell.signal ? "finding warning" : null, c.shell.line));
+          if (c.shell.files_line) sec.appendChild(el("pre", "dim", c.shell.files_line));
+        }
         sec.appendChild(el("div", "dim", c.answered_by !== null && c.answered_by !== undefined
           ? "its result was sent back in #" + c.answered_by : "no later turn sent its result back"));
       }

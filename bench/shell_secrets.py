@@ -1,0 +1,258 @@
+"""The secrets benchmark over a coding agent's shell commands and files (issue 93): sentinels
+planted in command lines, in environment-looking output (``env``, ``printenv``, a ``.env``
+printed with ``cat``), in file paths and in file contents, through the real ``looptap run
+--shell-trace`` (an agent of the bench's own on the Anthropic Messages API that runs each ``bash``
+call with ``/bin/bash -c``; the model a scripted server). Then every file looptap writes of that
+run — the cassette, the contents kept beside it (``RUN.jsonl.files/``), ``export --html``,
+``--otel``, ``--har``, ``show``, ``show --json``, ``textconv``, the fleet index (``looptap index``,
+every table read back) and ``fleet page`` — is searched for every 8-character piece of every
+sentinel (bench/tool_secrets.py's search, shared): **0 expected**. ``looptap verify`` must flag a
+cassette with a sentinel put back in each place a process record holds one (argv, stdout,
+stderr, a file's path).
+
+    .venv/bin/python bench/shell_secrets.py [--keep DIR]
+
+Needs the recorder's environment (.venv-proxy) and ``strace`` (as ``looptap run --shell-trace``).
+tests/reliability/test_shell_secrets.py runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path += [p for p in (str(ROOT), str(ROOT / "bench")) if p not in sys.path]
+
+from tool_secret_cases import _hex, _rnd, sent  # noqa: E402
+from tool_secrets import _duckdb_text, _looptap, leaks  # noqa: E402
+
+from tests.support.recorder import PROXY_PYTHON, clean_env  # noqa: E402
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
+
+AGENT = r"""
+import json, os, subprocess, sys, urllib.request
+base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
+messages = [{"role": "user", "content": "go"}]
+tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
+          "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
+for _ in range(40):
+    req = urllib.request.Request(base + "/v1/messages", method="POST",
+        data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages,
+                         "tools": tools}).encode(),
+        headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+                 "anthropic-version": "2023-06-01"})
+    answer = json.loads(urllib.request.urlopen(req).read())
+    messages.append({"role": "assistant", "content": answer["content"]})
+    calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+    if not calls:
+        print("answer:", answer["content"][0]["text"])
+        break
+    results = []
+    for c in calls:
+        p = subprocess.run(["/bin/bash", "-c", c["input"]["command"]], capture_output=True,
+                           text=True)
+        results.append({"type": "tool_result", "tool_use_id": c["id"],
+                        "content": (p.stdout + p.stderr)[:4000] + f"\n[exit code {p.returncode}]"})
+    messages.append({"role": "user", "content": results})
+"""
+
+
+def sentinels() -> dict[str, str]:
+    """The environment the agent runs with: credentials in the formats their issuers use."""
+    return {
+        "OPENAI_API_KEY": sent("env/openai", "sk-proj-" + _rnd(48) + "T3BlbkFJ" + _rnd(48)),
+        "GITHUB_TOKEN": sent("env/github", "ghp_" + _rnd(36)),
+        "AWS_ACCESS_KEY_ID": sent(
+            "env/aws-id", "AKIA" + _rnd(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        ),
+        "AWS_SECRET_ACCESS_KEY": sent("env/aws-secret", _rnd(40)),
+        "STRIPE_API_KEY": sent("env/stripe", "sk_live_" + _rnd(24)),
+        "SLACK_BOT_TOKEN": sent("env/slack", f"xoxb-{_hex(11)}-{_hex(13)}-{_rnd(24)}"),
+        "DATABASE_URL": "postgres://app:"
+        + sent("env/db-password", _rnd(20))
+        + "@db.internal:5432/app",
+        "MY_SERVICE_SECRET": sent("env/named-secret", _rnd(32)),
+    }
+
+
+def commands(env: dict[str, str]) -> list[str]:
+    """What the scripted model has the agent run: the sentinels in a command line, in ``env`` and
+    ``printenv`` output, in a ``.env`` written and printed, in a file's contents and its path."""
+    cli = sent("argv/bearer", _rnd(40))
+    anth = sent("argv/anthropic", "sk-ant-api03-" + _rnd(93) + "AA")
+    path_key = sent("path/github", "ghp_" + _rnd(36))
+    dotenv = "\n".join(f"{k}={v}" for k, v in env.items())
+    content = sent("file/stripe", "sk_live_" + _rnd(24))
+    return [
+        f"echo curl -H {shlex.quote('Authorization: Bearer ' + cli)} https://api.example.com",
+        f"ANTHROPIC_API_KEY={anth} true",
+        "env | sort",
+        "printenv GITHUB_TOKEN AWS_SECRET_ACCESS_KEY",
+        f"printf %s {shlex.quote(dotenv)} > .env && cat .env",
+        f"echo 'stripe = {content}' > settings.toml && cat settings.toml",
+        f"mkdir -p keys && echo x > keys/{path_key}.pem && ls keys",
+        "echo done",
+    ]
+
+
+def _route(cmds: list[str]) -> Any:
+    def answer(req: ScriptedRequest) -> Reply:
+        done = len(req.tool_results())
+        if done < len(cmds):
+            return Reply.tool("bash", {"command": cmds[done]}, what=f"step{done}")
+        return Reply.say("done", what="answer")
+
+    return answer
+
+
+def _planted(run: Path, work: Path, env: dict[str, str]) -> dict[str, bool]:
+    """The cassette with a sentinel put back in each place of a process record; whether
+    ``looptap verify`` flags each."""
+    lines = run.read_bytes().splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith(b'{"type":"process"'))
+    key = sent("env/github")
+    out: dict[str, bool] = {}
+    for where in ("argv", "stdout", "stderr", "files"):
+        rec = json.loads(lines[i])
+        if where == "argv":
+            rec["argv"] = [*rec["argv"], f"--token={key}"]
+        elif where == "files":
+            rec["files"] = [["write", f"/w/{key}.pem"]]
+        else:
+            rec[where] = f"GITHUB_TOKEN={key}\n"
+        planted = work / f"planted-{where}.jsonl"
+        planted.write_bytes(
+            b"\n".join([*lines[:i], json.dumps(rec).encode(), *lines[i + 1 :]]) + b"\n"
+        )
+        out[where] = _looptap("verify", str(planted), env=env, cwd=work).returncode == 1
+    return out
+
+
+def run_bench(work: Path) -> dict[str, Any]:
+    """Record, write every file, search them; the report (see the module's docstring)."""
+    secrets_env = sentinels()
+    cmds = commands(secrets_env)
+    base = clean_env(
+        LOOPTAP_CACHE_DIR=str(work / "cache"), LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON),
+        ANTHROPIC_API_KEY="sk-ant-bench-shell",
+    )  # fmt: skip
+    agent = work / "agent.py"
+    agent.write_text(AGENT)
+    run = work / "runs" / "run.jsonl"
+    run.parent.mkdir()
+    tree = work / "tree"
+    tree.mkdir()
+    outputs: dict[str, str] = {}
+    with ScriptedUpstream(_route(cmds)) as fake:
+        rec = _looptap("run", "--shell-trace", "-o", str(run), "--confdir", str(work / "conf"),
+                       "--upstream", f"anthropic={fake.url}", "--", sys.executable, str(agent),
+                       env={**base, **secrets_env}, cwd=tree)  # fmt: skip
+    outputs["looptap run (stdout, stderr)"] = rec.stdout + rec.stderr
+    if rec.returncode != 0 or "answer: done" not in rec.stdout:
+        raise RuntimeError(rec.stdout + rec.stderr[-4000:])
+    raw = run.read_text("utf-8", "replace")
+    outputs["cassette"] = raw
+    kept = Path(f"{run}.files")
+    for f in sorted(kept.rglob("*")) if kept.exists() else []:
+        if f.is_file():
+            outputs[f"kept contents {f.name}"] = f.read_text("utf-8", "replace")
+    ex = work / "exports"
+    ex.mkdir()
+    for args, name in (
+        (
+            [
+                "export",
+                "-q",
+                "--har",
+                str(ex / "run.har"),
+                "--otel",
+                str(ex / "otel.json"),
+                str(run),
+            ],
+            "export",
+        ),
+        (["export", "-q", "--html", str(run), "-o", str(ex / "run.html")], "export --html"),
+        (["show", str(run)], "show"),
+        (["show", "--json", str(run)], "show --json"),
+        (["textconv", str(run)], "textconv"),
+    ):
+        p = _looptap(*args, env=base, cwd=work)
+        outputs[f"{name} (stdout, stderr)"] = p.stdout + p.stderr
+    # the fleet (DuckDB: the fleet extra, in the tests' environment, not the recorder's)
+    for args, name in (
+        (["index", str(run.parent), "-o", str(ex / "fleet.duckdb")], "index"),
+        (
+            ["fleet", "page", "--fleet", str(ex / "fleet.duckdb"), "-o", str(ex / "fleet.html")],
+            "fleet page",
+        ),
+        (["fleet", "findings", "--fleet", str(ex / "fleet.duckdb")], "fleet findings"),
+    ):
+        cli = [sys.executable, "-m", "looptap.cassettes.cli", *args]
+        p = subprocess.run(cli, capture_output=True, text=True, env=base, cwd=work, timeout=900)
+        outputs[f"{name} (stdout, stderr)"] = p.stdout + p.stderr
+        if p.returncode != 0:
+            raise RuntimeError(f"{name}: {p.stderr[-2000:]}")
+    for f in sorted(ex.rglob("*")):
+        if f.is_file():
+            outputs[f"file {f.relative_to(ex)}"] = (
+                _duckdb_text(f) if f.suffix == ".duckdb" else f.read_text("utf-8", "replace")
+            )
+    verify_clean = _looptap("verify", str(run), env=base, cwd=work).returncode == 0
+    table = {where: leaks(text) for where, text in outputs.items()}
+    processes = raw.count('{"type":"process"')
+    # the sentinels reached the traced records (else the bench proves nothing): the commands
+    # ran, and what masks them is the redactor
+    ran = sum(1 for c in cmds if c.split()[0] in raw or "[REDACTED]" in raw)
+    return {
+        "sentinels": sorted(n for n in leaks_names()),
+        "commands": len(cmds),
+        "processes": processes,
+        "ran": ran,
+        "redacted": raw.count("[REDACTED]"),
+        "leaks": table,
+        "on_disk": sorted({n for v in table.values() for n in v}),
+        "verify_clean": verify_clean,
+        "verify_planted": _planted(run, work, base),
+    }
+
+
+def leaks_names() -> list[str]:
+    from tool_secret_cases import SENT
+
+    return sorted(SENT)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    args = ap.parse_args()
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        report = run_bench(args.keep)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            report = run_bench(Path(tmp))
+    print(f"{len(report['sentinels'])} sentinels ({', '.join(report['sentinels'])}) in "
+          f"{report['commands']} commands; {report['processes']} process records, "
+          f"{report['redacted']} masks in the cassette")  # fmt: skip
+    for where, found in report["leaks"].items():
+        print(f"  {where:<40} {len(found)}  {', '.join(found)}")
+    print(
+        f"on disk: {len(report['on_disk'])}; verify calls the run clean: {report['verify_clean']}"
+    )
+    print(f"verify flags a planted cassette: {report['verify_planted']}")
+    ok = not report["on_disk"] and all(report["verify_planted"].values())
+    return 0 if ok and report["verify_clean"] else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The checks on traced shell commands (issue 93, items 2 and 3; cassettes/shell/_judge.py), on
+cassettes written with the records ``looptap run --shell-trace`` writes (tests/cassettes/
+shell_fixture.py): ``C.shell_output_cut`` by verbatim comparison only, judged only where the
+record of the output can hold nothing but what reached the agent; ``E.ended_on_failed_test`` by
+the evidence (a test runner's exit, the result the model got, the answer that ended the turn),
+never by the answer's words. The real agents: tests/clients/test_shell_judges.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell._judge import runs_tests
+from tests.cassettes.shell_fixture import Cmd, shell_run
+
+LONG = "".join(f"line {i:03}: ok\n" for i in range(100))  # 1,400 characters, no control
+PYTEST = "python -m pytest -q"
+PY = ["python3", "-m", "pytest", "-q"]
+
+
+def _found(tmp_path: Path, steps: list[Any], answer: str = "Done.") -> list[Any]:
+    run = open_run(shell_run(tmp_path / "run.jsonl", steps, answer), whole=True)
+    return [
+        f
+        for f in run.analysis.findings
+        if f.code in ("C.shell_output_cut", "E.ended_on_failed_test", "C.shell_failure_hidden")
+    ]
+
+
+def _codes(found: list[Any]) -> list[tuple[str, int | None]]:
+    return [(f.code, f.seq) for f in found]
+
+
+# -- C.shell_output_cut --------------------------------------------------------------------------
+
+
+def test_a_result_holding_the_start_of_the_output_is_cut(tmp_path: Path) -> None:
+    found = _found(
+        tmp_path, [Cmd("ls -l", stdout=LONG, result=LONG[:300] + "\n(output truncated)")]
+    )
+    (f,) = found
+    assert (f.code, f.severity.value, f.seq, f.tool_call_id) == (
+        "C.shell_output_cut",
+        "info",
+        1,
+        "call_0",
+    )
+    assert f.details == {
+        "stream": "stdout",
+        "kept_start": 300,
+        "kept_end": 0,
+        "printed": 1300,
+        "pid": 1010,
+    }
+
+
+def test_a_result_holding_the_end_of_the_output_is_cut(tmp_path: Path) -> None:
+    (f,) = _found(tmp_path, [Cmd("ls -l", stdout=LONG, result="[cut]\n" + LONG[-200:])])
+    assert (f.details["kept_start"], f.details["kept_end"]) == (0, 200)
+
+
+def test_a_result_holding_both_ends_is_cut_in_the_middle(tmp_path: Path) -> None:
+    (f,) = _found(tmp_path, [Cmd("ls -l", stdout=LONG, result=LONG[:300] + "\n…\n" + LONG[900:])])
+    assert (f.details["kept_start"], f.details["kept_end"]) == (300, 400)
+    assert "the first 300 and the last 400" in f.message
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        LONG,  # all of it
+        LONG + "\n[exit code 0]",  # all of it, and the client's word
+        "".join(reversed(LONG.splitlines(keepends=True))),  # all of it, another order: not a cut
+        LONG[:1300],  # 93%: too little left out
+        "done",  # none of it: not a cut of it
+        LONG[:300] + LONG[1290:] + LONG[300:1290],  # all of it, reordered
+    ],
+)
+def test_what_is_not_a_verbatim_cut_is_not_said(tmp_path: Path, result: str) -> None:
+    assert _found(tmp_path, [Cmd("ls -l", stdout=LONG, result=result)]) == []
+
+
+@pytest.mark.parametrize(
+    ("cmd", "why"),
+    [
+        # Claude Code's wrapper: `pwd -P >| FILE` after the command writes on the shell's stdout
+        # into a file, which the tracer counts as the command's stdout
+        (Cmd("ls -l 2>/dev/null", stdout=LONG, result=LONG[:300]), "redirects"),
+        (Cmd("ls -l | head -5", stdout=LONG, result=LONG[:300]), "redirects"),
+        (Cmd("echo $(ls -l)", stdout=LONG, result=LONG[:300]), "redirects"),
+        # a program that starts others (pytest's subprocesses, a runner's workers)
+        (
+            Cmd(
+                "make",
+                stdout=LONG,
+                result=LONG[:300],
+                then=["make"],
+                children=[(["cc", "-c", "x.c"], "")],
+            ),
+            "starts",
+        ),
+        # longer than the tracer keeps: only its start is known
+        (Cmd("ls -l", stdout=LONG, stdout_bytes=90000, result=LONG[:300]), "longer"),
+        # a colour escape, which a client may strip
+        (Cmd("ls -l", stdout="\x1b[32m" + LONG, result=LONG[:300]), "control"),
+    ],
+)
+def test_what_the_record_cannot_prove_is_counted_not_judged(
+    tmp_path: Path, cmd: Cmd, why: str
+) -> None:
+    path = shell_run(tmp_path / "run.jsonl", [cmd])
+    run = open_run(path, whole=True)
+    assert not [f for f in run.analysis.findings if f.code == "C.shell_output_cut"]
+    ((reason, n),) = run.shell.not_judged.items()
+    assert why in reason and n == 1
+    assert run.shell.as_json()["cut_not_judged"] == {reason: 1}
+
+
+def test_a_command_that_execs_its_program_is_judged(tmp_path: Path) -> None:
+    """``bash -c "ls -l"`` runs ``ls`` in the same process (the record's ``then``): one program,
+    nothing between it and the agent's pipe."""
+    path = shell_run(tmp_path / "run.jsonl", [Cmd("ls -l", stdout=LONG, result=LONG[:300])])
+    lines = path.read_bytes().replace(b'"files":[]}', b'"files":[],"then":["ls","-l"]}', 1)
+    path.write_bytes(lines)
+    run = open_run(path, whole=True)
+    assert [f.code for f in run.analysis.findings if f.code.startswith("C.shell")] == [
+        "C.shell_output_cut"
+    ]
+
+
+# -- E.ended_on_failed_test ----------------------------------------------------------------------
+
+
+def _failing() -> Cmd:
+    return Cmd(
+        PYTEST,
+        exit=1,
+        stdout="F\n1 failed in 0.01s\n",
+        children=[(PY, "F\n1 failed in 0.01s\n", 1)],
+    )
+
+
+@pytest.mark.parametrize("answer", ["Fixed; all tests pass.", "The tests still fail; I give up."])
+def test_ending_the_turn_right_after_a_failed_test_run_is_found(
+    tmp_path: Path, answer: str
+) -> None:
+    """The answer's words are not read: a claim and an honest report end alike (hence info)."""
+    (f,) = _found(tmp_path, [Cmd("cat calc.py", stdout="x"), _failing()], answer)
+    assert (f.code, f.severity.value, f.seq, f.turn, f.tool_call_id) == (
+        "E.ended_on_failed_test", "info", 2, 2, "call_1",
+    )  # fmt: skip
+    assert f.details == {"exit": 1, "signal": None, "command_seq": 1}
+
+
+def test_a_fix_tested_again_is_not_found(tmp_path: Path) -> None:
+    passed = Cmd(PYTEST, exit=0, stdout="1 passed\n", children=[(PY, "1 passed\n")])
+    steps = [_failing(), ("write", {"path": "/w/calc.py", "content": "x"}, "written"), passed]
+    assert _found(tmp_path, steps) == []
+
+
+def test_a_failed_test_run_then_more_work_is_not_found(tmp_path: Path) -> None:
+    """The turn that ended did not follow the failing run: the model went on (an edit) first."""
+    steps = [_failing(), ("write", {"path": "/w/calc.py", "content": "x"}, "written")]
+    assert _found(tmp_path, steps) == []
+
+
+def test_a_hidden_failure_is_cs_finding_not_es(tmp_path: Path) -> None:
+    """The client told the model the failing run passed: the model was not told, so it is
+    ``C.shell_failure_hidden`` (on the same round trip), and no E finding."""
+    found = _found(tmp_path, [Cmd(PYTEST, exit=1, stdout="", result="ok", children=[(PY, "", 1)])])
+    assert _codes(found) == [("C.shell_failure_hidden", 1)]
+
+
+def test_a_failed_command_that_is_no_test_run_is_not_found(tmp_path: Path) -> None:
+    """``grep`` exits 1 when nothing matches: not a test run, not judged."""
+    assert (
+        _found(tmp_path, [Cmd("grep TODO calc.py", exit=1, stdout="", result="[exit code 1]")])
+        == []
+    )
+
+
+def test_the_test_runner_may_be_below_the_shell(tmp_path: Path) -> None:
+    """``cd tests && pytest``: the shell runs pytest as its child; pytest's own exit counts."""
+    cmd = Cmd(
+        "cd tests && pytest -q",
+        exit=1,
+        stdout="1 failed\n",
+        children=[(["pytest", "-q"], "1 failed\n", 1)],
+    )
+    path = shell_run(tmp_path / "run.jsonl", [cmd])
+    run = open_run(path, whole=True)
+    assert [f.code for f in run.analysis.findings if f.code.startswith("E.ended")] == [
+        "E.ended_on_failed_test"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["pytest", "-q"], True),
+        (["/usr/bin/python3.12", "-m", "pytest"], True),
+        (["python", "-u", "-m", "unittest", "discover"], True),
+        (["go", "test", "./..."], True),
+        (["npm", "test"], True),
+        (["npm", "run", "test"], True),
+        (["make", "-j4", "check"], True),
+        (["cargo", "test"], True),
+        (["python", "test_calc.py"], False),  # a script: not known to be a test run
+        (["python", "-c", "import pytest"], False),
+        (["npm", "install"], False),
+        (["grep", "test", "x"], False),
+        (["make"], False),
+        ([], False),
+    ],
+)
+def test_test_runners_are_known_by_their_argv(argv: list[str], expected: bool) -> None:
+    assert runs_tests(argv) is expected
