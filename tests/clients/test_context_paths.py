@@ -100,7 +100,7 @@ manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_mess
 agent = Agent(model=model, tools=[tool(get_weather)], system_prompt=SYSTEM, callback_handler=None,
               conversation_manager=manager)
 out(final=str(agent(TASK)))
-"""  # noqa: E501
+"""
 
 CREWAI_CONTEXT_WINDOW = """
 from crewai import LLM, Agent, Crew, Task
