@@ -50,6 +50,10 @@ OVERFLOW = (
     "This model's maximum context length is 128000 tokens. However, your messages resulted in "
     "131072 tokens. Please reduce the length of the messages."
 )
+#: Gemini's answer to the same (its ``INVALID_ARGUMENT``; what strands/models/gemini.py reads).
+OVERFLOW_GEMINI = (
+    "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576)."
+)
 #: The summarisers' own prompts (their sources): what the scripted model takes for a summary call.
 SUMMARISERS = (
     "You are a conversation summarizer.",  # strands DEFAULT_SUMMARIZATION_PROMPT
@@ -79,6 +83,8 @@ def _overflow_after(results: int) -> Route:
             )
         if not refused[0] and len(req.tool_results()) >= results:
             refused[0] = True
+            if req.family == "gemini":
+                return Reply.refuse(OVERFLOW_GEMINI)
             return Reply.refuse(OVERFLOW, param="messages", code="context_length_exceeded")
         done = set(re.findall(r"WEATHER: (\w+)", everything))
         asked = [c for c in CITIES if c in " ".join(req.user_texts())]
@@ -93,14 +99,21 @@ def _overflow_after(results: int) -> Route:
 STRANDS_SUMMARISING = """
 from strands import Agent, tool
 from strands.agent.conversation_manager import SummarizingConversationManager
-from strands.models.openai import OpenAIModel
-model = OpenAIModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
+if globals().get("STRANDS_MODEL") == "gemini":
+    from strands.models.gemini import GeminiModel
+    model = GeminiModel(client_args={"api_key": os.environ["GEMINI_API_KEY"]}, model_id="gemini-2.5-flash")
+else:
+    from strands.models.openai import OpenAIModel
+    model = OpenAIModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
 # the documented idiom: summarise the oldest half when the context overflows, keep the latest two
 manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
 agent = Agent(model=model, tools=[tool(get_weather)], system_prompt=SYSTEM, callback_handler=None,
               conversation_manager=manager)
 out(final=str(agent(TASK)))
-"""
+"""  # noqa: E501
+
+#: The same on Gemini's API, where no call id links the retry to the turns before it.
+STRANDS_SUMMARISING_GEMINI = '\nSTRANDS_MODEL = "gemini"' + STRANDS_SUMMARISING
 
 CREWAI_CONTEXT_WINDOW = """
 from crewai import LLM, Agent, Crew, Task
@@ -164,6 +177,12 @@ CASES = (
         lambda: _overflow_after(3), main=(0, 1, 2, 3, 5), side=((4, 1),), refused=3, at=5,
         code="C.history_trimmed", kind="summarised", final="FORECAST",
         before="(see the test's report)",
+    ),
+    Case(
+        "strands summarizing after overflow gemini", "strands-agents", "agents_py",
+        STRANDS_SUMMARISING_GEMINI, lambda: _overflow_after(3), main=(0, 1, 2, 3, 5),
+        side=((4, 1),), refused=3, at=5, code="C.history_trimmed", kind="summarised",
+        final="FORECAST", before="(see the test's report)",
     ),
     Case(
         "crewai respect_context_window", "crewai", "crewai", CREWAI_CONTEXT_WINDOW,
