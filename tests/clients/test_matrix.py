@@ -38,7 +38,15 @@ import pytest
 from looptap.cassettes.analysis import Severity, analyse
 from looptap.cassettes.parsing import parse_all
 from looptap.cassettes.storage import read_records
-from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
+from tests.clients.clients import (
+    BUG_CAUSES,
+    CLIENTS,
+    MUTATION_CLIENTS,
+    NODE_PRELUDE,
+    PY_PRELUDE,
+    Client,
+    kind_of,
+)
 from tests.clients.inject.mutate import VARIANTS as MUTATION_VARIANTS
 from tests.clients.route import route
 from tests.support import progress
@@ -302,15 +310,10 @@ def test_injected_bug_is_named(
     )
 
 
-#: The history rewrites a real client bug makes (tests/clients/inject/mutate.py), each run on one
-#: client of each API family: the rewrite is ``C.history_mutated`` at the round trip it was made,
-#: whatever its length, and nothing earlier is a root cause.
-MUTATION_CLIENTS = (
-    "openai-python chat",
-    "openai-python responses",
-    "anthropic-python",
-    "google-genai",
-)
+#: The history rewrites a real client bug makes (tests/clients/inject/mutate.py and its twin
+#: inject.mjs), each run on an SDK and a framework of each API family: the rewrite is
+#: ``C.history_mutated`` at the round trip it was made, whatever its length, and nothing earlier is
+#: a root cause.
 MUTATIONS = [(c, kind) for c in CLIENTS if c.id in MUTATION_CLIENTS for kind in MUTATION_VARIANTS]
 
 
