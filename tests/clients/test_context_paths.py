@@ -102,6 +102,9 @@ from strands.agent.conversation_manager import SummarizingConversationManager
 if globals().get("STRANDS_MODEL") == "gemini":
     from strands.models.gemini import GeminiModel
     model = GeminiModel(client_args={"api_key": os.environ["GEMINI_API_KEY"]}, model_id="gemini-2.5-flash")
+elif globals().get("STRANDS_MODEL") == "responses":
+    from strands.models.openai_responses import OpenAIResponsesModel
+    model = OpenAIResponsesModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
 else:
     from strands.models.openai import OpenAIModel
     model = OpenAIModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
@@ -114,6 +117,8 @@ out(final=str(agent(TASK)))
 
 #: The same on Gemini's API, where no call id links the retry to the turns before it.
 STRANDS_SUMMARISING_GEMINI = '\nSTRANDS_MODEL = "gemini"' + STRANDS_SUMMARISING
+#: And on the Responses API (the history re-sent as input items).
+STRANDS_SUMMARISING_RESPONSES = '\nSTRANDS_MODEL = "responses"' + STRANDS_SUMMARISING
 
 CREWAI_CONTEXT_WINDOW = """
 from crewai import LLM, Agent, Crew, Task
@@ -181,6 +186,12 @@ CASES = (
     Case(
         "strands summarizing after overflow gemini", "strands-agents", "agents_py",
         STRANDS_SUMMARISING_GEMINI, lambda: _overflow_after(3), main=(0, 1, 2, 3, 5),
+        side=((4, 1),), refused=3, at=5, code="C.history_trimmed", kind="summarised",
+        final="FORECAST", before="(see the test's report)",
+    ),
+    Case(
+        "strands summarizing after overflow responses", "strands-agents", "agents_py",
+        STRANDS_SUMMARISING_RESPONSES, lambda: _overflow_after(3), main=(0, 1, 2, 3, 5),
         side=((4, 1),), refused=3, at=5, code="C.history_trimmed", kind="summarised",
         final="FORECAST", before="(see the test's report)",
     ),
