@@ -206,7 +206,10 @@ def test_the_next_agent_quoting_the_answer_is_a_handoff(case: Case, tmp_path: Pa
         )
         probe = subprocess.run([*interp, "-c", f"import {module}"], capture_output=True)
         if probe.returncode:
-            pytest.skip(f"{case.package} is not in {interp[0]}")
+            pytest.skip(
+                f"{case.package} is not in {interp[0]} (bash .ci/run installs it from "
+                f"tests/clients/{PYTHONS[case.runtime][1] if case.runtime in PYTHONS else ''})"
+            )
     with ScriptedUpstream(_route(), validate=True) as up:  # type: ignore[arg-type]
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
     _kept(out, case.id)
