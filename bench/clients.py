@@ -153,7 +153,8 @@ def _mutations(reports: Path) -> list[str]:
         "edited, `mutate_drop_middle` a call",
         "group dropped from between the user's message and the next group. **ok**: "
         "`C.history_mutated` is the root cause at",
-        "the round trip the injector marked, nothing earlier, no `C.history_trimmed`.",
+        "the round trip the injector marked, no other root cause, nothing earlier, no "
+        "`C.history_trimmed`.",
         "",
         "| client | " + " | ".join(f"`{k}`" for k in MUTATION_VARIANTS) + " |",
         "|---|" + "---|" * len(MUTATION_VARIANTS),

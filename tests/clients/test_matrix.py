@@ -348,7 +348,9 @@ def test_history_mutation_is_named(c: Client, kind: str, tmp_path: Path, confdir
         seq=seq,
         roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots],
         named=[f.code for f in named],
-        ok=bool(named) and min((f.seq for f in roots if f.seq is not None), default=seq) == seq,
+        ok=bool(named)
+        and all(f.code == "C.history_mutated" and (f.seq or 0) >= seq for f in roots)
+        and not [f for f in an.findings if f.code == "C.history_trimmed"],
     )
     assert named, (said, why)
     assert not [f for f in roots if f.seq is not None and f.seq < seq], said
