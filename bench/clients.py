@@ -25,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.clients.clients import AGENTS, CLIENTS, Client  # noqa: E402
+from tests.clients.clients import AGENTS, CLIENTS, MUTATION_CLIENTS, Client  # noqa: E402
+from tests.clients.inject.mutate import VARIANTS as MUTATION_VARIANTS  # noqa: E402
 from tests.clients.test_matrix import NPM_CLIENTS, PYTHONS  # noqa: E402
 
 
@@ -122,6 +123,44 @@ def _row(c: Client, reports: Path) -> str:
         f"| {c.id}{note} | {c.package} {_version(c)} | {c.api} ({stream}) | {_kinds(c, reports)} | "
         f"{clean_cell} | {bug_cell} |"
     )
+
+
+def _mutations(reports: Path) -> list[str]:
+    """The history rewrites' table (tests/clients/test_matrix.py, test_history_mutation_is_named):
+    each variant on an SDK and a framework of each API family, and what looptap named where."""
+    cells: list[str] = []
+    for cid in MUTATION_CLIENTS:
+        row = [cid]
+        for kind in MUTATION_VARIANTS:
+            f = reports / f"{cid.replace(' ', '_')}.bug-{kind}.json"
+            rep = json.loads(f.read_text()) if f.exists() else None
+            row.append(
+                "not run"
+                if rep is None
+                else "ok · `C.history_mutated`"
+                if rep.get("ok")
+                else "**FAIL** · roots: " + "; ".join(map(str, rep.get("roots") or []))[:120]
+            )
+        cells.append("| " + " | ".join(row) + " |")
+    return [
+        "## History rewrites",
+        "",
+        "Each rewrite a client bug makes of what it sent before (tests/clients/inject/mutate.py), "
+        "on the first request that",
+        "re-sends it: `mutate_history` longer, `mutate_shorter` cut short with no marker, "
+        "`mutate_equal` replaced by text as",
+        "long, `mutate_reorder` two call groups swapped, `mutate_argument` a call's arguments "
+        "edited, `mutate_drop_middle` a call",
+        "group dropped from between the user's message and the next group. **ok**: "
+        "`C.history_mutated` is the root cause at",
+        "the round trip the injector marked, no other root cause, nothing earlier, no "
+        "`C.history_trimmed`.",
+        "",
+        "| client | " + " | ".join(f"`{k}`" for k in MUTATION_VARIANTS) + " |",
+        "|---|" + "---|" * len(MUTATION_VARIANTS),
+        *cells,
+        "",
+    ]
 
 
 def main() -> int:
@@ -269,6 +308,7 @@ def main() -> int:
             "api.openai.com is the scripted model; its bug run points the default provider's "
             "`openai_base_url` at the relay.",
             "",
+            *_mutations(reports),
         ]
     )
     print(text)

@@ -22,6 +22,20 @@ BUG_CAUSES = {
     "mutate_history": ("C.tool_result_altered", "C.history_mutated"),
 }
 
+#: The clients the history rewrites run on (tests/clients/test_matrix.py,
+#: test_history_mutation_is_named: every variant of inject/mutate.py): an SDK and a framework of
+#: each API family.
+MUTATION_CLIENTS = (
+    "openai-python chat",
+    "openai-python responses",
+    "anthropic-python",
+    "google-genai",
+    "openai-node runTools",
+    "vercel-ai responses",
+    "vercel-ai anthropic",
+    "strands gemini",
+)
+
 
 @dataclass(frozen=True)
 class Client:

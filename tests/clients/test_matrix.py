@@ -38,7 +38,16 @@ import pytest
 from looptap.cassettes.analysis import Severity, analyse
 from looptap.cassettes.parsing import parse_all
 from looptap.cassettes.storage import read_records
-from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
+from tests.clients.clients import (
+    BUG_CAUSES,
+    CLIENTS,
+    MUTATION_CLIENTS,
+    NODE_PRELUDE,
+    PY_PRELUDE,
+    Client,
+    kind_of,
+)
+from tests.clients.inject.mutate import VARIANTS as MUTATION_VARIANTS
 from tests.clients.route import route
 from tests.support import progress
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder
@@ -198,7 +207,9 @@ def _keep(c: Client, variant: str, out: Path) -> None:
         shutil.copy(out, Path(REPORT) / f"{c.id.replace(' ', '_')}.{variant}.jsonl")
 
 
-def _report(c: Client, variant: str, **fields: Any) -> None:
+def _report(c: Client, variant: str, stem: str = "", **fields: Any) -> None:
+    """The run's outcome beside its cassette (``stem``: the file's variant when it is not
+    ``variant``, e.g. one of several bug runs of a client)."""
     if not REPORT:
         return
     d = Path(REPORT)
@@ -213,7 +224,7 @@ def _report(c: Client, variant: str, **fields: Any) -> None:
         "variant": variant,
         **fields,
     }
-    (d / f"{c.id.replace(' ', '_')}.{variant}.json").write_text(
+    (d / f"{c.id.replace(' ', '_')}.{stem or variant}.json").write_text(
         json.dumps(row, indent=1, default=str)
     )
 
@@ -297,3 +308,54 @@ def test_injected_bug_is_named(
         "an earlier root cause than the injected bug",
         [f"{f.code} seq={f.seq}" for f in roots],
     )
+
+
+#: The history rewrites a real client bug makes (tests/clients/inject/mutate.py and its twin
+#: inject.mjs), each run on an SDK and a framework of each API family: the rewrite is
+#: ``C.history_mutated`` at the round trip it was made, whatever its length, and nothing earlier is
+#: a root cause.
+MUTATIONS = [(c, kind) for c in CLIENTS if c.id in MUTATION_CLIENTS for kind in MUTATION_VARIANTS]
+
+
+@pytest.mark.parametrize(("c", "kind"), MUTATIONS, ids=[f"{c.id}-{kind}" for c, kind in MUTATIONS])
+def test_history_mutation_is_named(c: Client, kind: str, tmp_path: Path, confdir: Path) -> None:
+    with ScriptedUpstream(route, validate=True) as up:
+        proc, out = _run(c, kind, tmp_path, confdir, up)
+    why = _explain(proc, up)
+    assert _final(proc) and "FORECAST" in (_final(proc) or ""), why
+    cas, an = _findings(out)
+    assert all(e.status == 200 for e in cas.exchanges), why
+    marked = [
+        ex.seq
+        for ex in cas.exchanges
+        if any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers)
+    ]
+    assert len(marked) == 1, (marked, why)
+    seq = marked[0]
+    said = [
+        f"{f.code} {f.severity} seq={f.seq} turn={f.turn} caused_by={f.details.get('caused_by')}"
+        for f in an.findings
+    ]
+    roots = [f for f in _serious(an) if not f.details.get("caused_by")]
+    named = [f for f in roots if f.seq == seq and f.code == "C.history_mutated"]
+    _keep(c, f"bug-{kind}", out)
+    _report(
+        c,
+        "bug",
+        stem=f"bug-{kind}",
+        bug="mutate_history",
+        mutation=kind,
+        seq=seq,
+        roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots],
+        named=[f.code for f in named],
+        ok=bool(named)
+        and all(f.code == "C.history_mutated" and (f.seq or 0) >= seq for f in roots)
+        and not [f for f in an.findings if f.code == "C.history_trimmed"],
+    )
+    assert named, (said, why)
+    assert not [f for f in roots if f.seq is not None and f.seq < seq], said
+    # nothing else is a root cause: the next request re-sends the original, which changes the
+    # history again (C.history_mutated there is true, bench/precision.py's MATRIX_JUDGED)
+    assert not [f for f in roots if f.code != "C.history_mutated"], said
+    # a rewrite is not management: nothing says the client trimmed or summarised
+    assert not [f for f in an.findings if f.code == "C.history_trimmed"], said
