@@ -367,7 +367,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     config.command = tuple(argv)
-    config.shell_trace = bool(getattr(args, "shell_trace", False))
+    config.shell_trace = _shell_trace(args)
     _warn_exposure(args)
 
     try:
@@ -505,6 +505,18 @@ async def _run_child(
     finally:
         if fork is not None:
             fork.status = await fork.stop()
+
+
+def _shell_trace(args: argparse.Namespace) -> str:
+    """How ``looptap run`` traces the command (docs/shell-file-tools.md): ``--no-shell-trace``,
+    ``--shell-trace``, else ``$LOOPTAP_SHELL_TRACE`` (``off``, ``processes``, ``full``), else the
+    default: the processes and the working tree."""
+    if getattr(args, "no_shell_trace", False):
+        return ""
+    if getattr(args, "shell_trace", False):
+        return "full"
+    said = os.environ.get("LOOPTAP_SHELL_TRACE", "").strip().lower()
+    return {"off": "", "0": "", "no": "", "full": "full"}.get(said, "processes")
 
 
 def _fork_tree(fork: Any, config: Any, target: Any) -> Any:

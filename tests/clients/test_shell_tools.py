@@ -43,7 +43,7 @@ SILENT = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'"
 
 #: Each agent's shell tool and file-writing tool, by the names it offers the model, with the
 #: argument names of the latter (path, content).
-SHELL_TOOLS = ("Bash", "run_shell_command", "bash")
+SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "exec_command")
 WRITE_TOOLS = {
     "Write": ("file_path", "content"),
     "write_file": ("file_path", "content"),
@@ -51,6 +51,13 @@ WRITE_TOOLS = {
 }
 #: Tools an agent wants called before a write of an existing file (Claude Code's Write).
 READ_FIRST = {"Write": ("Read", "file_path")}
+#: Codex (0.169, ``gpt-5-codex``) offers no file tool of its own here: its edit is an
+#: ``apply_patch`` command through ``exec_command``, which Codex intercepts and applies itself (in
+#: its own process: no program runs it).
+PATCH = (
+    "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n"
+    "-    return a - b\n+    return a + b\n*** End Patch\nEOF\n"
+)
 
 
 def _route(work: Path, planted: bool) -> Any:
@@ -60,21 +67,25 @@ def _route(work: Path, planted: bool) -> Any:
     def route(req: ScriptedRequest) -> Reply:
         shell = next((t for t in SHELL_TOOLS if t in req.tools), None)
         write = next((t for t in WRITE_TOOLS if t in req.tools), None)
-        if shell is None or write is None:
+        if shell is None or (write is None and shell != "exec_command"):
             return Reply.say("(side call)", what="side")
-        path, content = WRITE_TOOLS[write]
+        key = "cmd" if shell == "exec_command" else "command"
         steps: list[tuple[str, dict[str, Any]]] = [
-            (shell, {"command": test, "description": "Run the test"})
+            (shell, {key: test, "description": "Run the test"})
         ]
         if write in READ_FIRST:
             name, arg = READ_FIRST[write]
             steps.append((name, {arg: str(work / "calc.py")}))
-        steps += [
-            (write, {path: str(work / "calc.py"), content: FIXED}),
-            (shell, {"command": test, "description": "Run the test again"}),
-        ]
+        if write is None:
+            steps.append((shell, {key: PATCH}))
+        else:
+            path, content = WRITE_TOOLS[write]
+            steps.append((write, {path: str(work / "calc.py"), content: FIXED}))
+        steps.append((shell, {key: test, "description": "Run the test again"}))
         if planted:
-            steps.append((shell, {"command": SILENT, "description": "Check"}))
+            steps.append((shell, {key: SILENT, "description": "Check"}))
+        if shell == "exec_command":  # (its schema allows no other argument)
+            steps = [(n, {k: v for k, v in a.items() if k != "description"}) for n, a in steps]
         done = len(req.tool_results())
         if done < len(steps):
             name, args = steps[done]
@@ -99,16 +110,22 @@ def _shim(tmp_path: Path, env: dict[str, str], planted: bool) -> None:
 
 
 def _agent_run(
-    tmp_path: Path, confdir: Path, planted: bool, cmd: list[str], env: dict[str, str]
+    tmp_path: Path,
+    confdir: Path,
+    planted: bool,
+    cmd: list[str],
+    env: dict[str, str],
+    extra: tuple[str, ...] = ("--shell-trace",),
 ) -> dict[str, Any]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "calc.py").write_text(CALC)
     (work / "test_calc.py").write_text(TEST)
     _shim(tmp_path, env, planted)
+    env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
     env["PWD"] = str(work)  # (opencode runs its commands in $PWD)
     with ScriptedUpstream(_route(work, planted), validate=True) as up:
-        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=extra)  # type: ignore[arg-type]
         log = "\n".join(x.line() for x in up.log)
     why = explain(proc) + "\n--- scripted\n" + log
     assert out.exists(), why
@@ -152,7 +169,38 @@ def _opencode(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
     return _agent_run(tmp_path, confdir, planted, cmd, env)
 
 
-AGENT_RUNS = {"claude-code": _claude, "gemini-cli": _gemini, "opencode": _opencode}
+def _codex(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
+    """Codex on a provider of its own (looptap's listener: Codex reads the base URL from its
+    config only), its sandbox ``workspace-write`` (Landlock and seccomp, under the tracer)."""
+    from tests.clients.test_context import CODEX_CONFIG
+
+    codex = need("@openai/codex", bin_name="codex")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (tmp_path / "config.toml.in").write_text(CODEX_CONFIG)
+    wrapper = tmp_path / "codex.sh"
+    wrapper.write_text(
+        "#!/bin/sh\nset -e\n"
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = run_env(tmp_path, CODEX_HOME=str(home), LOOPTAP_CODEX_KEY=f"sk-shell-{tmp_path.name}")
+    cmd = [
+        str(wrapper), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
+        "Fix calc.py so that test_calc.py passes.",
+    ]  # fmt: skip
+    # the default tracer (no --shell-trace): Codex's result states the exit status, so a hidden
+    # failure is judged without the command's output
+    return _agent_run(tmp_path, confdir, planted, cmd, env, extra=())
+
+
+AGENT_RUNS = {
+    "claude-code": _claude,
+    "gemini-cli": _gemini,
+    "opencode": _opencode,
+    "codex": _codex,
+}
 
 
 @pytest.fixture(scope="module")
@@ -160,10 +208,16 @@ def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 
 
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _check_clean(r: dict[str, Any]) -> None:
     shell, why = r["shell"], r["why"]
     assert r["proc"].returncode == 0, why
-    cmds = [c for c in shell.calls if c.name in SHELL_TOOLS]
+    cmds = [c for c in shell.calls if c.name in SHELL_TOOLS and c.command != PATCH.strip()]
     assert len(cmds) == 2, (shell.as_json(), why)
     # each shell call linked to its process, with the exit status the test gave it
     assert [c.process.exit if c.process else None for c in cmds] == [1, 0], shell.as_json()
@@ -174,6 +228,14 @@ def _check_clean(r: dict[str, Any]) -> None:
     assert not serious, [(f.code, f.message) for f in serious]
     # the fix is in calc.py, which the agent wrote (its own write, no command's)
     assert (r["work"] / "calc.py").read_text() == FIXED
+    # the working tree per turn is what the agent did: calc.py changed from the bug to the fix,
+    # seen at the request that sent the write's result back (the one whose answer ran the test
+    # again), and nothing else changed (the test's own __pycache__ is not walked)
+    changed = [
+        (t["seq"], c["path"], c["before"], c["after"]) for t in shell.tree for c in t["changes"]
+    ]
+    assert changed == [(cmds[1].seq, "calc.py", _sha(CALC), _sha(FIXED))], (shell.tree, why)
+    assert shell.start is not None and shell.start["files"] == 2
 
 
 def _check_planted(r: dict[str, Any]) -> None:
@@ -202,6 +264,15 @@ def test_shell_calls_linked_with_exit_statuses(agent: str, tmp_path: Path, confd
             ),
         ),
         "opencode",
+        pytest.param(
+            "codex",
+            marks=pytest.mark.skip(
+                reason="Codex runs /bin/bash by absolute path in its sandbox (whatever SHELL or "
+                "the call's shell argument say: tried) and its result states the exit status it "
+                "saw: no hidden failure can be planted from outside it (the stated-0 rule is "
+                "tests/proxy/test_shell_trace.py's)"
+            ),
+        ),
     ],
 )
 def test_hidden_failure_is_warned(agent: str, tmp_path: Path, confdir: Path) -> None:
