@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell import read_processes
 from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
@@ -130,7 +131,10 @@ def _agent_run(
     why = explain(proc) + "\n--- scripted\n" + log
     assert out.exists(), why
     run = open_run(out, whole=True)
-    return {"proc": proc, "out": out, "why": why, "run": run, "shell": run.shell, "work": work}
+    return {
+        "proc": proc, "out": out, "why": why, "run": run, "shell": run.shell, "work": work,
+        "cmd": cmd, "env": env,
+    }  # fmt: skip
 
 
 def _claude(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
@@ -277,3 +281,72 @@ def test_shell_calls_linked_with_exit_statuses(agent: str, tmp_path: Path, confd
 )
 def test_hidden_failure_is_warned(agent: str, tmp_path: Path, confdir: Path) -> None:
     _check_planted(AGENT_RUNS[agent](tmp_path, confdir, True))
+
+
+def _digests(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_fork_of_claude_code_finishes_like_the_recording(tmp_path: Path, confdir: Path) -> None:
+    """Claude Code recorded at the default level (the test fails, Read, Write of the fix, the test
+    passes), then forked at the request that sent the Write's result back, from a user's tree that
+    holds the fix and a file of the user's: the prefix re-lived in a scratch copy of the tree as at
+    the recording's start (its test fails again there, the Write puts the fix there), the live
+    turn runs the test with exit 0 and answers as recorded, the tree's changes are the recording's
+    (calc.py, the same sha256s), and the user's tree is byte for byte what it was."""
+    from tests.support import progress
+    from tests.support.recorder import RECORDER
+
+    r = _claude(tmp_path, confdir, False)
+    _check_clean(r)
+    origin, work = r["shell"], r["work"]
+    cmds = [c for c in origin.calls if c.name in SHELL_TOOLS]
+    cursor = cmds[1].seq  # the request whose answer ran the test again
+    (work / "notes.txt").write_text("mine")
+    before = _digests(work)
+    branch = tmp_path / "branch.jsonl"
+    env = {**r["env"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # (ids of its own: the live answer's call is not one of the recording's)
+    with ScriptedUpstream(_route(work, False), validate=True, ids="f") as up:
+        argv = [
+            *RECORDER, "run", "-o", str(branch), "--confdir", str(confdir),
+            "--upstream", f"anthropic={up.url}", "--from", f"{r['out']}@seq={cursor}",
+            "--", *r["cmd"],
+        ]  # fmt: skip
+        fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+        why = (
+            f"--- start of stderr\n{fork.stderr[:2500]}\n{explain(fork)}\n--- scripted\n"
+            + "\n".join(x.line() for x in up.log)
+        )
+    assert fork.returncode == 0, why
+    # the user's tree untouched, and told it differs from the recording's start
+    assert _digests(work) == before, why
+    assert "your working tree differs from the recording's start" in fork.stderr, why
+    (line,) = [x for x in fork.stderr.splitlines() if "scratch copy of the working tree" in x]
+    scratch = Path(line.split(": ", 2)[2].split(" (")[0])
+    assert (scratch / "calc.py").read_text() == FIXED and (scratch / "notes.txt").exists()
+    # finished like the recording: the live turn's command and exit, the answer, the tree
+    run = open_run(branch, whole=True)
+    shell = run.shell
+    live = [(c.command, c.process.exit if c.process else None) for c in shell.calls]
+    assert live == [(cmds[1].command, 0)], (shell.as_json(), why)
+    assert ANSWER in fork.stdout and ANSWER in r["proc"].stdout, why  # (Claude Code's result)
+    # the prefix's test failed again in the scratch tree: the same programs, the same exits
+    ran = [p.exit for p in read_processes(r["out"]).processes if _runs_test(p.argv)]
+    reran = [p.exit for p in read_processes(branch).processes if _runs_test(p.argv)]
+    assert reran == ran and ran[0] == 1 and ran[-1] == 0, why
+    changes = [(c["path"], c["before"], c["after"]) for t in shell.tree for c in t["changes"]]
+    assert changes == [("calc.py", _sha(CALC), _sha(FIXED))], (shell.tree, why)
+    serious = run.findings(min_severity="warning")
+    assert not serious, [(f.code, f.message) for f in serious]
+
+
+def _runs_test(argv: tuple[str, ...]) -> bool:
+    """Claude Code's shell for a ``Bash`` call running the test (its ``-c`` script holds it)."""
+    return len(argv) >= 3 and argv[1] == "-c" and "test_calc.py" in argv[2]
