@@ -4,7 +4,8 @@ command that failed) recorded with ``looptap run --shell-trace``; its command ex
 scripted model, told ``ok``, answers "All checks passed" (the run failed: ``--answer-matches``).
 The C intervention puts the command's real end in the result the model gets (a
 ``tool_result[CALL_ID]`` edit) and flips every sample: the model, told, answers that the check
-failed."""
+failed. Each branch (``looptap run --from``) runs the agent in a scratch copy of the tree: the
+file the re-run command writes never reaches the user's tree."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ pytestmark = [
 
 #: Samples per intervention.
 K = 2
-SILENT = "python3 -c 'import sys; sys.exit(3)'"
+#: The command: writes a file, then fails silently (the shell's status: 3).
+SILENT = "echo made > made.txt; python3 -c 'import sys; sys.exit(3)'"
 
 
 def model(req: ScriptedRequest) -> Reply:
@@ -52,6 +54,11 @@ def test_the_real_exit_told_flips_the_outcome(tmp_path: Path) -> None:
         )  # fmt: skip
         assert proc.returncode == 0, explain(proc)
         assert "All checks passed." in out.read_text()
+        # the user's tree since: the command's file removed; each branch re-runs the prefix's
+        # command in a scratch copy of the tree (``run --from``), never here
+        work = tmp_path / "work"
+        (work / "made.txt").unlink()
+        before = sorted(p.name for p in work.iterdir())
         why = progress.run(
             [sys.executable, "-m", "looptap.cassettes.cli", "why", str(out),
              "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
@@ -61,6 +68,7 @@ def test_the_real_exit_told_flips_the_outcome(tmp_path: Path) -> None:
             capture_output=True, text=True, cwd=tmp_path / "work",
         )  # fmt: skip
     assert why.returncode in (0, 1) and why.stdout.startswith("{"), why.stderr[-3000:]
+    assert sorted(p.name for p in work.iterdir()) == before, why.stderr[-3000:]
     doc = json.loads(why.stdout)
     (c,) = [i for i in doc["interventions"] if i["kind"] == "c-shell-truth"]
     assert c["finding"] == "C.shell_failure_hidden" and c["runnable"], c
