@@ -367,7 +367,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     config.command = tuple(argv)
-    config.shell_trace = bool(getattr(args, "shell_trace", False))
+    config.shell_trace = _shell_trace(args)
     _warn_exposure(args)
 
     try:
@@ -394,7 +394,8 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
             messages.emit(line)
     if fork is not None and not getattr(args, "in_place", False):
         try:
-            target = _fork_tree(fork, config, target)
+            target, mask = _fork_tree(fork, config, target)
+            argv = [*mask, *argv]  # (config.command, the branch's header, stays the agent's)
         except OSError as exc:
             messages.error(f"error: the fork's scratch tree could not be made: {exc}")
             return 2
@@ -507,11 +508,25 @@ async def _run_child(
             fork.status = await fork.stop()
 
 
-def _fork_tree(fork: Any, config: Any, target: Any) -> Any:
-    """A fork of a run recorded with ``--shell-trace`` runs its agent in a scratch copy of this
+def _shell_trace(args: argparse.Namespace) -> str:
+    """How ``looptap run`` traces the command (docs/shell-file-tools.md): ``--no-shell-trace``,
+    ``--shell-trace``, else ``$LOOPTAP_SHELL_TRACE`` (``off``, ``processes``, ``full``), else the
+    default: the processes and the working tree."""
+    if getattr(args, "no_shell_trace", False):
+        return ""
+    if getattr(args, "shell_trace", False):
+        return "full"
+    said = os.environ.get("LOOPTAP_SHELL_TRACE", "").strip().lower()
+    return {"off": "", "0": "", "no": "", "full": "full"}.get(said, "processes")
+
+
+def _fork_tree(fork: Any, config: Any, target: Any) -> tuple[Any, list[str]]:
+    """A fork of a run whose working tree was recorded runs its agent in a scratch copy of this
     working tree as the recording's start had it (cassettes/shell/_fork.py): this process moves
-    there (the agent, the replay server and the branch's header take it as their working
-    directory), its output paths made absolute first. A run without a recorded tree: nothing."""
+    there (the replay server and the branch's header take it as their working directory), its
+    output paths made absolute first; and the command prefix that shows the agent the copy at the
+    recorded path (:func:`_masking`; empty where it cannot). A run without a recorded tree:
+    nothing."""
     import dataclasses
     import tempfile
 
@@ -523,7 +538,7 @@ def _fork_tree(fork: Any, config: Any, target: Any) -> Any:
     made = scratch_tree(origin, Path.cwd(), dest)
     if made is None:
         dest.parent.rmdir()
-        return target
+        return target, []
     config.output = Path(os.path.abspath(config.output))
     fork.source = dataclasses.replace(fork.source, run=origin)
     target = dataclasses.replace(target, path=Path(os.path.abspath(target.path)))
@@ -535,4 +550,40 @@ def _fork_tree(fork: Any, config: Any, target: Any) -> Any:
     )
     os.chdir(dest)
     fork.meta.update(here())
-    return target
+    mask = _masking(dest, made.root) if made.root is not None else None
+    if mask is not None:
+        messages.emit(
+            f"the agent sees the scratch tree at the recorded path {made.root} (a mount namespace "
+            "of its own): the absolute paths its recorded tool calls carry reach the copy"
+        )
+    else:
+        messages.emit(
+            "the scratch tree could not be mounted at the recorded path (user namespaces refused, "
+            "no unshare, or not Linux): a recorded tool call's absolute path still names your tree"
+        )
+    return target, mask or []
+
+
+def _masking(dest: Path, root: str) -> list[str] | None:
+    """The command prefix that runs the agent with ``dest`` mounted over ``root`` (the tree the
+    recording ran in) in a mount namespace of its own (``unshare``, util-linux), in ``root``: the
+    absolute paths of the recorded tool calls (Claude Code's ``Read``, ``Write``) reach the scratch
+    copy, not the user's tree, and the agent sees the recorded working directory. Not root: a user
+    namespace mapped to root for the mount, then one mapped back to the user's own ids. ``None``
+    where it cannot (not Linux, no ``unshare``, user namespaces refused, ``root`` gone)."""
+    import shlex
+    import subprocess
+
+    exe = shutil.which("unshare")
+    if not sys.platform.startswith("linux") or exe is None or not os.path.isdir(root):
+        return None
+    uid, gid = os.getuid(), os.getgid()
+    then = "" if uid == 0 else f"{shlex.quote(exe)} --user --map-user={uid} --map-group={gid} -- "
+    outer = [exe, "--mount"] if uid == 0 else [exe, "--user", "--map-root-user", "--mount"]
+    script = f'r="$1"; shift; mount --bind "$0" "$r" && cd "$r" && exec {then}"$@"'
+    prefix = [*outer, "--", "/bin/sh", "-c", script, str(dest), root]
+    try:
+        done = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return prefix if done.returncode == 0 else None

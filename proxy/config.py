@@ -75,8 +75,10 @@ class RecorderConfig:
     #: runs: the cassette header's ``agent`` and ``command`` (cassettes.recording._about).
     agent: str | None = None
     command: tuple[str, ...] = ()
-    #: ``looptap run``: trace the command's processes (proxy/shell_trace.py) where it can.
-    shell_trace: bool = False
+    #: ``looptap run``: trace the command's processes (proxy/shell_trace.py) where it can:
+    #: ``"processes"`` (the default: programs, exits, the working tree per turn), ``"full"``
+    #: (``--shell-trace``: each process's output and files too), ``""`` (``--no-shell-trace``).
+    shell_trace: str = ""
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""
@@ -109,6 +111,7 @@ class RecorderConfig:
 #: ``eval "$(looptap record)"``), not by the user, and does not forward to it.
 RECORDER_VAR = "LOOPTAP_RECORDER"
 _LOCAL = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+
 
 def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[int]) -> None:
     """A base-URL variable the user already set for this listener's API (the first of its

@@ -250,6 +250,14 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
     def secret(data: bytes) -> bool:
         return redactor.scrub_bytes(data) != data
 
+    here = os.path.realpath(os.getcwd())
+    if here in (os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)):
+        messages.emit(
+            f"the working tree is not taken ({here} is your home or the root directory, not a "
+            "project's tree): the files the command changes are not recorded, and a fork of this "
+            "run runs here"
+        )
+        return None
     keep = Path(str(config.output) + ".files")
     tree = Workspace(os.getcwd(), keep, _handing(rec), secret)
     try:
@@ -280,7 +288,7 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     def end() -> None:
         loop.call_soon_threadsafe(ended.set)
 
-    tracer = Tracer(os.getcwd(), emit, end)
+    tracer = Tracer(os.getcwd(), emit, end, full=config.shell_trace == "full")
     tracer.root_ended = ended
     tracer.start()
     return tracer

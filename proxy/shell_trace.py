@@ -24,27 +24,37 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TRACED", "Tracer", "probe"]
+__all__ = ["PROCESSES_ONLY", "TRACED", "Tracer", "probe"]
 
-#: The system calls traced: program starts and ends, working directories, new processes and
-#: threads (to know whose child a process is), files opened for writing, renamed and removed, and
-#: ``write`` (what a command printed on its stdout and stderr).
+#: The system calls traced by default: program starts, working directories, new processes and
+#: threads (to know whose child a process is). A process's end is ptrace's own event (no system
+#: call stop). Rare calls: within the noise of a test suite's CPU time (bench/shell_overhead.py).
+PROCESSES_ONLY = "execve,execveat,chdir,clone,clone3,fork,vfork"
+#: ``--shell-trace`` adds files opened for writing, renamed and removed, and ``write`` (what a
+#: command printed on its stdout and stderr): frequent calls, 1.5x CPU on a test suite.
 TRACED = (
-    "execve,execveat,exit_group,chdir,clone,clone3,fork,vfork,"
-    "open,openat,creat,rename,renameat,renameat2,unlink,unlinkat,rmdir,write"
+    PROCESSES_ONLY + ",exit_group,open,openat,creat,rename,renameat,renameat2,unlink,unlinkat,"
+    "rmdir,write"
 )
-#: Bytes of a string strace prints (an argv word, a write's data): a longer one is cut.
-STRING = 4096
+#: Bytes of a string strace prints (an argv word; with ``--shell-trace``, a write's data too): a
+#: longer one is cut. Codex 0.169 runs each command at the end of a ``bash -c`` script of its
+#: environment snapshot and proxy settings (10-40 KiB), so by default (no write traced) an argv
+#: word is read up to 128 KiB; with ``--shell-trace`` 4 KiB, as strace then prints every write's
+#: data that long (a ``pip install`` writes megabytes).
+STRING, STRING_FULL = 131072, 4096
 #: Bytes of stdout and of stderr kept per process (of its own and its children's writes).
 HEAD = 2048
 #: Files kept per process, argv words per process, processes recorded per run.
 FILES, WORDS, PROCESSES = 64, 256, 5000
 #: Characters of the argv kept per process (all words together).
-ARGV_CHARS = 16384
+ARGV_CHARS = 131072
 
 _LINE = re.compile(r"^(\d+) +(\d+\.\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)$", re.S)
 _RESULT = re.compile(r"\) += (-?\d+|\?)(?: (\w+))?")
+#: A pid a process in another PID namespace got (bubblewrap's ``--unshare-pid``: Codex's
+#: sandbox), as ``--pidns-translation`` says it in the tracer's namespace.
+_NS_PID = re.compile(r"= \d+ /\* (\d+) in strace's PID NS \*/")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$", re.S)
 _EXITED = re.compile(r"^\+\+\+ exited with (\d+) \+\+\+$")
 _KILLED = re.compile(r"^\+\+\+ killed by (SIG\w+)")
@@ -63,7 +73,18 @@ def probe() -> str | None:
         return "no strace on PATH (Debian/Ubuntu: apt-get install strace)"
     try:
         done = subprocess.run(
-            [exe, "-f", "-qq", "--seccomp-bpf", "-e", "trace=execve", "-o", os.devnull, "true"],
+            [
+                exe,
+                "-f",
+                "-qq",
+                "--seccomp-bpf",
+                "--pidns-translation",
+                "-e",
+                "trace=execve",
+                "-o",
+                os.devnull,
+                "true",
+            ],
             capture_output=True,
             timeout=30,
             check=False,
@@ -130,15 +151,21 @@ class _State:
 class Tracer:
     """The tracer of one run: :meth:`argv` wraps the agent's command line, :meth:`start` reads
     what strace says (a thread) and hands each finished process's record to ``emit`` (called on
-    that thread: the caller moves it to its own loop), :meth:`finish` waits for the end."""
+    that thread: the caller moves it to its own loop), :meth:`finish` waits for the end.
+
+    ``full`` (``--shell-trace``) traces each process's output and files too; without it only the
+    programs, their working directories and their ends are traced, and each ``process`` record
+    says ``"output": false`` (its ``stdout``, ``stderr`` and ``files`` were not seen)."""
 
     def __init__(
         self,
         cwd: str,
         emit: Callable[[dict[str, Any]], None],
         on_root_end: Callable[[], None] | None = None,
+        full: bool = False,
     ) -> None:
         self.cwd = cwd
+        self.full = full
         self.emit = emit
         self.on_root_end = on_root_end
         #: The agent's own exit status (128 + the signal's number when a signal ended it), once
@@ -164,11 +191,12 @@ class Tracer:
             "-q",
             "-I2",  # a Ctrl-C (the terminal's SIGINT) lets the agent handle it
             "--seccomp-bpf",
+            "--pidns-translation",  # a sandbox's own PID namespace: its children's real pids
             "-ttt",
             "-s",
-            str(STRING),
+            str(STRING_FULL if self.full else STRING),
             "-e",
-            f"trace={TRACED}",
+            f"trace={TRACED if self.full else PROCESSES_ONLY}",
             "-o",
             self.fifo,
             "--",
@@ -256,7 +284,8 @@ class Tracer:
         value = res.group(1)
         p = self._proc(tid)
         if name in ("clone", "clone3", "fork", "vfork"):
-            child = int(value) if value.isdigit() else 0
+            ns = _NS_PID.search(args)
+            child = int(ns.group(1)) if ns is not None else int(value) if value.isdigit() else 0
             if child <= 0:
                 return
             st = self.state
@@ -320,6 +349,8 @@ class Tracer:
             "files": [],
             "_up": parent,
         }
+        if not self.full:
+            p.owner["output"] = False
         if p.pid == st.root:
             p.owner["agent"] = True
         p.own = True
@@ -421,6 +452,7 @@ class Tracer:
                     "type": "note",
                     "note": "processes",
                     "tracer": "strace",
+                    "traced": "full" if self.full else "processes",
                     "recorded": st.recorded,
                     "dropped": st.dropped,
                 }

@@ -52,6 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     cache = tempfile.mkdtemp(prefix="looptap-test-cache-")  # kept analyses (docs/kept-analysis.md)
     os.environ["LOOPTAP_CACHE_DIR"] = cache
+    # `looptap run` traces the command's processes and takes its working tree by default on Linux
+    # (docs/shell-file-tools.md): the suite's runs, compared record by record, opt out; the tests
+    # of the tracer (tests/proxy/test_shell_trace.py, tests/clients/test_shell_tools.py) remove it
+    os.environ.setdefault("LOOPTAP_SHELL_TRACE", "off")
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     scheduling.name_directory(config)
     if phases.phase() == "core":  # nothing of the matrix is found (the guard below)

@@ -122,10 +122,14 @@ RUN = Command(
     Extend("looptap.cassettes.commands._recording:recorder_options", output_required=False),
     {
         "--shell-trace": flag(
-            "trace the command's processes (Linux, strace): each program it starts is recorded "
-            "beside the model calls (argv, exit status, output's start, files written) and "
-            "linked to the model's shell tool call; off by default: it cost 1.5x CPU on a test "
-            "suite (docs/shell-file-tools.md)"
+            "trace each of the command's processes in full (Linux, strace): its output's start "
+            "and the files it wrote too, not only its program and exit status (the default); "
+            "it cost 1.5x CPU on a test suite (docs/shell-file-tools.md)"
+        ),
+        "--no-shell-trace": flag(
+            "do not trace the command's processes nor take its working tree per turn (on by "
+            "default on Linux: the programs it starts, their exit statuses, linked to the "
+            "model's shell tool calls; docs/shell-file-tools.md)"
         ),
         "--inspect": flag(
             "open the inspector on the run while it is recorded (the command's output goes to "
@@ -142,7 +146,7 @@ RUN = Command(
         ),
         "--model": "with --from: the model of every request sent live (same API family)",
         "--in-place": flag(
-            "with --from, of a run recorded with --shell-trace: run the agent in this working "
+            "with --from, of a run whose working tree was recorded: run the agent in this working "
             "tree, not in a scratch copy of it as it was at the recording's start (the default; "
             "docs/shell-file-tools.md)"
         ),

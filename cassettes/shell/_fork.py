@@ -27,6 +27,8 @@ class Scratch:
     said: list[str] = field(default_factory=list)
     #: Files put back as they were at the cursor (written or removed).
     restored: int = 0
+    #: The working tree's path the recording ran in (its ``files`` start record's ``root``).
+    root: str | None = None
 
 
 def _put(dest: Path, rel: str, sha: str | None, blobs: Path) -> str | None:
@@ -60,8 +62,8 @@ def scratch_tree(
     start = found.start
     if start is None:
         return None
-    out = Scratch(dest)
     root = start.get("root")
+    out = Scratch(dest, root=root if isinstance(root, str) else None)
     if isinstance(root, str) and os.path.realpath(root) != os.path.realpath(user_root):
         out.said.append(f"the recording ran in {root}; the fork's tree is a copy of {user_root}")
     recorded_digest = start.get("digest")

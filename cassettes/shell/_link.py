@@ -37,6 +37,11 @@ _FAILURE = re.compile(
     r"non-?zero|killed|signal|sig[a-z]{2,5}\b|abort|traceback|exception|denied|not found|"
     r"no such|cannot|can't|could not|unable|timed? ?out|interrupted|segmentation|core dumped"
 )
+#: An exit status the result states (Codex's ``Process exited with code 0``, Gemini CLI's
+#: ``Exit Code: 0``, Claude Code's ``Exit code 1``): a stated 0 says the command succeeded.
+_STATED = re.compile(
+    r"(?:exit(?:ed)?(?: with)?[ _-]?(?:code|status)|returned? (?:code )?)[\s:=]*(-?\d+)(?![\d.])"
+)
 
 
 def read_processes(path: str | Path) -> Processes:
@@ -148,6 +153,7 @@ class ShellCall:
                 "stderr": p.stderr,
                 "stdout_bytes": p.stdout_bytes,
                 "stderr_bytes": p.stderr_bytes,
+                "output": p.output,
                 "children": self.children,
             },
             "files": [{"op": op, "path": path} for op, path in self.files],
@@ -448,15 +454,22 @@ def _under(q: Process, p: Process, by_pid: dict[int, Process]) -> bool:
 
 def _says_failure(sc: ShellCall, p: Process) -> bool:
     """Whether the result sent back tells the model the command failed: an error flag, a word of
-    failure, the exit status or signal, or the start of what it wrote on stderr."""
+    failure, the exit status or signal, or the start of what it wrote on stderr. A result that is
+    not empty counts as telling when the command's stderr was not traced (the default tracer):
+    it may carry it, and a wrong warning is worse than none."""
     if sc.result_error is True:
         return True
     sent = (sc.result or "").casefold()
     if not sent.strip():
         return False
+    stated = {int(m.group(1)) for m in _STATED.finditer(sent[:100000])}
+    if stated and stated <= {0} and not _FAILURE.search(_STATED.sub(" ", sent[:100000])):
+        return False  # it says the command exited 0: the failure is hidden (a lie, in fact)
     if _FAILURE.search(sent):
         return True
     if p.exit is not None and re.search(rf"(?<![\d.]){p.exit}(?![\d.])", sent):
+        return True
+    if not p.output:  # its stderr was not traced: a result that may carry it is not judged
         return True
     err = " ".join(p.stderr.split()).casefold()[:60]
     return len(err) >= 8 and err in " ".join(sent.split())

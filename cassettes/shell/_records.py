@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Characters kept of an argv word, of an output's start, of a path; words and files per process.
-WORD, HEAD, PATH, WORDS, FILES = 16384, 2048, 4096, 256, 64
+WORD, HEAD, PATH, WORDS, FILES = 131072, 2048, 4096, 256, 64
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class Process:
     agent: bool = False
     cut: bool = False
     files_cut: bool = False
+    #: Whether its output and files were traced (``--shell-trace``); ``False``: the default
+    #: tracer saw its program and end only (``stdout``, ``stderr``, ``files`` are then empty).
+    output: bool = True
 
     @property
     def failed(self) -> bool:
@@ -102,6 +105,7 @@ def process(rec: dict[str, Any]) -> Process | None:
         agent=rec.get("agent") is True,
         cut=rec.get("cut") is True,
         files_cut=rec.get("files_cut") is True,
+        output=rec.get("output") is not False,
     )
 
 

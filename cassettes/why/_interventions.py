@@ -52,6 +52,7 @@ from ..replay.live.edits import parse_edit
 from ..replay.live.rewrite import apply_edits, carried, history_items, restored_history
 from ._intervention import Intervention
 from ._refusal import refusal_or_context
+from ._shell_truth import shell_truth
 from ._suspects import (
     TRIMS,
     answered_back,
@@ -169,6 +170,8 @@ def _for_findings(
             )
         elif f.code == codes.TOOL_HTTP_ERROR_HIDDEN:  # the tool's answer changed (its own module)
             out.append(tool_answer(run, f, seqs))
+        elif f.code == codes.SHELL_FAILURE_HIDDEN:  # the command's real end told (its own module)
+            out.append(shell_truth(run, f, seqs))
         elif f.code in TRIMS:
             if not any(i.kind == "c-restore-history" and (i.conversation, i.turn) == where
                        for i in out):  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell import read_processes
 from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
@@ -43,7 +44,7 @@ SILENT = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'"
 
 #: Each agent's shell tool and file-writing tool, by the names it offers the model, with the
 #: argument names of the latter (path, content).
-SHELL_TOOLS = ("Bash", "run_shell_command", "bash")
+SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "exec_command")
 WRITE_TOOLS = {
     "Write": ("file_path", "content"),
     "write_file": ("file_path", "content"),
@@ -51,6 +52,13 @@ WRITE_TOOLS = {
 }
 #: Tools an agent wants called before a write of an existing file (Claude Code's Write).
 READ_FIRST = {"Write": ("Read", "file_path")}
+#: Codex (0.169, ``gpt-5-codex``) offers no file tool of its own here: its edit is an
+#: ``apply_patch`` command through ``exec_command``, which Codex intercepts and applies itself (in
+#: its own process: no program runs it).
+PATCH = (
+    "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n"
+    "-    return a - b\n+    return a + b\n*** End Patch\nEOF\n"
+)
 
 
 def _route(work: Path, planted: bool) -> Any:
@@ -60,21 +68,25 @@ def _route(work: Path, planted: bool) -> Any:
     def route(req: ScriptedRequest) -> Reply:
         shell = next((t for t in SHELL_TOOLS if t in req.tools), None)
         write = next((t for t in WRITE_TOOLS if t in req.tools), None)
-        if shell is None or write is None:
+        if shell is None or (write is None and shell != "exec_command"):
             return Reply.say("(side call)", what="side")
-        path, content = WRITE_TOOLS[write]
+        key = "cmd" if shell == "exec_command" else "command"
         steps: list[tuple[str, dict[str, Any]]] = [
-            (shell, {"command": test, "description": "Run the test"})
+            (shell, {key: test, "description": "Run the test"})
         ]
         if write in READ_FIRST:
             name, arg = READ_FIRST[write]
             steps.append((name, {arg: str(work / "calc.py")}))
-        steps += [
-            (write, {path: str(work / "calc.py"), content: FIXED}),
-            (shell, {"command": test, "description": "Run the test again"}),
-        ]
+        if write is None:
+            steps.append((shell, {key: PATCH}))
+        else:
+            path, content = WRITE_TOOLS[write]
+            steps.append((write, {path: str(work / "calc.py"), content: FIXED}))
+        steps.append((shell, {key: test, "description": "Run the test again"}))
         if planted:
-            steps.append((shell, {"command": SILENT, "description": "Check"}))
+            steps.append((shell, {key: SILENT, "description": "Check"}))
+        if shell == "exec_command":  # (its schema allows no other argument)
+            steps = [(n, {k: v for k, v in a.items() if k != "description"}) for n, a in steps]
         done = len(req.tool_results())
         if done < len(steps):
             name, args = steps[done]
@@ -99,21 +111,30 @@ def _shim(tmp_path: Path, env: dict[str, str], planted: bool) -> None:
 
 
 def _agent_run(
-    tmp_path: Path, confdir: Path, planted: bool, cmd: list[str], env: dict[str, str]
+    tmp_path: Path,
+    confdir: Path,
+    planted: bool,
+    cmd: list[str],
+    env: dict[str, str],
+    extra: tuple[str, ...] = ("--shell-trace",),
 ) -> dict[str, Any]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "calc.py").write_text(CALC)
     (work / "test_calc.py").write_text(TEST)
     _shim(tmp_path, env, planted)
+    env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
     env["PWD"] = str(work)  # (opencode runs its commands in $PWD)
     with ScriptedUpstream(_route(work, planted), validate=True) as up:
-        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=extra)  # type: ignore[arg-type]
         log = "\n".join(x.line() for x in up.log)
     why = explain(proc) + "\n--- scripted\n" + log
     assert out.exists(), why
     run = open_run(out, whole=True)
-    return {"proc": proc, "out": out, "why": why, "run": run, "shell": run.shell, "work": work}
+    return {
+        "proc": proc, "out": out, "why": why, "run": run, "shell": run.shell, "work": work,
+        "cmd": cmd, "env": env,
+    }  # fmt: skip
 
 
 def _claude(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
@@ -152,7 +173,38 @@ def _opencode(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
     return _agent_run(tmp_path, confdir, planted, cmd, env)
 
 
-AGENT_RUNS = {"claude-code": _claude, "gemini-cli": _gemini, "opencode": _opencode}
+def _codex(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
+    """Codex on a provider of its own (looptap's listener: Codex reads the base URL from its
+    config only), its sandbox ``workspace-write`` (Landlock and seccomp, under the tracer)."""
+    from tests.clients.test_context import CODEX_CONFIG
+
+    codex = need("@openai/codex", bin_name="codex")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (tmp_path / "config.toml.in").write_text(CODEX_CONFIG)
+    wrapper = tmp_path / "codex.sh"
+    wrapper.write_text(
+        "#!/bin/sh\nset -e\n"
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = run_env(tmp_path, CODEX_HOME=str(home), LOOPTAP_CODEX_KEY=f"sk-shell-{tmp_path.name}")
+    cmd = [
+        str(wrapper), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
+        "Fix calc.py so that test_calc.py passes.",
+    ]  # fmt: skip
+    # the default tracer (no --shell-trace): Codex's result states the exit status, so a hidden
+    # failure is judged without the command's output
+    return _agent_run(tmp_path, confdir, planted, cmd, env, extra=())
+
+
+AGENT_RUNS = {
+    "claude-code": _claude,
+    "gemini-cli": _gemini,
+    "opencode": _opencode,
+    "codex": _codex,
+}
 
 
 @pytest.fixture(scope="module")
@@ -160,10 +212,16 @@ def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitmproxy-conf")
 
 
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _check_clean(r: dict[str, Any]) -> None:
     shell, why = r["shell"], r["why"]
     assert r["proc"].returncode == 0, why
-    cmds = [c for c in shell.calls if c.name in SHELL_TOOLS]
+    cmds = [c for c in shell.calls if c.name in SHELL_TOOLS and c.command != PATCH.strip()]
     assert len(cmds) == 2, (shell.as_json(), why)
     # each shell call linked to its process, with the exit status the test gave it
     assert [c.process.exit if c.process else None for c in cmds] == [1, 0], shell.as_json()
@@ -174,6 +232,14 @@ def _check_clean(r: dict[str, Any]) -> None:
     assert not serious, [(f.code, f.message) for f in serious]
     # the fix is in calc.py, which the agent wrote (its own write, no command's)
     assert (r["work"] / "calc.py").read_text() == FIXED
+    # the working tree per turn is what the agent did: calc.py changed from the bug to the fix,
+    # seen at the request that sent the write's result back (the one whose answer ran the test
+    # again), and nothing else changed (the test's own __pycache__ is not walked)
+    changed = [
+        (t["seq"], c["path"], c["before"], c["after"]) for t in shell.tree for c in t["changes"]
+    ]
+    assert changed == [(cmds[1].seq, "calc.py", _sha(CALC), _sha(FIXED))], (shell.tree, why)
+    assert shell.start is not None and shell.start["files"] == 2
 
 
 def _check_planted(r: dict[str, Any]) -> None:
@@ -202,7 +268,85 @@ def test_shell_calls_linked_with_exit_statuses(agent: str, tmp_path: Path, confd
             ),
         ),
         "opencode",
+        pytest.param(
+            "codex",
+            marks=pytest.mark.skip(
+                reason="Codex runs /bin/bash by absolute path in its sandbox (whatever SHELL or "
+                "the call's shell argument say: tried) and its result states the exit status it "
+                "saw: no hidden failure can be planted from outside it (the stated-0 rule is "
+                "tests/proxy/test_shell_trace.py's)"
+            ),
+        ),
     ],
 )
 def test_hidden_failure_is_warned(agent: str, tmp_path: Path, confdir: Path) -> None:
     _check_planted(AGENT_RUNS[agent](tmp_path, confdir, True))
+
+
+def _digests(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_fork_of_claude_code_finishes_like_the_recording(tmp_path: Path, confdir: Path) -> None:
+    """Claude Code recorded at the default level (the test fails, Read, Write of the fix, the test
+    passes), then forked at the request that sent the Write's result back, from a user's tree that
+    holds the fix and a file of the user's: the prefix re-lived in a scratch copy of the tree as at
+    the recording's start (its test fails again there, the Write puts the fix there), the live
+    turn runs the test with exit 0 and answers as recorded, the tree's changes are the recording's
+    (calc.py, the same sha256s), and the user's tree is byte for byte what it was."""
+    from tests.support import progress
+    from tests.support.recorder import RECORDER
+
+    r = _claude(tmp_path, confdir, False)
+    _check_clean(r)
+    origin, work = r["shell"], r["work"]
+    cmds = [c for c in origin.calls if c.name in SHELL_TOOLS]
+    cursor = cmds[1].seq  # the request whose answer ran the test again
+    (work / "notes.txt").write_text("mine")
+    before = _digests(work)
+    branch = tmp_path / "branch.jsonl"
+    env = {**r["env"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # (ids of its own: the live answer's call is not one of the recording's)
+    with ScriptedUpstream(_route(work, False), validate=True, ids="f") as up:
+        argv = [
+            *RECORDER, "run", "-o", str(branch), "--confdir", str(confdir),
+            "--upstream", f"anthropic={up.url}", "--from", f"{r['out']}@seq={cursor}",
+            "--", *r["cmd"],
+        ]  # fmt: skip
+        fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+        why = (
+            f"--- start of stderr\n{fork.stderr[:2500]}\n{explain(fork)}\n--- scripted\n"
+            + "\n".join(x.line() for x in up.log)
+        )
+    assert fork.returncode == 0, why
+    # the user's tree untouched, and told it differs from the recording's start
+    assert _digests(work) == before, why
+    assert "your working tree differs from the recording's start" in fork.stderr, why
+    (line,) = [x for x in fork.stderr.splitlines() if "scratch copy of the working tree" in x]
+    scratch = Path(line.split(": ", 2)[2].split(" (")[0])
+    assert (scratch / "calc.py").read_text() == FIXED and (scratch / "notes.txt").exists()
+    # finished like the recording: the live turn's command and exit, the answer, the tree
+    run = open_run(branch, whole=True)
+    shell = run.shell
+    live = [(c.command, c.process.exit if c.process else None) for c in shell.calls]
+    assert live == [(cmds[1].command, 0)], (shell.as_json(), why)
+    assert ANSWER in fork.stdout and ANSWER in r["proc"].stdout, why  # (Claude Code's result)
+    # the prefix's test failed again in the scratch tree: the same programs, the same exits
+    ran = [p.exit for p in read_processes(r["out"]).processes if _runs_test(p.argv)]
+    reran = [p.exit for p in read_processes(branch).processes if _runs_test(p.argv)]
+    assert reran == ran and ran[0] == 1 and ran[-1] == 0, why
+    changes = [(c["path"], c["before"], c["after"]) for t in shell.tree for c in t["changes"]]
+    assert changes == [("calc.py", _sha(CALC), _sha(FIXED))], (shell.tree, why)
+    serious = run.findings(min_severity="warning")
+    assert not serious, [(f.code, f.message) for f in serious]
+
+
+def _runs_test(argv: tuple[str, ...]) -> bool:
+    """Claude Code's shell for a ``Bash`` call running the test (its ``-c`` script holds it)."""
+    return len(argv) >= 3 and argv[1] == "-c" and "test_calc.py" in argv[2]

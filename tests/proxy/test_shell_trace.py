@@ -57,6 +57,8 @@ for _ in range(10):
         text = p.stdout + p.stderr
         if not lie:
             text += f"\n[exit code {p.returncode}]"
+        elif "--lie0" in sys.argv:  # as Codex says it, with a status of 0
+            text += "\nProcess exited with code 0"
         results.append({"type": "tool_result", "tool_use_id": c["id"], "content": text or "ok"})
     messages.append({"role": "user", "content": results})
 """
@@ -78,17 +80,80 @@ def _route(req: ScriptedRequest) -> Reply:
     return Reply.say("done", what="answer")
 
 
-def _run(tmp_path: Path, lie: bool) -> dict[str, Any]:
+def _run(
+    tmp_path: Path, lie: bool, extra: tuple[str, ...] = ("--shell-trace",), zero: bool = False
+) -> dict[str, Any]:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-shell-{tmp_path.name}")
+    env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
     confdir = tmp_path / "conf"
     with ScriptedUpstream(_route, validate=True) as up:
-        cmd = [sys.executable, str(agent), *(["--lie"] if lie else [])]
-        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=("--shell-trace",))  # type: ignore[arg-type]
+        cmd = [
+            sys.executable,
+            str(agent),
+            *(["--lie"] if lie else []),
+            *(["--lie0"] if zero else []),
+        ]
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=extra)  # type: ignore[arg-type]
     why = explain(proc)
     assert proc.returncode == 0 and out.exists(), why
     return {"out": out, "why": why, "run": open_run(out, whole=True), "work": tmp_path / "work"}
+
+
+def test_traced_by_default_programs_exits_and_the_tree(tmp_path: Path) -> None:
+    """Without a flag, on Linux: each program and its exit (no output, no files per process:
+    ``"output": false``), the working tree per turn, the links, no warning."""
+    r = _run(tmp_path, lie=False, extra=())
+    shell = r["run"].shell
+    assert shell.traced, r["why"]
+    assert [c.process.exit if c.process else None for c in shell.calls] == [0, 0, 3, 0, 0]
+    assert all(c.process and not c.process.output for c in shell.calls)
+    assert all(c.process and c.process.stdout == "" and not c.files for c in shell.calls)
+    assert shell.as_json()["calls"][0]["process"]["output"] is False
+    notes = [json.loads(x) for x in r["out"].read_text().splitlines() if '"note"' in x]
+    assert [n.get("traced") for n in notes if n.get("note") == "processes"] == ["processes"]
+    # the tree's changes per turn, each named by the call that made it (its arguments name it)
+    changed = {
+        (c["path"], c["before"] is None, c["after"] is None)
+        for t in shell.tree
+        for c in t["changes"]
+    }
+    assert {("out.txt", True, False), ("env.txt", True, False), ("moved.txt", True, False)} <= (
+        changed
+    ), shell.tree
+    assert not shell.findings and r["run"].findings(min_severity="warning") == []
+    for f in [r["out"], *Path(f"{r['out']}.files").iterdir()]:
+        assert SECRET[:30].encode() not in f.read_bytes(), f
+
+
+def test_by_default_a_result_that_may_carry_the_output_is_not_judged(tmp_path: Path) -> None:
+    """The default tracer did not see the command's stderr: a failure whose result says "ok"
+    may have carried it, so no warning (``--shell-trace`` judges it:
+    test_a_failure_the_result_hides_is_warned)."""
+    r = _run(tmp_path, lie=True, extra=())
+    shell = r["run"].shell
+    assert shell.calls[2].process is not None and shell.calls[2].process.exit == 3
+    assert not shell.findings
+
+
+def test_by_default_a_result_stating_exit_0_for_a_failure_is_warned(tmp_path: Path) -> None:
+    """A result that states the command exited 0 (Codex's words) while it exited 3: warned at the
+    default level too (the output is not needed to see the contradiction)."""
+    r = _run(tmp_path, lie=True, extra=(), zero=True)
+    shell = r["run"].shell
+    failed = shell.calls[2]
+    assert failed.process is not None and failed.process.exit == 3 and not failed.process.output
+    (f,) = shell.findings
+    assert f.code == "C.shell_failure_hidden" and f.tool_call_id == failed.call_id
+
+
+def test_no_shell_trace_opts_out(tmp_path: Path) -> None:
+    r = _run(tmp_path, lie=False, extra=("--no-shell-trace",))
+    data = r["out"].read_bytes()
+    assert b'"process"' not in data and b'"type":"files"' not in data
+    assert not Path(f"{r['out']}.files").exists()
+    assert not r["run"].shell.traced
 
 
 def test_each_command_linked_with_its_exit_and_files(tmp_path: Path) -> None:
@@ -204,6 +269,7 @@ def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
     (work / "calc.py").write_text(CALC)
     (work / "test_calc.py").write_text(TEST)
     env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-fork")
+    env.pop("LOOPTAP_SHELL_TRACE", None)
     with ScriptedUpstream(_coder, validate=True) as up:
         proc, out = looptap_run(
             tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
@@ -245,3 +311,22 @@ def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
     assert [p.exit for p in reran if p.argv[-1:] == ("python3 test_calc.py",)] == [1, 0]
     assert "fixed: the test passes" in branch.read_text()
     assert (scratch / "calc.py").read_text() == FIXED and (scratch / "notes.txt").exists()
+
+
+def test_how_a_run_traces_by_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from looptap.proxy.cli import _shell_trace
+
+    def ns(**kw: bool) -> argparse.Namespace:
+        return argparse.Namespace(shell_trace=False, no_shell_trace=False, **kw)
+
+    monkeypatch.delenv("LOOPTAP_SHELL_TRACE", raising=False)
+    assert _shell_trace(ns()) == "processes"  # the default
+    assert _shell_trace(argparse.Namespace(shell_trace=True, no_shell_trace=False)) == "full"
+    assert _shell_trace(argparse.Namespace(shell_trace=False, no_shell_trace=True)) == ""
+    monkeypatch.setenv("LOOPTAP_SHELL_TRACE", "off")
+    assert _shell_trace(ns()) == ""
+    assert _shell_trace(argparse.Namespace(shell_trace=True, no_shell_trace=False)) == "full"
+    monkeypatch.setenv("LOOPTAP_SHELL_TRACE", "full")
+    assert _shell_trace(ns()) == "full"
