@@ -37,6 +37,7 @@ def shell_call_json(sc: ShellCall) -> dict[str, Any]:
     it) and, when not, ``candidates`` (processes that fit: ambiguous, left unlinked); the
     process's ``exit``, ``signal`` and ``status`` (``exit 1``, ``killed by SIGKILL``, ``end not
     seen``); ``stdout`` and ``stderr`` (the start of each, one line) with their sizes in bytes;
+    ``output_traced`` (False at the default level: stdout, stderr and files not seen, not empty);
     ``files`` (``op`` ``write`` or ``remove``, ``path``; the first 20, ``files_more`` the rest);
     ``line`` and ``files_line``, the same said in a line each (:func:`shell_call_lines`)."""
     p = sc.process
@@ -67,9 +68,14 @@ def shell_call_json(sc: ShellCall) -> dict[str, Any]:
         "files": files,
         "files_more": max(0, len(sc.files) - PATHS),
     }
+    out["output_traced"] = p.output
     said = [f"{k}: “{_one(out[k], 100)}”" for k in ("stdout", "stderr") if out[k]]
     out["line"] = f"$ {out['command']} → {out['status']} · " + (
-        " · ".join(said) if said else "printed nothing"
+        " · ".join(said)
+        if said
+        else "printed nothing"
+        if p.output
+        else "output not traced (the default; --shell-trace records it)"
     )
     out["files_line"] = (
         "files: "

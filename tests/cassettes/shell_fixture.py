@@ -40,6 +40,8 @@ class Cmd:
     children: list[tuple[Any, ...]] = field(default_factory=list)
     #: The program the shell ran in its own process (``exec``: bash runs a lone command so).
     then: list[str] | None = None
+    #: False: traced at the default level (processes only; no stdout, stderr or files seen).
+    output: bool = True
 
     def sent(self) -> str:
         if self.result is not None:
@@ -134,6 +136,7 @@ def shell_run(
                 "stderr_bytes": len(step.stderr.encode()),
                 "files": [list(f) for f in step.files],
             }
+            rec |= {} if step.output else {"output": False}
             procs.append(rec | ({"then": step.then} if step.then else {}))
             for j, (argv, out, *code) in enumerate(step.children):
                 procs.append(

@@ -53,6 +53,17 @@ def _shells(path: Path) -> list[dict[str, Any]]:
     return [tc["shell"] for v in show_objects(run, path) for tc in v["tool_calls"] if "shell" in tc]
 
 
+def test_output_not_traced_is_said_never_shown_as_nothing(tmp_path: Path) -> None:
+    """At the default level (processes only) a command's output was not seen: its line says so,
+    never "printed nothing"."""
+    path = shell_run(tmp_path / "run.jsonl", [Cmd("pytest -q", exit=1, output=False)], "Done.")
+    (view,) = _shells(path)
+    assert view["output_traced"] is False
+    assert view["line"] == (
+        "$ pytest -q → exit 1 · output not traced (the default; --shell-trace records it)"
+    )
+
+
 def test_show_json_puts_each_command_under_its_call(run_path: Path) -> None:
     shells = _shells(run_path)
     assert [s["command"] for s in shells] == [
