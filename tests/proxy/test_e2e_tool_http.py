@@ -715,3 +715,36 @@ def test_node_fetch_tools_are_recorded_with_no_change_to_the_agent(tmp_path: Pat
     assert sorted(urlsplit(ex.url).path for ex in exchanges if ex.tool) == [
         "/orders", "/weather", "/weather", "/weather", "/weather",
     ]  # fmt: skip
+
+
+def test_a_model_call_to_a_hard_coded_base_url_through_the_proxy_is_a_model_call(
+    tmp_path: Path,
+) -> None:
+    """Issue 91, item 4, the recorder's side: the openai SDK agent with its base URL hard-coded
+    (``OpenAI(base_url=…)`` at a plain-HTTP OpenAI-compatible server on 127.0.0.1, not the
+    ``OPENAI_BASE_URL`` looptap run exports) sends its model calls in absolute form through
+    ``HTTP_PROXY``, as its tool calls: the model calls are filed as model calls (by what the
+    request is: the providers' detection of Chat Completions by its path and body, not by a
+    host list), the tool's call as a tool's, and the hidden 503 is named at C. On c86d115d the
+    model calls were tool calls: no turn, no finding."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("It is fine in Lyon.")
+
+    agent = OPENAI_AGENT.replace(
+        "client = OpenAI()", 'client = OpenAI(base_url=os.environ["HARD_BASE"])'
+    )
+    assert agent != OPENAI_AGENT
+    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
+        assert urlsplit(fake.url).hostname == "127.0.0.1"
+        proc, run = looptap_run(tmp_path, agent, fake, tools, HARD_BASE=f"{fake.url}/v1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    cas = read_records(run)
+    assert sorted(
+        (ex.tool, urlsplit(ex.url).path) for ex in cas.exchanges
+    ) == [(False, "/v1/chat/completions"), (False, "/v1/chat/completions"), (True, "/weather")]
+    analysis = open_run(run, whole=True).analysis
+    assert len(analysis.turns) == 2
+    assert "C.tool_http_error_hidden" in [f.code for f in analysis.findings]
