@@ -748,3 +748,63 @@ def test_a_model_call_to_a_hard_coded_base_url_through_the_proxy_is_a_model_call
     analysis = open_run(run, whole=True).analysis
     assert len(analysis.turns) == 2
     assert "C.tool_http_error_hidden" in [f.code for f in analysis.findings]
+
+
+class SlowToolServer(ToolServer):
+    """The weather API answering each ``GET /weather`` only after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        import time
+
+        super().__init__()
+        handler = self.server.RequestHandlerClass
+        answer = handler.do_GET  # type: ignore[attr-defined]
+
+        def slow_get(h: Any) -> None:
+            time.sleep(delay)  # (the server's slowness, not a test's decision)
+            answer(h)
+
+        handler.do_GET = slow_get  # type: ignore[attr-defined]
+
+
+SLOW_AGENT = OPENAI_AGENT.replace(
+    '''def get_weather(city):
+    try:''',
+    '''def get_weather(city):  # the call goes on in the background; the tool answers without it
+    import threading
+    done = []
+    t = threading.Thread(target=lambda: done.append(_get_weather(city)), daemon=True)
+    t.start()
+    t.join(0.5)
+    return done[0] if done else '{"status": "pending"}'
+
+def _get_weather(city):
+    try:''',
+).replace(
+    'print("answer:", msg.content)', 'print("answer:", msg.content); import time; time.sleep(4)'
+)
+
+
+def test_a_real_slow_tool_call_that_outlives_its_turn_is_its_calls(tmp_path: Path) -> None:
+    """Issue 91 (misfiling, on a real agent): the openai SDK agent whose ``get_weather`` tool
+    starts its httpx call in the background and answers the model without it (the server takes
+    3 s); the agent's next model request starts while the tool's HTTP is still in flight, and
+    the tool's exchange is written after it. It is linked to its call by its arguments, by when
+    it started, never "the agent's own"."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("Pending for Lyon.")
+
+    assert SLOW_AGENT.count("_get_weather") == 2 and "time.sleep(4)" in SLOW_AGENT
+    with ScriptedUpstream(lyon) as fake, SlowToolServer(3.0) as tools:
+        proc, run = looptap_run(tmp_path, SLOW_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    cas = read_records(run)
+    kinds = [(ex.seq, ex.tool) for ex in cas.exchanges]
+    assert [t for _, t in kinds] == [False, False, True], kinds  # written after the next request
+    read = open_run(run, whole=True)
+    (call,) = read.analysis.mcp_calls.values()
+    calls = {tc.id: tc for _, rt in read.pairs if rt.response for tc in rt.response.tool_calls}
+    assert call.linked_by == "arguments" and calls[call.call_id].arguments == {"city": "Lyon"}
