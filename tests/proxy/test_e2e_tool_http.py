@@ -34,9 +34,8 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,6 +48,7 @@ from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.tool_http import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = Path(
@@ -73,11 +73,12 @@ pytestmark = [
 TOOL_KEY = "wx-7Hq2ZpL9vRk4TtYbN3mC"
 
 
-class ToolServer:
+class ToolServer(LoopbackServer):
     """A weather and orders API on 127.0.0.1: ``GET /weather?city=…``, ``POST /orders``."""
 
+    seen: list[tuple[str, str, str | None]]  # type: ignore[assignment]
+
     def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str | None]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -114,17 +115,11 @@ class ToolServer:
                 outer.seen.append(("POST", self.path, self.headers.get("x-api-key")))
                 self._answer(201, {"order": "o-1", "item": order.get("item"), "state": "placed"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     def __enter__(self) -> ToolServer:
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def route(req: ScriptedRequest) -> Reply:

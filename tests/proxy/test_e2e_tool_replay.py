@@ -25,9 +25,7 @@ fixture, tests/proxy/conftest.py), replay with their tool server and their model
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +49,7 @@ from tests.proxy.test_e2e_tool_http import (
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.tool_http import start_replay, stop_replay
 
 pytestmark = [
     needs_recorder,
@@ -92,24 +91,11 @@ def _answered(recorded: dict[str, Any], out: str) -> bool:
 
 
 def _replay(run: Path, *flags: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    replay = subprocess.Popen(
-        [sys.executable, "-m", "looptap.cassettes.cli", "replay", *flags, str(run)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-    )  # fmt: skip
-    assert replay.stdout is not None
-    env: dict[str, str] = {}
-    while "REPLICATE_API_TOKEN" not in env:  # the last export line
-        line = replay.stdout.readline()
-        assert line, replay.stderr.read() if replay.stderr else ""
-        name, _, value = line.strip().removeprefix("export ").partition("=")
-        env[name] = value
-    return replay, env
+    return start_replay(run, *flags, env=clean_env())
 
 
 def _stop(replay: subprocess.Popen[str]) -> str:
-    replay.send_signal(signal.SIGINT)
-    _, err = replay.communicate(timeout=120)
-    return err
+    return stop_replay(replay, timeout=120)
 
 
 def test_looptap_replay_serves_the_tools_with_nothing_live(
