@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +39,7 @@ from tool_secret_cases import SENT, Case, cases  # noqa: E402
 
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env  # noqa: E402
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
+from tests.support.tool_http import LoopbackServer, start_replay, stop_replay  # noqa: E402
 
 CLIENTS_PYTHON = Path(
     os.environ.get("LOOPTAP_CLIENTS_PYTHON") or ROOT / ".venv-clients" / "bin" / "python"
@@ -84,12 +83,12 @@ for _ in range(40):
 """
 
 
-class ToolServer:
-    """Every case's API on 127.0.0.1: a request to a case's path answered as the case says."""
+class ToolServer(LoopbackServer):
+    """Every case's API on 127.0.0.1: a request to a case's path answered as the case says
+    (the tests' server, tests/support/tool_http.py, with this bench's answers)."""
 
     def __init__(self, all_cases: list[Case]) -> None:
         by_path = {c.path.split("?")[0]: c for c in all_cases}
-        self.seen: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -114,17 +113,7 @@ class ToolServer:
 
             do_GET = do_POST = do_PUT = _any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> ToolServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def route(n: int) -> Any:
@@ -199,25 +188,11 @@ def _duckdb_text(path: Path) -> str:
 def _replay(
     run: Path, env: dict[str, str], cwd: Path
 ) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    proc = subprocess.Popen(
-        [*RECORDER, "replay", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, cwd=cwd,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    got: dict[str, str] = {}
-    while "REPLICATE_API_TOKEN" not in got:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(proc.stderr.read() if proc.stderr else "replay ended")
-        name, _, value = line.strip().removeprefix("export ").partition("=")
-        got[name] = value
-    return proc, got
+    return start_replay(run, env=env, cwd=cwd)
 
 
 def _stop(proc: subprocess.Popen[str]) -> str:
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
-    return err
+    return stop_replay(proc)
 
 
 def run_bench(work: Path) -> dict[str, Any]:

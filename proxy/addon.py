@@ -271,7 +271,12 @@ class LooptapRecorder:
         if self._llm_host(flow) or _is_mcp(flow):
             return True
         # (asked once the request is whole: from the response's head on, or at an error)
-        flow.metadata[TOOL] = tool = self._tools.records(flow)
+        tool = self._tools.records(flow)
+        if tool and self._tools.model_call(flow):
+            # a model call whatever its host (a hard-coded base URL through HTTP_PROXY): one
+            flow.metadata[_LLM] = True
+            return True
+        flow.metadata[TOOL] = tool
         return tool
 
     def _llm_host(self, flow: http.HTTPFlow) -> bool:

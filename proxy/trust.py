@@ -45,6 +45,10 @@ UPSTREAM_FILE = "looptap-upstream-ca.pem"
 _DIR_FILES, _FILE_BYTES = 4096, 8 << 20
 #: How long the probe waits for the server (seconds); past it nothing is decided.
 PROBE_TIMEOUT = 10.0
+#: How long a connection is held for the probe (seconds): a server slower than that to answer
+#: TLS (its handshake would take the agent as long) is not waited for; the connection is
+#: intercepted as before the probe existed and the probe's verdict serves the next ones.
+PROBE_GRACE = 1.0
 
 
 def agent_ca_paths(environ: Mapping[str, str]) -> tuple[list[Path], list[Path]]:
@@ -153,6 +157,8 @@ class UpstreamTrust:
         #: (host, port, SNI) → ``None`` (verified) or why its TLS failed (passed through).
         self.known: dict[tuple[str, int, str], str | None] = {}
         self._asking: dict[tuple[str, int, str], asyncio.Future[str | None]] = {}
+        #: The hosts whose probe a connection was not held for (said once each).
+        self.slow: set[tuple[str, int, str]] = set()
 
     async def tls_clienthello(self, data: Any) -> None:
         from mitmproxy import ctx
@@ -173,24 +179,43 @@ class UpstreamTrust:
             asking = self._asking.get(key)
             if asking is None:
                 asking = self._asking[key] = asyncio.ensure_future(self._probe(context, sni))
+                asking.add_done_callback(lambda done: self._decided(key, sni, done))
             try:
-                failed = await asyncio.shield(asking)
-            except Exception:  # not reached, refused, no answer: nothing decided
-                self._asking.pop(key, None)
-                return
-            if key not in self.known:
-                self.known[key] = failed
-                self._asking.pop(key, None)
-                if failed is not None:
+                # never longer than PROBE_GRACE: past it this connection is intercepted without
+                # the check (as before it existed), the probe goes on for the next ones
+                await asyncio.wait_for(asyncio.shield(asking), PROBE_GRACE)
+            except TimeoutError:
+                if key not in self.slow:
+                    self.slow.add(key)
                     messages.emit(
-                        f"{sni or key[0]}:{key[1]}: the recorder cannot verify this server's "
-                        f"certificate ({failed}); its traffic passes through untouched and is "
-                        "not recorded (the agent checks it as it would without looptap; to "
-                        "record it, give its CA in REQUESTS_CA_BUNDLE, SSL_CERT_FILE, "
-                        "SSL_CERT_DIR, CURL_CA_BUNDLE or NODE_EXTRA_CA_CERTS, or --ssl-insecure)"
+                        f"{sni or key[0]}:{key[1]}: the server took over {PROBE_GRACE:g} s to "
+                        "answer the recorder's TLS check; this connection was not held for it "
+                        "and is recorded as any other (if the recorder cannot verify the server, "
+                        "this connection fails as looptap's own failure and the next ones pass "
+                        "through untouched)"
                     )
+                return
+            except Exception:  # not reached, refused, no answer: nothing decided
+                return
         if self.known.get(key) is not None:
             data.ignore_connection = True
+
+    def _decided(self, key: tuple[str, int, str], sni: str, done: asyncio.Future[Any]) -> None:
+        """The probe of ``key`` ended: its verdict kept (said once when TLS failed), whether a
+        connection waited for it or not; a probe that failed before TLS decides nothing."""
+        self._asking.pop(key, None)
+        if done.cancelled() or done.exception() is not None or key in self.known:
+            return
+        failed = done.result()
+        self.known[key] = failed
+        if failed is not None:
+            messages.emit(
+                f"{sni or key[0]}:{key[1]}: the recorder cannot verify this server's "
+                f"certificate ({failed}); its traffic passes through untouched and is "
+                "not recorded (the agent checks it as it would without looptap; to "
+                "record it, give its CA in REQUESTS_CA_BUNDLE, SSL_CERT_FILE, "
+                "SSL_CERT_DIR, CURL_CA_BUNDLE or NODE_EXTRA_CA_CERTS, or --ssl-insecure)"
+            )
 
     async def _probe(self, context: Any, sni: str) -> str | None:
         """mitmproxy's own upstream TLS (its ``tlsconfig`` addon's context for this server) tried

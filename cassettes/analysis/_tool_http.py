@@ -220,6 +220,11 @@ class ToolHttpLinker:
         #: Per tool name, how many of its calls whose wait ended had a tool HTTP call linked by
         #: their arguments, and how many had none at all (:meth:`model_turn`).
         self.history: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        #: Tool HTTP calls linked to the only call awaiting (none of its arguments seen) before
+        #: anything showed that call runs over HTTP at all, by its key: kept linked when its wait
+        #: ends only if it did by then (:meth:`_runs_over_http`), else unlinked (an MCP call over
+        #: stdio awaiting while the agent fetched something of its own: opencode's npm check).
+        self.tentative: OrderedDict[str, list[McpCall]] = OrderedDict()
 
     def clear(self) -> None:
         self.awaiting.clear()
@@ -227,6 +232,12 @@ class ToolHttpLinker:
         self.served.clear()
         self.touched.clear()
         self.history.clear()
+        self.tentative.clear()
+
+    def _runs_over_http(self, cid: str, made: Awaiting) -> bool:
+        """Whether the wire shows that the call ``cid`` (``made``) is one the agent runs over HTTP:
+        a tool HTTP call was linked to it by its arguments, or to an earlier call of its tool."""
+        return cid in self.served or self.history.get(made.name, (0, 0))[0] > 0
 
     def model_turn(
         self, turn: Turn, response: NormalisedResponse | None, at: float | None = None
@@ -238,6 +249,10 @@ class ToolHttpLinker:
         for cid in [c for c, a in self.awaiting.items() if a.conversation == turn.conversation]:
             made = self.awaiting.pop(cid)
             ended.append((cid, made))
+            for call in self.tentative.pop(cid, []):
+                if not self._runs_over_http(cid, made):  # nothing showed it runs over HTTP
+                    call.call_id = call.linked_by = call.tool = None
+                    call.model_seq = call.conversation = call.turn = None
             if at is not None:
                 put(self.ended, cid, (made, at))
                 while len(self.ended) > _ENDED:
@@ -293,6 +308,9 @@ class ToolHttpLinker:
         if len(fits) == 1 and (best > 0 or len(scores) == 1):
             cid = fits[0]
             made = awaiting[cid]
+            tentative = not best and not self._runs_over_http(cid, made)
+            if tentative and cid not in self.awaiting:
+                return call  # its wait has ended with nothing showing it runs over HTTP
             call.call_id, call.linked_by, call.tool = (
                 made.id or cid,
                 "arguments" if best else "awaiting",
@@ -300,6 +318,13 @@ class ToolHttpLinker:
             )
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
             if cid not in self.awaiting:  # its wait has ended: its result was judged already
+                return call
+            if tentative:  # (decided when its wait ends: model_turn)
+                got_tentative = self.tentative.get(cid) or []
+                if len(got_tentative) < 16:
+                    put(self.tentative, cid, [*got_tentative, call])
+                while len(self.tentative) > _ENDED:
+                    self.tentative.popitem(last=False)
                 return call
             put(self.touched, cid, True)
             if best and call.http is not None and not ex.recorder_made:  # (never judged)

@@ -183,6 +183,10 @@ class Index:
     tool_calls: dict[int, McpCall] | None = None
     #: The recorder's redaction both sides go through (``None``: compared as stored).
     redacted: AsRecorded | None = None
+    #: The recorded round trips the redaction changed at load (a recording made under fewer
+    #: rules): only these are redacted again when their key is made anew (:func:`key_at`); the
+    #: rest are as their recording holds them, so the recorded side is redacted once, at load.
+    rescrub: frozenset[int] = frozenset()
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -200,10 +204,13 @@ def index_of(
     keys: list[RequestKey] | None = [] if isinstance(src, InMemory) else None
     profiles: set[InferredFields] = set()
     tools: list[int] = []
+    rescrub: set[int] = set()
     for ex in src.scan():
         if ex.tool:
             tools.append(len(hashes))
         key = recorded_key(ex, volatile, rules, redacted)
+        if redacted is not None and redacted.changed:
+            rescrub.add(len(hashes))
         inferred = inferred_fields(ex)
         if inferred is not None:
             profiles.add(inferred)
@@ -224,6 +231,7 @@ def index_of(
         profiles=profiles,
         tools=tools,
         redacted=redacted,
+        rescrub=frozenset(rescrub),
     )
 
 
@@ -252,7 +260,9 @@ def key_at(ix: Index, i: int) -> RequestKey:
         if hit is not None:
             ix.key_cache.move_to_end(i)
             return hit
-    key = recorded_key(exchange_at(ix, i), ix.volatile, ix.rules, ix.redacted)
+    # (redacted once, at load: again only where that changed the recording's request)
+    redacted = ix.redacted if i in ix.rescrub else None
+    key = recorded_key(exchange_at(ix, i), ix.volatile, ix.rules, redacted)
     with ix.lock:
         ix.key_cache[i] = key
         while len(ix.key_cache) > KEY_CACHE:

@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 import orjson
 
 from .. import bounds, providers
-from ..recording import URL_TOKEN, Redactor
+from ..recording import Redactor
 from ..wire import Headers, header
 from ._rules import Rules, Substitution, substitute
 from ._volatile import IGNORED, Numbering, Span, VolatileSpans
@@ -242,11 +242,19 @@ class AsRecorded:
             self._redactor = Redactor()
         self._lock = threading.Lock()
 
+        #: Whether the last call changed the request (what :func:`index_of` keeps per recorded
+        #: round trip: one its load-time redaction left as it was is not redacted again).
+        self.changed = False
+
     def __call__(
         self, url: str, headers: Headers, body: bytes, parsed: Any
-    ) -> tuple[str, bytes, Any]:
+    ) -> tuple[str, bytes, Any, frozenset[str]]:
+        """The request as its recording holds it, and the names of the query parameters the
+        recorder redacted by name (:meth:`~cassettes.recording.Redactor.query_names`)."""
         with self._lock:
-            return self._redactor.request(url, headers, body, parsed)
+            out_url, out, masked = self._redactor.request(url, headers, body, parsed)
+            self.changed = out_url != url or out is not body
+            return out_url, out, masked, Redactor.query_names(url)
 
 
 def request_key(
@@ -266,16 +274,20 @@ def request_key(
     paths, substitutions and volatile tools' results are written out as well (each a span too).
     With ``redacted``, the request is first redacted as the recorder redacts (:class:`AsRecorded`).
     """
+    names = None
     if redacted is not None:
-        url, body, parsed = redacted(url, headers, body, parsed)
+        url, body, parsed, names = redacted(url, headers, body, parsed)
+    elif "?" in url:
+        names = Redactor.query_names(url)
     try:
         u = urlsplit(url)
     except ValueError:
         u = urlsplit("")
-    # a parameter the recorder redacted by its name is not compared, its presence included: a
-    # replay run without the credential (none set, or another one) still matches its recording
+    # a parameter the recorder redacts by its name (the redactor says which) is not compared,
+    # its presence included: a replay run without the credential (none set, or another one)
+    # still matches its recording; one redacted by its value's format only is compared
     query = tuple(
-        sorted(p for p in parse_qsl(u.query, keep_blank_values=True) if p[1] != URL_TOKEN)
+        sorted(p for p in parse_qsl(u.query, keep_blank_values=True) if p[0] not in (names or ()))
     )
     raw = parsed
     if raw is None and body:

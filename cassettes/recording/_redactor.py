@@ -329,6 +329,20 @@ class Redactor:
         should learn from, then this."""
         return self._json.scrub_json(value)[0]
 
+    @staticmethod
+    def query_names(url: str) -> frozenset[str]:
+        """The names of ``url``'s query parameters the recorder redacts *by their name*
+        (:func:`~cassettes.recording._credentials.query_secret`'s rule): what the replay's matcher
+        leaves out of a comparison, present or not, whatever the value (a parameter redacted by
+        its value's format only is compared, redacted alike on both sides)."""
+        try:
+            query = urlsplit(url).query
+        except ValueError:
+            return frozenset()
+        return frozenset(
+            k for k, _ in parse_qsl(query, keep_blank_values=True) if secret_name(k, "query")
+        )
+
     def request(
         self, url: str, headers: Headers, body: bytes, parsed: Any = None
     ) -> tuple[str, bytes, Any]:

@@ -50,6 +50,8 @@ def asked_again(branch: Path) -> int:
         seen: set[bytes] = set()
         again = 0
         for ex in run.exchanges:
+            if ex.tool:  # a tool's HTTP call (live or served) is not a request to the model
+                continue
             digest = hashlib.sha256(ex.request_body).digest()
             again += digest in seen
             seen.add(digest)

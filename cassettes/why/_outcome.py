@@ -152,6 +152,8 @@ def lived_run(origin: Any, branch: Path) -> Any:
     def take_live() -> None:
         for ex in live:
             out.append(ex)
+            if ex.tool:  # a tool's call the branch holds (live, or served): beside its turns
+                continue
             if not any(m.get("edit") == "continue" for m in ex.edits or []):
                 return
 

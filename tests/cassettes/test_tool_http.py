@@ -344,3 +344,33 @@ def test_equal_call_ids_in_concurrent_conversations_never_cross() -> None:
         chat([*b_first, *echoed(b_call, ["{}"])[1:]], [], "Tokyo: nothing known."),
     ])  # fmt: skip
     assert [(f.seq, f.tool_call_id) for f in found] == [(5, "call_1_0")]
+
+
+def test_the_agents_own_fetch_while_an_mcp_call_awaits_is_not_linked_to_it() -> None:
+    """Issue 91 (opencode 1.18.33, seen on a real run): the agent fetches from npm for itself
+    while the model's ``weather_get_weather`` call, which it runs over MCP on stdio, awaits its
+    result. Nothing on the wire shows that call runs over HTTP at all (no tool HTTP call carried
+    its arguments, none of its tool's earlier calls had one): the fetch is the agent's own, not
+    linked. A call that does run over HTTP keeps an argument-less call linked (the session GET
+    before the order's POST: test_the_only_call_awaiting_takes_a_call_without_its_arguments),
+    and so does a later call of a tool seen over HTTP before. On c86d115d the fetch was linked to
+    ``weather_get_weather`` by ``awaiting``."""
+    first = [{"role": "user", "content": "Weather in Paris?"}]
+    mcp = [("call_W", "weather_get_weather", {"city": "Paris"})]
+    npm = tool("GET", "https://registry.npmjs.org/typescript", 200, b'{"name":"typescript"}')
+    run = analyse([chat(first, mcp), npm, chat(echoed(mcp, ['{"temp":15}']), [], "15 C.")])
+    (own,) = run.mcp_calls.values()
+    assert (own.call_id, own.linked_by, own.tool, own.model_seq) == (None, None, None, None)
+    # a tool seen over HTTP before: its later call takes an argument-less request while it awaits
+    wx = [("call_A", "get_weather", {"city": "Paris"})]
+    again = [("call_B", "get_weather", {"city": "Lyon"})]
+    seen = analyse([
+        chat(first, wx),
+        tool("GET", "https://wx.example.com/v1/now?city=Paris", 200, b'{"temp":15}'),
+        chat(echoed(wx, ['{"temp":15}']), again),
+        tool("GET", "https://wx.example.com/v1/session", 200, b'{"s":1}'),
+        chat([*echoed(wx, ['{"temp":15}']), *echoed(again, ["{}"])[1:]], [], "Done."),
+    ])  # fmt: skip
+    assert [(c.call_id, c.linked_by) for c in seen.mcp_calls.values()] == [
+        ("call_A", "arguments"), ("call_B", "awaiting"),
+    ]  # fmt: skip

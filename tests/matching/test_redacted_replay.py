@@ -109,3 +109,32 @@ def test_a_miss_report_never_prints_the_credential(
     assert not hasattr(got, "exchange")
     text = "\n".join(got.lines())
     assert SECRET not in text and SECRET[:8] not in text, text
+
+
+#: A value the recorder masks by its format only (an OpenAI key's), in a parameter whose name
+#: says nothing of a secret.
+KEYLIKE = "sk-proj-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG"
+
+
+def test_only_what_the_recorder_redacts_by_name_is_left_out(tmp_path: Path) -> None:
+    """Issue 91, item 1 (the matcher's redaction): the redactor says which query parameters it
+    redacts by *name* (``Redactor.query_names``), and the matcher leaves exactly those out. A
+    parameter masked by its value's format only (``q=`` holding a key) is compared, redacted
+    alike on both sides: the same key replays, another value of ``q`` misses; an ``apikey``
+    left empty (the replay run's credential not set) is still served. Before (21bc15ea), the
+    matcher inferred it from the redaction token: an empty ``apikey=`` was compared, a miss."""
+    path = tmp_path / "run.jsonl"
+    with CassetteWriter(path) as w:
+        ex = Exchange("GET", f"{HOST}/v1/search?q={KEYLIKE}&apikey={SECRET}", [], b"",
+                      status=200, tool=True)  # fmt: skip
+        ex.response_chunks = [(None, b'{"ok": true}')]
+        w.append(ex)
+    assert KEYLIKE not in path.read_text() and SECRET not in path.read_text()
+    m = Matcher(read_records(path).exchanges, tools=True)
+    other = m.match_tool("GET", f"{HOST}/v1/search?q=weather&apikey={SECRET}", [], b"")
+    assert not hasattr(other, "exchange")  # q is compared
+    same = m.match_tool("GET", f"{HOST}/v1/search?q={KEYLIKE}&apikey=another-key-1234", [], b"")
+    assert hasattr(same, "exchange")  # apikey (by name) is not; q's key redacted alike
+    m = Matcher(read_records(path).exchanges, tools=True)
+    unset = m.match_tool("GET", f"{HOST}/v1/search?q={KEYLIKE}&apikey=", [], b"")
+    assert hasattr(unset, "exchange")  # the replay run's credential not set: still served

@@ -34,9 +34,8 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,6 +48,7 @@ from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.tool_http import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = Path(
@@ -73,11 +73,12 @@ pytestmark = [
 TOOL_KEY = "wx-7Hq2ZpL9vRk4TtYbN3mC"
 
 
-class ToolServer:
+class ToolServer(LoopbackServer):
     """A weather and orders API on 127.0.0.1: ``GET /weather?city=…``, ``POST /orders``."""
 
+    seen: list[tuple[str, str, str | None]]  # type: ignore[assignment]
+
     def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str | None]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -114,17 +115,11 @@ class ToolServer:
                 outer.seen.append(("POST", self.path, self.headers.get("x-api-key")))
                 self._answer(201, {"order": "o-1", "item": order.get("item"), "state": "placed"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     def __enter__(self) -> ToolServer:
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def route(req: ScriptedRequest) -> Reply:
@@ -715,3 +710,96 @@ def test_node_fetch_tools_are_recorded_with_no_change_to_the_agent(tmp_path: Pat
     assert sorted(urlsplit(ex.url).path for ex in exchanges if ex.tool) == [
         "/orders", "/weather", "/weather", "/weather", "/weather",
     ]  # fmt: skip
+
+
+def test_a_model_call_to_a_hard_coded_base_url_through_the_proxy_is_a_model_call(
+    tmp_path: Path,
+) -> None:
+    """Issue 91, item 4, the recorder's side: the openai SDK agent with its base URL hard-coded
+    (``OpenAI(base_url=…)`` at a plain-HTTP OpenAI-compatible server on 127.0.0.1, not the
+    ``OPENAI_BASE_URL`` looptap run exports) sends its model calls in absolute form through
+    ``HTTP_PROXY``, as its tool calls: the model calls are filed as model calls (by what the
+    request is: the providers' detection of Chat Completions by its path and body, not by a
+    host list), the tool's call as a tool's, and the hidden 503 is named at C. On c86d115d the
+    model calls were tool calls: no turn, no finding."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("It is fine in Lyon.")
+
+    agent = OPENAI_AGENT.replace(
+        "client = OpenAI()", 'client = OpenAI(base_url=os.environ["HARD_BASE"])'
+    )
+    assert agent != OPENAI_AGENT
+    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
+        assert urlsplit(fake.url).hostname == "127.0.0.1"
+        proc, run = looptap_run(tmp_path, agent, fake, tools, HARD_BASE=f"{fake.url}/v1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    cas = read_records(run)
+    assert sorted(
+        (ex.tool, urlsplit(ex.url).path) for ex in cas.exchanges
+    ) == [(False, "/v1/chat/completions"), (False, "/v1/chat/completions"), (True, "/weather")]
+    analysis = open_run(run, whole=True).analysis
+    assert len(analysis.turns) == 2
+    assert "C.tool_http_error_hidden" in [f.code for f in analysis.findings]
+
+
+class SlowToolServer(ToolServer):
+    """The weather API answering each ``GET /weather`` only after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        import time
+
+        super().__init__()
+        handler = self.server.RequestHandlerClass
+        answer = handler.do_GET  # type: ignore[attr-defined]
+
+        def slow_get(h: Any) -> None:
+            time.sleep(delay)  # (the server's slowness, not a test's decision)
+            answer(h)
+
+        handler.do_GET = slow_get  # type: ignore[attr-defined]
+
+
+SLOW_AGENT = OPENAI_AGENT.replace(
+    '''def get_weather(city):
+    try:''',
+    '''def get_weather(city):  # the call goes on in the background; the tool answers without it
+    import threading
+    done = []
+    t = threading.Thread(target=lambda: done.append(_get_weather(city)), daemon=True)
+    t.start()
+    t.join(0.5)
+    return done[0] if done else '{"status": "pending"}'
+
+def _get_weather(city):
+    try:''',
+).replace(
+    'print("answer:", msg.content)', 'print("answer:", msg.content); import time; time.sleep(4)'
+)
+
+
+def test_a_real_slow_tool_call_that_outlives_its_turn_is_its_calls(tmp_path: Path) -> None:
+    """Issue 91 (misfiling, on a real agent): the openai SDK agent whose ``get_weather`` tool
+    starts its httpx call in the background and answers the model without it (the server takes
+    3 s); the agent's next model request starts while the tool's HTTP is still in flight, and
+    the tool's exchange is written after it. It is linked to its call by its arguments, by when
+    it started, never "the agent's own"."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("Pending for Lyon.")
+
+    assert SLOW_AGENT.count("_get_weather") == 2 and "time.sleep(4)" in SLOW_AGENT
+    with ScriptedUpstream(lyon) as fake, SlowToolServer(3.0) as tools:
+        proc, run = looptap_run(tmp_path, SLOW_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    cas = read_records(run)
+    kinds = [(ex.seq, ex.tool) for ex in cas.exchanges]
+    assert [t for _, t in kinds] == [False, False, True], kinds  # written after the next request
+    read = open_run(run, whole=True)
+    (call,) = read.analysis.mcp_calls.values()
+    calls = {tc.id: tc for _, rt in read.pairs if rt.response for tc in rt.response.tool_calls}
+    assert call.linked_by == "arguments" and calls[call.call_id].arguments == {"city": "Lyon"}

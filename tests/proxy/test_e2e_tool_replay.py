@@ -25,9 +25,7 @@ fixture, tests/proxy/conftest.py), replay with their tool server and their model
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +49,7 @@ from tests.proxy.test_e2e_tool_http import (
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.tool_http import start_replay, stop_replay
 
 pytestmark = [
     needs_recorder,
@@ -92,24 +91,11 @@ def _answered(recorded: dict[str, Any], out: str) -> bool:
 
 
 def _replay(run: Path, *flags: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    replay = subprocess.Popen(
-        [sys.executable, "-m", "looptap.cassettes.cli", "replay", *flags, str(run)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-    )  # fmt: skip
-    assert replay.stdout is not None
-    env: dict[str, str] = {}
-    while "REPLICATE_API_TOKEN" not in env:  # the last export line
-        line = replay.stdout.readline()
-        assert line, replay.stderr.read() if replay.stderr else ""
-        name, _, value = line.strip().removeprefix("export ").partition("=")
-        env[name] = value
-    return replay, env
+    return start_replay(run, *flags, env=clean_env())
 
 
 def _stop(replay: subprocess.Popen[str]) -> str:
-    replay.send_signal(signal.SIGINT)
-    _, err = replay.communicate(timeout=120)
-    return err
+    return stop_replay(replay, timeout=120)
 
 
 def test_looptap_replay_serves_the_tools_with_nothing_live(
@@ -220,7 +206,12 @@ def test_a_tool_request_the_run_does_not_answer_fails_named_with_its_tool_call(
 
 
 def _fork(
-    recorded: dict[str, Any], fake: ScriptedUpstream, tmp: Path, tool_url: str, *flags: str
+    recorded: dict[str, Any],
+    fake: ScriptedUpstream,
+    tmp: Path,
+    tool_url: str,
+    *flags: str,
+    turn: int = 2,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     argv, env = _agent(recorded["name"], tmp)
     # the AI SDK agent's plain fetch, no EnvHttpProxyAgent of its own: the fork keeps looptap run's
@@ -229,8 +220,8 @@ def _fork(
     env = {**env, "DISPATCH": "0"} if "DISPATCH" in env else env
     branch = tmp / "branch.jsonl"
     proc = progress.run(
-        [*RECORDER, "run", "--from", f"{recorded['run']}@turn=2", "-o", str(branch), "--confdir",
-         str(tmp / "conf"), "--upstream", f"openai={fake.url}", *flags, "--", *argv],
+        [*RECORDER, "run", "--from", f"{recorded['run']}@turn={turn}", "-o", str(branch),
+         "--confdir", str(tmp / "conf"), "--upstream", f"openai={fake.url}", *flags, "--", *argv],
         env=clean_env(OPENAI_API_KEY="sk-test-tools", TOOL_URL=tool_url,
                       LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON), **env),
         capture_output=True, text=True, cwd=tmp,
@@ -347,6 +338,7 @@ def test_the_plugins_run_holds_the_tool_findings(tmp_path: Path, pytester: pytes
     ``{}``), replayed by the plugin with the tool server and the model stopped: the tool calls it
     served are the run's tool exchanges, linked and judged. On c86d115d they were served as
     plain round trips and the assertion passed."""
+
     def lyon(req: ScriptedRequest) -> Reply:
         if not req.tool_results():
             return Reply.tool("get_weather", {"city": "Lyon"})
@@ -367,3 +359,42 @@ def test_the_plugins_run_holds_the_tool_findings(tmp_path: Path, pytester: pytes
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
     assert "C.tool_http_error_hidden" in out and "served 1 of 1 tool HTTP call" in out, out[-4000:]
+
+
+def test_a_forks_branch_holds_the_tool_calls_it_served_with_their_findings(
+    tmp_path: Path,
+) -> None:
+    """Issue 91, item 4: a fork's branch holds the tool calls the replay server answered from the
+    recording once the branch had begun (not only those that went live), each where it started,
+    linked to the live turn's call it served and judged: the agent that hides a 503, forked at
+    turn 0 with its tool server stopped, has its ``C.tool_http_error_hidden`` in the branch, the
+    served call noted with the origin's seq. On c86d115d the branch held no tool exchange."""
+
+    def lyon(req: ScriptedRequest) -> Reply:
+        if not req.tool_results():
+            return Reply.tool("get_weather", {"city": "Lyon"})
+        return Reply.say("It is fine in Lyon.")
+
+    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
+        tool_url = tools.url
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    (origin_tool,) = [ex for ex in read_records(run).exchanges if ex.tool]
+    made = {"name": "openai", "run": run}
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    with ScriptedUpstream(lyon) as fake:
+        proc, branch = _fork(made, fake, fork, tool_url, "--tools-offline", turn=0)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "served 1 of 1 tool HTTP call" in proc.stderr, proc.stderr[-3000:]
+    exchanges = read_records(branch).exchanges
+    assert [ex.tool for ex in exchanges] == [False, True, False], proc.stderr[-3000:]
+    assert [ex.seq for ex in exchanges] == [0, 1, 2]
+    served = exchanges[1]
+    assert served.status == 503 and served.url == origin_tool.url
+    assert f"served from the recording (the origin's seq {origin_tool.seq})" in served.notes
+    assert TOOL_KEY.encode() not in branch.read_bytes()
+    forked = open_run(branch, whole=True)
+    (call,) = forked.analysis.mcp_calls.values()
+    assert call.linked_by == "arguments" and call.tool == "get_weather"
+    assert "C.tool_http_error_hidden" in [f.code for f in forked.analysis.findings]

@@ -46,6 +46,7 @@ from ..serving.agent_env import read_export, replay_env
 from .cursor import bases_of
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
+from ._served_tools import merge_served
 
 __all__ = ["ForkReplay", "ForkSource", "parse_from", "sent_lines"]
 
@@ -189,6 +190,9 @@ class ForkReplay:
     #: conversation went live: read back when it stops, written into the branch (:meth:`finish`).
     tolerated: dict[str, Any] = field(default_factory=dict)
     _dir: str | None = None
+    #: The tools' calls the replay server answered from the recording (its file, moved out of
+    #: :attr:`_dir` when it stops), for :meth:`finish` to put into the branch.
+    _served: str | None = None
     proc: asyncio.subprocess.Process | None = None
     report: list[str] = field(default_factory=list)
     #: The most requests sent live (``--max-requests``; ``None``: no limit).
@@ -340,9 +344,13 @@ class ForkReplay:
                 doc = bounds.loads(f.read(64 << 20))
         except (OSError, orjson.JSONDecodeError, ValueError):
             doc = None
-        finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        served = os.path.join(self._dir, "served-tools.jsonl")
+        if os.path.isfile(served):
+            keep = tempfile.mkdtemp(prefix="looptap-fork-served-")
+            with contextlib.suppress(OSError):
+                self._served = shutil.move(served, os.path.join(keep, "served-tools.jsonl"))
+        shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir = None
         if isinstance(doc, dict):
             starts, failed = doc.get("starts"), doc.get("failed")
             lived, stopped = doc.get("lived"), doc.get("stopped")
@@ -361,7 +369,19 @@ class ForkReplay:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
         tolerated and, for ``@divergence``, where each conversation went live, and whether it
         stopped at its limit of live requests: a ``note`` record
-        (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say."""
+        (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say. First, the
+        tools' calls served from the recording once the branch had begun, each where it started
+        (:func:`~._served_tools.merge_served`)."""
+        if self._served is not None:
+            served, self._served = Path(self._served), None
+            try:
+                merge_served(path, served)
+            except CassetteError as exc:
+                self.report.append(
+                    f"the tools' calls served from the recording are not in the branch: {exc}"
+                )
+            finally:
+                shutil.rmtree(served.parent, ignore_errors=True)
         said = any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed", "stopped"))
         if not said and self.tolerated.get("lived") is None:
             return  # an empty lived is said: the agent made no request the fork answered

@@ -165,6 +165,10 @@ class ServedLog:
         self.matcher = matcher
         self.url = url
         self.served: list[Exchange] = []
+        #: Of :attr:`served`, the tools' HTTP calls answered from the recording (served, or with
+        #: an edited answer): served seq → the recorded call's seq (a fork writes them into its
+        #: branch: :func:`cassettes.replay.forking._served_tools.merge_served`).
+        self.tool_origins: dict[int, int] = {}
         #: What is left of the budget for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
 
@@ -209,6 +213,8 @@ class ServedLog:
             scrub = Redactor().scrub
             ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[source.index]))
         ex.seq = len(self.served)
+        if ex.tool and source is not None:
+            self.tool_origins[ex.seq] = source.seq
         self.served.append(ex)
         return ex
 
