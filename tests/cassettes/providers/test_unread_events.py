@@ -62,3 +62,14 @@ def test_an_event_of_an_unknown_type_makes_the_answer_partial() -> None:
     assert rt.response is not None and rt.response.text == "Hi"
     assert rt.read == "partial"
     assert "answer: stream: events of a type looptap does not read (future_event)" in rt.unread
+
+
+def test_a_stream_with_an_event_not_read_is_not_judged_cut() -> None:
+    """A finish chunk came, no ``[DONE]``, and an event in the middle was not JSON: whether the
+    stream ended whole rests on what was not read, so it is not judged (was: an
+    ``A.stream_truncated`` error, the event taken for a cut). A stream with every event read and
+    no finish is still cut."""
+    body = b"".join([*HELLO, b"data: {not json\n\n", _data(_chunk({}, "stop", usage=USAGE))])
+    assert _read(body).read == "partial"
+    assert "A.stream_truncated" not in _codes(body)
+    assert "A.stream_truncated" in _codes(b"".join(HELLO))
