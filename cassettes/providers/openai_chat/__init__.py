@@ -269,8 +269,9 @@ class OpenAIChat(Provider):
         ),
         model_vendor="openai",
         otel_provider="openai",
-        stream_end="data: [DONE]; or choice 0's finish_reason with no error event (servers that "
-        "send no terminator)",
+        stream_end="data: [DONE]; or choice 0's finish_reason with no error event and every "
+        "event read (servers that send no terminator); an error event (a chunk with `error`, "
+        "llama.cpp's `error:` line, Groq's `x_groq.error`) ends it failed",
         field_defaults=(("stream", False), ("n", 1)),
         result_groups=ResultGroups(_result_of, _calls_of),
         api_key_env=("OPENAI_API_KEY",),
