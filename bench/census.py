@@ -285,10 +285,14 @@ STREAM_ENDS_IN_THE_WILD = [
     "`x_groq.usage`; `[DONE]` | `x_groq.error`: why the stream stopped early | "
     "groq/groq-python@8ae355a1:src/groq/types/chat/chat_completion_chunk.py (`XGroq`); real "
     "streams in the corpus (pydantic-ai's `test_groq` cassettes) |",
-    "| Together, Fireworks | finish and usage on the last chunk; `[DONE]` | - | their API "
-    "references (closed source) |",
-    "| LM Studio | OpenAI's own shape, `[DONE]` | - | its docs (the server is not open source; "
-    "not read from source) |",
+    '| Together | finish (`eos`, `stop`, `length`, `tool_calls`, `error`; `""` for none) and '
+    'usage on the last chunk; `[DONE]` | `finish_reason: "error"` | '
+    "togethercomputer/together-python@e6069871:src/together/types/chat_completions.py, "
+    "@83bd56f3:src/together/types/common.py |",
+    "| Fireworks | finish and usage on the last chunk; `[DONE]` | - | its API reference "
+    "(closed source; not read from source) |",
+    "| LM Studio | OpenAI's own endpoint (lmstudio.ai/docs/api/openai-api) | - | the server is "
+    "not open source; not read from source |",
     "",
     "Read wrongly before, fixed by evidence: llama.cpp's `error:` event (it was a payload that "
     "is not JSON, skipped, and",
@@ -296,7 +300,9 @@ STREAM_ENDS_IN_THE_WILD = [
     "`error`); Groq's",
     "`x_groq.usage` (usage unread: an `A.usage_missing` on every Groq stream; now read) and "
     "`x_groq.error` (now the",
-    "stream's error); TGI's `stop_sequence` finish (an `A.unusual_finish`; now `complete`).",
+    "stream's error); TGI's `stop_sequence` and Together's `eos` finishes (an "
+    "`A.unusual_finish`; now `complete`), and",
+    'Together\'s `""` finish (its none: read as a finish, the stream whole by it; now none).',
     "",
     "Other servers' stream ends found in their issue trackers (read by the same row: whole by "
     "the finish chunk when",

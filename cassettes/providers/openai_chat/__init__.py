@@ -60,6 +60,8 @@ _FINISH = {
     "max_tokens": FinishReason.TRUNCATED_LENGTH,
     # TGI's chat stream: its stop-sequence finish (router/src/lib.rs FinishReason::format)
     "stop_sequence": FinishReason.COMPLETE,
+    # Together: the end-of-sequence token (together-python types/common.py FinishReason.EOS)
+    "eos": FinishReason.COMPLETE,
 }
 
 _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
@@ -390,7 +392,7 @@ class _ChatStream(StreamParts):
                     self.details.get("choices", 1), int(choice.get("index", 0)) + 1
                 )
             return
-        if choice.get("finish_reason") is not None:
+        if choice.get("finish_reason") not in (None, ""):  # Together's "" is its null
             self.finish_raw = as_str(choice["finish_reason"])
         if "native_finish_reason" in choice and choice["native_finish_reason"] is not None:
             self.details["native_finish_reason"] = choice["native_finish_reason"]

@@ -7,8 +7,8 @@ finish chunk with nothing unread; it is cut when no finish came; an error event 
 whatever terminator follows it.
 
 Failing on 21bc15ea (session 46's head): llama.cpp's ``error:`` event (read as a whole answer
-with no finish), Groq's ``x_groq`` usage and error, TGI's ``stop_sequence`` finish (an unusual
-finish). On c86d115d every whole stream fails too (it had no read state).
+with no finish), Groq's ``x_groq`` usage and error, TGI's ``stop_sequence`` and Together's
+``eos`` finishes (unusual finishes). On c86d115d every whole stream fails too (no read state).
 """
 
 from __future__ import annotations
@@ -176,11 +176,18 @@ WHOLE = {
         ),
         b"data: [DONE]\n\n",
     ],
-    # Together's and Fireworks' chat streams (their API references: the last chunk carries the
-    # finish and ``usage``, then [DONE]); LM Studio's server is not open source, its docs
-    # describe OpenAI's own stream
-    "together / fireworks / lm studio": HELLO
-    + [_data(_chunk({}, "stop", usage=USAGE)), b"data: [DONE]\n\n"],
+    # togethercomputer/together-python@e6069871:src/together/types/chat_completions.py
+    # (ChatCompletionChunk: ``usage`` on the chunk) and @83bd56f3:src/together/types/common.py
+    # (FinishReason: "eos", "stop", "length", "tool_calls", "error", and "" for none)
+    "together": [
+        _data(_chunk({"role": "assistant", "content": "Hello"}, "")),
+        _data(_chunk({}, "eos", usage=USAGE)),
+        b"data: [DONE]\n\n",
+    ],
+    # Fireworks' chat streams (its API reference: the last chunk carries the finish and
+    # ``usage``, then [DONE]); LM Studio's server is not open source, its docs
+    # (lmstudio.ai/docs/api/openai-api) say OpenAI's own endpoint
+    "fireworks / lm studio": HELLO + [_data(_chunk({}, "stop", usage=USAGE)), b"data: [DONE]\n\n"],
 }
 
 
