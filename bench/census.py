@@ -240,16 +240,76 @@ def _read_state_section(exchanges: int) -> list[str]:
 
 #: OpenAI-compatible servers' stream ends, as their sources, issues and docs show them.
 STREAM_ENDS_IN_THE_WILD = [
-    "OpenAI-compatible servers' stream ends, as found in their sources and issue trackers (read "
-    "with the search tool,",
-    "2026-11-28); each is read by the `openai_chat` row above, so a stream without `[DONE]` is "
-    "whole when its finish",
-    "chunk came:",
+    "### Stream ends of OpenAI-compatible servers, from their sources",
     "",
-    "- llama.cpp server: `data: [DONE]` (tools/server/server.cpp, cited in ik_llama.cpp issue "
-    "467); ik_llama.cpp sent none",
-    "  until its PR 470 added `--send-done` (2025-06), off by default: its streams end at the "
-    "finish chunk.",
+    "Each read from the server's own code where it is public (`repo@commit:path`, fetched "
+    "2026-11-28), else its API",
+    "reference; each scripted byte for byte in that shape in "
+    "`tests/cassettes/providers/test_compat_stream_ends.py`",
+    "(whole: text, finish, usage, read `complete`, no `A.stream_truncated` / "
+    "`A.unusual_finish` / `A.usage_missing`;",
+    "failed: the error read as one). All are read by the `openai_chat` row above.",
+    "",
+    "| server | how a chat stream ends | error mid-stream | source |",
+    "|---|---|---|---|",
+    "| vLLM | finish chunk (`finish_reason` and vLLM's `stop_reason`); usage on every chunk "
+    "with `continuous_usage_stats`; a usage chunk with `choices: []`; `[DONE]` | "
+    '`data: {"error": {"object": "error", "message", "type", "code"}}`, then `[DONE]` | '
+    "vllm-project/vllm@5e918640:vllm/entrypoints/openai/chat_completion/serving.py, "
+    "@7ded96b3:vllm/entrypoints/openai/serving_engine.py |",
+    "| Ollama `/v1` | finish chunk with an empty delta; with `include_usage` the same chunk "
+    'with `choices: []` and usage; `[DONE]` | none said: the server\'s `{"error"}` line is '
+    "decoded as an empty chunk and the stream ends with no finish and no `[DONE]`: truncated "
+    "| ollama/ollama@fb307609:middleware/openai.go, openai/openai.go, server/routes.go |",
+    "| Ollama `/api/chat` (native) | NDJSON, the last line `done: true` with `done_reason` and "
+    'the counts | one more line `{"error": "…"}`, then the end | '
+    "ollama/ollama@fb307609:server/routes.go (`streamResponse`) |",
+    "| Hugging Face TGI | `:` keep-alive comments; finish chunk (`stop`, `length`, "
+    '`stop_sequence`); a usage chunk with `id: ""` and `choices: []`; `[DONE]` | '
+    '`data: {"error": {"message", "http_status_code": 422}}`, then `[DONE]` | '
+    "huggingface/text-generation-inference@db931fcf:router/src/server.rs, router/src/chat.rs, "
+    "router/src/infer/mod.rs |",
+    "| llama.cpp server | finish chunk with `usage` and `timings`; `[DONE]` | an `error: {…}` "
+    "line (not `data:`), then `[DONE]` | ggml-org/llama.cpp@61e588ab:examples/server/server.cpp, "
+    "@15ae7dd5:examples/server/utils.hpp (`server_sent_event`) |",
+    "| OpenRouter | `: OPENROUTER PROCESSING` comments; finish chunk (with "
+    "`native_finish_reason`); usage (with `cost`) in a last chunk with `choices: []`; `[DONE]` "
+    '| a chunk with `error` and a choice with `finish_reason: "error"` | '
+    "openrouter.ai/docs/api-reference/streaming (closed source) |",
+    "| Mistral (la plateforme) | usage on the finish chunk; `[DONE]` | an HTTP error before "
+    "the stream | mistralai/client-python@05629d23:src/mistralai/client/models/completionchunk.py "
+    '(`sentinel="[DONE]"` in its chat.py) |',
+    "| DeepSeek | `: keep-alive` comments while queued; usage (with `prompt_cache_hit_tokens`) "
+    "on the last chunk; `[DONE]` | - | api-docs.deepseek.com (closed source) |",
+    "| Groq | `x_groq.id` on the first and last chunk; usage in the last chunk's "
+    "`x_groq.usage`; `[DONE]` | `x_groq.error`: why the stream stopped early | "
+    "groq/groq-python@8ae355a1:src/groq/types/chat/chat_completion_chunk.py (`XGroq`); real "
+    "streams in the corpus (pydantic-ai's `test_groq` cassettes) |",
+    '| Together | finish (`eos`, `stop`, `length`, `tool_calls`, `error`; `""` for none) and '
+    'usage on the last chunk; `[DONE]` | `finish_reason: "error"` | '
+    "togethercomputer/together-python@e6069871:src/together/types/chat_completions.py, "
+    "@83bd56f3:src/together/types/common.py |",
+    "| Fireworks | finish and usage on the last chunk; `[DONE]` | - | its API reference "
+    "(closed source; not read from source) |",
+    "| LM Studio | OpenAI's own endpoint (lmstudio.ai/docs/api/openai-api) | - | the server is "
+    "not open source; not read from source |",
+    "",
+    "Read wrongly before, fixed by evidence: llama.cpp's `error:` event (it was a payload that "
+    "is not JSON, skipped, and",
+    "`[DONE]` made the answer whole, with no finish and no error: now an error event, finish "
+    "`error`); Groq's",
+    "`x_groq.usage` (usage unread: an `A.usage_missing` on every Groq stream; now read) and "
+    "`x_groq.error` (now the",
+    "stream's error); TGI's `stop_sequence` and Together's `eos` finishes (an "
+    "`A.unusual_finish`; now `complete`), and",
+    'Together\'s `""` finish (its none: read as a finish, the stream whole by it; now none).',
+    "",
+    "Other servers' stream ends found in their issue trackers (read by the same row: whole by "
+    "the finish chunk when",
+    "no `[DONE]` comes):",
+    "",
+    "- ik_llama.cpp sent no `[DONE]` until its PR 470 added `--send-done` (2025-06), off by "
+    "default (its issue 467).",
     "- gpustack/llama-box: no `[DONE]` on `/v1/chat/completions` (its issue 2, fixed 2024-07).",
     "- Hugging Face TGI: no `[DONE]` on `/v1/chat/completions` and `/v1/completions` before PR "
     "2221 (2024-07).",
@@ -263,11 +323,6 @@ STREAM_ENDS_IN_THE_WILD = [
     "- Gemini's OpenAI-compatible endpoint (beta, 2024-12): the finish in `finishReason`, "
     "`finish_reason` null",
     "  (llmcord issue 84): whole by `[DONE]`.",
-    "- Not checked from source this session (read as the `openai_chat` row, `[DONE]` expected): "
-    "vLLM, Ollama's `/v1`,",
-    "  LM Studio, Groq (its error events end a stream without `[DONE]`: truncated by the error, "
-    "`tests/cassettes/test_corpus.py`),",
-    "  Together, Fireworks, DeepSeek, Mistral, OpenRouter.",
 ]
 
 #: Shapes other projects' recordings carry, read since issue 92 (tests/cassettes/providers/

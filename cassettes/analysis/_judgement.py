@@ -154,9 +154,11 @@ _NOT_CONTENT = frozenset(
 )
 
 
-def _rests_on_unread(code: str, answer: bool, usage: bool, request: bool) -> bool:
+def _rests_on_unread(code: str, answer: bool, usage: bool, request: bool, stream: bool) -> bool:
     row = codes.ROWS[code]
     if answer and (row.layer == "E" or row.rests_on in _ANSWER_FIELDS or code in _ANSWER_CODES):
+        return True
+    if stream and row.rests_on == "framing":  # the events not read may have been its end
         return True
     if usage and row.rests_on == "usage":
         return True
@@ -166,16 +168,18 @@ def _rests_on_unread(code: str, answer: bool, usage: bool, request: bool) -> boo
 def withhold_unread(ctx: TurnContext, findings: list[Finding]) -> None:
     """No finding rests on content looptap could not read (issue 92): with a part of the answer
     unread, none that judges the answer; with its usage unread, none about usage; with a part of
-    the request unread, none that judges the history (C) or the tools offered. What is withheld is
-    said, once, in the round trip's notes."""
+    the request unread, none that judges the history (C) or the tools offered; with a stream's
+    events unread, none that judges its framing (the events not read may have been its end).
+    What is withheld is said, once, in the round trip's notes."""
     rt = ctx.rt
     said = rt.response.unread if rt.response is not None else []
     usage = any(u.startswith("usage") for u in said)
     answer = any(not u.startswith("usage") for u in said)
     request = bool(rt.request is not None and rt.request.unread)
+    stream = any(u.startswith("stream:") for u in said)
     if not (answer or usage or request):
         return
-    kept = [f for f in findings if not _rests_on_unread(f.code, answer, usage, request)]
+    kept = [f for f in findings if not _rests_on_unread(f.code, answer, usage, request, stream)]
     if len(kept) == len(findings):
         return
     gone = sorted({f.code for f in findings} - {f.code for f in kept})

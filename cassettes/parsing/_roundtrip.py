@@ -359,6 +359,30 @@ def said_unread_answer(resp: NormalisedResponse) -> None:
         resp.unread[:0] = _said(labels, more)
 
 
+#: How many unknown event types an unread label names (the rest are counted).
+_EVENT_TYPES_SAID = 8
+
+
+def said_unread_events(resp: NormalisedResponse) -> None:
+    """Say, in ``resp.unread``, the stream's events the family's reader could not read: payloads
+    that are not JSON (``unparsed_events``) and events of a type it does not know
+    (``unknown_events``). Skipped before, they now make the answer partial, so no finding rests
+    on an answer some of whose events were not read (issue 92)."""
+    details = resp.provider_details or {}
+    n = details.get("unparsed_events")
+    if isinstance(n, int) and n > 0:
+        resp.unread.append(f"stream: {n} event{'s' if n != 1 else ''} not JSON, not read")
+    kinds = details.get("unknown_events")
+    if isinstance(kinds, list) and kinds:
+        names = sorted({str(k)[:40] if k is not None else "(unnamed)" for k in kinds})
+        said = ", ".join(names[:_EVENT_TYPES_SAID])
+        more = len(names) - _EVENT_TYPES_SAID
+        resp.unread.append(
+            f"stream: events of a type looptap does not read ({said}"
+            + (f" and {more} more)" if more > 0 else ")")
+        )
+
+
 def parse_all(exchanges: Iterable[Exchange]) -> list[RoundTrip]:
     """Parse a run in order, each request against the earlier one its history delta names."""
     out: list[RoundTrip] = []
@@ -564,6 +588,8 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
                 )
         if rt.response is not None:
             said_unread_answer(rt.response)
+            if rt.stream:
+                said_unread_events(rt.response)
             rt.notes.extend(rt.response.notes)
             if rt.response.complete:
                 # Clients hang up as soon as they read the terminal event (the openai sync client

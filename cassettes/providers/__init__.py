@@ -13,17 +13,24 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult
+
+from ._registry import adapters, by_family, detect
 
 if TYPE_CHECKING:
     from ._base import WS_TURN, Chaining, Provider, WsTurns, is_ws_turn
     from ._clients import GEMINI_CLI_AUTH, start_advice
     from ._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from ._masked import masked_endpoint
-    from ._profile import REQUEST_FIELDS, Profile, request_field, request_places
-    from ._rebuild import Call, exchange, link_items
+    from ._profile import (
+        OTEL_PROVIDER_HOSTS,
+        REQUEST_FIELDS,
+        Profile,
+        request_field,
+        request_places,
+    )
+    from ._rebuild import Call, exchange, link_items, shape_of, trace_family
     from ._rebuild_families import chat_ids
-    from ._rebuild_shape import RebuildShape, shape_of, trace_family
+    from ._rebuild_shape import RebuildShape
     from ._replay import Rendered, reset_at
     from ._semconv_history import from_parts
 
@@ -70,109 +77,31 @@ __all__ = [
 #: semconv history, what a client started by ``looptap run`` is told, and the request fields
 #: every API says the same setting with.
 _MODULES = {
-    "_rebuild": ("Call", "exchange", "link_items"),
+    "_rebuild": ("Call", "exchange", "link_items", "shape_of", "trace_family"),
     "_rebuild_families": ("chat_ids",),
-    "_rebuild_shape": ("RebuildShape", "shape_of", "trace_family"),
+    "_rebuild_shape": ("RebuildShape",),
     "_inferred": ("INFERRED", "InferredFields", "inferred_fields", "reduced"),
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
     "_masked": ("masked_endpoint",),
-    "_profile": ("REQUEST_FIELDS", "Profile", "request_field", "request_places"),
+    "_profile": (
+        "OTEL_PROVIDER_HOSTS",
+        "REQUEST_FIELDS",
+        "Profile",
+        "request_field",
+        "request_places",
+    ),
     "_replay": ("Rendered", "reset_at"),
 }
 
 
-#: (module or family package, class) of every adapter, in recognition order.
-_ADAPTERS = (
-    ("openai_chat", "OpenAIChat"),
-    ("openai_responses", "OpenAIResponses"),
-    ("openai_realtime", "OpenAIRealtime"),
-    ("anthropic", "AnthropicMessages"),
-    ("gemini", "Gemini"),
-    ("gemini", "GeminiLive"),
-    ("gemini", "GeminiInteractions"),
-    ("ollama", "OllamaChat"),
-    ("bedrock", "BedrockConverse"),
-    ("bedrock", "BedrockInvoke"),
-    ("bedrock", "BedrockAgents"),
-    ("completions", "OpenAICompletions"),
-    ("embeddings", "Embeddings"),
-    ("openai_media", "OpenAIMedia"),
-    ("cohere", "CohereChat"),
-    ("anthropic", "AnthropicComplete"),
-    ("text_generation", "Watsonx"),
-    ("text_generation", "TextGenerationInference"),
-    ("text_generation", "SageMaker"),
-    ("writer", "Writer"),
-    ("portkey", "PortkeyPrompt"),
-    ("completions", "AlephAlpha"),
-    ("replicate", "Replicate"),
-    ("a2a", "A2A"),
-    ("mcp", "Mcp"),
-)
-
-#: The adapters, made on first use: the host tables below (read by ``looptap --help`` and the
-#: recorder's start-up) cost nothing, the adapters and pydantic are loaded when a body is parsed.
-_PROVIDERS: list[Provider] = []
-
-
-def _providers() -> list[Provider]:
-    if not _PROVIDERS:
-        _PROVIDERS.extend(
-            getattr(importlib.import_module(f"looptap.cassettes.providers.{m}"), c)()
-            for m, c in _ADAPTERS
-        )
-    return _PROVIDERS
-
-
 def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
     if name == "FAMILIES":
-        return tuple(p.family for p in _providers())
+        return tuple(p.family for p in adapters())
     if name in __all__:  # the rest of ``__all__`` is defined here, found before this is asked
         module = next((m for m, names in _MODULES.items() if name in names), "_base")
         return getattr(importlib.import_module(f"looptap.cassettes.providers.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def detect(
-    method: str, url: SplitResult, body: Any, errors: list[str] | None = None
-) -> Provider | None:
-    """The adapter with the highest positive recognition score, or ``None``.
-
-    A recogniser that raises is a bug in its adapter, not a verdict: that adapter is left out
-    and the failure is named, appended to ``errors`` when the caller keeps them (the parser's
-    round trip shows them as analysis errors) and otherwise logged on ``looptap.providers``.
-    It is never raised: detecting runs in the recorder, which must never break the agent's traffic.
-    """
-    best: Provider | None = None
-    best_score = 0
-    for p in _PROVIDERS or _providers():
-        try:
-            score = p.recognise(method, url, body)
-        except Exception as exc:
-            _recogniser_failed(p, exc, errors)
-            continue
-        if score > best_score:
-            best, best_score = p, score
-    return best
-
-
-def _recogniser_failed(p: Provider, exc: Exception, errors: list[str] | None) -> None:
-    try:
-        why = f"{type(exc).__name__}: {exc}"
-    except Exception:  # an exception whose text cannot be made still gets its name reported
-        why = type(exc).__name__
-    label = f"the {p.family} adapter's recogniser raised {why}; left out of detection"
-    if errors is not None:
-        errors.append(label)
-    else:
-        import logging
-
-        logging.getLogger("looptap.providers").warning("%s", label)
-
-
-def by_family(family: str) -> Provider | None:
-    return next((p for p in _PROVIDERS or _providers() if p.family == family), None)
 
 
 #: Hosts of LLM APIs (glob patterns), recorded by default when the proxy runs as a forward proxy;
@@ -292,31 +221,3 @@ def versioned_path(path: str, header_names: Iterable[str]) -> str | None:
         ):
             return segment + path
     return None
-
-
-#: Hosts (glob patterns, first match wins) → OpenTelemetry GenAI ``gen_ai.provider.name`` (the
-#: semconv well-known values). A family's format served elsewhere (a local server, a gateway) is
-#: named after the family (``Profile.otel_provider``).
-OTEL_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
-    ("api.openai.com", "openai"),
-    ("*.openai.azure.com", "azure.ai.openai"),
-    ("*.cognitiveservices.azure.com", "azure.ai.openai"),
-    ("*.services.ai.azure.com", "azure.ai.inference"),
-    ("*.models.ai.azure.com", "azure.ai.inference"),
-    ("api.anthropic.com", "anthropic"),
-    ("generativelanguage.googleapis.com", "gcp.gemini"),
-    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
-    ("*-aiplatform.googleapis.com", "gcp.vertex_ai"),
-    ("aiplatform.*.rep.googleapis.com", "gcp.vertex_ai"),
-    ("bedrock-runtime.*.amazonaws.com", "aws.bedrock"),
-    ("bedrock-agent-runtime.*.amazonaws.com", "aws.bedrock"),
-    ("bedrock-mantle.*.api.aws", "aws.bedrock"),
-    ("api.groq.com", "groq"),
-    ("api.mistral.ai", "mistral_ai"),
-    ("api.deepseek.com", "deepseek"),
-    ("api.x.ai", "x_ai"),
-    ("api.perplexity.ai", "perplexity"),
-    ("api.cohere.com", "cohere"),
-    ("api.cohere.ai", "cohere"),
-    ("api.writer.com", "writer"),
-)

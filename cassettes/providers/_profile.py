@@ -20,11 +20,38 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..models import FinishReason, NormalisedResponse, Usage
-from . import OTEL_PROVIDER_HOSTS
 
 if TYPE_CHECKING:
     from ._rebuild_shape import RebuildShape
     from ._result_groups import ResultGroups
+
+#: Hosts (glob patterns, first match wins) → OpenTelemetry GenAI ``gen_ai.provider.name`` (the
+#: semconv well-known values). A family's format served elsewhere (a local server, a gateway) is
+#: named after the family (``Profile.otel_provider``).
+OTEL_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
+    ("api.openai.com", "openai"),
+    ("*.openai.azure.com", "azure.ai.openai"),
+    ("*.cognitiveservices.azure.com", "azure.ai.openai"),
+    ("*.services.ai.azure.com", "azure.ai.inference"),
+    ("*.models.ai.azure.com", "azure.ai.inference"),
+    ("api.anthropic.com", "anthropic"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("*-aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("aiplatform.*.rep.googleapis.com", "gcp.vertex_ai"),
+    ("bedrock-runtime.*.amazonaws.com", "aws.bedrock"),
+    ("bedrock-agent-runtime.*.amazonaws.com", "aws.bedrock"),
+    ("bedrock-mantle.*.api.aws", "aws.bedrock"),
+    ("api.groq.com", "groq"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.cohere.com", "cohere"),
+    ("api.cohere.ai", "cohere"),
+    ("api.writer.com", "writer"),
+)
+
 
 __all__ = [
     "FREE_FORM_FIELDS",

@@ -12,81 +12,24 @@ only ever ``stop``/``tool_calls`` (``end_turn``/``tool_use``): looptap never inf
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from .. import providers
 from ..models import FinishReason, NormalisedResponse, Part, ToolCall, ToolResult, Usage
 from ..wire import Exchange
 from ._base import Provider, Rebuilt
-from ._rebuild_shape import NO_SHAPE, rebuilt_in, said_nothing, shape_of
+from ._rebuild_shape import NO_SHAPE, Call, RebuildShape, said_nothing
+from ._registry import adapters, by_family, detect
 from ._semconv_history import arguments_object, arguments_text, kept_block, part_text
 
-__all__ = ["Call", "exchange", "link_items"]
+__all__ = ["Call", "exchange", "link_items", "rebuilt_in", "shape_of", "trace_family"]
 
 _JSON = [("content-type", "application/json")]
 #: The reason phrases of the error statuses an answer is rebuilt with most.
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable",
             529: "Overloaded"}  # fmt: skip
-
-
-@dataclass
-class Call:
-    """One model call as a source kept it. ``messages``/``output`` are in ``family``'s wire shape
-    (an OpenAI Chat message list and assistant message; Anthropic ``messages`` and a
-    ``{"content": [blocks]}`` answer); ``given``/``inferred`` name the fields by origin."""
-
-    family: str
-    source: str
-    messages: list[dict[str, Any]]
-    output: dict[str, Any] | None = None
-    #: The model asked for (the request's), and the one that answered when the source says it
-    #: apart (the answer's; else the same).
-    model: str | None = None
-    served: str | None = None
-    system: list[str] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    finish: str | None = None
-    #: The finish's normalised class (:class:`~cassettes.models.FinishReason`), where the source
-    #: says it (looptap's export): the class of a raw finish looptap reads no class from.
-    finish_class: str | None = None
-    response_id: str | None = None
-    started: float | None = None
-    duration: float | None = None
-    error: str | None = None
-    #: The HTTP status of an error answer, and its ``type`` and ``code``, where the source kept them
-    #: (else 500 and ``api_error``: ``status`` inferred).
-    status: int | None = None
-    error_fields: dict[str, str] = field(default_factory=dict)
-    #: Sampling parameters the source kept, by the family's own names (``max_tokens`` …).
-    params: dict[str, Any] = field(default_factory=dict)
-    #: ``params`` are the request's own, by its own names, as sent (looptap's export): a family
-    #: whose rebuilt request names a few of them otherwise puts the rest back as they were.
-    as_sent: bool = False
-    #: The client asked for a stream: the answer is rendered as this API streams it.
-    stream: bool = False
-    given: set[str] = field(default_factory=set)
-    inferred: set[str] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)
-    #: The service that made the call (an OTLP resource's ``service.name``), if it was named.
-    service: str | None = None
-    #: A Gemini call to Vertex AI, and its region when the trace names it (its server's host).
-    vertex: bool = False
-    region: str | None = None
-    #: The operation of a call that is not a chat turn (looptap's own export names it: ``embed``,
-    #: ``image`` …), rebuilt in its family's own shape (:attr:`Provider.rebuilt_operations`).
-    operation: str | None = None
-    #: The URL the call went to, where the source kept it (``url.full``): the round trip is
-    #: rebuilt there when the family's adapter reads it as this family's call (a compatible
-    #: vendor's host, an Azure deployment's path), else at the family's own.
-    url: str | None = None
-    #: What of the call the source kept but looptap could not read, or did not keep (short
-    #: labels: ``answer``, ``messages`` …): the round trip's read state.
-    unread: list[str] = field(default_factory=list)
 
 
 def exchange(call: Call, n: int) -> Exchange:
@@ -152,7 +95,7 @@ def _own_shape(call: Call) -> Provider | None:
     at the URL the source kept, which the adapter reads as that call."""
     from urllib.parse import urlsplit
 
-    adapter = providers.by_family(call.family)
+    adapter = by_family(call.family)
     if adapter is None or adapter.profile.rebuild or not call.url or call.operation is None:
         return None
     if call.operation not in adapter.rebuilt_operations:
@@ -204,7 +147,7 @@ def _recorded_url(call: Call, family: str, req: dict[str, Any]) -> str | None:
     if not call.url or call.vertex or not call.url.startswith(("https://", "http://")):
         return None
     where = urlsplit(call.url)
-    found = providers.detect("POST", where, req)
+    found = detect("POST", where, req)
     if found is None or found.family != family or found.operation("POST", where) != "generate":
         return None
     return call.url
@@ -345,3 +288,30 @@ def _item_text(item: dict[str, Any]) -> str:
     return "".join(
         str(c.get("text") or "") for c in item.get("content") or [] if isinstance(c, dict)
     )
+
+
+# -- which family a trace's call is rebuilt in ----------------------------------------------------
+
+
+def _shaped() -> list[tuple[Provider, RebuildShape]]:
+    return [(p, p.profile.rebuild) for p in adapters() if p.profile.rebuild is not None]
+
+
+def shape_of(family: str) -> RebuildShape:
+    """``family``'s rebuild shape (:data:`NO_SHAPE` when it has none)."""
+    return next((s for p, s in _shaped() if p.family == family), NO_SHAPE)
+
+
+def rebuilt_in(family: str) -> Provider:
+    """The adapter a chat turn of ``family`` is rebuilt as: its own, else the fallback's."""
+    shaped = _shaped()
+    return next((p for p, _ in shaped if p.family == family), None) or next(
+        p for p, s in shaped if s.fallback
+    )
+
+
+def trace_family(provider: str, path: str, echoed: bool, host: str) -> str:
+    """The family a trace's call is rebuilt in: the first (in recognition order) whose shape the
+    span's provider, URL path, answer echo or server says, else the fallback."""
+    said = [(p, s) for p, s in _shaped() if s.says(provider, path, echoed, host) or s.fallback]
+    return next((p for p, s in said if not s.fallback), said[0][0]).family

@@ -8,15 +8,12 @@ trace's parts (Responses, Gemini: as replay serves it), the answer.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import orjson
 
-from ._rebuild_shape import CHAT_PARAMS, Built, RebuildShape, finish, said_nothing
-
-if TYPE_CHECKING:
-    from ._rebuild import Call
+from ._rebuild_shape import CHAT_PARAMS, Built, Call, RebuildShape, finish, said_nothing
 
 __all__ = ["ANTHROPIC", "BEDROCK", "CHAT", "GEMINI", "RESPONSES", "chat_ids"]
 

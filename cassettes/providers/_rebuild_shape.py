@@ -11,14 +11,66 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._base import Provider
-    from ._rebuild import Call
 
-__all__ = ["CHAT_PARAMS", "NO_SHAPE", "RebuildShape", "finish", "rebuilt_in", "said_nothing",
-           "shape_of", "trace_family"]  # fmt: skip
+@dataclass
+class Call:
+    """One model call as a source kept it. ``messages``/``output`` are in ``family``'s wire shape
+    (an OpenAI Chat message list and assistant message; Anthropic ``messages`` and a
+    ``{"content": [blocks]}`` answer); ``given``/``inferred`` name the fields by origin."""
+
+    family: str
+    source: str
+    messages: list[dict[str, Any]]
+    output: dict[str, Any] | None = None
+    #: The model asked for (the request's), and the one that answered when the source says it
+    #: apart (the answer's; else the same).
+    model: str | None = None
+    served: str | None = None
+    system: list[str] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    finish: str | None = None
+    #: The finish's normalised class (:class:`~cassettes.models.FinishReason`), where the source
+    #: says it (looptap's export): the class of a raw finish looptap reads no class from.
+    finish_class: str | None = None
+    response_id: str | None = None
+    started: float | None = None
+    duration: float | None = None
+    error: str | None = None
+    #: The HTTP status of an error answer, and its ``type`` and ``code``, where the source kept them
+    #: (else 500 and ``api_error``: ``status`` inferred).
+    status: int | None = None
+    error_fields: dict[str, str] = field(default_factory=dict)
+    #: Sampling parameters the source kept, by the family's own names (``max_tokens`` …).
+    params: dict[str, Any] = field(default_factory=dict)
+    #: ``params`` are the request's own, by its own names, as sent (looptap's export): a family
+    #: whose rebuilt request names a few of them otherwise puts the rest back as they were.
+    as_sent: bool = False
+    #: The client asked for a stream: the answer is rendered as this API streams it.
+    stream: bool = False
+    given: set[str] = field(default_factory=set)
+    inferred: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    #: The service that made the call (an OTLP resource's ``service.name``), if it was named.
+    service: str | None = None
+    #: A Gemini call to Vertex AI, and its region when the trace names it (its server's host).
+    vertex: bool = False
+    region: str | None = None
+    #: The operation of a call that is not a chat turn (looptap's own export names it: ``embed``,
+    #: ``image`` …), rebuilt in its family's own shape (:attr:`Provider.rebuilt_operations`).
+    operation: str | None = None
+    #: The URL the call went to, where the source kept it (``url.full``): the round trip is
+    #: rebuilt there when the family's adapter reads it as this family's call (a compatible
+    #: vendor's host, an Azure deployment's path), else at the family's own.
+    url: str | None = None
+    #: What of the call the source kept but looptap could not read, or did not keep (short
+    #: labels: ``answer``, ``messages`` …): the round trip's read state.
+    unread: list[str] = field(default_factory=list)
+
+
+__all__ = ["CHAT_PARAMS", "NO_SHAPE", "Call", "RebuildShape", "finish", "said_nothing"]
 
 #: OpenAI Chat's request parameters: those an invocation-parameters attribute may hold beside a
 #: framework's own settings (LangChain's ``model_name``, ``_type``, ``streaming``, ``max_retries``
@@ -112,32 +164,6 @@ class RebuildShape:
 
 #: The shape of a family that has none (an operation rebuilt in its own shape, by its adapter).
 NO_SHAPE = RebuildShape()
-
-
-def _shaped() -> list[tuple[Provider, RebuildShape]]:
-    from . import _providers
-
-    return [(p, p.profile.rebuild) for p in _providers() if p.profile.rebuild is not None]
-
-
-def shape_of(family: str) -> RebuildShape:
-    """``family``'s rebuild shape (:data:`NO_SHAPE` when it has none)."""
-    return next((s for p, s in _shaped() if p.family == family), NO_SHAPE)
-
-
-def rebuilt_in(family: str) -> Provider:
-    """The adapter a chat turn of ``family`` is rebuilt as: its own, else the fallback's."""
-    shaped = _shaped()
-    return next((p for p, _ in shaped if p.family == family), None) or next(
-        p for p, s in shaped if s.fallback
-    )
-
-
-def trace_family(provider: str, path: str, echoed: bool, host: str) -> str:
-    """The family a trace's call is rebuilt in: the first (in recognition order) whose shape the
-    span's provider, URL path, answer echo or server says, else the fallback."""
-    said = [(p, s) for p, s in _shaped() if s.says(provider, path, echoed, host) or s.fallback]
-    return next((p for p, s in said if not s.fallback), said[0][0]).family
 
 
 # -- shared by the answers built here ------------------------------------------------------------

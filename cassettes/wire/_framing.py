@@ -144,6 +144,12 @@ class _SSEParser:
             self._has_field = True
         elif name in ("id", "retry"):
             self._has_field = True
+        elif name == "error" and value.startswith("{"):
+            # llama.cpp's server sends a mid-stream error as an ``error: {…}`` line (its
+            # server_sent_event(sink, "error", …)): an event named error, its object the data.
+            self._event = name
+            self._data.append(value)
+            self._has_field = True
         else:
             # Not SSE at all (e.g. a raw JSON error line inside the stream): keep it as data.
             self._data.append(line)

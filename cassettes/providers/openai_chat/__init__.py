@@ -58,6 +58,10 @@ _FINISH = {
     "error": FinishReason.ERROR,
     # the legacy ``finish_details: {"type": …}`` of gpt-4-vision-preview
     "max_tokens": FinishReason.TRUNCATED_LENGTH,
+    # TGI's chat stream: its stop-sequence finish (router/src/lib.rs FinishReason::format)
+    "stop_sequence": FinishReason.COMPLETE,
+    # Together: the end-of-sequence token (together-python types/common.py FinishReason.EOS)
+    "eos": FinishReason.COMPLETE,
 }
 
 _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
@@ -267,8 +271,9 @@ class OpenAIChat(Provider):
         ),
         model_vendor="openai",
         otel_provider="openai",
-        stream_end="data: [DONE]; or choice 0's finish_reason with no error event (servers that "
-        "send no terminator)",
+        stream_end="data: [DONE]; or choice 0's finish_reason with no error event and every "
+        "event read (servers that send no terminator); an error event (a chunk with `error`, "
+        "llama.cpp's `error:` line, Groq's `x_groq.error`) ends it failed",
         field_defaults=(("stream", False), ("n", 1)),
         result_groups=ResultGroups(_result_of, _calls_of),
         api_key_env=("OPENAI_API_KEY",),
@@ -357,17 +362,23 @@ class _ChatStream(StreamParts):
     def on(self, name: str | None, chunk: Any) -> None:
         if not isinstance(chunk, dict):
             return
-        if chunk.get("error"):
-            # An error inside a 200 stream: alone (OpenAI, vLLM) or beside a choice whose
-            # finish_reason is "error" (OpenRouter, WIRE.md §F).
+        groq = chunk["x_groq"] if isinstance(chunk.get("x_groq"), dict) else {}
+        if chunk.get("error") or name == "error":
+            # An error inside a 200 stream: alone (OpenAI, vLLM, TGI) or beside a choice whose
+            # finish_reason is "error" (OpenRouter, WIRE.md §F); llama.cpp's server names its
+            # event ``error:`` and sends the error object bare (docs/coverage.md).
             self.error = error_from_body(chunk, None, in_stream=True)
             if not chunk.get("choices"):
                 return
+        if groq.get("error"):  # Groq: "why a stream was stopped early" (groq-python XGroq)
+            self.error = error_from_body({"error": groq["error"]}, None, in_stream=True)
         self.id = self.id or as_str(chunk.get("id")) or None
         self.model = self.model or as_str(chunk.get("model")) or None
-        if chunk.get("usage"):
-            # on every chunk (vLLM, watsonx chat): cumulative, and a 0 never replaces a count
-            self.add_usage(usage_from(chunk["usage"]))
+        usage = chunk.get("usage") or groq.get("usage")
+        if usage:
+            # on every chunk (vLLM, watsonx chat): cumulative, and a 0 never replaces a count;
+            # Groq's final chunk carries it in ``x_groq``
+            self.add_usage(usage_from(usage))
         for key in ("system_fingerprint", "service_tier", "provider"):
             if chunk.get(key) is not None:
                 self.details[key] = chunk[key]
@@ -381,7 +392,7 @@ class _ChatStream(StreamParts):
                     self.details.get("choices", 1), int(choice.get("index", 0)) + 1
                 )
             return
-        if choice.get("finish_reason") is not None:
+        if choice.get("finish_reason") not in (None, ""):  # Together's "" is its null
             self.finish_raw = as_str(choice["finish_reason"])
         if "native_finish_reason" in choice and choice["native_finish_reason"] is not None:
             self.details["native_finish_reason"] = choice["native_finish_reason"]
