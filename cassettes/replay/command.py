@@ -26,7 +26,7 @@ from ..wire import KEY_ENV
 from .forking.cursor import Cursor, bases_of, live_router
 from .forking.placement import CursorError, parse_cursor
 from .forking.plan import PlanError, read_plan
-from .forking._served_tools import keep_served
+from .forking.served import keep_served
 from .live.edits import EditError, parse_edits
 from .serving.agent_env import export_lines, placeholder_keys
 from .serving.faults import FaultPlan, FaultSpecError, parse_fault
@@ -192,7 +192,7 @@ def _write_tolerated(server: Any, path: str) -> None:
             "warning: the tolerated differences could not be written for the branch: "
             f"{exc.strerror or exc}"
         )
-    # the tools' calls answered from the recording, for the branch (forking/_served_tools.py)
+    # the tools' calls answered from the recording, for the branch (forking/served.py)
     if server.log.tool_origins:
         try:
             keep_served(

@@ -16,7 +16,7 @@ PUBLIC = {
     "looptap.cassettes.replay": ["command", "comparison"],
     "looptap.cassettes.replay.forking": [
         "cursor", "divergence", "fork", "forkview", "limit", "placement", "plan", "proposal",
-        "repeat", "rundiff",
+        "repeat", "rundiff", "served",
     ],
     "looptap.cassettes.replay.forking.compare": ["answer", "budget", "report", "sending"],
     "looptap.cassettes.replay.live": [

@@ -9,6 +9,8 @@
 - ``rundiff``: where two runs diverge (``looptap diff``; what it finds and its report:
   ``divergence``; what a fork itself changed: ``_forkchanges``);
 - ``proposal``: rules proposed from two recordings (``looptap rules propose``);
+- ``served``: the tool calls the replay server answered from the recording, kept and put back
+  into the branch that they served;
 
 all reading two runs through ``_lineup``. The recorded requests sent to another model are the
 ``compare`` subpackage's (``looptap compare``).

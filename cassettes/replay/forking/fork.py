@@ -46,7 +46,7 @@ from ..serving.agent_env import read_export, replay_env
 from .cursor import bases_of
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
-from ._served_tools import merge_served
+from .served import merge_served
 
 __all__ = ["ForkReplay", "ForkSource", "parse_from", "sent_lines"]
 
@@ -371,7 +371,7 @@ class ForkReplay:
         stopped at its limit of live requests: a ``note`` record
         (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say. First, the
         tools' calls served from the recording once the branch had begun, each where it started
-        (:func:`~._served_tools.merge_served`)."""
+        (:func:`~.served.merge_served`)."""
         if self._served is not None:
             served, self._served = Path(self._served), None
             try:

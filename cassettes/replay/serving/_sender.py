@@ -167,7 +167,7 @@ class ServedLog:
         self.served: list[Exchange] = []
         #: Of :attr:`served`, the tools' HTTP calls answered from the recording (served, or with
         #: an edited answer): served seq → the recorded call's seq (a fork writes them into its
-        #: branch: :func:`cassettes.replay.forking._served_tools.merge_served`).
+        #: branch: :func:`cassettes.replay.forking.served.merge_served`).
         self.tool_origins: dict[int, int] = {}
         #: What is left of the budget for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
