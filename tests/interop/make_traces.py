@@ -32,6 +32,12 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    # LiteLLM's OTel callback: semconv parts with OpenAI's tool_calls / tool_call_id beside them
+    "litellm": ("litellm", [str(FRAMEWORKS), "litellm", "openai", "openai-stream"]),
+    # Google ADK's own tracing: its default (the conventions' messages), and its schema 1
+    # (``call_llm`` spans with its request and response as Gemini's contents, JSON)
+    "adk": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
+    "adk-legacy": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
     # Strands Agents (its own tracing), in the latest conventions and in its default events
     "strands": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
     "strands-default": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
@@ -84,6 +90,8 @@ KINDS = {
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    "litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # (else it fetches its price list)
+    "adk-legacy": {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
     # (the endpoint switches the export on; its usage telemetry fetches a config from the
     # internet unless switched off)
     **{k: {"MLFLOW_ENABLE_OTEL_GENAI_SEMCONV": "true", "MLFLOW_ENABLE_OTLP_EXPORTER": "true",
