@@ -38,6 +38,8 @@ KINDS = {
     # (``call_llm`` spans with its request and response as Gemini's contents, JSON)
     "adk": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
     "adk-legacy": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
+    # ADK 1.10.0: call_llm spans alone (its request and response, Gemini's), no generate_content
+    "adk1": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
     # Strands Agents (its own tracing), in the latest conventions and in its default events
     "strands": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
     "strands-default": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),

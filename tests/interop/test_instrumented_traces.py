@@ -66,6 +66,8 @@ KINDS = {
     # unstreamed call is not said)
     "adk": ("stream",),
     "adk-legacy": ("stream",),
+    # Google ADK 1.10.0: call_llm spans alone (no finish reason kept: inferred, said)
+    "adk1": ("stream",),
 }
 
 
@@ -277,8 +279,9 @@ def _recorded_requests(kind: str) -> list[Any]:
 #: Traces whose requests cannot be matched, and why (what the import says of them).
 UNMATCHED = {
     "openllmetry-bedrock": "model id",  # it writes the model without its `anthropic.`
-    # its default spans say no stream: Gemini's streamed calls go to another URL
+    # its default spans (and ADK 1.10's) say no stream: Gemini's streamed calls go to another URL
     "adk": "stream",
+    "adk1": "stream",
 }
 
 
@@ -635,6 +638,7 @@ OWN_ENVS = {
     # (its default says no stream: a streamed call's URL is not the one the import rebuilds)
     "adk": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini"),
     "adk-legacy": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini gemini-stream"),
+    "adk1": ("LOOPTAP_ADK1_PYTHON", "requirements-adk1.txt", "adk gemini"),
 }
 
 
