@@ -212,7 +212,8 @@ def litellm_loop(label: str) -> str:
 def adk_run(label: str) -> str:
     """Google ADK's ``LlmAgent`` with a function tool on its Gemini model (google-genai; the
     base URL from ``GOOGLE_GEMINI_BASE_URL``), run by its ``InMemoryRunner``: ``gemini``,
-    ``gemini-stream`` (its SSE streaming mode)."""
+    ``gemini-stream`` (its SSE streaming mode); ``openai``: on its LiteLLM model
+    (``openai/gpt-4o-mini``)."""
     from google.adk.agents import LlmAgent
     from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.runners import InMemoryRunner
@@ -222,8 +223,12 @@ def adk_run(label: str) -> str:
         """The weather in a city."""
         return weather(city)
 
-    agent = LlmAgent(name="weather", model="gemini-2.5-flash", instruction=SYSTEM,
-                     tools=[get_weather])  # fmt: skip
+    model: Any = "gemini-2.5-flash"
+    if label.startswith("openai"):  # its LiteLLM model (OpenAI's wire; ADK keeps Gemini's shape)
+        from google.adk.models.lite_llm import LiteLlm
+
+        model = LiteLlm(model="openai/gpt-4o-mini")
+    agent = LlmAgent(name="weather", model=model, instruction=SYSTEM, tools=[get_weather])
     runner = InMemoryRunner(agent=agent, app_name="weather")
     mode = StreamingMode.SSE if label.endswith("-stream") else StreamingMode.NONE
 

@@ -38,6 +38,8 @@ KINDS = {
     # (``call_llm`` spans with its request and response as Gemini's contents, JSON)
     "adk": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
     "adk-legacy": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
+    # ADK's LiteLLM model: OpenAI on the wire, its call_llm request still Gemini's shape
+    "adk-litellm": ("adk", [str(FRAMEWORKS), "adk", "openai"]),
     # ADK 1.10.0: call_llm spans alone (its request and response, Gemini's), no generate_content
     "adk1": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
     # Strands Agents (its own tracing), in the latest conventions and in its default events
@@ -93,7 +95,8 @@ KINDS = {
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
     "litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # (else it fetches its price list)
-    "adk-legacy": {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
+    **{k: {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+       for k in ("adk-legacy", "adk-litellm")},
     # (the endpoint switches the export on; its usage telemetry fetches a config from the
     # internet unless switched off)
     **{k: {"MLFLOW_ENABLE_OTEL_GENAI_SEMCONV": "true", "MLFLOW_ENABLE_OTLP_EXPORTER": "true",

@@ -681,3 +681,19 @@ def test_an_answers_tool_calls_kept_without_ids_take_them_from_the_next_request(
     assert first["tool_calls"][0]["name"] == "get_weather"
     assert "tool call ids" in first["reconstructed"]["unread"] and first["read"] == "partial"
     assert [f["code"] for f in first["findings"] if f["severity"] != "info"] == []
+
+
+def test_adks_call_of_a_litellm_model_is_not_read_as_gemini(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Google ADK 2.13.0 on its LiteLLM model (``openai/gpt-4o-mini``: OpenAI's API on the wire)
+    keeps its call_llm request in Gemini's shape, ADK's own: that span is not read as a Gemini
+    call; its generate_content span names no provider the model is one of, so each call is said
+    unread and nothing is judged on it (one round trip per call, as the recording has)."""
+    views = show_json(imported("adk-litellm", tmp_path), capsys)
+    recorded = show_json(TRACES / "adk-litellm.run.jsonl", capsys)
+    assert len(views) == len(recorded) == 3
+    assert all(v["family"] == "openai_chat" for v in recorded)
+    for v in views:
+        assert v["family"] != "gemini" and v["read"] == "unread", v["unread"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
