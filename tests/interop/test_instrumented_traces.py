@@ -697,3 +697,25 @@ def test_adks_call_of_a_litellm_model_is_not_read_as_gemini(
     for v in views:
         assert v["family"] != "gemini" and v["read"] == "unread", v["unread"]
         assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+
+
+def test_adks_default_trace_of_a_litellm_model_is_read_as_openai(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same agent under ADK's default schema: its generate_content spans name the provider
+    (``openai``), so each is read as an OpenAI Chat call, the recording's run; only the tool
+    results' spelling differs (ADK keeps each as an object, LiteLLM sent it as ``json.dumps``
+    text): equal as JSON."""
+    views = show_json(imported("adk-litellm-default", tmp_path), capsys)
+    recorded = show_json(TRACES / "adk-litellm-default.run.jsonl", capsys)
+
+    def said(vs: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for v in vs:
+            f = facts(v, {"stream"})
+            f["results"] = [(i, orjson.loads(r)) for i, r in f["results"]]
+            out.append(f)
+        return out
+
+    assert said(views) == said(recorded)
+    assert all(v["read"] == "complete" for v in views)
