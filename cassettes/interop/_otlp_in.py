@@ -27,7 +27,7 @@ from ..providers import Call, by_family, from_parts, shape_of, trace_family
 from . import _genai_names as genai
 from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
-from ._otlp_numbered import numbered_tools
+from ._otlp_numbered import ids_from_history, numbered_tools
 from ._otlp_openinference import (
     echoed_tools,
     flattened_messages,
@@ -38,6 +38,7 @@ from ._otlp_openinference import (
 from ._otlp_params import params
 from ._otlp_profiles import UNPROFILED, Instrumentation, profile_of
 from ._otlp_semconv import semconv, typed
+from ._otlp_shapes import ADK_REQUEST, adk_call
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
@@ -78,6 +79,12 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
         for _, span in sorted(spans, key=start)
         if (call := _call(span, answered, tools))
     ]
+    # Google ADK's call_llm span read: its generate_content child (schema 1 of ADK 2.x) is the
+    # same call in the conventions' words, not a second one
+    adk = {
+        span_id(s.get("spanId")) for s, _ in found if ADK_REQUEST in attributes(s.get("attributes"))
+    }
+    found = [(s, c) for s, c in found if span_id(s.get("parentSpanId")) not in adk]
     calls = []
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for span, call in merged(found, by_id):
@@ -92,6 +99,7 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
         if agent is not None and shape_of(call.family).continues_history:
             _continue_history(call, histories.setdefault(agent, []))
         calls.append(call)
+    ids_from_history(calls)
     if not calls:
         raise ImportFormatError(
             f"{path}: {count(len(spans), 'span')}, none of a model call (no gen_ai.* chat or "
@@ -226,6 +234,7 @@ def _call(
 ) -> Call | None:
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
+    a = adk_call(a) or a  # (Google ADK's call_llm span: its request and answer, Gemini's)
     rewritten = prof.bodies is not None and _rewritten(a, prof)
     if prof.bodies is not None and not rewritten:
         shaped = _api_shaped(a, span, prof)

@@ -144,6 +144,14 @@ PROFILES: tuple[Instrumentation, ...] = (
     # its model diagnostics: no content on its spans (the messages go to the logs API); its
     # finish reason the SDK's enum, `gen_ai.response.finish_reason`
     Instrumentation("Semantic Kernel", ("semantic_kernel",), "1.45.0"),
+    # its OTel callback: the conventions' parts with OpenAI's `tool_calls` / `tool_call_id` beside
+    # them, an answer's calls as `gen_ai.completion.N.function_call.*` (no ids); the stream flag on
+    # a streamed call only; a stream's usage its own count when the API sent none (not kept)
+    Instrumentation("LiteLLM", ("litellm",), "1.110.2 (its OTel callback)", says_stream=True,
+                    counts_stream_usage=("openai",)),
+    # Google ADK's own tracing (its Gemini model): the conventions' messages on its
+    # `generate_content` spans, no stream flag, no provider named under its telemetry schema 1
+    Instrumentation("Google ADK", ("gcp.vertex.agent",), "2.13.0", provider="gcp.gemini"),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..hints import count
 from ..providers import Call
 from . import _genai_names as genai
-from ._otlp_numbered import numbered
+from ._otlp_numbered import function_calls, numbered
 from ._otlp_profiles import Instrumentation
 from ._otlp_shapes import as_semconv, blocks, result_text
 from ._otlp_spans import attributes, json_attribute, listed
@@ -47,6 +47,8 @@ def semconv(
         inputs, outputs = numbered(a)  # openllmetry before 0.50: gen_ai.prompt.N / completion.N
     out = outputs[0] if isinstance(outputs, list) and outputs else None
     out = _parts_read(out, prof) if isinstance(out, dict) else None
+    if out is not None and not typed(out.get("parts"), "tool_call") and function_calls(a):
+        out = {**out, "parts": [*listed(out.get("parts")), *function_calls(a)]}  # (LiteLLM)
     if isinstance(inputs, list):
         inputs = [_parts_read(m, prof) for m in inputs if isinstance(m, dict)]
         inputs = _system_once(inputs, system, call)

@@ -1,8 +1,10 @@
 """Messages a span keeps in a shape other than the conventions' parts, told by their content and
 read by the family's own provider (the code that reads the wire): the APIs' messages
 (OpenAI Chat's with ``tool_calls``, Anthropic's content blocks, Gemini's ``contents``) inside
-``gen_ai.input.messages`` / ``gen_ai.output.messages``, and the Bedrock Converse content blocks
-agent frameworks keep as their own (Strands Agents: ``[{"text": …}]``, ``[{"toolUse": …}]``,
+``gen_ai.input.messages`` / ``gen_ai.output.messages`` (also the conventions' text parts with
+OpenAI's ``tool_calls`` / ``tool_call_id`` beside them: LiteLLM 1.110's OTel callback), and the
+Bedrock Converse content blocks agent frameworks keep as their own (Strands Agents:
+``[{"text": …}]``, ``[{"toolUse": …}]``,
 ``[{"toolResult": …}]``) in their events. Each is parsed as the request its family would have
 sent, and its messages come back as semconv messages (``{"role", "parts"}``) for the import."""
 
@@ -11,11 +13,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..providers import by_family
-from ._otlp_spans import json_attribute
-from ._span_attributes import semconv_message
+import orjson
 
-__all__ = ["as_semconv", "blocks", "result_text"]
+from ..providers import by_family
+from . import _genai_names as genai
+from ._otlp_spans import json_attribute
+from ._span_attributes import semconv_message, semconv_tools
+
+__all__ = ["adk_call", "as_semconv", "blocks", "result_text"]
 
 #: Bedrock Converse's content blocks (each a one-key object): a framework's own blocks.
 _CONVERSE = frozenset(
@@ -49,6 +54,33 @@ def result_text(response: Any) -> Any:
     return "".join(b["text"] for b in found)
 
 
+def _openai_of_parts(m: Any) -> dict[str, Any] | None:
+    """A message of the conventions' text parts with OpenAI Chat's ``tool_calls`` /
+    ``tool_call_id`` beside them (LiteLLM's OTel callback writes its messages so) as the OpenAI
+    Chat message it was made from; ``None`` if ``m`` is not one (a part other than text)."""
+    if not isinstance(m, dict) or not isinstance(m.get("parts"), list):
+        return None
+    parts = m["parts"]
+    if not all(isinstance(p, dict) and p.get("type") == "text" for p in parts):
+        return None
+    out = {k: m[k] for k in ("role", "tool_calls", "tool_call_id") if k in m}
+    out["content"] = "".join(str(p.get("content") or "") for p in parts) if parts else None
+    return out
+
+
+def _openai_parted(messages: list[Any]) -> list[Any] | None:
+    """``messages`` as OpenAI Chat messages when they are text parts with OpenAI's tool fields
+    beside them (one of them has ``tool_calls`` or ``tool_call_id``), else ``None``."""
+    if not any(
+        isinstance(m, dict) and ("tool_calls" in m or "tool_call_id" in m) for m in messages
+    ):
+        return None
+    if not all(isinstance(m, dict) and isinstance(m.get("parts"), list) for m in messages):
+        return None
+    out = [_openai_of_parts(m) for m in messages]
+    return None if any(m is None for m in out) else out
+
+
 def _family(messages: list[Any]) -> str | None:
     """The API whose message shape ``messages`` are in (``None``: the conventions' parts)."""
     for m in messages:
@@ -74,6 +106,13 @@ def as_semconv(messages: Any) -> Any:
     provider; an output message's ``finish_reason`` kept), else as they were."""
     if not isinstance(messages, list):
         return messages
+    parted = _openai_parted(messages)
+    if parted is not None:  # (its finish reason, where it is an output, kept below)
+        parted[-1] = {
+            **parted[-1],
+            **{k: v for k, v in messages[-1].items() if k == "finish_reason"},
+        }
+        messages = parted
     family = _family(messages)
     adapter = by_family(family) if family else None
     if adapter is None:
@@ -90,4 +129,72 @@ def as_semconv(messages: Any) -> Any:
     finish = messages[-1].get("finish_reason") if isinstance(messages[-1], dict) else None
     if out and isinstance(finish, str):
         out[-1]["finish_reason"] = finish
+    return out
+
+
+#: Google ADK's ``call_llm`` span (its telemetry schema 1, ADK 1.x's only model span): its
+#: ``LlmRequest`` and ``LlmResponse`` as JSON.
+ADK_REQUEST, ADK_RESPONSE = "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response"
+
+
+def _adk_body(req: dict[str, Any]) -> dict[str, Any]:
+    """An ADK ``LlmRequest`` (JSON) as the Gemini request body it was sent as."""
+    config = req.get("config")
+    config = config if isinstance(config, dict) else {}
+    body: dict[str, Any] = {"contents": req["contents"], "tools": config.get("tools") or []}
+    si = config.get("system_instruction")
+    if isinstance(si, str):  # (ADK keeps it as text; the API's is a content)
+        body["systemInstruction"] = {"parts": [{"text": si}]}
+    elif isinstance(si, dict):
+        body["systemInstruction"] = si
+    return body
+
+
+def _adk_answer(resp: Any) -> dict[str, Any] | None:
+    """An ADK ``LlmResponse`` (JSON) as the conventions' output message (its finish reason)."""
+    content = resp.get("content") if isinstance(resp, dict) else None
+    answer = as_semconv([{**content, "role": "model"}]) if isinstance(content, dict) else None
+    if not (isinstance(answer, list) and len(answer) == 1 and isinstance(answer[0], dict)):
+        return None
+    said = {**answer[0], "role": "assistant"}
+    finish = resp.get("finish_reason") if isinstance(resp, dict) else None
+    if isinstance(finish, str):
+        said["finish_reason"] = finish.lower()
+    return said
+
+
+def adk_call(a: dict[str, Any]) -> dict[str, Any] | None:
+    """The attributes of a Google ADK ``call_llm`` span with its request and answer in the
+    conventions' names, read by the Gemini provider: its ``LlmRequest`` (Gemini's ``contents``; its
+    ``config`` with ``system_instruction`` and ``tools``, snake_case, as the API accepts them) and
+    its ``LlmResponse`` (one candidate's ``content``). ``None``: not such a span (or its request
+    is not what went on the wire: ``{}`` when ADK keeps no content, a LiteLLM model's call)."""
+    req = json_attribute(a.get(ADK_REQUEST))
+    if not isinstance(req, dict) or not isinstance(req.get("contents"), list):
+        return None
+    model = str(req.get("model") or "")
+    if "/" in model and not model.startswith(("models/", "projects/", "tunedModels/")):
+        return None  # (a LiteLLM model's, "openai/…": the request ADK keeps is not the wire's)
+    adapter = by_family("gemini")
+    if adapter is None:
+        return None
+    try:
+        parsed = adapter.parse_request(_adk_body(req), urlsplit("http://trace" + _AT["gemini"]))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    system = [{"type": "text", "content": p.text or ""} for p in parsed.system if p.kind == "text"]
+    out = {
+        **a,
+        genai.OPERATION: "generate_content",
+        genai.PROVIDER: "gcp.gemini",  # (its gen_ai.system names ADK, not the API)
+        genai.INPUT_MESSAGES: orjson.dumps([semconv_message(m) for m in parsed.messages]).decode(),
+        genai.SYSTEM_INSTRUCTIONS: orjson.dumps(system).decode(),
+        genai.TOOL_DEFINITIONS: orjson.dumps(semconv_tools(parsed)).decode(),
+    }
+    resp = json_attribute(a.get(ADK_RESPONSE))
+    answer = _adk_answer(resp)
+    if answer is not None:
+        out[genai.OUTPUT_MESSAGES] = orjson.dumps([answer]).decode()
+    if isinstance(resp, dict) and isinstance(resp.get("partial"), bool):
+        out[genai.STREAM] = True  # (ADK sets `partial` in its streaming mode only)
     return out

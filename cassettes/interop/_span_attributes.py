@@ -27,7 +27,7 @@ from ..views import SPLIT, growth_bars
 from ..wire import Exchange
 from . import _genai_names as genai
 
-__all__ = ["AttrValue", "semconv_message", "span_attributes"]
+__all__ = ["AttrValue", "semconv_message", "semconv_tools", "span_attributes"]
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 
@@ -98,6 +98,11 @@ def _part(p: Part) -> dict[str, Any]:
 def semconv_message(m: Message) -> dict[str, Any]:
     """A normalised message as a semconv message (``{"role", "parts"}``)."""
     return {"role": m.role, "parts": [_part(p) for p in m.parts]}
+
+
+def semconv_tools(req: NormalisedRequest) -> list[dict[str, Any]]:
+    """A normalised request's tools as the conventions' tool definitions."""
+    return _tool_definitions(req, {})
 
 
 def _system_instructions(req: NormalisedRequest) -> list[dict[str, Any]]:

@@ -189,8 +189,8 @@ def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
 
 def _trace_unread(rt: RoundTrip, ex: Exchange) -> None:
     """What an imported trace did not keep (the importer's ``reconstructed["unread"]``: the call's
-    ``messages``, its ``answer``) joins the round trip's unread labels, so its read state says it
-    and no finding rests on it."""
+    ``messages``, its ``answer``, a part of it such as its ``tool call ids``) joins the round
+    trip's unread labels, so its read state says it and no finding rests on it."""
     said = (ex.reconstructed or {}).get("unread")
     if not isinstance(said, list) or rt.request is None:
         return
@@ -201,6 +201,10 @@ def _trace_unread(rt: RoundTrip, ex: Exchange) -> None:
         where.append(
             "answer: not kept by the trace" if rt.response is None else "not kept by the trace"
         )
+    for label in said:
+        if isinstance(label, str) and label not in ("messages", "answer"):
+            where = rt.response.unread if rt.response is not None else rt.request.unread
+            where.append(f"{label[:80]}: not kept by the trace")
 
 
 _SYSTEM_ROLES = ("system", "developer")

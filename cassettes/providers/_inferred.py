@@ -16,7 +16,8 @@ the mark says, nothing else:
 - ``tool_result.is_error``: an Anthropic tool result's ``is_error: false`` (the trace keeps none);
 - ``arguments text``: how a Chat history's tool-call arguments are spelled (the trace kept the
   model's spelling, or an object; an agent may send them back its own way): compared as the JSON
-  they hold;
+  they hold; and how the message spells its lack of text (``""``, ``null`` or no ``content``: an
+  SDK's choice a trace does not keep, LiteLLM's writes each as an empty text part);
 - ``system role``: Gemini's ``systemInstruction.role`` (google-genai sends ``"user"``; a trace
   keeps the system text only);
 - ``schema key``: the key a Gemini function declaration's schema is under (``parameters``,
@@ -159,6 +160,13 @@ def _call_parsed(c: Any) -> Any:
     return {**c, "function": {**fn, "arguments": args}}
 
 
+def _no_empty_text(m: Any) -> Any:
+    """An assistant message with tool calls without its ``content`` when that is empty."""
+    if isinstance(m, dict) and m.get("tool_calls") and m.get("content", "") in ("", None):
+        return {k: v for k, v in m.items() if k != "content"}
+    return m
+
+
 def reduced(body: Any, p: InferredFields) -> Any:
     """``body`` (a request's JSON) as ``p`` compares it."""
     if not isinstance(body, dict):
@@ -173,6 +181,8 @@ def reduced(body: Any, p: InferredFields) -> Any:
         out["messages"] = _each(out["messages"], "content", _no_false_is_error)
     if p.arguments and "messages" in out:
         out["messages"] = _each(out["messages"], "tool_calls", _call_parsed)
+        if isinstance(out["messages"], list):
+            out["messages"] = [_no_empty_text(m) for m in out["messages"]]
     si = out.get("systemInstruction")
     if p.system_role and isinstance(si, dict) and "role" in si:
         out["systemInstruction"] = {k: v for k, v in si.items() if k != "role"}

@@ -14,6 +14,7 @@ all four, one after another). The SDKs read their base URLs and keys from the en
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -175,7 +176,78 @@ def semantic_kernel_run(label: str) -> str:
     return asyncio.run(run())
 
 
+def litellm_loop(label: str) -> str:
+    """LiteLLM's ``completion()`` (OpenAI's messages, its provider prefix naming the API) in the
+    fork agent's loop: ``openai``, ``openai-stream`` (the stream rebuilt by its chunk builder)."""
+    import litellm
+
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}]  # fmt: skip
+    stream = label.endswith("-stream")
+    messages: list[Any] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": _question(label)},
+    ]
+    for _ in range(5):
+        ask = {"model": "openai/gpt-4o-mini", "messages": messages, "tools": tools,
+               "max_tokens": 200, "num_retries": 0}  # fmt: skip
+        if stream:
+            chunks = list(litellm.completion(**ask, stream=True))
+            reply = litellm.stream_chunk_builder(chunks, messages=messages)
+        else:
+            reply = litellm.completion(**ask)
+        message = reply.choices[0].message  # type: ignore[union-attr]
+        calls = message.tool_calls or []
+        if not calls:
+            return str(message.content)
+        messages.append(message.model_dump(exclude_none=True))
+        for c in calls:
+            city = json.loads(c.function.arguments)["city"]
+            messages.append({"role": "tool", "tool_call_id": c.id, "content": weather(city)})
+    return "(no answer after 5 turns)"
+
+
+def adk_run(label: str) -> str:
+    """Google ADK's ``LlmAgent`` with a function tool on its Gemini model (google-genai; the
+    base URL from ``GOOGLE_GEMINI_BASE_URL``), run by its ``InMemoryRunner``: ``gemini``,
+    ``gemini-stream`` (its SSE streaming mode); ``openai``: on its LiteLLM model
+    (``openai/gpt-4o-mini``)."""
+    from google.adk.agents import LlmAgent
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    model: Any = "gemini-2.5-flash"
+    if label.startswith("openai"):  # its LiteLLM model (OpenAI's wire; ADK keeps Gemini's shape)
+        from google.adk.models.lite_llm import LiteLlm
+
+        model = LiteLlm(model="openai/gpt-4o-mini")
+    agent = LlmAgent(name="weather", model=model, instruction=SYSTEM, tools=[get_weather])
+    runner = InMemoryRunner(agent=agent, app_name="weather")
+    mode = StreamingMode.SSE if label.endswith("-stream") else StreamingMode.NONE
+
+    async def run() -> str:
+        session = await runner.session_service.create_session(app_name="weather", user_id="u")
+        ask = types.Content(role="user", parts=[types.Part(text=_question(label))])
+        text = ""
+        async for event in runner.run_async(user_id="u", session_id=session.id, new_message=ask,
+                                            run_config=RunConfig(streaming_mode=mode)):  # fmt: skip
+            if event.is_final_response() and event.content and event.content.parts:
+                text = "".join(p.text or "" for p in event.content.parts)
+        return text
+
+    return asyncio.run(run())
+
+
 RUNS = {
+    "litellm": litellm_loop,
+    "adk": adk_run,
     "semantic-kernel": semantic_kernel_run,
     "strands": strands_run,
     "langchain": langchain_loop,

@@ -32,6 +32,17 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    # LiteLLM's OTel callback: semconv parts with OpenAI's tool_calls / tool_call_id beside them
+    "litellm": ("litellm", [str(FRAMEWORKS), "litellm", "openai", "openai-stream"]),
+    # Google ADK's own tracing: its default (the conventions' messages), and its schema 1
+    # (``call_llm`` spans with its request and response as Gemini's contents, JSON)
+    "adk": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
+    "adk-legacy": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
+    # ADK's LiteLLM model: OpenAI on the wire, its call_llm request still Gemini's shape
+    "adk-litellm": ("adk", [str(FRAMEWORKS), "adk", "openai"]),
+    "adk-litellm-default": ("adk", [str(FRAMEWORKS), "adk", "openai"]),
+    # ADK 1.10.0: call_llm spans alone (its request and response, Gemini's), no generate_content
+    "adk1": ("adk", [str(FRAMEWORKS), "adk", "gemini", "gemini-stream"]),
     # Strands Agents (its own tracing), in the latest conventions and in its default events
     "strands": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
     "strands-default": ("strands", [str(FRAMEWORKS), "strands", "openai", "openai-stream"]),
@@ -84,6 +95,10 @@ KINDS = {
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    "litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # (else it fetches its price list)
+    **{k: {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+       for k in ("adk-legacy", "adk-litellm")},
+    "adk-litellm-default": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     # (the endpoint switches the export on; its usage telemetry fetches a config from the
     # internet unless switched off)
     **{k: {"MLFLOW_ENABLE_OTEL_GENAI_SEMCONV": "true", "MLFLOW_ENABLE_OTLP_EXPORTER": "true",

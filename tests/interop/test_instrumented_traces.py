@@ -56,6 +56,18 @@ KINDS = {
     "strands-default": ("stream",),
     "traceai": (),  # traceAI 0.1.10: gen_ai.span.kind, flattened gen_ai.input.messages.N
     "langsmith": (),  # LangSmith 0.15.1's OTel export: the API's request and answer
+    # LiteLLM 1.110.2's OTel callback: text parts with OpenAI's tool_calls / tool_call_id beside
+    # them; an answer's calls without ids (gen_ai.completion.N.function_call.*)
+    "litellm": (),
+    # Google ADK 2.13.0's own tracing, no stream flag: its default (the conventions' messages on
+    # generate_content spans) and its telemetry schema 1 (call_llm spans with its LlmRequest and
+    # LlmResponse, Gemini's contents, read by the Gemini provider)
+    # (schema 1: its LlmResponse's `partial`, set in its streaming mode only, says a stream; an
+    # unstreamed call is not said)
+    "adk": ("stream",),
+    "adk-legacy": ("stream",),
+    # Google ADK 1.10.0: call_llm spans alone (no finish reason kept: inferred, said)
+    "adk1": ("stream",),
 }
 
 
@@ -265,7 +277,12 @@ def _recorded_requests(kind: str) -> list[Any]:
 
 
 #: Traces whose requests cannot be matched, and why (what the import says of them).
-UNMATCHED = {"openllmetry-bedrock": "model id"}  # it writes the model without its `anthropic.`
+UNMATCHED = {
+    "openllmetry-bedrock": "model id",  # it writes the model without its `anthropic.`
+    # its default spans (and ADK 1.10's) say no stream: Gemini's streamed calls go to another URL
+    "adk": "stream",
+    "adk1": "stream",
+}
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k not in UNMATCHED])
@@ -608,3 +625,97 @@ def test_a_request_the_instrumentation_rewrote_into_another_apis_shape_is_not_re
     for v in views:
         assert v["reconstructed"]["unread"] == ["answer", "messages"]
         assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+
+
+#: Frameworks traced in environments of their own: KIND → (the variable naming the environment,
+#: its requirements file, the agent's arguments to framework_agents.py).
+OWN_ENVS = {
+    "litellm": (
+        "LOOPTAP_LITELLM_PYTHON",
+        "requirements-litellm.txt",
+        "litellm openai openai-stream",
+    ),
+    # (its default says no stream: a streamed call's URL is not the one the import rebuilds)
+    "adk": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini"),
+    "adk-legacy": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini gemini-stream"),
+    "adk1": ("LOOPTAP_ADK1_PYTHON", "requirements-adk1.txt", "adk gemini"),
+}
+
+
+@needs_recorder
+@pytest.mark.parametrize("kind", list(OWN_ENVS))
+def test_a_fork_at_turn_2_of_a_trace_made_in_its_own_environment(kind: str, tmp_path: Path) -> None:
+    """The agent that made the trace (LiteLLM's ``completion()``, Google ADK's ``LlmAgent``)
+    forked from its imported trace:
+    the 2 turns before the cursor served from the trace's answers (their tool calls' ids among
+    them), only turn 2 live, exit 0."""
+    var, requirements, args = OWN_ENVS[kind]
+    python = os.environ.get(var)
+    if not python:
+        pytest.skip(f"{var}: an environment from tests/interop/traces/{requirements}")
+    trace = imported(kind, tmp_path)
+    proc, fake = _fork(trace, tmp_path, [python, str(FRAMEWORKS), *args.split()])
+    n = len(args.split()) - 1
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert len(fake.log) == n and proc.stdout.count("NEW MODEL") == n, proc.stdout
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log), [x.line() for x in fake.log]
+
+
+def test_an_answers_tool_calls_kept_without_ids_take_them_from_the_next_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LiteLLM 1.110.2 keeps an answer's tool calls as ``gen_ai.completion.N.function_call.*``
+    (no id) and its messages as text parts with OpenAI's ``tool_calls`` / ``tool_call_id``: each
+    answer's calls take their ids from the next request, which carries them; the last answer of a
+    conversation cut from the trace keeps none, says its ids unread, and judges nothing on them."""
+    views = show_json(imported("litellm", tmp_path), capsys)
+    assert all(any("taken from the next request" in n for n in v["notes"])
+               for v in views if v["tool_calls"])  # fmt: skip
+    doc = orjson.loads((TRACES / "litellm.otlp.json").read_bytes())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    del spans[1:3]  # the first conversation's turns 1 and 2
+    src, out = tmp_path / "cut.otlp.json", tmp_path / "cut.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    first = show_json(out, capsys)[0]
+    assert first["tool_calls"][0]["name"] == "get_weather"
+    assert "tool call ids" in first["reconstructed"]["unread"] and first["read"] == "partial"
+    assert [f["code"] for f in first["findings"] if f["severity"] != "info"] == []
+
+
+def test_adks_call_of_a_litellm_model_is_not_read_as_gemini(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Google ADK 2.13.0 on its LiteLLM model (``openai/gpt-4o-mini``: OpenAI's API on the wire)
+    keeps its call_llm request in Gemini's shape, ADK's own: that span is not read as a Gemini
+    call; its generate_content span names no provider the model is one of, so each call is said
+    unread and nothing is judged on it (one round trip per call, as the recording has)."""
+    views = show_json(imported("adk-litellm", tmp_path), capsys)
+    recorded = show_json(TRACES / "adk-litellm.run.jsonl", capsys)
+    assert len(views) == len(recorded) == 3
+    assert all(v["family"] == "openai_chat" for v in recorded)
+    for v in views:
+        assert v["family"] != "gemini" and v["read"] == "unread", v["unread"]
+        assert [f["code"] for f in v["findings"] if f["severity"] != "info"] == []
+
+
+def test_adks_default_trace_of_a_litellm_model_is_read_as_openai(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same agent under ADK's default schema: its generate_content spans name the provider
+    (``openai``), so each is read as an OpenAI Chat call, the recording's run; only the tool
+    results' spelling differs (ADK keeps each as an object, LiteLLM sent it as ``json.dumps``
+    text): equal as JSON."""
+    views = show_json(imported("adk-litellm-default", tmp_path), capsys)
+    recorded = show_json(TRACES / "adk-litellm-default.run.jsonl", capsys)
+
+    def said(vs: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for v in vs:
+            f = facts(v, {"stream"})
+            f["results"] = [(i, orjson.loads(r)) for i, r in f["results"]]
+            out.append(f)
+        return out
+
+    assert said(views) == said(recorded)
+    assert all(v["read"] == "complete" for v in views)

@@ -231,7 +231,22 @@ def _traceai(provider: TracerProvider) -> None:
     OpenAIInstrumentor().instrument(tracer_provider=provider)
 
 
+def _litellm(provider: TracerProvider) -> None:
+    """LiteLLM's OTel callback on this file's provider (its content in the spans: the
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY`` make_traces sets)."""
+    import litellm
+    from litellm.integrations.opentelemetry import OpenTelemetry
+
+    litellm.callbacks = [OpenTelemetry(tracer_provider=provider)]
+
+
+def _adk(provider: TracerProvider) -> None:
+    """Google ADK's own tracing: its tracer is the global provider's (set above)."""
+
+
 KINDS = {
+    "litellm": _litellm,
+    "adk": _adk,
     "strands": _strands,
     "langsmith": _langsmith,
     "traceai": _traceai,
