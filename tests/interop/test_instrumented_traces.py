@@ -630,11 +630,8 @@ def test_a_request_the_instrumentation_rewrote_into_another_apis_shape_is_not_re
 #: Frameworks traced in environments of their own: KIND → (the variable naming the environment,
 #: its requirements file, the agent's arguments to framework_agents.py).
 OWN_ENVS = {
-    "litellm": (
-        "LOOPTAP_LITELLM_PYTHON",
-        "requirements-litellm.txt",
-        "litellm openai openai-stream",
-    ),
+    # (LiteLLM's pins are a part of ADK's: one environment serves both, .ci/run's .venv-adk)
+    "litellm": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "litellm openai openai-stream"),
     # (its default says no stream: a streamed call's URL is not the one the import rebuilds)
     "adk": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini"),
     "adk-legacy": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini gemini-stream"),

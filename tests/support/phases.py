@@ -34,6 +34,8 @@ RESOURCES: dict[str, tuple[re.Pattern[str], str]] = {
         (".venv-crewai", "LOOPTAP_CREWAI_PYTHON"),
         (".venv-traces", "LOOPTAP_TRACES_PYTHON"),
         (".venv-strands", "LOOPTAP_STRANDS_PYTHON"),
+        (".venv-adk", "LOOPTAP_ADK_PYTHON"),
+        (".venv-adk1", "LOOPTAP_ADK1_PYTHON"),
         (".npm-agents", "LOOPTAP_NPM_AGENTS"),
         (".npm-clients", "LOOPTAP_NPM_CLIENTS"),
         ("chromium", "LOOPTAP_CHROMIUM"),
