@@ -309,6 +309,28 @@ MATRIX_JUDGED: dict[tuple[str, str, str], tuple[bool, str]] = {
         "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are "
         "read as new results, and find no call by that name left to answer",
     ),
+    # session 47: ctxc's history rewrites (test_matrix.py's test_history_mutation_is_named), false
+    # at 21bc15ea and c86d115d alike, gone with s47-ctxr's analysis (docs/findings-precision.md)
+    ("google-genai", "C.orphan_tool_result", "at"): (
+        False,
+        "mutate_reorder: Gemini pairs results by name; the reordered group's functionResponses are "
+        "read as new results and find no call by that name left to answer",
+    ),
+    ("google-genai", "C.orphan_tool_result", "after"): (
+        False,
+        "mutate_drop_middle: the next request re-sends the dropped group; its functionResponses "
+        "are read as new results and find no call by that name left to answer",
+    ),
+    ("anthropic-python", "C.tool_results_split", "after"): (
+        False,
+        "mutate_drop_middle: the next request re-sends the dropped group; its results are read as "
+        "turn 2's, spread over two messages",
+    ),
+    ("vercel-ai anthropic", "C.tool_results_split", "after"): (
+        False,
+        "mutate_drop_middle: the next request re-sends the dropped group; its results are read as "
+        "turn 2's, spread over two messages",
+    ),
     ("smolagents", "C.dropped_tool_result", "at"): (
         False,
         "smolagents echoes calls and results as text; once the observation text is rewritten the "
