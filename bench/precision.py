@@ -166,12 +166,14 @@ def corpus() -> tuple[list[Record], dict[str, int]]:
         turns += len(run.turns)
         multi = _multi(run)
         multi_turns += sum(len(c.turns) for c in run.conversations if c.id in multi)
+        family = {seq: t.family for seq, t in run.turns.items()}
         for f in _serious(run):
             v = _verdict(f.code, f.message)
             out.append(
                 {
                     "section": "corpus",
                     "where": f"{rel(path)}#{f.seq}",
+                    "family": family.get(f.seq, "other"),
                     "code": f.code,
                     "message": f.message[:300],
                     "multi": f.conversation in multi,
@@ -244,13 +246,18 @@ def concurrency(d: Path) -> tuple[list[Record], dict[str, int]]:
             on_bug = variant in CONCURRENCY_BUGS and agent == n // 2 and aturn == BUG_TURN
             code = str(f.get("code"))
             true = on_bug and code in CONCURRENCY_BUGS[variant]
-            why = (f"names the injected {variant} on agent {agent}'s turn {aturn}" if true else
-                   f"on the bug turn, but {code} does not name {variant}" if on_bug else
-                   f"agent {agent} turn {aturn} is a correct turn")
+            why = (
+                f"names the injected {variant} on agent {agent}'s turn {aturn}"
+                if true
+                else f"on the bug turn, but {code} does not name {variant}"
+                if on_bug
+                else f"agent {agent} turn {aturn} is a correct turn"
+            )
             out.append(
                 {
                     "section": "concurrency",
                     "where": f"{family} N={n} {variant} #{v['seq']}",
+                    "family": str(v.get("family")),
                     "code": code,
                     "message": str(f.get("message"))[:300],
                     "multi": str(v.get("conversation")) in multi,
@@ -301,6 +308,28 @@ MATRIX_JUDGED: dict[tuple[str, str, str], tuple[bool, str]] = {
         False,
         "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are "
         "read as new results, and find no call by that name left to answer",
+    ),
+    # session 47: ctxc's history rewrites (test_matrix.py's test_history_mutation_is_named), false
+    # at 21bc15ea and c86d115d alike, gone with s47-ctxr's analysis (docs/findings-precision.md)
+    ("google-genai", "C.orphan_tool_result", "at"): (
+        False,
+        "mutate_reorder: Gemini pairs results by name; the reordered group's functionResponses are "
+        "read as new results and find no call by that name left to answer",
+    ),
+    ("google-genai", "C.orphan_tool_result", "after"): (
+        False,
+        "mutate_drop_middle: the next request re-sends the dropped group; its functionResponses "
+        "are read as new results and find no call by that name left to answer",
+    ),
+    ("anthropic-python", "C.tool_results_split", "after"): (
+        False,
+        "mutate_drop_middle: the next request re-sends the dropped group; its results are read as "
+        "turn 2's, spread over two messages",
+    ),
+    ("vercel-ai anthropic", "C.tool_results_split", "after"): (
+        False,
+        "mutate_drop_middle: the next request re-sends the dropped group; its results are read as "
+        "turn 2's, spread over two messages",
     ),
     ("smolagents", "C.dropped_tool_result", "at"): (
         False,
@@ -436,6 +465,7 @@ def matrix(d: Path) -> tuple[list[Record], dict[str, int]]:
                 {
                     "section": "matrix",
                     "where": f"{client} ({row['variant']}) #{seq}",
+                    "family": str(v.get("family")),
                     "code": code,
                     "message": str(f.get("message"))[:300],
                     "multi": str(v.get("conversation")) in multi,
@@ -452,6 +482,33 @@ def _share(recs: list[Record], multi: bool = False) -> str:
         return "no warnings or errors"
     true = sum(1 for r in recs if r["true"])
     return f"{true} of {len(recs)}: {true / len(recs):.1%}"
+
+
+def _by_family(
+    sec: str, a: list[Record], b: list[Record] | None, b_label: str, commit: str
+) -> list[str]:
+    """Precision by the API family of the round trip each finding is on (saved runs without the
+    family, from before it was kept, show "–")."""
+    fams = sorted({str(r.get("family", "–")) for r in a + (b or [])})
+    if not fams:
+        return []
+    lines = [
+        "",
+        f"## {sec}: by API family",
+        "",
+        f"| family | {b_label}: all | before: multi-turn | after ({commit}): all | "
+        "after: multi-turn |",
+        "|---|---|---|---|---|",
+    ]
+    for fam in fams:
+        fa = [r for r in a if str(r.get("family", "–")) == fam]
+        fb = [r for r in b or [] if str(r.get("family", "–")) == fam]
+        lines.append(
+            f"| {fam} | "
+            + (f"{_share(fb)} | {_share(fb, True)}" if b is not None else "not run | not run")
+            + f" | {_share(fa)} | {_share(fa, True)} |"
+        )
+    return lines
 
 
 def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
@@ -494,6 +551,7 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
             continue
         a = after["sections"][sec]["findings"]
         b = ((before or {}).get("sections", {}).get(sec) or {}).get("findings")
+        lines += _by_family(sec, a, b, b_label, after["commit"])
         lines += [
             "",
             f"## {sec}: findings by code",
