@@ -173,6 +173,20 @@ def failed(rt: RoundTrip) -> bool:
     )
 
 
+def overflowed(rt: RoundTrip) -> bool:
+    """The API refused the request as longer than the model's context window (its family's
+    context-length error: :attr:`~cassettes.providers.Profile.overflow_errors`), the error a
+    framework answers by trimming or summarising its history."""
+    err = rt.response.error if rt.response is not None else None
+    if err is None or (rt.status or 0) != 400:
+        return False
+    from .. import providers  # (the registry: not on the import path of every analysis)
+
+    p = providers.by_family(rt.family)
+    code = " ".join(b for b in (err.type, err.code) if b)
+    return p is not None and p.profile.is_overflow_error(code, err.message)
+
+
 def short(text: str | None, n: int = 80) -> str:
     """``text`` squashed to one line of at most ``n`` characters (an ellipsis where cut)."""
     t = " ".join((text or "").split())

@@ -191,6 +191,9 @@ class ContextChange(_Model):
     lost: list[str] = Field(default_factory=list)
     #: Whether the user's task (the latest plain user message before) is among ``lost``.
     task_lost: bool = False
+    #: seq of the request the API refused as too long for the model's context window, when the
+    #: management answered that error (``from_seq`` then), else ``None``.
+    after_overflow: int | None = None
 
 
 class MessageCounts(_Model):

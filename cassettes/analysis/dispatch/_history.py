@@ -166,11 +166,17 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
         if cc.dropped_user
         else ""
     )
+    after = (
+        f" after round trip #{cc.after_overflow} was refused as longer than the model's context "
+        "window (an overflow)"
+        if cc.after_overflow is not None
+        else ""
+    )
     return ctx.finding(
         codes.HISTORY_TRIMMED,
-        f"The client managed its context: it {what}; {count(prev.n_messages, 'message')} last "
-        "turn, "
-        f"{len(ctx.messages)} now.{asked} Intentional trimming or summarising looks like this.",
+        f"The client managed its context{after}: it {what}; "
+        f"{count(prev.n_messages, 'message')} last turn, {len(ctx.messages)} now.{asked} "
+        "Intentional trimming or summarising looks like this.",
         path=_item(ctx, cc.restore_at if cc.restore_at < len(ctx.messages) else c.kept),
         related_turn=prev.index,
         kept=c.kept,

@@ -472,6 +472,7 @@ def _pairing(
     """One result and the call it answers: by id, else by name (wires without call ids, Gemini
     and Ollama; clients may invent ids), else a call the client itself put in the history."""
     call_turn, found = _answered(ctx, tr, in_history)
+    found = found or (not tr.call_id and _called_before(ctx, tr.name, index))
     call_name = names.get(tr.call_id) if tr.call_id else None
     return Pairing(
         call_id=tr.call_id,
@@ -482,6 +483,16 @@ def _pairing(
         message_index=index,
         call_name=call_name if tr.name and call_name and tr.name != call_name else None,
     )
+
+
+def _called_before(ctx: TurnContext, name: str | None, index: int) -> bool:
+    """A call of ``name`` stands in this request's history right before result ``index`` (a
+    wire without call ids: the call the result answers, sent again with it after a failed
+    attempt or a trim)."""
+    for m in reversed(ctx.messages[max(0, index - 4) : index]):
+        if any(p.tool_call is not None and p.tool_call.name == name for p in m.parts):
+            return bool(name)
+    return False
 
 
 def _answered(ctx: TurnContext, tr: ToolResult, in_history: set[str]) -> tuple[int | None, bool]:

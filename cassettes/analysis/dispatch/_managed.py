@@ -16,7 +16,7 @@ from typing import Any
 from ...lazy import pattern
 from ...models import Message, Part
 from .. import codes as codes
-from .._context import TurnContext
+from .._context import TurnContext, overflowed
 from .._message_keys import _ROLE, message_key, response_message, stable
 from .._model import ContextChange, Finding
 from ..threading import Link
@@ -444,6 +444,7 @@ def _change(
         restore_at=min(inserted) if inserted else _restore_at(before, now, gone, new_from),
         lost=lost,
         task_lost=task_lost,
+        after_overflow=prev.seq if overflowed(prev.rt) else None,
     )
 
 

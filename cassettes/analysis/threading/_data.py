@@ -134,6 +134,9 @@ class TurnInfo:
     #: A side call's: the tool-call ids its request's last results answer (a compaction's: the
     #: calls whose results went into the summary a later request uses).
     answers: frozenset[str] = frozenset()
+    #: The API refused the request as longer than the model's context window: the client's
+    #: next request may manage this history (:func:`~._opening.after_overflow`).
+    overflow: bool = False
 
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state
@@ -208,6 +211,9 @@ class Threads:
     #: conversation they summarise (a side call's parent, else the answering turn itself), the
     #: answering turn].
     summaries: OrderedDict[str, list[int]] = field(default_factory=OrderedDict)
+    #: The most recent turns the API refused as too long for the context window (turn ids, as
+    #: keys: an ordered set): a later request may keep part of their history.
+    overflows: OrderedDict[int, None] = field(default_factory=OrderedDict)
     count: int = 0
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     id_turn: SpillMap[str, int] = field(init=False)
@@ -322,6 +328,8 @@ class Request:
     #: Sent to the API's compaction endpoint (``POST /responses/compact``): not a step of the
     #: loop but a compaction of the history it carries, a side call of that history's turn.
     compacts: bool = False
+    #: The API refused it as longer than the model's context window.
+    overflow: bool = False
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

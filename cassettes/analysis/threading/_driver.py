@@ -31,6 +31,7 @@ from ._words import (
     MAX_PROMPT,
     MAX_PROMPTS,
     MIN_SUMMARY,
+    SCAN_PROMPTS,
     compactions,
     handoff_targets,
     norm_prompt,
@@ -72,15 +73,18 @@ class Threader:
         tools: list[str] | None = None,
         attempt: Attempt | None = None,
         compacts: bool = False,
+        overflow: bool = False,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
         ``attempt`` is what tells a retry from another run sending the same request;
-        ``compacts``: the API's compaction endpoint, a side call of the turn it compacts."""
+        ``compacts``: the API's compaction endpoint, a side call of the turn it compacts;
+        ``overflow``: the API refused the request as longer than the model's context window."""
         s = self.threads
         try:
             r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
             r.compacts = compacts
+            r.overflow = overflow
             link = link_of(s, r, label, previous_response_id)
             record(s, r, link, response, failed, label)
             return link
@@ -135,6 +139,10 @@ def record(
     if info.response_id:
         s.by_response[info.response_id] = tid
     _register_history(s, r, link.conversation, tid)
+    if r.overflow:
+        s.overflows[tid] = None
+        while len(s.overflows) > SCAN_PROMPTS:
+            s.overflows.popitem(last=False)
     if r.fields is not None and r.fields.head:
         s.by_head[head_key(r, r.fields)] = tid
     if link.branch == "sibling" and link.parent is not None:
@@ -182,6 +190,7 @@ def _turn_info(
         else None,
         ended=r.attempt.ended if failed else None,
         answers=_results(messages) if link.branch == "side_call" else _NO_NAMES,
+        overflow=r.overflow,
     )
 
 

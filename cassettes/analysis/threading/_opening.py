@@ -38,7 +38,7 @@ def by_opening(s: Threads, r: Request) -> Link:
         sib = sibling(s, r)
         if sib is not None:
             return sib
-    found = re_rendered(s, r) or managed(s, r, start) or summarised(s, r)
+    found = re_rendered(s, r) or managed(s, r, start) or after_overflow(s, r) or summarised(s, r)
     if found is not None:
         return found
     if not cands:
@@ -112,6 +112,42 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     if link.echo_at is not None:
         link.echoed = True
     return link
+
+
+def after_overflow(s: Threads, r: Request) -> Link | None:
+    """The request after one the API refused as too long for the model's context window
+    (:attr:`~._data.TurnInfo.overflow`), by the same agent, that keeps an in-order part of
+    that request's messages, its last one (the latest input) among them, with at most new
+    messages before the first it kept (a summary in place of the head): the client managed
+    the history the error asked it to (Strands' sliding window and summarising manager, CrewAI's
+    ``respect_context_window``). Linked to the refused turn; the C layer says what went."""
+    key = r.keys.key
+    for tid in reversed(s.overflows):
+        t = s.turns[tid]
+        if not s.latest(tid) or t.keys is None or t.system != r.system or t.tools != r.tools:
+            continue
+        if _keeps_part(r, t.keys.key[: t.length]):
+            link = describe(s, r, t.conversation, tid, "rewritten")
+            return link if link.rewritten > 0 and len(key) <= t.length else None
+    return None
+
+
+def _keeps_part(r: Request, before: list[int]) -> bool:
+    """``r``'s messages are ``before``'s in order, its last one last, with at most new
+    non-system messages ahead of the first kept one after the system messages."""
+    key = r.keys.key
+    if not key or not before or key[-1] != before[-1]:
+        return False
+    j, kept = 0, False
+    for i, k in enumerate(key):
+        at = next((x for x in range(j, len(before)) if before[x] == k), None)
+        if at is None:
+            if kept or _ROLE.get(r.messages[i].role, r.messages[i].role) == "system":
+                return False  # a new message after one kept: not a head replaced
+            continue
+        kept = kept or _ROLE.get(r.messages[i].role, r.messages[i].role) != "system"
+        j = at + 1
+    return kept
 
 
 def summarised(s: Threads, r: Request) -> Link | None:
