@@ -166,6 +166,14 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
         if cc.dropped_user
         else ""
     )
+    restated = (
+        " Not carried word for word by anything the request keeps (the summary may restate "
+        f"them): {'; '.join(repr(t) for t in cc.restated[:3])}"
+        + (f" and {len(cc.restated) - 3} more" if len(cc.restated) > 3 else "")
+        + "."
+        if cc.restated
+        else ""
+    )
     after = (
         f" after round trip #{cc.after_overflow} was refused as longer than the model's context "
         "window (an overflow)"
@@ -175,8 +183,8 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
     return ctx.finding(
         codes.HISTORY_TRIMMED,
         f"The client managed its context{after}: it {what}; "
-        f"{count(prev.n_messages, 'message')} last turn, {len(ctx.messages)} now.{asked} "
-        "Intentional trimming or summarising looks like this.",
+        f"{count(prev.n_messages, 'message')} last turn, {len(ctx.messages)} now.{asked}"
+        f"{restated} Intentional trimming or summarising looks like this.",
         path=_item(ctx, cc.restore_at if cc.restore_at < len(ctx.messages) else c.kept),
         related_turn=prev.index,
         kept=c.kept,

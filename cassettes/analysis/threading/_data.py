@@ -58,6 +58,11 @@ class Link:
     #: The turn whose answer the request opens with as its history's summary (a compaction): a
     #: threader turn id, made the round trip's seq by the analyser for the C layer.
     summary_of: int | None = None
+    #: Where in the request that summary is (the message carrying the compaction's answer).
+    summary_at: int | None = None
+    #: What that compaction's side call was given (its request's texts, normalised, bounded),
+    #: when the threader kept it: whether the summary's writer saw a dropped message.
+    summary_seen: str | None = None
     #: The tool-call ids that compaction's request answered (its results went into the summary).
     summary_answers: frozenset[str] = frozenset()
 
@@ -214,6 +219,13 @@ class Threads:
     #: The most recent turns the API refused as too long for the context window (turn ids, as
     #: keys: an ordered set): a later request may keep part of their history.
     overflows: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    #: The most recent conversations' latest requests (conversation → turn id, its messages),
+    #: which a summariser fed the history as rendered text carries (:func:`~._opening.rendered`);
+    #: in memory only, not part of a continued state.
+    recent: OrderedDict[str, tuple[int, list[Message]]] = field(default_factory=OrderedDict)
+    #: What the most recent side calls were given (turn id → their requests' texts,
+    #: normalised, bounded): the summary one of them wrote may restate what it saw.
+    seen: OrderedDict[int, str] = field(default_factory=OrderedDict)
     count: int = 0
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     id_turn: SpillMap[str, int] = field(init=False)

@@ -37,6 +37,7 @@ from ._words import (
     norm_prompt,
     prompt_strings,
     quote_key,
+    seen_text,
     start_len,
     summary_body,
 )
@@ -86,6 +87,8 @@ class Threader:
             r.compacts = compacts
             r.overflow = overflow
             link = link_of(s, r, label, previous_response_id)
+            if link.summary_of is not None:
+                link.summary_seen = s.seen.get(link.summary_of)
             record(s, r, link, response, failed, label)
             return link
         finally:
@@ -139,6 +142,14 @@ def record(
     if info.response_id:
         s.by_response[info.response_id] = tid
     _register_history(s, r, link.conversation, tid)
+    if link.branch == "side_call":
+        s.seen[tid] = seen_text(r.messages)
+        while len(s.seen) > SCAN_PROMPTS:
+            s.seen.popitem(last=False)
+    s.recent[link.conversation] = (tid, r.messages)
+    s.recent.move_to_end(link.conversation)
+    while len(s.recent) > SCAN_PROMPTS:
+        s.recent.popitem(last=False)
     if r.overflow:
         s.overflows[tid] = None
         while len(s.overflows) > SCAN_PROMPTS:

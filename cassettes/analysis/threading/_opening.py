@@ -9,17 +9,23 @@ import itertools
 
 import orjson
 
+from ...models import Message
 from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import asks_own, rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
 from ._history import answered_alike, built_like, describe, summary_used
 from ._words import (
+    MAX_HAY,
+    MIN_CARRIED,
+    MIN_SUMMARY,
+    RENDERED_MESSAGES,
     SCAN_ANSWERS,
     SCAN_OPENING,
     SCAN_PROMPTS,
     demo_pairs,
     fields_prompt,
+    message_texts,
     norm_prompt,
     quoted_only,
     short,
@@ -106,7 +112,7 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     if link.rewritten <= 0:
         return None
     if summary is not None and summary[0] == tid:
-        link.summary_of = summary[1]
+        link.summary_of, link.summary_at = summary[1], summary[2]
         link.summary_answers = s.turns[summary[1]].answers
     link.echo_at = _echo_at(s, r, tid)
     if link.echo_at is not None:
@@ -241,6 +247,10 @@ def start_link(s: Threads, r: Request) -> Link:
     """A new conversation; a sub-agent's when its first user words are a pending call's
     prompt."""
     link = Link(s.new_conversation(), None, "start")
+    fed = rendered(s, r)
+    if fed is not None:
+        link.parent, link.branch = fed, "side_call"
+        return link
     if not s.prompts and not s.quotes and not s.summaries:
         return link
     # The first few messages after the system ones: a sub-agent's task may follow a context
@@ -256,6 +266,48 @@ def start_link(s: Threads, r: Request) -> Link:
             link.parent, link.branch = found
             break
     return link
+
+
+def rendered(s: Threads, r: Request) -> int | None:
+    """The latest turn of a recent conversation whose history this new conversation's user
+    words carry as rendered text: the texts of that turn's messages (its user's among them,
+    :data:`~._words.MIN_CARRIED` or more), word for word and in order — a summariser fed the
+    history as one text (Google ADK's events compaction, CrewAI's ``summarize_messages``): a
+    side call of that turn, whose answer the conversation's next request carries."""
+    if not s.recent:
+        return None
+    hay = norm_prompt(
+        " ".join(
+            p.text
+            for m in r.messages[:SCAN_OPENING]
+            if _ROLE.get(m.role, m.role) == "user"
+            for p in m.parts
+            if p.kind == "text" and p.text
+        )[:MAX_HAY]
+    )
+    if len(hay) < MIN_SUMMARY:
+        return None
+    for tid, messages in reversed(list(s.recent.values())):
+        if s.latest(tid) and _carried(hay, messages[-RENDERED_MESSAGES:]):
+            return tid
+    return None
+
+
+def _carried(hay: str, messages: list[Message]) -> bool:
+    """``hay`` carries the texts of ``messages`` in order (:func:`~._words.message_texts`):
+    :data:`~._words.MIN_CARRIED` or more, a plain user message's among them."""
+    at, found, user = 0, 0, False
+    for m in messages:
+        role = _ROLE.get(m.role, m.role)
+        if role == "system":
+            continue
+        for text in message_texts(m):
+            i = hay.find(text, at)
+            if i < 0:
+                continue
+            at, found = i + len(text), found + 1
+            user = user or (role == "user" and all(p.tool_result is None for p in m.parts))
+    return found >= MIN_CARRIED and user
 
 
 def _answer_quoted(s: Threads, r: Request, text: str) -> tuple[int, str] | None:
