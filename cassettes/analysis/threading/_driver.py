@@ -26,7 +26,7 @@ from ._data import (
     read_request,
 )
 from ._history import by_history, describe, discarded, use_strict
-from ._opening import by_opening, head_key, sibling, start_link
+from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
     MAX_PROMPT,
     MAX_PROMPTS,
@@ -113,7 +113,11 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
     if link is not None:
         return link
     if repeat:
-        again = discarded(s, r, strict) or sibling(s, r)
+        # Exactly an earlier request again: a discarded answer asked again, a sibling prompt,
+        # or a history managed down to messages equal to that earlier request's (a repeated
+        # call with an equal result kept, on a wire without ids): the evidence of management
+        # (the latest answer carried, its calls answered) names the conversation.
+        again = discarded(s, r, strict) or sibling(s, r) or managed(s, r, start_len(r.messages))
         if again is not None:
             return again
     if repeat or not r.messages:

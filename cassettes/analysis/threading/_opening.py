@@ -117,6 +117,12 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     link.echo_at = _echo_at(s, r, tid)
     if link.echo_at is not None:
         link.echoed = True
+        if link.echo_at < link.kept:
+            # The answer's echo inside what reads as the kept prefix: messages equal to
+            # earlier ones (a repeated call, an equal result); what follows the echo is the
+            # turn's own, what precedes it is kept.
+            link.kept = link.echo_at
+            link.rewritten = (s.turns[tid].length) - link.kept
     return link
 
 
