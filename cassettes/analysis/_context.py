@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from ..models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
+from ..models import FinishReason, Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from ..parsing import RoundTrip
 from ..wire import Exchange, MissNote, read_miss
 from ._mcp import McpLinker
@@ -185,6 +185,16 @@ def overflowed(rt: RoundTrip) -> bool:
     p = providers.by_family(rt.family)
     code = " ".join(b for b in (err.type, err.code) if b)
     return p is not None and p.profile.is_overflow_error(code, err.message)
+
+
+def cut_call(rt: RoundTrip) -> bool:
+    """The answer ended at the token cap with a tool call in it (its arguments cut)."""
+    r = rt.response
+    return (
+        r is not None
+        and r.finish_reason == FinishReason.TRUNCATED_LENGTH
+        and any(p.tool_call is not None for p in r.parts)
+    )
 
 
 def short(text: str | None, n: int = 80) -> str:

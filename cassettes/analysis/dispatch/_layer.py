@@ -9,7 +9,7 @@ import orjson
 
 from ...lazy import pattern
 from ...models import Message, ToolCall, ToolResult
-from .._context import TurnContext
+from .._context import TurnContext, cut_call
 from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
@@ -454,13 +454,14 @@ def _registerprevious_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> dict[
         return names
     registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
     unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
+    cut = cut_call(ctx.prev.rt)
     for i, c in enumerate(previous_calls(ctx)):
         echoed = echo_ids.get(i)
         if echoed is not None:
             registry[echoed] = ctx.prev.index
         if c.id:
             registry[c.id] = ctx.prev.index
-        elif c.name and echoed is None:
+        elif c.name and echoed is None and not cut:  # (a call the cap cut never runs)
             unanswered_by_name.setdefault(c.name, []).append(ctx.prev.index)
         names.update({key: c.name for key in (c.id, echoed) if key and c.name})
     return names

@@ -142,6 +142,9 @@ class TurnInfo:
     #: The API refused the request as longer than the model's context window: the client's
     #: next request may manage this history (:func:`~._opening.after_overflow`).
     overflow: bool = False
+    #: The answer's tool call was cut by the token cap (finish ``length``): the same request
+    #: again is its retry, even as the conversation's first (:func:`~._history.discarded`).
+    cut: bool = False
 
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state
@@ -342,6 +345,8 @@ class Request:
     compacts: bool = False
     #: The API refused it as longer than the model's context window.
     overflow: bool = False
+    #: Its answer's tool call was cut by the token cap.
+    cut: bool = False
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

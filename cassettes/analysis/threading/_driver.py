@@ -75,17 +75,20 @@ class Threader:
         attempt: Attempt | None = None,
         compacts: bool = False,
         overflow: bool = False,
+        cut: bool = False,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
         ``attempt`` is what tells a retry from another run sending the same request;
         ``compacts``: the API's compaction endpoint, a side call of the turn it compacts;
-        ``overflow``: the API refused the request as longer than the model's context window."""
+        ``overflow``: the API refused the request as longer than the model's context window;
+        ``cut``: the answer's tool call was cut by the token cap (finish ``length``)."""
         s = self.threads
         try:
             r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
             r.compacts = compacts
             r.overflow = overflow
+            r.cut = cut
             link = link_of(s, r, label, previous_response_id)
             if link.summary_of is not None:
                 link.summary_seen = s.seen.get(link.summary_of)
@@ -206,6 +209,7 @@ def _turn_info(
         ended=r.attempt.ended if failed else None,
         answers=_results(messages) if link.branch == "side_call" else _NO_NAMES,
         overflow=r.overflow,
+        cut=r.cut,
     )
 
 

@@ -273,7 +273,10 @@ def discarded(s: Threads, r: Request, strict: bool) -> Link | None:
     if len({g.conversation for g in live}) != 1:
         return None
     t = s.turns[live[-1].turn]
-    if t.failed or t.opens or t.system != r.system or t.tools != r.tools:
+    # A conversation's first request again is another agent starting alike, unless the first
+    # answer's call was cut by the token cap: then it is that call asked again (a forced-tool
+    # retry, a fallback model given the same request).
+    if t.failed or (t.opens and not t.cut) or t.system != r.system or t.tools != r.tools:
         return None
     return Link(t.conversation, live[-1].turn, "retry", kept=n, echoed=None)
 
