@@ -347,6 +347,8 @@ class Request:
     overflow: bool = False
     #: Its answer's tool call was cut by the token cap.
     cut: bool = False
+    #: Its answer calls a tool (known when the request is threaded: a recording holds both).
+    answer_calls: bool = False
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

@@ -89,6 +89,9 @@ class Threader:
             r.compacts = compacts
             r.overflow = overflow
             r.cut = cut
+            r.answer_calls = response is not None and any(
+                p.tool_call is not None for p in response.parts
+            )
             link = link_of(s, r, label, previous_response_id)
             if link.summary_of is not None:
                 link.summary_seen = s.seen.get(link.summary_of)

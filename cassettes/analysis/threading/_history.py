@@ -193,9 +193,11 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
             link.summary_answers = s.turns[used[1]].answers
             return link
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
-    if asks_compaction(r, s.turns[latest], link):
+    if not r.answer_calls and asks_compaction(r, s.turns[latest], link):
         # The conversation's history, its answer left out, asked for a summary (Claude Code's
-        # /compact): a compaction side call; the summary comes back in its next request.
+        # /compact): a compaction side call; the summary comes back in its next request. Told
+        # from a question merged into the last message (an edit, the answer dropped) by its
+        # answer: a summariser answers in text, the loop going on calls a tool.
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
     link.ambiguous = tied if tied > 1 else 0
     return link
