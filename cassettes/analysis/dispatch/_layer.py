@@ -302,15 +302,18 @@ def _echo_ids(ctx: TurnContext, echoed: list[ToolCall]) -> dict[int, str]:
     out: dict[int, str] = {}
     left = list(echoed)
     for i, c in enumerate(previous_calls(ctx)):
-        at = next(
-            (
-                j
-                for j, e in enumerate(left)
-                if (c.id and e.id == c.id)
-                or (e.name == c.name and _canon_args(e) == _canon_args(c))
-            ),
-            None,
-        )
+        # Its own id first: an earlier call of the same tool and arguments (a repeat) sent
+        # again in a rewritten history is not this call's echo.
+        at = next((j for j, e in enumerate(left) if c.id and e.id == c.id), None)
+        if at is None:
+            at = next(
+                (
+                    j
+                    for j, e in enumerate(left)
+                    if e.name == c.name and _canon_args(e) == _canon_args(c)
+                ),
+                None,
+            )
         if at is not None:
             out[i] = left.pop(at).id or ""
     return out

@@ -334,15 +334,17 @@ def _contiguous(gone: list[int]) -> bool:
 
 def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
     """The dropped messages are one run of the previous request that starts within its opening
-    (before its first answer: a head drop), or that ends it with nothing in its place (the
-    history taken back to an earlier request of the conversation); what stays keeps its order."""
+    (before its first answer: a head drop, the opening among what went; a run from the first
+    answer on, the opening kept, is a dropped middle: a mutation), or that ends it with nothing
+    in its place (the history taken back to an earlier request of the conversation); what
+    stays keeps its order."""
     gone = d.gone
     if not _contiguous(gone):
         return False
     if gone[-1] == len(before) - 1 and not standing:
         return True
     first_answer = next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
-    return gone[0] <= first_answer
+    return gone[0] < first_answer
 
 
 def _managed(
