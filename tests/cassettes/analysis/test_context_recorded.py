@@ -3,7 +3,7 @@ loopback model (helper ctxc, session 47; data/ctx/README.md says how each was ma
 conversation, its summariser a side call under the turn whose history it was fed, the management
 said once, nothing false.
 
-- strands-agents 1.62.0 ``SummarizingConversationManager`` after a 400 (Chat and Gemini);
+- strands-agents 1.62.0 ``SummarizingConversationManager`` after a 400 (Chat, Responses, Gemini);
 - crewai 1.15.30 ``respect_context_window=True`` after a 400: the summariser fed the history as
   rendered text, its ``<summary>`` in place of the whole history;
 - google-adk 2.13.0 events compaction (``LlmEventSummarizer``): the summariser fed the events
@@ -53,6 +53,12 @@ CASES = {
         4,
     ),
     "strands_summarizing_after_overflow_gemini": (
+        [("main", None, [0, 1, 2, 3, 5]), ("side_call", 1, [4])],
+        5,
+        3,
+        4,
+    ),
+    "strands_summarizing_after_overflow_responses": (
         [("main", None, [0, 1, 2, 3, 5]), ("side_call", 1, [4])],
         5,
         3,
