@@ -356,6 +356,8 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         for p in m.parts
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
     ]
+    if ctx.prev is not None and cut_call(ctx.prev.rt):
+        _forget_cut(ctx, ctx.prev.index)
     context = context_change(ctx, link, new_from, before)
     return Dispatch(
         kept=kept,
@@ -457,14 +459,13 @@ def _registerprevious_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> dict[
         return names
     registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
     unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
-    cut = cut_call(ctx.prev.rt)
     for i, c in enumerate(previous_calls(ctx)):
         echoed = echo_ids.get(i)
         if echoed is not None:
             registry[echoed] = ctx.prev.index
         if c.id:
             registry[c.id] = ctx.prev.index
-        elif c.name and echoed is None and not cut:  # (a call the cap cut never runs)
+        elif c.name and echoed is None:
             unanswered_by_name.setdefault(c.name, []).append(ctx.prev.index)
         names.update({key: c.name for key in (c.id, echoed) if key and c.name})
     return names
@@ -487,6 +488,15 @@ def _pairing(
         message_index=index,
         call_name=call_name if tr.name and call_name and tr.name != call_name else None,
     )
+
+
+def _forget_cut(ctx: TurnContext, index: int) -> None:
+    """The id-less calls of turn ``index``, whose answer the token cap cut, that this request
+    (the next) did not answer: the client left them out (they never ran); no later result
+    pairs with them by name."""
+    queues: dict[str, list[int]] = ctx.conv.state.get("_unanswered_by_name", {})
+    for name, queue in queues.items():
+        queues[name] = [t for t in queue if t != index]
 
 
 def _called_before(ctx: TurnContext, name: str | None, index: int) -> bool:

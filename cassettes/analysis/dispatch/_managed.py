@@ -344,7 +344,13 @@ def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
     if gone[-1] == len(before) - 1 and not standing:
         return True
     first_answer = next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
-    return gone[0] < first_answer
+    if gone[0] < first_answer:
+        return True
+    # From the first answer on, the opening kept: a window over whole rounds (the first
+    # question pinned, the next kept message a question of the user's) drops rounds; a run
+    # that ends mid-task (the kept history goes on with the model's calls) is a dropped middle.
+    after = gone[-1] + 1
+    return gone[0] == first_answer and after < len(before) and before[after][2] is not None
 
 
 def _managed(

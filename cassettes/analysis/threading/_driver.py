@@ -31,6 +31,8 @@ from ._words import (
     MAX_PROMPT,
     MAX_PROMPTS,
     MIN_SUMMARY,
+    RECENT,
+    RENDERED_MESSAGES,
     SCAN_PROMPTS,
     compactions,
     handoff_targets,
@@ -156,9 +158,9 @@ def record(
         s.seen[tid] = seen_text(r.messages)
         while len(s.seen) > SCAN_PROMPTS:
             s.seen.popitem(last=False)
-    s.recent[link.conversation] = (tid, r.messages)
+    s.recent[link.conversation] = (tid, r.messages[-RENDERED_MESSAGES:])
     s.recent.move_to_end(link.conversation)
-    while len(s.recent) > SCAN_PROMPTS:
+    while len(s.recent) > RECENT:
         s.recent.popitem(last=False)
     if r.overflow:
         s.overflows[tid] = None

@@ -66,6 +66,10 @@ def compactions(parts: list[Part]) -> list[str]:
 #: accident); a rendered history is judged on the latest 256 messages of a request.
 MIN_RENDERED = 8
 RENDERED_MESSAGES = 256
+#: Conversations whose latest request a rendered history is looked for in: the most recent
+#: (a summariser is called right after the turn whose history it is fed); their messages are
+#: held, so few.
+RECENT = 8
 #: Characters of each message text looked for (a prefix of a text carried word for word is
 #: carried too; ADK cuts a tool's content at 2,000).
 RENDERED_TEXT = 1000
