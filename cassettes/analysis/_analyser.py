@@ -27,7 +27,7 @@ from . import _parking as parking
 from . import _retention as retention
 from . import _rules as rules
 from . import spill as spill_tables
-from ._context import ConversationState, TurnContext
+from ._context import ConversationState, TurnContext, cut_call, overflowed
 from ._judgement import (
     CHECKS,
     EMPTY_A,
@@ -280,6 +280,8 @@ class RunAnalyser:
             rt.response,
             failed(rt),
             label=label,
+            overflow=overflowed(rt),
+            cut=cut_call(rt),
             previous_response_id=rt.request.previous_response_id,
             reuse=(base_entry[1], reused[1])
             if reused is not None and base_entry is not None and base_entry[1] is not None

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from ..models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
+from ..models import FinishReason, Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from ..parsing import RoundTrip
 from ..wire import Exchange, MissNote, read_miss
 from ._mcp import McpLinker
@@ -170,6 +170,30 @@ def failed(rt: RoundTrip) -> bool:
         or r is None
         or r.error is not None
         or r.complete is False
+    )
+
+
+def overflowed(rt: RoundTrip) -> bool:
+    """The API refused the request as longer than the model's context window (its family's
+    context-length error: :attr:`~cassettes.providers.Profile.overflow_errors`), the error a
+    framework answers by trimming or summarising its history."""
+    err = rt.response.error if rt.response is not None else None
+    if err is None or (rt.status or 0) != 400:
+        return False
+    from .. import providers  # (the registry: not on the import path of every analysis)
+
+    p = providers.by_family(rt.family)
+    code = " ".join(b for b in (err.type, err.code) if b)
+    return p is not None and p.profile.is_overflow_error(code, err.message)
+
+
+def cut_call(rt: RoundTrip) -> bool:
+    """The answer ended at the token cap with a tool call in it (its arguments cut)."""
+    r = rt.response
+    return (
+        r is not None
+        and r.finish_reason == FinishReason.TRUNCATED_LENGTH
+        and any(p.tool_call is not None for p in r.parts)
     )
 
 

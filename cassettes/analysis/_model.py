@@ -191,6 +191,13 @@ class ContextChange(_Model):
     lost: list[str] = Field(default_factory=list)
     #: Whether the user's task (the latest plain user message before) is among ``lost``.
     task_lost: bool = False
+    #: The user's task or instructions dropped that no message carries word for word but that
+    #: the summary's writer saw (or a summary of unknown origin stands for): it may restate
+    #: them (said with ``C.history_trimmed``, never a warning).
+    restated: list[str] = Field(default_factory=list)
+    #: seq of the request the API refused as too long for the model's context window, when the
+    #: management answered that error (``from_seq`` then), else ``None``.
+    after_overflow: int | None = None
 
 
 class MessageCounts(_Model):

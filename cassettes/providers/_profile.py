@@ -166,6 +166,11 @@ class Profile:
     #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md
     #: §G.2). Such a 400 is reported by the API (A) but caused by the client's dispatch (C).
     pairing_errors: tuple[str, ...] = ()
+    #: Regexes matching the API's error texts (or codes) for a request longer than the model's
+    #: context window: the 400 a framework answers by trimming or summarising its history
+    #: (docs/threading.md, "After an overflow"). Taken from the texts the frameworks match
+    #: (strands-agents 1.62.0, crewai 1.15.30) and the APIs' own.
+    overflow_errors: tuple[str, ...] = ()
     #: The API wants every result of one turn's calls in the single message right after it
     #: (Anthropic's rule: results spread over several user messages get a 400).
     results_in_one_message: bool = False
@@ -245,6 +250,11 @@ class Profile:
 
     def is_pairing_error(self, message: str | None) -> bool:
         return bool(message) and any(re.search(p, message or "") for p in self.pairing_errors)
+
+    def is_overflow_error(self, code: str | None, message: str | None) -> bool:
+        """The error says the request exceeded the model's context window."""
+        said = f"{code or ''}\n{(message or '')[:2000]}"
+        return any(re.search(p, said) for p in self.overflow_errors)
 
     def price_context(self, response: NormalisedResponse | None) -> dict[str, str]:
         """What selects a price variant in genai-prices (the service tier the response reports)."""

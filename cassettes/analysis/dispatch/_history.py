@@ -14,7 +14,7 @@ from ...hints import count
 from ...lazy import pattern
 from ...models import FinishReason, Message
 from .. import codes as codes
-from .._context import TurnContext
+from .._context import TurnContext, cut_call
 from .._message_keys import message_key, response_message, stable
 from .._model import ContextChange, Finding
 from .._trajectory import fields_of, follows, step_of
@@ -36,12 +36,20 @@ def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
         return
     prev = ctx.prev
     assert prev is not None
+    # An answer whose call the token cap cut cannot be sent back (its arguments are cut): the
+    # client asking again without it follows from the cut.
+    cut: dict[str, Any] = (
+        {"caused_by": codes.TRUNCATED_LENGTH, "caused_by_seq": prev.seq}
+        if cut_call(prev.rt)
+        else {}
+    )
     yield ctx.finding(
         codes.ASSISTANT_NOT_ECHOED,
         f"The assistant message of turn {prev.index} is not appended verbatim after the history: "
         "the client changed or dropped what the model said before sending the next request.",
         path=f"{ctx.history_key}[{c.kept}]",
         related_turn=prev.index,
+        **cut,
     )
 
 
@@ -166,11 +174,25 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
         if cc.dropped_user
         else ""
     )
+    restated = (
+        " Not carried word for word by anything the request keeps (the summary may restate "
+        f"them): {'; '.join(repr(t) for t in cc.restated[:3])}"
+        + (f" and {len(cc.restated) - 3} more" if len(cc.restated) > 3 else "")
+        + "."
+        if cc.restated
+        else ""
+    )
+    after = (
+        f" after round trip #{cc.after_overflow} was refused as longer than the model's context "
+        "window (an overflow)"
+        if cc.after_overflow is not None
+        else ""
+    )
     return ctx.finding(
         codes.HISTORY_TRIMMED,
-        f"The client managed its context: it {what}; {count(prev.n_messages, 'message')} last "
-        "turn, "
-        f"{len(ctx.messages)} now.{asked} Intentional trimming or summarising looks like this.",
+        f"The client managed its context{after}: it {what}; "
+        f"{count(prev.n_messages, 'message')} last turn, {len(ctx.messages)} now.{asked}"
+        f"{restated} Intentional trimming or summarising looks like this.",
         path=_item(ctx, cc.restore_at if cc.restore_at < len(ctx.messages) else c.kept),
         related_turn=prev.index,
         kept=c.kept,

@@ -9,7 +9,7 @@ import orjson
 
 from ...lazy import pattern
 from ...models import Message, ToolCall, ToolResult
-from .._context import TurnContext
+from .._context import TurnContext, cut_call
 from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
@@ -302,15 +302,18 @@ def _echo_ids(ctx: TurnContext, echoed: list[ToolCall]) -> dict[int, str]:
     out: dict[int, str] = {}
     left = list(echoed)
     for i, c in enumerate(previous_calls(ctx)):
-        at = next(
-            (
-                j
-                for j, e in enumerate(left)
-                if (c.id and e.id == c.id)
-                or (e.name == c.name and _canon_args(e) == _canon_args(c))
-            ),
-            None,
-        )
+        # Its own id first: an earlier call of the same tool and arguments (a repeat) sent
+        # again in a rewritten history is not this call's echo.
+        at = next((j for j, e in enumerate(left) if c.id and e.id == c.id), None)
+        if at is None:
+            at = next(
+                (
+                    j
+                    for j, e in enumerate(left)
+                    if e.name == c.name and _canon_args(e) == _canon_args(c)
+                ),
+                None,
+            )
         if at is not None:
             out[i] = left.pop(at).id or ""
     return out
@@ -353,6 +356,8 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         for p in m.parts
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
     ]
+    if ctx.prev is not None and cut_call(ctx.prev.rt):
+        _forget_cut(ctx, ctx.prev.index)
     context = context_change(ctx, link, new_from, before)
     return Dispatch(
         kept=kept,
@@ -472,6 +477,7 @@ def _pairing(
     """One result and the call it answers: by id, else by name (wires without call ids, Gemini
     and Ollama; clients may invent ids), else a call the client itself put in the history."""
     call_turn, found = _answered(ctx, tr, in_history)
+    found = found or (not tr.call_id and _called_before(ctx, tr.name, index))
     call_name = names.get(tr.call_id) if tr.call_id else None
     return Pairing(
         call_id=tr.call_id,
@@ -482,6 +488,25 @@ def _pairing(
         message_index=index,
         call_name=call_name if tr.name and call_name and tr.name != call_name else None,
     )
+
+
+def _forget_cut(ctx: TurnContext, index: int) -> None:
+    """The id-less calls of turn ``index``, whose answer the token cap cut, that this request
+    (the next) did not answer: the client left them out (they never ran); no later result
+    pairs with them by name."""
+    queues: dict[str, list[int]] = ctx.conv.state.get("_unanswered_by_name", {})
+    for name, queue in queues.items():
+        queues[name] = [t for t in queue if t != index]
+
+
+def _called_before(ctx: TurnContext, name: str | None, index: int) -> bool:
+    """A call of ``name`` stands in this request's history right before result ``index`` (a
+    wire without call ids: the call the result answers, sent again with it after a failed
+    attempt or a trim)."""
+    for m in reversed(ctx.messages[max(0, index - 4) : index]):
+        if any(p.tool_call is not None and p.tool_call.name == name for p in m.parts):
+            return bool(name)
+    return False
 
 
 def _answered(ctx: TurnContext, tr: ToolResult, in_history: set[str]) -> tuple[int | None, bool]:

@@ -16,7 +16,7 @@ from typing import Any
 from ...lazy import pattern
 from ...models import Message, Part
 from .. import codes as codes
-from .._context import TurnContext
+from .._context import TurnContext, overflowed
 from .._message_keys import _ROLE, message_key, response_message, stable
 from .._model import ContextChange, Finding
 from ..threading import Link
@@ -322,7 +322,9 @@ def _own_from(ctx: TurnContext, link: Link, new_from: int, n: int, opaque: list[
     if opaque:
         return max(new_from, opaque[-1] + 1)
     if link.summary_of is not None:
-        return n
+        # After the message carrying the summary: what follows it is this turn's own, unless
+        # it is earlier history kept (matched, not among the unmatched messages).
+        return n if link.summary_at is None else max(new_from, link.summary_at + 1)
     return max(new_from, n - 1)
 
 
@@ -332,15 +334,23 @@ def _contiguous(gone: list[int]) -> bool:
 
 def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
     """The dropped messages are one run of the previous request that starts within its opening
-    (before its first answer: a head drop), or that ends it with nothing in its place (the
-    history taken back to an earlier request of the conversation); what stays keeps its order."""
+    (before its first answer: a head drop, the opening among what went; a run from the first
+    answer on, the opening kept, is a dropped middle: a mutation), or that ends it with nothing
+    in its place (the history taken back to an earlier request of the conversation); what
+    stays keeps its order."""
     gone = d.gone
     if not _contiguous(gone):
         return False
     if gone[-1] == len(before) - 1 and not standing:
         return True
     first_answer = next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
-    return gone[0] <= first_answer
+    if gone[0] < first_answer:
+        return True
+    # From the first answer on, the opening kept: a window over whole rounds (the first
+    # question pinned, the next kept message a question of the user's) drops rounds; a run
+    # that ends mid-task (the kept history goes on with the model's calls) is a dropped middle.
+    after = gone[-1] + 1
+    return gone[0] == first_answer and after < len(before) and before[after][2] is not None
 
 
 def _managed(
@@ -424,10 +434,11 @@ def _change(
     gone = d.gone
     task = _task(before, now, new_from, inserted)
     # What an opaque compaction carries cannot be read: nothing is judged lost under one.
-    lost, task_lost = (
-        ([], False)
+    judged = _judged([i for i in gone if before[i][2] is not None], before, task[1])
+    lost, task_lost, restated = (
+        ([], False, [])
         if any(j in inserted for j in opaque)
-        else _lost(ctx, [i for i in gone if before[i][2] is not None], before, now, task[1])
+        else _lost(ctx, judged, before, task[1], _seen(link, inserted, summary_by))
     )
     return ContextChange(
         kind="summarised" if gone and inserted else "trimmed" if gone else "cleared",
@@ -444,6 +455,8 @@ def _change(
         restore_at=min(inserted) if inserted else _restore_at(before, now, gone, new_from),
         lost=lost,
         task_lost=task_lost,
+        restated=restated,
+        after_overflow=prev.seq if overflowed(prev.rt) else None,
     )
 
 
@@ -480,33 +493,60 @@ def _restore_at(before: list[Shape], now: list[Shape], gone: list[int], new_from
     return new_from
 
 
+def _judged(users: list[int], before: list[Shape], task: int | None) -> list[int]:
+    """Of the dropped plain user messages (``users``), the user's task (``task``: the latest
+    plain user message before, while the agent still works on it) and instructions, long
+    enough to be judged (:data:`MIN_WORDS` content words or more)."""
+    return [
+        i
+        for i in users
+        if (i == task or INSTRUCTION.search(before[i][2] or ""))
+        and len(_words(before[i][2] or "")) >= MIN_WORDS
+    ]
+
+
+def _seen(link: Link, inserted: list[int], summary_by: int | None) -> str | None:
+    """What the summary's writer was given (normalised): the side call's request, when the
+    threader kept it; ``None`` where nothing tells (a summary of unknown origin: it may restate
+    anything); ``""`` where nothing stands in the dropped messages' place."""
+    if not inserted:
+        return ""
+    return link.summary_seen if summary_by is not None else None
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
 def _lost(
-    ctx: TurnContext, users: list[int], before: list[Shape], now: list[Shape], task: int | None
-) -> tuple[list[str], bool]:
-    """The user's task (``task``: the latest plain user message before, while the agent is still
-    working on it) and the user's instructions among the dropped plain user messages (``users``)
-    that nothing this request holds carries: fewer than half of their content words anywhere in
-    it (system prompt, kept messages, summary, results)."""
-    judged = [i for i in users if i == task or INSTRUCTION.search(before[i][2] or "")]
+    ctx: TurnContext, judged: list[int], before: list[Shape], task: int | None, seen: str | None
+) -> tuple[list[str], bool, list[str]]:
+    """The judged dropped user messages (:func:`_judged`) nothing this request holds carries
+    word for word (its system prompt, kept messages, summary, results: whitespace and case
+    aside; a message judged on its first 240 characters), by evidence: ``lost`` where the
+    model cannot know them (no summary, or a summary whose side call was not given them:
+    ``seen``), ``restated`` where a summary stands whose writer saw them, or of unknown origin
+    (it may restate them in other words)."""
     if not judged:
-        return [], False
+        return [], False, []
     req = ctx.rt.request
-    hay: set[str] = set()
-    for p in req.system if req is not None else []:
-        hay |= _words(p.text or "")
-    for m in ctx.messages[:MAX_COMPARED]:
-        for p in m.parts:
-            hay |= _words(_part_words(p))
+    texts = [p.text or "" for p in (req.system if req is not None else [])]
+    texts += [_part_words(p) for m in ctx.messages[:MAX_COMPARED] for p in m.parts]
+    hay = _norm(" ".join(texts))
     lost: list[str] = []
+    restated: list[str] = []
     task_lost = False
     for i in judged:
         text = before[i][2] or ""
-        words = _words(text)
-        if len(words) < MIN_WORDS or 2 * len(words & hay) >= len(words):
+        said = _norm(text)
+        if said in hay:
+            continue
+        if seen is None or (seen and said in seen):
+            restated.append(text[:CLIP])
             continue
         lost.append(text[:CLIP])
         task_lost = task_lost or i == task
-    return lost[:MAX_QUOTED], task_lost
+    return lost[:MAX_QUOTED], task_lost, restated[:MAX_QUOTED]
 
 
 def _said(items: list[str]) -> str:

@@ -10,7 +10,7 @@ from ... import providers
 from ...lazy import pattern
 from ...models import FinishReason, ToolCall, ToolResult
 from .. import codes as codes
-from .._context import ConversationState, TurnContext, short
+from .._context import ConversationState, TurnContext, cut_call, short
 from .._message_keys import response_message
 from .._model import Finding, Pairing
 from ._layer import call_as_output, calls_as_text, previous_calls
@@ -133,7 +133,23 @@ def _answered_by_id(ctx: TurnContext, calls: list[ToolCall]) -> tuple[set[int], 
 
 
 def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]:
-    """The unanswered call ``c``: dropped, and (first) its result sent as text when it was."""
+    """The unanswered call ``c``: dropped, and (first) its result sent as text when it was. A
+    call the token cap cut (its answer ended at the cap) never ran: the client asking again
+    without it follows from the cut (folded under ``A.truncated_length``)."""
+    prev = ctx.prev
+    if prev is not None and cut_call(prev.rt):
+        yield ctx.finding(
+            codes.DROPPED_TOOL_RESULT,
+            f"The model's call {c.name}({short(c.arguments_raw)}) on turn {prev_turn} was cut by "
+            "the token cap and never ran; this request asks again without it.",
+            path=f"{ctx.history_key}[{ctx.turn.c.appended_from}:]",
+            tool_call_id=c.id,
+            related_turn=prev_turn,
+            tool=c.name,
+            caused_by=codes.TRUNCATED_LENGTH,
+            caused_by_seq=prev.seq,
+        )
+        return
     as_text = _result_as_text(ctx, c)
     if as_text is not None:
         yield ctx.finding(

@@ -136,8 +136,11 @@ def agent_tool(s: Threads, r: Request) -> int | None:
 
 def _calls_running(r: Request, t: TurnInfo, link: Link) -> bool:
     """``t``'s answer made calls, and the request (linked to ``t``) neither echoes the answer
-    nor answers any of them: they may still be running."""
-    if t.failed or not (t.echo_ids or t.echo_names) or t.keys is None or not r.messages:
+    nor answers any of them: they may still be running. A call cut by the token cap runs
+    nowhere (its arguments are cut): a request after it is the loop asking again."""
+    if t.failed or t.cut or not (t.echo_ids or t.echo_names) or t.keys is None:
+        return False
+    if not r.messages:
         return False
     return not (link.echoed or r.ids & t.echo_ids)
 

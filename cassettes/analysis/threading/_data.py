@@ -58,6 +58,11 @@ class Link:
     #: The turn whose answer the request opens with as its history's summary (a compaction): a
     #: threader turn id, made the round trip's seq by the analyser for the C layer.
     summary_of: int | None = None
+    #: Where in the request that summary is (the message carrying the compaction's answer).
+    summary_at: int | None = None
+    #: What that compaction's side call was given (its request's texts, normalised, bounded),
+    #: when the threader kept it: whether the summary's writer saw a dropped message.
+    summary_seen: str | None = None
     #: The tool-call ids that compaction's request answered (its results went into the summary).
     summary_answers: frozenset[str] = frozenset()
 
@@ -134,6 +139,12 @@ class TurnInfo:
     #: A side call's: the tool-call ids its request's last results answer (a compaction's: the
     #: calls whose results went into the summary a later request uses).
     answers: frozenset[str] = frozenset()
+    #: The API refused the request as longer than the model's context window: the client's
+    #: next request may manage this history (:func:`~._opening.after_overflow`).
+    overflow: bool = False
+    #: The answer's tool call was cut by the token cap (finish ``length``): the same request
+    #: again is its retry, even as the conversation's first (:func:`~._history.discarded`).
+    cut: bool = False
 
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state
@@ -208,6 +219,16 @@ class Threads:
     #: conversation they summarise (a side call's parent, else the answering turn itself), the
     #: answering turn].
     summaries: OrderedDict[str, list[int]] = field(default_factory=OrderedDict)
+    #: The most recent turns the API refused as too long for the context window (turn ids, as
+    #: keys: an ordered set): a later request may keep part of their history.
+    overflows: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    #: The most recent conversations' latest requests (conversation → turn id, its messages),
+    #: which a summariser fed the history as rendered text carries (:func:`~._opening.rendered`);
+    #: in memory only, not part of a continued state.
+    recent: OrderedDict[str, tuple[int, list[Message]]] = field(default_factory=OrderedDict)
+    #: What the most recent side calls were given (turn id → their requests' texts,
+    #: normalised, bounded): the summary one of them wrote may restate what it saw.
+    seen: OrderedDict[int, str] = field(default_factory=OrderedDict)
     count: int = 0
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     id_turn: SpillMap[str, int] = field(init=False)
@@ -322,6 +343,12 @@ class Request:
     #: Sent to the API's compaction endpoint (``POST /responses/compact``): not a step of the
     #: loop but a compaction of the history it carries, a side call of that history's turn.
     compacts: bool = False
+    #: The API refused it as longer than the model's context window.
+    overflow: bool = False
+    #: Its answer's tool call was cut by the token cap.
+    cut: bool = False
+    #: Its answer calls a tool (known when the request is threaded: a recording holds both).
+    answer_calls: bool = False
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

@@ -26,16 +26,20 @@ from ._data import (
     read_request,
 )
 from ._history import by_history, describe, discarded, use_strict
-from ._opening import by_opening, head_key, sibling, start_link
+from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
     MAX_PROMPT,
     MAX_PROMPTS,
     MIN_SUMMARY,
+    RECENT,
+    RENDERED_MESSAGES,
+    SCAN_PROMPTS,
     compactions,
     handoff_targets,
     norm_prompt,
     prompt_strings,
     quote_key,
+    seen_text,
     start_len,
     summary_body,
 )
@@ -72,16 +76,27 @@ class Threader:
         tools: list[str] | None = None,
         attempt: Attempt | None = None,
         compacts: bool = False,
+        overflow: bool = False,
+        cut: bool = False,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
         ``attempt`` is what tells a retry from another run sending the same request;
-        ``compacts``: the API's compaction endpoint, a side call of the turn it compacts."""
+        ``compacts``: the API's compaction endpoint, a side call of the turn it compacts;
+        ``overflow``: the API refused the request as longer than the model's context window;
+        ``cut``: the answer's tool call was cut by the token cap (finish ``length``)."""
         s = self.threads
         try:
             r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
             r.compacts = compacts
+            r.overflow = overflow
+            r.cut = cut
+            r.answer_calls = response is not None and any(
+                p.tool_call is not None for p in response.parts
+            )
             link = link_of(s, r, label, previous_response_id)
+            if link.summary_of is not None:
+                link.summary_seen = s.seen.get(link.summary_of)
             record(s, r, link, response, failed, label)
             return link
         finally:
@@ -106,7 +121,11 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
     if link is not None:
         return link
     if repeat:
-        again = discarded(s, r, strict) or sibling(s, r)
+        # Exactly an earlier request again: a discarded answer asked again, a sibling prompt,
+        # or a history managed down to messages equal to that earlier request's (a repeated
+        # call with an equal result kept, on a wire without ids): the evidence of management
+        # (the latest answer carried, its calls answered) names the conversation.
+        again = discarded(s, r, strict) or sibling(s, r) or managed(s, r, start_len(r.messages))
         if again is not None:
             return again
     if repeat or not r.messages:
@@ -135,6 +154,18 @@ def record(
     if info.response_id:
         s.by_response[info.response_id] = tid
     _register_history(s, r, link.conversation, tid)
+    if link.branch == "side_call":
+        s.seen[tid] = seen_text(r.messages)
+        while len(s.seen) > SCAN_PROMPTS:
+            s.seen.popitem(last=False)
+    s.recent[link.conversation] = (tid, r.messages[-RENDERED_MESSAGES:])
+    s.recent.move_to_end(link.conversation)
+    while len(s.recent) > RECENT:
+        s.recent.popitem(last=False)
+    if r.overflow:
+        s.overflows[tid] = None
+        while len(s.overflows) > SCAN_PROMPTS:
+            s.overflows.popitem(last=False)
     if r.fields is not None and r.fields.head:
         s.by_head[head_key(r, r.fields)] = tid
     if link.branch == "sibling" and link.parent is not None:
@@ -182,6 +213,8 @@ def _turn_info(
         else None,
         ended=r.attempt.ended if failed else None,
         answers=_results(messages) if link.branch == "side_call" else _NO_NAMES,
+        overflow=r.overflow,
+        cut=r.cut,
     )
 
 

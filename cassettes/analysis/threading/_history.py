@@ -189,45 +189,42 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
         if used is not None and used[0] == latest:
             # Not a question over the running calls: the conversation's compaction used (its
             # summary in place of the calls and results; Codex keeps the opening and the task).
-            link.summary_of = used[1]
+            link.summary_of, link.summary_at = used[1], used[2]
             link.summary_answers = s.turns[used[1]].answers
             return link
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
-    if asks_compaction(r, s.turns[latest], link):
+    if not r.answer_calls and asks_compaction(r, s.turns[latest], link):
         # The conversation's history, its answer left out, asked for a summary (Claude Code's
-        # /compact): a compaction side call; the summary comes back in its next request.
+        # /compact): a compaction side call; the summary comes back in its next request. Told
+        # from a question merged into the last message (an edit, the answer dropped) by its
+        # answer: a summariser answers in text, the loop going on calls a tool.
         return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
     link.ambiguous = tied if tied > 1 else 0
     return link
 
 
-def summary_used(s: Threads, r: Request) -> tuple[int, int] | None:
+def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
     """The latest turn of the conversation a compaction summarised, when this request's opening
     carries the compaction's answer (word for word, whatever its client wrapped it in): a side
     call's answer over that conversation, or the conversation's own latest answer when its agent
-    was asked for the summary; with the turn that answered it."""
+    was asked for the summary; with the turn that answered it and the message that carries it."""
     if not s.summaries:
         return None
-    for m in r.messages[:SCAN_OPENING]:  # a compaction item sent back, in whichever message
+    for i, m in enumerate(r.messages[:SCAN_OPENING]):  # a compaction item sent back
         for token in compactions(m.parts):
             found = s.summaries.get(token)
             if found is not None:
                 latest = s.last_of.get(s.turns[found[0]].conversation)
                 if latest is not None and not other_agent(r, s.turns[latest]):
-                    return latest, found[1]
-    hay = norm_prompt(
-        " ".join(
-            p.text
-            for m in r.messages[:SCAN_OPENING]
-            if _ROLE.get(m.role, m.role) != "assistant"
-            for p in m.parts
-            if p.kind == "text" and p.text
-        )[:MAX_HAY]
-    )
-    if len(hay) < MIN_SUMMARY:
+                    return latest, found[1], i
+    hay, said = _opening_text(r, assistant=False), _opening_text(r, assistant=True)
+    if len(hay) < MIN_SUMMARY and len(said) < MIN_SUMMARY:
         return None
     for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
-        if text in hay:
+        # A side call's answer may come back as a model message (Google ADK puts the
+        # compaction's answer in place of the events, role ``model``); a conversation's own
+        # answer there is its echo, not a summary.
+        if text in hay or (target != by and text in said):
             if target == by and (s.turns[by].opens or s.turns[by].system != r.system):
                 # An answer of the conversation's own, quoted under another system prompt:
                 # another agent handed it (a guardrail, an evaluator, the next task's agent),
@@ -237,8 +234,32 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int] | None:
             conv = s.turns[target].conversation
             latest = s.last_of.get(conv)
             if latest is not None and not other_agent(r, s.turns[latest]):
-                return latest, by
+                return latest, by, _carrying(r, text)
     return None
+
+
+def _carrying(r: Request, text: str) -> int:
+    """The first opening message whose text holds ``text`` (else the last opening one)."""
+    opening = r.messages[:SCAN_OPENING]
+    for i, m in enumerate(opening):
+        said = " ".join(p.text for p in m.parts if p.kind == "text" and p.text)
+        if text in norm_prompt(said[:MAX_HAY]):
+            return i
+    return len(opening) - 1
+
+
+def _opening_text(r: Request, assistant: bool) -> str:
+    """The texts of the request's opening messages (bounded, normalised): the model's
+    (``assistant``) or everyone else's."""
+    return norm_prompt(
+        " ".join(
+            p.text
+            for m in r.messages[:SCAN_OPENING]
+            if (_ROLE.get(m.role, m.role) == "assistant") == assistant
+            for p in m.parts
+            if p.kind == "text" and p.text
+        )[:MAX_HAY]
+    )
 
 
 def discarded(s: Threads, r: Request, strict: bool) -> Link | None:
@@ -254,7 +275,10 @@ def discarded(s: Threads, r: Request, strict: bool) -> Link | None:
     if len({g.conversation for g in live}) != 1:
         return None
     t = s.turns[live[-1].turn]
-    if t.failed or t.opens or t.system != r.system or t.tools != r.tools:
+    # A conversation's first request again is another agent starting alike, unless the first
+    # answer's call was cut by the token cap: then it is that call asked again (a forced-tool
+    # retry, a fallback model given the same request).
+    if t.failed or (t.opens and not t.cut) or t.system != r.system or t.tools != r.tools:
         return None
     return Link(t.conversation, live[-1].turn, "retry", kept=n, echoed=None)
 

@@ -9,17 +9,23 @@ import itertools
 
 import orjson
 
+from ...models import Message
 from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import asks_own, rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
 from ._history import answered_alike, built_like, describe, summary_used
 from ._words import (
+    MAX_HAY,
+    MIN_CARRIED,
+    MIN_SUMMARY,
+    RENDERED_MESSAGES,
     SCAN_ANSWERS,
     SCAN_OPENING,
     SCAN_PROMPTS,
     demo_pairs,
     fields_prompt,
+    message_texts,
     norm_prompt,
     quoted_only,
     short,
@@ -38,7 +44,7 @@ def by_opening(s: Threads, r: Request) -> Link:
         sib = sibling(s, r)
         if sib is not None:
             return sib
-    found = re_rendered(s, r) or managed(s, r, start) or summarised(s, r)
+    found = re_rendered(s, r) or managed(s, r, start) or after_overflow(s, r) or summarised(s, r)
     if found is not None:
         return found
     if not cands:
@@ -106,12 +112,54 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     if link.rewritten <= 0:
         return None
     if summary is not None and summary[0] == tid:
-        link.summary_of = summary[1]
+        link.summary_of, link.summary_at = summary[1], summary[2]
         link.summary_answers = s.turns[summary[1]].answers
     link.echo_at = _echo_at(s, r, tid)
     if link.echo_at is not None:
         link.echoed = True
+        if link.echo_at < link.kept:
+            # The answer's echo inside what reads as the kept prefix: messages equal to
+            # earlier ones (a repeated call, an equal result); what follows the echo is the
+            # turn's own, what precedes it is kept.
+            link.kept = link.echo_at
+            link.rewritten = (s.turns[tid].length) - link.kept
     return link
+
+
+def after_overflow(s: Threads, r: Request) -> Link | None:
+    """The request after one the API refused as too long for the model's context window
+    (:attr:`~._data.TurnInfo.overflow`), by the same agent, that keeps an in-order part of
+    that request's messages, its last one (the latest input) among them, with at most new
+    messages before the first it kept (a summary in place of the head): the client managed
+    the history the error asked it to (Strands' sliding window and summarising manager, CrewAI's
+    ``respect_context_window``). Linked to the refused turn; the C layer says what went."""
+    key = r.keys.key
+    for tid in reversed(s.overflows):
+        t = s.turns[tid]
+        if not s.latest(tid) or t.keys is None or t.system != r.system or t.tools != r.tools:
+            continue
+        if _keeps_part(r, t.keys.key[: t.length]):
+            link = describe(s, r, t.conversation, tid, "rewritten")
+            return link if link.rewritten > 0 and len(key) <= t.length else None
+    return None
+
+
+def _keeps_part(r: Request, before: list[int]) -> bool:
+    """``r``'s messages are ``before``'s in order, its last one last, with at most new
+    non-system messages ahead of the first kept one after the system messages."""
+    key = r.keys.key
+    if not key or not before or key[-1] != before[-1]:
+        return False
+    j, kept = 0, False
+    for i, k in enumerate(key):
+        at = next((x for x in range(j, len(before)) if before[x] == k), None)
+        if at is None:
+            if kept or _ROLE.get(r.messages[i].role, r.messages[i].role) == "system":
+                return False  # a new message after one kept: not a head replaced
+            continue
+        kept = kept or _ROLE.get(r.messages[i].role, r.messages[i].role) != "system"
+        j = at + 1
+    return kept
 
 
 def summarised(s: Threads, r: Request) -> Link | None:
@@ -205,6 +253,10 @@ def start_link(s: Threads, r: Request) -> Link:
     """A new conversation; a sub-agent's when its first user words are a pending call's
     prompt."""
     link = Link(s.new_conversation(), None, "start")
+    fed = rendered(s, r)
+    if fed is not None:
+        link.parent, link.branch = fed, "side_call"
+        return link
     if not s.prompts and not s.quotes and not s.summaries:
         return link
     # The first few messages after the system ones: a sub-agent's task may follow a context
@@ -220,6 +272,48 @@ def start_link(s: Threads, r: Request) -> Link:
             link.parent, link.branch = found
             break
     return link
+
+
+def rendered(s: Threads, r: Request) -> int | None:
+    """The latest turn of a recent conversation whose history this new conversation's user
+    words carry as rendered text: the texts of that turn's messages (its user's among them,
+    :data:`~._words.MIN_CARRIED` or more), word for word and in order — a summariser fed the
+    history as one text (Google ADK's events compaction, CrewAI's ``summarize_messages``): a
+    side call of that turn, whose answer the conversation's next request carries."""
+    if not s.recent:
+        return None
+    hay = norm_prompt(
+        " ".join(
+            p.text
+            for m in r.messages[:SCAN_OPENING]
+            if _ROLE.get(m.role, m.role) == "user"
+            for p in m.parts
+            if p.kind == "text" and p.text
+        )[:MAX_HAY]
+    )
+    if len(hay) < MIN_SUMMARY:
+        return None
+    for tid, messages in reversed(list(s.recent.values())):
+        if s.latest(tid) and _carried(hay, messages[-RENDERED_MESSAGES:]):
+            return tid
+    return None
+
+
+def _carried(hay: str, messages: list[Message]) -> bool:
+    """``hay`` carries the texts of ``messages`` in order (:func:`~._words.message_texts`):
+    :data:`~._words.MIN_CARRIED` or more, a plain user message's among them."""
+    at, found, user = 0, 0, False
+    for m in messages:
+        role = _ROLE.get(m.role, m.role)
+        if role == "system":
+            continue
+        for text in message_texts(m):
+            i = hay.find(text, at)
+            if i < 0:
+                continue
+            at, found = i + len(text), found + 1
+            user = user or (role == "user" and all(p.tool_result is None for p in m.parts))
+    return found >= MIN_CARRIED and user
 
 
 def _answer_quoted(s: Threads, r: Request, text: str) -> tuple[int, str] | None:

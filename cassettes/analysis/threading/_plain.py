@@ -25,7 +25,7 @@ def threads_state(threader: Threader) -> dict[str, Any]:
         "turns": (dump(info, _CLASSES) for info in s.turns.entries()),
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
         "quotes": list(s.quotes.items()), "summaries": list(s.summaries.items()),
-        "count": s.count, "families": dict(s.families),
+        "count": s.count, "families": dict(s.families), "overflows": list(s.overflows),
     }  # fmt: skip
     for name in TABLES:
         table: SpillMap[Any, Any] = getattr(s, name)
@@ -42,7 +42,7 @@ def restore_threads(data: Any, keep: int) -> Threader:
     ``data`` does not check out)."""
     if not isinstance(data, dict) or set(data) != {*TABLES, "turns", "by_label", "prompts",
                                                    "quotes", "summaries", "count",
-                                                   "families"}:  # fmt: skip
+                                                   "families", "overflows"}:  # fmt: skip
         raise _bad("tables")
     threader = Threader(keep=keep)
     s: Threads = threader.threads
@@ -71,6 +71,10 @@ def restore_threads(data: Any, keep: int) -> Threader:
     ):
         raise _bad("summaries")
     s.families = _str_map(data["families"], int)
+    overflows = data["overflows"]
+    if not isinstance(overflows, list) or not all(type(t) is int and 0 <= t < n for t in overflows):
+        raise _bad("overflows")
+    s.overflows = OrderedDict.fromkeys(overflows[-64:])
     if type(data["count"]) is not int or any(
         not 0 <= t < n for t in [*s.prompts.values(), *s.quotes.values()]
     ):

@@ -62,6 +62,67 @@ def compactions(parts: list[Part]) -> list[str]:
     return out
 
 
+#: A message text shorter than this is not looked for in a rendered history (it matches by
+#: accident); a rendered history is judged on the latest 256 messages of a request.
+MIN_RENDERED = 8
+RENDERED_MESSAGES = 256
+#: Conversations whose latest request a rendered history is looked for in: the most recent
+#: (a summariser is called right after the turn whose history it is fed); their messages are
+#: held, so few.
+RECENT = 8
+#: Characters of each message text looked for (a prefix of a text carried word for word is
+#: carried too; ADK cuts a tool's content at 2,000).
+RENDERED_TEXT = 1000
+#: Message texts a rendered history must carry in order, one of them the user's (a demo's
+#: question and answer are two: a few-shot prompt is no rendered history).
+MIN_CARRIED = 3
+
+
+def message_texts(m: Message) -> list[str]:
+    """What a summariser fed rendered text writes of message ``m`` word for word (normalised,
+    each bounded): its text parts, and its tool results' content — the string values of a JSON
+    result (ADK renders a result as its Python ``repr``, CrewAI the content as sent)."""
+    out: list[str] = []
+    said = " ".join(p.text for p in m.parts[:64] if p.kind == "text" and p.text)
+    if said:
+        out.append(norm_prompt(said[:RENDERED_TEXT]))
+    for p in m.parts[:64]:
+        res = p.tool_result
+        if res is None or not res.content:
+            continue
+        text = res.content[:MAX_PROMPT]  # (parsed whole: a JSON result cut is no JSON)
+        if text.lstrip()[:1] in ("{", "["):
+            try:
+                found: list[str] = []
+                prompt_strings(orjson.loads(text), found)
+                out.extend(found)
+                continue
+            except orjson.JSONDecodeError:
+                pass
+        out.append(norm_prompt(text[:RENDERED_TEXT]))
+    return [t[:RENDERED_TEXT] for t in out if len(t) >= MIN_RENDERED]
+
+
+def seen_text(messages: list[Message]) -> str:
+    """Every text of a request (text parts, tool results, calls' arguments; normalised,
+    bounded): what a side call was given."""
+    out: list[str] = []
+    size = 0
+    for m in messages[-RENDERED_MESSAGES:]:
+        for p in m.parts[:64]:
+            if p.tool_result is not None:
+                text = p.tool_result.content
+            elif p.tool_call is not None:
+                text = p.tool_call.arguments_raw or ""
+            else:
+                text = p.text or ""
+            out.append(text[:MAX_HAY])
+            size += len(out[-1])
+        if size >= MAX_HAY:
+            break
+    return norm_prompt(" ".join(out)[:MAX_HAY])
+
+
 def short(prompt: str) -> bool:
     """A prompt too short to be looked for inside other words (it would match by accident)."""
     return len(prompt) < MIN_PROMPT

@@ -209,6 +209,10 @@ class AnthropicMessages(Provider):
         stream_end="message_stop (a message_delta's stop_reason before it)",
         rebuild=ANTHROPIC,
         finishes=FINISH,
+        overflow_errors=(
+            r"prompt is too long",
+            r"(?i)input length exceeds context window",
+        ),
         pairing_errors=(
             r"`tool_use` ids were found without `tool_result` blocks immediately after",
             r"unexpected `tool_use_id` found in `tool_result` blocks",

@@ -125,6 +125,12 @@ class BedrockConverse(Provider):
         ),
         rebuild=BEDROCK,
         finishes=FINISH,
+        overflow_errors=(
+            r"Input is too long for requested model",
+            r"(?i)ValidationException.{0,200}too long",
+            r"prompt is too long",
+            r"(?i)input length and `max_tokens` exceed context limit",
+        ),
         pairing_errors=(
             r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
             r"(?i)number of toolResult blocks .{0,60}toolUse blocks",

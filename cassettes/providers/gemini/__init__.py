@@ -191,6 +191,7 @@ class Gemini(Provider):
         stream_end="a candidate's finishReason (or a promptFeedback blockReason); no terminator",
         rebuild=GEMINI,
         finishes=FINISH,
+        overflow_errors=(r"(?i)input token count \(\d+\) exceeds the maximum number of tokens",),
         pairing_errors=(
             r"number of function response parts is equal to the number of function call parts",
             r"function call turn comes immediately after a "

@@ -263,6 +263,11 @@ class OpenAIChat(Provider):
     profile = Profile(
         rebuild=CHAT,
         finishes=_FINISH,
+        overflow_errors=(
+            r"context_length_exceeded",
+            r"(?i)maximum context length is",
+            r"(?i)exceeds the context window",
+        ),
         pairing_errors=(
             r"assistant message with 'tool_calls' must be followed by tool messages",
             r"(?i)messages with role 'tool' must be a response to a prece",

@@ -222,6 +222,11 @@ class OpenAIResponses(Provider):
     profile = Profile(
         stream_end="response.completed, response.incomplete or response.failed",
         rebuild=RESPONSES,
+        overflow_errors=(
+            r"context_length_exceeded",
+            r"(?i)maximum context length is",
+            r"(?i)exceeds the context window",
+        ),
         pairing_errors=(
             r"No tool output found for (function|custom tool|computer|shell) call",
             r"No tool call found for (function|custom tool)? ?call output with call_id",

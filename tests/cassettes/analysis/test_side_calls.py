@@ -138,13 +138,29 @@ def test_clean_twin_same_shape_after_a_final_answer_stays(family: str, merged: b
     again.history = with_question(family, asked, "And Rome?", merged)
     again.reply(calls=[ROME])
     run = run_of([agent.exchanges[0], agent.exchanges[1], again.exchanges[0]])
-    if not merged:
-        assert threads(run) == [[0, 1, 2]]
-        return
-    # Merged into the last message with the answer left out, the question has exactly the shape
-    # of Claude Code's /compact, and words are no evidence: a side call of the latest turn
-    # (docs/threading.md, "Cannot know": a client that merges a new question into its last
-    # message and drops the answer reads as that side call).
+    # Merged into the last message with the answer left out, the question has the shape of
+    # Claude Code's /compact, and words are no evidence; its answer tells them apart: the loop
+    # going on calls a tool (here), a summariser answers in text (issue 90; until session 46
+    # this read as a side call).
+    assert threads(run) == [[0, 1, 2]]
+    if merged:
+        assert ("C.assistant_not_echoed", 2) in serious(run)  # the answer it dropped, true
+
+
+@pytest.mark.parametrize("family", MERGING)
+def test_the_compact_shape_answered_in_text_stays_a_side_call(family: str) -> None:
+    """The same merged shape answered in text (Claude Code's /compact: the summary) is still the
+    compaction's side call of the latest turn."""
+    agent = AgentScript(family, system=SYSTEM)
+    agent.user("Compare the weather in Paris and Rome.")
+    agent.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    agent.results("sunny")
+    asked = copy.deepcopy(agent.history)
+    agent.reply("Paris is sunny.")
+    again = AgentScript(family, system=SYSTEM)
+    again.history = with_question(family, asked, "Summarise the conversation so far.", True)
+    again.reply("The user compares the weather in Paris and Rome; Paris is sunny.")
+    run = run_of([agent.exchanges[0], agent.exchanges[1], again.exchanges[0]])
     assert threads(run) == [[0, 1], [2]]
     side = conv_of(run, 2)
     assert (side.branch, side.parent_seq) == ("side_call", 1)

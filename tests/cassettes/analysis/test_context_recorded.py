@@ -1,0 +1,106 @@
+"""Real clients managing their context, recorded through ``looptap run`` against a scripted
+loopback model (helper ctxc, session 47; data/ctx/README.md says how each was made): each one
+conversation, its summariser a side call under the turn whose history it was fed, the management
+said once, nothing false.
+
+- strands-agents 1.62.0 ``SummarizingConversationManager`` after a 400 (Chat, Responses, Gemini);
+- crewai 1.15.30 ``respect_context_window=True`` after a 400: the summariser fed the history as
+  rendered text, its ``<summary>`` in place of the whole history;
+- google-adk 2.13.0 events compaction (``LlmEventSummarizer``): the summariser fed the events
+  as rendered text, its answer in place of them as a model message.
+
+On c86d115d: CrewAI read as three conversations (the summariser "main", the retry a hand-off of
+it), ADK as three conversations with nothing said, Strands' retry a new conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from looptap.cassettes.analysis import RunAnalysis, analyse
+from looptap.cassettes.analysis.codes import Severity
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.storage import read_records
+
+DATA = Path(__file__).parent / "data" / "ctx"
+
+
+def _run(name: str) -> RunAnalysis:
+    cas = read_records(DATA / f"{name}.jsonl")
+    assert not cas.problems
+    return analyse(cas.exchanges, parse_all(cas.exchanges))
+
+
+def _convs(run: RunAnalysis) -> list[tuple[str, int | None, list[int]]]:
+    return sorted((c.kind, c.parent_seq, c.turns) for c in run.conversations if c.turns)
+
+
+def _serious(run: RunAnalysis) -> list[tuple[str, int | None]]:
+    return [
+        (f.code, f.seq)
+        for f in run.findings
+        if f.severity in (Severity.WARNING, Severity.ERROR) and not f.details.get("caused_by")
+    ]
+
+
+#: recording → (conversations, the managed round trip, the refused one (or None), its side call)
+CASES = {
+    "strands_summarizing_after_overflow": (
+        [("main", None, [0, 1, 2, 3, 5]), ("side_call", 1, [4])],
+        5,
+        3,
+        4,
+    ),
+    "strands_summarizing_after_overflow_gemini": (
+        [("main", None, [0, 1, 2, 3, 5]), ("side_call", 1, [4])],
+        5,
+        3,
+        4,
+    ),
+    "strands_summarizing_after_overflow_responses": (
+        [("main", None, [0, 1, 2, 3, 5]), ("side_call", 1, [4])],
+        5,
+        3,
+        4,
+    ),
+    "crewai_respect_context_window": (
+        [("main", None, [0, 1, 2, 3, 5]), ("side_call", 3, [4])],
+        5,
+        3,
+        4,
+    ),
+    "google-adk_events_compaction": (
+        [("main", None, [0, 1, 2, 3, 5, 6]), ("side_call", 3, [4])],
+        5,
+        None,
+        4,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_real_client_managing_its_context_reads_right(name: str) -> None:
+    convs, managed, refused, side = CASES[name]
+    run = _run(name)
+    assert _convs(run) == sorted(convs)
+    (trim,) = [f for f in run.findings if f.code == "C.history_trimmed"]
+    assert trim.seq == managed
+    assert trim.details["kind"] == "summarised"
+    assert trim.details["summary_by_seq"] == side
+    assert trim.details["after_overflow"] == refused
+    assert ("after round trip" in trim.message) == (refused is not None)
+    assert not [f for f in run.findings if f.code == "C.stopped_with_pending_calls"]
+    # the refusal itself is the one true error; nothing else is a warning or an error
+    assert _serious(run) == ([("A.http_error", refused)] if refused is not None else [])
+
+
+def test_crewai_the_task_the_summariser_saw_is_info_not_a_warning() -> None:
+    """CrewAI's summary restates the task in its own words: not carried word for word, but
+    its summariser was given it (rendered into its prompt), so the model may know it: said with
+    the trim, never ``C.user_instruction_dropped``."""
+    run = _run("crewai_respect_context_window")
+    (trim,) = [f for f in run.findings if f.code == "C.history_trimmed"]
+    assert trim.details["restated"] and "Current Task" in trim.details["restated"][0]
+    assert "may restate" in trim.message
+    assert not [f for f in run.findings if f.code == "C.user_instruction_dropped"]

@@ -1,0 +1,50 @@
+"""History mutations injected into real clients (helper ctxc, session 47: the client matrix's
+injector, tests/clients/inject, 6 variants x 8 clients: openai-python chat and responses,
+anthropic-python, google-genai, openai-node runTools, vercel-ai responses and anthropic, strands
+on Gemini; data/ctx/README.md). The injected request (#2, marked ``x-matrix-injected``) is
+``C.history_mutated``, never management; the client's own history re-sent after it (#3) differs
+from #2 again (said so); nothing else is a warning or an error.
+
+On 21bc15ea: the dropped middle group read as ``C.history_trimmed`` (a head drop) at #2 on all 8,
+and Anthropic's re-sent history at #3 gave a false ``C.tool_results_split`` (the repeated call's
+earlier twin taken for the answer's echo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from looptap.cassettes.analysis import analyse
+from looptap.cassettes.analysis.codes import Severity
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.storage import read_records
+
+DATA = Path(__file__).parent / "data" / "ctx" / "mutations"
+FILES = sorted(p.name for p in DATA.glob("*.jsonl"))
+
+
+def test_the_table_is_whole() -> None:
+    assert len(FILES) == 48
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_an_injected_mutation_is_named_and_nothing_else(name: str) -> None:
+    cas = read_records(DATA / name)
+    assert not cas.problems
+    run = analyse(cas.exchanges, parse_all(cas.exchanges))
+    injected = [
+        e.seq
+        for e in cas.exchanges
+        if any(k.lower() == "x-matrix-injected" for k, _ in e.request_headers)
+    ]
+    assert injected == [2]
+    assert len(run.conversations) == 1
+    serious = {
+        (f.code, f.seq)
+        for f in run.findings
+        if f.severity in (Severity.WARNING, Severity.ERROR) and not f.details.get("caused_by")
+    }
+    assert ("C.history_mutated", 2) in serious
+    assert serious <= {("C.history_mutated", 2), ("C.history_mutated", 3)}
+    assert not [f for f in run.findings if f.code == "C.history_trimmed"]
