@@ -196,7 +196,24 @@ CASES = (
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+#: Read wrong today, said here so that a fix is seen (strict: the day it reads right, this fails).
+KNOWN = {
+    "langgraph supervisor": "issue 90, open: the worker's loop is joined to the supervisor's "
+    "conversation (telling it from an openai-agents handoff, which continues the conversation, "
+    "needs hindsight from the supervisor's later turn)",
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN[c.id]))
+        if c.id in KNOWN
+        else c
+        for c in CASES
+    ],
+    ids=[c.id for c in CASES],
+)
 def test_the_next_agent_quoting_the_answer_is_a_handoff(case: Case, tmp_path: Path) -> None:
     c = Client(case.id, case.package, "", case.runtime, case.script, (), "")
     interp = _interpreter(c)
