@@ -45,9 +45,10 @@ UPSTREAM_FILE = "looptap-upstream-ca.pem"
 _DIR_FILES, _FILE_BYTES = 4096, 8 << 20
 #: How long the probe waits for the server (seconds); past it nothing is decided.
 PROBE_TIMEOUT = 10.0
-#: How long a connection is held for the probe (seconds): a server slower than that to answer
-#: TLS (its handshake would take the agent as long) is not waited for; the connection is
-#: intercepted as before the probe existed and the probe's verdict serves the next ones.
+#: A connection held for the probe longer than this (seconds) is said, once by host: the agent's
+#: first call to a server slow to answer TLS waits for the recorder's check (at most
+#: PROBE_TIMEOUT). It is held, never intercepted unchecked: a server the recorder cannot verify
+#: would then fail the agent's call, an error it would not have had without looptap.
 PROBE_GRACE = 1.0
 
 
@@ -181,20 +182,18 @@ class UpstreamTrust:
                 asking = self._asking[key] = asyncio.ensure_future(self._probe(context, sni))
                 asking.add_done_callback(lambda done: self._decided(key, sni, done))
             try:
-                # never longer than PROBE_GRACE: past it this connection is intercepted without
-                # the check (as before it existed), the probe goes on for the next ones
-                await asyncio.wait_for(asyncio.shield(asking), PROBE_GRACE)
-            except TimeoutError:
-                if key not in self.slow:
-                    self.slow.add(key)
-                    messages.emit(
-                        f"{sni or key[0]}:{key[1]}: the server took over {PROBE_GRACE:g} s to "
-                        "answer the recorder's TLS check; this connection was not held for it "
-                        "and is recorded as any other (if the recorder cannot verify the server, "
-                        "this connection fails as looptap's own failure and the next ones pass "
-                        "through untouched)"
-                    )
-                return
+                try:
+                    await asyncio.wait_for(asyncio.shield(asking), PROBE_GRACE)
+                except TimeoutError:
+                    if key not in self.slow:
+                        self.slow.add(key)
+                        messages.emit(
+                            f"{sni or key[0]}:{key[1]}: the server took over {PROBE_GRACE:g} s "
+                            "to answer the recorder's TLS check; the agent's first connection "
+                            f"to it was held for it (at most {PROBE_TIMEOUT:g} s), so that a "
+                            "server the recorder cannot verify is passed through, never broken"
+                        )
+                    await asking
             except Exception:  # not reached, refused, no answer: nothing decided
                 return
         if self.known.get(key) is not None:
