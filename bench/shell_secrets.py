@@ -32,7 +32,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path += [p for p in (str(ROOT), str(ROOT / "bench")) if p not in sys.path]
 
 from tool_secret_cases import _hex, _rnd, sent  # noqa: E402
-from tool_secrets import _duckdb_text, _looptap, leaks  # noqa: E402
+
+#: The names of this bench's sentinels (:func:`_mine`).
+MINE: set[str] = set()
+
+
+def _mine(name: str, value: str | None = None) -> str:
+    """The sentinel ``name`` (:func:`tool_secret_cases.sent`), counted as this bench's."""
+    MINE.add(name)
+    return sent(name, value)
+
+
+from tool_secrets import _duckdb_text, _looptap, exported, leaks  # noqa: E402
 
 from tests.support.recorder import PROXY_PYTHON, clean_env  # noqa: E402
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
@@ -68,29 +79,29 @@ for _ in range(40):
 def sentinels() -> dict[str, str]:
     """The environment the agent runs with: credentials in the formats their issuers use."""
     return {
-        "OPENAI_API_KEY": sent("env/openai", "sk-proj-" + _rnd(48) + "T3BlbkFJ" + _rnd(48)),
-        "GITHUB_TOKEN": sent("env/github", "ghp_" + _rnd(36)),
-        "AWS_ACCESS_KEY_ID": sent(
+        "OPENAI_API_KEY": _mine("env/openai", "sk-proj-" + _rnd(48) + "T3BlbkFJ" + _rnd(48)),
+        "GITHUB_TOKEN": _mine("env/github", "ghp_" + _rnd(36)),
+        "AWS_ACCESS_KEY_ID": _mine(
             "env/aws-id", "AKIA" + _rnd(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
         ),
-        "AWS_SECRET_ACCESS_KEY": sent("env/aws-secret", _rnd(40)),
-        "STRIPE_API_KEY": sent("env/stripe", "sk_live_" + _rnd(24)),
-        "SLACK_BOT_TOKEN": sent("env/slack", f"xoxb-{_hex(11)}-{_hex(13)}-{_rnd(24)}"),
+        "AWS_SECRET_ACCESS_KEY": _mine("env/aws-secret", _rnd(40)),
+        "STRIPE_API_KEY": _mine("env/stripe", "sk_live_" + _rnd(24)),
+        "SLACK_BOT_TOKEN": _mine("env/slack", f"xoxb-{_hex(11)}-{_hex(13)}-{_rnd(24)}"),
         "DATABASE_URL": "postgres://app:"
-        + sent("env/db-password", _rnd(20))
+        + _mine("env/db-password", _rnd(20))
         + "@db.internal:5432/app",
-        "MY_SERVICE_SECRET": sent("env/named-secret", _rnd(32)),
+        "MY_SERVICE_SECRET": _mine("env/named-secret", _rnd(32)),
     }
 
 
 def commands(env: dict[str, str]) -> list[str]:
     """What the scripted model has the agent run: the sentinels in a command line, in ``env`` and
     ``printenv`` output, in a ``.env`` written and printed, in a file's contents and its path."""
-    cli = sent("argv/bearer", _rnd(40))
-    anth = sent("argv/anthropic", "sk-ant-api03-" + _rnd(93) + "AA")
-    path_key = sent("path/github", "ghp_" + _rnd(36))
+    cli = _mine("argv/bearer", _rnd(40))
+    anth = _mine("argv/anthropic", "sk-ant-api03-" + _rnd(93) + "AA")
+    path_key = _mine("path/github", "ghp_" + _rnd(36))
     dotenv = "\n".join(f"{k}={v}" for k, v in env.items())
-    content = sent("file/stripe", "sk_live_" + _rnd(24))
+    content = _mine("file/stripe", "sk_live_" + _rnd(24))
     return [
         f"echo curl -H {shlex.quote('Authorization: Bearer ' + cli)} https://api.example.com",
         f"ANTHROPIC_API_KEY={anth} true",
@@ -118,7 +129,7 @@ def _planted(run: Path, work: Path, env: dict[str, str]) -> dict[str, bool]:
     ``looptap verify`` flags each."""
     lines = run.read_bytes().splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith(b'{"type":"process"'))
-    key = sent("env/github")
+    key = _mine("env/github")
     out: dict[str, bool] = {}
     for where in ("argv", "stdout", "stderr", "files"):
         rec = json.loads(lines[i])
@@ -164,28 +175,8 @@ def run_bench(work: Path) -> dict[str, Any]:
     for f in sorted(kept.rglob("*")) if kept.exists() else []:
         if f.is_file():
             outputs[f"kept contents {f.name}"] = f.read_text("utf-8", "replace")
-    ex = work / "exports"
-    ex.mkdir()
-    for args, name in (
-        (
-            [
-                "export",
-                "-q",
-                "--har",
-                str(ex / "run.har"),
-                "--otel",
-                str(ex / "otel.json"),
-                str(run),
-            ],
-            "export",
-        ),
-        (["export", "-q", "--html", str(run), "-o", str(ex / "run.html")], "export --html"),
-        (["show", str(run)], "show"),
-        (["show", "--json", str(run)], "show --json"),
-        (["textconv", str(run)], "textconv"),
-    ):
-        p = _looptap(*args, env=base, cwd=work)
-        outputs[f"{name} (stdout, stderr)"] = p.stdout + p.stderr
+    outputs |= exported(run, work, base)
+    ex = work / "exports"  # (exported's folder: the fleet's files go beside its exports)
     # the fleet (DuckDB: the fleet extra, in the tests' environment, not the recorder's)
     for args, name in (
         (["index", str(run.parent), "-o", str(ex / "fleet.duckdb")], "index"),
@@ -225,9 +216,9 @@ def run_bench(work: Path) -> dict[str, Any]:
 
 
 def leaks_names() -> list[str]:
-    from tool_secret_cases import SENT
-
-    return sorted(SENT)
+    """This bench's sentinels (tool_secret_cases.SENT also holds the tool bench's when both ran
+    in one process: a test worker that ran tests/reliability/test_tool_secrets.py too)."""
+    return sorted(MINE)
 
 
 def main() -> int:

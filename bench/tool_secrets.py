@@ -185,6 +185,27 @@ def _duckdb_text(path: Path) -> str:
         con.close()
 
 
+def exported(run: Path, work: Path, env: dict[str, str], *more: tuple[str, str]) -> dict[str, str]:
+    """What looptap writes of ``run`` (HAR, OTel, HTML files, then what show, show --json,
+    textconv and each ``(command, name)`` of ``more`` print), by name: what a leak is searched
+    in (bench/shell_secrets.py's too)."""
+    ex = work / "exports"
+    ex.mkdir()
+    har, otel, html = ex / "run.har", ex / "otel.json", ex / "run.html"
+    out: dict[str, str] = {}
+    for args, name in (
+        (["export", "-q", "--har", str(har), "--otel", str(otel), str(run)], "export"),
+        (["export", "-q", "--html", str(run), "-o", str(html)], "export --html"),
+        (["show", str(run)], "show"),
+        (["show", "--json", str(run)], "show --json"),
+        (["textconv", str(run)], "textconv"),
+        *(([cmd, str(run)], name) for cmd, name in more),
+    ):
+        p = _looptap(*args, env=env, cwd=work)
+        out[f"{name} (stdout, stderr)"] = p.stdout + p.stderr
+    return out
+
+
 def _replay(
     run: Path, env: dict[str, str], cwd: Path
 ) -> tuple[subprocess.Popen[str], dict[str, str]]:
@@ -240,29 +261,8 @@ def run_bench(work: Path) -> dict[str, Any]:
                 outputs[f"{folder.name} folder: {f.relative_to(folder)}"] = f.read_text(
                     "utf-8", "replace"
                 )
-    ex = work / "exports"
-    ex.mkdir()
-    for args, name in (
-        (
-            [
-                "export",
-                "-q",
-                "--har",
-                str(ex / "run.har"),
-                "--otel",
-                str(ex / "otel.json"),
-                str(run),
-            ],
-            "export",
-        ),
-        (["export", "-q", "--html", str(run), "-o", str(ex / "run.html")], "export --html"),
-        (["show", str(run)], "show"),
-        (["show", "--json", str(run)], "show --json"),
-        (["textconv", str(run)], "textconv"),
-        (["verify", str(run)], "verify (its report)"),
-    ):
-        p = _looptap(*args, env=base, cwd=work)
-        outputs[f"{name} (stdout, stderr)"] = p.stdout + p.stderr
+    outputs |= exported(run, work, base, ("verify", "verify (its report)"))
+    ex = work / "exports"  # (exported's folder: the fleet's files go beside its exports)
     # the fleet (DuckDB: the fleet extra, in the tests' environment) and the kept analysis (kept
     # for a run of 1 MiB or more: this one is smaller, so the floor is lowered for the bench)
     kept = (
