@@ -11,8 +11,9 @@ in known key formats (``sk-…``, ``AIza…``, ``AKIA…``) pasted into message 
 pattern net catches.
 
 After the round trips of six families (OpenAI chat and Responses, Anthropic, Gemini, Ollama,
-Bedrock) through the reverse listeners and the forward proxy, and one more to a tool's host (a
-host that is not an LLM API's, ``localhost`` here: recorded as the tools' HTTP, issue 84), every
+Bedrock) through the reverse listeners and the forward proxy, and one more to a host that is not
+an LLM API's (``localhost`` here; an OpenAI Chat request: a model call whatever host it goes to,
+issue 91 — tools' own HTTP is bench/tool_secrets.py's), every
 file the recorder could have
 written (the cassette directory, its mitmproxy confdir, and its ``TMPDIR``) is scanned byte-wise
 for each sentinel in raw, URL-encoded, JSON-escaped and base64 (three alignments, standard and
@@ -227,8 +228,9 @@ def test_every_round_trip_is_recorded(recorded: dict[str, Any]) -> None:
     assert statuses == [s for _, _, s in recorded["sent"]]
     # The served families answered 200 with a Set-Cookie; Ollama and Bedrock got the upstream's 404.
     assert statuses.count(200) == 9 and statuses.count(404) == 4
-    # the last, to a tool's host, is the tools' HTTP
-    assert [ex.tool for ex in cas.exchanges] == [False] * (len(cas.exchanges) - 1) + [True]
+    # the last, an OpenAI Chat request to another host, is a model call all the same (issue 91:
+    # a model request is a model call whatever form or host it comes in; before, a tool call)
+    assert [ex.tool for ex in cas.exchanges] == [False] * len(cas.exchanges)
 
 
 def test_the_upstream_received_the_credentials(recorded: dict[str, Any]) -> None:

@@ -18,7 +18,8 @@ EXPORTED = [
     "edited_messages", "edits_json", "error_phrase", "estimated_note", "estimated_why",
     "growth_bars", "growth_row", "http_body_lines", "http_call_text", "layer_findings", "link_text",
     "mcp_link_json", "money", "reading_line", "reconstructed_said",
-    "root_cause_lines", "roundtrip_json", "split_json",
+    "root_cause_lines", "roundtrip_json", "shell_answered", "shell_by_call", "shell_call_json",
+    "shell_call_lines", "split_json",
     "status_text", "summarise", "summary_lines", "tool_call_http_json", "tool_http_link_json",
     "turn_json",
 ]  # fmt: skip
