@@ -1,5 +1,5 @@
 """Writes docs/redaction.md's classes (after its marker) from the redaction's rule data
-(cassettes/recording/_credentials.py: ``doc_classes``); tests/cassettes/test_redaction_doc.py
+(cassettes/recording/_rules_doc.py: ``doc_classes``); tests/cassettes/test_redaction_doc.py
 checks the page is current.
 
     .venv/bin/python bench/redaction_doc.py
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from looptap.cassettes.recording._credentials import doc_classes
+from looptap.cassettes.recording._rules_doc import doc_classes
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "redaction.md"
-MARKER = "<!-- generated from cassettes/recording/_credentials.py by `python bench/redaction_doc.py` -->\n"  # noqa: E501
+MARKER = "<!-- generated from cassettes/recording/_rules_doc.py by `python bench/redaction_doc.py` -->\n"  # noqa: E501
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from ..patterns import UserPattern
+from ._credentials import URL_TOKEN, looks_secret, secret_name
 
 __all__ = ["NAME_KEYWORDS", "WINDOW", "Detector", "NamedRule", "UserinfoRule", "default_detector"]
 
@@ -265,7 +266,6 @@ class NamedRule(Rule):
     def _value(self, text: str, a: int, b: int) -> tuple[int, int] | None:
         """The value the name at ``text[a:b]`` is given, when the name is a credential's in the
         place it stands in and the value may be one."""
-        from ._credentials import secret_name
 
         before = _before(text, a)
         name = text[a:b].strip(".-")
@@ -330,7 +330,6 @@ def _judged(text: str, span: tuple[int, int], kind: str | None, place: str, stro
     value of an always-name in a URL's query or in JSON; one that looks like a credential;
     in text, after an always-name, one that is not code (``os.environ[…]``, an identifier) and
     is long enough (``strong``: after ``=`` or at a line's start, as an env file writes it)."""
-    from ._credentials import looks_secret
 
     start, end = span
     value = text[start:end]
@@ -380,7 +379,6 @@ class UserinfoRule(Rule):
         super().__init__("password in a URL", "", ("://",))
 
     def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        from ._credentials import URL_TOKEN, looks_secret
 
         i = text.find("://")
         while i >= 0:

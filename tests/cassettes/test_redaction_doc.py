@@ -11,7 +11,7 @@ sys.path.append(str(ROOT / "bench"))  # last: bench/mcp.py must never shadow the
 
 from redaction_doc import MARKER, PAGE  # noqa: E402
 
-from looptap.cassettes.recording._credentials import EXAMPLE_NAMES, doc_classes  # noqa: E402
+from looptap.cassettes.recording._rules_doc import EXAMPLE_NAMES, doc_classes  # noqa: E402
 
 
 def test_the_page_is_generated_from_the_rules() -> None:
