@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,6 @@ def _bash_shimmed(tmp_path: Path) -> list[str]:
     shim does not reach. ``unshare`` (util-linux), as the fork does (``proxy/cli.py``'s
     ``_masking``): not root, a user namespace mapped to root for the mount, then one mapped back to
     the user's own ids. Skips, saying why, where the namespace is refused."""
-    import shutil
     import subprocess
 
     unshare = shutil.which("unshare")
@@ -352,7 +352,7 @@ def test_a_fork_of_claude_code_finishes_like_the_recording(tmp_path: Path, confd
         argv = [
             *RECORDER, "run", "-o", str(branch), "--confdir", str(confdir),
             "--upstream", f"anthropic={up.url}", "--from", f"{r['out']}@seq={cursor}",
-            "--", *r["cmd"],
+            "--keep-tree", "--", *r["cmd"],
         ]  # fmt: skip
         fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
         why = (
@@ -380,6 +380,7 @@ def test_a_fork_of_claude_code_finishes_like_the_recording(tmp_path: Path, confd
     assert changes == [("calc.py", _sha(CALC), _sha(FIXED))], (shell.tree, why)
     serious = run.findings(min_severity="warning")
     assert not serious, [(f.code, f.message) for f in serious]
+    shutil.rmtree(scratch.parent)  # (kept by --keep-tree for the look above)
 
 
 def _runs_test(argv: tuple[str, ...]) -> bool:
