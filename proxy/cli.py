@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import importlib.util
 import os
@@ -355,7 +356,39 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
 
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
-    ``written`` (``--repeat`` compares only the branches it wrote)."""
+    ``written`` (``--repeat`` compares only the branches it wrote). A fork's scratch tree is
+    removed when it ends, unless ``--keep-tree`` (:func:`_end_scratch`)."""
+    home = os.getcwd()
+    scratch: list[Path] = []
+    try:
+        return _run_one(args, written, scratch)
+    finally:
+        for tree in scratch:
+            _end_scratch(tree, home, getattr(args, "keep_tree", False))
+
+
+def _end_scratch(tree: Path, home: str, keep: bool) -> None:
+    """The end of a fork's scratch tree (``tree``, in a temporary folder of its own): this process
+    goes back to ``home`` (the next ``--repeat`` branch copies the user's tree, not this one), and
+    the tree is removed, or kept with ``keep``; one line says which. Its changes are on the
+    branch's record either way (``files`` records, their contents beside it)."""
+    with contextlib.suppress(OSError):
+        os.chdir(home)
+    if keep:
+        messages.emit(f"the fork's scratch tree is kept: {tree} (remove it when done)")
+        return
+    shutil.rmtree(tree.parent, ignore_errors=True)
+    if tree.parent.exists():
+        messages.emit(f"the fork's scratch tree could not be removed entirely: {tree}")
+    else:
+        messages.emit(
+            f"the fork's scratch tree was removed ({tree}; its changes are on the branch's "
+            "record; --keep-tree keeps it)"
+        )
+
+
+def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list[Path]) -> int:
+    """:func:`_run_once`'s run; the scratch tree a fork makes is added to ``scratch``."""
     argv = list(args.cmd)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -394,7 +427,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
             messages.emit(line)
     if fork is not None and not getattr(args, "in_place", False):
         try:
-            target, mask = _fork_tree(fork, config, target)
+            target, mask = _fork_tree(fork, config, target, scratch)
             argv = [*mask, *argv]  # (config.command, the branch's header, stays the agent's)
         except OSError as exc:
             messages.error(f"error: the fork's scratch tree could not be made: {exc}")
@@ -520,7 +553,7 @@ def _shell_trace(args: argparse.Namespace) -> str:
     return {"off": "", "0": "", "no": "", "full": "full"}.get(said, "processes")
 
 
-def _fork_tree(fork: Any, config: Any, target: Any) -> tuple[Any, list[str]]:
+def _fork_tree(fork: Any, config: Any, target: Any, scratch: list[Path]) -> tuple[Any, list[str]]:
     """A fork of a run whose working tree was recorded runs its agent in a scratch copy of this
     working tree as the recording's start had it (cassettes/shell/_fork.py): this process moves
     there (the replay server and the branch's header take it as their working directory), its
@@ -535,10 +568,15 @@ def _fork_tree(fork: Any, config: Any, target: Any) -> tuple[Any, list[str]]:
 
     origin = Path(os.path.abspath(fork.source.run))
     dest = Path(tempfile.mkdtemp(prefix="looptap-fork-tree-")) / "tree"
-    made = scratch_tree(origin, Path.cwd(), dest)
+    try:
+        made = scratch_tree(origin, Path.cwd(), dest)
+    except BaseException:
+        shutil.rmtree(dest.parent, ignore_errors=True)
+        raise
     if made is None:
         dest.parent.rmdir()
         return target, []
+    scratch.append(dest)
     config.output = Path(os.path.abspath(config.output))
     fork.source = dataclasses.replace(fork.source, run=origin)
     target = dataclasses.replace(target, path=Path(os.path.abspath(target.path)))

@@ -42,8 +42,9 @@ TRACED = (
 #: word is read up to 128 KiB; with ``--shell-trace`` 4 KiB, as strace then prints every write's
 #: data that long (a ``pip install`` writes megabytes).
 STRING, STRING_FULL = 131072, 4096
-#: Bytes of stdout and of stderr kept per process (of its own and its children's writes).
-HEAD = 2048
+#: Bytes of stdout and of stderr kept per process (of its own and its children's writes), and
+#: runs of the order of its writes across the two kept (``order``: :func:`_order`).
+HEAD, ORDER = 2048, 64
 #: Files kept per process, argv words per process, processes recorded per run.
 FILES, WORDS, PROCESSES = 64, 256, 5000
 #: Characters of the argv kept per process (all words together).
@@ -373,11 +374,14 @@ class Tracer:
         s = _strings(args)
         data = s[0][0] if s else ""
         key = "stdout" if fd == "1" else "stderr"
+        stream = 1 if fd == "1" else 2
         for rec in self._up(p):
             rec[key + "_bytes"] += n
             have = rec[key]
             if len(have) < HEAD:
                 rec[key] = have + data[: HEAD - len(have)]
+            if data:
+                _order(rec, stream, len(rec[key]))
 
     def _file(self, p: _Proc, name: str, args: str) -> None:
         s = _strings(args)
@@ -433,6 +437,8 @@ class Tracer:
 
     def _emit(self, rec: dict[str, Any]) -> None:
         out = {k: v for k, v in rec.items() if not k.startswith("_")}
+        if "order" in out:  # (a child still running may add to its parents' runs)
+            out["order"] = [list(r) for r in out["order"]]
         try:
             self.emit(out)
         except Exception:
@@ -459,6 +465,23 @@ class Tracer:
             )
         except Exception:
             pass
+
+
+def _order(rec: dict[str, Any], stream: int, end: int) -> None:
+    """The order of a record's writes across its stdout and stderr (``order``: runs of
+    ``[stream, end]``, each run the kept text of that stream up to ``end`` from where its last run
+    ended: offsets into ``stdout``/``stderr``, no copy), up to :data:`ORDER` runs; a write past
+    them, or past the kept start of its stream, sets ``order_cut``."""
+    runs = rec.setdefault("order", [])
+    if runs and runs[-1][0] == stream:
+        if end > runs[-1][1]:
+            runs[-1][1] = end
+        else:
+            rec["order_cut"] = True  # (nothing of this write kept)
+    elif len(runs) < ORDER and end > max((e for s, e in runs if s == stream), default=0):
+        runs.append([stream, end])
+    else:
+        rec["order_cut"] = True
 
 
 #: Lines read and dropped at once (the frequent ones): a file opened only to be read, a write to

@@ -150,6 +150,10 @@ RUN = Command(
             "tree, not in a scratch copy of it as it was at the recording's start (the default; "
             "docs/shell-file-tools.md)"
         ),
+        "--keep-tree": flag(
+            "with --from: keep the fork's scratch copy of the working tree when it ends (removed "
+            "by default; its changes are on the branch's record either way)"
+        ),
         "--prefix": Arg(
             "with --from: how the prefix is matched: strict (default: as replay, volatile "
             "spans tolerated) or tolerant (a request that differs from its recorded turn only "

@@ -14,6 +14,7 @@ shell-file-tools.md, "The findings"), each judged on what the records prove, nev
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class Judged:
     findings: list[Finding] = field(default_factory=list)
     #: Linked commands whose output the cut check could not judge, by reason.
     undetermined: dict[str, int] = field(default_factory=dict)
+    #: Linked commands that wrote on both streams whose order the reorder check could not judge.
+    order_undetermined: dict[str, int] = field(default_factory=dict)
 
 
 def _name(word: str) -> str:
@@ -170,6 +173,90 @@ def _cut(sc: ShellCall, p: Process, tree: list[Process], out: Judged) -> Finding
         if start + end and start + end <= 0.9 * len(text) and len(text) - start - end >= _LEFT:
             return _cut_finding(sc, p, name, start, end, len(text))
     return None
+
+
+def _whole(p: Process, tree: list[Process]) -> str | None:
+    """``None`` when ``p``'s record of its output is all it wrote and all that reached the agent
+    (:func:`_transparent`, not longer than the tracer keeps, no control character); else why not."""
+    why = _transparent(tree)
+    if why is None and any(
+        len(text.encode()) != size
+        for text, size in ((p.stdout, p.stdout_bytes), (p.stderr, p.stderr_bytes))
+    ):
+        why = "the output is longer than the tracer keeps (its start only)"
+    if why is None and _CONTROL.search(p.stdout + p.stderr):
+        why = "the output holds control characters a client may strip"
+    return why
+
+
+def _reordered(sc: ShellCall, p: Process, tree: list[Process], out: Judged) -> Finding | None:
+    """``C.shell_output_reordered`` for one linked command that wrote on both streams, or why its
+    order cannot be judged (counted): every piece (a run of writes on one stream, as the tracer
+    ordered them) found verbatim once in the result, in another order than written, and the
+    streams not merely kept apart (each whole, one after the other, as labelled fields are)."""
+    sent = sc.result or ""
+    if sc.result_seq is None or not sent.strip() or not p.output:
+        return None
+    if not p.stdout.strip() or not p.stderr.strip():
+        return None  # one stream: nothing to reorder
+    pieces = p.pieces()
+    why = _whole(p, tree)
+    if why is None and pieces is None:
+        why = "the order of the writes is not wholly recorded"
+    if why is None and pieces is not None:
+        if "".join(t for _, t in pieces) in sent:
+            return None  # as written
+        texts = [t.strip() for _, t in pieces]
+        at = [sent.find(t) for t in texts]
+        if any(len(t) < _KEPT or sent.count(t) != 1 for t in texts):
+            why = "a piece of the output is too short to place, or not once in the result"
+        else:
+            seen = sorted(range(len(texts)), key=lambda i: at[i])
+            if any(at[a] + len(texts[a]) > at[b] for a, b in itertools.pairwise(seen)):
+                why = "pieces of the output overlap in the result"
+            elif seen == sorted(seen):
+                return None  # in the written order, with something between
+            elif _apart([pieces[i][0] for i in seen], seen):
+                why = "the client keeps the streams apart (each whole, one after the other)"
+            else:
+                return _reordered_finding(sc, p, [s for s, _ in pieces], seen)
+    if why is not None:
+        out.order_undetermined[why] = out.order_undetermined.get(why, 0) + 1
+    return None
+
+
+def _apart(streams: list[int], seen: list[int]) -> bool:
+    """Whether the pieces, in the result's order (their streams ``streams``, their written
+    indices ``seen``), are each stream whole in its written order, one stream after the other."""
+    switches = sum(1 for a, b in itertools.pairwise(streams) if a != b)
+    mine = {s: [i for i, t in zip(seen, streams, strict=False) if t == s] for s in (1, 2)}
+    return switches == 1 and all(v == sorted(v) for v in mine.values())
+
+
+def _reordered_finding(sc: ShellCall, p: Process, streams: list[int], seen: list[int]) -> Finding:
+    row = codes.ROWS[codes.SHELL_OUTPUT_REORDERED]
+    name = {1: "stdout", 2: "stderr"}
+    first = next(k for k, i in enumerate(seen) if i != k)
+    return Finding(
+        code=row.code,
+        layer=row.layer,
+        severity=row.severity,
+        message=(
+            f"The command of the model's call {sc.call_id} wrote {len(streams)} pieces on stdout "
+            f"and stderr in turn; the result the client sent holds each of them verbatim, in "
+            f"another order: its piece {first + 1} is the {name[streams[seen[first]]]} piece "
+            f"written {seen[first] + 1}th."
+        ),
+        conversation=sc.conversation,
+        turn=sc.result_turn,
+        seq=sc.result_seq,
+        tool_call_id=sc.call_id,
+        details={
+            "written": [name[s] for s in streams],
+            "order_sent": [i + 1 for i in seen],
+            "pid": p.pid,
+        },
+    )
 
 
 def _kept(text: str, sent: str) -> tuple[int, int]:
@@ -300,9 +387,10 @@ def judge(run: Run, calls: list[ShellCall], procs: list[Process], found: list[Fi
 
     for sc in calls:
         if sc.process is not None:
-            f = _cut(sc, sc.process, tree_of(sc), out)
-            if f is not None:
-                out.findings.append(f)
+            for check in (_cut, _reordered):
+                f = check(sc, sc.process, tree_of(sc), out)
+                if f is not None:
+                    out.findings.append(f)
     hidden = {f.tool_call_id or "" for f in found if f.code == codes.SHELL_FAILURE_HIDDEN}
     out.findings += _ended(run, calls, hidden, tree_of)
     return out

@@ -179,6 +179,8 @@ class ShellRun:
     tree: list[dict[str, Any]] = field(default_factory=list)
     #: Linked commands whose output the cut check could not judge, by why (_judge.py).
     not_judged: dict[str, int] = field(default_factory=dict)
+    #: Linked commands that wrote on both streams whose order could not be judged, by why.
+    order_not_judged: dict[str, int] = field(default_factory=dict)
 
     @property
     def linked(self) -> int:
@@ -196,6 +198,7 @@ class ShellRun:
             "start": self.start,
             "tree": self.tree,
             "cut_not_judged": self.not_judged,
+            "order_not_judged": self.order_not_judged,
         }
 
 
@@ -357,6 +360,7 @@ def link_run(run: Run, found: Processes) -> ShellRun:
     judged = judge(run, out.calls, procs, out.findings)  # the cut and E checks (_judge.py)
     out.findings += judged.findings
     out.not_judged = judged.undetermined
+    out.order_not_judged = judged.order_undetermined
     out.tree = _tree_changes(run, found, out.calls)
     return out
 

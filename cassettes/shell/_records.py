@@ -8,6 +8,8 @@ from typing import Any
 
 #: Characters kept of an argv word, of an output's start, of a path; words and files per process.
 WORD, HEAD, PATH, WORDS, FILES = 131072, 2048, 4096, 256, 64
+#: Runs of the order of a process's writes across stdout and stderr (proxy/shell_trace.py's).
+ORDER = 64
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,22 @@ class Process:
     #: Whether its output and files were traced (``--shell-trace``); ``False``: the default
     #: tracer saw its program and end only (``stdout``, ``stderr``, ``files`` are then empty).
     output: bool = True
+    #: The order of its writes across the kept ``stdout`` and ``stderr``: runs of (stream 1 or
+    #: 2, end), each the stream's kept text from its previous run's end to ``end``; ``order_cut``
+    #: when writes were past the runs kept, or the record's runs did not fit its texts.
+    order: tuple[tuple[int, int], ...] = ()
+    order_cut: bool = False
+
+    def pieces(self) -> list[tuple[int, str]] | None:
+        """The kept output as written, piece by piece ``(stream, text)`` in the order of the
+        writes; ``None`` when the order is not wholly known (cut, or no runs)."""
+        if self.order_cut or not self.order:
+            return None
+        texts, at, out = {1: self.stdout, 2: self.stderr}, {1: 0, 2: 0}, []
+        for stream, end in self.order:
+            out.append((stream, texts[stream][at[stream] : end]))
+            at[stream] = end
+        return out if at == {1: len(self.stdout), 2: len(self.stderr)} else None
 
     @property
     def failed(self) -> bool:
@@ -87,6 +105,7 @@ def process(rec: dict[str, Any]) -> Process | None:
             files.append((f[0], f[1][:PATH]))
         if len(files) >= FILES:
             break
+    order, order_cut = _order(rec)
     return Process(
         pid=pid,
         parent=_int(rec.get("parent")),
@@ -106,7 +125,34 @@ def process(rec: dict[str, Any]) -> Process | None:
         cut=rec.get("cut") is True,
         files_cut=rec.get("files_cut") is True,
         output=rec.get("output") is not False,
+        order=order,
+        order_cut=order_cut,
     )
+
+
+def _order(rec: dict[str, Any]) -> tuple[tuple[tuple[int, int], ...], bool]:
+    """A record's ``order`` runs, checked (streams 1 and 2, ends rising within each stream and
+    within its kept text, at most :data:`ORDER`), and whether it is cut (or not of that form)."""
+    v, cut = rec.get("order"), rec.get("order_cut") is True
+    if v is None:
+        return (), cut
+    if not isinstance(v, list) or len(v) > ORDER:
+        return (), True
+    sizes = {
+        1: len(_str(rec.get("stdout"), HEAD) or ""),
+        2: len(_str(rec.get("stderr"), HEAD) or ""),
+    }
+    at = {1: 0, 2: 0}
+    out: list[tuple[int, int]] = []
+    for r in v:
+        if not (isinstance(r, list) and len(r) == 2 and type(r[0]) is int and r[0] in (1, 2)):
+            return (), True
+        end = _int(r[1])
+        if end is None or not at[r[0]] < end <= sizes[r[0]]:
+            return (), True
+        at[r[0]] = end
+        out.append((r[0], end))
+    return tuple(out), cut
 
 
 @dataclass

@@ -42,6 +42,10 @@ class Cmd:
     then: list[str] | None = None
     #: False: traced at the default level (processes only; no stdout, stderr or files seen).
     output: bool = True
+    #: The order of its writes across stdout and stderr, as the tracer records it (``order``:
+    #: runs of ``[stream, end]``), and whether writes were past it (``order_cut``).
+    order: list[list[int]] | None = None
+    order_cut: bool = False
 
     def sent(self) -> str:
         if self.result is not None:
@@ -137,6 +141,8 @@ def shell_run(
                 "files": [list(f) for f in step.files],
             }
             rec |= {} if step.output else {"output": False}
+            rec |= {} if step.order is None else {"order": step.order}
+            rec |= {"order_cut": True} if step.order_cut else {}
             procs.append(rec | ({"then": step.then} if step.then else {}))
             for j, (argv, out, *code) in enumerate(step.children):
                 procs.append(

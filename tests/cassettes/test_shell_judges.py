@@ -26,7 +26,13 @@ def _found(tmp_path: Path, steps: list[Any], answer: str = "Done.") -> list[Any]
     return [
         f
         for f in run.analysis.findings
-        if f.code in ("C.shell_output_cut", "E.ended_on_failed_test", "C.shell_failure_hidden")
+        if f.code
+        in (
+            "C.shell_output_cut",
+            "E.ended_on_failed_test",
+            "C.shell_failure_hidden",
+            "C.shell_output_reordered",
+        )
     ]
 
 
@@ -218,3 +224,97 @@ def test_the_test_runner_may_be_below_the_shell(tmp_path: Path) -> None:
 )
 def test_test_runners_are_known_by_their_argv(argv: list[str], expected: bool) -> None:
     assert runs_tests(argv) is expected
+
+
+# -- C.shell_output_reordered --------------------------------------------------------------------
+
+#: Three writes on each stream in turn (what tests/clients/test_shell_judges.py's script does).
+OUTS = [f"stdout piece number {i} of three\n" for i in range(3)]
+ERRS = [f"stderr piece number {i} of three\n" for i in range(3)]
+WRITTEN = [OUTS[0], ERRS[0], OUTS[1], ERRS[1], OUTS[2], ERRS[2]]
+
+
+def _interleaved(result: str, command: str = "python3 order.py", **kw: Any) -> Cmd:
+    order = [
+        [1 + k % 2, len("".join((OUTS if k % 2 == 0 else ERRS)[: k // 2 + 1]))] for k in range(6)
+    ]
+    kw.setdefault("order", order)
+    return Cmd(command, stdout="".join(OUTS), stderr="".join(ERRS), result=result, **kw)
+
+
+def test_output_the_client_reordered_is_said_as_info(tmp_path: Path) -> None:
+    # opencode 1.18.33's shape (tests/clients/test_shell_judges.py): it appends each pipe's
+    # chunks as they arrive, and back-to-back writes arrive in another order than written
+    sent = OUTS[0] + ERRS[0] + OUTS[1] + OUTS[2] + ERRS[1] + ERRS[2]
+    (f,) = _found(tmp_path, [_interleaved(sent)])
+    assert (f.code, f.severity.value, f.seq, f.tool_call_id) == (
+        "C.shell_output_reordered",
+        "info",
+        1,
+        "call_0",
+    )
+    assert f.details["order_sent"] == [1, 2, 3, 5, 4, 6]
+    assert f.details["written"] == ["stdout", "stderr"] * 3
+    assert "its piece 4 is the stdout piece written 5th" in f.message
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        "".join(WRITTEN),  # as written (Claude Code, Gemini CLI: one descriptor for both)
+        "".join(WRITTEN) + "\n[exit code 0]",
+        "Output:\n" + "\n".join(WRITTEN),  # as written, something between the pieces
+    ],
+)
+def test_output_in_the_written_order_is_not_said(tmp_path: Path, sent: str) -> None:
+    path = shell_run(tmp_path / "run.jsonl", [_interleaved(sent)])
+    run = open_run(path, whole=True)
+    assert _found(tmp_path, [_interleaved(sent)]) == []
+    assert run.shell.as_json()["order_not_judged"] == {}
+
+
+@pytest.mark.parametrize(
+    ("cmd", "why"),
+    [
+        # each stream whole, one after the other (Codex 0.169's "Output:", a client's labelled
+        # "Stdout:"/"Stderr:" fields): the streams kept apart, which is no order of the writes
+        (_interleaved("".join(OUTS) + "".join(ERRS)), "apart"),
+        (_interleaved("Stdout:\n" + "".join(OUTS) + "Stderr:\n" + "".join(ERRS)), "apart"),
+        (_interleaved("".join(ERRS) + "".join(OUTS)), "apart"),
+        # what the record cannot prove: a redirection, a cut order, longer than kept, a control
+        (_interleaved("x" + "".join(reversed(WRITTEN)), "python3 order.py 2>&1"), "redirects"),
+        (_interleaved("".join(reversed(WRITTEN)), order_cut=True), "not wholly"),
+        (_interleaved("".join(reversed(WRITTEN)), stdout_bytes=9000), "longer"),
+        # a piece the result does not hold once (cut, or said twice)
+        (_interleaved(ERRS[0] + OUTS[0]), "not once"),
+        (_interleaved("".join(reversed(WRITTEN)) + OUTS[1]), "not once"),
+    ],
+)
+def test_what_the_order_record_cannot_prove_is_counted_not_judged(
+    tmp_path: Path, cmd: Cmd, why: str
+) -> None:
+    run = open_run(shell_run(tmp_path / "run.jsonl", [cmd]), whole=True)
+    assert not [f for f in run.analysis.findings if f.code == "C.shell_output_reordered"]
+    ((reason, n),) = run.shell.as_json()["order_not_judged"].items()
+    assert why in reason and n == 1
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        [[1, 10], [2, 5], [1, 5]],  # an end going back
+        [[3, 10]],  # no such stream
+        [[True, 10]],
+        [[1, 10**6]],  # past the kept text
+        "1,2",
+    ],
+)
+def test_an_order_not_of_the_tracers_form_is_not_read(order: Any) -> None:
+    from looptap.cassettes.shell._records import process
+
+    rec = {"pid": 1, "argv": ["sh"], "started": 1.0, "stdout": "a" * 40, "stderr": "b" * 40}
+    p = process({**rec, "order": order})
+    assert p is not None and p.order == () and p.order_cut and p.pieces() is None
+    ok = process({**rec, "order": [[1, 20], [2, 40], [1, 40]]})
+    assert ok is not None
+    assert ok.pieces() == [(1, "a" * 20), (2, "b" * 40), (1, "a" * 20)]

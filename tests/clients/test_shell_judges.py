@@ -7,6 +7,7 @@ The cut check (``C.shell_output_cut``) must stay silent on all of them."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell import read_processes
 from looptap.proxy.shell_trace import probe
 from tests.clients.test_shell_tools import (
     CALC,
@@ -126,3 +128,85 @@ def test_a_run_fixed_and_tested_again_has_no_finding(
     assert found == [], [(f.code, f.message) for f in found]
     again = open_run(r["out"], whole=True)  # (read again from the file: the same)
     assert not [f for f in again.analysis.findings if f.code.startswith("E.ended")]
+
+
+# -- C.shell_output_reordered on the real agents --------------------------------------------------
+
+#: Twelve writes on each stream in turn, back to back (one ``write`` each): the order the tracer
+#: records, and the order a client that reads the two pipes apart may not keep.
+PIECES = [
+    f"{name} piece number {i:02} of twelve\n" for i in range(12) for name in ("stdout", "stderr")
+]
+ORDER_PY = (
+    f"import os\nfor k, piece in enumerate({PIECES!r}):\n    os.write(1 + k % 2, piece.encode())\n"
+)
+INTERLEAVE = f"{shlex.quote(sys.executable)} order.py"
+
+
+def _interleave_route(work: Path, planted: bool) -> Any:
+    (work / "order.py").write_text(ORDER_PY)
+
+    def route(req: ScriptedRequest) -> Reply:
+        shell = next((t for t in SHELL_TOOLS if t in req.tools), None)
+        if shell is None or not any(t in req.tools for t in WRITE_TOOLS):
+            return Reply.say("(side call)", what="side")
+        if not req.tool_results():
+            args = {"command": INTERLEAVE, "description": "Print in turn"}
+            return Reply.tool(shell, args, what="step1")
+        return Reply.say("It printed both streams.", what="answer")
+
+    return route
+
+
+def _sent_order(sent: str) -> list[int] | None:
+    """The written indices of :data:`PIECES` in the order ``sent`` holds them (each once), or
+    ``None`` when it does not hold each once."""
+    if any(sent.count(p.strip()) != 1 for p in PIECES):
+        return None
+    return sorted(range(len(PIECES)), key=lambda i: sent.find(PIECES[i].strip()))
+
+
+@pytest.mark.parametrize("agent", RUNS)
+def test_output_written_in_turn_is_ordered_and_judged(
+    agent: str, tmp_path: Path, confdir: Path, monkeypatch: Any
+) -> None:
+    """The tracer records the order of the writes (the program's record holds its pieces as
+    written); the agent's result is then judged on it where the record can prove what reached the
+    agent: opencode (its ``$SHELL -c CMD``; it appends each pipe's chunks as they arrive, so back
+    to back writes may come in another order: ``C.shell_output_reordered`` exactly when the
+    result's order, found by the test, is another than written and not the streams apart),
+    never on Claude Code and Gemini CLI (their wrappers redirect; Claude Code keeps the written
+    order, Gemini CLI 0.61.0 reordered these writes too)."""
+    import tests.clients.test_shell_tools as tools
+
+    monkeypatch.setattr(tools, "_route", _interleave_route)
+    r = AGENTS[agent](tmp_path, confdir, False)
+    shell, why = r["shell"], r["why"]
+    (call,) = [c for c in shell.calls if c.command == INTERLEAVE]
+    assert call.process is not None and call.process.exit == 0, (shell.as_json(), why)
+    ran = [
+        p
+        for p in read_processes(r["out"]).processes
+        if "order.py" in " ".join(p.then or p.argv) and not _is_shell(p.then or p.argv)
+    ]
+    assert [p.pieces() for p in ran] == [[(1 + k % 2, t) for k, t in enumerate(PIECES)]], why
+    found = [f for f in r["run"].analysis.findings if f.code == "C.shell_output_reordered"]
+    order = _sent_order(call.result or "")
+    assert order is not None, (call.result, why)
+    streams = [1 + i % 2 for i in order]
+    apart = sum(1 for a, b in itertools.pairwise(streams) if a != b) == 1
+    if agent != "opencode":  # (Gemini CLI reorders back-to-back writes too: not judged)
+        assert found == [], (call.result, found)
+        (reason,) = shell.order_not_judged
+        assert "redirects" in reason
+        return
+    if order == sorted(order) or apart:
+        assert found == [], (call.result, found)
+    else:
+        (f,) = found
+        assert (f.tool_call_id, f.seq) == (call.call_id, call.result_seq)
+        assert f.details["order_sent"] == [i + 1 for i in order]
+
+
+def _is_shell(argv: tuple[str, ...]) -> bool:
+    return argv[0].rsplit("/", 1)[-1] in ("bash", "sh")

@@ -6,7 +6,9 @@ coding agents are tests/clients/test_shell_tools.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -286,16 +288,37 @@ def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
     (work / "notes.txt").write_text("mine")
     before = _digests(work)
     branch = tmp_path / "branch.jsonl"
-    with ScriptedUpstream(_coder, validate=True) as up:
-        argv = [
-            *RECORDER, "run", "-o", str(branch), "--confdir", str(tmp_path / "conf"),
-            "--upstream", f"anthropic={up.url}", "--from", f"{out}@turn=2", "--shell-trace",
-            "--", sys.executable, str(agent),
-        ]  # fmt: skip
-        env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+    env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def forked(branch: Path, *extra: str) -> Any:
+        with ScriptedUpstream(_coder, validate=True) as up:
+            argv = [
+                *RECORDER, "run", "-o", str(branch), "--confdir", str(tmp_path / "conf"),
+                "--upstream", f"anthropic={up.url}", "--from", f"{out}@turn=2", "--shell-trace",
+                *extra, "--", sys.executable, str(agent),
+            ]  # fmt: skip
+            return progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+
+    # by default the scratch tree is removed when the fork ends, said in one line; what the fork
+    # changed there is on the branch's record (the fix's contents kept beside it)
+    fork = forked(tmp_path / "gone.jsonl")
     why = explain(fork)
     assert fork.returncode == 0, why
+    (line,) = [x for x in fork.stderr.splitlines() if "scratch copy of the working tree" in x]
+    gone = Path(line.split(": ", 2)[2].split(" (")[0])
+    assert not gone.exists() and not gone.parent.exists(), why
+    (said,) = [x for x in fork.stderr.splitlines() if "scratch tree was removed" in x]
+    assert str(gone) in said and "--keep-tree keeps it" in said
+    done = open_run(tmp_path / "gone.jsonl", whole=True).shell
+    changed = [c for t in done.tree for c in t["changes"] if c["path"] == "calc.py"]
+    assert [c["after"] for c in changed] == [hashlib.sha256(FIXED.encode()).hexdigest()]
+    assert (tmp_path / "gone.jsonl.files" / changed[0]["after"]).read_text() == FIXED
+    assert _digests(work) == before
+    # with --keep-tree it is kept, and said where
+    fork = forked(branch, "--keep-tree")
+    why = explain(fork)
+    assert fork.returncode == 0, why
+    assert any("the fork's scratch tree is kept: " in x for x in fork.stderr.splitlines()), why
     # the user's tree untouched, and told it differs from the recording's start
     assert _digests(work) == before
     assert "your working tree differs from the recording's start" in fork.stderr, why
@@ -311,6 +334,7 @@ def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
     assert [p.exit for p in reran if p.argv[-1:] == ("python3 test_calc.py",)] == [1, 0]
     assert "fixed: the test passes" in branch.read_text()
     assert (scratch / "calc.py").read_text() == FIXED and (scratch / "notes.txt").exists()
+    shutil.rmtree(scratch.parent)
 
 
 def test_how_a_run_traces_by_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
