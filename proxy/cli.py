@@ -564,12 +564,13 @@ def _fork_tree(fork: Any, config: Any, target: Any, scratch: list[Path]) -> tupl
     import tempfile
 
     from ..cassettes.matching import here
+    from ..cassettes.reading import open_run
     from ..cassettes.shell import scratch_tree
 
     origin = Path(os.path.abspath(fork.source.run))
     dest = Path(tempfile.mkdtemp(prefix="looptap-fork-tree-")) / "tree"
     try:
-        made = scratch_tree(origin, Path.cwd(), dest)
+        made = scratch_tree(origin, open_run(origin, whole=True).shell, Path.cwd(), dest)
     except BaseException:
         shutil.rmtree(dest.parent, ignore_errors=True)
         raise

@@ -530,4 +530,7 @@ def _shell_of(run: Run) -> ShellRun:
     if path is None:
         return run._shell
     found = read_processes(path)
-    return link_run(run, found) if found.processes or found.traced else ShellRun()
+    # (a working tree taken without the tracer, where it cannot run, is linked too: a fork
+    # rebuilds the tree from the scans placed at their requests)
+    busy = found.processes or found.traced or found.start is not None or found.changes
+    return link_run(run, found) if busy else ShellRun()

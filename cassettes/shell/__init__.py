@@ -21,8 +21,8 @@ exit status, no signal and none of what the command wrote on stderr.
 from __future__ import annotations
 
 from ._fork import Scratch, scratch_tree
-from ._link import ShellCall, ShellRun, link_run, read_processes, shell_lines
-from ._records import Process
+from ._link import ShellRun, link_run, read_processes, shell_lines
+from ._records import Process, ShellCall
 from ._tree import FILES, KEPT, file_hash, walk
 
 __all__ = [

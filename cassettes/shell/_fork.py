@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._link import read_processes
+from ._link import ShellRun
 from ._tree import digest
 
 __all__ = ["Scratch", "scratch_tree"]
@@ -51,15 +51,14 @@ def _put(dest: Path, rel: str, sha: str | None, blobs: Path) -> str | None:
 
 
 def scratch_tree(
-    origin: Path, user_root: Path, dest: Path, upto_seq: int | None = None
+    origin: Path, shell: ShellRun, user_root: Path, dest: Path, upto_seq: int | None = None
 ) -> Scratch | None:
     """The scratch tree for a fork of ``origin``, copied from ``user_root`` into ``dest`` (which
     must not exist): as at the recording's start (a fork's agent runs the prefix's tools again),
     or with ``upto_seq`` as when the recording sent that round trip's request (the changes seen
     before it applied); ``None`` when the recording holds no working tree (not recorded with
     ``--shell-trace``)."""
-    found = read_processes(origin)
-    start = found.start
+    start = shell.start
     if start is None:
         return None
     root = start.get("root")
@@ -76,25 +75,18 @@ def scratch_tree(
         )
     shutil.copytree(user_root, dest, symlinks=True)
     blobs = Path(f"{origin}.files")
-    # each changed path: as at the start (the first change's before), then each change before
-    # the cursor's request
+    # each changed path: as at the start (the first change's before), then each change seen
+    # before the cursor's request (the scans placed at their requests by the linking)
     state: dict[str, str | None] = {}
-    starts: dict[float, int] = {}
-    from ..reading import open_run
-
-    run = open_run(origin, whole=True)
-    for ex in run.exchanges:
-        if ex.started is not None and ex.seq is not None:
-            starts.setdefault(round(ex.started, 3), ex.seq)
-    for fc in found.changes:
-        for c in fc.changes:
-            state.setdefault(c.path, c.before)
-    for fc in found.changes:
-        seq = None if fc.last else starts.get(round(fc.at, 3))
+    for scan in shell.tree:
+        for c in scan["changes"]:
+            state.setdefault(c["path"], c["before"])
+    for scan in shell.tree:
+        seq = scan["seq"]
         if upto_seq is None or seq is None or seq > upto_seq:
             continue
-        for c in fc.changes:
-            state[c.path] = c.after
+        for c in scan["changes"]:
+            state[c["path"]] = c["after"]
     for rel, sha in sorted(state.items()):
         why = _put(dest, rel, sha, blobs)
         if why is None:

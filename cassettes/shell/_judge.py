@@ -18,17 +18,25 @@ import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..analysis import Finding, codes
 from ..hints import count
-from ._records import Process
+from ._records import Process, RunView, ShellCall
 
-if TYPE_CHECKING:
-    from ..reading import Run
-    from ._link import ShellCall
+__all__ = ["Judged", "hidden", "judge", "runs_tests", "short"]
 
-__all__ = ["Judged", "judge", "runs_tests"]
+#: What a result uses to say a command failed (lower case; a stem matches longer words).
+_FAILURE = re.compile(
+    r"error|fail|exit(?:ed)? (?:code|status|with)|exit ?code|returned? (?:code )?-?\d|"
+    r"non-?zero|killed|signal|sig[a-z]{2,5}\b|abort|traceback|exception|denied|not found|"
+    r"no such|cannot|can't|could not|unable|timed? ?out|interrupted|segmentation|core dumped"
+)
+#: An exit status the result states (Codex's ``Process exited with code 0``, Gemini CLI's
+#: ``Exit Code: 0``, Claude Code's ``Exit code 1``): a stated 0 says the command succeeded.
+_STATED = re.compile(
+    r"(?:exit(?:ed)?(?: with)?[ _-]?(?:code|status)|returned? (?:code )?)[\s:=]*(-?\d+)(?![\d.])"
+)
 
 #: Characters a kept start (or end) must have to be judged; how much must be left out.
 _KEPT, _LEFT = 16, 64
@@ -315,11 +323,10 @@ def _cut_finding(
     )
 
 
-def _ended(run: Run, calls: list[ShellCall], hidden: set[str], tree_of: Any) -> list[Finding]:
+def _ended(run: RunView, calls: list[ShellCall], hidden: set[str], tree_of: Any) -> list[Finding]:
     """``E.ended_on_failed_test``: per conversation, the answers that ended the turn right after
     the result of a failed test run the model was told of (the package's docstring)."""
     from ..models import FinishReason
-    from ._link import _says_failure
 
     turns = run.analysis.turns
     out: list[Finding] = []
@@ -372,7 +379,9 @@ def _ended_finding(t: Any, sc: ShellCall, p: Process) -> Finding:
     )
 
 
-def judge(run: Run, calls: list[ShellCall], procs: list[Process], found: list[Finding]) -> Judged:
+def judge(
+    run: RunView, calls: list[ShellCall], procs: list[Process], found: list[Finding]
+) -> Judged:
     """The cut and ended-on-a-failed-test checks on ``calls`` (linked by :func:`link_run`);
     ``found``: the findings already made (``C.shell_failure_hidden``), which fold the E check."""
     out = Judged()
@@ -394,3 +403,60 @@ def judge(run: Run, calls: list[ShellCall], procs: list[Process], found: list[Fi
     hidden = {f.tool_call_id or "" for f in found if f.code == codes.SHELL_FAILURE_HIDDEN}
     out.findings += _ended(run, calls, hidden, tree_of)
     return out
+
+
+def _says_failure(sc: ShellCall, p: Process) -> bool:
+    """Whether the result sent back tells the model the command failed: an error flag, a word of
+    failure, the exit status or signal, or the start of what it wrote on stderr. A result that is
+    not empty counts as telling when the command's stderr was not traced (the default tracer):
+    it may carry it, and a wrong warning is worse than none."""
+    if sc.result_error is True:
+        return True
+    sent = (sc.result or "").casefold()
+    if not sent.strip():
+        return False
+    stated = {int(m.group(1)) for m in _STATED.finditer(sent[:100000])}
+    if stated and stated <= {0} and not _FAILURE.search(_STATED.sub(" ", sent[:100000])):
+        return False  # it says the command exited 0: the failure is hidden (a lie, in fact)
+    if _FAILURE.search(sent):
+        return True
+    if p.exit is not None and re.search(rf"(?<![\d.]){p.exit}(?![\d.])", sent):
+        return True
+    if not p.output:  # its stderr was not traced: a result that may carry it is not judged
+        return True
+    err = " ".join(p.stderr.split()).casefold()[:60]
+    return len(err) >= 8 and err in " ".join(sent.split())
+
+
+def hidden(sc: ShellCall) -> Finding | None:
+    p = sc.process
+    if p is None or not p.failed or sc.result_seq is None or _says_failure(sc, p):
+        return None
+    sent = (sc.result or "").strip()
+    told = (
+        "nothing (an empty result)"
+        if not sent
+        else f"“{short(sent, 100)}”, with no error flag and nothing of the failure"
+    )
+    row = codes.ROWS[codes.SHELL_FAILURE_HIDDEN]
+    return Finding(
+        code=row.code,
+        layer=row.layer,
+        severity=row.severity,
+        message=(
+            f"The command of the model's call {sc.call_id} ({short(sc.command, 80)}) ended "
+            f"with {p.status}"
+            + (f" (stderr: “{short(p.stderr, 80)}”)" if p.stderr.strip() else "")
+            + f". The client sent the model {told}."
+        ),
+        conversation=sc.conversation,
+        turn=sc.result_turn,
+        seq=sc.result_seq,
+        tool_call_id=sc.call_id,
+        details={"exit": p.exit, "signal": p.signal, "pid": p.pid, "command_seq": sc.seq},
+    )
+
+
+def short(text: str, n: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"

@@ -8,20 +8,17 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from ..analysis import Finding, codes
+from ..analysis import Finding
 from ..errors import CassetteError
 from ..storage import open_regular
-from ._judge import judge
-from ._records import Process, Processes, file_changes, process
+from ._judge import hidden, judge, short
+from ._records import Process, Processes, RunView, ShellCall, file_changes, process
 
-if TYPE_CHECKING:
-    from ..reading import Run
-
-__all__ = ["ShellCall", "ShellRun", "link_run", "read_processes"]
+__all__ = ["ShellRun", "link_run", "read_processes", "shell_lines"]
 
 #: Process records read per cassette; model calls considered per run.
 _PROCESSES, _CALLS = 20000, 20000
@@ -31,17 +28,6 @@ _PROCESSES, _CALLS = 20000, 20000
 _KEYS = ("command", "cmd", "script")
 #: A shell's flag that takes a script: ``-c``, ``-lc``, ``-ic``, ``/c`` …
 _SCRIPT_FLAG = re.compile(r"^-[a-z]*c$")
-#: What a result uses to say a command failed (lower case; a stem matches longer words).
-_FAILURE = re.compile(
-    r"error|fail|exit(?:ed)? (?:code|status|with)|exit ?code|returned? (?:code )?-?\d|"
-    r"non-?zero|killed|signal|sig[a-z]{2,5}\b|abort|traceback|exception|denied|not found|"
-    r"no such|cannot|can't|could not|unable|timed? ?out|interrupted|segmentation|core dumped"
-)
-#: An exit status the result states (Codex's ``Process exited with code 0``, Gemini CLI's
-#: ``Exit Code: 0``, Claude Code's ``Exit code 1``): a stated 0 says the command succeeded.
-_STATED = re.compile(
-    r"(?:exit(?:ed)?(?: with)?[ _-]?(?:code|status)|returned? (?:code )?)[\s:=]*(-?\d+)(?![\d.])"
-)
 
 
 def read_processes(path: str | Path) -> Processes:
@@ -101,63 +87,6 @@ def _holds_any(fd: int) -> bool:
         return False
     with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
         return m.find(b'{"type":"process"') >= 0 or m.find(b'{"type":"files"') >= 0
-
-
-@dataclass
-class ShellCall:
-    """A model's tool call that carried a command, and the process that ran it (if linked)."""
-
-    call_id: str
-    name: str
-    #: The command as the call's arguments carry it (a string, or an argv joined by spaces).
-    command: str
-    #: The round trip whose answer made the call, and the one that sent its result back.
-    seq: int
-    conversation: str | None
-    turn: int | None
-    result_seq: int | None = None
-    result: str | None = None
-    result_error: bool | None = None
-    result_turn: int | None = None
-    process: Process | None = None
-    #: Processes that fit when it was not linked (ambiguous), else 0.
-    candidates: int = 0
-    #: Descendants of the linked process (its children's programs), counted.
-    children: int = 0
-    #: The files the command and its children wrote, renamed or removed.
-    files: tuple[tuple[str, str], ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        p = self.process
-        return {
-            "call_id": self.call_id,
-            "tool": self.name,
-            "command": self.command,
-            "seq": self.seq,
-            "conversation": self.conversation,
-            "turn": self.turn,
-            "result_seq": self.result_seq,
-            "linked": p is not None,
-            "candidates": self.candidates,
-            "process": None
-            if p is None
-            else {
-                "pid": p.pid,
-                "argv": list(p.argv),
-                "cwd": p.cwd,
-                "started": p.started,
-                "ended": p.ended,
-                "exit": p.exit,
-                "signal": p.signal,
-                "stdout": p.stdout,
-                "stderr": p.stderr,
-                "stdout_bytes": p.stdout_bytes,
-                "stderr_bytes": p.stderr_bytes,
-                "output": p.output,
-                "children": self.children,
-            },
-            "files": [{"op": op, "path": path} for op, path in self.files],
-        }
 
 
 @dataclass
@@ -245,7 +174,7 @@ class _Call:
     error: bool | None = None
 
 
-def _calls(run: Run) -> list[_Call]:
+def _calls(run: RunView) -> list[_Call]:
     """The model's client tool calls that carry a command, each with its wait and its result."""
     where: dict[int, tuple[str, int]] = {}
     #: Each turn's next turn in its conversation (where a call without an id gets its result).
@@ -324,7 +253,7 @@ def _by_name(
             w.result, w.error = named[k].content, named[k].is_error
 
 
-def link_run(run: Run, found: Processes) -> ShellRun:
+def link_run(run: RunView, found: Processes) -> ShellRun:
     """The run's shell commands linked to its model calls, and ``C.shell_failure_hidden``."""
     out = ShellRun(
         traced=found.traced or bool(found.processes),
@@ -356,7 +285,7 @@ def link_run(run: Run, found: Processes) -> ShellRun:
             sc.candidates = len(inner)
         out.calls.append(sc)
     out.own = sum(1 for p in procs if p.pid not in linked and not p.agent)
-    out.findings = [w for sc in out.calls if (w := _hidden(sc)) is not None]
+    out.findings = [w for sc in out.calls if (w := hidden(sc)) is not None]
     judged = judge(run, out.calls, procs, out.findings)  # the cut and E checks (_judge.py)
     out.findings += judged.findings
     out.not_judged = judged.undetermined
@@ -411,7 +340,7 @@ def _made_by(
     ][-1:]
 
 
-def _tree_changes(run: Run, found: Processes, calls: list[ShellCall]) -> list[dict[str, Any]]:
+def _tree_changes(run: RunView, found: Processes, calls: list[ShellCall]) -> list[dict[str, Any]]:
     """Each scan's changes placed before the model request it was taken at (its start time is
     the request's), each change with the calls that made it: a linked command that wrote or
     removed the path, else a call awaiting then whose arguments name the path (the agent's own
@@ -456,63 +385,6 @@ def _under(q: Process, p: Process, by_pid: dict[int, Process]) -> bool:
     return False
 
 
-def _says_failure(sc: ShellCall, p: Process) -> bool:
-    """Whether the result sent back tells the model the command failed: an error flag, a word of
-    failure, the exit status or signal, or the start of what it wrote on stderr. A result that is
-    not empty counts as telling when the command's stderr was not traced (the default tracer):
-    it may carry it, and a wrong warning is worse than none."""
-    if sc.result_error is True:
-        return True
-    sent = (sc.result or "").casefold()
-    if not sent.strip():
-        return False
-    stated = {int(m.group(1)) for m in _STATED.finditer(sent[:100000])}
-    if stated and stated <= {0} and not _FAILURE.search(_STATED.sub(" ", sent[:100000])):
-        return False  # it says the command exited 0: the failure is hidden (a lie, in fact)
-    if _FAILURE.search(sent):
-        return True
-    if p.exit is not None and re.search(rf"(?<![\d.]){p.exit}(?![\d.])", sent):
-        return True
-    if not p.output:  # its stderr was not traced: a result that may carry it is not judged
-        return True
-    err = " ".join(p.stderr.split()).casefold()[:60]
-    return len(err) >= 8 and err in " ".join(sent.split())
-
-
-def _hidden(sc: ShellCall) -> Finding | None:
-    p = sc.process
-    if p is None or not p.failed or sc.result_seq is None or _says_failure(sc, p):
-        return None
-    sent = (sc.result or "").strip()
-    told = (
-        "nothing (an empty result)"
-        if not sent
-        else f"“{_short(sent, 100)}”, with no error flag and nothing of the failure"
-    )
-    row = codes.ROWS[codes.SHELL_FAILURE_HIDDEN]
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
-            f"The command of the model's call {sc.call_id} ({_short(sc.command, 80)}) ended "
-            f"with {p.status}"
-            + (f" (stderr: “{_short(p.stderr, 80)}”)" if p.stderr.strip() else "")
-            + f". The client sent the model {told}."
-        ),
-        conversation=sc.conversation,
-        turn=sc.result_turn,
-        seq=sc.result_seq,
-        tool_call_id=sc.call_id,
-        details={"exit": p.exit, "signal": p.signal, "pid": p.pid, "command_seq": sc.seq},
-    )
-
-
-def _short(text: str, n: int) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= n else one[: n - 1] + "…"
-
-
 def shell_lines(shell: ShellRun) -> list[str]:
     """``looptap show``'s section for the run's shell commands (recorded text made safe for a
     terminal by the caller's printing: each line passes :func:`cassettes.untrusted.clean_line`)."""
@@ -535,13 +407,12 @@ def shell_lines(shell: ShellRun) -> list[str]:
             )
         else:
             first = (p.stderr if p.failed and p.stderr.strip() else p.stdout).strip()
-            what = p.status + (f": “{_short(first, 60)}”" if first else "")
+            what = p.status + (f": “{short(first, 60)}”" if first else "")
             if c.files:
                 what += f"; files {len(c.files)}: " + ", ".join(
-                    f"{'−' if op == 'remove' else '+'}{_short(path, 60)}"
-                    for op, path in c.files[:3]
+                    f"{'−' if op == 'remove' else '+'}{short(path, 60)}" for op, path in c.files[:3]
                 )
-        out.append(clean_line(f"  #{c.seq} {c.name} {c.call_id}: {_short(c.command, 70)} → {what}"))
+        out.append(clean_line(f"  #{c.seq} {c.name} {c.call_id}: {short(c.command, 70)} → {what}"))
     if cmds > 200:
         out.append(f"  … and {cmds - 200} more")
     return out

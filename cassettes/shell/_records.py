@@ -3,8 +3,14 @@ proxy/shell_trace.py writes is skipped and counted, never raised)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..analysis import RunAnalysis
+    from ..parsing import RoundTrip
+    from ..wire import Exchange
 
 #: Characters kept of an argv word, of an output's start, of a path; words and files per process.
 WORD, HEAD, PATH, WORDS, FILES = 131072, 2048, 4096, 256, 64
@@ -218,3 +224,72 @@ def file_changes(rec: dict[str, Any]) -> FileChanges | None:
             )
         )
     return FileChanges(at, tuple(out), rec.get("last") is True)
+
+
+class RunView(Protocol):
+    """What linking and judging read of a run (:class:`cassettes.reading.Run` is one): its round
+    trips and their analysis. A protocol, so that the shell's records sit below the reading
+    that links them (``Run.shell``)."""
+
+    @property
+    def pairs(self) -> Iterable[tuple[Exchange, RoundTrip]]: ...
+
+    @property
+    def analysis(self) -> RunAnalysis: ...
+
+
+@dataclass
+class ShellCall:
+    """A model's tool call that carried a command, and the process that ran it (if linked)."""
+
+    call_id: str
+    name: str
+    #: The command as the call's arguments carry it (a string, or an argv joined by spaces).
+    command: str
+    #: The round trip whose answer made the call, and the one that sent its result back.
+    seq: int
+    conversation: str | None
+    turn: int | None
+    result_seq: int | None = None
+    result: str | None = None
+    result_error: bool | None = None
+    result_turn: int | None = None
+    process: Process | None = None
+    #: Processes that fit when it was not linked (ambiguous), else 0.
+    candidates: int = 0
+    #: Descendants of the linked process (its children's programs), counted.
+    children: int = 0
+    #: The files the command and its children wrote, renamed or removed.
+    files: tuple[tuple[str, str], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        p = self.process
+        return {
+            "call_id": self.call_id,
+            "tool": self.name,
+            "command": self.command,
+            "seq": self.seq,
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "result_seq": self.result_seq,
+            "linked": p is not None,
+            "candidates": self.candidates,
+            "process": None
+            if p is None
+            else {
+                "pid": p.pid,
+                "argv": list(p.argv),
+                "cwd": p.cwd,
+                "started": p.started,
+                "ended": p.ended,
+                "exit": p.exit,
+                "signal": p.signal,
+                "stdout": p.stdout,
+                "stderr": p.stderr,
+                "stdout_bytes": p.stdout_bytes,
+                "stderr_bytes": p.stderr_bytes,
+                "output": p.output,
+                "children": self.children,
+            },
+            "files": [{"op": op, "path": path} for op, path in self.files],
+        }
