@@ -1,0 +1,50 @@
+"""Issue 90's cases recorded with real clients (helper ctxf, session 48), read by the core alone:
+each recording made through the real ``looptap run`` against a scripted loopback model
+(data/ctx/README.md says how; tests/clients/ records them again).
+
+- pydantic-ai-slim 2.68.0 ``FallbackModel(fallback_on=OutputTokenLimitExceeded)``: a tool call cut
+  by ``max_tokens``, the same request sent again to the next model, then the lookup repeated six
+  times. On c86d115d: two conversations, the cut turn alone in the first.
+- the same with ``fallback_on=IncompleteToolCall``: no request-level retry (pydantic-ai answers the
+  cut call in place with an error result). One conversation on c86d115d too: a guard.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from looptap.cassettes.analysis import RunAnalysis, analyse
+from looptap.cassettes.parsing import parse_all
+from looptap.cassettes.storage import read_records
+
+DATA = Path(__file__).parent / "data" / "ctx"
+
+
+def _run(name: str) -> RunAnalysis:
+    cas = read_records(DATA / f"{name}.jsonl")
+    assert not cas.problems
+    return analyse(cas.exchanges, parse_all(cas.exchanges))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["pydantic-ai_fallback_on_output_limit", "pydantic-ai_fallback_on_incomplete_tool_call"],
+)
+def test_a_cut_tool_call_retried_by_pydantic_ai_is_one_conversation(name: str) -> None:
+    run = _run(name)
+    convs = [(c.kind, c.parent_seq, c.turns) for c in run.conversations if c.turns]
+    assert convs == [("main", None, list(range(9)))]
+    repeats = [f for f in run.findings if f.code == "E.repeated_call"]
+    # the lookup made seven times: each of its six repeats said, in the one conversation
+    assert sorted(f.seq or 0 for f in repeats) == [2, 3, 4, 5, 6, 7]
+    assert {f.conversation for f in repeats} == {run.conversations[0].id}
+    assert [f.seq for f in run.findings if f.code == "A.truncated_length"] == [0]
+    assert not [c for c in run.conversations if c.kind == "side_call"]
+
+
+def test_the_fallback_models_request_is_the_cut_answers_retry() -> None:
+    """The same request sent again after the cut answer: that answer thrown away, said once."""
+    run = _run("pydantic-ai_fallback_on_output_limit")
+    assert [f.seq for f in run.findings if f.code == "C.answer_discarded"] == [1]
