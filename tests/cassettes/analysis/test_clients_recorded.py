@@ -7,6 +7,9 @@ each recording made through the real ``looptap run`` against a scripted loopback
   times. On c86d115d: two conversations, the cut turn alone in the first.
 - the same with ``fallback_on=IncompleteToolCall``: no request-level retry (pydantic-ai answers the
   cut call in place with an error result). One conversation on c86d115d too: a guard.
+- crewai 1.15.30, its text protocol (``o1-mini``), every request carrying the task prompt's "…not a
+  summary."; a client bug planted (the second request leaves out the first answer). One
+  conversation, the planted ``C.assistant_not_echoed`` found. So on c86d115d too: a guard.
 """
 
 from __future__ import annotations
@@ -48,3 +51,10 @@ def test_the_fallback_models_request_is_the_cut_answers_retry() -> None:
     """The same request sent again after the cut answer: that answer thrown away, said once."""
     run = _run("pydantic-ai_fallback_on_output_limit")
     assert [f.seq for f in run.findings if f.code == "C.answer_discarded"] == [1]
+
+
+def test_crewai_saying_not_a_summary_in_every_request_is_one_conversation() -> None:
+    run = _run("crewai_not_a_summary_planted")
+    assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", [0, 1, 2, 3, 4])]
+    serious = [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
+    assert serious == [("C.assistant_not_echoed", 1), ("C.history_mutated", 2)]
