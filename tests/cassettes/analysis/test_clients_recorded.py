@@ -10,6 +10,9 @@ each recording made through the real ``looptap run`` against a scripted loopback
 - crewai 1.15.30, its text protocol (``o1-mini``), every request carrying the task prompt's "…not a
   summary."; a client bug planted (the second request leaves out the first answer). One
   conversation, the planted ``C.assistant_not_echoed`` found. So on c86d115d too: a guard.
+- openai-agents 0.24.0, a user's ``call_model_input_filter`` that cuts every older tool output to
+  20 characters (Responses and Chat): ``C.history_mutated`` where each output is first sent cut,
+  never ``C.history_trimmed``. On c86d115d: an info ``C.history_trimmed`` at each, no mutation.
 """
 
 from __future__ import annotations
@@ -58,3 +61,12 @@ def test_crewai_saying_not_a_summary_in_every_request_is_one_conversation() -> N
     assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", [0, 1, 2, 3, 4])]
     serious = [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
     assert serious == [("C.assistant_not_echoed", 1), ("C.history_mutated", 2)]
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_tool_output_the_client_shortened_is_a_mutation_not_a_trim(api: str) -> None:
+    run = _run(f"openai-agents_filter_shorter_{api}")
+    assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", [0, 1, 2, 3])]
+    mutated = [(f.seq, f.severity) for f in run.findings if f.code == "C.history_mutated"]
+    assert mutated == [(2, "warning"), (3, "warning")]
+    assert not [f for f in run.findings if f.code in ("C.history_trimmed", "A.context_edited")]
