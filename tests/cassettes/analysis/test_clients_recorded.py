@@ -13,6 +13,11 @@ each recording made through the real ``looptap run`` against a scripted loopback
 - openai-agents 0.24.0, a user's ``call_model_input_filter`` that cuts every older tool output to
   20 characters (Responses and Chat): ``C.history_mutated`` where each output is first sent cut,
   never ``C.history_trimmed``. On c86d115d: an info ``C.history_trimmed`` at each, no mutation.
+- three frameworks' windows over a chat of three questions: AutoGen 0.7.5
+  ``BufferedChatCompletionContext(buffer_size=4)`` (slides at #2-#5), Strands 1.62.0
+  ``SlidingWindowConversationManager(window_size=4)`` and llama-index-core 0.14.25
+  ``ChatMemoryBuffer(token_limit=30)`` (both drop at #4): a trim said where each drop happened,
+  nothing else. All read so on c86d115d; AutoGen's is not since becef044 (a strict xfail).
 """
 
 from __future__ import annotations
@@ -70,3 +75,36 @@ def test_a_tool_output_the_client_shortened_is_a_mutation_not_a_trim(api: str) -
     mutated = [(f.seq, f.severity) for f in run.findings if f.code == "C.history_mutated"]
     assert mutated == [(2, "warning"), (3, "warning")]
     assert not [f for f in run.findings if f.code in ("C.history_trimmed", "A.context_edited")]
+
+
+#: recording -> the round trips where the window dropped messages, and why it is not read right
+WINDOWS = {
+    "autogen_buffered_context": (
+        [2, 3, 4, 5],
+        "since becef044 a window whose head is an answer is read as a dropped middle group: a "
+        "false C.history_mutated at #3-#5 (_block_drop)",
+    ),
+    "strands_sliding_window": ([4], ""),
+    "llama-index_memory_buffer": ([4], ""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOWS))
+def test_a_frameworks_window_is_a_trim_said_where_it_dropped(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    trimmed, pending = WINDOWS[name]
+    if pending:
+        request.applymarker(pytest.mark.xfail(reason=pending, strict=True))
+    run = _run(name)
+    assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", list(range(6)))]
+    trims = [f for f in run.findings if f.code == "C.history_trimmed"]
+    assert [(f.seq, f.details.get("kind")) for f in trims] == [(s, "trimmed") for s in trimmed]
+    others = [
+        (f.code, f.seq)
+        for f in run.findings
+        if f not in trims
+        and f.details.get("caused_by") != "C.history_trimmed"
+        and f.code != "A.usage_missing"
+    ]
+    assert others == []
