@@ -133,3 +133,95 @@ def test_a_cut_tool_call_retried_by_the_framework_stays_one_conversation(
     assert {f.conversation for f in repeats} == {main}, said
     # the cut itself is said where it happened, once
     assert [f.seq for f in an.findings if f.code == "A.truncated_length"] == [0], said
+
+
+# -- other frameworks' forced-tool retries (read from their sources; each recorded) -------------
+#
+# * instructor 1.15.4 (.venv-crewai, beside CrewAI which depends on it): its forced call
+#   (``tool_choice`` names the response model's function) that fails validation is asked again
+#   in the conversation (the call echoed, its error as the tool's answer, v2/core/retry.py
+#   ``reask_handler``); a call cut by the token cap raises ``IncompleteOutputException`` and is
+#   never retried;
+# * Strands 1.62.0 ``structured_output_model``: an answer in text is followed by the same
+#   conversation with the structured-output tool alone, forced (``tool_choice`` names it), and
+#   a forced call that fails validation is forced again after its error result;
+#   a ``max_tokens`` stop raises ``MaxTokensReachedException`` and is never retried.
+# LangChain's ``with_structured_output`` and openai-agents' ``tool_use_behavior`` retry nothing.
+# Both are one conversation on c86d115d too: guards.
+
+INSTRUCTOR = """
+import instructor
+from openai import OpenAI
+from pydantic import BaseModel
+class Forecast(BaseModel):
+    forecast: str
+client = instructor.from_openai(OpenAI())
+f = client.chat.completions.create(model="gpt-4o", response_model=Forecast, max_retries=2, messages=[
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": "What is the weather in Paris? WEATHER: Paris is sunny"}])
+out(final=f.forecast)
+"""  # noqa: E501
+
+STRANDS_STRUCTURED = """
+from pydantic import BaseModel
+from strands import Agent, tool
+from strands.models.openai import OpenAIModel
+class Forecast(BaseModel):
+    forecast: str
+model = OpenAIModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
+agent = Agent(model=model, tools=[tool(get_weather)], system_prompt=SYSTEM, callback_handler=None)
+out(final=agent("What is the weather in Paris?", structured_output_model=Forecast).structured_output.forecast)
+"""  # noqa: E501
+
+
+def _forced_route(req: ScriptedRequest) -> Reply:
+    """Forced (``tool_choice`` names a function): first a call missing its field, then a whole
+    one; else Paris looked up, then an answer in text."""
+    body = req.body if isinstance(req.body, dict) else {}
+    seen = json.dumps(req.messages)
+    if body.get("tool_choice") not in (None, "auto"):
+        if "Forecast" not in seen:
+            return Reply.tool("Forecast", {"city": "Paris"}, what="forced:invalid")
+        return Reply.tool("Forecast", {"forecast": "FORECAST: Paris sunny"}, what="forced")
+    if "WEATHER: Paris" not in seen:
+        return Reply.tool("get_weather", {"city": "Paris"}, what="call")
+    return Reply.say("It is sunny in Paris.", what="text")
+
+
+@pytest.mark.parametrize(
+    ("name", "package", "runtime", "script", "seqs", "serious"),
+    [
+        ("instructor reask", "instructor", "crewai", INSTRUCTOR, [0, 1],
+         [("E.arguments_schema", 0)]),
+        ("strands structured output", "strands", "agents_py", STRANDS_STRUCTURED, [0, 1, 2, 3],
+         [("E.arguments_schema", 2)]),
+    ],
+    ids=["instructor reask", "strands structured output"],
+)  # fmt: skip
+def test_another_frameworks_forced_tool_retry_stays_one_conversation(
+    name: str,
+    package: str,
+    runtime: str,
+    script: str,
+    seqs: list[int],
+    serious: list[tuple[str, int]],
+    tmp_path: Path,
+) -> None:
+    c = Client(name, package, "", runtime, script, (), "")
+    interp = _interpreter(c)
+    if subprocess.run([*interp, "-c", f"import {package}"], capture_output=True).returncode:
+        pytest.skip(f"{package} is not in {interp[0]}")
+    with ScriptedUpstream(_forced_route, validate=True) as up:
+        proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
+    _kept(out, name)
+    why = _explain(proc, up)
+    assert (_final(proc) or "").startswith("FORECAST"), why
+    cas, an = _findings(out)
+    forced = [json.loads(e.request_body).get("tool_choice") for e in cas.exchanges]
+    assert forced[-1] == {"type": "function", "function": {"name": "Forecast"}}, why
+    said = [f"{f.code} {f.severity} seq={f.seq}: {f.message}" for f in an.findings]
+    convs = [(cv.kind, cv.turns) for cv in an.conversations if cv.turns]
+    assert convs == [("main", seqs)], (convs, said)
+    found = [(f.code, f.seq) for f in an.findings if f.severity in ("warning", "error")]
+    # the model's invalid forced call is true (instructor's case); nothing else serious
+    assert found == serious, said

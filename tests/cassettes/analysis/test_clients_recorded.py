@@ -108,3 +108,22 @@ def test_a_frameworks_window_is_a_trim_said_where_it_dropped(
         and f.code != "A.usage_missing"
     ]
     assert others == []
+
+
+@pytest.mark.parametrize(
+    ("name", "seqs", "serious"),
+    [
+        ("instructor_reask", [0, 1], [("E.arguments_schema", 0)]),
+        ("strands_structured_output", [0, 1, 2, 3], [("E.arguments_schema", 2)]),
+    ],
+)
+def test_another_frameworks_forced_tool_retry_is_one_conversation(
+    name: str, seqs: list[int], serious: list[tuple[str, int]]
+) -> None:
+    """instructor 1.15.4's reask and Strands 1.62.0's forced structured output, each retrying a
+    forced call that failed validation: one conversation, the invalid call said (a guard: so on
+    c86d115d too)."""
+    run = _run(name)
+    assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", seqs)]
+    found = [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
+    assert found == serious
