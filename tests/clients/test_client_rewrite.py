@@ -11,8 +11,13 @@ API edit): the model is shown a history that never happened, ``C.history_mutated
 trip that first sends each shortened output, and never ``C.history_trimmed``. On the Responses API
 (the agent's default) and on Chat Completions (``OpenAIChatCompletionsModel``).
 
-On c86d115d: an info ``C.history_trimmed`` ("intentional trimming or summarising looks like this")
-where the mutation is.
+The issue's second stack, LlamaIndex.TS (llamaindex 0.12.1, @llamaindex/workflow 1.1.25,
+@llamaindex/openai 0.4.23, zod 4.6.7; Node, a prefix of .npm-clients' kind): an app that keeps the
+chat (the agent's ``Memory``) and shortens each stored tool result to 20 characters before the next
+question, passed back as ``chatHistory``: ``C.history_mutated`` at the next question's request.
+
+On c86d115d: an info ``C.history_trimmed`` ("intentional trimming or summarising looks like this";
+"cleared … in place") where the mutation is.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.route import route
 from tests.clients.test_matrix import _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -90,3 +96,50 @@ def test_a_tool_output_the_client_shortened_is_a_mutation(api: str, tmp_path: Pa
     # Paris's output first sent cut at #2, Tokyo's at #3: each the client's rewrite
     assert mutated == [(2, "warning"), (3, "warning")], said
     assert not [f for f in an.findings if f.code in ("C.history_trimmed", "A.context_edited")]
+
+
+LLAMAINDEX_TS_HISTORY = """
+const { agent } = need("@llamaindex/workflow");
+const { openai } = need("@llamaindex/openai");
+const { tool } = need("llamaindex");
+const { z } = createRequire(need.resolve("llamaindex"))("zod");
+(async () => {
+  const getWeather = tool({ name: "get_weather", description: "The weather in a city right now.",
+    parameters: z.object({ city: z.string() }), execute: ({ city }) => weather(city) });
+  const a = agent({ llm: openai({ model: "gpt-4o" }), tools: [getWeather], systemPrompt: SYSTEM });
+  const state = a.createInitialState();
+  await a.run("What is the weather in Paris?", { state });
+  // the app keeps the chat, and shortens each stored tool result before the next question
+  const history = (await state.memory.get()).map((m) => {
+    const r = m.options && m.options.toolResult;
+    if (!r) return m;
+    const cut = String(r.result).slice(0, 20);
+    return { ...m, content: cut, options: { ...m.options, toolResult: { ...r, result: cut } } };
+  });
+  const r = await a.run("And in Tokyo?", { chatHistory: history });
+  out({ final: String(r.data.result) });
+})();
+"""
+
+
+def test_llamaindex_ts_history_the_app_shortened_is_a_mutation(tmp_path: Path) -> None:
+    """The matrix's route: #0 two calls, #1 one, #2 the forecast, then #3 the next question with
+    the shortened history."""
+    c = Client("llamaindex-ts history", "@llamaindex/workflow", "", "node",
+               LLAMAINDEX_TS_HISTORY, (), "")  # fmt: skip
+    _interpreter(c)  # skips without node or the package
+    with ScriptedUpstream(route, validate=True) as up:
+        proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
+    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
+    if where and out.exists():
+        Path(where).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, Path(where) / "llamaindex-ts_history_shorter.jsonl")
+    why = _explain(proc, up)
+    assert (_final(proc) or "").startswith("FORECAST"), why
+    _cas, an = _findings(out)
+    said = [f"{f.code} {f.severity} seq={f.seq}: {f.message}" for f in an.findings]
+    convs = [(cv.kind, cv.turns) for cv in an.conversations if cv.turns]
+    assert convs == [("main", [0, 1, 2, 3])], (convs, said)
+    assert [(f.code, f.seq, f.severity) for f in an.findings if f.code != "A.usage_missing"] == [
+        ("C.history_mutated", 3, "warning")
+    ], said

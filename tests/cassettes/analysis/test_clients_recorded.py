@@ -127,3 +127,12 @@ def test_another_frameworks_forced_tool_retry_is_one_conversation(
     assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", seqs)]
     found = [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
     assert found == serious
+
+
+def test_llamaindex_ts_history_the_app_shortened_is_a_mutation() -> None:
+    """LlamaIndex.TS 0.12.1: the app's kept chat, each tool result cut to 20 characters, passed
+    back for the next question. On c86d115d: ``C.history_trimmed`` info, no mutation."""
+    run = _run("llamaindex-ts_history_shorter")
+    assert [(c.kind, c.turns) for c in run.conversations if c.turns] == [("main", [0, 1, 2, 3])]
+    found = [(f.code, f.seq, f.severity) for f in run.findings if f.code != "A.usage_missing"]
+    assert found == [("C.history_mutated", 3, "warning")]
