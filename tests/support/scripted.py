@@ -897,7 +897,9 @@ class ScriptedUpstream:
                                 },
                             },
                         )
-                        js = json.dumps(b["input"])
+                        # arguments given as a string stream as they are (a call cut mid-JSON)
+                        raw = b["input"]
+                        js = raw if isinstance(raw, str) else json.dumps(raw)
                         for k in range(0, len(js), 16):
                             self._event(
                                 "content_block_delta",

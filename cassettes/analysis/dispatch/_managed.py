@@ -346,6 +346,8 @@ def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
     first_answer = next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
     if gone[0] < first_answer:
         return True
+    if gone[0] == first_answer and all(sh[1] == "system" for sh in before[:first_answer]):
+        return True  # no opening left (a window that slid past it): the drop is its head again
     # From the first answer on, the opening kept: a window over whole rounds (the first
     # question pinned, the next kept message a question of the user's) drops rounds; a run
     # that ends mid-task (the kept history goes on with the model's calls) is a dropped middle.
