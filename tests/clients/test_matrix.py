@@ -111,8 +111,8 @@ def _interpreter(c: Client) -> list[str]:
         pytest.skip("node is not on PATH")
     if not (NPM_CLIENTS / "node_modules" / c.package / "package.json").exists():
         pytest.skip(
-            f"{c.package} is not installed in {NPM_CLIENTS} (bash .ci/run installs "
-            "tests/clients/package.json there)"
+            f"{c.package} is not installed in {NPM_CLIENTS} (bash .ci/run's step "
+            "'.npm-clients' installs the Node clients there)"
         )
     return [NODE]
 
