@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._link import read_processes
-from ._tree import digest
+from ._tree import BY_BLOB, digest
 
 __all__ = ["Scratch", "scratch_tree"]
 
@@ -67,8 +67,23 @@ def scratch_tree(
     if isinstance(root, str) and os.path.realpath(root) != os.path.realpath(user_root):
         out.said.append(f"the recording ran in {root}; the fork's tree is a copy of {user_root}")
     recorded_digest = start.get("digest")
-    now, files, _cut = digest(str(user_root))
-    if isinstance(recorded_digest, str) and now != recorded_digest:
+    of = start.get("digest_of")
+    if of not in (None, BY_BLOB):
+        out.said.append(
+            "the recording's start digest is of a kind this looptap does not read: not compared"
+        )
+        recorded_digest = None
+    now, files, _cut = (
+        digest(str(user_root), of if isinstance(of, str) else None)
+        if isinstance(recorded_digest, str)
+        else (None, 0, False)
+    )
+    if isinstance(recorded_digest, str) and now is None:
+        out.said.append(
+            "the recording's start was taken in a git work tree and git cannot say what is in"
+            " yours: your tree was not compared with it"
+        )
+    elif isinstance(recorded_digest, str) and now != recorded_digest:
         out.said.append(
             f"your working tree differs from the recording's start ({start.get('files')} files "
             f"then, {files} now): the fork runs in a copy of it, the files the recording saw "
@@ -86,16 +101,24 @@ def scratch_tree(
     for ex in run.exchanges:
         if ex.started is not None and ex.seq is not None:
             starts.setdefault(round(ex.started, 3), ex.seq)
+    unread: dict[str, str] = {}  # (their start not read: left as in the user's tree)
     for fc in found.changes:
         for c in fc.changes:
-            state.setdefault(c.path, c.before)
+            if c.path not in state and c.path not in unread and c.unread:
+                unread[c.path] = c.unread
+            elif c.path not in unread:
+                state.setdefault(c.path, c.before)
     for fc in found.changes:
         seq = None if fc.last else starts.get(round(fc.at, 3))
         if upto_seq is None or seq is None or seq > upto_seq:
             continue
         for c in fc.changes:
             state[c.path] = c.after
-    for rel, sha in sorted(state.items()):
+            unread.pop(c.path, None)
+    out.said.extend(
+        f"{rel}: {why}; left as in your tree" for rel, why in sorted(unread.items())[:20]
+    )
+    for rel, sha in sorted((r, s) for r, s in state.items() if r not in unread):
         why = _put(dest, rel, sha, blobs)
         if why is None:
             out.restored += 1

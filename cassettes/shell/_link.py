@@ -434,6 +434,7 @@ def _tree_changes(run: Run, found: Processes, calls: list[ShellCall]) -> list[di
             rows.append(
                 {"path": c.path, "before": c.before, "after": c.after, "size": c.size, "by": by}
                 | ({"unkept": c.unkept} if c.unkept else {})
+                | ({"unread": c.unread} if c.unread else {})
             )
         out.append({"seq": seq, "at": fc.at, "changes": rows})
     return out
