@@ -177,9 +177,7 @@ class Workspace:
                 self.unread[rel] = "its contents at the start were not found in git"
                 continue
             sha = hashlib.sha256(data).hexdigest()
-            why = self._blob(sha, data if len(data) <= BLOB else None)
-            if why is not None:
-                self.unread[rel] = f"its contents at the start: {why}"
+            self._blob(sha, data if len(data) <= BLOB else None)  # (not kept: a fork says so)
             self.seen[rel] = (*was[:3], sha)
 
     def scan(self, at: float | None = None, last: bool = False) -> None:

@@ -1,0 +1,196 @@
+"""The working tree of a coding agent taken in a git work tree (proxy/workspace.py,
+cassettes/shell/_tree.py): what git already holds (tracked files git finds clean) is named by its
+blob id and not read at the start; its start contents come from git at its first change; ignored
+files are seen by size; the user's repository is never written. On real git repositories (the
+``git`` on PATH), with the scripted bash agent of tests/proxy/test_shell_trace.py."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looptap.cassettes.shell import BY_BLOB
+from looptap.cassettes.shell._tree import digest, walk
+from looptap.proxy.workspace import Workspace
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="no git here")
+
+SECRET = "sk-ant-api03-" + "W" * 80 + "AA"
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+
+
+def _repo(root: Path) -> None:
+    """A repository with each kind of file: tracked clean, tracked dirty (in the work tree, and
+    staged), untracked, ignored (a build output), a key committed by mistake, a nested folder."""
+    root.mkdir()
+    _git(root, "init", "-q")
+    files = {
+        ".gitignore": "build/\n*.log\n",
+        "calc.py": "def add(a, b):\n    return a - b\n",
+        "test_calc.py": (
+            "import sys\nfrom calc import add\nok = add(2, 3) == 5\n"
+            "print('1 passed' if ok else '1 failed')\nsys.exit(0 if ok else 1)\n"
+        ),
+        "notes.md": "notes\n",
+        "staged.md": "staged\n",
+        "keep.txt": "keep\n",
+        "pkg/deep/mod.py": "X = 1\n",
+        ".env": f"ANTHROPIC_API_KEY={SECRET}\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "start")
+    (root / "notes.md").write_text("notes, edited by the user\n")  # dirty
+    (root / "staged.md").write_text("staged, edited\n")
+    _git(root, "add", "staged.md")  # dirty: staged
+    (root / "scratch.txt").write_text("untracked\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.o").write_bytes(b"\0object one")
+    (root / "run.log").write_text("log\n")
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file's sha256 under ``root``, ``.git`` left out."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+def _dotgit(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Every file of the repository's store: size, mtime and sha256 (the index, objects, refs)."""
+    return {
+        str(p.relative_to(root)): (
+            p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()
+        )
+        for p in sorted((root / ".git").rglob("*"))
+        if p.is_file()
+    }  # fmt: skip
+
+
+def _sha(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+def test_the_start_reads_only_what_git_does_not_hold(tmp_path: Path) -> None:
+    """Clean tracked files are named by their blob id and not read at the start (nothing of them
+    kept); dirty and untracked files hashed and kept as before; ignored files by size. At a scan
+    the first change of a clean file has its true start sha256 as ``before``, its start contents
+    kept (a key committed by mistake withheld); the repository never written."""
+    root = tmp_path / "repo"
+    _repo(root)
+    status = _git(root, "status", "--porcelain=v2")  # (it may refresh the index: before)
+    start_tree, store = _tree(root), _dotgit(root)
+    recs: list[dict[str, Any]] = []
+    keep = tmp_path / "kept"
+    ws = Workspace(str(root), keep, recs.append, lambda b: SECRET.encode() in b)
+    ws.start()
+    (first,) = recs
+    assert first["digest_of"] == BY_BLOB and first["files"] == len(start_tree)
+    assert sorted(ws.in_git) == [".env", ".gitignore", "calc.py", "keep.txt", "pkg/deep/mod.py",
+                                 "test_calc.py"]  # fmt: skip
+    assert sorted(ws.unread) == ["build/out.o", "run.log"]
+    # kept: the dirty and untracked files only (no clean file read, no ignored one)
+    kept = {p.name for p in keep.iterdir()}
+    assert kept == {start_tree[r] for r in ("notes.md", "staged.md", "scratch.txt")}
+    assert digest(str(root), BY_BLOB)[0] == first["digest"]
+    # the agent: a clean file changed, a dirty one changed, a clean one removed, an untracked
+    # one removed, a file created, the ignored output rebuilt, the committed key rotated, a clean
+    # file touched with its own contents
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "notes.md").write_text("notes, by the agent\n")
+    (root / "keep.txt").unlink()
+    (root / "scratch.txt").unlink()
+    (root / "made.txt").write_text("made\n")
+    (root / "build" / "out.o").write_bytes(b"\0object two")
+    (root / ".env").write_text(f"ANTHROPIC_API_KEY={SECRET}X\n")
+    os.utime(root / "pkg" / "deep" / "mod.py", ns=(1, 1))
+    ws.scan()
+    changes = {c["path"]: c for c in recs[-1]["changes"]}
+    assert sorted(changes) == [".env", "build/out.o", "calc.py", "keep.txt", "made.txt",
+                               "notes.md", "scratch.txt"]  # fmt: skip
+    for rel in ("calc.py", "notes.md", "keep.txt", "scratch.txt", ".env"):
+        assert changes[rel]["before"] == start_tree[rel], rel
+    assert changes["made.txt"]["before"] is None
+    assert (
+        changes["build/out.o"]["before"] == "unread"
+        and "ignored" in changes["build/out.o"]["unread"]
+    )
+    assert changes["keep.txt"]["after"] is None and changes["scratch.txt"]["after"] is None
+    # a clean file's start contents kept at its change (from git), the key never
+    for rel in ("calc.py", "keep.txt"):
+        was = b"def add(a, b):\n    return a - b\n" if rel == "calc.py" else b"keep\n"
+        assert (keep / start_tree[rel]).read_bytes() == was
+    assert not any(SECRET.encode() in p.read_bytes() for p in keep.iterdir())
+    assert changes[".env"].get("unkept", "").startswith("withheld")
+    # the repository: not one byte or mtime of its store changed, its status as before but for
+    # the agent's edits
+    assert _dotgit(root) == store
+    for rel in ("calc.py", "notes.md", ".env"):
+        (root / rel).write_bytes(b"")
+    (root / "keep.txt").write_text("keep\n")
+    (root / "scratch.txt").write_text("untracked\n")
+    (root / "made.txt").unlink()
+    (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (root / "notes.md").write_text("notes, edited by the user\n")
+    (root / ".env").write_text(f"ANTHROPIC_API_KEY={SECRET}\n")
+    assert _git(root, "status", "--porcelain=v2") == status
+
+
+def test_the_digest_is_the_same_whatever_git_says_of_a_file(tmp_path: Path) -> None:
+    """The same contents give the same digest when a file's git state differs (committed,
+    staged, untracked); different contents a different one; the old digest (each file's sha256)
+    is the same function as before; without git a git digest is not compared (``None``)."""
+    root = tmp_path / "repo"
+    _repo(root)
+    d0 = digest(str(root), BY_BLOB)[0]
+    _git(root, "add", "-A", ".")  # notes.md, scratch.txt staged; ignored ones stay ignored
+    assert digest(str(root), BY_BLOB)[0] == d0
+    _git(root, "commit", "-qm", "more")
+    assert digest(str(root), BY_BLOB)[0] == d0
+    _git(root, "rm", "-q", "--cached", "calc.py")  # now untracked: read, same blob id
+    assert digest(str(root), BY_BLOB)[0] == d0
+    (root / "calc.py").write_text("changed\n")
+    assert digest(str(root), BY_BLOB)[0] != d0
+    plain = tmp_path / "plain"
+    shutil.copytree(root, plain, ignore=shutil.ignore_patterns(".git"))
+    assert digest(str(plain), BY_BLOB)[0] is None  # not a git tree: not compared
+    # the old way (a recording made before: its digest of each file's path and sha256)
+    tree = _tree(plain)
+    old = hashlib.sha256()
+    for rel in walk(str(plain))[0]:
+        old.update(f"{rel}\0{tree[rel]}\n".encode())
+    assert digest(str(plain))[0] == old.hexdigest()
+
+
+def test_outside_git_the_tree_is_taken_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Git missing (not on PATH): every file hashed and kept, the digest of sha256s, no
+    ``digest_of``."""
+    root = tmp_path / "repo"
+    _repo(root)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    recs: list[dict[str, Any]] = []
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: SECRET.encode() in b)
+    ws.start()
+    assert "digest_of" not in recs[0] and not ws.in_git
+    assert recs[0]["digest"] == digest(str(root))[0]
+    assert {p.name for p in (tmp_path / "kept").iterdir()} == {
+        sha for rel, sha in _tree(root).items() if rel != ".env"
+    }
