@@ -10,14 +10,18 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from looptap.cassettes.shell import BY_BLOB
+from looptap.cassettes.reading import open_run
+from looptap.cassettes.shell import BY_BLOB, scratch_tree
 from looptap.cassettes.shell._tree import digest, walk
+from looptap.proxy.shell_trace import probe
 from looptap.proxy.workspace import Workspace
+from tests.support.recorder import needs_recorder
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="no git here")
 
@@ -194,3 +198,102 @@ def test_outside_git_the_tree_is_taken_as_before(
     assert {p.name for p in (tmp_path / "kept").iterdir()} == {
         sha for rel, sha in _tree(root).items() if rel != ".env"
     }
+
+
+STEPS = [
+    ("bash", {"command": "python3 test_calc.py"}),
+    ("write", {"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}),
+    ("bash", {"command": "echo more >> notes.md; echo made > made.txt; rm scratch.txt keep.txt"}),
+    ("bash", {"command": "printf 'object two' > build/out.o; python3 test_calc.py"}),
+]
+
+
+@needs_recorder
+@pytest.mark.skipif(probe() is not None, reason=f"no process tracer here: {probe()}")
+def test_a_coding_agent_in_a_git_tree_recorded_and_forked_at_each_turn(tmp_path: Path) -> None:
+    """The scripted bash agent in a git repository (a clean file fixed by its own file tool, a
+    dirty one appended to, files created and removed, a build output rebuilt): each change's
+    ``before`` is the true sha256 of the file at the start; the tree a fork rebuilds at each
+    turn equal to the tree the agent had then (hashes; the ignored output left as in the
+    user's tree, said); the repository's store untouched; a fork from a tree equal to the
+    start but with other git states (staged, committed) not told it differs."""
+    from looptap.cassettes.shell import read_processes
+    from tests.proxy.test_e2e_node_agents import explain, looptap_run, run_env
+    from tests.proxy.test_shell_trace import AGENT
+    from tests.support import progress
+    from tests.support.recorder import RECORDER
+    from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+    work = tmp_path / "work"
+    _repo(work)
+    start, store = _tree(work), _dotgit(work)
+    seen: list[dict[str, str]] = []  # the tree as each request was sent
+
+    def route(req: ScriptedRequest) -> Reply:
+        done = len(req.tool_results())
+        if done == len(seen):
+            seen.append(_tree(work))
+        if done < len(STEPS):
+            return Reply.tool(*STEPS[done], what=f"step{done}")
+        return Reply.say("fixed: the test passes", what="answer")
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-gitfork")
+    env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
+    with ScriptedUpstream(route, validate=True) as up:
+        proc, out = looptap_run(
+            tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+        )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    assert _dotgit(work) == store  # (the agent runs no git; the recorder only reads)
+    found = read_processes(out)
+    assert found.start is not None and found.start["digest_of"] == BY_BLOB
+    assert found.start["in_git"] == 6 and found.start["unread"] == 2
+    befores = {c.path: c.before for fc in found.changes for c in reversed(fc.changes)}
+    for rel in ("calc.py", "notes.md", "scratch.txt", "keep.txt"):
+        assert befores[rel] == start[rel], rel
+    assert befores["made.txt"] is None
+    (out_o,) = [c for fc in found.changes for c in fc.changes if c.path == "build/out.o"]
+    assert out_o.before is None and out_o.unread and "ignored by git" in out_o.unread
+    # a fork at each turn: the tree as the agent had it then (the build output aside)
+    seqs = [ex.seq for ex in open_run(out, whole=True).exchanges]
+    assert len(seqs) == len(seen) == len(STEPS) + 1
+    for i, seq in enumerate(seqs):
+        dest = tmp_path / f"scratch{i}"
+        made = scratch_tree(out, work, dest, upto_seq=seq)
+        assert made is not None
+        got, want = _tree(dest), dict(seen[i])
+        if i < 4:  # (ignored: its start not read, left as in the user's tree, and said)
+            assert got.pop("build/out.o") == _tree(work)["build/out.o"]
+            want.pop("build/out.o")
+            assert any(s.startswith("build/out.o: ignored by git") for s in made.said), made.said
+        assert got == want, i
+    # the user's tree put back as at the start, with other git states: not told it differs
+    (work / "made.txt").unlink()
+    for rel, text in {
+        "calc.py": "def add(a, b):\n    return a - b\n",
+        "notes.md": "notes, edited by the user\n",
+        "scratch.txt": "untracked\n",
+        "keep.txt": "keep\n",
+    }.items():
+        (work / rel).write_text(text)
+    (work / "build" / "out.o").write_bytes(b"\0object one")
+    assert _tree(work) == start
+    _git(work, "add", "notes.md", "scratch.txt")
+    branch = tmp_path / "branch.jsonl"
+    with ScriptedUpstream(route, validate=True) as up:
+        argv = [
+            *RECORDER, "run", "-o", str(branch), "--confdir", str(tmp_path / "conf"),
+            "--upstream", f"anthropic={up.url}", "--from", f"{out}@turn=2",
+            "--", sys.executable, str(agent),
+        ]  # fmt: skip
+        env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        fork = progress.run(argv, env=env, capture_output=True, text=True, cwd=work)
+    assert fork.returncode == 0, explain(fork)
+    assert "differs from the recording's start" not in fork.stderr, fork.stderr
+    assert "scratch copy of the working tree" in fork.stderr, fork.stderr
+    # and one that does differ is told so
+    (work / "keep.txt").write_text("keep, changed\n")
+    made = scratch_tree(out, work, tmp_path / "scratch-differs")
+    assert made is not None and any("differs" in s for s in made.said), made.said
