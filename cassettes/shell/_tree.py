@@ -8,7 +8,9 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 from dataclasses import dataclass
+from typing import IO
 
 __all__ = [
     "BLOB",
@@ -132,19 +134,23 @@ def _git(root: str, args: list[str], data: bytes | None = None) -> bytes | None:
             env=env,
         ) as p:
             assert p.stdout is not None
-            if data is not None:
-                assert p.stdin is not None
-                try:
-                    p.stdin.write(data)  # (small: the caller asks for bounded blobs)
-                    p.stdin.close()
-                except OSError:
-                    pass
+            if data is not None:  # (written beside the read: git answers as it reads)
+                threading.Thread(target=_feed, args=(p.stdin, data), daemon=True).start()
             out = p.stdout.read(GIT + 1)
             if len(out) > GIT:
                 p.kill()
             return out if p.wait() == 0 and len(out) <= GIT else None
     except (OSError, ValueError):
         return None
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    try:
+        assert pipe is not None
+        with pipe:
+            pipe.write(data)
+    except (OSError, ValueError):
+        pass  # (git ended first: its exit says)
 
 
 def git_tree(root: str) -> GitTree | None:
@@ -196,21 +202,52 @@ def git_tree(root: str) -> GitTree | None:
             opaque.append(f"{rel}/")  # a submodule: its files are its own repository's
         elif tag == "H" and stage == "0" and rel not in changed and mode != "120000":
             clean[rel] = oid  # (a lowercase tag: assumed unchanged, never checked: read)
+    if clean and _converted(root, clean):
+        return None
     return GitTree(clean, frozenset(tracked), frozenset(untracked), tuple(opaque))
 
 
+def _converted(root: str, clean: dict[str, str]) -> bool:
+    """Leave out of ``clean`` the files a checkout writes other than as git holds them (a
+    ``filter``, ``ident``, ``working-tree-encoding``, ``eol=crlf``: their bytes are not the
+    blob's; they are read as outside git); ``True`` when every text file may be (``core.autocrlf``
+    or ``core.eol`` set) or git cannot say: the tree is then taken without git."""
+    conf = _git(root, ["config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$"])
+    if conf:  # (none set: git exits 1, nothing said)
+        for item in conf.split(b"\0"):
+            _key, _, value = item.partition(b"\n")
+            if value.lower() not in (b"false", b"lf", b"native", b""):
+                return True
+    paths = [rel for rel in clean if "\0" not in rel]
+    attrs = ["filter", "ident", "working-tree-encoding", "eol"]
+    out = _git(
+        root,
+        ["check-attr", "-z", "--stdin", *attrs],
+        "".join(f"{rel}\0" for rel in paths).encode(errors="surrogateescape"),
+    )
+    if out is None:
+        return True
+    fields = out.split(b"\0")
+    for i in range(0, len(fields) - 2, 3):
+        path, attr, setting = (f.decode(errors="surrogateescape") for f in fields[i : i + 3])
+        if setting in ("unspecified", "unset") or (attr == "eol" and setting == "lf"):
+            continue
+        clean.pop(path, None)
+    return False
+
+
 def git_blobs(root: str, wanted: dict[str, str]) -> dict[str, bytes]:
-    """The contents of blobs by path (``{path: blob id}``) as a checkout writes them (git's
-    filters applied, ``git cat-file --batch --filters``), bounded as a file read; a blob git
-    does not have, or past the bound, is left out."""
+    """The contents of blobs by path (``{path: blob id}``: files a checkout writes as git holds
+    them, :func:`_converted`), bounded as a file read; a blob git does not have, or past the
+    bound, is left out."""
     out: dict[str, bytes] = {}
-    asked = [(rel, oid) for rel, oid in wanted.items() if "\n" not in rel and "\0" not in rel]
+    asked = list(wanted.items())
     for at in range(0, len(asked), 512):
         part = asked[at : at + 512]
         got = _git(
             root,
-            ["cat-file", "--batch", "--filters"],
-            "".join(f"{oid} {rel}\n" for rel, oid in part).encode(errors="surrogateescape"),
+            ["cat-file", "--batch"],
+            "".join(f"{oid}\n" for _rel, oid in part).encode(),
         )
         pos = 0
         for rel, _oid in part:

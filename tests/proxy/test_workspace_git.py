@@ -296,4 +296,30 @@ def test_a_coding_agent_in_a_git_tree_recorded_and_forked_at_each_turn(tmp_path:
     # and one that does differ is told so
     (work / "keep.txt").write_text("keep, changed\n")
     made = scratch_tree(out, work, tmp_path / "scratch-differs")
-    assert made is not None and any("differs" in s for s in made.said), made.said
+    assert made is not None
+    assert any("differs" in s for s in made.said), made.said
+
+
+def test_a_file_git_converts_on_checkout_is_read(tmp_path: Path) -> None:
+    """A file whose bytes are not its blob's (``ident`` expands ``$Id$`` on checkout) is read as
+    outside git, its start sha256 that of its bytes; with ``core.autocrlf`` set the tree is
+    taken without git (any text file may be converted)."""
+    root = tmp_path / "repo"
+    _repo(root)
+    (root / ".gitattributes").write_text("conv.c ident\n")
+    (root / "conv.c").write_text("/* $Id$ */\n")
+    _git(root, "add", ".gitattributes", "conv.c")
+    _git(root, "commit", "-qm", "ident")
+    (root / "conv.c").unlink()
+    _git(root, "checkout", "--", "conv.c")  # (written as a checkout writes it: $Id: … $)
+    assert (root / "conv.c").read_text() != "/* $Id$ */\n"
+    recs: list[dict[str, Any]] = []
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: False)
+    ws.start()
+    assert recs[0]["digest_of"] == BY_BLOB and "conv.c" not in ws.in_git and "calc.py" in ws.in_git
+    assert ws.seen["conv.c"][3] == _sha((root / "conv.c").read_bytes())
+    assert digest(str(root), BY_BLOB)[0] == recs[0]["digest"]
+    _git(root, "config", "core.autocrlf", "true")
+    recs.clear()
+    Workspace(str(root), tmp_path / "kept2", recs.append, lambda b: False).start()
+    assert "digest_of" not in recs[0]
