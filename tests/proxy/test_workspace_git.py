@@ -323,3 +323,40 @@ def test_a_file_git_converts_on_checkout_is_read(tmp_path: Path) -> None:
     recs.clear()
     Workspace(str(root), tmp_path / "kept2", recs.append, lambda b: False).start()
     assert "digest_of" not in recs[0]
+
+
+def test_odd_names_a_nested_repository_and_a_submodule(tmp_path: Path) -> None:
+    """Names with a newline, a space and a byte not UTF-8 held by git; a nested repository's
+    files and a submodule's read as outside git (git does not list them one by one); each first
+    change's ``before`` the true sha256."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    names = [b"new\nline.txt", b"sp ace.txt", b"bad\xff.txt"]
+    for name in names:
+        (root / os.fsdecode(name)).write_bytes(b"held " + name)
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "odd")
+    inner = root / "inner" / "sub"
+    inner.mkdir(parents=True)
+    _git(inner, "init", "-q")
+    (inner / "s.txt").write_text("nested\n")
+    _git(inner, "add", ".")
+    _git(inner, "commit", "-qm", "s")
+    _git(root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "mod")
+    _git(root, "commit", "-qm", "mod")
+    store = _dotgit(root)
+    recs: list[dict[str, Any]] = []
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: False)
+    ws.start()
+    assert sorted(ws.in_git) == sorted([".gitmodules", *map(os.fsdecode, names)])
+    assert ws.seen["inner/sub/s.txt"][3] == _sha("nested\n")
+    assert ws.seen["mod/s.txt"][3] == _sha("nested\n")
+    assert digest(str(root), BY_BLOB)[0] == recs[0]["digest"]
+    for name in names:
+        with open(root / os.fsdecode(name), "ab") as f:
+            f.write(b" changed")
+    ws.scan()
+    got = {c["path"]: c["before"] for c in recs[-1]["changes"]}
+    assert got == {os.fsdecode(n): _sha(b"held " + n) for n in names}
+    assert _dotgit(root) == store
