@@ -202,8 +202,8 @@ def git_tree(root: str) -> GitTree | None:
             opaque.append(f"{rel}/")  # a submodule: its files are its own repository's
         elif tag == "H" and stage == "0" and rel not in changed and mode != "120000":
             clean[rel] = oid  # (a lowercase tag: assumed unchanged, never checked: read)
-    if clean and _converted(root, clean):
-        return None
+    if not tracked or _converted(root, clean):
+        return None  # (none tracked here: a tree git ignores whole, or not yet committed)
     return GitTree(clean, frozenset(tracked), frozenset(untracked), tuple(opaque))
 
 

@@ -360,3 +360,21 @@ def test_odd_names_a_nested_repository_and_a_submodule(tmp_path: Path) -> None:
     got = {c["path"]: c["before"] for c in recs[-1]["changes"]}
     assert got == {os.fsdecode(n): _sha(b"held " + n) for n in names}
     assert _dotgit(root) == store
+
+
+def test_a_tree_an_outer_repository_ignores_is_taken_without_git(tmp_path: Path) -> None:
+    """The agent's directory inside a repository that ignores it whole (a home directory's
+    repository with ``*`` in its ``.gitignore``): its files are not taken as ignored build
+    outputs (none would be kept) but read as outside git."""
+    outer = tmp_path / "home"
+    outer.mkdir()
+    _git(outer, "init", "-q")
+    (outer / ".gitignore").write_text("*\n!.gitignore\n")
+    root = outer / "project"
+    root.mkdir()
+    (root / "main.py").write_text("print('hi')\n")
+    recs: list[dict[str, Any]] = []
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: False)
+    ws.start()
+    assert "digest_of" not in recs[0] and not ws.unread
+    assert (tmp_path / "kept" / _sha("print('hi')\n")).exists()
