@@ -31,6 +31,7 @@ from ..cassettes.shell import (
     BLOB,
     BY_BLOB,
     FILES,
+    GIT,
     HASHED,
     KEPT,
     GitTree,
@@ -166,7 +167,19 @@ class Workspace:
         """The start contents of files git held clean, at their first change (or removal): taken
         from git, checked against the start's size, hashed and kept as a change's ``before``."""
         wanted = {rel: self.in_git.pop(rel) for rel in rels if rel in self.in_git}
-        got = git_blobs(self.root, wanted) if wanted else {}
+        got: dict[str, bytes] = {}
+        part: dict[str, str] = {}
+        size = 0
+        for rel, oid in wanted.items():  # (asked in parts whose blobs fit git's output bound)
+            if self.seen[rel][0] > HASHED:
+                continue
+            if part and size + self.seen[rel][0] > GIT // 2:
+                got |= git_blobs(self.root, part)
+                part, size = {}, 0
+            part[rel] = oid
+            size += self.seen[rel][0] + 64
+        if part:
+            got |= git_blobs(self.root, part)
         for rel in wanted:
             was = self.seen[rel]
             data = got.get(rel)
