@@ -67,6 +67,14 @@ def main() -> None:
                     out = work / f"{name}-{plain}-{i}.jsonl"
                     mode = "plain" if plain else "default"
                     got.setdefault((name, mode), []).append(_run(python, code, tree, out, plain))
+                    text = out.read_text()
+                    assert ('"start":true' in text) != plain, (name, mode)  # (the tree taken)
+                    if not plain and i == 0:
+                        kept = Path(f"{out}.files")
+                        blobs = list(kept.iterdir()) if kept.is_dir() else []
+                        size = sum(b.stat().st_size for b in blobs)
+                        print(f"{name}: kept {len(blobs)} files, {size} bytes; by git: "
+                              f"{'digest_of' in text}")  # fmt: skip
         print(f"{'':8} {'':8} {'wall (s), mean':>16} {'CPU (s), mean':>16}  each (wall/CPU)")
         for (name, mode), runs in got.items():
             wall = statistics.mean(w for w, _ in runs)
