@@ -23,19 +23,40 @@ from __future__ import annotations
 from ._fork import Scratch, scratch_tree
 from ._link import ShellRun, link_run, read_processes, shell_lines
 from ._records import Process, ShellCall
-from ._tree import FILES, KEPT, file_hash, walk
+from ._tree import (
+    BLOB,
+    BY_BLOB,
+    FILES,
+    GIT,
+    HASHED,
+    KEPT,
+    GitTree,
+    file_hash,
+    git_blobs,
+    git_tree,
+    tree_line,
+    walk,
+)
 
 __all__ = [
+    "BLOB",
+    "BY_BLOB",
     "FILES",
+    "GIT",
+    "HASHED",
     "KEPT",
+    "GitTree",
     "Process",
     "Scratch",
     "ShellCall",
     "ShellRun",
     "file_hash",
+    "git_blobs",
+    "git_tree",
     "link_run",
     "read_processes",
     "scratch_tree",
     "shell_lines",
+    "tree_line",
     "walk",
 ]

@@ -12,9 +12,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ._link import ShellRun
-from ._tree import digest
+from ._tree import BY_BLOB, digest
 
 __all__ = ["Scratch", "scratch_tree"]
 
@@ -50,6 +51,32 @@ def _put(dest: Path, rel: str, sha: str | None, blobs: Path) -> str | None:
     return None
 
 
+def _compared(start: dict[str, Any], user_root: Path) -> list[str]:
+    """What is said of the user's tree against the recording's start (its digest, taken the way
+    the start record says: ``digest_of``)."""
+    recorded = start.get("digest")
+    of = start.get("digest_of")
+    if not isinstance(recorded, str):
+        return []
+    if of not in (None, BY_BLOB):
+        return [
+            "the recording's start digest is of a kind this looptap does not read: not compared"
+        ]
+    now, files, _cut = digest(str(user_root), of if isinstance(of, str) else None)
+    if now is None:
+        return [
+            "the recording's start was taken in a git work tree and git cannot say what is in"
+            " yours: your tree was not compared with it"
+        ]
+    if now != recorded:
+        return [
+            f"your working tree differs from the recording's start ({start.get('files')} files "
+            f"then, {files} now): the fork runs in a copy of it, the files the recording saw "
+            "change put back as they were at the cursor; other differences stay"
+        ]
+    return []
+
+
 def scratch_tree(
     origin: Path, shell: ShellRun, user_root: Path, dest: Path, upto_seq: int | None = None
 ) -> Scratch | None:
@@ -65,29 +92,31 @@ def scratch_tree(
     out = Scratch(dest, root=root if isinstance(root, str) else None)
     if isinstance(root, str) and os.path.realpath(root) != os.path.realpath(user_root):
         out.said.append(f"the recording ran in {root}; the fork's tree is a copy of {user_root}")
-    recorded_digest = start.get("digest")
-    now, files, _cut = digest(str(user_root))
-    if isinstance(recorded_digest, str) and now != recorded_digest:
-        out.said.append(
-            f"your working tree differs from the recording's start ({start.get('files')} files "
-            f"then, {files} now): the fork runs in a copy of it, the files the recording saw "
-            "change put back as they were at the cursor; other differences stay"
-        )
+    out.said.extend(_compared(start, user_root))
     shutil.copytree(user_root, dest, symlinks=True)
     blobs = Path(f"{origin}.files")
     # each changed path: as at the start (the first change's before), then each change seen
     # before the cursor's request (the scans placed at their requests by the linking)
     state: dict[str, str | None] = {}
+    unread: dict[str, str] = {}  # (their start not read: left as in the user's tree)
     for scan in shell.tree:
         for c in scan["changes"]:
-            state.setdefault(c["path"], c["before"])
+            path, why = c["path"], c.get("unread")
+            if path not in state and path not in unread and why:
+                unread[path] = why
+            elif path not in unread:
+                state.setdefault(path, c["before"])
     for scan in shell.tree:
         seq = scan["seq"]
         if upto_seq is None or seq is None or seq > upto_seq:
             continue
         for c in scan["changes"]:
             state[c["path"]] = c["after"]
-    for rel, sha in sorted(state.items()):
+            unread.pop(c["path"], None)
+    out.said.extend(
+        f"{rel}: {why}; left as in your tree" for rel, why in sorted(unread.items())[:20]
+    )
+    for rel, sha in sorted((r, s) for r, s in state.items() if r not in unread):
         why = _put(dest, rel, sha, blobs)
         if why is None:
             out.restored += 1

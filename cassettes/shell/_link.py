@@ -367,6 +367,7 @@ def _tree_changes(run: RunView, found: Processes, calls: list[ShellCall]) -> lis
             rows.append(
                 {"path": c.path, "before": c.before, "after": c.after, "size": c.size, "by": by}
                 | ({"unkept": c.unkept} if c.unkept else {})
+                | ({"unread": c.unread} if c.unread else {})
             )
         out.append({"seq": seq, "at": fc.at, "changes": rows})
     return out

@@ -186,6 +186,9 @@ class FileChange:
     size: int
     #: Why its contents were not kept beside the cassette, when they were not.
     unkept: str | None = None
+    #: Why its contents at the start were not read, when they were not (an ignored file of a tree
+    #: in git): it was there (``before`` None does not mean created); a fork leaves it as it is.
+    unread: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,7 @@ def file_changes(rec: dict[str, Any]) -> FileChanges | None:
                 _sha(c.get("after")),
                 _int(c.get("size")) or 0,
                 _str(c.get("unkept"), 200),
+                (_str(c.get("unread"), 200) or "not read") if c.get("before") == "unread" else None,
             )
         )
     return FileChanges(at, tuple(out), rec.get("last") is True)

@@ -5,12 +5,35 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import IO
 
-__all__ = ["BLOB", "FILES", "HASHED", "KEPT", "SKIPPED", "digest", "file_hash", "walk"]
+__all__ = [
+    "BLOB",
+    "BY_BLOB",
+    "FILES",
+    "GIT",
+    "HASHED",
+    "KEPT",
+    "SKIPPED",
+    "GitTree",
+    "blob_id",
+    "digest",
+    "file_hash",
+    "git_blobs",
+    "git_tree",
+    "tree_line",
+    "walk",
+]
 
 #: Files walked a scan, bytes hashed per file, bytes per blob kept, bytes of blobs kept a run.
 FILES, HASHED, BLOB, KEPT = 20000, 16 << 20, 1 << 20, 256 << 20
+#: Bytes of one git command's output read (past it the tree is taken without git).
+GIT = 64 << 20
 #: Directories not walked (tools' caches and environments, version control's own store).
 SKIPPED = frozenset(
     ".git .hg .svn node_modules __pycache__ .venv venv .tox .nox .mypy_cache .pytest_cache "
@@ -18,16 +41,27 @@ SKIPPED = frozenset(
 )
 
 
-def file_hash(path: str, size: int) -> tuple[str | None, bytes | None]:
-    """The file's sha256 and, when small enough to keep, its bytes (read once)."""
+def _read(path: str, size: int) -> bytes | None:
     if size > HASHED:
-        return None, None
+        return None
     try:
         with open(path, "rb", buffering=0) as f:
-            data = f.read(HASHED + 1)
+            return f.read(HASHED + 1)
     except OSError:
+        return None
+
+
+def file_hash(path: str, size: int) -> tuple[str | None, bytes | None]:
+    """The file's sha256 and, when small enough to keep, its bytes (read once)."""
+    data = _read(path, size)
+    if data is None:
         return None, None
     return hashlib.sha256(data).hexdigest(), (data if len(data) <= BLOB else None)
+
+
+def blob_id(data: bytes) -> str:
+    """git's id of a blob of ``data`` (its object's sha1), computed without git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def walk(root: str, limit: int = FILES) -> tuple[dict[str, os.stat_result], bool]:
@@ -58,12 +92,212 @@ def walk(root: str, limit: int = FILES) -> tuple[dict[str, os.stat_result], bool
     return out, False
 
 
-def digest(root: str) -> tuple[str, int, bool]:
-    """The digest of the tree under ``root`` as the recorder takes it at a run's start (each
-    file's path and sha256, in walk order), how many files, and whether the walk was cut."""
+# -- a tree in a git work tree: what git already holds is not read -------------------------------
+
+
+@dataclass(frozen=True)
+class GitTree:
+    """What git says of a work tree's files (paths relative to the tree taken): the tracked files
+    whose contents equal their index entry (git's own stat-cache check, ``git status``) by blob
+    id; every other tracked path; the untracked files not ignored; and the directories whose
+    files git does not list one by one (a submodule, a nested repository). A file in none of
+    them is ignored (a build output)."""
+
+    clean: dict[str, str]
+    tracked: frozenset[str]
+    untracked: frozenset[str]
+    opaque: tuple[str, ...]
+
+    def ignored(self, rel: str) -> bool:
+        return (
+            rel not in self.tracked
+            and rel not in self.untracked
+            and not any(rel.startswith(d) for d in self.opaque)
+        )
+
+
+def _git(root: str, args: list[str], data: bytes | None = None) -> bytes | None:
+    """``git ARGS`` run read-only in ``root`` (no optional locks: the index is never refreshed;
+    no fsmonitor hook; no prompt), its output bounded by :data:`GIT`; ``None`` when git is
+    missing, fails or says more."""
+    exe = shutil.which("git")
+    if exe is None:
+        return None
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    cmd = [exe, "--no-optional-locks", "-c", "core.fsmonitor=false", "-C", root, *args]
+    try:
+        with subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        ) as p:
+            assert p.stdout is not None
+            if data is not None:  # (written beside the read: git answers as it reads)
+                threading.Thread(target=_feed, args=(p.stdin, data), daemon=True).start()
+            out = p.stdout.read(GIT + 1)
+            if len(out) > GIT:
+                p.kill()
+            return out if p.wait() == 0 and len(out) <= GIT else None
+    except (OSError, ValueError):
+        return None
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    try:
+        assert pipe is not None
+        with pipe:
+            pipe.write(data)
+    except (OSError, ValueError):
+        pass  # (git ended first: its exit says)
+
+
+def git_tree(root: str) -> GitTree | None:
+    """What git says of the tree under ``root``; ``None`` when it is not in a git work tree, git
+    is missing or fails (the tree is then taken file by file)."""
+    head = _git(root, ["rev-parse", "--is-inside-work-tree", "--show-prefix"])
+    lines = (head or b"").decode(errors="replace").split("\n")
+    if len(lines) < 2 or lines[0] != "true":
+        return None
+    prefix = lines[1]
+    listed = _git(root, ["ls-files", "-s", "-v", "-z"])
+    status = _git(
+        root,
+        ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignore-submodules=all"]
+        + ["--", "."],
+    )
+    if listed is None or status is None:
+        return None
+    changed: set[str] = set()
+    untracked: set[str] = set()
+    opaque: list[str] = []
+    fields = status.split(b"\0")
+    i = 0
+    while i < len(fields):
+        f = fields[i].decode(errors="surrogateescape")
+        i += 1
+        kind, cols = f[:1], {"1": 8, "2": 9, "u": 10, "?": 1}.get(f[:1])
+        if cols is None:
+            continue
+        path = f.split(" ", cols)[-1]
+        i += kind == "2"  # (a rename's original path follows)
+        if not path.startswith(prefix):
+            continue
+        rel = path[len(prefix) :]
+        if kind == "?" and rel.endswith("/"):
+            opaque.append(rel)  # a nested repository: git does not go in
+        (untracked if kind == "?" else changed).add(rel)
+    clean: dict[str, str] = {}
+    tracked: set[str] = set()
+    for entry in listed.split(b"\0"):
+        meta, _, raw = entry.partition(b"\t")
+        parts = meta.split()
+        if len(parts) != 4:
+            continue
+        rel = raw.decode(errors="surrogateescape")
+        tag, mode, oid, stage = (p.decode(errors="replace") for p in parts)
+        tracked.add(rel)
+        if mode == "160000":
+            opaque.append(f"{rel}/")  # a submodule: its files are its own repository's
+        elif tag == "H" and stage == "0" and rel not in changed and mode != "120000":
+            clean[rel] = oid  # (a lowercase tag: assumed unchanged, never checked: read)
+    if not tracked or _converted(root, clean):
+        return None  # (none tracked here: a tree git ignores whole, or not yet committed)
+    return GitTree(clean, frozenset(tracked), frozenset(untracked), tuple(opaque))
+
+
+def _converted(root: str, clean: dict[str, str]) -> bool:
+    """Leave out of ``clean`` the files a checkout writes other than as git holds them (a
+    ``filter``, ``ident``, ``working-tree-encoding``, ``eol=crlf``: their bytes are not the
+    blob's; they are read as outside git); ``True`` when every text file may be (``core.autocrlf``
+    or ``core.eol`` set) or git cannot say: the tree is then taken without git."""
+    conf = _git(root, ["config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$"])
+    if conf:  # (none set: git exits 1, nothing said)
+        for item in conf.split(b"\0"):
+            _key, _, value = item.partition(b"\n")
+            if value.lower() not in (b"false", b"lf", b"native", b""):
+                return True
+    paths = [rel for rel in clean if "\0" not in rel]
+    attrs = ["filter", "ident", "working-tree-encoding", "eol"]
+    out = _git(
+        root,
+        ["check-attr", "-z", "--stdin", *attrs],
+        "".join(f"{rel}\0" for rel in paths).encode(errors="surrogateescape"),
+    )
+    if out is None:
+        return True
+    fields = out.split(b"\0")
+    for i in range(0, len(fields) - 2, 3):
+        path, attr, setting = (f.decode(errors="surrogateescape") for f in fields[i : i + 3])
+        if setting in ("unspecified", "unset") or (attr == "eol" and setting == "lf"):
+            continue
+        clean.pop(path, None)
+    return False
+
+
+def git_blobs(root: str, wanted: dict[str, str]) -> dict[str, bytes]:
+    """The contents of blobs by path (``{path: blob id}``: files a checkout writes as git holds
+    them, :func:`_converted`), bounded as a file read; a blob git does not have, or past the
+    bound, is left out."""
+    out: dict[str, bytes] = {}
+    asked = list(wanted.items())
+    for at in range(0, len(asked), 512):
+        part = asked[at : at + 512]
+        got = _git(
+            root,
+            ["cat-file", "--batch"],
+            "".join(f"{oid}\n" for _rel, oid in part).encode(),
+        )
+        pos = 0
+        for rel, _oid in part:
+            if got is None:
+                break
+            nl = got.find(b"\n", pos)
+            head = got[pos:nl].split() if nl >= 0 else []
+            if len(head) != 3 or head[1] != b"blob" or not head[2].isdigit():
+                pos = nl + 1 if nl >= 0 else len(got)
+                continue  # (missing: git says "ID missing")
+            size = int(head[2])
+            body = got[nl + 1 : nl + 1 + size]
+            pos = nl + 1 + size + 1
+            if len(body) == size and size <= HASHED:
+                out[rel] = body
+    return out
+
+
+def tree_line(root: str, rel: str, st: os.stat_result, git: GitTree) -> tuple[str, bytes | None]:
+    """A file's line in the digest of a tree in git (its blob id: from the index when clean, else
+    computed from its bytes; an ignored file by its size, not read), and its bytes when read."""
+    oid = git.clean.get(rel)
+    if oid is not None:
+        return oid, None
+    if git.ignored(rel):
+        return f"size {st.st_size}", None
+    data = _read(os.path.join(root, rel), st.st_size)
+    return (blob_id(data) if data is not None else f"size {st.st_size}"), data
+
+
+#: The start record's ``digest_of`` for a digest of blob ids (absent: each file's sha256).
+BY_BLOB = "git-blobs"
+
+
+def digest(root: str, of: str | None = None) -> tuple[str | None, int, bool]:
+    """The digest of the tree under ``root`` as the recorder takes it at a run's start, how many
+    files, and whether the walk was cut: with ``of`` :data:`BY_BLOB` (the start was in a git work
+    tree) each file's path and git blob id (:func:`tree_line`; ``None`` when git cannot say
+    here: not compared), else each file's path and sha256 (every file read), in walk order."""
     files, cut = walk(root)
     listing = hashlib.sha256()
+    if of == BY_BLOB:
+        git = git_tree(root)
+        if git is None:
+            return None, len(files), cut
+        for rel, st in files.items():
+            line, _ = tree_line(root, rel, st, git)
+            listing.update(f"{rel}\0{line}\n".encode(errors="surrogateescape"))
+        return listing.hexdigest(), len(files), cut
     for rel, st in files.items():
         sha, _ = file_hash(os.path.join(root, rel), st.st_size)
-        listing.update(f"{rel}\0{sha}\n".encode())
+        listing.update(f"{rel}\0{sha}\n".encode(errors="surrogateescape"))
     return listing.hexdigest(), len(files), cut
