@@ -35,7 +35,11 @@ def _tool(name: str) -> dict[str, Any]:
 
 
 def _call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": orjson.dumps(args).decode()}}  # noqa: E501
+    return {
+        "id": cid,
+        "type": "function",
+        "function": {"name": name, "arguments": orjson.dumps(args).decode()},
+    }
 
 
 def _answer(seq: int, text: str | None, calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -46,7 +50,9 @@ def _answer(seq: int, text: str | None, calls: list[dict[str, Any]]) -> dict[str
         "id": f"chatcmpl-{seq}",
         "object": "chat.completion",
         "model": "gpt-4o",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],  # noqa: E501
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
     }
 
@@ -60,13 +66,20 @@ class Writer:
 
     def request(self, body: dict[str, Any], answer: dict[str, Any]) -> int:
         rec = {
-            "type": "exchange", "seq": self.seq, "started": 1.7e9 + self.seq, "method": "POST",
+            "type": "exchange",
+            "seq": self.seq,
+            "started": 1.7e9 + self.seq,
+            "method": "POST",
             "url": "https://api.openai.com/v1/chat/completions",
             "request": {"headers": [["content-type", "application/json"]], "body": body},
-            "response": {"status": 200, "reason": "OK", "headers": [["content-type", "application/json"]],  # noqa: E501
-                         "body": {"json": answer, "t": 0.1}},
+            "response": {
+                "status": 200,
+                "reason": "OK",
+                "headers": [["content-type", "application/json"]],
+                "body": {"json": answer, "t": 0.1},
+            },
             "timing": {"ttfb": 0.1, "duration": 0.2},
-        }  # fmt: skip
+        }
         self.f.write(dumps_record(rec))
         self.seq += 1
         return self.seq - 1
@@ -75,18 +88,31 @@ class Writer:
 def _delta(base: int, keep: int, append: list[Any], system: str, tool: str) -> dict[str, Any]:
     """A request that keeps ``keep`` messages of request ``base`` (its system message replaced
     by ``system``: written whole when it changes) and appends ``append``."""
-    return {"json": {"model": "gpt-4o", "messages": append, "tools": [_tool(tool)]}} if base < 0 else {  # noqa: E501
-        "delta": {"base": base, "key": "messages", "keep": keep, "append": append,
-                  "order": ["model", "messages", "tools"], "inherit": ["model"],
-                  "set": {"tools": [_tool(tool)]}},
-    }  # fmt: skip
+    return (
+        {"json": {"model": "gpt-4o", "messages": append, "tools": [_tool(tool)]}}
+        if base < 0
+        else {
+            "delta": {
+                "base": base,
+                "key": "messages",
+                "keep": keep,
+                "append": append,
+                "order": ["model", "messages", "tools"],
+                "inherit": ["model"],
+                "set": {"tools": [_tool(tool)]},
+            },
+        }
+    )
 
 
 def write_run(path: Path, turns: int, mode: str) -> None:
     """Rounds of four round trips (the supervisor's transfer, the worker's two calls and its
     answer) and the supervisor's last answer; each agent's request a delta over that agent's
     previous one (the supervisor's over its last, the worker's first over its last first)."""
-    sup: list[Any] = [{"role": "system", "content": SUPERVISOR}, {"role": "user", "content": "Weather?"}]  # noqa: E501
+    sup: list[Any] = [
+        {"role": "system", "content": SUPERVISOR},
+        {"role": "user", "content": "Weather?"},
+    ]
     with open(path, "wb") as f:
         f.write(dumps_record(header_record({"source": "bench/handoffs.py"})))
         w = Writer(f)
@@ -95,27 +121,62 @@ def write_run(path: Path, turns: int, mode: str) -> None:
         sup_len = first_len = 0
         for k in range(rounds):
             transfer = _call(f"call_t{k}", "transfer_to_weather_expert", {})
-            sup_at = w.request(_delta(sup_at, sup_len, sup[sup_len:] if sup_at >= 0 else list(sup), SUPERVISOR, "transfer_to_weather_expert"), _answer(w.seq, None, [transfer]))  # noqa: E501
+            sup_at = w.request(
+                _delta(
+                    sup_at,
+                    sup_len,
+                    sup[sup_len:] if sup_at >= 0 else list(sup),
+                    SUPERVISOR,
+                    "transfer_to_weather_expert",
+                ),
+                _answer(w.seq, None, [transfer]),
+            )
             sup_len = len(sup)
-            handed = [{"role": "assistant", "content": None, "tool_calls": [transfer]},
-                      {"role": "tool", "tool_call_id": f"call_t{k}", "content": "Transferred"}]  # fmt: skip
+            handed = [
+                {"role": "assistant", "content": None, "tool_calls": [transfer]},
+                {"role": "tool", "tool_call_id": f"call_t{k}", "content": "Transferred"},
+            ]
             history = [{"role": "system", "content": WORKER}, *sup[1:], *handed]
-            body = _delta(first_at, first_len, history[first_len:] if first_at >= 0 else history, WORKER, "get_weather")  # noqa: E501
+            body = _delta(
+                first_at,
+                first_len,
+                history[first_len:] if first_at >= 0 else history,
+                WORKER,
+                "get_weather",
+            )
             loop: list[Any] = []
             prev = -1
             for city in ("Paris", "Tokyo"):
                 call = _call(f"call_{city}{k}", "get_weather", {"city": city})
                 if prev >= 0:
-                    body = _delta(prev, len(history) + len(loop) - 2, loop[-2:], WORKER, "get_weather")  # noqa: E501
+                    body = _delta(
+                        prev, len(history) + len(loop) - 2, loop[-2:], WORKER, "get_weather"
+                    )
                 prev = w.request(body, _answer(w.seq, None, [call]))
                 if city == "Paris":
                     first_at, first_len = prev, len(history)
-                loop += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                         {"role": "tool", "tool_call_id": f"call_{city}{k}", "content": f"WEATHER: {city} {k}"}]  # noqa: E501 fmt: skip
-            report = f"REPORT {k}: Paris is sunny and Tokyo is rainy today; pack sunglasses and an umbrella."  # noqa: E501
-            w.request(_delta(prev, len(history) + len(loop) - 2, loop[-2:], WORKER, "get_weather"), _answer(w.seq, report, []))  # noqa: E501
-            sup += handed + (loop if mode == "full_history" else []) + [{"role": "assistant", "content": report}]  # noqa: E501
-        w.request(_delta(sup_at, sup_len, sup[sup_len:], SUPERVISOR, "transfer_to_weather_expert"), _answer(w.seq, "Done.", []))  # noqa: E501
+                loop += [
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {
+                        "role": "tool",
+                        "tool_call_id": f"call_{city}{k}",
+                        "content": f"WEATHER: {city} {k}",
+                    },
+                ]
+            report = f"REPORT {k}: Paris is sunny, Tokyo rainy; pack sunglasses and an umbrella."
+            w.request(
+                _delta(prev, len(history) + len(loop) - 2, loop[-2:], WORKER, "get_weather"),
+                _answer(w.seq, report, []),
+            )
+            sup += (
+                handed
+                + (loop if mode == "full_history" else [])
+                + [{"role": "assistant", "content": report}]
+            )
+        w.request(
+            _delta(sup_at, sup_len, sup[sup_len:], SUPERVISOR, "transfer_to_weather_expert"),
+            _answer(w.seq, "Done.", []),
+        )
 
 
 def run(turns: int, mode: str) -> dict[str, Any]:
@@ -135,11 +196,14 @@ def run(turns: int, mode: str) -> dict[str, Any]:
     n = len(per_turn)
     tenth = max(1, n // 10)
     return {
-        "mode": mode, "turns": n, "conversations": len(result.conversations),
-        "analyse_s": total, "mean_us": total / n * 1e6,
+        "mode": mode,
+        "turns": n,
+        "conversations": len(result.conversations),
+        "analyse_s": total,
+        "mean_us": total / n * 1e6,
         "first_us": statistics.median(per_turn[:tenth]) * 1e6,
         "last_us": statistics.median(per_turn[-tenth:]) * 1e6,
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -148,7 +212,10 @@ def main() -> None:
     a = ap.parse_args()
     print("a supervisor's run: handed loops moved (last_message) or kept (full_history)")
     print("(shared 2-core machine: absolute times are noisy; compare the ratios)\n")
-    print(f"{'mode':>13} {'turns':>6} {'convs':>6} {'analyse':>8} {'µs/turn':>8} {'first 10%':>10} {'last 10%':>9} {'last/first':>10}")  # noqa: E501
+    print(
+        f"{'mode':>13} {'turns':>6} {'convs':>6} {'analyse':>8} {'µs/turn':>8} "
+        f"{'first 10%':>10} {'last 10%':>9} {'last/first':>10}"
+    )
     for n in a.turns:
         for mode in ("last_message", "full_history"):
             r = run(n, mode)
