@@ -338,11 +338,6 @@ class RunAnalyser:
             if other is not None:
                 other.state[GROUP_CHAT] = True
 
-    def place(self, seq: int) -> tuple[str, int, bool] | None:
-        """Where a later request re-read turn ``seq`` (:mod:`._rehome`): its conversation, its
-        index, whether it is that conversation's first turn; ``None``: where it was read."""
-        return self.state.moved.get(seq)
-
     def findings_of(self, seq: int) -> list[Finding] | None:
         """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the
         end-of-run checks add to), else ``None``."""

@@ -291,7 +291,7 @@ class RunReader:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
                     turns.append(summary)
-                    self._replace_moved()
+                self._place_moved()
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
@@ -299,18 +299,31 @@ class RunReader:
             ex.set_request_json(None)
         return turns
 
-    def _replace_moved(self) -> None:
-        """The summaries of turns a later request re-read into another conversation
-        (:meth:`~cassettes.analysis.RunAnalyser.place`), placed where they are now."""
+    def _place_moved(self) -> None:
+        """Turns a later request re-read into another conversation (the analysis' ``moved``:
+        :mod:`cassettes.analysis._rehome`) are kept again where they are now (their store entry,
+        their usage row, their summary), so every reader of the run, a kept analysis too, finds
+        them there."""
         moved = self.analyser.state.moved
         if len(moved) == self._moved:
             return
         for seq, (conv, index, first) in list(moved.items())[self._moved :]:
+            if seq not in self.places:
+                continue
+            turn = self.turn_store.get(*self.places.get(seq))
+            turn.conversation, turn.index = conv, index
+            if first:
+                turn.previous_seq = None
+            usage = self.places.usage(seq)
+            self.places.move(
+                seq, self.turn_store.put(turn), (conv, *usage[1:]) if usage is not None else None
+            )
+            with self._lock:
+                self._turns.pop(seq, None)
             old = self.summaries.get(seq)
             if old is not None:
-                prev = None if first else old.previous_seq
                 self.summaries[seq] = replace(
-                    old, conversation=conv, index=index, previous_seq=prev
+                    old, conversation=conv, index=index, previous_seq=turn.previous_seq
                 )
         self._moved = len(moved)
 
@@ -371,11 +384,6 @@ class RunReader:
                 self._turns.move_to_end(seq)
                 return turn
         turn = self.turn_store.get(*self.places.get(seq))
-        placed = self.analyser.place(seq)  # a later request re-read it into another conversation
-        if placed is not None:
-            turn.conversation, turn.index = placed[0], placed[1]
-            if placed[2]:
-                turn.previous_seq = None
         summary = self.summaries.get(seq)
         findings = summary.findings if summary is not None else self.analyser.findings_of(seq)
         if findings is not None:
