@@ -45,6 +45,7 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
+from ._rehome import rehome
 from ._state import AnalyserState, Reload, conversation_of, turn_findings
 from .dispatch import GROUP_CHAT
 from .threading import Attempt, Link, Threader
@@ -202,6 +203,8 @@ class RunAnalyser:
         else:
             link.summary_of = None
         retention.remember(st, seq, rt, tid)
+        if link.rehome is not None:  # a handed loop this request proves was another agent's
+            rehome(st, link)
         conv = self._conversation(link, rt, label)
         parked = st.parked.get(conv.id)
         if parked is not None:  # a quiet conversation goes on: its latest turn read again

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,7 @@ class RunReader:
         #: empty with ``summaries=False`` (a command going through the run once: the turns are
         #: read from the store only, which keeps memory at a few integers per turn).
         self.summaries: dict[int, TurnSummary] = {}
+        self._moved = 0  # the analysis' re-read turns whose summaries were placed again
         self.summarising = summaries
         #: Where each turn's full JSON is in :attr:`turn_store`, by seq, and (a run to be kept)
         #: its usage, for the rows of a kept analysis.
@@ -290,12 +291,41 @@ class RunReader:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
                     turns.append(summary)
+                self._place_moved()
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
             ex.request_body = b""
             ex.set_request_json(None)
         return turns
+
+    def _place_moved(self) -> None:
+        """Turns a later request re-read into another conversation (the analysis' ``moved``:
+        :mod:`cassettes.analysis._rehome`) are kept again where they are now (their store entry,
+        their usage row, their summary), so every reader of the run, a kept analysis too, finds
+        them there."""
+        moved = self.analyser.state.moved
+        if len(moved) == self._moved:
+            return
+        for seq, (conv, index, first) in list(moved.items())[self._moved :]:
+            if seq not in self.places:
+                continue
+            turn = self.turn_store.get(*self.places.get(seq))
+            turn.conversation, turn.index = conv, index
+            if first:
+                turn.previous_seq = None
+            usage = self.places.usage(seq)
+            self.places.move(
+                seq, self.turn_store.put(turn), (conv, *usage[1:]) if usage is not None else None
+            )
+            with self._lock:
+                self._turns.pop(seq, None)
+            old = self.summaries.get(seq)
+            if old is not None:
+                self.summaries[seq] = replace(
+                    old, conversation=conv, index=index, previous_seq=turn.previous_seq
+                )
+        self._moved = len(moved)
 
     def _keep_parse(self, rt: RoundTrip) -> None:
         """The analyser parsed the round trip being analysed: keep that parse (before the analysis
