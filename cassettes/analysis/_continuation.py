@@ -37,7 +37,8 @@ __all__ = ["capture", "restore"]
 #: The version of the state's layout: another is not continued from.
 #: 3: the tools' HTTP links, the run's first repeated call (RunRepeats), the threads' summaries.
 #: 4: the tools' HTTP links keyed by conversation and call id, with the calls whose wait ended.
-VERSION = 4
+#: 5: the threads' recent requests' rendered texts and what their side calls were given.
+VERSION = 5
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.

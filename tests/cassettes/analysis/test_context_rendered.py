@@ -20,7 +20,8 @@ from __future__ import annotations
 import pytest
 from scenarios import WEATHER, AgentScript, Call, assistant_of, threads, user_of
 
-from looptap.cassettes.analysis import RunAnalysis
+from looptap.cassettes.analysis import RunAnalysis, analyse
+from looptap.cassettes.wire import Exchange
 
 FAMILIES4 = ("openai_chat", "openai_responses", "anthropic", "gemini")
 SYSTEM = "You are a weather assistant. Use the get_weather tool for every city."
@@ -71,6 +72,11 @@ def _adk_render(instruction: bool) -> str:
 def _compacted(family: str, instruction: bool = False, seen: bool = True) -> RunAnalysis:
     """ADK: the main agent's two invocations, the summariser (no system prompt, no tools, the
     events rendered), then the next invocation: the summary as a model message, the question."""
+    return analyse(_compacted_run(family, instruction, seen))
+
+
+def _compacted_run(family: str, instruction: bool = False, seen: bool = True) -> list[Exchange]:
+    """The round trips of :func:`_compacted`."""
     s = _main(family, instruction)
     side = AgentScript(family, tools=[])
     side.user(_adk_render(instruction and seen))
@@ -80,7 +86,7 @@ def _compacted(family: str, instruction: bool = False, seen: bool = True) -> Run
     s.reply(calls=[Call("get_weather", {"city": "Berlin"}, id="call_r3")])
     for i, ex in enumerate(s.exchanges):
         ex.seq = i
-    return s.analyse()
+    return s.exchanges
 
 
 def _trim(run: RunAnalysis) -> list[tuple[int, str]]:
