@@ -65,6 +65,10 @@ class Link:
     summary_seen: str | None = None
     #: The tool-call ids that compaction's request answered (its results went into the summary).
     summary_answers: frozenset[str] = frozenset()
+    #: A new conversation whose user words carry a recent conversation's history rendered as
+    #: text (:func:`~._opening.rendered`): a summariser's side call when a later request carries
+    #: its answer as the summary, else another agent quoting the conversation (a hand-off).
+    rendered: bool = False
 
 
 @dataclass(slots=True)

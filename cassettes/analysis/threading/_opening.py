@@ -254,7 +254,7 @@ def start_link(s: Threads, r: Request) -> Link:
     link = Link(s.new_conversation(), None, "start")
     fed = rendered(s, r)
     if fed is not None:
-        link.parent, link.branch = fed, "side_call"
+        link.parent, link.branch, link.rendered = fed, "side_call", True
         return link
     if not s.prompts and not s.quotes and not s.summaries:
         return link

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_context_rendered import _compacted_run
+from test_context_rendered import _compacted_run, _guardrail_run
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.support.analysed import cli_output, keep_every_run
@@ -31,8 +31,9 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _grown(tmp_path: Path, whole: Path, cuts: list[int]) -> tuple[bytes, bytes]:
-    """``show --json`` of ``whole`` written in growths (cut after ``cuts`` records, each shown
-    and kept before the next is appended), and of the whole file read fresh."""
+    """``show --json`` (then ``show``) of ``whole`` written in growths (cut after ``cuts``
+    records, each shown and kept before the next is appended), and of the whole file read
+    fresh."""
     head, *records = whole.read_bytes().splitlines(keepends=True)
     path = tmp_path / "-".join(map(str, cuts)) / "run.jsonl"
     path.parent.mkdir()
@@ -45,6 +46,8 @@ def _grown(tmp_path: Path, whole: Path, cuts: list[int]) -> tuple[bytes, bytes]:
         rc, out, err = cli_output("show", "--json", str(path))
         assert rc == 0 and not err, err
     fresh = cli_output("show", "--json", "--no-cache", str(path))
+    text = cli_output("show", str(path))[1]  # (the kept analysis of the grown file)
+    assert text == cli_output("show", "--no-cache", str(path))[1]
     return out, fresh[1]
 
 
@@ -71,3 +74,19 @@ def test_a_scripted_compaction_continued_in_two_growths(family: str, tmp_path: P
     grown, fresh = _grown(tmp_path, whole, [5, 6])
     assert grown == fresh
     assert b"C.user_instruction_dropped" in fresh
+
+
+@pytest.mark.parametrize("cuts", [[4], [5], [4, 5]])
+def test_a_guardrail_settled_as_a_handoff_reads_so_when_continued(
+    cuts: list[int], tmp_path: Path
+) -> None:
+    """The guardrail quoting the worker (#4) is a side call until the run ends without its
+    answer carried: a file kept then (a hand-off) and grown (the worker goes on, #5) reads it
+    as the whole file does."""
+    whole = tmp_path / "whole.jsonl"
+    with CassetteWriter(whole) as w:
+        for ex in _guardrail_run("openai_chat", goes_on=True):
+            w.append(ex)
+    grown, fresh = _grown(tmp_path, whole, cuts)
+    assert grown == fresh
+    assert b'"conversation_kind":"handoff"' in fresh
