@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from test_context_rendered import _compacted_run, _guardrail_run
 
+from looptap.cassettes.analysis import spill
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.support.analysed import cli_output, keep_every_run
 
@@ -76,13 +77,16 @@ def test_a_scripted_compaction_continued_in_two_growths(family: str, tmp_path: P
     assert b"C.user_instruction_dropped" in fresh
 
 
+@pytest.mark.parametrize("spilled", [False, True], ids=["in_memory", "spilled"])
 @pytest.mark.parametrize("cuts", [[4], [5], [4, 5]])
 def test_a_guardrail_settled_as_a_handoff_reads_so_when_continued(
-    cuts: list[int], tmp_path: Path
+    cuts: list[int], spilled: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The guardrail quoting the worker (#4) is a side call until the run ends without its
     answer carried: a file kept then (a hand-off) and grown (the worker goes on, #5) reads it
-    as the whole file does."""
+    as the whole file does (also with every table of the analysis spilled past 1 entry)."""
+    if spilled:
+        monkeypatch.setattr(spill, "KEEP", 1)
     whole = tmp_path / "whole.jsonl"
     with CassetteWriter(whole) as w:
         for ex in _guardrail_run("openai_chat", goes_on=True):
