@@ -45,7 +45,14 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
-from ._state import AnalyserState, Reload, conversation_of, turn_findings
+from ._state import (
+    AnalyserState,
+    Reload,
+    conversation_of,
+    rendered_side_call,
+    summary_carried,
+    turn_findings,
+)
 from .dispatch import GROUP_CHAT
 from .threading import Attempt, Link, Threader
 
@@ -198,11 +205,14 @@ class RunAnalyser:
         tid = len(st.threader.turns) - 1
         st.seq_of_tid.append(seq)
         if link.summary_of is not None and 0 <= link.summary_of < tid:
+            summary_carried(st, link.summary_of)
             link.summary_of = st.seq_of_tid[link.summary_of]  # the C layer names round trips
         else:
             link.summary_of = None
         retention.remember(st, seq, rt, tid)
         conv = self._conversation(link, rt, label)
+        if link.rendered and conv.count == 0:
+            rendered_side_call(st, tid, conv.id)
         parked = st.parked.get(conv.id)
         if parked is not None:  # a quiet conversation goes on: its latest turn read again
             parking.unpark(st, parked.tid)

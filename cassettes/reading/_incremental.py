@@ -225,9 +225,10 @@ class RunReader:
         if before is None or before.views is None or not self.settled:
             return (each(ex, rt) for ex, rt in self.pairs)
         self.before = None  # (once: the views are read from their file as they pass)
-        flagged, calls = self.analyser.state.flagged, self.analysis.mcp_calls
+        st = self.analyser.state
+        flagged, calls = st.flagged, self.analysis.mcp_calls
         return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
-                                  self.index.seqs, each)  # fmt: skip
+                                  self.index.seqs, each, st.relabelled)  # fmt: skip
 
     def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
         """Each round trip's printed view, or ``kind`` (:func:`._snapshot.printed`: those kept
