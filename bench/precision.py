@@ -275,8 +275,8 @@ MATRIX_JUDGED: dict[tuple[str, str, str], tuple[bool, str]] = {
     ("*", "C.history_mutated", "after"): (
         True,
         "mutate_history rewrites one request only: the next request re-sends the original text, so "
-        "the history really changed again between the two (a consequence of the bug, not folded "
-        "under it)",
+        "the history really changed again between the two (a consequence of the bug; folded under "
+        "it since session 48 when the request restores the line the mutation changed)",
     ),
     ("*", "C.pairing_error", "at"): (
         True,

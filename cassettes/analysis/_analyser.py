@@ -45,6 +45,7 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
+from ._rehome import rehome
 from ._state import (
     AnalyserState,
     Reload,
@@ -210,6 +211,8 @@ class RunAnalyser:
         else:
             link.summary_of = None
         retention.remember(st, seq, rt, tid)
+        if link.rehome is not None:  # a handed loop this request proves was another agent's
+            rehome(st, link)
         conv = self._conversation(link, rt, label)
         if link.rendered and conv.count == 0:
             rendered_side_call(st, tid, conv.id)
@@ -344,6 +347,11 @@ class RunAnalyser:
             other = self.state.convs.get(of_parent)
             if other is not None:
                 other.state[GROUP_CHAT] = True
+
+    def place(self, seq: int) -> tuple[str, int, bool] | None:
+        """Where a later request re-read turn ``seq`` (:mod:`._rehome`): its conversation, its
+        index, whether it is that conversation's first turn; ``None``: where it was read."""
+        return self.state.moved.get(seq)
 
     def findings_of(self, seq: int) -> list[Finding] | None:
         """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the

@@ -117,6 +117,9 @@ class AnalyserState:
     #: printed anew.
     relabelled: set[int] = field(default_factory=set)
     seq_of_tid: array[int] = field(default_factory=lambda: array("q"))  # threader turn id → seq
+    #: Turns a later request re-read into a conversation of their own (:mod:`._rehome`), by
+    #: seq: that conversation, their index in it, whether it is its first turn (no previous).
+    moved: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
     #: Contexts a later turn may take as its previous one, by threader turn id: the latest turn
     #: of each conversation (every turn when nothing can be reloaded).
     contexts: dict[int, TurnContext] = field(default_factory=dict)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,7 @@ class RunReader:
         #: empty with ``summaries=False`` (a command going through the run once: the turns are
         #: read from the store only, which keeps memory at a few integers per turn).
         self.summaries: dict[int, TurnSummary] = {}
+        self._moved = 0  # the analysis' re-read turns whose summaries were placed again
         self.summarising = summaries
         #: Where each turn's full JSON is in :attr:`turn_store`, by seq, and (a run to be kept)
         #: its usage, for the rows of a kept analysis.
@@ -291,12 +292,28 @@ class RunReader:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
                     turns.append(summary)
+                    self._replace_moved()
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
             ex.request_body = b""
             ex.set_request_json(None)
         return turns
+
+    def _replace_moved(self) -> None:
+        """The summaries of turns a later request re-read into another conversation
+        (:meth:`~cassettes.analysis.RunAnalyser.place`), placed where they are now."""
+        moved = self.analyser.state.moved
+        if len(moved) == self._moved:
+            return
+        for seq, (conv, index, first) in list(moved.items())[self._moved :]:
+            old = self.summaries.get(seq)
+            if old is not None:
+                prev = None if first else old.previous_seq
+                self.summaries[seq] = replace(
+                    old, conversation=conv, index=index, previous_seq=prev
+                )
+        self._moved = len(moved)
 
     def _keep_parse(self, rt: RoundTrip) -> None:
         """The analyser parsed the round trip being analysed: keep that parse (before the analysis
@@ -355,6 +372,11 @@ class RunReader:
                 self._turns.move_to_end(seq)
                 return turn
         turn = self.turn_store.get(*self.places.get(seq))
+        placed = self.analyser.place(seq)  # a later request re-read it into another conversation
+        if placed is not None:
+            turn.conversation, turn.index = placed[0], placed[1]
+            if placed[2]:
+                turn.previous_seq = None
         summary = self.summaries.get(seq)
         findings = summary.findings if summary is not None else self.analyser.findings_of(seq)
         if findings is not None:

@@ -118,6 +118,15 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             if steps
             else ""
         )
+        restored = _restores(ctx)
+        if restored is not None:
+            what += (
+                f" (it restores what turn {ctx.prev.index - 1} sent before turn "
+                f"{ctx.prev.index}'s change, and the answers since)"
+            )
+            extra |= {"caused_by": codes.HISTORY_MUTATED, "caused_by_seq": restored}
+        else:
+            _remember_line(ctx)
         yield ctx.finding(
             codes.HISTORY_MUTATED,
             f"History item {path} differs from what was sent on turn {ctx.prev.index}{what}: "
@@ -127,6 +136,67 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             changed=c.rewritten,
             **extra,
         )
+
+
+#: ``ConversationState.state`` key: the conversation's latest mutation that is no consequence,
+#: ``[turn index, seq, keys]``: the keys of the line it changed (the previous request's
+#: messages, then its answer), for the next turn that restores that line
+#: (:func:`_restores`).
+MUTATED = "_mutated_line"
+
+
+def _line(ctx: TurnContext) -> list[int] | None:
+    """The keys of the previous request's messages, then of its answer (what this request
+    should have sent, then extended); ``None`` when its history was released or it has no
+    answer."""
+    prev = ctx.prev
+    if prev is None or not prev.messages or len(prev.messages) != prev.n_messages:
+        return None
+    echo = response_message(prev.rt.response)
+    if echo is None:
+        return None
+    return [*(message_key(m) for m in prev.messages), message_key(echo)]
+
+
+def _remember_line(ctx: TurnContext) -> None:
+    """This turn changed its previous request's history in place: keep the line it changed
+    (the latest one only)."""
+    line = _line(ctx)
+    if line is not None:
+        ctx.conv.state[MUTATED] = [ctx.index, ctx.seq, line]
+    else:
+        ctx.conv.state.pop(MUTATED, None)
+
+
+def _restores(ctx: TurnContext) -> int | None:
+    """The seq of the previous turn's mutation, when this request undoes it: it is the line
+    that turn changed, word for word (the request before it, then that request's answer),
+    then what the mutated request appended after it and that request's answer (the answers
+    since), and more. A client that re-sends its real history after one request of it was
+    changed on its way out (a gateway's, a middleware's edit of the copy it sent) says the
+    mutation again, as its consequence; any other change stands as its own."""
+    found = ctx.conv.state.get(MUTATED)
+    prev = ctx.prev
+    if not isinstance(found, list) or len(found) != 3 or prev is None:
+        return None
+    index, seq, line = found
+    if index != ctx.index - 1 or not isinstance(line, list) or not prev.messages:
+        return None
+    keys = [message_key(m) for m in ctx.messages]
+    echo = response_message(prev.rt.response)
+    n = len(line)
+    if echo is None or keys[:n] != line or len(prev.messages) != prev.n_messages:
+        return None
+    # what the mutated request appended after its (changed) copy of the line, then its answer
+    answer = message_key(echo)
+    at = next((i for i in range(n, len(keys)) if keys[i] == answer), None)
+    if at is None:
+        return None
+    appended = keys[n:at]
+    if len(appended) > len(prev.messages):
+        return None
+    before = [message_key(m) for m in prev.messages[len(prev.messages) - len(appended) :]]
+    return int(seq) if before == appended or not appended else None
 
 
 def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:

@@ -10,6 +10,9 @@ from .._message_keys import _ROLE, _part_keys, stable
 from ._data import MAX_PER_PREFIX, Keys, Link, Registered, Request, Threads, TurnInfo
 from ._words import SCAN_OPENING, names_agent, norm_prompt
 
+#: Messages after a handed loop's first request in which the loop's last answer is looked for.
+SCAN_BACK = 64
+
 
 def rank(s: Threads, r: Request, tid: int, live: bool) -> tuple[bool, bool, bool]:
     """How likely turn ``tid`` is the one the request goes on from: the same agent, then a turn
@@ -231,3 +234,73 @@ def forks_running_calls(r: Request, t: TurnInfo, link: Link) -> bool:
     # have no ids a result names only the tool): none may answer the running calls.
     carried = sum(1 for k in t.last_parts or () if k[0] == "r") if n == t.length else 0
     return results <= carried
+
+
+def hands_back(s: Threads, r: Request, t: TurnInfo) -> bool:
+    """``t`` is a turn of an agent's loop another agent handed the run to
+    (:attr:`~._data.TurnInfo.handed_from`), and this request is made by that other agent (its
+    system prompt and tools): the run handed back, not a third agent's side call."""
+    if t.handed_from is None:
+        return False
+    p = s.turns[t.handed_from]
+    return p.system == r.system and p.tools == r.tools
+
+
+def handed_back(s: Threads, r: Request, best: Registered) -> tuple[int, int, int] | None:
+    """The agent that handed the run over, going on from its transfer with the handed agent's
+    last answer alone (langgraph-supervisor's ``output_mode="last_message"``): this request
+    carries, word for word, the first request of the handed loop (``best``: the transfer call
+    and its result), then that loop's latest answer, a final one (no calls), and not the loop's
+    own calls and results (a longer registered history would have been ``best``). The loop was
+    the other agent's own conversation, handed the run; this request goes on from the transfer.
+    Returns (the transferring turn, the loop's first and latest turns), threader turn ids."""
+    h = s.turns[best.turn]
+    if best.with_echo or best.length != h.length or not h.hand_start or h.handed_from is None:
+        return None
+    if not hands_back(s, r, h):
+        return None
+    latest = s.last_of.get(h.conversation)
+    if latest is None or latest <= best.turn:
+        return None
+    t = s.turns[latest]
+    if t.handed_from != h.handed_from or t.failed or t.echo_ids or t.echo_names:
+        return None
+    if not _carries_answer(r, h.length, t):
+        return None
+    return h.handed_from, best.turn, latest
+
+
+def _carries_answer(r: Request, start: int, t: TurnInfo) -> bool:
+    """A message of the request from ``start`` on (the first :data:`SCAN_BACK`) is ``t``'s
+    answer, word for word, or opens with it (an adapter that merges the next model-side items
+    into one message: Responses)."""
+    if t.echo_key is None or not t.echo_parts:
+        return False
+    if t.echo_key in r.keys.key[start : start + SCAN_BACK]:
+        return True
+    n = len(t.echo_parts)
+    return any(
+        _ROLE.get(m.role, m.role) == "assistant" and _part_keys(m.parts[:n]) == t.echo_parts
+        for m in r.messages[start : start + SCAN_BACK]
+    )
+
+
+def handed_from(s: Threads, r: Request, link: Link) -> tuple[int | None, bool]:
+    """Which turn's transfer handed the run to this request's agent (``None``: none), and
+    whether this request starts that agent's loop: it went on from a turn of another agent
+    (another system prompt and tool set) carrying that turn's whole history and answer (a
+    transfer answered: :func:`hands_over`); it goes on in its agent's loop; or it is the run
+    handed back to the agent that handed it over."""
+    if link.previous is None or link.branch is not None:
+        return None, False
+    if link.rehome is not None:
+        return s.turns[link.previous].handed_from, False
+    t = s.turns[link.previous]
+    if t.system == r.system and t.tools == r.tools:
+        return t.handed_from, False
+    if hands_back(s, r, t):
+        assert t.handed_from is not None
+        return s.turns[t.handed_from].handed_from, False
+    if other_agent(r, t) and link.how == "extends" and link.echoed and link.kept == t.length:
+        return link.previous, True
+    return None, False

@@ -69,6 +69,12 @@ class Link:
     #: text (:func:`~._opening.rendered`): a summariser's side call when a later request carries
     #: its answer as the summary, else another agent quoting the conversation (a hand-off).
     rendered: bool = False
+    #: The turns (threader turn ids, first and last) this request proves were another agent's
+    #: loop handed the run and not this conversation's own (:func:`~._agents.handed_back`):
+    #: they leave this conversation for one of their own, ``handoff`` under :attr:`previous`.
+    rehome: tuple[int, int] | None = None
+    #: That conversation's id (given by :func:`~._driver.record`).
+    rehomed_to: str | None = None
 
 
 @dataclass(slots=True)
@@ -149,6 +155,13 @@ class TurnInfo:
     #: The answer's tool call was cut by the token cap (finish ``length``): the same request
     #: again is its retry, even as the conversation's first (:func:`~._history.discarded`).
     cut: bool = False
+    #: The turn whose transfer handed the run to this turn's agent in this conversation (the
+    #: request went on from that turn's answer and its results alone, under another system
+    #: prompt and tool set: :func:`~._agents.hands_over`), kept along that agent's loop; ``None``
+    #: where no agent handed the run over.
+    handed_from: int | None = None
+    #: This turn is the first of that agent's loop (its request went on from the transfer).
+    hand_start: bool = False
 
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state

@@ -14,6 +14,7 @@ from .._message_keys import (
 )
 from .._trajectory import step_of
 from ..spill import KEEP, Spill
+from ._agents import handed_from
 from ._data import (
     CLASSES,
     Attempt,
@@ -147,6 +148,10 @@ def record(
     echo = response_message(response)
     echo_keys = _message_keys(echo) if echo is not None else None
     info = _turn_info(r, link, response, failed, echo, echo_keys)
+    info.handed_from, info.hand_start = handed_from(s, r, link)
+    if link.rehome is not None:
+        # the handed loop's turns are a conversation of their own (the analyser moves them)
+        link.rehomed_to = s.new_conversation()
     s.turns.append(info)
     s.supersede(link.conversation, tid, info)
     if label:

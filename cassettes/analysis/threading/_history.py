@@ -13,7 +13,9 @@ from ._agents import (
     choose,
     compaction,
     forks_running_calls,
+    handed_back,
     handed_to,
+    hands_back,
     hands_over,
     hears_final_answer,
     other_agent,
@@ -168,7 +170,20 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
         # The agent asked for a summary of its history, every tool withdrawn (Codex's local
         # compaction): a side call; the summary comes back in the conversation's next request.
         return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
-    if other_agent(r, prev_info) and not hands_over(r, prev_info):
+    back = handed_back(s, r, best)
+    if back is not None:
+        # The agent that handed the run over goes on from its transfer with the handed loop's
+        # last answer alone: that loop was the other agent's own conversation (re-read now).
+        before, first, last = back
+        p = s.turns[before]
+        return Link(
+            p.conversation, before, "extends", kept=p.length, echoed=True, rehome=(first, last)
+        )
+    if (
+        other_agent(r, prev_info)
+        and not hands_over(r, prev_info)
+        and not (s.live(best) and hands_back(s, r, prev_info))
+    ):
         # Another agent (another system prompt and other tools) over this history: the agent
         # a pending transfer call named (a handoff), else a summary, compaction or title call.
         # Its own conversation, branched here.

@@ -3,7 +3,8 @@ injector, tests/clients/inject, 6 variants x 8 clients: openai-python chat and r
 anthropic-python, google-genai, openai-node runTools, vercel-ai responses and anthropic, strands
 on Gemini; data/ctx/README.md). The injected request (#2, marked ``x-matrix-injected``) is
 ``C.history_mutated``, never management; the client's own history re-sent after it (#3) differs
-from #2 again (said so); nothing else is a warning or an error.
+from #2 again: said as the mutation undone, folded under #2's (session 48: it was a second warning);
+nothing else is a warning or an error.
 
 On 21bc15ea: the dropped middle group read as ``C.history_trimmed`` (a head drop) at #2 on all 8,
 and Anthropic's re-sent history at #3 gave a false ``C.tool_results_split`` (the repeated call's
@@ -45,6 +46,12 @@ def test_an_injected_mutation_is_named_and_nothing_else(name: str) -> None:
         for f in run.findings
         if f.severity in (Severity.WARNING, Severity.ERROR) and not f.details.get("caused_by")
     }
-    assert ("C.history_mutated", 2) in serious
-    assert serious <= {("C.history_mutated", 2), ("C.history_mutated", 3)}
+    assert serious == {("C.history_mutated", 2)}
+    # the client's real history re-sent at #3 undoes #2's change: its consequence, folded under it
+    again = [f for f in run.findings if f.code == "C.history_mutated" and f.seq == 3]
+    assert all(
+        f.severity is Severity.INFO
+        and (f.details.get("caused_by"), f.details.get("caused_by_seq")) == ("C.history_mutated", 2)
+        for f in again
+    ), [f.message for f in again]
     assert not [f for f in run.findings if f.code == "C.history_trimmed"]
