@@ -8,8 +8,6 @@ broken by the new agent's system prompt and tools) is withdrawn."""
 
 from __future__ import annotations
 
-import copy
-
 from . import codes as codes
 from ._context import ConversationState
 from ._model import Conversation, Finding
@@ -60,12 +58,14 @@ def rehome(st: AnalyserState, link: Link) -> None:
 def _move_state(
     st: AnalyserState, old: str, new: str, state: ConversationState, kept: int, moved: int
 ) -> None:
-    """The loop's state (its latest turn's context, the checks' memory) goes with it; the
-    conversation starts again from its turn before the transfer, with a copy of that memory."""
+    """The loop's latest turn's context goes with it, and a shallow copy of the checks' memory
+    (for its end-of-run checks: the loop is over); the conversation starts again from its turn
+    before the transfer and keeps its memory as it was read (no copy that grows with the run:
+    a supervisor of 500 rounds moves 500 loops)."""
     back = ConversationState(
-        old, state.family, count=state.first + kept, first=state.first,
-        state=copy.deepcopy(state.state),
-    )  # fmt: skip
+        old, state.family, count=state.first + kept, first=state.first, state=state.state
+    )
+    state.state = dict(state.state)
     state.id, state.count, state.first = new, moved, 0
     for ctx in state.turns:
         ctx.index = moved - 1
