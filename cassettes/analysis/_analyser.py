@@ -45,7 +45,7 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
-from ._rehome import rehome
+from ._rehome import place, rehome
 from ._state import (
     AnalyserState,
     Reload,
@@ -348,10 +348,13 @@ class RunAnalyser:
             if other is not None:
                 other.state[GROUP_CHAT] = True
 
-    def place(self, seq: int) -> tuple[str, int, bool] | None:
-        """Where a later request re-read turn ``seq`` (:mod:`._rehome`): its conversation, its
-        index, whether it is that conversation's first turn; ``None``: where it was read."""
-        return self.state.moved.get(seq)
+    def placed(self, turn: Turn) -> Turn:
+        """``turn`` (restored from a store) put where a later request re-read it, when one did
+        (:func:`._rehome.place`: its conversation, index, previous turn and counts)."""
+        where = self.state.moved.get(turn.seq)
+        if where is not None:
+            place(turn, where)
+        return turn
 
     def findings_of(self, seq: int) -> list[Finding] | None:
         """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the

@@ -302,7 +302,7 @@ class RunReader:
 
     def _replace_moved(self) -> None:
         """The summaries of turns a later request re-read into another conversation
-        (:meth:`~cassettes.analysis.RunAnalyser.place`), placed where they are now."""
+        (:meth:`~cassettes.analysis.RunAnalyser.placed`), placed where they are now."""
         moved = self.analyser.state.moved
         if len(moved) == self._moved:
             return
@@ -371,12 +371,8 @@ class RunReader:
             if turn is not None:
                 self._turns.move_to_end(seq)
                 return turn
-        turn = self.turn_store.get(*self.places.get(seq))
-        placed = self.analyser.place(seq)  # a later request re-read it into another conversation
-        if placed is not None:
-            turn.conversation, turn.index = placed[0], placed[1]
-            if placed[2]:
-                turn.previous_seq = None
+        # where a later request re-read it, if one moved it to another conversation
+        turn = self.analyser.placed(self.turn_store.get(*self.places.get(seq)))
         summary = self.summaries.get(seq)
         findings = summary.findings if summary is not None else self.analyser.findings_of(seq)
         if findings is not None:
