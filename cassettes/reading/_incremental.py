@@ -292,7 +292,7 @@ class RunReader:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
                     turns.append(summary)
-                    self._replace_moved()
+                self._place_moved()
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
@@ -300,18 +300,29 @@ class RunReader:
             ex.set_request_json(None)
         return turns
 
-    def _replace_moved(self) -> None:
-        """The summaries of turns a later request re-read into another conversation
-        (:meth:`~cassettes.analysis.RunAnalyser.placed`), placed where they are now."""
+    def _place_moved(self) -> None:
+        """Turns a later request re-read into another conversation (the analysis' ``moved``:
+        :mod:`cassettes.analysis._rehome`) are kept again where they are now (their store entry,
+        their usage row, their summary), so every reader of the run, a kept analysis too, finds
+        them there."""
         moved = self.analyser.state.moved
         if len(moved) == self._moved:
             return
-        for seq, (conv, index, first) in list(moved.items())[self._moved :]:
+        for seq, (conv, index, _first) in list(moved.items())[self._moved :]:
+            if seq not in self.places:
+                continue
+            # (its place, previous turn and counts: RunAnalyser.placed, the core's one place)
+            turn = self.analyser.placed(self.turn_store.get(*self.places.get(seq)))
+            usage = self.places.usage(seq)
+            self.places.move(
+                seq, self.turn_store.put(turn), (conv, *usage[1:]) if usage is not None else None
+            )
+            with self._lock:
+                self._turns.pop(seq, None)
             old = self.summaries.get(seq)
             if old is not None:
-                prev = None if first else old.previous_seq
                 self.summaries[seq] = replace(
-                    old, conversation=conv, index=index, previous_seq=prev
+                    old, conversation=conv, index=index, previous_seq=turn.previous_seq
                 )
         self._moved = len(moved)
 
@@ -371,8 +382,7 @@ class RunReader:
             if turn is not None:
                 self._turns.move_to_end(seq)
                 return turn
-        # where a later request re-read it, if one moved it to another conversation
-        turn = self.analyser.placed(self.turn_store.get(*self.places.get(seq)))
+        turn = self.turn_store.get(*self.places.get(seq))
         summary = self.summaries.get(seq)
         findings = summary.findings if summary is not None else self.analyser.findings_of(seq)
         if findings is not None:

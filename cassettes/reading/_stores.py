@@ -387,6 +387,15 @@ class Places:
         if usage is not None:
             self._set(len(self._seqs) - 1, usage)
 
+    def move(self, seq: int, where: tuple[int, int, int], usage: Usage | None = None) -> None:
+        """A placed turn kept again elsewhere in the store (re-read by a later request)."""
+        i = self._pos(seq)
+        if i is None:
+            raise KeyError(seq)
+        self._where[3 * i : 3 * i + 3] = array("q", where)
+        if usage is not None:
+            self._set(i, usage)
+
     def _set(self, i: int, usage: Usage) -> None:
         grow = i + 1 - len(self._conv)  # (columns made for a run to be kept only)
         if grow > 0:

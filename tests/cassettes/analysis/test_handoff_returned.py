@@ -80,6 +80,18 @@ def _supervised(
     supervisor's next request carries the worker's last answer (``last_message``) or its whole
     loop (``full_history``), then the handoff-back pair (``back``)."""
     run = Run(family)
+    _supervised_into(run, mode, rounds, back, answer)
+    return run.analyse()
+
+
+def _supervised_into(
+    run: Run,
+    mode: str = "last_message",
+    rounds: int = 1,
+    back: bool = True,
+    answer: str = REPORT,
+) -> None:
+    family = run.family
     f = family
     history = [user_of(f, ASK)]
     for _ in range(rounds):
@@ -103,7 +115,6 @@ def _supervised(
                 *results_of(f, [(back_call, "Successfully transferred back to supervisor")]),
             ]
     run.ask("supervisor", history, "PASS. Final Answer: sunglasses and an umbrella.")
-    return run.analyse()
 
 
 @pytest.mark.parametrize("back", [True, False], ids=["handoff-back", "no-handoff-back"])
@@ -197,3 +208,41 @@ def test_a_third_agent_with_the_answer_is_no_return(family: str) -> None:
     an = run.analyse()
     convs = _convs(an)
     assert any(k == "main" and t[:3] == (0, 1, 2) for k, _, t in convs), convs
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["read", "kept-then-read-again"])
+def test_a_reader_shows_the_moved_turns_where_they_are_now(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, kept: bool
+) -> None:
+    # the reader keeps each turn as it was first analysed (its store): the re-read places it,
+    # and a kept analysis read again places it alike
+    from looptap.cassettes.reading import open_run
+    from looptap.cassettes.recording.pipeline import CassetteWriter
+    from tests.support.analysed import keep_every_run
+
+    if kept:
+        keep_every_run(tmp_path, monkeypatch)
+    else:
+        monkeypatch.setenv("LOOPTAP_NO_CACHE", "1")
+
+    run = Run("openai_chat")
+    _supervised_into(run)
+    path = tmp_path / "supervisor.jsonl"
+    with CassetteWriter(path) as w:
+        for i, ex in enumerate(run.s.exchanges):
+            ex.seq = i
+            w.append(ex)
+    if kept:
+        open_run(path).close()  # analysed and kept; read from the kept analysis below
+    opened = open_run(path)
+    try:
+        turns = opened.analysis.turns
+        places = [(turns[s].conversation, turns[s].index, turns[s].previous_seq) for s in range(5)]
+        convs = sorted(
+            (c.kind, c.parent_seq, tuple(c.turns)) for c in opened.analysis.conversations
+        )
+    finally:
+        opened.close()
+    assert convs == [("handoff", 0, (1, 2, 3)), ("main", None, (0, 4))]
+    main, loop = places[0][0], places[1][0]
+    assert places == [(main, 0, None), (loop, 0, None), (loop, 1, 1), (loop, 2, 2), (main, 1, 0)]
