@@ -45,8 +45,15 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
-from ._rehome import rehome
-from ._state import AnalyserState, Reload, conversation_of, turn_findings
+from ._rehome import place, rehome
+from ._state import (
+    AnalyserState,
+    Reload,
+    conversation_of,
+    rendered_side_call,
+    summary_carried,
+    turn_findings,
+)
 from .dispatch import GROUP_CHAT
 from .threading import Attempt, Link, Threader
 
@@ -199,6 +206,7 @@ class RunAnalyser:
         tid = len(st.threader.turns) - 1
         st.seq_of_tid.append(seq)
         if link.summary_of is not None and 0 <= link.summary_of < tid:
+            summary_carried(st, link.summary_of)
             link.summary_of = st.seq_of_tid[link.summary_of]  # the C layer names round trips
         else:
             link.summary_of = None
@@ -206,6 +214,8 @@ class RunAnalyser:
         if link.rehome is not None:  # a handed loop this request proves was another agent's
             rehome(st, link)
         conv = self._conversation(link, rt, label)
+        if link.rendered and conv.count == 0:
+            rendered_side_call(st, tid, conv.id)
         parked = st.parked.get(conv.id)
         if parked is not None:  # a quiet conversation goes on: its latest turn read again
             parking.unpark(st, parked.tid)
@@ -337,6 +347,14 @@ class RunAnalyser:
             other = self.state.convs.get(of_parent)
             if other is not None:
                 other.state[GROUP_CHAT] = True
+
+    def placed(self, turn: Turn) -> Turn:
+        """``turn`` (restored from a store) put where a later request re-read it, when one did
+        (:func:`._rehome.place`: its conversation, index, previous turn and counts)."""
+        where = self.state.moved.get(turn.seq)
+        if where is not None:
+            place(turn, where)
+        return turn
 
     def findings_of(self, seq: int) -> list[Finding] | None:
         """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the

@@ -28,7 +28,7 @@ from ._model import Finding, McpCall, RunAnalysis
 from ._parking import reloaded
 from ._plain_values import dump, load
 from ._records import Conversations
-from ._state import CLASSES, AnalyserState, Parked
+from ._state import CLASSES, RENDERED_PENDING, AnalyserState, Parked
 from ._tool_http import ToolHttpLinker
 from .threading import restore_threads, threads_state
 
@@ -37,7 +37,9 @@ __all__ = ["capture", "restore"]
 #: The version of the state's layout: another is not continued from.
 #: 3: the tools' HTTP links, the run's first repeated call (RunRepeats), the threads' summaries.
 #: 4: the tools' HTTP links keyed by conversation and call id, with the calls whose wait ended.
-VERSION = 4
+#: 5: the threads' recent requests' rendered texts and what their side calls were given; the
+#: rendered side calls no summary came from yet.
+VERSION = 5
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
@@ -80,6 +82,7 @@ def capture(analyser: RunAnalyser) -> dict[str, Any]:
     return {
         "version": VERSION, "first_index": analyser.first_index, "pos": st.pos,
         "handed_off": sorted(st.handed_off), "seq_of_tid": st.seq_of_tid.tolist(),
+        "rendered": [[tid, conv] for tid, conv in st.rendered.items()],
         "owned": sorted(st.owned), "errors": list(st.result.errors),
         "latest": [[c, *at] for c, at in st.latest.entries()],
         "contexts": [[tid, _context(ctx)] for tid, ctx in st.contexts.items()],
@@ -141,6 +144,7 @@ def _restore(
         raise _bad("the turns")
     st.handed_off, st.owned = set(_ints(data["handed_off"])), set(_ints(data["owned"]))
     _result(st, data, result, flagged)
+    _rendered(st, data["rendered"], n)
     for name, cls in _OWN.items():
         table, values = cls(), data[name]
         if set(values) != set(vars(table)):
@@ -193,6 +197,21 @@ def _result(
         if not all(type(f) is Finding for f in findings) or type(pos) is not int:
             raise _bad("the findings")
         st.flagged[_int(s)] = (pos, findings)
+
+
+def _rendered(st: AnalyserState, data: Any, n: int) -> None:
+    """The rendered side calls no summary came from yet: side calls again (the kept analysis
+    read them as hand-offs when the run ended there; a request appended may carry their
+    answer)."""
+    if not isinstance(data, list) or len(data) > RENDERED_PENDING:
+        raise _bad("the rendered side calls")
+    for tid, conv_id in data:
+        if not (0 <= _int(tid) < n and type(conv_id) is str and conv_id in st.records):
+            raise _bad("the rendered side calls")
+        st.rendered[tid] = conv_id
+        record = st.conversations.record(st.records[conv_id])
+        record.branch = "side_call"
+        st.relabelled.update(record.turns)
 
 
 def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from . import dispatch as dispatch
 from ._judgement import FINAL_CHECKS, run_check
 from ._model import Finding, RunAnalysis
 from ._provenance import weigh_tool_answers
-from ._state import AnalyserState, turn_findings
+from ._state import AnalyserState, settle_rendered, turn_findings
 from .spill import SpillMap
 
 __all__ = ["finish"]
@@ -24,6 +24,7 @@ _Last = SpillMap[int, tuple[list[Finding], int]]
 def finish(state: AnalyserState) -> RunAnalysis:
     """Run the end-of-run checks and return the analysis (once, after the last round trip)."""
     result = state.result
+    settle_rendered(state)  # (the rendered side calls no summary came from: hand-offs)
     # the calls still awaiting their result at the end: every tool HTTP call read
     weigh_tool_answers(state.tools.awaiting.items(), state.tools, lambda s: turn_findings(state, s))
     # Live conversations first; a parked one's as its turn comes (in order).

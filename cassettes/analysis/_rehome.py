@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from . import codes as codes
 from ._context import ConversationState
-from ._model import Conversation, Finding
+from ._model import Conversation, Finding, MessageCounts, Turn
 from ._state import AnalyserState, turn_findings
 from .threading import Link
 
-__all__ = ["rehome"]
+__all__ = ["place", "rehome"]
 
 
 def rehome(st: AnalyserState, link: Link) -> None:
@@ -87,12 +87,10 @@ def _renumber(st: AnalyserState, seq: int, new: str, k: int, offset: int, first_
     """Turn ``seq`` is now the ``k``-th of ``new`` (it was the ``k + offset``-th of the
     conversation it left): its place and its findings' say so; the first one's cache break
     (the new agent's system prompt and tools) no longer follows from anything."""
+    st.moved[seq] = (new, k, first_turn)
     turn = st.result.turns.get(seq) if st.keep_turns else None
     if turn is not None:
-        turn.conversation, turn.index = new, k
-        if first_turn:
-            turn.previous_seq = None
-    st.moved[seq] = (new, k, first_turn)
+        place(turn, st.moved[seq])
     findings = turn_findings(st, seq)
     if findings is None:
         return
@@ -100,6 +98,21 @@ def _renumber(st: AnalyserState, seq: int, new: str, k: int, offset: int, first_
         findings[:] = [f for f in findings if f.code != codes.CACHE_PREFIX_BROKEN]
     for f in findings:
         _refile(f, new, k, offset)
+
+
+def place(turn: Turn, where: tuple[str, int, bool]) -> None:
+    """Put ``turn`` where a later request re-read it (``where``: its conversation, its index,
+    whether it is that conversation's first turn): the one place a moved turn is made to say so,
+    for the analysis kept whole and for a turn a reader restores from its store. A first turn
+    follows no request of its conversation: nothing it sent is *as before* or *changed* and
+    nothing was dropped (every message is its own, as on any conversation's first turn)."""
+    turn.conversation, turn.index = where[0], where[1]
+    if not where[2]:
+        return
+    turn.previous_seq = None
+    n = turn.c.counts
+    if n is not None:
+        turn.c.counts = MessageCounts(sent=n.sent, new=n.sent)
 
 
 def _refile(f: Finding, new: str, k: int, offset: int) -> None:

@@ -107,6 +107,15 @@ class AnalyserState:
     #: seqs of turns whose transfer call handed the run to another agent (a ``handoff``
     #: conversation branched from them): their calls are not left pending.
     handed_off: set[int] = field(default_factory=set)
+    #: Side calls fed a conversation's history as rendered text whose answer no later request
+    #: carried as its summary yet (their threader turn id → their conversation), the
+    #: :data:`RENDERED_PENDING` most recent: when the run ends (or one leaves this table) they
+    #: are another agent quoting the conversation, a ``handoff`` (:func:`settle_rendered`).
+    rendered: dict[int, str] = field(default_factory=dict)
+    #: A continued analysis: the seqs of turns whose conversation's kind it read again (the
+    #: rendered side calls a kept analysis had settled as hand-offs): their kept views are
+    #: printed anew.
+    relabelled: set[int] = field(default_factory=set)
     seq_of_tid: array[int] = field(default_factory=lambda: array("q"))  # threader turn id → seq
     #: Turns a later request re-read into a conversation of their own (:mod:`._rehome`), by
     #: seq: that conversation, their index in it, whether it is its first turn (no previous).
@@ -154,6 +163,42 @@ class AnalyserState:
         return cls(
             reload, keep_turns, active, keep, spill, result, conversations, Threader(keep=keep)
         )
+
+
+#: The rendered side calls waiting for a request to carry their answer (a summary is looked for
+#: among the 64 most recent answers: docs/threading.md "Bounds").
+RENDERED_PENDING = 64
+
+
+def rendered_side_call(state: AnalyserState, tid: int, conv_id: str) -> None:
+    """Turn ``tid`` started ``conv_id``, a side call fed a conversation's history as rendered
+    text: a summariser until a later request carries its answer (:func:`summary_carried`), else
+    a hand-off; the oldest past :data:`RENDERED_PENDING` is settled as one now."""
+    state.rendered[tid] = conv_id
+    while len(state.rendered) > RENDERED_PENDING:
+        oldest = next(iter(state.rendered))
+        handed_over(state, state.rendered.pop(oldest))
+
+
+def summary_carried(state: AnalyserState, tid: int) -> None:
+    """A request carries turn ``tid``'s answer as its summary: a rendered side call that asked
+    for it was the summariser (it stays a side call)."""
+    state.rendered.pop(tid, None)
+
+
+def settle_rendered(state: AnalyserState) -> None:
+    """When the run ends: every rendered side call whose answer no request carried as a summary
+    was another agent quoting the conversation (a guardrail, an evaluator): a ``handoff`` under
+    the same turn (issue 90: "quoting an answer in a user message is a hand-off, said as one")."""
+    for conv_id in state.rendered.values():
+        handed_over(state, conv_id)
+
+
+def handed_over(state: AnalyserState, conv_id: str) -> None:
+    """The conversation ``conv_id`` (a rendered side call) is a hand-off."""
+    at = state.records.get(conv_id)
+    if at is not None:
+        state.conversations.record(at).branch = "handoff"
 
 
 def conversation_of(state: AnalyserState, tid: int) -> str | None:

@@ -226,9 +226,10 @@ class RunReader:
         if before is None or before.views is None or not self.settled:
             return (each(ex, rt) for ex, rt in self.pairs)
         self.before = None  # (once: the views are read from their file as they pass)
-        flagged, calls = self.analyser.state.flagged, self.analysis.mcp_calls
+        st = self.analyser.state
+        flagged, calls = st.flagged, self.analysis.mcp_calls
         return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
-                                  self.index.seqs, each)  # fmt: skip
+                                  self.index.seqs, each, st.relabelled)  # fmt: skip
 
     def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
         """Each round trip's printed view, or ``kind`` (:func:`._snapshot.printed`: those kept
@@ -307,13 +308,11 @@ class RunReader:
         moved = self.analyser.state.moved
         if len(moved) == self._moved:
             return
-        for seq, (conv, index, first) in list(moved.items())[self._moved :]:
+        for seq, (conv, index, _first) in list(moved.items())[self._moved :]:
             if seq not in self.places:
                 continue
-            turn = self.turn_store.get(*self.places.get(seq))
-            turn.conversation, turn.index = conv, index
-            if first:
-                turn.previous_seq = None
+            # (its place, previous turn and counts: RunAnalyser.placed, the core's one place)
+            turn = self.analyser.placed(self.turn_store.get(*self.places.get(seq)))
             usage = self.places.usage(seq)
             self.places.move(
                 seq, self.turn_store.put(turn), (conv, *usage[1:]) if usage is not None else None

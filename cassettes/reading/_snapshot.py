@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -146,13 +146,15 @@ def each_view(
     again: Callable[[], Reread],
     seqs: Sequence[int],
     each: Callable[[Any, Any], Any],
+    relabelled: Iterable[int] = (),
 ) -> Iterator[Any]:
     """A printing pass (``each``: a round trip's printed view and growth row) of a continued
     reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
     the round trips its file held before (``views``) are taken again, but where the continued
     analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
-    ones among them, or an MCP link: by seq); the others are ``each``'s."""
-    changed = _changed(flagged, calls, before)
+    ones among them, or an MCP link: by seq; ``relabelled``: the turns whose conversation's kind
+    it read again); the others are ``each``'s."""
+    changed = _changed(flagged, calls, before) | set(relabelled)
     return _reusing(again, seqs, each, _analysis_cache.views_in(views), changed, before.positions)
 
 

@@ -42,6 +42,10 @@ def message_counts(
     previous request's that it dropped. ``before``: the previous request packed, as
     :func:`~._managed.shapes` returned it (``None``: not the request this one follows)."""
     sent = len(ctx.messages)
+    if context is not None and context.after_overflow is not None:
+        # The refused request again, managed (issue 90): it got no answer, so nothing it sent is
+        # this turn's own; each message is as before (the refused request sent it) or changed.
+        new_from = sent
     new_from = min(max(new_from, kept), sent)
     new = sent - new_from
     previous = ctx.prev.n_messages if ctx.prev is not None and how != "previous_response_id" else 0

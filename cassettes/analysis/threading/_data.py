@@ -17,7 +17,7 @@ from ...models import Message, Part
 from .._message_keys import _call_ids, _message_keys, _part_keys, stable
 from .._trajectory import Fields, Step
 from ..spill import KEEP, Spill, SpillMap
-from ._words import SYSTEM_TEXT, trajectory
+from ._words import SYSTEM_TEXT, Rendered, trajectory
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,10 @@ class Link:
     summary_seen: str | None = None
     #: The tool-call ids that compaction's request answered (its results went into the summary).
     summary_answers: frozenset[str] = frozenset()
+    #: A new conversation whose user words carry a recent conversation's history rendered as
+    #: text (:func:`~._opening.rendered`): a summariser's side call when a later request carries
+    #: its answer as the summary, else another agent quoting the conversation (a hand-off).
+    rendered: bool = False
     #: The turns (threader turn ids, first and last) this request proves were another agent's
     #: loop handed the run and not this conversation's own (:func:`~._agents.handed_back`):
     #: they leave this conversation for one of their own, ``handoff`` under :attr:`previous`.
@@ -235,10 +239,13 @@ class Threads:
     #: The most recent turns the API refused as too long for the context window (turn ids, as
     #: keys: an ordered set): a later request may keep part of their history.
     overflows: OrderedDict[int, None] = field(default_factory=OrderedDict)
-    #: The most recent conversations' latest requests (conversation → turn id, its messages),
-    #: which a summariser fed the history as rendered text carries (:func:`~._opening.rendered`);
-    #: in memory only, not part of a continued state.
-    recent: OrderedDict[str, tuple[int, list[Message]]] = field(default_factory=OrderedDict)
+    #: The most recent conversations' latest requests (conversation → turn id, its messages, or
+    #: the texts of them a rendered history carries once read: :data:`~._words.Rendered`), which a
+    #: summariser fed the history as rendered text carries (:func:`~._opening.rendered`); kept
+    #: as those texts in a continued state.
+    recent: OrderedDict[str, tuple[int, list[Message] | Rendered]] = field(
+        default_factory=OrderedDict
+    )
     #: What the most recent side calls were given (turn id → their requests' texts,
     #: normalised, bounded): the summary one of them wrote may restate what it saw.
     seen: OrderedDict[int, str] = field(default_factory=OrderedDict)

@@ -9,7 +9,6 @@ import itertools
 
 import orjson
 
-from ...models import Message
 from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import asks_own, rank
@@ -19,15 +18,15 @@ from ._words import (
     MAX_HAY,
     MIN_CARRIED,
     MIN_SUMMARY,
-    RENDERED_MESSAGES,
     SCAN_ANSWERS,
     SCAN_OPENING,
     SCAN_PROMPTS,
+    Rendered,
     demo_pairs,
     fields_prompt,
-    message_texts,
     norm_prompt,
     quoted_only,
+    rendered_texts,
     short,
     start_len,
 )
@@ -255,7 +254,7 @@ def start_link(s: Threads, r: Request) -> Link:
     link = Link(s.new_conversation(), None, "start")
     fed = rendered(s, r)
     if fed is not None:
-        link.parent, link.branch = fed, "side_call"
+        link.parent, link.branch, link.rendered = fed, "side_call", True
         return link
     if not s.prompts and not s.quotes and not s.summaries:
         return link
@@ -293,26 +292,27 @@ def rendered(s: Threads, r: Request) -> int | None:
     )
     if len(hay) < MIN_SUMMARY:
         return None
-    for tid, messages in reversed(list(s.recent.values())):
-        if s.latest(tid) and _carried(hay, messages[-RENDERED_MESSAGES:]):
+    for conv, (tid, messages) in reversed(list(s.recent.items())):
+        if not s.latest(tid):
+            continue
+        texts = messages if isinstance(messages, tuple) else rendered_texts(messages)
+        s.recent[conv] = (tid, texts)  # (read once; what a continued state keeps)
+        if _carried(hay, texts):
             return tid
     return None
 
 
-def _carried(hay: str, messages: list[Message]) -> bool:
-    """``hay`` carries the texts of ``messages`` in order (:func:`~._words.message_texts`):
+def _carried(hay: str, texts: Rendered) -> bool:
+    """``hay`` carries ``texts`` in order (:func:`~._words.rendered_texts`):
     :data:`~._words.MIN_CARRIED` or more, a plain user message's among them."""
     at, found, user = 0, 0, False
-    for m in messages:
-        role = _ROLE.get(m.role, m.role)
-        if role == "system":
-            continue
-        for text in message_texts(m):
+    for plain_user, said in texts:
+        for text in said:
             i = hay.find(text, at)
             if i < 0:
                 continue
             at, found = i + len(text), found + 1
-            user = user or (role == "user" and all(p.tool_result is None for p in m.parts))
+            user = user or plain_user
     return found >= MIN_CARRIED and user
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from ...models import Message
 from .._plain_values import dump, load
 from ..spill import SpillMap
 from ._data import CLASSES as _CLASSES
 from ._data import TABLES, Registered, Threads, TurnInfo
 from ._driver import Threader
+from ._words import RECENT, RENDERED_MESSAGES, RENDERED_TEXT, SCAN_PROMPTS, Rendered, rendered_texts
 
 __all__ = ["restore_threads", "threads_state"]
 
@@ -26,11 +28,49 @@ def threads_state(threader: Threader) -> dict[str, Any]:
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
         "quotes": list(s.quotes.items()), "summaries": list(s.summaries.items()),
         "count": s.count, "families": dict(s.families), "overflows": list(s.overflows),
+        "recent": [[conv, tid, _texts(m)] for conv, (tid, m) in s.recent.items()],
+        "seen": list(s.seen.items()),
     }  # fmt: skip
     for name in TABLES:
         table: SpillMap[Any, Any] = getattr(s, name)
         out[name] = ([k, dump(v, _CLASSES)] for k, v in table.entries())
     return out
+
+
+def _texts(messages: list[Message] | Rendered) -> list[Any]:
+    """A recent request's texts a rendered history carries, as plain data."""
+    texts = messages if isinstance(messages, tuple) else rendered_texts(messages)
+    return [[user, list(said)] for user, said in texts]
+
+
+def _recent(data: Any, n: int) -> OrderedDict[str, tuple[int, list[Message] | Rendered]]:
+    """The recent requests' texts :func:`threads_state` gave (``ValueError``: not those)."""
+    out: OrderedDict[str, tuple[int, list[Message] | Rendered]] = OrderedDict()
+    if not isinstance(data, list) or len(data) > RECENT:
+        raise _bad("recent requests")
+    for item in data:
+        if not (isinstance(item, list) and len(item) == 3 and type(item[0]) is str
+                and type(item[1]) is int and 0 <= item[1] < n
+                and isinstance(item[2], list)):  # fmt: skip
+            raise _bad("recent requests")
+        texts: list[tuple[bool, tuple[str, ...]]] = []
+        for m in item[2][-RENDERED_MESSAGES:]:
+            if not (isinstance(m, list) and len(m) == 2 and type(m[0]) is bool
+                    and isinstance(m[1], list) and all(type(t) is str for t in m[1])):  # fmt: skip
+                raise _bad("recent requests")
+            texts.append((m[0], tuple(t[:RENDERED_TEXT] for t in m[1])))
+        out[item[0]] = (item[1], tuple(texts))
+    return out
+
+
+def _seen(data: Any, n: int) -> OrderedDict[int, str]:
+    """What the recent side calls were given, as :func:`threads_state` gave it."""
+    if not isinstance(data, list) or not all(
+        isinstance(x, list) and len(x) == 2 and type(x[0]) is int and 0 <= x[0] < n
+        and type(x[1]) is str for x in data
+    ):  # fmt: skip
+        raise _bad("side calls' texts")
+    return OrderedDict((t, text) for t, text in data[-SCAN_PROMPTS:])
 
 
 def _bad(what: str) -> ValueError:
@@ -42,7 +82,8 @@ def restore_threads(data: Any, keep: int) -> Threader:
     ``data`` does not check out)."""
     if not isinstance(data, dict) or set(data) != {*TABLES, "turns", "by_label", "prompts",
                                                    "quotes", "summaries", "count",
-                                                   "families", "overflows"}:  # fmt: skip
+                                                   "families", "overflows", "recent",
+                                                   "seen"}:  # fmt: skip
         raise _bad("tables")
     threader = Threader(keep=keep)
     s: Threads = threader.threads
@@ -75,6 +116,7 @@ def restore_threads(data: Any, keep: int) -> Threader:
     if not isinstance(overflows, list) or not all(type(t) is int and 0 <= t < n for t in overflows):
         raise _bad("overflows")
     s.overflows = OrderedDict.fromkeys(overflows[-64:])
+    s.recent, s.seen = _recent(data["recent"], n), _seen(data["seen"], n)
     if type(data["count"]) is not int or any(
         not 0 <= t < n for t in [*s.prompts.values(), *s.quotes.values()]
     ):

@@ -103,6 +103,25 @@ def message_texts(m: Message) -> list[str]:
     return [t[:RENDERED_TEXT] for t in out if len(t) >= MIN_RENDERED]
 
 
+#: What a summariser fed rendered text would carry of a request's messages, as plain data: for each
+#: message after the system ones, whether it is a plain user message (no tool result) and its
+#: texts (:func:`message_texts`). What a grown file's continued state keeps of a request.
+Rendered = tuple[tuple[bool, tuple[str, ...]], ...]
+
+
+def rendered_texts(messages: list[Message]) -> Rendered:
+    """The texts of ``messages`` a rendered history carries (:data:`Rendered`), the latest
+    :data:`RENDERED_MESSAGES` read."""
+    out: list[tuple[bool, tuple[str, ...]]] = []
+    for m in messages[-RENDERED_MESSAGES:]:
+        role = _ROLE.get(m.role, m.role)
+        if role == "system":
+            continue
+        user = role == "user" and all(p.tool_result is None for p in m.parts)
+        out.append((user, tuple(message_texts(m))))
+    return tuple(out)
+
+
 def seen_text(messages: list[Message]) -> str:
     """Every text of a request (text parts, tool results, calls' arguments; normalised,
     bounded): what a side call was given."""

@@ -20,7 +20,8 @@ from __future__ import annotations
 import pytest
 from scenarios import WEATHER, AgentScript, Call, assistant_of, threads, user_of
 
-from looptap.cassettes.analysis import RunAnalysis
+from looptap.cassettes.analysis import RunAnalysis, analyse
+from looptap.cassettes.wire import Exchange
 
 FAMILIES4 = ("openai_chat", "openai_responses", "anthropic", "gemini")
 SYSTEM = "You are a weather assistant. Use the get_weather tool for every city."
@@ -71,6 +72,11 @@ def _adk_render(instruction: bool) -> str:
 def _compacted(family: str, instruction: bool = False, seen: bool = True) -> RunAnalysis:
     """ADK: the main agent's two invocations, the summariser (no system prompt, no tools, the
     events rendered), then the next invocation: the summary as a model message, the question."""
+    return analyse(_compacted_run(family, instruction, seen))
+
+
+def _compacted_run(family: str, instruction: bool = False, seen: bool = True) -> list[Exchange]:
+    """The round trips of :func:`_compacted`."""
     s = _main(family, instruction)
     side = AgentScript(family, tools=[])
     side.user(_adk_render(instruction and seen))
@@ -80,7 +86,7 @@ def _compacted(family: str, instruction: bool = False, seen: bool = True) -> Run
     s.reply(calls=[Call("get_weather", {"city": "Berlin"}, id="call_r3")])
     for i, ex in enumerate(s.exchanges):
         ex.seq = i
-    return s.analyse()
+    return s.exchanges
 
 
 def _trim(run: RunAnalysis) -> list[tuple[int, str]]:
@@ -167,3 +173,57 @@ def test_clean_twin_a_question_and_answer_quoted_is_no_rendered_history() -> Non
     run = s.analyse()
     judge = next(c for c in run.conversations if c.turns == [4])
     assert judge.kind != "side_call"
+
+
+GUARDRAIL = "You are a guardrail. Check that the agent's answers are grounded in its tools."
+VERDICT = (
+    "PASS: every figure the agent gave (Paris sunny at 24 C, Tokyo rainy at 15 C) is what the "
+    "get_weather tool returned; nothing was invented."
+)
+
+
+def _guardrail(family: str, goes_on: bool) -> RunAnalysis:
+    return analyse(_guardrail_run(family, goes_on))
+
+
+def _guardrail_run(family: str, goes_on: bool) -> list[Exchange]:
+    """A guardrail agent (its own system prompt, no tools) handed the worker's conversation:
+    its user message quotes the question, both tool results and the answer word for word (four
+    texts, in order: what the rendered-history rule reads). Its verdict is long enough to be a
+    summary, but no request carries it. With ``goes_on`` the worker asks on after it."""
+    s = _main(family)
+    quoted = (
+        "Review this exchange.\nUser: What is the weather in Paris today?\n"
+        "Tool get_weather returned: WEATHER: Paris is sunny at 24 C\nUser: And in Tokyo, please?\n"
+        "Tool get_weather returned: WEATHER: Tokyo is rainy at 15 C\n"
+        "Agent answered: FORECAST: Tokyo is rainy, 15 C.\nIs every figure grounded?"
+    )
+    judge = AgentScript(family, tools=[], system=GUARDRAIL)
+    judge.user(quoted)
+    judge.reply(VERDICT)
+    s.exchanges.append(judge.exchanges[0])
+    if goes_on:
+        s.user("And in Berlin?")
+        s.reply(calls=[Call("get_weather", {"city": "Berlin"}, id="call_r3")])
+    for i, ex in enumerate(s.exchanges):
+        ex.seq = i
+    return s.exchanges
+
+
+@pytest.mark.parametrize("goes_on", [False, True], ids=["at_the_end", "worker_goes_on"])
+@pytest.mark.parametrize("family", FAMILIES4)
+def test_a_guardrail_quoting_three_texts_is_a_handoff_not_a_summariser(
+    family: str, goes_on: bool
+) -> None:
+    """The rendered-history rule's doubt (issue 90): a guardrail whose user text carries three
+    or more of the worker's texts in order reads, when it arrives, like a summariser fed the
+    history; what happens after decides. Its answer is never carried as a summary, so it was
+    another agent quoting the conversation: a hand-off under the worker's latest turn, nothing
+    said managed, nothing dropped. (On 20d0006a: a side call.)"""
+    run = _guardrail(family, goes_on)
+    worker = [0, 1, 2, 3, 5] if goes_on else [0, 1, 2, 3]
+    assert sorted(threads(run)) == sorted([worker, [4]])
+    judge = next(c for c in run.conversations if c.turns == [4])
+    assert (judge.kind, judge.parent_seq) == ("handoff", 3)
+    assert not _trim(run)
+    assert not [x for x in run.findings if x.severity in ("warning", "error")]
