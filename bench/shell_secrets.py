@@ -1,7 +1,7 @@
 """The secrets benchmark over a coding agent's shell commands and files (issue 93): sentinels
 planted in command lines, in environment-looking output (``env``, ``printenv``, a ``.env``
 printed with ``cat``), in file paths and in file contents, through the real ``looptap run
---shell-trace`` (an agent of the bench's own on the Anthropic Messages API that runs each ``bash``
+--shell-trace`` (tests/support/bash_agent.py, on the Anthropic Messages API that runs each ``bash``
 call with ``/bin/bash -c``; the model a scripted server). Then every file looptap writes of that
 run — the cassette, the contents kept beside it (``RUN.jsonl.files/``), ``export --html``,
 ``--otel``, ``--har``, ``show``, ``show --json``, ``textconv``, the fleet index (``looptap index``,
@@ -45,35 +45,12 @@ def _mine(name: str, value: str | None = None) -> str:
 
 from tool_secrets import _duckdb_text, _looptap, exported, leaks  # noqa: E402
 
+from tests.support import bash_agent  # noqa: E402
 from tests.support.recorder import PROXY_PYTHON, clean_env  # noqa: E402
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
 
-AGENT = r"""
-import json, os, subprocess, sys, urllib.request
-base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
-messages = [{"role": "user", "content": "go"}]
-tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
-          "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
-for _ in range(40):
-    req = urllib.request.Request(base + "/v1/messages", method="POST",
-        data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages,
-                         "tools": tools}).encode(),
-        headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
-                 "anthropic-version": "2023-06-01"})
-    answer = json.loads(urllib.request.urlopen(req).read())
-    messages.append({"role": "assistant", "content": answer["content"]})
-    calls = [b for b in answer["content"] if b["type"] == "tool_use"]
-    if not calls:
-        print("answer:", answer["content"][0]["text"])
-        break
-    results = []
-    for c in calls:
-        p = subprocess.run(["/bin/bash", "-c", c["input"]["command"]], capture_output=True,
-                           text=True)
-        results.append({"type": "tool_result", "tool_use_id": c["id"],
-                        "content": (p.stdout + p.stderr)[:4000] + f"\n[exit code {p.returncode}]"})
-    messages.append({"role": "user", "content": results})
-"""
+#: The agent (tests/support/bash_agent.py), written beside the run as a script of its own.
+AGENT = Path(bash_agent.__file__).read_text()
 
 
 def sentinels() -> dict[str, str]:

@@ -5,7 +5,8 @@ the lines after ``$ ``); a ``\\`` continues a line. They run one by one with bas
 this checkout (``git clone --shared``: what a fresh clone has, with ``.venv-proxy`` linked to the
 suite's recorder environment), in the shell the README's first command leaves
 (``.venv-proxy/path``, where it links ``looptap`` alone, appended to ``PATH``), with a fresh
-``HOME`` and no API keys. Each page starts from the same files,
+``HOME``, no API keys and the suite's ``LOOPTAP_SHELL_TRACE=off``. Each page starts from the
+same files,
 made from the bundled example and the loopback fixtures: ``run.jsonl`` (the demo run),
 ``before.jsonl``/``after.jsonl``, ``runs/``, ``flows.mitm``, ``my_test_cassettes/test_agent.yaml``,
 and stub agents (``my_agent.py``, ``agent.py``, ``your_agent.py``) that make no LLM call, since
@@ -206,6 +207,12 @@ def _env(home: Path, after_setup: bool, root: Path) -> dict[str, str]:
         PATH=os.pathsep.join(path),
         GIT_CONFIG_NOSYSTEM="1",
         CODEX_HOME=str(home / ".codex"),
+        # The suite's opt-out of `looptap run`'s default trace (tests/conftest.py): the pages'
+        # commands run in a clone of looptap itself (about 110 MB), whose whole working tree each
+        # `looptap run` would take (50-100 s a run on the shared 2-core machine, six runs in all;
+        # docs/suite.md). The trace is tested in tests/proxy/test_shell_trace.py and
+        # tests/clients/test_shell_tools.py.
+        LOOPTAP_SHELL_TRACE="off",
     )
     return env
 

@@ -146,3 +146,30 @@ class TestOne:
 class TestTwo:
     def test_1(self, per_class): pass
 """
+
+
+def test_the_costliest_work_is_handed_out_first() -> None:
+    """The queue's order (tests/support/scheduling.py): a unit's cost is its tests' summed by the
+    longest listed prefix of their node ids (else 1 each); costlier first, ties in their order."""
+    from tests.support.scheduling import COSTS, cost, longest_first
+
+    assert cost("tests/why/test_why_agents.py::test_x[anthropic]") == COSTS["tests/why/"]
+    assert (
+        cost("tests/clients/test_context_paths.py::t")
+        == COSTS["tests/clients/test_context_paths.py"]
+    )
+    assert cost("tests/views/test_small_words.py::t") == 1
+    units = {
+        "a": {"tests/views/test_a.py::t1": False, "tests/views/test_a.py::t2": False},
+        "tests/why/test_why.py::t": {"tests/why/test_why.py::t": False},
+        "b": {f"tests/hostile/test_matrix.py::t{i}": False for i in range(5)},
+        "tests/views/test_c.py::t": {"tests/views/test_c.py::t": False},
+        "tests/views/test_d.py::t": {"tests/views/test_d.py::t": False},
+    }
+    assert longest_first(units) == [
+        "b",
+        "tests/why/test_why.py::t",
+        "a",
+        "tests/views/test_c.py::t",
+        "tests/views/test_d.py::t",
+    ]

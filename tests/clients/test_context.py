@@ -49,6 +49,7 @@ from typing import Any
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.outcome import codex_wrapper, findings_said, side_calls, threads
 from tests.clients.test_matrix import PYTHONS, _explain, _final, _findings, _interpreter, _run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
@@ -550,15 +551,7 @@ def _agent(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]
     codex = need("@openai/codex", bin_name="codex")
     home = tmp_path / "codex-home"
     home.mkdir()
-    # looptap run exports its listener's URL; Codex reads base_url from config.toml only
-    (tmp_path / "config.toml.in").write_text(CODEX_CONFIG)
-    wrapper = tmp_path / "codex.sh"
-    wrapper.write_text(
-        "#!/bin/sh\nset -e\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
-        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    wrapper = codex_wrapper(tmp_path, codex, CODEX_CONFIG)
     env = run_env(tmp_path, CODEX_HOME=str(home), LOOPTAP_CODEX_KEY=f"sk-context-{tmp_path.name}")
     cmd = [
         str(wrapper),
@@ -586,17 +579,8 @@ def test_managed_context_is_one_conversation_said_once(
     assert all(e.status == 200 for e in cas.exchanges), why
     # what the scripted model took each request for, in arrival order: the client did manage
     # its context where the case says (a side call where it says, the rest its own loop)
-    asked = [(e.seq, e.reply.what if e.reply else "") for e in up.log]
-    assert [seq for seq, what in asked if what.startswith("side:")] == [s for s, _ in case.side], (
-        why
-    )
-    said = [
-        f"{f.code} {f.severity} seq={f.seq} turn={f.turn} conv={f.conversation}: {f.message}"
-        for f in an.findings
-    ]
-    convs = [
-        (conv.kind, conv.parent_seq, tuple(conv.turns)) for conv in an.conversations if conv.turns
-    ]
+    assert side_calls(up) == [s for s, _ in case.side], why
+    said, convs = findings_said(an), threads(an)
     # one conversation the client kept; its management's side calls under the turn they read
     assert sorted(convs) == sorted(
         [("main", None, case.main), *(("side_call", parent, (seq,)) for seq, parent in case.side)]

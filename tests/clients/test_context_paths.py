@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.outcome import findings_said, side_calls, threads
 from tests.clients.test_matrix import PYTHONS, _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -243,17 +244,8 @@ def test_managed_on_its_path_is_one_conversation_said_once(case: Case, tmp_path:
     cas, an = _findings(out)
     statuses = [(e.seq, e.status) for e in cas.exchanges if e.status != 200]
     assert statuses == ([] if case.refused is None else [(case.refused, 400)]), why
-    asked = [(e.seq, e.reply.what if e.reply else "") for e in up.log]
-    assert [seq for seq, what in asked if what.startswith("side:")] == [s for s, _ in case.side], (
-        why
-    )
-    said = [
-        f"{f.code} {f.severity} seq={f.seq} turn={f.turn} conv={f.conversation}: {f.message}"
-        for f in an.findings
-    ]
-    convs = [
-        (conv.kind, conv.parent_seq, tuple(conv.turns)) for conv in an.conversations if conv.turns
-    ]
+    assert side_calls(up) == [s for s, _ in case.side], why
+    said, convs = findings_said(an), threads(an)
     assert sorted(convs) == sorted(
         [("main", None, case.main), *(("side_call", parent, (seq,)) for seq, parent in case.side)]
     ), (convs, said, case.before)

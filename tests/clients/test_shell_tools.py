@@ -218,19 +218,13 @@ def _opencode(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
 def _codex(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
     """Codex on a provider of its own (looptap's listener: Codex reads the base URL from its
     config only), its sandbox ``workspace-write`` (Landlock and seccomp, under the tracer)."""
+    from tests.clients.outcome import codex_wrapper
     from tests.clients.test_context import CODEX_CONFIG
 
     codex = need("@openai/codex", bin_name="codex")
     home = tmp_path / "codex-home"
     home.mkdir()
-    (tmp_path / "config.toml.in").write_text(CODEX_CONFIG)
-    wrapper = tmp_path / "codex.sh"
-    wrapper.write_text(
-        "#!/bin/sh\nset -e\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
-        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    wrapper = codex_wrapper(tmp_path, codex, CODEX_CONFIG)
     env = run_env(tmp_path, CODEX_HOME=str(home), LOOPTAP_CODEX_KEY=f"sk-shell-{tmp_path.name}")
     cmd = [
         str(wrapper), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",

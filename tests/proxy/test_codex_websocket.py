@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from tests.clients.outcome import codex_wrapper
 from tests.proxy.test_e2e_node_agents import CODEX_CONFIG, explain, looptap_run, need, run_env
 from tests.support import progress
 from tests.support.recorder import needs_recorder
@@ -28,14 +29,7 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     codex = need("@openai/codex", bin_name="codex")
     codex_home = tmp_path / "codex-home"
     codex_home.mkdir()
-    (tmp_path / "config.toml.in").write_text(CODEX_WS_CONFIG)
-    wrapper = tmp_path / "codex.sh"
-    wrapper.write_text(
-        "#!/bin/sh\nset -e\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
-        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    wrapper = codex_wrapper(tmp_path, codex, CODEX_WS_CONFIG)
     env = run_env(tmp_path, CODEX_HOME=str(codex_home), LOOPTAP_CODEX_KEY=secret)
     with WsResponsesUpstream() as up:
         proc, out = looptap_run(

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from tests.clients.outcome import codex_wrapper
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, CODEX_CONFIG, explain, need, run_env
 from tests.support import progress
 from tests.support.clock import LIBFAKETIME, moved, needs_faketime
@@ -67,6 +68,7 @@ def claude_route(answer: str) -> Any:
                 "Read", {"file_path": f"{_cwd_of(req)}/{list(FILES)[done]}"}, what=f"read:{done}"
             )
         return Reply.say(f"{answer}: read {done} files", what="answer")
+
     return route
 
 
@@ -78,6 +80,7 @@ def codex_route(answer: str) -> Any:
                 "exec_command", {"cmd": f"cat {list(FILES)[done]}"}, what=f"cat:{done}"
             )
         return Reply.say(f"{answer}: read {done} files", what="answer")
+
     return route
 
 
@@ -243,16 +246,7 @@ def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fork]:
     tmp = tmp_path_factory.mktemp("fork-codex")
     # Codex reads its base URL from config.toml only: a wrapper writes it from OPENAI_BASE_URL (the
     # recorder's listener when recording, the fork's replay server when forking).
-    (tmp / "config.toml.in").write_text(
-        CODEX_CONFIG.format(base_url="@OPENAI_BASE_URL@", headers="")
-    )
-    wrapper = tmp / "codex.sh"
-    wrapper.write_text(
-        '#!/bin/sh\nset -e\nmkdir -p "$CODEX_HOME"\n'
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp}/config.toml.in" > '
-        f'"$CODEX_HOME/config.toml"\nexec "{exe}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    wrapper = codex_wrapper(tmp, exe, CODEX_CONFIG.format(base_url="@OPENAI_BASE_URL@", headers=""))
 
     def command(root: Path) -> list[str]:
         return [

@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 from looptap.cassettes.parsing import RoundTrip, parse_all, parse_exchange  # noqa: E402
 from looptap.cassettes.storage import RecordFile, read_records  # noqa: E402
+from tests.clients.outcome import codex_wrapper  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
@@ -278,9 +279,12 @@ def test_openai_node_base_url(
     served = upstream.llm_served()
     assert served == upstream.served, "openai-node sent something besides the LLM calls"
     assert [(urlsplit(s.target).path, s.stream) for s in served] == [
-        ("/v1/chat/completions", False), ("/v1/chat/completions", True),
-        ("/v1/responses", False), ("/v1/responses", True),
-        ("/v1/chat/completions", True), ("/v1/chat/completions", True),
+        ("/v1/chat/completions", False),
+        ("/v1/chat/completions", True),
+        ("/v1/responses", False),
+        ("/v1/responses", True),
+        ("/v1/chat/completions", True),
+        ("/v1/chat/completions", True),
     ]
     assert all(
         s.request_header("user-agent") == f"OpenAI/JS {version_of('openai')}" for s in served
@@ -469,8 +473,17 @@ def test_claude_code_print(
     env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, **CLAUDE_OFFLINE)
     if scenario:
         env["ANTHROPIC_CUSTOM_HEADERS"] = f"X-Fake-Upstream: {scenario}"
-    cmd = [str(claude), "-p", "Read notes.txt and summarise it.", "--model", "claude-sonnet-4-5",
-           "--output-format", "json", "--no-session-persistence", *args]
+    cmd = [
+        str(claude),
+        "-p",
+        "Read notes.txt and summarise it.",
+        "--model",
+        "claude-sonnet-4-5",
+        "--output-format",
+        "json",
+        "--no-session-persistence",
+        *args,
+    ]
     proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=upstream)
     assert proc.returncode == 0, explain(proc, upstream)
     result = outputs(proc)[-1]
@@ -564,14 +577,7 @@ def test_codex_exec(
     # reads base_url from config.toml only, so a shell wrapper writes the file from the variable.
     headers = f'http_headers = {{ "X-Fake-Upstream" = "{scenario}" }}' if scenario else ""
     template = CODEX_CONFIG.format(base_url="@OPENAI_BASE_URL@", headers=headers)
-    (tmp_path / "config.toml.in").write_text(template)
-    wrapper = tmp_path / "codex.sh"
-    wrapper.write_text(
-        "#!/bin/sh\nset -e\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
-        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    wrapper = codex_wrapper(tmp_path, codex, template)
     env = run_env(tmp_path, CODEX_HOME=str(codex_home), LOOPTAP_CODEX_KEY=secret)
     cmd = [str(wrapper), "exec", "--skip-git-repo-check", "What is the capital of France?"]
     proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=upstream)

@@ -1,8 +1,8 @@
 """``looptap run``'s process tracer (proxy/shell_trace.py) and the core's linking (cassettes/shell),
-on a small agent of this file's own: a loop on the Anthropic Messages API (the scripted model) that
-runs each ``bash`` tool call with ``/bin/bash -c`` and sends back its output, and, with ``--lie``,
-``ok`` for a command that failed (a client that hides the exit). Fast and deterministic; the real
-coding agents are tests/clients/test_shell_tools.py."""
+on a small agent (tests/support/bash_agent.py): a loop on the Anthropic Messages API (the scripted
+model) that runs each ``bash`` tool call with ``/bin/bash -c`` and sends back its output, and, with
+``--lie``, ``ok`` for a command that failed (a client that hides the exit). Fast and deterministic;
+the real coding agents are tests/clients/test_shell_tools.py."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from looptap.cassettes.reading import open_run
 from looptap.cassettes.shell import read_processes
 from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import explain, looptap_run, run_env
+from tests.support import bash_agent
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -27,43 +28,8 @@ pytestmark = [
     pytest.mark.skipif(probe() is not None, reason=f"no process tracer here: {probe()}"),
 ]
 
-AGENT = r"""
-import json, os, subprocess, sys, urllib.request
-lie = "--lie" in sys.argv
-base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
-messages = [{"role": "user", "content": "go"}]
-tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
-          "properties": {"command": {"type": "string"}}, "required": ["command"]}},
-         {"name": "write", "description": "write a file", "input_schema": {"type": "object",
-          "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}]
-for _ in range(10):
-    req = urllib.request.Request(base + "/v1/messages", method="POST",
-        data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages,
-                         "tools": tools}).encode(),
-        headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
-                 "anthropic-version": "2023-06-01"})
-    answer = json.loads(urllib.request.urlopen(req).read())
-    messages.append({"role": "assistant", "content": answer["content"]})
-    calls = [b for b in answer["content"] if b["type"] == "tool_use"]
-    if not calls:
-        break
-    results = []
-    for c in calls:
-        if c["name"] == "write":  # the agent's own file tool: a write in this process
-            with open(c["input"]["path"], "w") as f:
-                f.write(c["input"]["content"])
-            results.append({"type": "tool_result", "tool_use_id": c["id"], "content": "written"})
-            continue
-        p = subprocess.run(["/bin/bash", "-c", c["input"]["command"]], capture_output=True,
-                           text=True)
-        text = p.stdout + p.stderr
-        if not lie:
-            text += f"\n[exit code {p.returncode}]"
-        elif "--lie0" in sys.argv:  # as Codex says it, with a status of 0
-            text += "\nProcess exited with code 0"
-        results.append({"type": "tool_result", "tool_use_id": c["id"], "content": text or "ok"})
-    messages.append({"role": "user", "content": results})
-"""
+#: The agent (tests/support/bash_agent.py), written beside the run as a script of its own.
+AGENT = Path(bash_agent.__file__).read_text()
 
 SECRET = "sk-ant-api03-" + "Q" * 80 + "AA"
 COMMANDS = [

@@ -29,8 +29,11 @@ from typing import Any
 import pytest
 
 __all__ = [
+    "COSTS",
     "GROUPED_SESSION_FIXTURES",
     "GROUPS_DIR",
+    "cost",
+    "longest_first",
     "make_scheduler",
     "name_directory",
     "publish",
@@ -44,6 +47,56 @@ GROUPS_DIR = "LOOPTAP_TEST_GROUPS"
 #: each of six agents on first asking (tests/proxy/conftest.py), which a second worker would
 #: record again.
 GROUPED_SESSION_FIXTURES = frozenset({"tool_agent_run"})
+
+
+#: What a test costs, roughly, in seconds on the 2-core CI machine under ``-n 3``, by the longest
+#: prefix of its node id that is listed (a group's setup is carried by its tests); any other test
+#: 1. From the ``--durations`` of the fresh-clone runs of session 47 and 48 (docs/suite.md): only
+#: the order the work is handed out in, never what runs or whether it passes. A stale figure costs
+#: at most a worse order.
+COSTS: dict[str, float] = {
+    # the core
+    "tests/hostile/test_matrix.py": 25,  # a 100-140 s fixture over five tests
+    "tests/hostile/test_bombs.py": 10,
+    "tests/interop/test_mcp_fence.py": 5,
+    "tests/reliability/test_proxy_big.py": 20,
+    "tests/why/": 14,
+    "tests/replay/test_fork.py": 12,
+    "tests/replay/test_roundtrip.py": 8,
+    "tests/replay/test_rules_propose_recorded.py": 10,
+    "tests/cassettes/analysis/test_memory.py": 15,
+    "tests/cassettes/test_streamed_run.py": 8,
+    "tests/proxy/test_run_inspect.py": 8,
+    "tests/test_quality.py": 10,
+    # the matrix
+    "tests/clients/test_shell_tools.py": 40,
+    "tests/clients/test_shell_judges.py": 25,
+    "tests/reliability/test_tool_secrets.py": 25,  # a 40-100 s fixture
+    "tests/clients/test_agents.py": 20,
+    "tests/clients/test_few_shot.py": 15,
+    "tests/clients/test_context.py": 10,
+    "tests/clients/test_context_paths.py": 10,
+    "tests/clients/test_handoff_quoted.py": 8,
+    "tests/clients/test_matrix.py": 7,
+    "tests/interop/test_traces_replay_why.py": 15,
+    "tests/proxy/test_e2e_tool_replay.py": 15,
+    "tests/proxy/test_e2e_tool_replay_https.py": 15,
+    "tests/proxy/test_e2e_tool_http.py": 15,
+    "tests/test_doc_commands.py": 10,
+}
+
+
+def cost(nodeid: str) -> float:
+    """A test's rough cost (:data:`COSTS`)."""
+    best = max((p for p in COSTS if nodeid.startswith(p)), key=len, default=None)
+    return COSTS[best] if best is not None else 1.0
+
+
+def longest_first(units: dict[str, dict[str, bool]]) -> list[str]:
+    """The work units (xdist's scopes: a group, or one test), the costliest first (their tests'
+    :func:`cost` summed); equal costs keep their order: the longest work starts first, so no
+    worker is left with a long test at the end while the others are idle."""
+    return sorted(units, key=lambda scope: -sum(cost(n) for n in units[scope]))
 
 
 def shared_fixture_groups(items: list[pytest.Item]) -> dict[str, str]:
@@ -103,19 +156,28 @@ def publish(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's loadgroup scheduler, each test's scope its group (else the test itself): the groups
-    first, biggest first, then every other test one at a time to whichever worker is free."""
+    """xdist's loadgroup scheduler, each test's scope its group (else the test itself), the work
+    handed out costliest first (:func:`longest_first`), each unit to whichever worker is free."""
     from xdist.scheduler import LoadGroupScheduling
 
     where = os.environ.get(GROUPS_DIR)
 
     class SharedFixtureScheduling(LoadGroupScheduling):
         _groups: dict[str, str] | None = None
+        _ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
             if self._groups is None:  # (read at the first call: every worker has collected)
                 files = sorted(Path(where).glob("*.json")) if where else []
                 self._groups = json.loads(files[0].read_text()) if files else {}
             return self._groups.get(nodeid, nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # (the first call comes once xdist has made its whole queue, before any work is sent)
+            if not self._ordered:
+                self._ordered = True
+                for scope in longest_first(dict(self.workqueue)):
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
 
     return SharedFixtureScheduling(config, log)
