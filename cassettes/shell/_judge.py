@@ -242,24 +242,18 @@ def _apart(streams: list[int], seen: list[int]) -> bool:
 
 
 def _reordered_finding(sc: ShellCall, p: Process, streams: list[int], seen: list[int]) -> Finding:
-    row = codes.ROWS[codes.SHELL_OUTPUT_REORDERED]
     name = {1: "stdout", 2: "stderr"}
     first = next(k for k, i in enumerate(seen) if i != k)
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
+    return _sent(
+        codes.SHELL_OUTPUT_REORDERED,
+        sc,
+        (
             f"The command of the model's call {sc.call_id} wrote {len(streams)} pieces on stdout "
             f"and stderr in turn; the result the client sent holds each of them verbatim, in "
             f"another order: its piece {first + 1} is the {name[streams[seen[first]]]} piece "
             f"written {seen[first] + 1}th."
         ),
-        conversation=sc.conversation,
-        turn=sc.result_turn,
-        seq=sc.result_seq,
-        tool_call_id=sc.call_id,
-        details={
+        {
             "written": [name[s] for s in streams],
             "order_sent": [i + 1 for i in seen],
             "pid": p.pid,
@@ -295,25 +289,19 @@ def _kept(text: str, sent: str) -> tuple[int, int]:
 def _cut_finding(
     sc: ShellCall, p: Process, stream: str, start: int, end: int, whole: int
 ) -> Finding:
-    row = codes.ROWS[codes.SHELL_OUTPUT_CUT]
     kept = " and ".join(
         x
         for x in (f"the first {start:,}" if start else "", f"the last {end:,}" if end else "")
         if x
     )
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
+    return _sent(
+        codes.SHELL_OUTPUT_CUT,
+        sc,
+        (
             f"The command of the model's call {sc.call_id} printed {count(whole, 'character')} on "
             f"{stream}; the result the client sent holds only {kept} of them, verbatim."
         ),
-        conversation=sc.conversation,
-        turn=sc.result_turn,
-        seq=sc.result_seq,
-        tool_call_id=sc.call_id,
-        details={
+        {
             "stream": stream,
             "kept_start": start,
             "kept_end": end,
@@ -438,25 +426,36 @@ def hidden(sc: ShellCall) -> Finding | None:
         if not sent
         else f"“{short(sent, 100)}”, with no error flag and nothing of the failure"
     )
-    row = codes.ROWS[codes.SHELL_FAILURE_HIDDEN]
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
+    return _sent(
+        codes.SHELL_FAILURE_HIDDEN,
+        sc,
+        (
             f"The command of the model's call {sc.call_id} ({short(sc.command, 80)}) ended "
             f"with {p.status}"
             + (f" (stderr: “{short(p.stderr, 80)}”)" if p.stderr.strip() else "")
             + f". The client sent the model {told}."
         ),
-        conversation=sc.conversation,
-        turn=sc.result_turn,
-        seq=sc.result_seq,
-        tool_call_id=sc.call_id,
-        details={"exit": p.exit, "signal": p.signal, "pid": p.pid, "command_seq": sc.seq},
+        {"exit": p.exit, "signal": p.signal, "pid": p.pid, "command_seq": sc.seq},
     )
 
 
 def short(text: str, n: int) -> str:
     one = " ".join(text.split())
     return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def _sent(code: str, sc: ShellCall, message: str, details: dict[str, Any]) -> Finding:
+    """A finding of ``code`` on what the client sent back for ``sc``: at the round trip that
+    carried its result."""
+    row = codes.ROWS[code]
+    return Finding(
+        code=row.code,
+        layer=row.layer,
+        severity=row.severity,
+        message=message,
+        conversation=sc.conversation,
+        turn=sc.result_turn,
+        seq=sc.result_seq,
+        tool_call_id=sc.call_id,
+        details=details,
+    )
