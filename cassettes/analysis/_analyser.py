@@ -45,7 +45,7 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
-from ._rehome import place, rehome
+from ._rehome import place, rehome, rejoin
 from ._state import (
     AnalyserState,
     Reload,
@@ -213,6 +213,8 @@ class RunAnalyser:
         retention.remember(st, seq, rt, tid)
         if link.rehome is not None:  # a handed loop this request proves was another agent's
             rehome(st, link)
+        if link.rejoined is not None:  # a side call asked in place this request proves was a turn
+            rejoin(st, link)
         conv = self._conversation(link, rt, label)
         if link.rendered and conv.count == 0:
             rendered_side_call(st, tid, conv.id)
@@ -354,6 +356,10 @@ class RunAnalyser:
         where = self.state.moved.get(turn.seq)
         if where is not None:
             place(turn, where)
+        reread = self.state.reread.get(turn.seq)
+        if reread is not None:  # its C layer read again against the turn it followed
+            turn.previous_seq, turn.c, turn.tokens = reread
+            turn.findings = self.findings_of(turn.seq) or []
         return turn
 
     def findings_of(self, seq: int) -> list[Finding] | None:

@@ -39,7 +39,8 @@ __all__ = ["capture", "restore"]
 #: 4: the tools' HTTP links keyed by conversation and call id, with the calls whose wait ended.
 #: 5: the threads' recent requests' rendered texts and what their side calls were given; the
 #: rendered side calls no summary came from yet.
-VERSION = 5
+#: 6: the threads' side calls asked in place (a later request may prove one a turn).
+VERSION = 6
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.

@@ -41,6 +41,11 @@ class Conversations(Sequence[Conversation]):
         self._n += 1
         return self._n - 1
 
+    def pop(self) -> None:
+        """Take the last conversation away (a side call whose one turn joined another)."""
+        self._n -= 1
+        del self._records[self._n]
+
     def record(self, i: int) -> Conversation:
         """The conversation at ``i`` itself, to change (until the next :meth:`trim`)."""
         return self._records[i]

@@ -8,13 +8,17 @@ broken by the new agent's system prompt and tools) is withdrawn."""
 
 from __future__ import annotations
 
+from . import _retention as retention
+from . import _tokens as tokens
 from . import codes as codes
-from ._context import ConversationState
+from . import dispatch
+from ._context import ConversationState, TurnContext
+from ._judgement import slim
 from ._model import Conversation, Finding, MessageCounts, Turn
 from ._state import AnalyserState, turn_findings
 from .threading import Link
 
-__all__ = ["place", "rehome"]
+__all__ = ["place", "rehome", "rejoin"]
 
 
 def rehome(st: AnalyserState, link: Link) -> None:
@@ -53,6 +57,70 @@ def rehome(st: AnalyserState, link: Link) -> None:
     _move_state(st, old, new, state, len(turns), len(moved))
     for k, seq in enumerate(moved):
         _renumber(st, seq, new, k, offset, first_turn=k == 0)
+
+
+def rejoin(st: AnalyserState, link: Link) -> None:
+    """A side call asked in place (``link.rejoined``: its threader turn id, its conversation,
+    the link it would have had) that this request proves was the next turn of
+    ``link.conversation`` (docs/threading.md, a question merged into the last message): its
+    turn joins that conversation after the turn it was asked over, its C layer read again
+    against that turn (what it kept, the answer it did not echo), and its own conversation's
+    record goes (it is the run's newest: the threader moves only then). Costs the one turn."""
+    if link.rejoined is None:
+        return
+    tid, side, alt = link.rejoined
+    seq = st.seq_of_tid[tid]
+    conv = st.convs.get(link.conversation)
+    own = st.convs.get(side)
+    at = st.records.get(side)
+    latest = st.latest.get(side)
+    ctx = retention.context(st, tid)
+    before = retention.context(st, alt.previous) if alt.previous is not None else None
+    if conv is None or own is None or at is None or latest is None or ctx is None:
+        return
+    if at != len(st.conversations) - 1 or st.conversations.record(at).turns != [seq]:
+        return
+    st.conversations.pop()
+    del st.records[side], st.convs[side], st.latest[side]
+    st.conversations.record(st.records[conv.id]).turns.append(seq)
+    st.histories.pop(side, None)
+    index = conv.count
+    conv.count += 1
+    ctx.conv, ctx.index, ctx.prev = conv, index, before
+    if before is not None and before.messages:
+        _read_again(st, seq, ctx, alt, latest[1])
+    ctx.prev = None
+    retention.make_latest(st, conv.id, tid, latest[1], ctx)
+    conv.turns[:] = [ctx]
+    st.moved[seq] = (conv.id, index, False)
+    turn = st.result.turns.get(seq) if st.keep_turns else None
+    if turn is not None:
+        place(turn, st.moved[seq])
+    for f in turn_findings(st, seq) or ():
+        _refile(f, conv.id, index, 0)
+
+
+def _read_again(st: AnalyserState, seq: int, ctx: TurnContext, alt: Link, pos: int) -> None:
+    """The C layer of turn ``seq`` read again against ``ctx.prev`` (as ``alt`` links them): its
+    counts and what it kept, and the history checks' findings added to its own; its tokens
+    too (the history it re-sent, its cost in the conversation's running total)."""
+    assert ctx.prev is not None
+    held = st.result.turns.get(seq) if st.keep_turns else None
+    work = held if held is not None else ctx.turn.model_copy()
+    ctx.turn = work
+    work.previous_seq = ctx.prev.seq
+    work.c = dispatch.build(ctx, alt)
+    work.tokens = tokens.build(ctx)  # (its history split against that turn, its cost added)
+    found = [f for check in dispatch.REREAD for f in check(ctx)]
+    findings = turn_findings(st, seq)
+    if findings is None:
+        findings = work.findings = []
+        if not st.keep_turns:
+            st.flagged[seq] = (pos, findings)
+    findings[:] = dispatch.ordered_findings(dispatch.fold_root_causes(ctx, [*findings, *found]))
+    if held is None:
+        st.reread[seq] = (work.previous_seq, work.c, work.tokens)
+        ctx.turn = slim(work)
 
 
 def _move_state(

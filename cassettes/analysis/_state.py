@@ -18,7 +18,15 @@ from ..wire import Exchange
 from ._context import ConversationState, RunRepeats, TurnContext
 from ._items import Deliveries, ItemReferences
 from ._mcp import McpLinker, ModelCall
-from ._model import Conversation, Finding, McpCall, RunAnalysis, Turn
+from ._model import (
+    Conversation,
+    Dispatch,
+    Finding,
+    McpCall,
+    RunAnalysis,
+    TokenCount,
+    Turn,
+)
 from ._records import Conversations
 from ._tokens import _ConvTokens
 from ._tool_http import Awaiting, Served, ToolHttpLinker
@@ -120,6 +128,11 @@ class AnalyserState:
     #: Turns a later request re-read into a conversation of their own (:mod:`._rehome`), by
     #: seq: that conversation, their index in it, whether it is its first turn (no previous).
     moved: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
+    #: Of those, the turns whose C layer was read again against another previous turn (a side
+    #: call asked in place that joined its parent conversation, :func:`._rehome.rejoin`), with
+    #: keep_turns off: its previous turn's seq, the layer and its tokens (a reader's restored
+    #: turn takes them).
+    reread: dict[int, tuple[int | None, Dispatch, TokenCount]] = field(default_factory=dict)
     #: Contexts a later turn may take as its previous one, by threader turn id: the latest turn
     #: of each conversation (every turn when nothing can be reloaded).
     contexts: dict[int, TurnContext] = field(default_factory=dict)

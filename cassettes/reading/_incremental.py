@@ -320,7 +320,9 @@ class RunReader:
             with self._lock:
                 self._turns.pop(seq, None)
             old = self.summaries.get(seq)
-            if old is not None:
+            if old is not None and seq in self.analyser.state.reread:  # its layers read again
+                self.summaries[seq] = summarise(turn)
+            elif old is not None:
                 self.summaries[seq] = replace(
                     old, conversation=conv, index=index, previous_seq=turn.previous_seq
                 )

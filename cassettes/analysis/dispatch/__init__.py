@@ -66,6 +66,7 @@ __all__ = [
     "CHECKS",
     "FINAL_CHECKS",
     "GROUP_CHAT",
+    "REREAD",
     "TEXT_ACTION",
     "blocked_page",
     "build",
@@ -79,6 +80,10 @@ __all__ = [
     "result_texts",
     "speaker",
 ]
+
+#: The C checks that compare a request with the turn before it: read again on a turn a later
+#: request proves went on from another turn than the one it was read after.
+REREAD: tuple[Check, ...] = (check_assistant_echo, check_history_rewritten)
 
 CHECKS: tuple[Check, ...] = (
     check_diverged_from_recording,

@@ -4,8 +4,11 @@ agent used as a tool, a side call over the history). Each rule reads the threads
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
+from ...models import Part
 from .._message_keys import _ROLE, _part_keys, stable
 from ._data import MAX_PER_PREFIX, Keys, Link, Registered, Request, Threads, TurnInfo
 from ._words import SCAN_OPENING, names_agent, norm_prompt
@@ -181,6 +184,22 @@ def compaction(r: Request, t: TurnInfo) -> bool:
     return answered and asks_own(r)
 
 
+#: How many parts appended to a last message :func:`split_at` tries.
+_APPENDED = 8
+
+
+def split_at(parts: list[Part], last: list[Any]) -> int | None:
+    """Where text blocks were appended to a message that ended in text (``last``: its part
+    keys, which join consecutive texts): the first of them, when the blocks before it key as
+    ``last`` (langchain-anthropic's ``_merge_messages``, LiteLLM's merged user messages keep
+    each merged message's blocks as they were); the last few splits are tried."""
+    n = len(parts)
+    return next(
+        (k for k in range(n - 1, max(0, n - _APPENDED), -1) if _part_keys(parts[:k]) == last),
+        None,
+    )
+
+
 def asks_compaction(r: Request, t: TurnInfo, link: Link) -> bool:
     """The request (linked to ``t``, its conversation's latest turn) is ``t``'s request again,
     without ``t``'s answer, with text parts appended to its last message (``t``'s last
@@ -198,9 +217,13 @@ def asks_compaction(r: Request, t: TurnInfo, link: Link) -> bool:
     if _ROLE.get(last.role, last.role) != "user":
         return False
     kept = _part_keys(last.parts)
-    if len(kept) <= len(t.last_parts) or kept[: len(t.last_parts)] != t.last_parts:
-        return False
-    added = last.parts[len(t.last_parts) :]
+    if len(kept) > len(t.last_parts) and kept[: len(t.last_parts)] == t.last_parts:
+        added = last.parts[len(t.last_parts) :]
+    else:
+        at = split_at(last.parts, t.last_parts)
+        if at is None:
+            return False
+        added = last.parts[at:]
     return all(p.kind == "text" for p in added) and any((p.text or "").strip() for p in added)
 
 

@@ -75,6 +75,13 @@ class Link:
     rehome: tuple[int, int] | None = None
     #: That conversation's id (given by :func:`~._driver.record`).
     rehomed_to: str | None = None
+    #: A side call asked in place (:func:`~._agents.asks_compaction`): the link the request
+    #: would have had as its conversation's next step, kept for the request that may prove it.
+    in_place: Link | None = None
+    #: The side call asked in place (its turn id, its conversation, and that link) this request
+    #: proves was its parent conversation's next turn: the request carries its text answer as
+    #: the assistant message after the merged one (:func:`~._history.rejoins`).
+    rejoined: tuple[int, str, Link] | None = None
 
 
 @dataclass(slots=True)
@@ -166,7 +173,9 @@ class TurnInfo:
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state
 #: (:mod:`._plain`) are read back into.
-CLASSES: dict[str, type] = {c.__qualname__: c for c in (TurnInfo, Keys, Registered, Fields, Step)}
+CLASSES: dict[str, type] = {
+    c.__qualname__: c for c in (TurnInfo, Keys, Registered, Fields, Step, Link)
+}
 
 
 class TurnInfos:
@@ -249,6 +258,8 @@ class Threads:
     #: What the most recent side calls were given (turn id → their requests' texts,
     #: normalised, bounded): the summary one of them wrote may restate what it saw.
     seen: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    #: The most recent side calls asked in place (turn id → :attr:`Link.in_place`).
+    in_place: OrderedDict[int, Link] = field(default_factory=OrderedDict)
     count: int = 0
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     id_turn: SpillMap[str, int] = field(init=False)

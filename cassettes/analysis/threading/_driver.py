@@ -26,7 +26,7 @@ from ._data import (
     TurnInfos,
     read_request,
 )
-from ._history import by_history, describe, discarded, use_strict
+from ._history import by_history, describe, discarded, merged_first, use_strict
 from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
     MAX_PROMPT,
@@ -131,7 +131,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
             return again
     if repeat or not r.messages:
         return start_link(s, r)
-    return by_opening(s, r)
+    return merged_first(s, r) or by_opening(s, r)
 
 
 def record(
@@ -159,6 +159,10 @@ def record(
     if info.response_id:
         s.by_response[info.response_id] = tid
     _register_history(s, r, link.conversation, tid)
+    if link.in_place is not None:
+        s.in_place[tid] = link.in_place
+        while len(s.in_place) > RECENT:
+            s.in_place.popitem(last=False)
     if link.branch == "side_call":
         s.seen[tid] = seen_text(r.messages)
         while len(s.seen) > SCAN_PROMPTS:

@@ -21,6 +21,7 @@ from ._agents import (
     other_agent,
     rank,
     receives_answer,
+    split_at,
 )
 from ._data import MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
 from ._words import (
@@ -213,9 +214,75 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
         # /compact): a compaction side call; the summary comes back in its next request. Told
         # from a question merged into the last message (an edit, the answer dropped) by its
         # answer: a summariser answers in text, the loop going on calls a tool.
-        return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
+        side = Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
+        side.in_place = link
+        return side
+    rejoins(s, r, link)
     link.ambiguous = tied if tied > 1 else 0
     return link
+
+
+def merged_first(s: Threads, r: Request) -> Link | None:
+    """A one-message request that is a recent conversation's latest one-message request with
+    text parts appended to that message and its answer left out, answered in text: asked in
+    place over that turn (:func:`~._agents.asks_compaction`; no registered prefix finds it, the
+    one message having changed). Looks at the :data:`~._words.RECENT` conversations only."""
+    if len(r.messages) != 1 or r.answer_calls:
+        return None
+    for conv, (tid, _) in reversed(s.recent.items()):
+        t = s.turns[tid]
+        if (
+            t.length != 1
+            or s.last_of.get(conv) != tid
+            or (t.system, t.tools) != (r.system, r.tools)
+        ):
+            continue
+        link = describe(s, r, conv, tid, "extends")
+        if asks_compaction(r, t, link):
+            side = Link(s.new_conversation(), None, "start", parent=tid, branch="side_call")
+            side.in_place = link
+            return side
+    return None
+
+
+def rejoins(s: Threads, r: Request, link: Link) -> None:
+    """The request goes on from a side call asked in place (:func:`~._agents.asks_compaction`)
+    with that call's text answer as the assistant message right after its merged message, under
+    the same system prompt and tools: the question merged into the last message was its parent
+    conversation's next turn (langchain-anthropic's ``_merge_messages``, LiteLLM's merged user
+    messages; a summariser's answer comes back as a summary in place of the history instead).
+    The side call's turn joins that conversation, once, while its parent turn is still that
+    conversation's latest and its own conversation the run's newest (the analyser moves it:
+    :func:`~cassettes.analysis._rehome.rejoin`); ``link`` then names the conversation."""
+    tid = link.previous
+    if tid is None or link.how != "extends" or not link.echoed:
+        return
+    alt = s.in_place.get(tid)
+    if alt is None or alt.previous is None:
+        return
+    t, p = s.turns[tid], s.turns[alt.previous]
+    side, conv = t.conversation, p.conversation
+    if (
+        s.last_of.get(side) != tid
+        or side != f"c{s.count}"
+        or s.last_of.get(conv) != alt.previous
+        or t.echo_ids
+        or t.echo_names
+        or (r.system, r.tools) != (t.system, t.tools)
+        or (p.system, p.tools) != (t.system, t.tools)
+    ):
+        return
+    del s.in_place[tid]
+    s.supersede(conv, tid, t)
+    del s.last_of[side]
+    t.conversation, t.opens = conv, False
+    s.recent.pop(side, None)
+    s.seen.pop(tid, None)
+    for found in itertools.islice(reversed(s.summaries.values()), 4):
+        if found[1] == tid:  # its answer is the conversation's own now, not a side call's
+            found[0] = tid
+    link.conversation = conv
+    link.rejoined = (tid, side, alt)
 
 
 def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
@@ -315,8 +382,9 @@ def describe(s: Threads, r: Request, conv: str, prev: int, how: str, known: int 
         # the echo continue the previous last message instead of following it.
         now = _part_keys(r.messages[kept].parts)
         last = p.last_parts or []
-        if now[: len(last)] == last and len(now) > len(last):
-            rest = now[len(last) :]
+        at = None if now[: len(last)] == last else split_at(r.messages[kept].parts, last)
+        if at is not None or (now[: len(last)] == last and len(now) > len(last)):
+            rest = now[len(last) :] if at is None else _part_keys(r.messages[kept].parts[at:])
             return Link(
                 conv,
                 prev,

@@ -11,7 +11,7 @@ from ...models import Message
 from .._plain_values import dump, load
 from ..spill import SpillMap
 from ._data import CLASSES as _CLASSES
-from ._data import TABLES, Registered, Threads, TurnInfo
+from ._data import TABLES, Link, Registered, Threads, TurnInfo
 from ._driver import Threader
 from ._words import RECENT, RENDERED_MESSAGES, RENDERED_TEXT, SCAN_PROMPTS, Rendered, rendered_texts
 
@@ -30,6 +30,7 @@ def threads_state(threader: Threader) -> dict[str, Any]:
         "count": s.count, "families": dict(s.families), "overflows": list(s.overflows),
         "recent": [[conv, tid, _texts(m)] for conv, (tid, m) in s.recent.items()],
         "seen": list(s.seen.items()),
+        "in_place": [[tid, dump(link, _CLASSES)] for tid, link in s.in_place.items()],
     }  # fmt: skip
     for name in TABLES:
         table: SpillMap[Any, Any] = getattr(s, name)
@@ -73,6 +74,22 @@ def _seen(data: Any, n: int) -> OrderedDict[int, str]:
     return OrderedDict((t, text) for t, text in data[-SCAN_PROMPTS:])
 
 
+def _in_place(data: Any, n: int) -> OrderedDict[int, Link]:
+    """The recent side calls asked in place and their links, as :func:`threads_state` gave
+    them."""
+    out: OrderedDict[int, Link] = OrderedDict()
+    if not isinstance(data, list) or len(data) > RECENT:
+        raise _bad("side calls asked in place")
+    for item in data:
+        link = load(item[1], _CLASSES) if isinstance(item, list) and len(item) == 2 else None
+        if type(link) is not Link or not (type(item[0]) is int and 0 <= item[0] < n
+                                          and type(link.previous) is int
+                                          and 0 <= link.previous < n):  # fmt: skip
+            raise _bad("side calls asked in place")
+        out[item[0]] = link
+    return out
+
+
 def _bad(what: str) -> ValueError:
     return ValueError(f"the threads' {what} are not what threading keeps")
 
@@ -83,7 +100,7 @@ def restore_threads(data: Any, keep: int) -> Threader:
     if not isinstance(data, dict) or set(data) != {*TABLES, "turns", "by_label", "prompts",
                                                    "quotes", "summaries", "count",
                                                    "families", "overflows", "recent",
-                                                   "seen"}:  # fmt: skip
+                                                   "seen", "in_place"}:  # fmt: skip
         raise _bad("tables")
     threader = Threader(keep=keep)
     s: Threads = threader.threads
@@ -117,6 +134,7 @@ def restore_threads(data: Any, keep: int) -> Threader:
         raise _bad("overflows")
     s.overflows = OrderedDict.fromkeys(overflows[-64:])
     s.recent, s.seen = _recent(data["recent"], n), _seen(data["seen"], n)
+    s.in_place = _in_place(data["in_place"], n)
     if type(data["count"]) is not int or any(
         not 0 <= t < n for t in [*s.prompts.values(), *s.quotes.values()]
     ):

@@ -10,7 +10,7 @@ import pkgutil
 import looptap.cassettes.analysis.dispatch as dispatch
 
 EXPORTED = [
-    "CHECKS", "FINAL_CHECKS", "GROUP_CHAT", "TEXT_ACTION",
+    "CHECKS", "FINAL_CHECKS", "GROUP_CHAT", "REREAD", "TEXT_ACTION",
     "blocked_page", "build", "fold_root_causes", "is_consequence", "is_error_result",
     "multi_agent",
     "ordered_findings", "replay_miss", "reprompted", "result_texts", "speaker",
