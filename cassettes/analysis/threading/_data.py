@@ -300,6 +300,15 @@ class Threads:
         """``r``'s turn is still its conversation's latest."""
         return self.last_of.get(r.conversation) == r.turn
 
+    def last_of_reg(self, r: Registered) -> int:
+        """The latest turn of ``r``'s conversation; a registration of a turn that joined
+        another conversation since (:func:`~._history.rejoins`) is made to name that one."""
+        latest = self.last_of.get(r.conversation)
+        if latest is None:
+            r.conversation = self.turns[r.turn].conversation
+            latest = self.last_of[r.conversation]
+        return latest
+
     def latest(self, tid: int) -> bool:
         """Turn ``tid`` is still its conversation's latest."""
         return self.last_of.get(self.turns[tid].conversation) == tid

@@ -23,7 +23,7 @@ from ._agents import (
     receives_answer,
     split_at,
 )
-from ._data import MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
+from ._data import KIND, MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
 from ._words import (
     MAX_HAY,
     MIN_SUMMARY,
@@ -80,8 +80,8 @@ def by_history(s: Threads, r: Request, strict: bool) -> tuple[Link | None, bool]
         # since gone on, and no conversation waits where those ids lead: that conversation
         # went back to that point (its history rewritten). Exact ids win over a shorter,
         # id-less prefix another conversation shares.
-        conv = owner.conversation
-        return describe(s, r, conv, s.last_of[conv], "rewritten"), repeat
+        latest = s.last_of_reg(owner)
+        return describe(s, r, owner.conversation, latest, "rewritten"), repeat
     return None, repeat
 
 
@@ -117,7 +117,7 @@ def _another_agent_again(s: Threads, r: Request, again: list[Registered]) -> Lin
     if tool_of is not None:
         return Link(s.new_conversation(), None, "start", parent=tool_of, branch="agent_tool")
     best, _ = choose(s, r, again)
-    latest = s.last_of[best.conversation]
+    latest = s.last_of_reg(best)
     if handed_to(r, s.turns[latest]):
         return Link(s.new_conversation(), None, "start", parent=latest, branch="handoff")
     return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
@@ -188,13 +188,13 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
         # Another agent (another system prompt and other tools) over this history: the agent
         # a pending transfer call named (a handoff), else a summary, compaction or title call.
         # Its own conversation, branched here.
-        latest = s.last_of[best.conversation]
+        latest = s.last_of_reg(best)
         if handed_to(r, s.turns[latest]):
             return Link(s.new_conversation(), None, "start", parent=latest, branch="handoff")
         return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
     # Compared with the conversation's latest turn, not the older turn it matched best: a
     # history that extends an earlier turn has dropped or rewritten what came after it.
-    latest = s.last_of[best.conversation]
+    latest = s.last_of_reg(best)
     if latest != best.turn and few_shot_again(s, r, latest):
         root = s.sibling_root.get(best.conversation, latest)
         return Link(s.new_conversation(), None, "start", parent=root, branch="sibling")
@@ -220,6 +220,18 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
     rejoins(s, r, link)
     link.ambiguous = tied if tied > 1 else 0
     return link
+
+
+def _registered_in(s: Threads, r: Request, tid: int, n: int, conv: str) -> None:
+    """Turn ``tid``'s registered histories (its request of ``n`` messages, and with its answer:
+    this request's first ``n`` and ``n + 1``, which extends it with the answer) name ``conv``,
+    the conversation it joined, so a later request that extends them finds it there."""
+    keys = r.keys
+    for kind, rolling in (("l", keys.loose), ("s", keys.strict)):
+        for h in rolling[n - 1 : n + 1]:
+            for g in s.prefix.get(hash((r.fam, KIND[kind], h))) or ():
+                if g.turn == tid:
+                    g.conversation = conv
 
 
 def merged_first(s: Threads, r: Request) -> Link | None:
@@ -273,6 +285,7 @@ def rejoins(s: Threads, r: Request, link: Link) -> None:
     ):
         return
     del s.in_place[tid]
+    _registered_in(s, r, tid, t.length, conv)
     s.supersede(conv, tid, t)
     del s.last_of[side]
     t.conversation, t.opens = conv, False

@@ -21,6 +21,7 @@ and #2 went on from it, nothing said (the three readings were strict xfails)."""
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from scenarios import (
     threads,
 )
 
+from looptap.cassettes.analysis import spill
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
 from tests.support.analysed import cli_output, keep_every_run
@@ -173,6 +175,46 @@ def test_later_in_a_conversation_the_merged_question_is_its_next_turn(family: st
     assert (run.turns[2].index, run.turns[2].previous_seq) == (2, 1)
 
 
+def _chat_merging_every_question(rounds: int) -> list[Exchange]:
+    """Each round the app asks a question, loses the answer, merges a follow-up into the
+    question's message (a side call asked in place), and keeps the follow-up's answer: the
+    next round's question carries it (the proof)."""
+    history: list[dict[str, object]] = []
+    out = []
+    for k in range(rounds):
+        q, follow = f"Question {k}: which city?", f"And its river {k}?"
+        out.append(_turn([*history, {"role": "user", "content": q}], f"Answer {k}."))
+        merged = {
+            "role": "user",
+            "content": [{"type": "text", "text": q}, _text("anthropic", follow)],
+        }
+        out.append(_turn([*history, merged], f"River {k}."))
+        history = [*history, merged, {"role": "assistant", "content": f"River {k}."}]
+    return out
+
+
+def test_a_chat_merging_every_question_is_one_conversation() -> None:
+    """Every proved merge joins the chat (the later ones found by their registered histories,
+    renamed when their turn joined); the last, never proved, stays a side call."""
+    exchanges = _chat_merging_every_question(3)
+    run = run_of(exchanges)
+    assert threads(run) == [[0, 1, 2, 3, 4], [5]]
+    assert serious(run) == [("C.assistant_not_echoed", 1), ("C.assistant_not_echoed", 3)]
+    # the proving request sent again, and another question after a joined turn: no traceback,
+    # read in the chat
+    again = run_of([*exchanges[:3], copy.deepcopy(exchanges[2])])
+    assert threads(again) == [[0, 1, 2, 3]]
+    branch = _turn(
+        [
+            *orjson.loads(exchanges[2].request_body)["messages"][:-1],
+            {"role": "user", "content": "Other?"},
+        ],
+        "Other.",
+    )
+    forked = run_of([*exchanges[:3], branch])
+    assert threads(forked) == [[0, 1, 2, 3]]  # (its last question edited: as in any chat)
+
+
 def test_another_system_prompt_after_it_proves_nothing() -> None:
     """The next request carries #1's answer under another system prompt: not the same agent
     going on; #1 stays a side call."""
@@ -229,11 +271,17 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.usefixtures("_cache")
+@pytest.mark.parametrize("spilled", [False, True], ids=["in_memory", "spilled"])
 @pytest.mark.parametrize("cuts", [[1], [2], [1, 2]])
-def test_a_grown_file_continued_reads_as_the_whole_file(cuts: list[int], tmp_path: Path) -> None:
+def test_a_grown_file_continued_reads_as_the_whole_file(
+    cuts: list[int], spilled: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Shown (its analysis kept) after #0, after #1 (the side call, not yet proved), then
     grown: ``show --json`` and ``show`` print what a fresh read of every byte prints, one
-    conversation, the side call's record gone, the dropped answer said at #1."""
+    conversation, the side call's record gone, the dropped answer said at #1 (also with every
+    table of the analysis spilled past 1 entry)."""
+    if spilled:
+        monkeypatch.setattr(spill, "KEEP", 1)
     whole = tmp_path / "whole.jsonl"
     with CassetteWriter(whole) as w:
         for i, ex in enumerate(_langchain_anthropic_run()):
