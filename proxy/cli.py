@@ -595,6 +595,14 @@ def _fork_tree(fork: Any, config: Any, target: Any, scratch: list[Path]) -> tupl
             f"the agent sees the scratch tree at the recorded path {made.root} (a mount namespace "
             "of its own): the absolute paths its recorded tool calls carry reach the copy"
         )
+        conf = os.path.realpath(config.confdir)
+        root = os.path.realpath(str(made.root))
+        if conf.startswith(root + os.sep):  # hidden from the agent under the copy: moved with it
+            config.confdir = dest / os.path.relpath(conf, root)
+            messages.emit(
+                f"the recorder's confdir is inside the tree: the fork uses its copy, "
+                f"{config.confdir}, whose CA files the agent can read"
+            )
     else:
         messages.emit(
             "the scratch tree could not be mounted at the recorded path (user namespaces refused, "

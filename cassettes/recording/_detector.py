@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from ..patterns import UserPattern
+from ..wire import REDACTED
 from ._credentials import URL_TOKEN, looks_secret, secret_name
 
 __all__ = ["NAME_KEYWORDS", "WINDOW", "Detector", "NamedRule", "UserinfoRule", "default_detector"]
@@ -370,6 +371,12 @@ def _kept_out(text: str, start: int, end: int) -> tuple[int, int] | None:
 _NETLOC_END = re.compile(r"[/?#\s\"'<>`\\]")
 
 
+def _marker(value: str) -> bool:
+    """Whether ``value`` is the redaction's own marker in any case (a text the analysis keeps
+    case-folded, e.g. a kept analysis's rendered-history texts, holds ``[redacted]``)."""
+    return value.upper() in (URL_TOKEN, REDACTED)
+
+
 class UserinfoRule(Rule):
     """The password of a URL's userinfo, in any text (``postgres://app:<password>@db:5432/x``,
     ``redis://:<password>@…``, ``mongodb+srv://…``, ``amqp://…``, ``https://user:<token>@…``), or
@@ -391,7 +398,7 @@ class UserinfoRule(Rule):
             at = text.rfind("@", host, stop)
             if i - s >= 2 and at > host:
                 user, colon, password = text[host:at].partition(":")
-                if colon and password and URL_TOKEN not in password:
+                if colon and password and URL_TOKEN not in password and not _marker(password):
                     yield host + len(user) + 1, at
                 elif not colon and looks_secret(user) and URL_TOKEN not in user:
                     yield host, at

@@ -109,3 +109,14 @@ def test_the_keyword_search_of_a_large_body_holds_a_bounded_memory() -> None:
     )
     grown_mb = int(out.stdout.strip())
     assert grown_mb < 3 * 16, f"+{grown_mb} MB for a 16 MB body"
+
+
+def test_the_markers_of_a_url_password_masked_are_no_secret_in_any_case() -> None:
+    """A URL's masked password (``[REDACTED]``) is the redaction's own marker; a kept analysis
+    keeps some texts case-folded (the rendered-history lookups: tool results too), and ``verify``
+    of it flagged ``[redacted]`` as a password (session 48's fresh-clone run of
+    tests/reliability/test_tool_secrets.py). Any other password is still found."""
+    d = default_detector()
+    for masked in ("[REDACTED]", "[redacted]", "REDACTED", "redacted"):
+        assert d.find(f"db is postgres://app:{masked}@db.internal:5432/x") == [], masked
+    assert d.find("db is postgres://app:hunter2-Xq9vLr7@db.internal:5432/x") != []

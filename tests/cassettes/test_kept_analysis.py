@@ -133,7 +133,15 @@ def test_the_rows_are_plain_data_queried_with_sqlite(
             for value in row:
                 if isinstance(value, bytes | str):
                     raw = value.encode() if isinstance(value, str) else value
-                    assert not raw.startswith(b"\x80"), (table, raw[:20])
+                    # a pickle: PROTO (0x80), its protocol (2 to 5), …, STOP ('.'); a digest
+                    # kept as bytes starts with 0x80 one time in 256 (a flake seen in session 48)
+                    pickled = raw[:1] == b"\x80" and raw[1:2] in (
+                        b"\x02",
+                        b"\x03",
+                        b"\x04",
+                        b"\x05",
+                    )
+                    assert not (pickled and raw.endswith(b".")), (table, raw[:20])
     db.close()
 
 

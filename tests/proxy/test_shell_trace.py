@@ -256,10 +256,13 @@ def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
     branch = tmp_path / "branch.jsonl"
     env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
+    # the fork's --confdir is inside the tree: hidden from the agent by the copy mounted over the
+    # tree, it moves with the copy (the agent reads the CA files the recorder gives it, and the
+    # user's tree gets no CA files of the fork's)
     def forked(branch: Path, *extra: str) -> Any:
         with ScriptedUpstream(_coder, validate=True) as up:
             argv = [
-                *RECORDER, "run", "-o", str(branch), "--confdir", str(tmp_path / "conf"),
+                *RECORDER, "run", "-o", str(branch), "--confdir", str(work / ".conf"),
                 "--upstream", f"anthropic={up.url}", "--from", f"{out}@turn=2", "--shell-trace",
                 *extra, "--", sys.executable, str(agent),
             ]  # fmt: skip

@@ -65,6 +65,9 @@ def _result(call: dict[str, Any], lie: bool, zero: bool) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     lie, zero = "--lie" in argv, "--lie0" in argv
     base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
+    if os.environ.get("SSL_CERT_FILE"):  # the CA the recorder gives it is readable (as an SDK's)
+        with open(os.environ["SSL_CERT_FILE"], "rb"):
+            pass
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     for _ in range(TURNS):
         body = {
