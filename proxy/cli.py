@@ -587,22 +587,27 @@ def _fork_tree(fork: Any, config: Any, target: Any, scratch: list[Path]) -> tupl
         f"the fork runs in a scratch copy of the working tree as at the recording's start: {dest} "
         f"({made.restored} files put back; --in-place runs it here instead)"
     )
+    mask = _masking(dest, made.root) if made.root is not None else None
+    # a --confdir inside the tree copied (or under the recorded path the copy is mounted over)
+    # moves with the copy: the CA files the recorder writes there at start are the agent's to
+    # read, and the user's tree gets none of the fork's files
+    conf = os.path.realpath(config.confdir)
+    for tree in (os.getcwd(), *([made.root] if mask and made.root else [])):
+        tree = os.path.realpath(tree)
+        if conf.startswith(tree + os.sep):
+            config.confdir = dest / os.path.relpath(conf, tree)
+            messages.emit(
+                f"the recorder's confdir is inside the working tree: the fork uses its copy, "
+                f"{config.confdir}, whose CA files the agent can read"
+            )
+            break
     os.chdir(dest)
     fork.meta.update(here())
-    mask = _masking(dest, made.root) if made.root is not None else None
     if mask is not None:
         messages.emit(
             f"the agent sees the scratch tree at the recorded path {made.root} (a mount namespace "
             "of its own): the absolute paths its recorded tool calls carry reach the copy"
         )
-        conf = os.path.realpath(config.confdir)
-        root = os.path.realpath(str(made.root))
-        if conf.startswith(root + os.sep):  # hidden from the agent under the copy: moved with it
-            config.confdir = dest / os.path.relpath(conf, root)
-            messages.emit(
-                f"the recorder's confdir is inside the tree: the fork uses its copy, "
-                f"{config.confdir}, whose CA files the agent can read"
-            )
     else:
         messages.emit(
             "the scratch tree could not be mounted at the recorded path (user namespaces refused, "
