@@ -6,6 +6,8 @@ it moves no test module to another phase."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +50,11 @@ def threads(an: Any) -> list[tuple[str, int | None, tuple[int, ...]]]:
     return [
         (conv.kind, conv.parent_seq, tuple(conv.turns)) for conv in an.conversations if conv.turns
     ]
+
+
+def keep(out: Path, name: str) -> None:
+    """The run's cassette, for whoever reads it again (``LOOPTAP_CONTEXT_KEEP``: a directory)."""
+    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
+    if where and out.exists():
+        Path(where).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, Path(where) / f"{name.replace(' ', '_')}.jsonl")

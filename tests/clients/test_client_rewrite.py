@@ -22,14 +22,13 @@ On c86d115d: an info ``C.history_trimmed`` ("intentional trimming or summarising
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.outcome import keep
 from tests.clients.route import route
 from tests.clients.test_matrix import _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
@@ -82,10 +81,7 @@ def test_a_tool_output_the_client_shortened_is_a_mutation(api: str, tmp_path: Pa
         pytest.skip(f"openai-agents is not in {interp[0]}")
     with ScriptedUpstream(_route, validate=True) as up:
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
-    if where and out.exists():
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / f"openai-agents_filter_shorter_{api}.jsonl")
+    keep(out, f"openai-agents_filter_shorter_{api}")
     why = _explain(proc, up)
     assert (_final(proc) or "").startswith("FORECAST"), why
     _cas, an = _findings(out)
@@ -130,10 +126,7 @@ def test_llamaindex_ts_history_the_app_shortened_is_a_mutation(tmp_path: Path) -
     _interpreter(c)  # skips without node or the package
     with ScriptedUpstream(route, validate=True) as up:
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
-    if where and out.exists():
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / "llamaindex-ts_history_shorter.jsonl")
+    keep(out, "llamaindex-ts_history_shorter")
     why = _explain(proc, up)
     assert (_final(proc) or "").startswith("FORECAST"), why
     _cas, an = _findings(out)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.clients.clients import Client
-from tests.clients.outcome import findings_said, side_calls, threads
+from tests.clients.outcome import findings_said, keep, side_calls, threads
 from tests.clients.test_matrix import PYTHONS, _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -211,16 +210,6 @@ CASES = (
 )  # fmt: skip
 
 
-def _kept(out: Path, name: str) -> None:
-    """The run's cassette, for whoever reads it again (``LOOPTAP_CONTEXT_KEEP``: a directory)."""
-    import os
-
-    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
-    if where and out.exists():
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / f"{name.replace(' ', '_')}.jsonl")
-
-
 def _record(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
     c = Client(case.id, case.package, "", case.runtime, case.script, (), "")
     interp = _interpreter(c)
@@ -237,7 +226,7 @@ def _record(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path
 def test_managed_on_its_path_is_one_conversation_said_once(case: Case, tmp_path: Path) -> None:
     with ScriptedUpstream(case.route(), validate=True) as up:
         proc, out = _record(case, tmp_path, up)
-    _kept(out, case.id)
+    keep(out, case.id)
     why = _explain(proc, up)
     final = _final(proc)
     assert final and case.final in final, why

@@ -25,9 +25,7 @@ the first answer is the window's head again).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.outcome import keep
 from tests.clients.test_matrix import PYTHONS, _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -137,10 +136,7 @@ def test_a_frameworks_window_is_a_trim_said_where_it_dropped(
         request.applymarker(pytest.mark.xfail(reason=case.pending, strict=True))
     with ScriptedUpstream(_route, validate=True) as up:
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
-    if where and out.exists():
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / f"{case.id.replace(' ', '_')}.jsonl")
+    keep(out, f"{case.id.replace(' ', '_')}")
     why = _explain(proc, up)
     assert "FORECAST: Berlin" in (_final(proc) or ""), why
     _cas, an = _findings(out)

@@ -26,8 +26,6 @@ repeat), nothing hidden as a side call. The recordings are core fixtures
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.outcome import keep
 from tests.clients.test_matrix import _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
@@ -91,14 +90,6 @@ CASES = (
 )  # fmt: skip
 
 
-def _kept(out: Path, name: str) -> None:
-    """The run's cassette, for whoever reads it again (``LOOPTAP_CONTEXT_KEEP``: a directory)."""
-    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
-    if where and out.exists():
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / f"{name.replace(' ', '_')}.jsonl")
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_cut_tool_call_retried_by_the_framework_stays_one_conversation(
     case: Case, tmp_path: Path
@@ -110,7 +101,7 @@ def test_a_cut_tool_call_retried_by_the_framework_stays_one_conversation(
         pytest.skip(f"pydantic-ai is not in {interp[0]} (tests/clients/requirements.txt)")
     with ScriptedUpstream(_route, validate=True) as up:
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    _kept(out, case.id)
+    keep(out, case.id)
     why = _explain(proc, up)
     assert (_final(proc) or "").startswith("FORECAST"), why
     asked = [(e.seq, e.reply.what if e.reply else "") for e in up.log]
@@ -213,7 +204,7 @@ def test_another_frameworks_forced_tool_retry_stays_one_conversation(
         pytest.skip(f"{package} is not in {interp[0]}")
     with ScriptedUpstream(_forced_route, validate=True) as up:
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    _kept(out, name)
+    keep(out, name)
     why = _explain(proc, up)
     assert (_final(proc) or "").startswith("FORECAST"), why
     cas, an = _findings(out)

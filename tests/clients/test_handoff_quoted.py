@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.clients import Client
-from tests.clients.test_context_paths import _kept
+from tests.clients.outcome import keep
 from tests.clients.test_matrix import PYTHONS, _explain, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -234,7 +234,7 @@ def test_the_next_agent_quoting_the_answer_is_a_handoff(case: Case, tmp_path: Pa
             )
     with ScriptedUpstream(_route(), validate=True) as up:  # type: ignore[arg-type]
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    _kept(out, case.id)
+    keep(out, case.id)
     why = _explain(proc, up)
     cas, an = _findings(out)
     assert all(e.status == 200 for e in cas.exchanges), why

@@ -18,14 +18,13 @@ recording is a core fixture (tests/cassettes/analysis/test_clients_recorded.py).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.clients.clients import Client
+from tests.clients.outcome import keep
 from tests.clients.route import route
 from tests.clients.test_matrix import _explain, _final, _findings, _interpreter, _run
 from tests.support.recorder import needs_recorder
@@ -64,10 +63,7 @@ def test_crewai_task_prompt_saying_not_a_summary_is_one_conversation(tmp_path: P
         pytest.skip(f"crewai is not in {interp[0]} (tests/clients/requirements-crewai.txt)")
     with ScriptedUpstream(route, validate=True) as up:
         proc, out = _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
-    where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
-    if where and out.exists():
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / "crewai_not_a_summary_planted.jsonl")
+    keep(out, "crewai_not_a_summary_planted")
     why = _explain(proc, up)
     assert "FORECAST" in (_final(proc) or ""), why
     cas, an = _findings(out)
