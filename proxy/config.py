@@ -143,7 +143,7 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
         )
         return
     if local and str(port) in exported:
-        if not _listening(u.hostname, port):  # an `eval "$(looptap record)"` since stopped
+        if not listening(u.hostname, port):  # an `eval "$(looptap record)"` since stopped
             lst.note = (
                 f"{lst.name}: your {var} {shown} is a looptap recorder that is gone (a stale "
                 f"export): not followed; the upstream is {lst.upstream}"
@@ -185,7 +185,7 @@ def _upstream_url(value: str, var: str, shown: str, name: str) -> tuple[SplitRes
     return u, port
 
 
-def _listening(host: str, port: int) -> bool:
+def listening(host: str, port: int) -> bool:
     """Whether something accepts connections at ``host:port`` (a loopback address: one connect,
     closed at once, nothing sent)."""
     import socket

@@ -46,6 +46,7 @@ from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
 from .durable import DurableGate
 from .faults import LiveFaults
 from .trust import UPSTREAM_FILE, UpstreamTrust, agent_ca_paths, upstream_bundle
+from .user_proxy import from_environ
 
 __all__ = [
     "BusyPort",
@@ -259,6 +260,9 @@ class Recorder:
             opts.update(ssl_verify_upstream_trusted_ca=str(trusted))
         m = master.Master(opts)
         ready = _Ready()
+        # the proxies the agent's environment names: the recorder forwards through them
+        user_proxy = from_environ(environ)
+        trust = UpstreamTrust(user_proxy.route, self._note)
         gate = [DurableGate()] if cfg.durable else []
         faults = [LiveFaults()] if cfg.faults else []
         m.addons.add(
@@ -266,7 +270,8 @@ class Recorder:
             proxyserver.Proxyserver(),
             next_layer.NextLayer(),
             tlsconfig.TlsConfig(),
-            UpstreamTrust(),
+            trust,
+            user_proxy,
             *faults,
             self.addon,
             *gate,
@@ -315,9 +320,12 @@ class Recorder:
             why = "address already in use" if _in_use(cause) else str(cause)
             raise BusyPort(f"cannot listen on {cfg.host}:{_port_of(spec)}: {why}")
         self.env = self._environment()
+        user_proxy.own_ports = frozenset(lst.port for lst in self.listeners)
         for lst in self.listeners:
             if lst.note:
                 messages.emit(lst.note)
+        for line in user_proxy.said():
+            messages.emit(line)
         # What start-up made (mitmproxy's modules, options, addons: most of the process' objects)
         # lives as long as the recorder: out of the collector's sight, so that a full collection
         # walks only what the traffic made (a pause in the middle of a request otherwise).
@@ -325,6 +333,10 @@ class Recorder:
 
         gc.collect()
         gc.freeze()
+
+    def _note(self, record: dict[str, Any]) -> None:
+        """A record beside the round trips (a host passed through: :mod:`proxy.trust`)."""
+        self.addon.handoff.hand_over(record)
 
     async def _listen_elsewhere(
         self, opts: options.Options, ps: proxyserver.Proxyserver

@@ -16,6 +16,16 @@ the server; one that fails at TLS is passed through untouched from then on (mitm
 ``ignore_connection``: the agent's own TLS reaches the server, unrecorded) and said once by host.
 A probe that fails before TLS (refused, reset, no answer in time) decides nothing: the connection
 is intercepted as before, and the agent gets the failure it would have had.
+
+A server that asks for a client certificate (mTLS: its ``CertificateRequest``, seen through
+pyOpenSSL's info callback on mitmproxy's TLS client, during the probe or, where the probe decided
+nothing, an intercepted handshake) is passed through the same way from then on: the agent's own
+certificate reaches it, which the recorder does not have. Under TLS 1.3 such a server's refusal of
+a handshake without a certificate comes after the client's side of it is done, so a verified
+probe alone would not tell it. Where the agent's environment names a proxy
+(:mod:`proxy.user_proxy`), the probe goes through it (``CONNECT``), as mitmproxy's own connection
+would. Each host passed through is said once on stderr and once on the record (a ``note`` record,
+``"note": "passed-through"``).
 """
 
 from __future__ import annotations
@@ -25,12 +35,14 @@ import os
 import socket
 import ssl
 from collections import OrderedDict
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..cassettes.storage import UnsafePath, check_target, write_new
 from . import messages
+from .user_proxy import Proxy, tunnel
 
 __all__ = ["CA_VARS", "TLS_FAILED", "UpstreamTrust", "agent_ca_paths", "upstream_bundle"]
 
@@ -50,6 +62,10 @@ PROBE_TIMEOUT = 10.0
 #: PROBE_TIMEOUT). It is held, never intercepted unchecked: a server the recorder cannot verify
 #: would then fail the agent's call, an error it would not have had without looptap.
 PROBE_GRACE = 1.0
+#: Why a server that asks for a client certificate is passed through.
+CLIENT_CERT = "it asks for a client certificate"
+#: OpenSSL's state once a client has read the server's ``CertificateRequest`` (TLS 1.2 and 1.3).
+_CERT_REQUEST = b"SSLv3/TLS read server certificate request"
 
 
 def agent_ca_paths(environ: Mapping[str, str]) -> tuple[list[Path], list[Path]]:
@@ -123,13 +139,23 @@ def upstream_bundle(confdir: Path, environ: Mapping[str, str]) -> Path | None:
     return path
 
 
-def _handshake(conn: Any, address: tuple[str, int], timeout: float) -> str | None:
+def _handshake(
+    conn: Any, address: tuple[str, int], timeout: float, via: Proxy | None = None
+) -> str | None:
     """mitmproxy's TLS client ``conn`` (a pyOpenSSL connection on memory BIOs) shakes hands with
-    the server at ``address``: ``None`` when it verified; why not when TLS failed. Raises
-    :class:`OSError` when the server could not be reached or did not answer."""
+    the server at ``address`` (through the proxy ``via``, when one is named): ``None`` when it
+    verified; why not when TLS failed. Raises :class:`OSError` when the server could not be
+    reached or did not answer."""
     from OpenSSL import SSL
 
-    with socket.create_connection(address, timeout=timeout) as sock:
+    if via is not None and via.scheme != "http":
+        raise OSError("an https proxy: not probed")  # (nothing decided)
+    to = (via.host, via.port) if via is not None else address
+    with socket.create_connection(to, timeout=timeout) as sock:
+        if via is not None:
+            rest = tunnel(sock, via, address)
+            if rest:
+                conn.bio_write(rest)
         while True:
             try:
                 conn.do_handshake()
@@ -151,15 +177,70 @@ def _handshake(conn: Any, address: tuple[str, int], timeout: float) -> str | Non
 
 
 class UpstreamTrust:
-    """mitmproxy addon: at a forward-proxy client's TLS hello, a host the recorder cannot verify
-    is passed through untouched (:mod:`proxy.trust`)."""
+    """mitmproxy addon: at a forward-proxy client's TLS hello, a host the recorder cannot verify,
+    or that asks for a client certificate, is passed through untouched (:mod:`proxy.trust`).
+    ``route`` says which proxy a connection goes through (:meth:`proxy.user_proxy.UserProxy.route`);
+    ``note`` puts a record beside the round trips."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        route: Callable[[str, str, int], Proxy | None] | None = None,
+        note: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         #: (host, port, SNI) → ``None`` (verified) or why its TLS failed (passed through).
         self.known: dict[tuple[str, int, str], str | None] = {}
         self._asking: dict[tuple[str, int, str], asyncio.Future[str | None]] = {}
         #: The hosts whose probe a connection was not held for (said once each).
         self.slow: set[tuple[str, int, str]] = set()
+        #: (host, port) of servers an intercepted handshake found asking for a client certificate.
+        self.client_cert: set[tuple[str, int]] = set()
+        self._route = route
+        self._note = note
+        #: mitmproxy's TLS client contexts watched by :meth:`_info`, and the connections it saw
+        #: read a ``CertificateRequest``.
+        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._asked: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def _watch(self, conn: Any) -> None:
+        """Watch the handshakes of ``conn``'s context (mitmproxy's, shared by its connections
+        with the same options) for a ``CertificateRequest``."""
+        context = conn.get_context()
+        if context not in self._watched:
+            self._watched.add(context)
+            context.set_info_callback(self._info)
+
+    def _info(self, conn: Any, where: int, _ret: int) -> None:
+        from OpenSSL import SSL
+
+        try:  # (an exception here would be printed by cffi, never raised)
+            if where & SSL.SSL_CB_CONNECT_LOOP and conn.get_state_string() == _CERT_REQUEST:
+                self._asked.add(conn)
+        except Exception:
+            pass
+
+    def tls_start_server(self, data: Any) -> None:
+        if data.ssl_conn is not None:
+            self._watch(data.ssl_conn)
+
+    def tls_established_server(self, data: Any) -> None:
+        self._asked_on(data)
+
+    def _asked_on(self, data: Any) -> None:
+        """An intercepted handshake whose server asked for a client certificate: its host passes
+        through from the next connection on (said once)."""
+        from mitmproxy.proxy import mode_specs
+
+        address = data.conn.address
+        if (
+            data.ssl_conn not in self._asked
+            or address is None
+            or not isinstance(data.context.client.proxy_mode, mode_specs.RegularMode)
+        ):
+            return
+        where = (str(address[0]), int(address[1]))
+        if where not in self.client_cert:
+            self.client_cert.add(where)
+            self._say(data.conn.sni or where[0], where[1], CLIENT_CERT)
 
     async def tls_clienthello(self, data: Any) -> None:
         from mitmproxy import ctx
@@ -168,14 +249,18 @@ class UpstreamTrust:
         context = data.context
         address = context.server.address
         if (
-            ctx.options.ssl_insecure
-            or data.ignore_connection
+            data.ignore_connection
             or address is None
             or not isinstance(context.client.proxy_mode, mode_specs.RegularMode)
         ):
             return
         sni = data.client_hello.sni or ""
         key = (str(address[0]), int(address[1]), sni)
+        if key[:2] in self.client_cert:
+            data.ignore_connection = True
+            return
+        if ctx.options.ssl_insecure:
+            return
         if key not in self.known:
             asking = self._asking.get(key)
             if asking is None:
@@ -208,13 +293,29 @@ class UpstreamTrust:
         failed = done.result()
         self.known[key] = failed
         if failed is not None:
+            self._say(sni or key[0], key[1], failed)
+
+    def _say(self, host: str, port: int, why: str) -> None:
+        """A host passed through, said on stderr and on the record."""
+        if why == CLIENT_CERT:
             messages.emit(
-                f"{sni or key[0]}:{key[1]}: the recorder cannot verify this server's "
-                f"certificate ({failed}); its traffic passes through untouched and is "
+                f"{host}:{port}: {CLIENT_CERT} (mTLS); its traffic passes through untouched "
+                "and is not recorded: the agent's own certificate reaches it, as without looptap"
+            )
+        else:
+            messages.emit(
+                f"{host}:{port}: the recorder cannot verify this server's "
+                f"certificate ({why}); its traffic passes through untouched and is "
                 "not recorded (the agent checks it as it would without looptap; to "
                 "record it, give its CA in REQUESTS_CA_BUNDLE, SSL_CERT_FILE, "
                 "SSL_CERT_DIR, CURL_CA_BUNDLE or NODE_EXTRA_CA_CERTS, or --ssl-insecure)"
             )
+        if self._note is not None:
+            record = {"type": "note", "note": "passed-through", "host": f"{host}:{port}"}
+            try:
+                self._note({**record, "why": why})
+            except Exception:  # (the writer gone: the line above said it)
+                pass
 
     async def _probe(self, context: Any, sni: str) -> str | None:
         """mitmproxy's own upstream TLS (its ``tlsconfig`` addon's context for this server) tried
@@ -227,17 +328,20 @@ class UpstreamTrust:
         ctx.master.addons.get("tlsconfig").tls_start_server(start)
         conn = start.ssl_conn
         assert conn is not None
+        self._watch(conn)
         host, port = context.server.address[:2]
-        return await asyncio.get_running_loop().run_in_executor(
-            None, _handshake, conn, (host, port), PROBE_TIMEOUT
+        via = self._route("https", host, port) if self._route is not None else None
+        failed = await asyncio.get_running_loop().run_in_executor(
+            None, _handshake, conn, (host, port), PROBE_TIMEOUT, via
         )
+        return CLIENT_CERT if conn in self._asked else failed
 
-    @staticmethod
-    def tls_failed_server(data: Any) -> None:
+    def tls_failed_server(self, data: Any) -> None:
         """The recorder's own handshake with a server failed (a certificate changed since the
         probe, a probe that decided nothing): the round trip says so
         (:data:`cassettes.wire.RECORDER_MADE`)."""
         put(TLS_FAILED, data.conn.id, data.conn.error or "TLS failed")
+        self._asked_on(data)
 
 
 #: The upstream connections (mitmproxy's ids) whose TLS handshake, the recorder's own, failed, and
