@@ -34,8 +34,8 @@ import asyncio
 import os
 import socket
 import ssl
-from collections import OrderedDict
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -309,6 +309,13 @@ class UpstreamTrust:
                 "not recorded (the agent checks it as it would without looptap; to "
                 "record it, give its CA in REQUESTS_CA_BUNDLE, SSL_CERT_FILE, "
                 "SSL_CERT_DIR, CURL_CA_BUNDLE or NODE_EXTRA_CA_CERTS, or --ssl-insecure)"
+            )
+        via = self._route("https", host, port) if self._route is not None else None
+        if via is not None:
+            messages.emit(
+                f"{host}:{port}: passed through directly, not through your proxy {via.shown}: "
+                "mitmproxy 11 chains only the connections it intercepts; where only that proxy "
+                "reaches this host, the agent's connection to it fails under looptap"
             )
         if self._note is not None:
             record = {"type": "note", "note": "passed-through", "host": f"{host}:{port}"}

@@ -8,23 +8,24 @@ that proxy reaches would be unreachable.
 mitmproxy does the chaining (its upstream-proxy layer: ``CONNECT`` through the proxy, then the
 recorder's TLS with the server), chosen per request by setting ``flow.server_conn.via``
 (:class:`UserProxy`), on every listener (the tools' forward proxy and each API's reverse
-listener). A host ``no_proxy``/``NO_PROXY`` names goes direct (Python's own matching:
-:func:`urllib.request.proxy_bypass_environment`), and so does a client that reaches one of the
-recorder's own listeners through it. Credentials in the proxy's URL become its
-``Proxy-Authorization`` (mitmproxy's own encoding) on each ``CONNECT`` and are never written or
-said: the line the start says names the proxy by scheme, host and port.
+listener). A host ``no_proxy``/``NO_PROXY`` names goes direct (:func:`bypassed`, as curl and
+requests read it), and so does a client that reaches one of the recorder's own listeners through
+it. Credentials in the proxy's URL become its ``Proxy-Authorization`` (mitmproxy's own encoding)
+on each ``CONNECT`` and are never written or said: the line the start says names the proxy by
+scheme, host and port.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
-from urllib.request import proxy_bypass_environment
 
 from mitmproxy import http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
+from mitmproxy.net.server_spec import ServerSpec
 from mitmproxy.proxy import mode_specs
 
 from .config import RECORDER_VAR, listening
@@ -57,9 +58,9 @@ class Proxy:
         return f"{self.scheme}://{host}:{self.port}"
 
     @property
-    def spec(self) -> tuple[str, tuple[str, int]]:
+    def spec(self) -> ServerSpec:
         """mitmproxy's server spec for ``via``."""
-        return (self.scheme, (self.host, self.port))
+        return ("https" if self.scheme == "https" else "http", (self.host, self.port))
 
 
 def _parse(value: str, var: str) -> Proxy | str:
@@ -82,6 +83,41 @@ def _parse(value: str, var: str) -> Proxy | str:
         auth = parse_upstream_auth(f"{unquote(u.username)}:{unquote(u.password or '')}")
     default = 443 if scheme == "https" else 80
     return Proxy(scheme, u.hostname, port or default, var, auth)
+
+
+def bypassed(host: str, port: int, no_proxy: str) -> bool:
+    """Whether ``NO_PROXY``'s value names ``host:port`` (``host`` lower case, without brackets),
+    as curl and requests read it: ``*``; a name, which covers its subdomains (a leading dot or
+    not); an address, or a network (``10.0.0.0/8``) holding the host's address; any of these
+    with ``:port`` for that port only. (Python's ``urllib`` has no public matcher, and its own
+    knows no networks.)"""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in no_proxy.lower().split(","):
+        entry = entry.strip()
+        if entry == "*":
+            return True
+        one = entry.count(":") == 1 or entry.startswith("[")
+        name, _, only = (
+            entry.rpartition(":") if one and not entry.endswith("]") else (entry, "", "")
+        )
+        if only and only != str(port):
+            continue
+        name = name.strip("[]").lstrip(".")
+        if not name:
+            continue
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(name, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        if host == name or host.endswith("." + name):
+            return True
+    return False
 
 
 def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | None:
@@ -161,9 +197,7 @@ class UserProxy:
         name = host.lower().rstrip(".").strip("[]")
         if port in self.own_ports and name in _LOOPBACK:
             return None
-        if self.no_proxy and proxy_bypass_environment(
-            f"{name}:{port}", {"no": self.no_proxy}
-        ):
+        if self.no_proxy and bypassed(name, port, self.no_proxy):
             return None
         return proxy
 

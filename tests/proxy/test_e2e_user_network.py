@@ -66,7 +66,9 @@ def pki(directory: Path) -> dict[str, Path]:
     ):  # fmt: skip
         csr, extfile = directory / f"{leaf}.csr", directory / f"{leaf}.ext"
         extfile.write_text(ext)
-        _openssl("req", *ec, "-keyout", str(d[f"{leaf}-key"]), "-out", str(csr), "-subj", f"/CN={cn}")  # noqa: E501
+        _openssl(
+            "req", *ec, "-keyout", str(d[f"{leaf}-key"]), "-out", str(csr), "-subj", f"/CN={cn}"
+        )
         _openssl("x509", "-req", "-in", str(csr), "-CA", str(d["ca"]), "-CAkey", str(d["ca-key"]),
                  "-CAcreateserial", "-out", str(d[leaf]), "-days", "2", "-extfile", str(extfile))  # fmt: skip  # noqa: E501
     return d
@@ -95,7 +97,9 @@ class TlsToolServer(ToolServer):
         class Peer(handler):  # type: ignore[misc,valid-type]
             def do_GET(self) -> None:
                 cert = self.connection.getpeercert() or {}
-                outer.peers += [v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"] or ["(none)"]  # noqa: E501
+                outer.peers += [
+                    v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"
+                ] or ["(none)"]
                 super().do_GET()
 
         self.server.RequestHandlerClass = Peer
@@ -145,7 +149,7 @@ class CorpProxy:
 
         def up() -> bool:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"mitmdump ended: {self.proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]  # noqa: E501
+                raise RuntimeError(f"mitmdump ended: {self.proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return True
@@ -195,7 +199,9 @@ print("OUT " + json.dumps(out))
 """
 
 
-def _run(tmp: Path, env: dict[str, str], looptap: bool) -> tuple[dict, subprocess.CompletedProcess[str], Path]:  # type: ignore[type-arg]  # noqa: E501
+def _run(
+    tmp: Path, env: dict[str, str], looptap: bool
+) -> tuple[dict, subprocess.CompletedProcess[str], Path]:  # type: ignore[type-arg]
     where = tmp / ("looptap" if looptap else "alone")
     where.mkdir()
     script = where / "agent.py"
@@ -230,7 +236,10 @@ def test_an_agent_behind_a_proxy_works_the_same_under_looptap(tmp_path: Path) ->
         ScriptedUpstream(lambda _req: Reply.say("Hello from inside.")) as model,
     ):
         port = {"https": https_tools.url, "http": http_tools.url, "model": model.url}
-        internal = {k: v.replace("127.0.0.1", "models.internal" if k == "model" else "tools.internal") for k, v in port.items()}  # noqa: E501
+        internal = {
+            k: v.replace("127.0.0.1", "models.internal" if k == "model" else "tools.internal")
+            for k, v in port.items()
+        }
         env = {
             "HTTPS_PROXY": corp.url, "HTTP_PROXY": corp.url, "NO_PROXY": "localhost,127.0.0.1",
             "SSL_CERT_FILE": str(ca["ca"]), "CURL_CA_BUNDLE": str(ca["ca"]),
@@ -242,10 +251,12 @@ def test_an_agent_behind_a_proxy_works_the_same_under_looptap(tmp_path: Path) ->
         assert alone["curl"][0] == 0 and alone["model"] == "Hello from inside.", alone
         asked_alone = len(corp.asked())
         got, proc, run = _run(tmp_path, env, looptap=True)
-        asked = corp.asked()[asked_alone:]
+        https = internal["https"].removeprefix("https://")
+        before, asked = corp.asked()[:asked_alone], corp.asked()[asked_alone:]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert got == alone, (got, proc.stderr[-3000:])  # the same answers, through the same proxy
     assert {a.split(":")[0] for a in asked} == set(INTERNAL), asked  # (it refuses any other)
+    assert asked.count(https) == before.count(https) + 1  # the recorder's TLS check, through it
     said = [line for line in proc.stderr.splitlines() if "upstream proxy:" in line]
     assert said == [
         f"looptap: upstream proxy: http://127.0.0.1:{corp.port} (from HTTPS_PROXY and "
@@ -253,7 +264,9 @@ def test_an_agent_behind_a_proxy_works_the_same_under_looptap(tmp_path: Path) ->
     ], proc.stderr[-3000:]
     exchanges = read_records(run).exchanges
     tools = sorted((ex.url.split("?")[0], ex.status) for ex in exchanges if ex.tool)
-    assert tools == sorted([(internal["https"] + "/weather", 200)] * 2 + [(internal["http"] + "/weather", 200)]), tools  # noqa: E501
+    assert tools == sorted(
+        [(internal["https"] + "/weather", 200)] * 2 + [(internal["http"] + "/weather", 200)]
+    ), tools
     assert [ex.status for ex in exchanges if not ex.tool] == [200]
     # the proxy's password: on no line, in no file the run wrote
     assert PASSWORD not in proc.stderr + proc.stdout
@@ -261,8 +274,12 @@ def test_an_agent_behind_a_proxy_works_the_same_under_looptap(tmp_path: Path) ->
         assert PASSWORD.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2], ids=["tls1.3", "tls1.2"])  # noqa: E501
-def test_a_server_asking_for_a_client_certificate_passes_through(tmp_path: Path, version: ssl.TLSVersion) -> None:  # noqa: E501
+@pytest.mark.parametrize(
+    "version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2], ids=["tls1.3", "tls1.2"]
+)
+def test_a_server_asking_for_a_client_certificate_passes_through(
+    tmp_path: Path, version: ssl.TLSVersion
+) -> None:
     ca = pki(tmp_path)
     with TlsToolServer(ca, client_cert=True, version=version) as tools:
         env = {"TOOL_MTLS": tools.url, "SSL_CERT_FILE": str(ca["ca"]),
@@ -279,7 +296,9 @@ def test_a_server_asking_for_a_client_certificate_passes_through(tmp_path: Path,
     host = tools.url.removeprefix("https://")
     said = [line for line in proc.stderr.splitlines() if "client certificate" in line]
     assert len(said) == 1 and host in said[0] and "passes through untouched" in said[0], said
-    notes = [json.loads(line) for line in run.read_text().splitlines() if '"passed-through"' in line]
+    notes = [
+        json.loads(line) for line in run.read_text().splitlines() if '"passed-through"' in line
+    ]
     assert [(n["host"], n["why"]) for n in notes] == [(host, "it asks for a client certificate")]
     assert not any(ex.tool for ex in read_records(run).exchanges)
 
@@ -292,17 +311,18 @@ def test_the_user_proxy_follows_no_proxy_and_the_scheme() -> None:
 import json
 from looptap.proxy.user_proxy import from_environ
 u = from_environ({"https_proxy": "http://a:1", "HTTPS_PROXY": "http://ignored:9",
-                  "ALL_PROXY": "http://u:p@b:2", "no_proxy": ".corp.example,10.0.0.7"})
+                  "ALL_PROXY": "http://u:p@b:2", "no_proxy": ".corp.example,10.0.0.0/8,h.test:8080"})
 u.own_ports = frozenset({4000})
 r = lambda *a: (u.route(*a) or None) and u.route(*a).shown
 print(json.dumps([r("https", "x.com", 443), r("http", "x.com", 80), r("https", "db.corp.example", 443),
                   r("http", "10.0.0.7", 80), r("http", "127.0.0.1", 4000), r("http", "127.0.0.1", 4001),
+                  r("http", "h.test", 8080), r("http", "h.test", 80),
                   u.said(), from_environ({"ALL_PROXY": "socks5://s:1080"}).said()]))
 """  # noqa: E501
     out = progress.run([str(PROXY_PYTHON), "-c", code], capture_output=True, text=True,
                        env=clean_env(), check=True)  # fmt: skip
     assert json.loads(out.stdout) == [
-        "http://a:1", "http://b:2", None, None, None, "http://b:2",
+        "http://a:1", "http://b:2", None, None, None, "http://b:2", None, "http://b:2",
         ["upstream proxy: http://a:1 for https (from https_proxy); http://b:2 for http (from "
          "ALL_PROXY), NO_PROXY honoured"],
         ["ALL_PROXY is a socks5 proxy, which mitmproxy cannot forward through (http and https "
