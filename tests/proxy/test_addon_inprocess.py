@@ -572,3 +572,81 @@ def test_a_cassette_that_cannot_be_opened_is_an_options_error(tmp_path: Path) ->
 
     run(main)
 
+
+
+def test_a_handshake_asked_for_a_client_certificate_passes_the_host_through(
+    tmp_path: Path,
+) -> None:
+    """Issue 100, item 2: where the recorder's check decided nothing, an intercepted handshake
+    (pyOpenSSL, as mitmproxy's TLS client shakes hands) whose server sent a ``CertificateRequest``
+    (a Python ``ssl`` server with ``CERT_OPTIONAL``: the handshake completes, so nothing but the
+    request tells it) passes that host through from the next connection on, said once on the
+    record; a server that asks for none is left intercepted."""
+    import socket
+    import ssl
+    import threading
+    from types import SimpleNamespace
+
+    from OpenSSL import SSL
+
+    from looptap.proxy.trust import CLIENT_CERT, UpstreamTrust
+    from tests.proxy.test_e2e_tool_trust import private_ca
+
+    ca = private_ca(tmp_path)
+    notes: list[dict[str, Any]] = []
+    trust = UpstreamTrust(note=notes.append)
+    regular = SimpleNamespace(proxy_mode=ProxyMode.parse("regular"))
+
+    def handshake(asks: bool) -> tuple[int, Any]:
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.load_cert_chain(ca["leaf"], ca["leaf-key"])
+        if asks:
+            server.verify_mode = ssl.CERT_OPTIONAL
+            server.load_verify_locations(ca["ca"])
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            with server.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(1)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        sock = socket.create_connection(("127.0.0.1", port))
+        client = SSL.Connection(SSL.Context(SSL.TLS_CLIENT_METHOD), sock)
+        trust._watch(client)
+        client.set_connect_state()
+        client.do_handshake()
+        client.sendall(b"x")
+        thread.join()
+        listener.close()
+        data = SimpleNamespace(
+            conn=SimpleNamespace(address=("127.0.0.1", port), sni=None),
+            ssl_conn=client,
+            context=SimpleNamespace(client=regular),
+        )
+        trust.tls_established_server(data)
+        return port, data
+
+    plain, _ = handshake(asks=False)
+    mtls, _ = handshake(asks=True)
+    assert trust.client_cert == {("127.0.0.1", mtls)}
+    assert notes == [
+        {"type": "note", "note": "passed-through", "host": f"127.0.0.1:{mtls}", "why": CLIENT_CERT}
+    ]
+
+    def hello(port: int) -> bool:
+        server = SimpleNamespace(address=("127.0.0.1", port))
+        data = SimpleNamespace(
+            context=SimpleNamespace(server=server, client=regular),
+            ignore_connection=False,
+            client_hello=SimpleNamespace(sni=None),
+        )
+        with taddons.context():
+            asyncio.run(trust.tls_clienthello(data))
+        return bool(data.ignore_connection)
+
+    assert hello(mtls) is True
+    trust.known[("127.0.0.1", plain, "")] = None  # (its check verified it)
+    assert hello(plain) is False
