@@ -306,7 +306,8 @@ def test_a_server_asking_for_a_client_certificate_passes_through(
 def test_the_user_proxy_follows_no_proxy_and_the_scheme() -> None:
     """Which proxy a connection goes through (proxy/user_proxy.py), read as the agent's clients
     read the variables: the lower-case name first, ``ALL_PROXY`` for a scheme without its own,
-    ``NO_PROXY``'s names and domains direct; a SOCKS proxy is said, not chained."""
+    ``NO_PROXY``'s domains, networks and ports direct; a SOCKS proxy is said, not chained, and so
+    is a stale looptap export (``LOOPTAP_RECORDER`` set, nothing listening at the proxy)."""
     code = """
 import json
 from looptap.proxy.user_proxy import from_environ
@@ -317,8 +318,13 @@ r = lambda *a: (u.route(*a) or None) and u.route(*a).shown
 print(json.dumps([r("https", "x.com", 443), r("http", "x.com", 80), r("https", "db.corp.example", 443),
                   r("http", "10.0.0.7", 80), r("http", "127.0.0.1", 4000), r("http", "127.0.0.1", 4001),
                   r("http", "h.test", 8080), r("http", "h.test", 80),
-                  u.said(), from_environ({"ALL_PROXY": "socks5://s:1080"}).said()]))
+                  u.said(), from_environ({"ALL_PROXY": "socks5://s:1080"}).said(),
+                  from_environ({"HTTPS_PROXY": f"http://127.0.0.1:{GONE}",
+                                "LOOPTAP_RECORDER": "127.0.0.1:1"}).said()]))
 """  # noqa: E501
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # (bound, never listening: nothing answers there)
+    code = code.replace("GONE", str(sock.getsockname()[1]))
     out = progress.run([str(PROXY_PYTHON), "-c", code], capture_output=True, text=True,
                        env=clean_env(), check=True)  # fmt: skip
     assert json.loads(out.stdout) == [
@@ -327,4 +333,7 @@ print(json.dumps([r("https", "x.com", 443), r("http", "x.com", 80), r("https", "
          "ALL_PROXY), NO_PROXY honoured"],
         ["ALL_PROXY is a socks5 proxy, which mitmproxy cannot forward through (http and https "
          "proxies only); the recorder connects directly"],
+        [f"HTTPS_PROXY http://127.0.0.1:{sock.getsockname()[1]} is a looptap recorder that is "
+         "gone (a stale export): not followed; the recorder connects directly"],
     ]  # fmt: skip
+    sock.close()
