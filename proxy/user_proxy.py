@@ -79,7 +79,7 @@ def _parse(value: str, var: str) -> Proxy | str:
             "only); the recorder connects directly"
         )
     auth = None
-    if u.username is not None:
+    if u.username:  # (mitmproxy's encoding wants a user; a password alone is not sent)
         auth = parse_upstream_auth(f"{unquote(u.username)}:{unquote(u.password or '')}")
     default = 443 if scheme == "https" else 80
     return Proxy(scheme, u.hostname, port or default, var, auth)
