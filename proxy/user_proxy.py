@@ -8,16 +8,15 @@ that proxy reaches would be unreachable.
 mitmproxy does the chaining (its upstream-proxy layer: ``CONNECT`` through the proxy, then the
 recorder's TLS with the server), chosen per request by setting ``flow.server_conn.via``
 (:class:`UserProxy`), on every listener (the tools' forward proxy and each API's reverse
-listener). A host ``no_proxy``/``NO_PROXY`` names goes direct (:func:`bypassed`, as curl and
-requests read it), and so does a client that reaches one of the recorder's own listeners through
-it. Credentials in the proxy's URL become its ``Proxy-Authorization`` (mitmproxy's own encoding)
-on each ``CONNECT`` and are never written or said: the line the start says names the proxy by
-scheme, host and port.
+listener). A host ``no_proxy``/``NO_PROXY`` names goes direct (:func:`cassettes.net.bypassed`,
+as curl and requests read it), and so does a client that reaches one of the recorder's own
+listeners through it. Credentials in the proxy's URL become its ``Proxy-Authorization``
+(mitmproxy's own encoding) on each ``CONNECT`` and are never written or said: the line the start
+says names the proxy by scheme, host and port.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,15 +27,11 @@ from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.net.server_spec import ServerSpec
 from mitmproxy.proxy import mode_specs
 
+from ..cassettes.net import NO_PROXY_VARS, PROXY_VARS, bypassed, first_set
 from .config import RECORDER_VAR, listening
 
 __all__ = ["Proxy", "UserProxy", "from_environ"]
 
-#: The variables each scheme's proxy is read from, in order.
-_VARS = {
-    "https": ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"),
-    "http": ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"),
-}
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -85,49 +80,6 @@ def _parse(value: str, var: str) -> Proxy | str:
     return Proxy(scheme, u.hostname, port or default, var, auth)
 
 
-def bypassed(host: str, port: int, no_proxy: str) -> bool:
-    """Whether ``NO_PROXY``'s value names ``host:port`` (``host`` lower case, without brackets),
-    as curl and requests read it: ``*``; a name, which covers its subdomains (a leading dot or
-    not); an address, or a network (``10.0.0.0/8``) holding the host's address; any of these
-    with ``:port`` for that port only. (Python's ``urllib`` has no public matcher, and its own
-    knows no networks.)"""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
-    for entry in no_proxy.lower().split(","):
-        entry = entry.strip()
-        if entry == "*":
-            return True
-        one = entry.count(":") == 1 or entry.startswith("[")
-        name, _, only = (
-            entry.rpartition(":") if one and not entry.endswith("]") else (entry, "", "")
-        )
-        if only and only != str(port):
-            continue
-        name = name.strip("[]").lstrip(".")
-        if not name:
-            continue
-        if address is not None:
-            try:
-                if address in ipaddress.ip_network(name, strict=False):
-                    return True
-            except ValueError:
-                pass
-            continue
-        if host == name or host.endswith("." + name):
-            return True
-    return False
-
-
-def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | None:
-    for name in names:
-        value = environ.get(name, "").strip()
-        if value:
-            return name, value
-    return None
-
-
 def _stale(proxy: Proxy, environ: Mapping[str, str]) -> bool:
     """A proxy on this machine, set where looptap exported its variables (``eval "$(looptap
     record)"``), that no longer listens: that recorder's, since stopped."""
@@ -142,8 +94,8 @@ def from_environ(environ: Mapping[str, str]) -> UserProxy:
     """The proxies and ``NO_PROXY`` the agent's environment names (none: everything direct)."""
     proxies: dict[str, Proxy] = {}
     notes: list[str] = []
-    for scheme, names in _VARS.items():
-        found = _first(environ, names)
+    for scheme, names in PROXY_VARS.items():
+        found = first_set(environ, names)
         if found is None:
             continue
         got = _parse(found[1], found[0])
@@ -156,7 +108,7 @@ def from_environ(environ: Mapping[str, str]) -> UserProxy:
             proxies[scheme] = got
         elif got not in notes:
             notes.append(got)
-    no_proxy = _first(environ, ("no_proxy", "NO_PROXY"))
+    no_proxy = first_set(environ, NO_PROXY_VARS)
     return UserProxy(proxies, no_proxy[1] if no_proxy else "", notes)
 
 
@@ -179,7 +131,7 @@ class UserProxy:
         by: dict[str, list[tuple[str, str]]] = {}
         for scheme, proxy in self.proxies.items():
             by.setdefault(proxy.shown, []).append((scheme, proxy.var))
-        whole = len(by) == 1 and len(self.proxies) == len(_VARS)
+        whole = len(by) == 1 and len(self.proxies) == len(PROXY_VARS)
         parts = [
             shown
             + ("" if whole else " for " + " and ".join(s for s, _ in uses))

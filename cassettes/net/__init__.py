@@ -7,6 +7,8 @@
 - outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, a header that cannot be sent
   dropped and said), and every request looptap sends upstream
   (:class:`Upstream`: the fork's live relay, ``compare``, ``why``).
+- the proxy an environment names for a connection (:func:`env_proxy`, ``NO_PROXY`` read by
+  :func:`bypassed`): an ``https`` :class:`Upstream` goes through it, and the recorder too.
 - Node's built-in ``fetch`` through the proxy variables: the ``--require`` shim put into
   ``NODE_OPTIONS`` (:data:`NODE_SHIM`, :func:`node_options`).
 - WebSocket framing by wsproto (:func:`frame`, :class:`MessageReader`), and a live session's
@@ -35,6 +37,7 @@ _MODULES = {
     "_client": "READ_TIMEOUT Trust Upstream UpstreamError UpstreamResponse",
     "_wsclient": "LiveSocket",
     "_node_proxy": "NODE_SHIM node_options shim_left_out",
+    "_env_proxy": "NO_PROXY_VARS PROXY_VARS bypassed env_proxy first_set",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
         UpstreamError,
         UpstreamResponse,
     )
+    from ._env_proxy import NO_PROXY_VARS, PROXY_VARS, bypassed, env_proxy, first_set
     from ._messages import (
         Answer,
         header_problem,
@@ -87,8 +91,10 @@ __all__ = [
     "MAX_BODY",
     "MAX_MESSAGE",
     "NODE_SHIM",
+    "NO_PROXY_VARS",
     "PING",
     "PONG",
+    "PROXY_VARS",
     "READ_TIMEOUT",
     "TEXT",
     "Answer",
@@ -104,6 +110,9 @@ __all__ = [
     "UpstreamResponse",
     "WsProtocolError",
     "accept_key",
+    "bypassed",
+    "env_proxy",
+    "first_set",
     "frame",
     "free_port",
     "header_problem",

@@ -9,9 +9,12 @@ is kept or reused, so what an upstream sends after the answer (an answer nobody 
 upstream may have closed. The request goes as it is given: its headers in their order and case
 (:func:`~._messages.sendable` drops, and says, a header that cannot be sent), its target as
 given (httpcore's ``target`` extension: no URL normalised). ``http`` or ``https`` (the system's
-CA store, or the one a :class:`Trust` kept); no environment is consulted, and no proxy but one
-named (``proxy``: an ``https`` request tunnelled through it by ``CONNECT``, as a fork sends an
-HTTPS tool's live call through its recorder, which records it). Every wait
+CA store, or the one a :class:`Trust` kept). An ``https`` request is tunnelled by ``CONNECT``
+through the proxy named (``proxy``: as a fork sends an HTTPS tool's live call through its
+recorder, which records it), else through the one the environment names for its host
+(:func:`~._env_proxy.env_proxy`: ``HTTPS_PROXY``, ``NO_PROXY``…, as the user's own clients go);
+an ``http`` one goes direct (its target is sent as given, never in a proxy's absolute form), and
+nothing else of the environment is consulted. Every wait
 is bounded and progress based (httpx's timeouts): connecting within ``connect_timeout``, each
 read and write within ``read_timeout``; an upstream that breaks off or answers what is not
 HTTP/1.1 raises :class:`UpstreamError`, which says in which part (httpcore's ``trace``
@@ -21,6 +24,7 @@ extension names the phase that failed).
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,6 +36,7 @@ import httpx2
 from ..errors import CassetteError
 from ..untrusted import clean_line
 from ..wire import Headers, without_own
+from ._env_proxy import env_proxy
 from ._messages import sendable
 from ._requests import HOP_BY_HOP
 
@@ -185,7 +190,10 @@ class Upstream:
         self.read_timeout = read_timeout
         self.trust = trust
         #: An HTTP proxy (``http://host:port``) an ``https`` base is reached through (``CONNECT``),
-        #: TLS verified against ``trust`` inside the tunnel; ``None``: straight to the base.
+        #: TLS verified against ``trust`` inside the tunnel: the one named, else the one the
+        #: environment names for the base's host; ``None``: straight to the base.
+        if self.tls and proxy is None:
+            proxy = env_proxy("https", u.hostname, u.port or 443, os.environ)
         self.proxy = proxy if self.tls else None
 
     async def send(

@@ -337,3 +337,32 @@ print(json.dumps([r("https", "x.com", 443), r("http", "x.com", 80), r("https", "
          "gone (a stale export): not followed; the recorder connects directly"],
     ]  # fmt: skip
     sock.close()
+
+
+def test_looptaps_own_https_calls_go_through_the_users_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What looptap sends live itself (:class:`cassettes.net.Upstream`, httpx: ``compare``, a
+    replay server's direct calls) to an ``https`` upstream only the corporate proxy reaches goes
+    through the proxy the environment names, with its credentials; a host ``NO_PROXY`` names goes
+    direct. On f29135f5 no environment was consulted and the call could not connect."""
+    import asyncio
+
+    from looptap.cassettes.net import Upstream
+
+    ca = pki(tmp_path)
+    with CorpProxy(tmp_path) as corp, TlsToolServer(ca) as tools:
+        for name, value in (("HTTPS_PROXY", corp.url), ("NO_PROXY", "localhost,127.0.0.1"),
+                            ("SSL_CERT_FILE", str(ca["ca"]))):  # fmt: skip
+            monkeypatch.setenv(name, value)
+
+        async def get(base: str) -> tuple[int, bytes]:
+            response = await Upstream(base).send("GET", "/weather?city=Paris", [], b"")
+            return response.status, b"".join([p async for p in response.pieces()])
+
+        internal = tools.url.replace("127.0.0.1", "tools.internal")
+        through = asyncio.run(get(internal))
+        direct = asyncio.run(get(tools.url))  # (127.0.0.1: in NO_PROXY)
+        asked = corp.asked()
+    assert through[0] == direct[0] == 200 and json.loads(through[1])["city"] == "Paris"
+    assert asked == [internal.removeprefix("https://")]
