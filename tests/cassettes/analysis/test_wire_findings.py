@@ -229,3 +229,90 @@ def test_no_stop_at_cap_under_the_cap_or_when_the_finish_says_the_cap(family: st
     s.reply("Roses are", usage=Tokens(output=64), max_tokens=64, finish=LENGTH[family])
     found = codes_of(s.analyse())
     assert "A.stop_at_cap" not in found and "A.truncated_length" in found
+
+
+# --- issue 102 item 1: an answer's alternatives beyond the first are said, not judged ------------
+
+
+def _chat_two(stream: bool) -> Exchange:
+    body = {"model": "gpt-4o-mini", "n": 2, "messages": [{"role": "user", "content": "hi"}]}
+    if not stream:
+        answer = {
+            "id": "c1",
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": ""},
+                    "finish_reason": "stop",
+                },
+                {
+                    "index": 1,
+                    "message": {"role": "assistant", "content": "Hi"},
+                    "finish_reason": "stop",
+                },
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        }
+        return _call("POST", "https://api.openai.com/v1/chat/completions", body, 200, answer)
+    body["stream"] = True
+    chunks = [
+        {"id": "c1", "model": "m", "choices": [{"index": i, "delta": {"content": t}}]}
+        for i, t in ((0, ""), (1, "Hi"))
+    ] + [
+        {"id": "c1", "model": "m", "choices": [{"index": i, "delta": {}, "finish_reason": "stop"}]}
+        for i in (0, 1)
+    ]
+    sse = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    ex = _call("POST", "https://api.openai.com/v1/chat/completions", body, 200, {})
+    ex.response_headers = [("content-type", "text/event-stream")]
+    ex.response_chunks = [(0.05, sse)]
+    return ex
+
+
+def _gemini_two() -> Exchange:
+    url = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": {"candidateCount": 2},
+    }
+    answer = {
+        "candidates": [
+            {
+                "index": 0,
+                "content": {"role": "model", "parts": [{"text": ""}]},
+                "finishReason": "STOP",
+            },
+            {
+                "index": 1,
+                "content": {"role": "model", "parts": [{"text": "Hi"}]},
+                "finishReason": "STOP",
+            },
+        ],
+        "usageMetadata": {"promptTokenCount": 2, "candidatesTokenCount": 1},
+        "modelVersion": "gemini-2.5-flash",
+    }
+    return _call("POST", url, body, 200, answer)
+
+
+@pytest.mark.parametrize(
+    ("make", "key"),
+    [
+        (lambda: _chat_two(False), "choices"),
+        (lambda: _chat_two(True), "choices"),
+        (_gemini_two, "candidates"),
+    ],
+    ids=["chat", "chat-stream", "gemini"],
+)
+def test_a_second_choice_is_said_and_nothing_is_judged_of_the_answer(
+    make: object, key: str
+) -> None:
+    ex = make()  # type: ignore[operator]
+    ex.seq = 0
+    run = analyse([ex])
+    a = run.turns[0].a
+    assert a.read == "partial" and a.unread == [
+        f"answer: {key} 2 to 2 of 2 (n=2): only the first is read"
+    ]
+    # choice 0 is empty, choice 1 is not: no E.empty_response on an answer not read whole
+    assert not [f for f in run.findings if f.layer == "E"], codes_of(run)
