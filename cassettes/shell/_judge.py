@@ -339,53 +339,47 @@ def _ended(run: RunView, calls: list[ShellCall], hidden: set[str], tree_of: Any)
             if sc is not last
         ):
             continue  # another command of the answer ran after the tests
-        claim = claimed_success(t.e.text or "")
-        if claim is None:
-            out.append(_ended_finding(t, last, p))
-        elif not any(f.code == codes.IGNORED_TOOL_ERROR for f in t.findings):
-            out.append(_claim_finding(t, last, p, claim))  # (none where the result said the exit)
+        _ended_or_claimed(t, last, p, out)
     return out
 
 
-def _claim_finding(t: Any, sc: ShellCall, p: Process, claim: str) -> Finding:
-    """``E.ignored_tool_error`` by the rule of any tool's error (:func:`claimed_success`): the
-    answer that ended the turn claims success right after the failed test run it was told of."""
-    row = codes.ROWS[codes.IGNORED_TOOL_ERROR]
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
-            f"The model answered {claim!r} right after the test run of its call {sc.call_id} "
-            f"({' '.join(sc.command.split())[:80]}) ended with {p.status}, a failure the result "
-            "it got said, and says nothing of it: the answer claims a success the tools did not "
-            "report."
-        ),
-        conversation=t.conversation,
-        turn=t.index,
-        seq=t.seq,
-        tool_call_id=sc.call_id,
-        related_turn=t.index - 1 if t.index else None,
-        details={"claim": claim, "exit": p.exit, "signal": p.signal, "command_seq": sc.seq},
-    )
-
-
-def _ended_finding(t: Any, sc: ShellCall, p: Process) -> Finding:
-    row = codes.ROWS[codes.ENDED_ON_FAILED_TEST]
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
-            f"The model ended its turn (an answer, no call) right after the test run of its call "
-            f"{sc.call_id} ({' '.join(sc.command.split())[:80]}) ended with {p.status}, and the "
-            "result it got said so: the tools' evidence is a failing test when it stopped."
-        ),
-        conversation=t.conversation,
-        turn=t.index,
-        seq=t.seq,
-        tool_call_id=sc.call_id,
-        details={"exit": p.exit, "signal": p.signal, "command_seq": sc.seq},
+def _ended_or_claimed(t: Any, sc: ShellCall, p: Process, out: list[Finding]) -> None:
+    """The finding of an answer that ended the turn right after the failed test run ``sc`` it
+    was told of: ``E.ended_on_failed_test``, or ``E.ignored_tool_error`` where the answer claims
+    success, by the rule of any tool's error (:func:`claimed_success`; none where the analysis
+    found it already: the result said the exit)."""
+    claim = claimed_success(t.e.text or "")
+    ran = f"the test run of its call {sc.call_id} ({' '.join(sc.command.split())[:80]}) ended "
+    details: dict[str, Any] = {"exit": p.exit, "signal": p.signal, "command_seq": sc.seq}
+    if claim is None:
+        code, related = codes.ENDED_ON_FAILED_TEST, None
+        message = (
+            f"The model ended its turn (an answer, no call) right after {ran}with {p.status}, "
+            "and the result it got said so: the tools' evidence is a failing test when it stopped."
+        )
+    elif not any(f.code == codes.IGNORED_TOOL_ERROR for f in t.findings):
+        code, related, details = codes.IGNORED_TOOL_ERROR, t.index - 1, {"claim": claim, **details}
+        message = (
+            f"The model answered {claim!r} right after {ran}with {p.status}, a failure the "
+            "result it got said, and says nothing of it: the answer claims a success the tools "
+            "did not report."
+        )
+    else:
+        return
+    row = codes.ROWS[code]
+    out.append(
+        Finding(
+            code=row.code,
+            layer=row.layer,
+            severity=row.severity,
+            message=message,
+            conversation=t.conversation,
+            turn=t.index,
+            seq=t.seq,
+            tool_call_id=sc.call_id,
+            related_turn=related,
+            details=details,
+        )
     )
 
 
