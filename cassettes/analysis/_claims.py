@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from ..hints import count
 from ..lazy import pattern
@@ -114,6 +115,7 @@ def _claimed(
     if claim is None or prev is None:
         return
     p, content = error
+    more: dict[str, Any] = {"exit": failed_exit(content)} if exited else {}
     yield ctx.finding(
         codes.IGNORED_TOOL_ERROR,
         f"The model answered {claim!r} right after {p.name or 'a tool'} "
@@ -126,7 +128,7 @@ def _claimed(
         tool=p.name,
         claim=claim,
         error=content[:300],
-        **({"exit": failed_exit(content)} if exited else {}),
+        **more,
     )
 
 
