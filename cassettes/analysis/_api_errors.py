@@ -19,8 +19,8 @@ __all__ = ["check_error_in_200", "check_http_error", "rate_headers", "side_http_
 
 _OVERLOADED = (503, 529)
 _RATE_HEADER = ("ratelimit", "rate-limit", "retry-after", "x-should-retry")
-#: Families whose servers are the tools' side, not an API the agent calls for the model.
-_NOT_AN_API = frozenset({"mcp", "a2a"})
+#: Families not judged here: the tools' side (MCP, A2A servers), and a call no adapter reads.
+_NOT_AN_API = frozenset({"mcp", "a2a", "unknown"})
 
 
 def rate_headers(headers: list[tuple[str, str]]) -> dict[str, str]:

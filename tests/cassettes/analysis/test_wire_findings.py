@@ -83,9 +83,11 @@ def test_a_successful_call_or_a_tool_servers_error_is_no_a_finding() -> None:
         500,
         {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "boom"}},
     )
-    for i, ex in enumerate((ok, mcp)):
+    # an LLM-looking call no adapter reads (family unknown): said unread, never judged
+    unknown = _call("POST", "http://127.0.0.1:9/x", {"messages": [{"content": "hi"}]}, 500, {})
+    for i, ex in enumerate((ok, mcp, unknown)):
         ex.seq = i
-    assert not [f for f in analyse([ok, mcp]).findings if f.layer == "A"]
+    assert not [f for f in analyse([ok, mcp, unknown]).findings if f.layer == "A"]
 
 
 def test_show_says_the_side_calls_error_on_its_round_trip(tmp_path: Path) -> None:
