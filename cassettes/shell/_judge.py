@@ -366,21 +366,9 @@ def _ended_or_claimed(t: Any, sc: ShellCall, p: Process, out: list[Finding]) -> 
         )
     else:
         return
-    row = codes.ROWS[code]
-    out.append(
-        Finding(
-            code=row.code,
-            layer=row.layer,
-            severity=row.severity,
-            message=message,
-            conversation=t.conversation,
-            turn=t.index,
-            seq=t.seq,
-            tool_call_id=sc.call_id,
-            related_turn=related,
-            details=details,
-        )
-    )
+    found = _sent(code, sc, message, details)  # (the turn that ended carried the result)
+    found.related_turn = related
+    out.append(found)
 
 
 def judge(
