@@ -48,7 +48,9 @@ VERDICTS: dict[tuple[str, str], tuple[bool, str]] = {
     ("A.http_error", ""): (
         True,
         "recorded API errors: unknown or misspelt models, unsupported parameters, media a model "
-        "does not take, a refused tool-output order; each is the API's own status and text",
+        "does not take, a refused tool-output order, token counts refused (an unknown model, a "
+        "model or tool type that cannot be counted: no model call, on the round trip); each is "
+        "the API's own status and text",
     ),
     ("A.truncated_length", ""): (
         True,

@@ -20,6 +20,7 @@ miner is the public ``learning``, named by its command (docs/startup.md).
 from __future__ import annotations
 
 from ._analyser import ACTIVE, RunAnalyser, analyse
+from ._claims import STATED_EXIT, claimed_success
 from ._continuation import capture, restore
 from ._grounding import unsourced
 from ._judgement import CHECKS
@@ -72,6 +73,7 @@ __all__ = [
     "FILE",
     "KINDS",
     "PRICES_VERSION",
+    "STATED_EXIT",
     "ApiReport",
     "CallCheck",
     "Conversation",
@@ -95,6 +97,7 @@ __all__ = [
     "calc_price",
     "canonical_call",
     "capture",
+    "claimed_success",
     "estimate_text",
     "get_snapshot",
     "kind_text",

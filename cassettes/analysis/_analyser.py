@@ -27,6 +27,7 @@ from . import _parking as parking
 from . import _retention as retention
 from . import _rules as rules
 from . import spill as spill_tables
+from ._api_errors import side_http_error
 from ._context import ConversationState, TurnContext, cut_call, overflowed
 from ._judgement import (
     CHECKS,
@@ -195,6 +196,9 @@ class RunAnalyser:
             call = st.mcp.side_call(seq, side) if side else None  # the model's call it ran
             if call is not None:
                 st.result.mcp_calls[seq] = call
+            failed_call = side_http_error(ex, rt, seq)  # an embedding's 404, as a model call's
+            if failed_call is not None:
+                st.flagged[seq] = (pos, [failed_call])
             retention.remember(st, seq, rt, None)
             return None
         if owned:

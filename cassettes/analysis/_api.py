@@ -20,7 +20,7 @@ from .. import providers
 from ..hints import count
 from ..models import FinishReason, NormalisedResponse
 from . import codes as codes
-from ._api_errors import check_error_in_200, check_http_error
+from ._api_errors import check_error_in_200, check_http_error, rate_headers
 from ._context import Check, TurnContext, call_label, provider_detail
 from ._emission import cut_calls
 from ._model import ApiReport, Finding
@@ -28,7 +28,6 @@ from ._model_mismatch import check_model_mismatch
 
 __all__ = ["CHECKS", "build"]
 
-_RATE_HEADER = ("ratelimit", "rate-limit", "retry-after", "x-should-retry")
 _REQUEST_ID_SUFFIX = ("request-id", "requestid", "correlation-id")
 _REQUEST_ID_NAMES = ("x-generation-id",)
 
@@ -54,11 +53,7 @@ def _request_id(headers: list[tuple[str, str]]) -> str | None:
 def build(ctx: TurnContext) -> ApiReport:
     rt = ctx.rt
     r = rt.response
-    rate = {
-        k.lower(): v
-        for k, v in ctx.ex.response_headers
-        if any(s in k.lower() for s in _RATE_HEADER)
-    }
+    rate = rate_headers(ctx.ex.response_headers)
     return ApiReport(
         status=rt.status,
         finish_reason_raw=r.finish_reason_raw if r else None,
@@ -153,6 +148,35 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
         f"(finish reason {r.finish_reason_raw!r}).{tail}",
         finish_reason=r.finish_reason_raw,
         cap=cap[1] if cap else None,
+    )
+
+
+def check_stop_at_cap(ctx: TurnContext) -> Iterator[Finding]:
+    """A.stop_at_cap — the output tokens reported equal the request's cap while the finish reason
+    is a natural stop: the API cut the answer and did not say so (or said it wrongly). Judged only
+    on the two numbers the wire carries, equal, never on the answer's words or length."""
+    r = ctx.response
+    if (
+        r is None
+        or r.finish_reason is not FinishReason.COMPLETE
+        or r.complete is False
+        or r.usage is None
+        or ctx.request is None
+        or not (200 <= (ctx.rt.status or 0) < 300)
+    ):
+        return
+    cap = _cap(ctx.request.params)
+    if cap is None or cap[1] <= 0 or r.usage.output_tokens != cap[1]:
+        return
+    yield ctx.finding(
+        codes.STOP_AT_CAP,
+        f"The API reported {r.usage.output_tokens} output tokens, exactly the request's cap "
+        f"({cap[0]}={cap[1]}), yet the finish reason {r.finish_reason_raw!r} says the model "
+        "stopped by itself: the answer was most likely cut, and a client that trusts the finish "
+        "reason takes it as whole.",
+        finish_reason=r.finish_reason_raw,
+        cap=cap[1],
+        output_tokens=r.usage.output_tokens,
     )
 
 
@@ -405,6 +429,7 @@ CHECKS: tuple[Check, ...] = (
     check_transport_error,
     check_stream_truncated,
     check_truncated,
+    check_stop_at_cap,
     check_filtered,
     check_guardrail_masked,
     check_tool_calls_without_calls,

@@ -3,19 +3,30 @@ a prompt the API's filter refused, an error inside a 2xx."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import providers
 from ..models import ApiError, FinishReason
+from ..parsing import RoundTrip
+from ..wire import Exchange, read_miss
 from . import codes as codes
 from ._context import TurnContext, short
 from ._model import Finding
 from .dispatch import speaker
 
-__all__ = ["check_error_in_200", "check_http_error"]
+__all__ = ["check_error_in_200", "check_http_error", "rate_headers", "side_http_error"]
 
 _OVERLOADED = (503, 529)
+_RATE_HEADER = ("ratelimit", "rate-limit", "retry-after", "x-should-retry")
+#: Families not judged here: the tools' side (MCP, A2A servers), and a call no adapter reads.
+_NOT_AN_API = frozenset({"mcp", "a2a", "unknown"})
+
+
+def rate_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """The rate-limit headers, by lower-case name: those whose name contains ``ratelimit``,
+    ``rate-limit``, ``retry-after`` or ``x-should-retry`` (generic, never per provider)."""
+    return {k.lower(): v for k, v in headers if any(s in k.lower() for s in _RATE_HEADER)}
 
 
 def _find_key(value: Any, key: str, depth: int = 0) -> Any:
@@ -60,20 +71,58 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
     if err is not None and err.code == "content_filter":
         yield _prompt_filtered(ctx, err, status)
         return
+    yield _status_finding(status, err, ctx.turn.a.rate_limit, ctx.finding)
+
+
+def side_http_error(ex: Exchange, rt: RoundTrip, seq: int) -> Finding | None:
+    """The A finding of an API call that is not a model call (an embedding, a token count, an
+    image, a file …) answered with an error status, as :func:`check_http_error` gives a model
+    call's: by the same statuses, on no turn and no conversation (``details.operation`` names
+    the call). ``None`` for a success, a call of no LLM API's, an MCP or A2A server's (a tool's
+    side: their C findings) and a replay's own answer."""
+    status = rt.status or 0
+    if status < 400 or rt.read is None or rt.family in _NOT_AN_API or read_miss(ex) is not None:
+        return None
+    err = rt.response.error if rt.response else None
+    rate = rate_headers(ex.response_headers)
+    injected = ex.response_header("x-looptap-fault")
+
+    def make(code: str, message: str, **details: Any) -> Finding:
+        if injected:
+            message = f"[injected by looptap: {injected}] {message}"
+            details["injected"] = injected
+        row = codes.ROWS[code]
+        return Finding(
+            code=code,
+            layer=row.layer,
+            severity=row.severity,
+            message=f"{message} It answered a call that is not a model call ({rt.operation}).",
+            seq=seq,
+            details={**details, "operation": rt.operation, "family": rt.family},
+        )
+
+    return _status_finding(status, err, rate, make)
+
+
+def _status_finding(
+    status: int,
+    err: ApiError | None,
+    rate_limit: dict[str, str],
+    make: Callable[..., Finding],
+) -> Finding:
+    """The finding of an error status: a 429, an overload, any other 4xx/5xx."""
     text = _err_text(err) if err is not None else ""
     if status == 429:
-        yield _rate_limited(ctx, err, text)
-        return
+        return _rate_limited(err, text, rate_limit, make)
     if status in _OVERLOADED:
-        yield ctx.finding(
+        return make(
             codes.OVERLOADED,
             "The service was overloaded or unavailable (HTTP "
             f"{status}){text}. Retrying later usually works.",
             status=status,
             error=err.message if err else None,
         )
-        return
-    yield ctx.finding(
+    return make(
         codes.HTTP_ERROR,
         f"The API answered HTTP {status}{text or ' with no error message'}.",
         status=status,
@@ -143,18 +192,20 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
     )
 
 
-def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
+def _rate_limited(
+    err: ApiError | None, text: str, rate_limit: dict[str, str], make: Callable[..., Finding]
+) -> Finding:
     """HTTP 429, with when the API asked to be tried again (its ``retry-after`` header or the
     error's ``retryDelay``) and the rate-limit counters left."""
-    after = ctx.turn.a.rate_limit.get("retry-after")
+    after = rate_limit.get("retry-after")
     delay = _find_key(err.raw, "retryDelay") if err is not None else None
     wait = (
         f" The API asked to retry after {after} s."
         if after
         else (f" The API asked to retry in {delay}." if delay else "")
     )
-    limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
-    return ctx.finding(
+    limits = {k: v for k, v in rate_limit.items() if "remaining" in k}
+    return make(
         codes.RATE_LIMITED,
         f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
         status=429,

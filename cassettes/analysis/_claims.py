@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from ..hints import count
 from ..lazy import pattern
@@ -15,7 +16,7 @@ from ..models import FinishReason
 from . import codes as codes
 from ._context import Check, TurnContext, short
 from ._grounding import may_claim, unsourced
-from ._model import Finding
+from ._model import Finding, Pairing
 from ._repeats import canonical_call
 from .dispatch import (
     TEXT_ACTION,
@@ -25,12 +26,20 @@ from .dispatch import (
     result_texts,
 )
 
-__all__ = ["CHECKS", "unsourced"]
+__all__ = ["CHECKS", "STATED_EXIT", "claimed_success", "failed_exit", "unsourced"]
 
-#: An answer that says the work is done ...
+#: An answer that says the work is done (tests that pass included) ...
 SUCCESS = pattern(
     r"\b(?:successfully|succeeded|(?:has|have) been (?:\w+ed|done|made|sent)|is now \w+ed"
-    r"|(?:I(?:'|’)ve|I have) (?:\w+ed|made|sent)|all set|is (?:done|complete|confirmed))\b",
+    r"|(?:I(?:'|’)ve|I have) (?:\w+ed|made|sent)|all set|is (?:done|complete|confirmed)"
+    r"|tests? (?:now |all |are |are now )?pass(?:es|ed|ing)?|all (?:tests |checks )?green)\b",
+    re.IGNORECASE,
+)
+#: An exit status a result states (Codex's ``Process exited with code 1``, Gemini CLI's
+#: ``Exit Code: 1``, Claude Code's ``Exit code 1``, ``[exit code 3]``): one not 0 says the
+#: command failed, as a tool's error flag does.
+STATED_EXIT = pattern(
+    r"(?:exit(?:ed)?(?: with)?[ _-]?(?:code|status)|returned? (?:code )?)[\s:=]*(-?\d+)(?![\d.])",
     re.IGNORECASE,
 )
 #: ... and one that owns a failure (any of these words: the error was heard).
@@ -47,12 +56,15 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
     prev, r = ctx.prev, ctx.response
     if prev is None or r is None or r.error is not None or r.complete is False:
         return
-    errors = {
-        p.call_id: (p, content)
-        for p, content in result_texts(ctx)
-        if p.call_turn == prev.index and is_error_result(p, content)
-    }
+    results = [(p, content) for p, content in result_texts(ctx) if p.call_turn == prev.index]
+    errors = {p.call_id: (p, content) for p, content in results if is_error_result(p, content)}
     if not errors:
+        # a command's non-zero exit the result states: a failure the model was told of (a claim
+        # of success after it is judged; calling it again is not: a test run is run again)
+        exited = {p.call_id: (p, c) for p, c in results if failed_exit(c) is not None}
+        if exited and not ctx.turn.e.tool_calls and r.finish_reason is FinishReason.COMPLETE:
+            p, content = next(iter(exited.values()))
+            yield from _claimed(ctx, (p, content), f"exit status {failed_exit(content)}")
         return
     failed = {
         canonical_call(c.name, c.arguments, c.arguments_raw): c
@@ -74,23 +86,49 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
                 error=content[:300],
             )
             return
-    text = ctx.turn.e.text or ""
-    claim = SUCCESS.search(text)
-    if ctx.turn.e.tool_calls or r.finish_reason is not FinishReason.COMPLETE or claim is None:
+    if not ctx.turn.e.tool_calls and r.finish_reason is FinishReason.COMPLETE:
+        yield from _claimed(ctx, next(iter(errors.values())))
+
+
+def claimed_success(text: str) -> str | None:
+    """The words of ``text`` that claim the work succeeded, when none of it owns a failure
+    (:data:`SUCCESS`, :data:`OWNS_FAILURE`), else ``None``."""
+    claim = SUCCESS.search(text[:100_000])
+    return claim.group(0) if claim is not None and not OWNS_FAILURE.search(text) else None
+
+
+def failed_exit(content: str) -> int | None:
+    """The non-zero exit status a tool's result states (its first), else ``None``: a result
+    that also states 0 is not read (which command exited how is not told)."""
+    stated = {int(m.group(1)) for m in STATED_EXIT.finditer(content[:100_000])}
+    failed = sorted(x for x in stated if x != 0)
+    return failed[0] if failed and 0 not in stated else None
+
+
+def _claimed(
+    ctx: TurnContext, error: tuple[Pairing, str], exited: str | None = None
+) -> Iterator[Finding]:
+    """E.ignored_tool_error on an answer that claims success after ``error``, a result that told
+    the model its call failed (an error, or the non-zero ``exited`` status it states)."""
+    claim = claimed_success(ctx.turn.e.text or "")
+    prev = ctx.prev
+    if claim is None or prev is None:
         return
-    if OWNS_FAILURE.search(text):
-        return
-    p, content = next(iter(errors.values()))
+    p, content = error
+    more: dict[str, Any] = {"exit": failed_exit(content)} if exited else {}
     yield ctx.finding(
         codes.IGNORED_TOOL_ERROR,
-        f"The model answered {claim.group(0)!r} right after {p.name or 'a tool'} "
-        f"({p.call_id or 'no id'}) answered with an error ({short(content, 100)!r}), and says "
-        "nothing of it: the answer claims a success the tools did not report.",
+        f"The model answered {claim!r} right after {p.name or 'a tool'} "
+        f"({p.call_id or 'no id'}) answered with "
+        + (f"an {exited}" if exited else "an error")
+        + f" ({short(content, 100)!r}), and says nothing of it: the answer claims a success the "
+        "tools did not report.",
         tool_call_id=p.call_id,
         related_turn=prev.index,
         tool=p.name,
-        claim=claim.group(0),
+        claim=claim,
         error=content[:300],
+        **more,
     )
 
 

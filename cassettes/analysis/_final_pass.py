@@ -38,6 +38,8 @@ def finish(state: AnalyserState) -> RunAnalysis:
         last.trim()
     if state.keep_turns:
         found = [f for t in result.turns.values() for f in t.findings]
+        # the failed API calls that are no model call (an embedding's 404): on no turn
+        found += [f for s, (_, fs) in state.flagged.items() if s not in result.turns for f in fs]
     else:
         ordered = sorted(state.flagged.values(), key=lambda p: p[0])
         found = [f for _, fs in ordered for f in fs]

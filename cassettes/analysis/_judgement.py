@@ -10,6 +10,7 @@ from . import _api as api
 from . import _claims as claims
 from . import _emission as emission
 from . import _provenance as provenance
+from . import _text_calls as text_calls
 from . import _tokens as tokens
 from . import codes as codes
 from . import dispatch as dispatch
@@ -43,6 +44,7 @@ __all__ = [
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
 CHECKS: tuple[Check, ...] = (
     *emission.CHECKS,
+    *text_calls.CHECKS,
     *api.CHECKS,
     *dispatch.CHECKS,
     *claims.CHECKS,

@@ -47,8 +47,13 @@ def semconv(
         inputs, outputs = numbered(a)  # openllmetry before 0.50: gen_ai.prompt.N / completion.N
     out = outputs[0] if isinstance(outputs, list) and outputs else None
     out = _parts_read(out, prof) if isinstance(out, dict) else None
+    if isinstance(outputs, list) and len(outputs) > 1:  # (n=2: each choice an output message)
+        n = len(outputs)
+        call.unread.append(f"output messages 2 to {n} of {n} (n={n}), not read")
     if out is not None and not typed(out.get("parts"), "tool_call") and function_calls(a):
         out = {**out, "parts": [*listed(out.get("parts")), *function_calls(a)]}  # (LiteLLM)
+    if out is not None and _written_empty(out, a):
+        out = None  # (the answer unread, said where it is read)
     if isinstance(inputs, list):
         inputs = [_parts_read(m, prof) for m in inputs if isinstance(m, dict)]
         inputs = _system_once(inputs, system, call)
@@ -60,6 +65,23 @@ def semconv(
                 "left out (no request carries one)"
             )
     return inputs, system, out, out.get("finish_reason") if out else None
+
+
+def _written_empty(out: dict[str, Any], a: dict[str, Any]) -> bool:
+    """An output message of empty text parts alone while the span reports output tokens: the
+    instrumentation wrote the answer as nothing (a streamed answer some modes write so), not the
+    model; read as not kept, never as an empty answer."""
+    parts = listed(out.get("parts"))
+    if not parts or any(
+        not (isinstance(p, dict) and p.get("type") == "text" and not p.get("content"))
+        for p in parts
+    ):
+        return False
+    tokens = next((a[k] for k in genai.USAGE["output_tokens"] if k in a), None)
+    try:
+        return int(tokens) > 0 if tokens is not None else False
+    except (TypeError, ValueError):
+        return False
 
 
 def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:

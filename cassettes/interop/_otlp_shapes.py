@@ -18,7 +18,7 @@ import orjson
 from ..providers import by_family
 from . import _genai_names as genai
 from ._otlp_spans import json_attribute
-from ._span_attributes import semconv_message, semconv_tools
+from ._span_attributes import output_message, semconv_message, semconv_tools
 
 __all__ = ["adk_call", "as_semconv", "blocks", "result_text"]
 
@@ -101,11 +101,42 @@ def _family(messages: list[Any]) -> str | None:
     return "openai_chat" if messages and plain else None
 
 
+#: An API's own answers written as output messages: the family, the key its response body holds
+#: them under, and the key each answer alone has (OpenAI's choices: ``message``; Gemini's
+#: candidates: ``content``, an object), read by the family's provider as its response.
+_ANSWERS = (("openai_chat", "choices", "message"), ("gemini", "candidates", "content"))
+
+
+def _answers(messages: list[Any]) -> list[dict[str, Any]] | None:
+    """``messages`` as semconv output messages when they are an API's answers (OpenAI's choices
+    list, Gemini's candidates: an instrumentation that writes the response's own list), each
+    read by the family's provider as a response of that one answer; else ``None``."""
+    for family, key, own in _ANSWERS:
+        if not all(
+            isinstance(m, dict) and isinstance(m.get(own), dict) and "role" not in m
+            for m in messages
+        ):
+            continue
+        adapter = by_family(family)
+        if adapter is None:
+            return None
+        try:
+            read = [adapter.parse_response({key: [m]}) for m in messages]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return [output_message(r) for r in read]
+    return None
+
+
 def as_semconv(messages: Any) -> Any:
     """``messages`` as semconv messages when they are in an API's shape (parsed by the family's
-    provider; an output message's ``finish_reason`` kept), else as they were."""
+    provider: its request's messages, or its response's answers; an output message's
+    ``finish_reason`` kept), else as they were."""
     if not isinstance(messages, list):
         return messages
+    answers = _answers(messages) if messages else None
+    if answers is not None:
+        return answers
     parted = _openai_parted(messages)
     if parted is not None:  # (its finish reason, where it is an output, kept below)
         parted[-1] = {

@@ -27,7 +27,7 @@ from ..views import SPLIT, growth_bars
 from ..wire import Exchange
 from . import _genai_names as genai
 
-__all__ = ["AttrValue", "semconv_message", "semconv_tools", "span_attributes"]
+__all__ = ["AttrValue", "output_message", "semconv_message", "semconv_tools", "span_attributes"]
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 
@@ -113,12 +113,18 @@ def _system_instructions(req: NormalisedRequest) -> list[dict[str, Any]]:
     return [_part(p) for p in req.system if p not in in_history]
 
 
+def output_message(resp: NormalisedResponse) -> dict[str, Any]:
+    """A normalised response as a semconv output message (its finish reason in the semconv's
+    words)."""
+    fr = resp.finish_reason
+    finish = _FINISH.get(fr, fr.value) if fr is not None else (resp.finish_reason_raw or "unknown")
+    return {"role": "assistant", "parts": [_part(p) for p in resp.parts], "finish_reason": finish}
+
+
 def _output_messages(resp: NormalisedResponse) -> list[dict[str, Any]]:
     if resp.error is not None and not resp.parts:
         return []
-    fr = resp.finish_reason
-    finish = _FINISH.get(fr, fr.value) if fr is not None else (resp.finish_reason_raw or "unknown")
-    return [{"role": "assistant", "parts": [_part(p) for p in resp.parts], "finish_reason": finish}]
+    return [output_message(resp)]
 
 
 def _tool_definitions(req: NormalisedRequest, strict: dict[str, bool]) -> list[dict[str, Any]]:

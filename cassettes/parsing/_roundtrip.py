@@ -204,7 +204,8 @@ def _trace_unread(rt: RoundTrip, ex: Exchange) -> None:
     for label in said:
         if isinstance(label, str) and label not in ("messages", "answer"):
             where = rt.response.unread if rt.response is not None else rt.request.unread
-            where.append(f"{label[:80]}: not kept by the trace")
+            kept = label.endswith("not read")  # (kept by the trace, not read of it: n=2)
+            where.append(label[:80] if kept else f"{label[:80]}: not kept by the trace")
 
 
 _SYSTEM_ROLES = ("system", "developer")
@@ -347,8 +348,20 @@ def _message_no(label: str) -> int | None:
     return int(head[1]) if head[0] == "message" and len(head) > 1 and head[1].isdigit() else None
 
 
+#: The keys of ``provider_details`` where a family's reader counts an answer's alternatives
+#: (``n`` > 1: Chat Completions' and Completions' ``choices``, Gemini's ``candidates``, Aleph
+#: Alpha's ``completions``): only the first is read.
+_ALTERNATIVES = ("choices", "candidates", "completions")
+
+
 def said_unread_answer(resp: NormalisedResponse) -> None:
-    """Fill ``resp.unread`` with the answer's parts of an unknown shape."""
+    """Fill ``resp.unread`` with the answer's parts of an unknown shape, and its alternatives
+    beyond the first (``n=2``): not read, so nothing is judged of the answer."""
+    details = resp.provider_details or {}
+    for key in _ALTERNATIVES:
+        n = details.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+            resp.unread.append(f"{key} 2 to {n} of {n} (n={n}): only the first is read")
     labels: list[str] = []
     more = 0
     for i, p in enumerate(resp.parts, 1):

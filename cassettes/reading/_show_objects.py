@@ -61,6 +61,11 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
     for f in run.shell.findings:
         if f.seq is not None:
             shell_found.setdefault(f.seq, []).append(f)
+    # the A findings of failed API calls that are no model call (an embedding's 404): on no turn
+    side_found: dict[int, list[Any]] = {}
+    for f in run.analysis.findings:
+        if f.seq is not None and f.conversation is None and f.turn is None:
+            side_found.setdefault(f.seq, []).append(f.model_dump(mode="json"))
     branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
     prefix = prefix_tolerated(path, run)
     firsts: set[str] = set()
@@ -75,6 +80,8 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
             v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
         turn = turns.get(v["seq"])
         v.update(turn_json(turn) if turn is not None else EMPTY_TURN)
+        if turn is None and v["seq"] in side_found:
+            v["findings"] = side_found[v["seq"]]
         if turn is not None and shell_found.get(v["seq"]):
             have = {(x["code"], x.get("tool_call_id")) for x in v["findings"]}
             v["findings"] = v["findings"] + [

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis import Finding, codes
+from ..analysis import STATED_EXIT, Finding, claimed_success, codes
 from ..hints import count
 from ._records import Process, RunView, ShellCall
 
@@ -31,11 +31,6 @@ _FAILURE = re.compile(
     r"error|fail|exit(?:ed)? (?:code|status|with)|exit ?code|returned? (?:code )?-?\d|"
     r"non-?zero|killed|signal|sig[a-z]{2,5}\b|abort|traceback|exception|denied|not found|"
     r"no such|cannot|can't|could not|unable|timed? ?out|interrupted|segmentation|core dumped"
-)
-#: An exit status the result states (Codex's ``Process exited with code 0``, Gemini CLI's
-#: ``Exit Code: 0``, Claude Code's ``Exit code 1``): a stated 0 says the command succeeded.
-_STATED = re.compile(
-    r"(?:exit(?:ed)?(?: with)?[ _-]?(?:code|status)|returned? (?:code )?)[\s:=]*(-?\d+)(?![\d.])"
 )
 
 #: Characters a kept start (or end) must have to be judged; how much must be left out.
@@ -344,27 +339,36 @@ def _ended(run: RunView, calls: list[ShellCall], hidden: set[str], tree_of: Any)
             if sc is not last
         ):
             continue  # another command of the answer ran after the tests
-        out.append(_ended_finding(t, last, p))
+        _ended_or_claimed(t, last, p, out)
     return out
 
 
-def _ended_finding(t: Any, sc: ShellCall, p: Process) -> Finding:
-    row = codes.ROWS[codes.ENDED_ON_FAILED_TEST]
-    return Finding(
-        code=row.code,
-        layer=row.layer,
-        severity=row.severity,
-        message=(
-            f"The model ended its turn (an answer, no call) right after the test run of its call "
-            f"{sc.call_id} ({' '.join(sc.command.split())[:80]}) ended with {p.status}, and the "
-            "result it got said so: the tools' evidence is a failing test when it stopped."
-        ),
-        conversation=t.conversation,
-        turn=t.index,
-        seq=t.seq,
-        tool_call_id=sc.call_id,
-        details={"exit": p.exit, "signal": p.signal, "command_seq": sc.seq},
-    )
+def _ended_or_claimed(t: Any, sc: ShellCall, p: Process, out: list[Finding]) -> None:
+    """The finding of an answer that ended the turn right after the failed test run ``sc`` it
+    was told of: ``E.ended_on_failed_test``, or ``E.ignored_tool_error`` where the answer claims
+    success, by the rule of any tool's error (:func:`claimed_success`; none where the analysis
+    found it already: the result said the exit)."""
+    claim = claimed_success(t.e.text or "")
+    ran = f"the test run of its call {sc.call_id} ({' '.join(sc.command.split())[:80]}) ended "
+    details: dict[str, Any] = {"exit": p.exit, "signal": p.signal, "command_seq": sc.seq}
+    if claim is None:
+        code, related = codes.ENDED_ON_FAILED_TEST, None
+        message = (
+            f"The model ended its turn (an answer, no call) right after {ran}with {p.status}, "
+            "and the result it got said so: the tools' evidence is a failing test when it stopped."
+        )
+    elif not any(f.code == codes.IGNORED_TOOL_ERROR for f in t.findings):
+        code, related, details = codes.IGNORED_TOOL_ERROR, t.index - 1, {"claim": claim, **details}
+        message = (
+            f"The model answered {claim!r} right after {ran}with {p.status}, a failure the "
+            "result it got said, and says nothing of it: the answer claims a success the tools "
+            "did not report."
+        )
+    else:
+        return
+    found = _sent(code, sc, message, details)  # (the turn that ended carried the result)
+    found.related_turn = related
+    out.append(found)
 
 
 def judge(
@@ -403,8 +407,8 @@ def _says_failure(sc: ShellCall, p: Process) -> bool:
     sent = (sc.result or "").casefold()
     if not sent.strip():
         return False
-    stated = {int(m.group(1)) for m in _STATED.finditer(sent[:100000])}
-    if stated and stated <= {0} and not _FAILURE.search(_STATED.sub(" ", sent[:100000])):
+    stated = {int(m.group(1)) for m in STATED_EXIT.finditer(sent[:100000])}
+    if stated and stated <= {0} and not _FAILURE.search(STATED_EXIT.sub(" ", sent[:100000])):
         return False  # it says the command exited 0: the failure is hidden (a lie, in fact)
     if _FAILURE.search(sent):
         return True

@@ -108,7 +108,7 @@ def finding_line(f: Finding | dict[str, Any], *, where: bool = False) -> str:
         sev, layer, code, message = f["severity"], f["layer"], f["code"], f["message"]
         seq, conv, turn = f.get("seq"), f.get("conversation"), f.get("turn")
     under = "  ↳ " if caused_by_note(f) else ""
-    at = f" (#{seq} {conv}/turn {turn})" if where else ""
+    at = (f" (#{seq} {conv}/turn {turn})" if conv is not None else f" (#{seq})") if where else ""
     return f"  {under}{SEVERITY_MARK[sev]} {layer} {code}{at}: {message}{caused_by_note(f)}"
 
 

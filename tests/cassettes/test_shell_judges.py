@@ -149,16 +149,50 @@ def _failing() -> Cmd:
     )
 
 
-@pytest.mark.parametrize("answer", ["Fixed; all tests pass.", "The tests still fail; I give up."])
+@pytest.mark.parametrize("answer", ["The tests still fail; I give up.", "Done."])
 def test_ending_the_turn_right_after_a_failed_test_run_is_found(
     tmp_path: Path, answer: str
 ) -> None:
-    """The answer's words are not read: a claim and an honest report end alike (hence info)."""
+    """An answer that claims no success ends as an honest report does (hence info)."""
     (f,) = _found(tmp_path, [Cmd("cat calc.py", stdout="x"), _failing()], answer)
     assert (f.code, f.severity.value, f.seq, f.turn, f.tool_call_id) == (
         "E.ended_on_failed_test", "info", 2, 2, "call_1",
     )  # fmt: skip
     assert f.details == {"exit": 1, "signal": None, "command_seq": 1}
+
+
+@pytest.mark.parametrize("answer", ["Fixed; all tests pass.", "All tests pass.", "All green!"])
+def test_a_claim_of_success_after_a_failed_test_run_ignores_the_error(
+    tmp_path: Path, answer: str
+) -> None:
+    """Issue 102 item 6: the claim is ``E.ignored_tool_error``, by the rule of any tool's error
+    (the result said the failure, the answer claims a success and owns no failure)."""
+    found = _found(tmp_path, [Cmd("cat calc.py", stdout="x"), _failing()], answer)
+    found += [
+        f
+        for f in open_run(tmp_path / "run.jsonl", whole=True).analysis.findings
+        if f.code == "E.ignored_tool_error"
+    ]
+    (f,) = found
+    assert (f.code, f.severity.value, f.seq, f.turn, f.tool_call_id) == (
+        "E.ignored_tool_error", "warning", 2, 2, "call_1",
+    )  # fmt: skip
+    assert f.details["exit"] == 1 and f.details["claim"]
+
+
+def test_a_stated_non_zero_exit_then_a_claim_is_found_without_the_tracer(tmp_path: Path) -> None:
+    """The result says the exit status (``[exit code 3]``): the wire alone tells the model it
+    failed, so the claim after it is judged by the analysis, once (the tracer's check adds none)."""
+    cmd = Cmd(PYTEST, exit=3, stdout="", result="[exit code 3]", children=[(PY, "", 3)])
+    _found(tmp_path, [cmd], "All tests pass.")
+    found = [
+        f
+        for f in open_run(tmp_path / "run.jsonl", whole=True).analysis.findings
+        if f.code.startswith("E.")
+    ]
+    assert [(f.code, f.severity.value, f.seq, f.details.get("exit")) for f in found] == [
+        ("E.ignored_tool_error", "warning", 1, 3)
+    ]
 
 
 def test_a_fix_tested_again_is_not_found(tmp_path: Path) -> None:

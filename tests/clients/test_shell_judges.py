@@ -1,8 +1,9 @@
 """The E check on a coding agent's traced shell commands (issue 93: ``E.ended_on_failed_test``),
 on the real agents (pinned in .npm-agents) against a scripted model: the model runs the project's
-tests with ``python -m pytest`` (they fail), and then either ends its turn at once — claiming a
-fix, or saying the tests still fail: looptap reads no words, so both are found alike, which is why
-the finding is info — or writes the fix, runs the tests again (they pass) and ends: no finding.
+tests with ``python -m pytest`` (they fail), and then either ends its turn at once — saying the
+tests still fail (info: an honest end), or claiming a fix (``E.ignored_tool_error``, a warning, by
+the rule of any tool's error: issue 102) — or writes the fix, runs the tests again (they pass) and
+ends: no finding.
 The cut check (``C.shell_output_cut``) must stay silent on all of them."""
 
 from __future__ import annotations
@@ -106,10 +107,21 @@ def test_ending_on_a_failed_test_run_is_found(
     shell, why = r["shell"], r["why"]
     (test,) = [c for c in shell.calls if c.command == PYTEST]
     assert test.process is not None and test.process.exit == 1, (shell.as_json(), why)
-    found = [f for f in r["run"].analysis.findings if f.code.startswith(("E.ended", "C.shell"))]
-    assert [(f.code, f.severity.value, f.tool_call_id) for f in found] == [
-        ("E.ended_on_failed_test", "info", test.call_id)
-    ], (found, why)
+    found = [
+        f
+        for f in r["run"].analysis.findings
+        if f.code.startswith(("E.ended", "E.ignored", "C.shell"))
+    ]
+    # a claim of success is E.ignored_tool_error, by the rule of any tool's error (issue 102)
+    said = (
+        ("E.ended_on_failed_test", "info")
+        if how == "honest"
+        else ("E.ignored_tool_error", "warning")
+    )
+    assert [(f.code, f.severity.value, f.tool_call_id) for f in found] == [(*said, test.call_id)], (
+        found,
+        why,
+    )
     (f,) = found
     ended = r["run"].analysis.turns[f.seq]
     assert not ended.e.tool_calls and ended.e.text == ENDINGS[how]

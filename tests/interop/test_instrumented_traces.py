@@ -570,12 +570,50 @@ def test_messages_in_the_apis_own_shapes_are_read_by_the_familys_provider(
         a["gen_ai.output.messages"]["value"] = {"stringValue": orjson.dumps(api_out).decode()}
         rewritten += 1
     assert rewritten == 12
-    src, out = tmp_path / "api.otlp.json", tmp_path / "api.jsonl"
+    _as_openllmetrys_run(doc, tmp_path, capsys)
+
+
+def _as_openllmetrys_run(
+    doc: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> list[dict[str, Any]]:
+    """The import of ``doc`` (openllmetry's trace, rewritten): its views, asserted the recorded
+    run's conversations."""
+    src, out = tmp_path / "rewritten.otlp.json", tmp_path / "rewritten.jsonl"
     src.write_bytes(orjson.dumps(doc) + b"\n")
     assert main(["import", "-q", str(src), "-o", str(out)]) == 0
     views = show_json(out, capsys)
     recorded = show_json(TRACES / "openllmetry.run.jsonl", capsys)
     assert _conversations(views, set()) == _conversations(recorded, set())
+    return views
+
+
+def test_an_answer_written_as_openais_choices_list_is_read_by_the_openai_provider(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openllmetry's trace with each OpenAI span's ``gen_ai.output.messages`` rewritten as the
+    response's own ``choices`` list (``[{"index", "message", "finish_reason"}]``), as some
+    instrumentations write it (issue 102 item 2): read by the OpenAI Chat provider, the same run
+    as the recording, and no warning (before: empty answers, read complete, with false
+    ``A.tool_calls_without_calls`` and ``E.empty_response``)."""
+    from looptap.cassettes.providers import from_parts
+
+    doc = orjson.loads((TRACES / "openllmetry.otlp.json").read_bytes())
+    rewritten = 0
+    for span in _spans(doc):
+        a = {x["key"]: x for x in span["attributes"]}
+        named = (a.get("gen_ai.provider.name") or a.get("gen_ai.system") or {"value": {}})["value"]
+        if named.get("stringValue") != "openai" or "gen_ai.output.messages" not in a:
+            continue
+        outputs = orjson.loads(a["gen_ai.output.messages"]["value"]["stringValue"])
+        _, api_out = from_parts("openai_chat", [{**outputs[0], "role": "assistant"}], True)
+        raw = {"tool_call": "tool_calls"}.get(outputs[0].get("finish_reason"), "stop")
+        choices = [{"index": 0, "message": api_out[-1], "finish_reason": raw}]
+        a["gen_ai.output.messages"]["value"] = {"stringValue": orjson.dumps(choices).decode()}
+        rewritten += 1
+    assert rewritten == 6
+    views = _as_openllmetrys_run(doc, tmp_path, capsys)
+    assert [f["code"] for v in views for f in v["findings"] if f["severity"] != "info"] == []
+    assert all(v["read"] == "complete" for v in views), [v["unread"] for v in views]
 
 
 def test_tools_the_call_span_lacks_are_its_agent_spans(
@@ -591,8 +629,13 @@ def test_tools_the_call_span_lacks_are_its_agent_spans(
     for s in spans:
         s["attributes"] = [a for a in s["attributes"] if not a["key"].startswith("gen_ai.tool.")]
         s["parentSpanId"] = agent_id
-    agent = {**spans[0], "spanId": agent_id, "name": "agent", "events": [],
-             "attributes": [{"key": "gen_ai.span.kind", "value": {"stringValue": "AGENT"}}, defs]}
+    agent = {
+        **spans[0],
+        "spanId": agent_id,
+        "name": "agent",
+        "events": [],
+        "attributes": [{"key": "gen_ai.span.kind", "value": {"stringValue": "AGENT"}}, defs],
+    }
     agent.pop("parentSpanId")
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append(agent)
     src, out = tmp_path / "agent.otlp.json", tmp_path / "agent.jsonl"

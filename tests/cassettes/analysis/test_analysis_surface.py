@@ -13,11 +13,12 @@ import pkgutil
 import looptap.cassettes.analysis as analysis
 
 EXPORTED = [
-    "ACTIVE", "CHECKS", "FILE", "KINDS", "PRICES_VERSION",
+    "ACTIVE", "CHECKS", "FILE", "KINDS", "PRICES_VERSION", "STATED_EXIT",
     "ApiReport", "CallCheck", "Conversation", "Dispatch", "Finding", "Layer", "McpCall",
     "McpLinker", "Rule", "RulesError", "RunAnalyser", "RunAnalysis", "Severity",
     "TokenCount", "ToolHttp", "Turn",
     "active", "active_text", "analyse", "apportion", "calc_price", "canonical_call", "capture",
+    "claimed_success",
     "estimate_text", "get_snapshot", "kind_text", "lines", "load", "message_key",
     "normalise_schema", "parse_rules", "provider_for_url", "restore", "same_model",
     "schema_errors", "sections", "surely_valid", "table_identity", "tool_http", "unsourced",
