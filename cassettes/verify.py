@@ -42,7 +42,9 @@ from .hints import count
 from .jsonpath import PathItem, format_path, walk
 from .patterns import PatternError, UserPattern
 from .recording import (
+    B64_TOKEN,
     REDACTED,
+    b64_text,
     credential_values,
     cut_credential,
     detector,
@@ -76,12 +78,6 @@ def _unescape(text: str) -> str:
         lambda m: chr(int(m.group(1), 16)) if m.group(1) else _SIMPLE.get(m.group(2), m.group(2)),
         text,
     )
-
-
-#: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
-#: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded
-#: whole).
-_B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
 
 
 @dataclass(frozen=True)
@@ -127,7 +123,7 @@ class Scanner:
             ("json-escaped", _unescape(text) if "\\" in text else None),
             ("url-encoded", unquote(text) if "%" in text else None),
         )
-        tokens = (("base64", _b64(m.group(0))) for m in _B64_TOKEN.finditer(text))
+        tokens = (("base64", b64_text(m.group(0))) for m in B64_TOKEN.finditer(text))
         for form, inner in itertools.chain(decoded, tokens):
             if inner is None or inner == text:
                 continue
@@ -163,23 +159,6 @@ class Scanner:
                     secret,
                     "base64, compressed" if form == "text" else f"base64, compressed, {form}",
                 )
-
-
-def _b64(token: str) -> str | None:
-    """The text a base64 token decodes to, when it decodes to mostly printable text."""
-    raw = token.rstrip("=")
-    if len(raw) % 4 == 1:
-        return None
-    padded = raw + "=" * (-len(raw) % 4)
-    try:
-        data = base64.b64decode(
-            padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True
-        )
-    except (binascii.Error, ValueError):
-        return None
-    text = data.decode("utf-8", "replace")
-    printable = sum(1 for c in text if c.isprintable())
-    return text if text and printable >= 0.9 * len(text) else None
 
 
 def _is_blob(value: Any) -> bool:
