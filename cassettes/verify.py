@@ -62,6 +62,8 @@ __all__ = ["scan_file", "scan_lines"]
 
 #: The kind of a find by the name it stands after (the detector's rule: recording._detector).
 NAMED = "credential by name"
+#: How a list of strings read as one command line is named in a find's field.
+COMMAND_LINE = "(as one command line)"
 EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_ERROR = 2
@@ -209,6 +211,10 @@ def _fields(rec: Any) -> Iterator[tuple[str, Any]]:
             yield f"{where}.b64", value
         elif isinstance(value, str):
             yield where, value
+        elif isinstance(value, list) and len(value) > 1 and all(isinstance(v, str) for v in value):
+            # an argv, read as the redactor reads it: the command line it makes (``-u``, then
+            # ``user:<password>`` as the next word)
+            yield f"{where} {COMMAND_LINE}", " ".join(value)
 
 
 def scan_lines(
@@ -249,7 +255,12 @@ def scan_lines(
             else:
                 continue
             for kind, secret, form in hits:
-                finds.append(Find(path, n, field or "(record)", kind, _mask(secret, kind), form))
+                find = Find(path, n, field or "(record)", kind, _mask(secret, kind), form)
+                if field.endswith(COMMAND_LINE) and any(
+                    (f.line, f.kind, f.masked) == (n, kind, find.masked) for f in finds
+                ):
+                    continue  # found in one of its words already
+                finds.append(find)
         finds.extend(
             _stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n})
         )
@@ -416,7 +427,45 @@ def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find
             if inner:
                 return scan_lines(inner.splitlines(), str(p), extra_patterns)
         f.seek(0)
+        if _plain_text(p):
+            return _scan_text(f, str(p), extra_patterns)
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
+
+
+#: What is read of a text file (a log, a working tree's contents kept) at a time, and how much of
+#: the last piece is read again with the next (a PEM key across their border is read whole).
+_PIECE = 1 << 20
+_OVERLAP = 16 << 10
+
+
+def _plain_text(p: Path) -> bool:
+    """Whether ``p`` is a text looptap wrote that is no cassette: an agent's output kept
+    (``*.log``), a ``why`` edit (``*.txt``), a working tree's contents kept (``RUN.jsonl.files/``):
+    read as one text, not line by line (a PEM key spans lines)."""
+    return p.suffix.lower() in (".log", ".txt") or p.parent.name.endswith(".files")
+
+
+def _scan_text(f: Any, path: str, extra_patterns: Iterable[str]) -> list[Find]:
+    """Every secret in the text of ``f``, a piece at a time; each find at the line it starts."""
+    scanner = Scanner(extra_patterns)
+    finds: list[Find] = []
+    seen: set[tuple[str, str, str]] = set()
+    lines_before = 0
+    tail = b""
+    while piece := f.read(_PIECE):
+        data = tail + piece
+        text = data.decode("utf-8", "replace")
+        for kind, secret, form in scanner.text(text):
+            at = text.find(secret)
+            key = (kind, secret, form)
+            if key in seen:
+                continue
+            seen.add(key)
+            line = lines_before + text.count("\n", 0, max(at, 0)) + 1
+            finds.append(Find(path, line, "(text)", kind, _mask(secret, kind), form))
+        tail = data[-_OVERLAP:]
+        lines_before += data[: len(data) - len(tail)].count(b"\n")
+    return finds
 
 
 #: The most a database's value is decompressed to (bytes), and the most rows read of a table.
@@ -548,7 +597,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 #: What ``verify DIR`` scans: recordings and what is exported from them (the same as ``import DIR``
 #: reads, plus looptap's own cassettes and exports).
 _DIR_SUFFIXES = (
-    ".jsonl", ".yaml", ".yml", ".har", ".json", ".html", ".log", ".sqlite", ".duckdb",
+    ".jsonl", ".yaml", ".yml", ".har", ".json", ".html", ".log", ".txt", ".sqlite", ".duckdb",
 )  # fmt: skip
 #: …and LangChain's gzipped cassettes.
 _GZIP_SUFFIXES = (".yaml.gz", ".yml.gz")
@@ -562,7 +611,11 @@ def _files_under(root: Path) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "node_modules")
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            named = p.suffix.lower() in _DIR_SUFFIXES or name.lower().endswith(_GZIP_SUFFIXES)
+            named = (
+                p.suffix.lower() in _DIR_SUFFIXES
+                or name.lower().endswith(_GZIP_SUFFIXES)
+                or Path(dirpath).name.endswith(".files")  # a working tree's contents kept
+            )
             if named and not p.is_symlink() and p.is_file():
                 out.append(str(p))
     return out

@@ -247,8 +247,6 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         headers=list(config.redact_headers), patterns=list(config.redact_patterns)
     )
 
-    def secret(data: bytes) -> bool:
-        return redactor.scrub_bytes(data) != data
 
     here = os.path.realpath(os.getcwd())
     if here in (os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)):
@@ -259,7 +257,7 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         )
         return None
     keep = Path(str(config.output) + ".files")
-    tree = Workspace(os.getcwd(), keep, _handing(rec), secret)
+    tree = Workspace(os.getcwd(), keep, _handing(rec), redactor.seal)
     try:
         await asyncio.get_running_loop().run_in_executor(None, tree.start)
     except OSError as exc:

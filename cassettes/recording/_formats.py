@@ -142,7 +142,7 @@ PLACE_RULES: tuple[tuple[str, str, tuple[str, ...], float, int], ...] = (
         ".pgpass line",
         # host (a name, an IP, *) : port : database : user : password, a line of its own
         r"(?:^|\n|\\n)(?:\*|[A-Za-z][\w.-]{0,253}|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\])"
-        r":(?:\d{1,5}|\*):[^\s:\\\"]{1,64}:[^\s:\\\"]{1,64}:"
+        r":(?:\d{1,5}|\*):(?:\*|[A-Za-z_][^\s:\\\"]{0,63}):(?:\*|[A-Za-z_][^\s:\\\"]{0,63}):"
         r"([^\s\\\"]{4,512})(?=$|\r|\n|\\[nr])",
         (),
         0.0,

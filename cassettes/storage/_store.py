@@ -39,6 +39,7 @@ from ._codec import (
     record_to_exchange,
 )
 from ._delta import HistoryDecoder
+from ._gate import Redacted, sealed
 from ._paths import open_append
 
 __all__ = [
@@ -299,8 +300,10 @@ class CassetteFile:
         if self.fsync:
             os.fsync(self._fd)
 
-    def append(self, data: bytes) -> None:
-        """Append one encoded record (a line); on failure take back what reached the file."""
+    def append(self, data: Redacted) -> None:
+        """Append one encoded record (a line) the redactor passed (:mod:`._gate`); on failure take
+        back what reached the file."""
+        data = sealed(data)
         if self._torn:
             data = b"\n" + data  # keep a partial line left by an earlier failure separate
         start = -1
