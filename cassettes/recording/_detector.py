@@ -232,6 +232,8 @@ class Rule:
             if e <= s:
                 continue
             secret = text[s:e]
+            if "REDACTED" in secret:
+                continue  # the redaction's own mark (``-p[REDACTED]``), not a value left
             if self.entropy and entropy(secret) < self.entropy:
                 continue
             if self._allow and any(a.search(secret) for a in self._allow):

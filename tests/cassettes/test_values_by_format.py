@@ -98,6 +98,7 @@ def test_a_value_by_format_never_reaches_the_file(
 ) -> None:
     path = _record(tmp_path, text)
     assert secret not in path.read_text() and secret[:12] not in path.read_text()
+    assert scan_file(path) == []  # what is masked is no find (``-p[REDACTED]``)
     # verify flags it put back: the request body as it was sent
     rec = json.loads(path.read_text().splitlines()[1])
     rec["request"]["body"] = {"text": text}
@@ -116,7 +117,7 @@ def test_a_process_records_argv_is_read_as_its_command_line(
     text = path.read_text()
     assert secret not in text, text
     got = read_records(path)
-    assert got.problems == []
+    assert got.problems == [] and scan_file(path) == []
     rec = json.loads(text.splitlines()[1])
     assert len(rec["argv"]) == len(argv) and rec["argv"][0] == argv[0]
     rec["argv"] = argv
