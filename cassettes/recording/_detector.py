@@ -533,8 +533,8 @@ class Detector:
                 if inner != m.group(0) and self.spans(inner):
                     out.append(m.span())
         for m in B64_TOKEN.finditer(text):
-            inner = b64_text(m.group(0))
-            if inner is not None and self.spans(inner):
+            decoded = b64_text(m.group(0))
+            if decoded is not None and self.spans(decoded):
                 out.append(m.span())
         return out
 

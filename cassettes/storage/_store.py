@@ -303,13 +303,13 @@ class CassetteFile:
     def append(self, data: Redacted) -> None:
         """Append one encoded record (a line) the redactor passed (:mod:`._gate`); on failure take
         back what reached the file."""
-        data = sealed(data)
+        line: bytes = sealed(data)
         if self._torn:
-            data = b"\n" + data  # keep a partial line left by an earlier failure separate
+            line = b"\n" + line  # keep a partial line left by an earlier failure separate
         start = -1
         try:
             start = os.lseek(self._fd, 0, os.SEEK_END)
-            self._write(data)
+            self._write(line)
             self._torn = False
         except OSError as exc:
             # Take back whatever part of this record reached the file (a full disk, a file
@@ -319,7 +319,7 @@ class CassetteFile:
             if start >= 0:
                 try:
                     os.ftruncate(self._fd, start)
-                    self._torn = data.startswith(b"\n")
+                    self._torn = line.startswith(b"\n")
                 except OSError:
                     pass
             raise CassetteIOError(f"cannot write to {self.path}: {exc.strerror or exc}") from None
