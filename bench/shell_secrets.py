@@ -178,6 +178,8 @@ def run_bench(work: Path) -> dict[str, Any]:
         LOOPTAP_CACHE_DIR=str(work / "cache"), LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON),
         ANTHROPIC_API_KEY="sk-ant-bench-shell",
     )  # fmt: skip
+    if os.environ.get("BENCH_PYTHONPATH"):  # another tree's looptap (as bench/tool_secrets.py)
+        base["PYTHONPATH"] = os.environ["BENCH_PYTHONPATH"]
     agent = work / "agent.py"
     agent.write_text(AGENT)
     run = work / "runs" / "run.jsonl"
