@@ -143,8 +143,19 @@ def entropy(text: str) -> float:
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
 #: that an image or audio payload is not decoded.
 B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
-#: A run of URL-encoded text between a URL's or a form's separators.
-_URL_ENCODED = re.compile(r"[^\s\"'<>&=?]{0,2048}%[0-9A-Fa-f]{2}[^\s\"'<>&=?]{0,2048}")
+#: A percent-encoded byte, and what ends a run of URL-encoded text (a URL's or a form's
+#: separators, a space, a quote, a tag).
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_URL_SEPARATOR = re.compile(r"[\s\"'<>&=?]")
+_SEPARATORS = frozenset(" \t\r\n\"'<>&=?")
+
+
+def _last_separator(text: str, at: int) -> int:
+    """Where the run of URL-encoded text that holds ``at`` begins (at most 4 KiB before)."""
+    i = at
+    while i > 0 and at - i < 4096 and text[i - 1] not in _SEPARATORS:
+        i -= 1
+    return i
 
 
 def b64_text(token: str) -> str | None:
@@ -527,11 +538,16 @@ class Detector:
         """The (start, end) of every base64 token and URL-encoded run of ``text`` whose decoded
         text holds a secret: masked whole (``{"password": …}`` in base64 is not a format)."""
         out: list[tuple[int, int]] = []
-        if "%" in text:
-            for m in _URL_ENCODED.finditer(text):
-                inner = unquote(m.group(0))
-                if inner != m.group(0) and self.spans(inner):
-                    out.append(m.span())
+        end = 0
+        for m in _PERCENT.finditer(text):  # each run around a %XX, between separators, once
+            if m.start() < end:
+                continue
+            start = max(_last_separator(text, m.start()), end)
+            stop = _URL_SEPARATOR.search(text, m.end())
+            end = stop.start() if stop is not None else len(text)
+            run = text[start:end]
+            if len(run) <= 4096 and self.spans(unquote(run)):
+                out.append((start, end))
         for m in B64_TOKEN.finditer(text):
             decoded = b64_text(m.group(0))
             if decoded is not None and self.spans(decoded):

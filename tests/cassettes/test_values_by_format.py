@@ -26,7 +26,13 @@ _AN = string.ascii_letters + string.digits
 
 
 def _r(n: int, chars: str = _AN) -> str:
-    return "".join(secrets.choice(chars) for _ in range(n))
+    """``n`` random characters of ``chars``; of letters and digits, one of each kind at least (a
+    random value of letters only reads as an identifier, which the text rule rightly keeps)."""
+    while True:
+        v = "".join(secrets.choice(chars) for _ in range(n))
+        kinds = (str.isdigit, str.isupper, str.islower)
+        if chars != _AN or all(any(k(c) for c in v) for k in kinds):
+            return v
 
 
 def _hex(n: int) -> str:
