@@ -68,6 +68,45 @@ def sentinels() -> dict[str, str]:
         + _mine("env/db-password", _rnd(20))
         + "@db.internal:5432/app",
         "MY_SERVICE_SECRET": _mine("env/named-secret", _rnd(32)),
+        # issue 101: formats under names that say nothing (found by format alone)
+        "NOTION_WORKSPACE": _mine("env/notion", f"ntn_{_rnd(11, '0123456789')}{_rnd(35)}"),
+        "MAILGUN_DOMAIN_CONF": _mine("env/mailgun", f"key-{_hex(32)}"),
+    }
+
+
+def untouched_files() -> dict[str, str]:
+    """Issue 101: key files in the tree before the run, which the agent never touches (one it
+    reads with ``cat``): each in the format its tool writes."""
+    pem = (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+        + _mine("file/pem-no-end", "b3BlbnNzaC1rZXktdjEAAAAA" + _rnd(40))
+        + "\n"
+        + _rnd(64)
+        + "\n"
+    )  # cut before its END line
+    return {
+        ".netrc": "machine api.example.com\n  login bob\n  password "
+        + _mine("file/netrc", _rnd(20))
+        + "\n",
+        "id_ed25519.partial": pem,
+        ".pgpass": f"db.internal:5432:shop:app:{_mine('file/pgpass', _rnd(20))}\n",
+        ".npmrc": f"//registry.npmjs.org/:_authToken={_mine('file/npmrc', 'npm_' + _rnd(36))}\n",
+        ".pypirc": "[pypi]\nusername = __token__\npassword = "
+        + _mine("file/pypirc", "pypi-AgEIcHlwaS5vcmc" + _rnd(70))
+        + "\n",
+        "adc.json": json.dumps(
+            {
+                "client_id": "764086051850-x.apps.googleusercontent.com",
+                "client_secret": _mine("file/gcloud-client-secret", "d-FL95Q" + _rnd(17)),
+                "refresh_token": _mine("file/gcloud-refresh", "1//0" + _rnd(60)),
+                "type": "authorized_user",
+            }
+        ),
+        "credentials": "[default]\naws_access_key_id = AKIA"
+        + _rnd(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        + "\naws_secret_access_key = "
+        + _mine("file/aws-credentials", _rnd(40))
+        + "\n",
     }
 
 
@@ -87,6 +126,11 @@ def commands(env: dict[str, str]) -> list[str]:
         f"printf %s {shlex.quote(dotenv)} > .env && cat .env",
         f"echo 'stripe = {content}' > settings.toml && cat settings.toml",
         f"mkdir -p keys && echo x > keys/{path_key}.pem && ls keys",
+        # issue 101: command lines (argv, and inside sh -c), a partial key read
+        f"curl -s -u bob:{_mine('argv/curl-user', _rnd(18))} http://127.0.0.1:9/ || true",
+        f"sh -c 'echo mysql -u root -p{_mine('argv/mysql-p', _rnd(18))} shop'",
+        f"echo gh auth login --token {_mine('argv/token-flag', _rnd(24))}",
+        "cat id_ed25519.partial",
         "echo done",
     ]
 
@@ -108,10 +152,12 @@ def _planted(run: Path, work: Path, env: dict[str, str]) -> dict[str, bool]:
     i = next(k for k, ln in enumerate(lines) if ln.startswith(b'{"type":"process"'))
     key = _mine("env/github")
     out: dict[str, bool] = {}
-    for where in ("argv", "stdout", "stderr", "files"):
+    for where in ("argv", "argv words", "stdout", "stderr", "files"):
         rec = json.loads(lines[i])
         if where == "argv":
             rec["argv"] = [*rec["argv"], f"--token={key}"]
+        elif where == "argv words":  # issue 101: a credential that is a word of its own
+            rec["argv"] = ["curl", "-u", f"bob:{_mine('argv/curl-user')}", "http://x"]
         elif where == "files":
             rec["files"] = [["write", f"/w/{key}.pem"]]
         else:
@@ -132,12 +178,16 @@ def run_bench(work: Path) -> dict[str, Any]:
         LOOPTAP_CACHE_DIR=str(work / "cache"), LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON),
         ANTHROPIC_API_KEY="sk-ant-bench-shell",
     )  # fmt: skip
+    if os.environ.get("BENCH_PYTHONPATH"):  # another tree's looptap (as bench/tool_secrets.py)
+        base["PYTHONPATH"] = os.environ["BENCH_PYTHONPATH"]
     agent = work / "agent.py"
     agent.write_text(AGENT)
     run = work / "runs" / "run.jsonl"
     run.parent.mkdir()
     tree = work / "tree"
     tree.mkdir()
+    for name, text in untouched_files().items():
+        (tree / name).write_text(text)
     outputs: dict[str, str] = {}
     with ScriptedUpstream(_route(cmds)) as fake:
         rec = _looptap("run", "--shell-trace", "-o", str(run), "--confdir", str(work / "conf"),

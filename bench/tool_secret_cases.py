@@ -321,4 +321,130 @@ def cases() -> list[Case]:
     # 13. A credential in the path (Telegram Bot API).
     tg = sent("path/telegram-bot", f"{_rnd(10, string.digits)}:AA{_rnd(33, _ALNUM + '-_')}")
     out.append(Case("token in the path", "Telegram Bot API", "path", path=f"/bot{tg}/getMe"))
+    out += _unnamed(_documented())
+    return out
+
+
+def _documented() -> dict[str, tuple[str, str]]:
+    """Issue 101: credentials of 64 more services, each in the format its issuer documents (the
+    service's own key-format page; gitleaks' rule for it where it has one), by name: (value,
+    where the format is documented)."""
+    a, d = _ALNUM, string.digits
+    u, lo = string.ascii_uppercase + d, string.ascii_lowercase + d
+    b58 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+    return {
+        "airtable": (f"pat{_rnd(14)}.{_hex(64)}", "Airtable personal access tokens"),
+        "mailgun": (f"key-{_hex(32)}", "Mailgun API keys"),
+        "notion-ntn": (f"ntn_{_rnd(11, d)}{_rnd(35)}", "Notion integration secrets (2024)"),
+        "notion-secret": (f"secret_{_rnd(43)}", "Notion integration secrets (before 2024)"),
+        "discord-bot": (f"MT{_rnd(24)}.{_rnd(6)}.{_rnd(38, a + '-_')}", "Discord bot tokens"),
+        "linear": (f"lin_api_{_rnd(40)}", "Linear API keys"),
+        "sentry-user": (f"sntryu_{_hex(64)}", "Sentry user auth tokens"),
+        "resend": (f"re_{_rnd(8)}_{_rnd(24)}", "Resend API keys"),
+        "mapbox-secret": (f"sk.eyJ1{_rnd(30)}.{_rnd(22)}", "Mapbox secret tokens"),
+        "netlify": (f"nfp_{_rnd(36)}", "Netlify personal access tokens"),
+        "supabase": (f"sbp_{_hex(40)}", "Supabase management API tokens"),
+        "vercel": (f"vercel_{_rnd(24)}", "Vercel access tokens"),
+        "heroku": (f"HRKU-AA{_rnd(58, a + '_-')}", "Heroku API keys (v2)"),
+        "postman": (f"PMAK-{_hex(24)}-{_hex(34)}", "Postman API keys"),
+        "asana": (f"2/{_rnd(16, d)}/{_rnd(16, d)}:{_hex(32)}", "Asana personal access tokens"),
+        "cloudflare-origin-ca": (f"v1.0-{_hex(24)}-{_hex(146)}", "Cloudflare Origin CA keys"),
+        "figma": (f"figd_{_rnd(40, a + '-_')}", "Figma personal access tokens"),
+        "atlassian": (f"ATATT3{_rnd(186, a + '_-')}", "Atlassian API tokens"),
+        "digitalocean-oauth": (f"doo_v1_{_hex(64)}", "DigitalOcean OAuth tokens"),
+        "age": ("AGE-SECRET-KEY-1" + _rnd(58, b58), "age identities"),
+        "alibaba": (f"LTAI{_rnd(20)}", "Alibaba Cloud AccessKey IDs"),
+        "anthropic-admin": (f"sk-ant-admin01-{_rnd(93, a + '_-')}AA", "Anthropic Admin API keys"),
+        "artifactory": (f"AKCp{_rnd(69)}", "JFrog Artifactory API keys"),
+        "azure-ad-secret": (f"{_rnd(3)}8Q~{_rnd(34, a + '_.-')}", "Microsoft Entra client secrets"),
+        "clojars": (f"CLOJARS_{_rnd(60, lo)}", "Clojars deploy tokens"),
+        "databricks": (f"dapi{_hex(32)}", "Databricks personal access tokens"),
+        "duffel": (f"duffel_live_{_rnd(43)}", "Duffel access tokens"),
+        "dynatrace": (f"dt0c01.{_rnd(24, u)}.{_rnd(64, u)}", "Dynatrace API tokens"),
+        "easypost": (f"EZAK{_rnd(54)}", "EasyPost API keys"),
+        "flutterwave": (f"FLWSECK_TEST-{_rnd(32, 'abcdefgh' + d)}-X", "Flutterwave secret keys"),
+        "frameio": (f"fio-u-{_rnd(64, a + '-_')}", "Frame.io developer tokens"),
+        "gitlab-runner": (f"glrt-{_rnd(20)}", "GitLab runner authentication tokens"),
+        "gitlab-deploy": (f"gldt-{_rnd(20)}", "GitLab deploy tokens"),
+        "gitlab-feed": (f"glft-{_rnd(20)}", "GitLab feed tokens"),
+        "gitlab-job": (f"glcbt-{_rnd(4)}_{_rnd(20)}", "GitLab CI/CD job tokens"),
+        "gitlab-agent": (f"glagent-{_rnd(50)}", "GitLab agent for Kubernetes tokens"),
+        "gitlab-oauth-secret": (f"gloas-{_rnd(64)}", "GitLab OAuth application secrets"),
+        "gitlab-scim": (f"glsoat-{_rnd(20)}", "GitLab SCIM tokens"),
+        "grafana-cloud": (f"glc_{_rnd(48)}", "Grafana Cloud access policy tokens"),
+        "grafana-sa": (f"glsa_{_rnd(32)}_{_hex(8)}", "Grafana service account tokens"),
+        "harness": (f"pat.{_rnd(22)}.{_rnd(24)}.{_rnd(20)}", "Harness API keys"),
+        "terraform": (f"{_rnd(14, lo)}.atlasv1.{_rnd(67, lo)}", "HCP Terraform API tokens"),
+        "infracost": (f"ico-{_rnd(32)}", "Infracost API keys"),
+        "octopus": (f"API-{_rnd(26, u)}", "Octopus Deploy API keys"),
+        "openshift": (f"sha256~{_rnd(43, a + '_-')}", "OpenShift OAuth access tokens"),
+        "planetscale-token": (f"pscale_tkn_{_rnd(43)}", "PlanetScale service tokens"),
+        "planetscale-password": (f"pscale_pw_{_rnd(43)}", "PlanetScale passwords"),
+        "prefect": (f"pnu_{_rnd(36)}", "Prefect API keys"),
+        "pulumi": (f"pul-{_hex(40)}", "Pulumi access tokens"),
+        "readme": (f"rdme_{_rnd(70, lo)}", "ReadMe API keys"),
+        "rubygems": (f"rubygems_{_hex(48)}", "RubyGems API keys"),
+        "scalingo": (f"tk-us-{_rnd(48, a + '_-')}", "Scalingo API tokens"),
+        "brevo": (f"xkeysib-{_hex(64)}-{_rnd(16)}", "Brevo (Sendinblue) API keys"),
+        "settlemint": (f"sm_pat_{_rnd(16)}", "SettleMint personal access tokens"),
+        "shippo": (f"shippo_live_{_hex(40)}", "Shippo API tokens"),
+        "shopify-shared": (f"shpss_{_hex(32)}", "Shopify shared secrets"),
+        "shopify-custom": (f"shpca_{_hex(32)}", "Shopify custom app tokens"),
+        "slack-app": (f"xapp-1-A{_rnd(10, u)}-{_rnd(13, d)}-{_hex(64)}", "Slack app-level tokens"),
+        "sourcegraph": (f"sgp_{_hex(16)}_{_hex(40)}", "Sourcegraph access tokens"),
+        "square": (f"EAAA{_rnd(60, a + '-_')}", "Square access tokens"),
+        "flyio": (f"fo1_{_rnd(43, a + '_-')}", "Fly.io access tokens"),
+        "hf-org": (f"api_org_{_rnd(34, string.ascii_letters)}", "Hugging Face organization tokens"),
+        "perplexity": (f"pplx-{_rnd(48)}", "Perplexity API keys"),
+        "adobe": (f"p8e-{_rnd(32)}", "Adobe client secrets"),
+        "maxmind": (f"{_rnd(6)}_{_rnd(29)}_mmk", "MaxMind license keys"),
+        "github-user-to-server": (f"ghu_{_rnd(36)}", "GitHub user-to-server tokens"),
+    }
+
+
+def _unnamed(formats: dict[str, tuple[str, str]]) -> list[Case]:
+    """Issue 101: each documented format where nothing names it, in turn: a JSON value under a
+    neutral key, the second item of a JSON list, a ``text/plain`` log line, a multipart part, a
+    form field, base64 of a JSON config, a URL's path."""
+    places: dict[str, list[tuple[str, str]]] = {}
+    kinds = ("json", "list", "text", "multipart", "form", "base64", "path")
+    for n, (name, (value, _doc)) in enumerate(formats.items()):
+        places.setdefault(kinds[n % len(kinds)], []).append(
+            (name, sent(f"documented/{name}", value))
+        )
+    out: list[Case] = []
+    api = "the services' documented key formats (issue 101)"
+    js = {"Content-Type": "application/json"}
+    rows = places["json"]
+    out.append(Case("formats under a neutral key", api, "documented format", path="/v1/settings",
+                    resp_body=json.dumps({"items": [{"id": i, "value": v} for i, (_, v) in enumerate(rows)]})))  # fmt: skip
+    rows = places["list"]
+    out.append(Case("formats as a list's second item", api, "documented format", method="POST",
+                    path="/v1/rows", headers=js, body=json.dumps({"rows": [["ok", v] for _, v in rows]})))  # fmt: skip
+    rows = places["text"]
+    out.append(Case("formats in a text/plain log", api, "documented format", path="/v1/tail",
+                    resp_headers={"Content-Type": "text/plain"},
+                    resp_body="\n".join(f"2026-11-28T10:00:0{i}Z INFO client ready with {v}" for i, (_, v) in enumerate(rows))))  # fmt: skip
+    rows = places["multipart"]
+    parts = "".join(
+        f'--b0und\r\nContent-Disposition: form-data; name="note{i}"\r\n\r\n{v}\r\n'
+        for i, (_, v) in enumerate(rows)
+    )
+    out.append(Case("formats in multipart parts", api, "documented format", method="POST",
+                    path="/v1/upload", headers={"Content-Type": "multipart/form-data; boundary=b0und"},
+                    body=parts + "--b0und--\r\n"))  # fmt: skip
+    rows = places["form"]
+    out.append(Case("formats in form fields", api, "documented format", method="POST", path="/v1/form",
+                    headers={"Content-Type": "application/x-www-form-urlencoded"},
+                    body="&".join(f"note{i}={quote(v, safe='')}" for i, (_, v) in enumerate(rows))))  # fmt: skip
+    rows = places["base64"]
+    blobs = [
+        base64.b64encode(json.dumps({"config": {"endpoint": "x", "value": v}}).encode()).decode()
+        for _, v in rows
+    ]
+    out.append(Case("formats in base64 JSON", api, "documented format", path="/v1/blobs",
+                    resp_body=json.dumps({"blobs": blobs})))  # fmt: skip
+    for name, v in places["path"]:
+        out.append(Case(f"format in a path ({name})", api, "documented format",
+                        path=f"/v1/things/{quote(v, safe='')}/status"))  # fmt: skip
     return out

@@ -42,7 +42,9 @@ from .hints import count
 from .jsonpath import PathItem, format_path, walk
 from .patterns import PatternError, UserPattern
 from .recording import (
+    B64_TOKEN,
     REDACTED,
+    b64_text,
     credential_values,
     cut_credential,
     detector,
@@ -60,6 +62,8 @@ __all__ = ["scan_file", "scan_lines"]
 
 #: The kind of a find by the name it stands after (the detector's rule: recording._detector).
 NAMED = "credential by name"
+#: How a list of strings read as one command line is named in a find's field.
+COMMAND_LINE = "(as one command line)"
 EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_ERROR = 2
@@ -76,12 +80,6 @@ def _unescape(text: str) -> str:
         lambda m: chr(int(m.group(1), 16)) if m.group(1) else _SIMPLE.get(m.group(2), m.group(2)),
         text,
     )
-
-
-#: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
-#: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded
-#: whole).
-_B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
 
 
 @dataclass(frozen=True)
@@ -127,7 +125,7 @@ class Scanner:
             ("json-escaped", _unescape(text) if "\\" in text else None),
             ("url-encoded", unquote(text) if "%" in text else None),
         )
-        tokens = (("base64", _b64(m.group(0))) for m in _B64_TOKEN.finditer(text))
+        tokens = (("base64", b64_text(m.group(0))) for m in B64_TOKEN.finditer(text))
         for form, inner in itertools.chain(decoded, tokens):
             if inner is None or inner == text:
                 continue
@@ -163,23 +161,6 @@ class Scanner:
                     secret,
                     "base64, compressed" if form == "text" else f"base64, compressed, {form}",
                 )
-
-
-def _b64(token: str) -> str | None:
-    """The text a base64 token decodes to, when it decodes to mostly printable text."""
-    raw = token.rstrip("=")
-    if len(raw) % 4 == 1:
-        return None
-    padded = raw + "=" * (-len(raw) % 4)
-    try:
-        data = base64.b64decode(
-            padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True
-        )
-    except (binascii.Error, ValueError):
-        return None
-    text = data.decode("utf-8", "replace")
-    printable = sum(1 for c in text if c.isprintable())
-    return text if text and printable >= 0.9 * len(text) else None
 
 
 def _is_blob(value: Any) -> bool:
@@ -230,6 +211,10 @@ def _fields(rec: Any) -> Iterator[tuple[str, Any]]:
             yield f"{where}.b64", value
         elif isinstance(value, str):
             yield where, value
+        elif isinstance(value, list) and len(value) > 1 and all(isinstance(v, str) for v in value):
+            # an argv, read as the redactor reads it: the command line it makes (``-u``, then
+            # ``user:<password>`` as the next word)
+            yield f"{where} {COMMAND_LINE}", " ".join(value)
 
 
 def scan_lines(
@@ -270,7 +255,12 @@ def scan_lines(
             else:
                 continue
             for kind, secret, form in hits:
-                finds.append(Find(path, n, field or "(record)", kind, _mask(secret, kind), form))
+                find = Find(path, n, field or "(record)", kind, _mask(secret, kind), form)
+                if field.endswith(COMMAND_LINE) and any(
+                    (f.line, f.kind, f.masked) == (n, kind, find.masked) for f in finds
+                ):
+                    continue  # found in one of its words already
+                finds.append(find)
         finds.extend(
             _stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n})
         )
@@ -437,7 +427,45 @@ def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find
             if inner:
                 return scan_lines(inner.splitlines(), str(p), extra_patterns)
         f.seek(0)
+        if _plain_text(p):
+            return _scan_text(f, str(p), extra_patterns)
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
+
+
+#: What is read of a text file (a log, a working tree's contents kept) at a time, and how much of
+#: the last piece is read again with the next (a PEM key across their border is read whole).
+_PIECE = 1 << 20
+_OVERLAP = 16 << 10
+
+
+def _plain_text(p: Path) -> bool:
+    """Whether ``p`` is a text looptap wrote that is no cassette: an agent's output kept
+    (``*.log``), a ``why`` edit (``*.txt``), a working tree's contents kept (``RUN.jsonl.files/``):
+    read as one text, not line by line (a PEM key spans lines)."""
+    return p.suffix.lower() in (".log", ".txt") or p.parent.name.endswith(".files")
+
+
+def _scan_text(f: Any, path: str, extra_patterns: Iterable[str]) -> list[Find]:
+    """Every secret in the text of ``f``, a piece at a time; each find at the line it starts."""
+    scanner = Scanner(extra_patterns)
+    finds: list[Find] = []
+    seen: set[tuple[str, str, str]] = set()
+    lines_before = 0
+    tail = b""
+    while piece := f.read(_PIECE):
+        data = tail + piece
+        text = data.decode("utf-8", "replace")
+        for kind, secret, form in scanner.text(text):
+            at = text.find(secret)
+            key = (kind, secret, form)
+            if key in seen:
+                continue
+            seen.add(key)
+            line = lines_before + text.count("\n", 0, max(at, 0)) + 1
+            finds.append(Find(path, line, "(text)", kind, _mask(secret, kind), form))
+        tail = data[-_OVERLAP:]
+        lines_before += data[: len(data) - len(tail)].count(b"\n")
+    return finds
 
 
 #: The most a database's value is decompressed to (bytes), and the most rows read of a table.
@@ -569,7 +597,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 #: What ``verify DIR`` scans: recordings and what is exported from them (the same as ``import DIR``
 #: reads, plus looptap's own cassettes and exports).
 _DIR_SUFFIXES = (
-    ".jsonl", ".yaml", ".yml", ".har", ".json", ".html", ".log", ".sqlite", ".duckdb",
+    ".jsonl", ".yaml", ".yml", ".har", ".json", ".html", ".log", ".txt", ".sqlite", ".duckdb",
 )  # fmt: skip
 #: …and LangChain's gzipped cassettes.
 _GZIP_SUFFIXES = (".yaml.gz", ".yml.gz")
@@ -583,7 +611,11 @@ def _files_under(root: Path) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "node_modules")
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            named = p.suffix.lower() in _DIR_SUFFIXES or name.lower().endswith(_GZIP_SUFFIXES)
+            named = (
+                p.suffix.lower() in _DIR_SUFFIXES
+                or name.lower().endswith(_GZIP_SUFFIXES)
+                or Path(dirpath).name.endswith(".files")  # a working tree's contents kept
+            )
             if named and not p.is_symlink() and p.is_file():
                 out.append(str(p))
     return out

@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from ..cassettes import interrupts
 from ..cassettes.hints import HANDOVER, count
 from ..cassettes.providers import start_advice
-from ..cassettes.storage import private_open
+from ..cassettes.storage import copy_sealed, private_open
 from . import messages
 from .addon import LooptapRecorder
 from .config import RecorderConfig, RecorderError
@@ -137,6 +138,8 @@ async def run_child(
             raise RecorderError(
                 f"cannot write the command's output to {child_log}: {exc}"
             ) from None
+        # ...as the redactor passes it, a line at a time (docs/redaction.md, "One gate")
+        out, copy = _sealed_log(config, log) if log is not None else (None, None)
         try:
             # a Ctrl-C during start-up that nothing raised: the command is not started
             if interrupts.pending():
@@ -148,8 +151,8 @@ async def run_child(
                     *(tracer.argv(argv) if tracer is not None else argv),
                     env=env,
                     stdin=subprocess.DEVNULL if viewer else None,
-                    stdout=log,
-                    stderr=log,
+                    stdout=out,
+                    stderr=out,
                 )
             except OSError as exc:
                 if tracer is not None:
@@ -174,9 +177,32 @@ async def run_child(
             if tree is not None:  # what the last answer's tools changed
                 await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
         finally:
-            if log is not None:
-                log.close()
+            if out is not None:
+                os.close(out)
+            if copy is not None:
+                # what the command's own children still write after it ended is copied while the
+                # recorder lives; the log is closed by the copy when they are done
+                copy.join(timeout=2.0)
     return rc, rec.addon
+
+
+def _sealed_log(config: RecorderConfig, log: Any) -> tuple[int, threading.Thread]:
+    """The write end of a pipe whose every line reaches ``log`` as the redactor passes it, and
+    the thread copying it (it closes ``log`` when the pipe ends)."""
+    from ..cassettes.recording import Redactor
+
+    redactor = Redactor.configured(
+        headers=list(config.redact_headers), patterns=list(config.redact_patterns)
+    )
+    r, w = os.pipe()
+
+    def copy() -> None:
+        with os.fdopen(r, "rb") as src, log:
+            copy_sealed(src, log, redactor.seal)
+
+    thread = threading.Thread(target=copy, name="looptap-child-log", daemon=True)
+    thread.start()
+    return w, thread
 
 
 async def _child_beside_viewer(
@@ -247,9 +273,6 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         headers=list(config.redact_headers), patterns=list(config.redact_patterns)
     )
 
-    def secret(data: bytes) -> bool:
-        return redactor.scrub_bytes(data) != data
-
     here = os.path.realpath(os.getcwd())
     if here in (os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)):
         messages.emit(
@@ -259,7 +282,7 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         )
         return None
     keep = Path(str(config.output) + ".files")
-    tree = Workspace(os.getcwd(), keep, _handing(rec), secret)
+    tree = Workspace(os.getcwd(), keep, _handing(rec), redactor.seal)
     try:
         await asyncio.get_running_loop().run_in_executor(None, tree.start)
     except OSError as exc:

@@ -41,6 +41,7 @@ from ..cassettes.shell import (
     tree_line,
     walk,
 )
+from ..cassettes.storage import Redacted, write_sealed
 
 __all__ = ["Workspace"]
 
@@ -53,19 +54,20 @@ IGNORED = "ignored by git: its contents at the start were not read"
 class Workspace:
     """The tree under ``root``, scanned at the start (:meth:`start`) and at each model request
     (:meth:`scan`, from any thread: scans are serialised); each change is handed to ``emit`` as a
-    ``files`` record, contents kept in ``keep`` unless ``secret`` says they hold one."""
+    ``files`` record, contents kept in ``keep`` as ``seal`` (the redactor) passes them, unless
+    it masked something in them (docs/redaction.md, "One gate")."""
 
     def __init__(
         self,
         root: str,
         keep: Path,
         emit: Callable[[dict[str, Any]], None],
-        secret: Callable[[bytes], bool],
+        seal: Callable[[bytes], Redacted],
     ) -> None:
         self.root = root
         self.keep = keep
         self.emit = emit
-        self.secret = secret
+        self.seal = seal
         self.seen: dict[str, Seen] = {}
         self.kept = 0
         self.cut = False
@@ -81,7 +83,8 @@ class Workspace:
             return "too large to hash"
         if data is None:
             return "too large to keep"
-        if self.secret(data):
+        clean = self.seal(data)
+        if clean != data:
             return "withheld: it holds a secret"
         path = self.keep / sha
         if path.exists():
@@ -90,11 +93,8 @@ class Workspace:
             return "past the run's bound on kept contents"
         try:
             self.keep.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-        except FileExistsError:
-            return None
+            if not write_sealed(path, clean):
+                return None
         except OSError as exc:
             return f"not kept ({exc.strerror or exc})"
         self.kept += len(data)

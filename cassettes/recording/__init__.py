@@ -33,13 +33,14 @@ from ._credentials import (
     path_secrets,
     secret_name,
 )
-from ._detector import WINDOW, default_detector
+from ._detector import B64_TOKEN, WINDOW, b64_text, default_detector
 from ._redactor import Redactor
 from ._scrubber import detector
 from ._streams import stream_texts
 
 __all__ = [
     "AGENT_ENV",
+    "B64_TOKEN",
     "EMBEDDED_MAX",
     "REDACTED",
     "SECRET_HEADERS",
@@ -47,6 +48,7 @@ __all__ = [
     "WINDOW",
     "Redactor",
     "agent_name",
+    "b64_text",
     "credential_values",
     "cut_credential",
     "default_detector",

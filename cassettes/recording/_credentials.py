@@ -233,6 +233,7 @@ def secret_name(name: str, place: str = "json") -> str | None:
     if (
         ALWAYS_WORDS.intersection(words)
         or words[-1] in ALWAYS_LAST
+        or words[-1].endswith(("password", "passwd"))  # PGPASSWORD, MYSQLPASSWORD
         or any(w in joined for w in ALWAYS_JOINED)
         or any(place in PLACE_WORDS.get(w, ()) for w in words)
     ):

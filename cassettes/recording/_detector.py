@@ -16,18 +16,30 @@ excuses it. Compiled on first use (``looptap --help`` imports nothing of this).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import math
 import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from urllib.parse import unquote
 
 from ..patterns import UserPattern
 from ..wire import REDACTED
 from ._credentials import URL_TOKEN, looks_secret, secret_name
 
-__all__ = ["NAME_KEYWORDS", "WINDOW", "Detector", "NamedRule", "UserinfoRule", "default_detector"]
+__all__ = [
+    "B64_TOKEN",
+    "NAME_KEYWORDS",
+    "WINDOW",
+    "Detector",
+    "NamedRule",
+    "UserinfoRule",
+    "b64_text",
+    "default_detector",
+]
 
 #: (id, regex, keywords, entropy floor, secret group). The boundary guard is a look-behind placed
 #: *after* the literal prefix (so ``task-…`` does not match ``sk-``): the regex engine scans for the
@@ -128,6 +140,41 @@ def entropy(text: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
 
 
+#: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
+#: that an image or audio payload is not decoded.
+B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
+#: A percent-encoded byte, and what ends a run of URL-encoded text (a URL's or a form's
+#: separators, a space, a quote, a tag).
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_URL_SEPARATOR = re.compile(r"[\s\"'<>&=?]")
+_SEPARATORS = frozenset(" \t\r\n\"'<>&=?")
+
+
+def _last_separator(text: str, at: int) -> int:
+    """Where the run of URL-encoded text that holds ``at`` begins (at most 4 KiB before)."""
+    i = at
+    while i > 0 and at - i < 4096 and text[i - 1] not in _SEPARATORS:
+        i -= 1
+    return i
+
+
+def b64_text(token: str) -> str | None:
+    """The text a base64 token decodes to, when it decodes to mostly printable text."""
+    raw = token.rstrip("=")
+    if len(raw) % 4 == 1:
+        return None
+    padded = raw + "=" * (-len(raw) % 4)
+    try:
+        data = base64.b64decode(
+            padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True
+        )
+    except (binascii.Error, ValueError):
+        return None
+    text = data.decode("utf-8", "replace")
+    printable = sum(1 for c in text if c.isprintable())
+    return text if text and printable >= 0.9 * len(text) else None
+
+
 class Rule:
     """One credential format. Its regex is compiled the first time a text holds one of its
     keywords (most never are: compiling all ~240 up front cost 0.6 s)."""
@@ -196,6 +243,8 @@ class Rule:
             if e <= s:
                 continue
             secret = text[s:e]
+            if "REDACTED" in secret:
+                continue  # the redaction's own mark (``-p[REDACTED]``), not a value left
             if self.entropy and entropy(secret) < self.entropy:
                 continue
             if self._allow and any(a.search(secret) for a in self._allow):
@@ -234,6 +283,9 @@ _NOT_VALUES = frozenset(
 #: naming where a secret is, in prose; not the secret.
 _IDENTIFIER = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]\w*)*")
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+_PORT = re.compile(r"\d{1,5}(?![\w.-])")
+#: A host and port after ``//`` or ``@``: ``auth.example.com:8443``.
+_HOST = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d{1,5})?(?![\w.-])")
 
 
 class NamedRule(Rule):
@@ -270,6 +322,8 @@ class NamedRule(Rule):
 
         before = _before(text, a)
         name = text[a:b].strip(".-")
+        if before in "/@" and _HOST.match(text, a):
+            return None  # a URL's host (auth.example.com:8443/…), not a name given a value
         if before == "<" or (before == '"' and text[max(0, a - 6) : a - 1].lower() == "name="):
             # an XML element, or a multipart field: name="api_key"\r\n\r\n<value>
             place, rx = ("xml", _XML_VALUE) if before == "<" else ("form", _MULTIPART_VALUE)
@@ -280,6 +334,9 @@ class NamedRule(Rule):
         assign = _ASSIGN.match(text, b)
         if assign is None or (assign.group(1) and assign.group(1) != before):
             return None
+        if "." in name and assign.group(2) == ":" and _HOST.fullmatch(name + ":1"):
+            if _PORT.match(text, assign.end()):
+                return None  # a host and its port in prose (auth.example.com:8443/…)
         if before in "?&#;" and assign.group(2) == "=":
             place = "query"
         elif before in "\"'" and assign.group(1):
@@ -477,13 +534,37 @@ class Detector:
         """The (start, end) of every secret in ``text``, unmerged."""
         return [(s, e) for r in self._candidates(text) for s, e in r.spans(text)]
 
+    def encoded_spans(self, text: str) -> list[tuple[int, int]]:
+        """The (start, end) of every base64 token and URL-encoded run of ``text`` whose decoded
+        text holds a secret: masked whole (``{"password": …}`` in base64 is not a format)."""
+        out: list[tuple[int, int]] = []
+        end = 0
+        for m in _PERCENT.finditer(text):  # each run around a %XX, between separators, once
+            if m.start() < end:
+                continue
+            start = max(_last_separator(text, m.start()), end)
+            stop = _URL_SEPARATOR.search(text, m.end())
+            end = stop.start() if stop is not None else len(text)
+            run = text[start:end]
+            if len(run) <= 4096 and self.spans(unquote(run)):
+                out.append((start, end))
+        for m in B64_TOKEN.finditer(text):
+            decoded = b64_text(m.group(0))
+            if decoded is not None and self.spans(decoded):
+                out.append(m.span())
+        return out
+
 
 @functools.cache
 def _rules() -> tuple[Rule, ...]:
+    from ._formats import PLACE_RULES, SERVICE_RULES
     from ._gitleaks_rules import RULES
 
     return (
-        *(Rule(rid, rx, kws, ent, grp) for rid, rx, kws, ent, grp in LOOPTAP_RULES),
+        *(
+            Rule(rid, rx, kws, ent, grp)
+            for rid, rx, kws, ent, grp in (*LOOPTAP_RULES, *SERVICE_RULES, *PLACE_RULES)
+        ),
         NamedRule(),
         UserinfoRule(),
         *(

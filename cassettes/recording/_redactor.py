@@ -42,7 +42,7 @@ import orjson
 from ..bounds import parse_toml
 from ..errors import CassetteIOError
 from ..patterns import PatternError, UserPattern
-from ..storage import read_config
+from ..storage import Redacted, read_config
 from ..wire import Exchange, Headers, body_cut, salvage
 from ._bodies import Chunks, JsonRedactor, StreamRedactor
 from ._credentials import (
@@ -285,6 +285,31 @@ class Redactor:
 
     def scrub_bytes(self, data: bytes) -> bytes:
         return self._scrubber.scrub_bytes(data)
+
+    def seal(self, data: bytes) -> Redacted:
+        """``data`` with every secret masked (:meth:`scrub_bytes`), as the one type looptap's
+        writers take (:class:`~cassettes.storage.Redacted`: docs/redaction.md, "One gate")."""
+        return Redacted(self.scrub_bytes(data))
+
+    def scrub_words(self, words: list[str], token: str = REDACTED) -> list[str]:
+        """``words`` (a process's argv) read as the one command line they make, each word masked
+        where a secret of that line falls in it (``curl -u bob:<password>``: the password is
+        another word than the option naming it), then alone."""
+        line = " ".join(words)
+        spans = self._scrubber.spans(line)
+        out: list[str] = []
+        at = 0
+        for word in words:
+            pieces: list[str] = []
+            pos = 0
+            for s, e in spans:
+                s, e = max(s - at, pos), min(e - at, len(word))
+                if s < e:
+                    pieces += [word[pos:s], token]
+                    pos = e
+            out.append(self.scrub("".join(pieces) + word[pos:] if pieces else word, token))
+            at += len(word) + 1
+        return out
 
     def chunks(self, chunks: Chunks) -> Chunks:
         """Response chunks redacted (:meth:`StreamRedactor.learn`, then masked)."""

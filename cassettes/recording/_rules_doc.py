@@ -20,6 +20,7 @@ from ._credentials import (
     secret_name,
 )
 from ._detector import LOOPTAP_RULES, NamedRule, UserinfoRule
+from ._formats import PLACE_RULES, SERVICE_RULES
 from ._gitleaks_rules import RULES
 
 __all__ = ["EXAMPLE_NAMES", "doc_classes"]
@@ -92,8 +93,19 @@ def doc_classes() -> str:
         f"- **{userinfo.id}**: the password of a URL's userinfo anywhere in text "
         "(`postgres://app:…@db`, `redis://:…@`, `mongodb+srv://`, `amqp://`, `https://user:…@`), "
         "or a userinfo that is a token alone (`https://<token>@github.com`).",
-        f"- **Known formats**: {len(RULES)} rules of gitleaks' ruleset and {len(LOOPTAP_RULES)} of "
-        "looptap's (" + ", ".join(sorted({r[0] for r in LOOPTAP_RULES})) + ").",
+        f"- **Known formats**: {len(RULES)} rules of gitleaks' ruleset and "
+        f"{len(LOOPTAP_RULES) + len(SERVICE_RULES)} of looptap's, found wherever they stand ("
+        + ", ".join(sorted({r[0] for r in (*LOOPTAP_RULES, *SERVICE_RULES)}))
+        + ").",
+        "- **Files and command lines** (`_formats.py`): "
+        + ", ".join(sorted({r[0] for r in PLACE_RULES}))
+        + ": a PEM private key with or without its END line, `.netrc`'s `password`, a `.pgpass` "
+        "line, `curl -u user:<password>`, `mysql -p<password>`, `--password <value>` / "
+        "`--token <value>`; in a command line, inside `sh -c`, in a process record's argv (read "
+        "as the command line it makes). `NAME=value` is a credential by name (`PGPASSWORD=…`: a "
+        "name ending in `password`).",
+        "- **Encoded**: a base64 token (20 to 2,048 characters, decoding to text) or a run of "
+        "URL-encoded text whose decoded text holds a credential is masked whole.",
         "- **A credential in a URL's path**: after a credential's name (`/key/<key>/`), "
         "`/keys/<key>`, a bot's token (`/bot<id>:<token>/`).",
         "- **Learned values**: every value masked by name or format, masked wherever it comes back "

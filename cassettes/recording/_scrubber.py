@@ -134,4 +134,4 @@ class Scrubber:
                 pieces += [text[pos:s], "\x00" * (e - s)]
                 pos = e
             rest = "".join(pieces) + text[pos:]
-        return merge(found + self._detector.spans(rest))
+        return merge(found + self._detector.spans(rest) + self._detector.encoded_spans(rest))

@@ -26,6 +26,7 @@ from .. import providers
 from ..storage import (
     CassetteFile,
     HistoryEncoder,
+    Redacted,
     depth_safe_record,
     dumps_record,
     exchange_to_record,
@@ -117,7 +118,7 @@ class CassetteWriter:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:
                 data = dumps_record(depth_safe_record(rec, clean))
-            self._file.append(data)
+            self._file.append(Redacted(data))  # (``clean``: what the redactor made of ``ex``)
             return clean
 
     def append_side(self, rec: dict[str, Any]) -> None:
@@ -127,7 +128,7 @@ class CassetteWriter:
         if not isinstance(clean, dict) or not isinstance(clean.get("type"), str):
             raise ValueError("not a record")
         with self._lock:
-            self._file.append(dumps_record(clean))
+            self._file.append(Redacted(dumps_record(clean)))
 
     def close(self) -> None:
         with self._lock:
@@ -149,5 +150,7 @@ def _scrubbed(redactor: Redactor, value: Any, depth: int) -> Any:
     if isinstance(value, dict):
         return {redactor.scrub(str(k)): _scrubbed(redactor, v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if value and all(isinstance(v, str) for v in value):
+            return redactor.scrub_words(list(value))  # an argv: read as its command line
         return [_scrubbed(redactor, v, depth + 1) for v in value]
     return value

@@ -26,6 +26,7 @@ from ._codec import (
 )
 from ._delta import HistoryEncoder
 from ._dirs import check_dir
+from ._gate import Redacted, copy_sealed, sealed, write_sealed
 from ._index import BLOCK, BODY_CACHE, RecordIndex
 from ._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from ._paths import (
@@ -71,12 +72,14 @@ __all__ = [
     "RecordFile",
     "RecordIndex",
     "RecordSource",
+    "Redacted",
     "Target",
     "UnsafePath",
     "being_written",
     "check_dir",
     "check_input",
     "check_target",
+    "copy_sealed",
     "decode_chunks",
     "depth_safe_record",
     "describe",
@@ -101,8 +104,10 @@ __all__ = [
     "record_to_exchange",
     "remove_if_same",
     "same_path",
+    "sealed",
     "staged",
     "tnetstring_pop",
     "write_new",
     "write_private",
+    "write_sealed",
 ]

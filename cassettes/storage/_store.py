@@ -39,6 +39,7 @@ from ._codec import (
     record_to_exchange,
 )
 from ._delta import HistoryDecoder
+from ._gate import Redacted, sealed
 from ._paths import open_append
 
 __all__ = [
@@ -299,14 +300,16 @@ class CassetteFile:
         if self.fsync:
             os.fsync(self._fd)
 
-    def append(self, data: bytes) -> None:
-        """Append one encoded record (a line); on failure take back what reached the file."""
+    def append(self, data: Redacted) -> None:
+        """Append one encoded record (a line) the redactor passed (:mod:`._gate`); on failure take
+        back what reached the file."""
+        line: bytes = sealed(data)
         if self._torn:
-            data = b"\n" + data  # keep a partial line left by an earlier failure separate
+            line = b"\n" + line  # keep a partial line left by an earlier failure separate
         start = -1
         try:
             start = os.lseek(self._fd, 0, os.SEEK_END)
-            self._write(data)
+            self._write(line)
             self._torn = False
         except OSError as exc:
             # Take back whatever part of this record reached the file (a full disk, a file
@@ -316,7 +319,7 @@ class CassetteFile:
             if start >= 0:
                 try:
                     os.ftruncate(self._fd, start)
-                    self._torn = data.startswith(b"\n")
+                    self._torn = line.startswith(b"\n")
                 except OSError:
                     pass
             raise CassetteIOError(f"cannot write to {self.path}: {exc.strerror or exc}") from None

@@ -21,7 +21,7 @@ from ..errors import CassetteError
 from ..hints import count
 from ..reading import fork_notes, open_run
 from ..replay.serving.agent_env import read_export, replay_env
-from ..storage import open_regular
+from ..storage import copy_sealed, open_regular, write_sealed
 from ..untrusted import clean_line
 from ._budget import Purse
 from ._intervention import Intervention
@@ -67,6 +67,17 @@ def where_sent(run: Any, upstreams: list[str]) -> dict[str, str]:
     for line in goes.lines():
         print(clean_line(f"looptap why: {line}"), file=sys.stderr, flush=True)
     return goes.bases
+
+
+def _redactor() -> Any:
+    """The redactor of what the branches write: the project's (its ``pyproject.toml``), or the
+    built-in rules alone when that table cannot be read (said by ``looptap run`` itself)."""
+    from ..recording import Redactor
+
+    try:
+        return Redactor.configured()
+    except ValueError:
+        return Redactor()
 
 
 def _scrubbed(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -178,6 +189,9 @@ class Branches:
     running: set[subprocess.Popen[bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _opened: Any = None
+    #: What the branches' output and edits pass before they reach a file (the project's
+    #: ``[tool.looptap.redact]`` too).
+    redactor: Any = field(default_factory=lambda: _redactor())
 
     def path(self, i: Intervention, k: int) -> Path:
         return self.directory / f"{i.key}.{k}.jsonl"
@@ -203,9 +217,7 @@ class Branches:
         path = self.directory / f"{i.key}.edit{n}.txt"
         with self._lock:
             if not path.exists():
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(value.encode("utf-8", "surrogatepass"))
+                write_sealed(path, self.redactor.seal(value.encode("utf-8", "surrogatepass")))
         return f"{target}=@{path.resolve()}"
 
     def plan(self, items: list[tuple[Intervention, int]]) -> None:
@@ -230,21 +242,29 @@ class Branches:
         with open(log, "wb") as f:
             os.fchmod(f.fileno(), 0o600)
             # A session of its own: a Ctrl-C reaches the branch only through interrupt(), after this
-            # investigation knows it is stopping (the branch's status is then no outcome).
+            # investigation knows it is stopping (the branch's status is then no outcome). Its
+            # output (the agent's) reaches the log as the redactor passes it, a line at a time.
             proc = subprocess.Popen(
                 self.command(i, k, limit),
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=f,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=_scrubbed(),
                 start_new_session=True,
             )
+            assert proc.stdout is not None
+            copy = threading.Thread(
+                target=copy_sealed, args=(proc.stdout, f, self.redactor.seal), daemon=True
+            )
+            copy.start()
             with self._lock:
                 self.running.add(proc)
             try:
                 rc = proc.wait()
             finally:
+                copy.join()
+                proc.stdout.close()
                 with self._lock:
                     self.running.discard(proc)
         said = _tail(log)

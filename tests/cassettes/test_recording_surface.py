@@ -14,9 +14,9 @@ import sys
 import looptap.cassettes.recording as recording
 
 EXPORTED = [
-    "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "URL_TOKEN", "WINDOW",
+    "AGENT_ENV", "B64_TOKEN", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "URL_TOKEN", "WINDOW",
     "Redactor",
-    "agent_name", "credential_values", "cut_credential", "default_detector", "detector",
+    "agent_name", "b64_text", "credential_values", "cut_credential", "default_detector", "detector",
     "header_secret", "looks_secret", "path_secrets", "program_at", "run_about", "secret_name",
     "stream_texts", "valid_agent",
 ]  # fmt: skip

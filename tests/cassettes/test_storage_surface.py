@@ -12,13 +12,13 @@ import looptap.cassettes.storage as storage
 EXPORTED = [
     "BLOCK", "BODY_CACHE", "FORMAT_VERSION",
     "CassetteFile", "FileId", "HistoryEncoder", "Problem", "RecordFile", "RecordIndex",
-    "RecordSource", "Target", "UnsafePath",
-    "being_written", "check_dir", "check_input", "check_target", "decode_chunks",
+    "RecordSource", "Redacted", "Target", "UnsafePath",
+    "being_written", "check_dir", "check_input", "check_target", "copy_sealed", "decode_chunks",
     "depth_safe_record", "describe", "dumps_record", "exchange_to_record", "header_record",
     "is_cassette", "is_flow_file", "load_flows", "load_vcr", "open_append", "open_regular",
     "private_open", "process_start", "read_config", "read_flows", "read_header", "read_input",
     "read_records", "read_vcr", "reclaim_staged", "record_to_exchange", "remove_if_same",
-    "same_path", "staged", "tnetstring_pop", "write_new", "write_private",
+    "same_path", "sealed", "staged", "tnetstring_pop", "write_new", "write_private", "write_sealed",
 ]  # fmt: skip
 
 

@@ -138,3 +138,30 @@ def test_only_what_the_recorder_redacts_by_name_is_left_out(tmp_path: Path) -> N
     m = Matcher(read_records(path).exchanges, tools=True)
     unset = m.match_tool("GET", f"{HOST}/v1/search?q={KEYLIKE}&apikey=", [], b"")
     assert hasattr(unset, "exchange")  # the replay run's credential not set: still served
+
+
+def test_a_host_named_like_a_credential_keeps_its_port_and_path(tmp_path: Path) -> None:
+    """Issue 101, item 4: a tool call to a host whose first label is a credential's word
+    (``auth.example.com:8443``) is matched and reported by its host, port and path. Before
+    (f29135f5), the text rule read ``auth.example.com`` as a name given the value
+    ``8443/v1/users/42``: replay's view was ``http://auth.example.com:[REDACTED]``, two paths one
+    key, and a miss's report lost the path."""
+    urls = [
+        f"http://{h}:8443/v1/users/{n}" for h in ("auth.example.com", "token.corp") for n in (1, 2)
+    ]
+    path = tmp_path / "run.jsonl"
+    with CassetteWriter(path) as w:
+        for n, url in enumerate(urls):
+            ex = Exchange("GET", url, [], b"", status=200, tool=True)
+            ex.response_chunks = [(None, b'{"n": %d}' % n)]
+            w.append(ex)
+    stored = [ex.url for ex in read_records(path).exchanges]
+    assert stored == urls
+    m = Matcher(read_records(path).exchanges, tools=True)
+    for n, url in enumerate(urls):
+        got = m.match_tool("GET", url, [], b"")
+        assert hasattr(got, "exchange"), "\n".join(got.lines())
+        assert got.exchange.response_body == b'{"n": %d}' % n
+    miss = m.match_tool("GET", "http://auth.example.com:8443/v1/users/3", [], b"")
+    assert not hasattr(miss, "exchange")
+    assert "auth.example.com:8443/v1/users/3" in "\n".join(miss.lines())

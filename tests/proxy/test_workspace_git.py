@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from looptap.cassettes.reading import open_run
+from looptap.cassettes.recording import Redactor
 from looptap.cassettes.shell import BY_BLOB, scratch_tree
 from looptap.cassettes.shell._tree import digest, walk
 from looptap.proxy.shell_trace import probe
@@ -102,7 +103,7 @@ def test_the_start_reads_only_what_git_does_not_hold(tmp_path: Path) -> None:
     start_tree, store = _tree(root), _dotgit(root)
     recs: list[dict[str, Any]] = []
     keep = tmp_path / "kept"
-    ws = Workspace(str(root), keep, recs.append, lambda b: SECRET.encode() in b)
+    ws = Workspace(str(root), keep, recs.append, Redactor().seal)
     ws.start()
     (first,) = recs
     assert first["digest_of"] == BY_BLOB and first["files"] == len(start_tree)
@@ -191,7 +192,7 @@ def test_outside_git_the_tree_is_taken_as_before(
     _repo(root)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     recs: list[dict[str, Any]] = []
-    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: SECRET.encode() in b)
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
     assert "digest_of" not in recs[0] and not ws.in_git
     assert recs[0]["digest"] == digest(str(root))[0]
@@ -314,14 +315,14 @@ def test_a_file_git_converts_on_checkout_is_read(tmp_path: Path) -> None:
     _git(root, "checkout", "--", "conv.c")  # (written as a checkout writes it: $Id: … $)
     assert (root / "conv.c").read_text() != "/* $Id$ */\n"
     recs: list[dict[str, Any]] = []
-    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: False)
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
     assert recs[0]["digest_of"] == BY_BLOB and "conv.c" not in ws.in_git and "calc.py" in ws.in_git
     assert ws.seen["conv.c"][3] == _sha((root / "conv.c").read_bytes())
     assert digest(str(root), BY_BLOB)[0] == recs[0]["digest"]
     _git(root, "config", "core.autocrlf", "true")
     recs.clear()
-    Workspace(str(root), tmp_path / "kept2", recs.append, lambda b: False).start()
+    Workspace(str(root), tmp_path / "kept2", recs.append, Redactor().seal).start()
     assert "digest_of" not in recs[0]
 
 
@@ -347,7 +348,7 @@ def test_odd_names_a_nested_repository_and_a_submodule(tmp_path: Path) -> None:
     _git(root, "commit", "-qm", "mod")
     store = _dotgit(root)
     recs: list[dict[str, Any]] = []
-    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: False)
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
     assert sorted(ws.in_git) == sorted([".gitmodules", *map(os.fsdecode, names)])
     assert ws.seen["inner/sub/s.txt"][3] == _sha("nested\n")
@@ -374,7 +375,7 @@ def test_a_tree_an_outer_repository_ignores_is_taken_without_git(tmp_path: Path)
     root.mkdir()
     (root / "main.py").write_text("print('hi')\n")
     recs: list[dict[str, Any]] = []
-    ws = Workspace(str(root), tmp_path / "kept", recs.append, lambda b: False)
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
     assert "digest_of" not in recs[0] and not ws.unread
     assert (tmp_path / "kept" / _sha("print('hi')\n")).exists()

@@ -52,4 +52,6 @@ def test_no_sentinel_reaches_a_file_looptap_writes(report: dict[str, Any]) -> No
 
 def test_verify_calls_the_run_clean_and_flags_a_planted_cassette(report: dict[str, Any]) -> None:
     assert report["verify_clean"]
-    assert report["verify_planted"] == {"argv": True, "stdout": True, "stderr": True, "files": True}
+    assert report["verify_planted"] == {
+        "argv": True, "argv words": True, "stdout": True, "stderr": True, "files": True
+    }  # fmt: skip

@@ -32,6 +32,7 @@ from ...errors import CassetteError
 from ...hints import command_line
 from ...matching import Matcher, here, rules_of_args
 from ...reading import first_turn, open_run, origin_fields, origin_in, read_entries
+from ...recording import Redactor
 from ...storage import CassetteFile, check_input
 from ...wire import KEY_ENV, new_key
 from ..live.edits import Edit, edit_file, parse_edit, parse_edits
@@ -386,8 +387,8 @@ class ForkReplay:
         if not said and self.tolerated.get("lived") is None:
             return  # an empty lived is said: the agent made no request the fork answered
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
-        with CassetteFile(path) as f:
-            f.append(orjson.dumps(record) + b"\n")
+        with CassetteFile(path) as f:  # (what the replay said: redacted as every line is)
+            f.append(Redactor().seal(orjson.dumps(record) + b"\n"))
 
 
 def _unprefixed(line: str) -> str:
