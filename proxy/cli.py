@@ -543,14 +543,18 @@ async def _run_child(
 
 def _shell_trace(args: argparse.Namespace) -> str:
     """How ``looptap run`` traces the command (docs/shell-file-tools.md): ``--no-shell-trace``,
-    ``--shell-trace``, else ``$LOOPTAP_SHELL_TRACE`` (``off``, ``processes``, ``full``), else the
-    default: the processes and the working tree."""
+    ``--shell-trace``, else ``$LOOPTAP_SHELL_TRACE`` (``off``, ``tree``, ``processes``, ``full``),
+    else the default: the working tree per turn, no process tracer (a tracer takes ptrace: the
+    agent's own debugger, strace or profiler would fail, a setuid program would lose its
+    privilege; ``processes`` and ``full`` are opt-in)."""
     if getattr(args, "no_shell_trace", False):
         return ""
     if getattr(args, "shell_trace", False):
         return "full"
     said = os.environ.get("LOOPTAP_SHELL_TRACE", "").strip().lower()
-    return {"off": "", "0": "", "no": "", "full": "full"}.get(said, "processes")
+    return {"off": "", "0": "", "no": "", "processes": "processes", "full": "full"}.get(
+        said, "tree"
+    )
 
 
 def _fork_tree(fork: Any, config: Any, target: Any, scratch: list[Path]) -> tuple[Any, list[str]]:
