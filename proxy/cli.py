@@ -360,14 +360,11 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     removed when it ends, unless ``--keep-tree`` (:func:`_end_scratch`)."""
     home = os.getcwd()
     scratch: list[Path] = []
-    folders: list[Path] = []  # (a fork run in place: its agent's scratch HOME and temp folder)
     try:
-        return _run_one(args, written, scratch, folders)
+        return _run_one(args, written, scratch)
     finally:
         for tree in scratch:
             _end_scratch(tree, home, getattr(args, "keep_tree", False))
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _end_scratch(tree: Path, home: str, keep: bool) -> None:
@@ -390,11 +387,8 @@ def _end_scratch(tree: Path, home: str, keep: bool) -> None:
         )
 
 
-def _run_one(
-    args: argparse.Namespace, written: list[Path] | None, scratch: list[Path], folders: list[Path]
-) -> int:
-    """:func:`_run_once`'s run; the scratch tree a fork makes is added to ``scratch``, a folder
-    of its agent's own outside it to ``folders`` (proxy/isolation.py)."""
+def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list[Path]) -> int:
+    """:func:`_run_once`'s run; the scratch tree a fork makes is added to ``scratch``."""
     argv = list(args.cmd)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -439,12 +433,8 @@ def _run_one(
             if getattr(args, "in_place", False):
                 isolation.in_place(fork)
             else:
-                target, mask = isolation.fork_tree(fork, config, target, scratch)
+                target, mask, scratch_env = isolation.fork_tree(fork, config, target, scratch)
                 argv = [*mask, *argv]  # (config.command, the branch's header, stays the agent's)
-            if not scratch:
-                folders.append(Path(tempfile.mkdtemp(prefix="looptap-fork-home-")))
-            folder = scratch[-1].parent if scratch else folders[-1]
-            scratch_env = isolation.scratch_env(folder, dict(os.environ))
         except isolation.Refused as exc:
             messages.error(f"error: {exc}")
             return 2
@@ -553,7 +543,8 @@ async def _run_child(
     scratch_env: dict[str, str],
 ) -> Any:
     """:func:`~proxy.session.run_child`, with a fork's replay server in front of the recorder
-    when ``--from`` is given, and its agent's scratch ``HOME`` and temp folder."""
+    when ``--from`` is given, and what an isolated fork changes of its agent's environment
+    (``scratch_env``: proxy/isolation.py)."""
 
     async def forked(env: dict[str, str]) -> dict[str, str]:
         return {**await fork.start(env), **scratch_env}

@@ -343,6 +343,7 @@ def test_a_fork_of_claude_code_finishes_like_the_recording(tmp_path: Path, confd
     before = _digests(work)
     branch = tmp_path / "branch.jsonl"
     env = {**r["env"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env["LOOPTAP_SHELL_TRACE"] = "processes"  # (the programs and exits, as the recording's)
     # (ids of its own: the live answer's call is not one of the recording's)
     with ScriptedUpstream(_route(work, False), validate=True, ids="f") as up:
         argv = [

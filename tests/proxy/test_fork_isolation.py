@@ -4,9 +4,10 @@ run recorded with ``--shell-trace`` whose commands wrote outside the working tre
 mount namespace is refused (an ``unshare`` on ``PATH`` that fails, as a kernel without user
 namespaces makes it) the fork is refused before anything is sent and changes nothing; with
 ``--in-place`` it runs and says first what it may change; isolated, it lists the commands that
-wrote outside, its agent's ``HOME`` and ``TMPDIR`` are scratch folders, and its own writes outside
-the tree are on the branch's record. The agent is tests/support/bash_agent.py on a scripted model;
-the tracer is the real strace, the mount the real util-linux ``unshare``."""
+wrote outside, its agent's ``HOME`` and temp folder are the user's seen through scratch layers
+(overlays), and its own writes outside the tree are on the branch's record. The
+agent is tests/support/bash_agent.py on a scripted model; the tracer is the real strace, the mount
+the real util-linux ``unshare``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +37,10 @@ pytestmark = [
 ]
 
 
-def _commands(elsewhere: Path) -> list[str]:
+def _commands(elsewhere: Path, probe: str) -> list[str]:
     return [
-        'echo "$HOME|$TMPDIR" > where.txt; echo home > "$HOME/outside-home.txt"',
+        f'echo "$HOME" > where.txt; echo home > "$HOME/outside-home.txt"; '
+        f'echo tmp > "${{TMPDIR:-/tmp}}/{probe}"',
         f"echo abs > {elsewhere}/outside-abs.txt",
         "echo link > out/escape.txt",
     ]
@@ -75,7 +79,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (work / "out").symlink_to(elsewhere)
     env = run_env(tmp, ANTHROPIC_API_KEY="sk-ant-isolation")
     env.pop("LOOPTAP_SHELL_TRACE", None)
-    commands = _commands(elsewhere)
+    probe = f"looptap-isolation-{uuid.uuid4().hex}.txt"  # (in the temp folder: one per run)
+    temp = Path(tempfile.gettempdir()) / probe
+    commands = _commands(elsewhere, probe)
     with ScriptedUpstream(_route(commands), validate=True) as up:
         proc, out = looptap_run(
             tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
@@ -84,11 +90,11 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert proc.returncode == 0, explain(proc)
     home = Path(env["HOME"])
     assert (home / "outside-home.txt").exists() and (elsewhere / "escape.txt").exists()
-    for f in [home / "outside-home.txt", *elsewhere.iterdir(), work / "where.txt"]:
+    for f in [home / "outside-home.txt", *elsewhere.iterdir(), work / "where.txt", temp]:
         f.unlink()
     return {
         "tmp": tmp, "out": out, "agent": agent, "env": {**env, "PYTHONPATH": str(REPO)},
-        "work": work, "home": home, "elsewhere": elsewhere, "commands": commands,
+        "work": work, "home": home, "elsewhere": elsewhere, "commands": commands, "temp": temp,
     }  # fmt: skip
 
 
@@ -155,12 +161,13 @@ def test_in_place_says_what_it_may_change_then_runs(recorded: dict[str, Any]) ->
     (said,) = [x for x in proc.stderr.splitlines() if "--in-place: the fork runs the agent" in x]
     assert str(r["work"]) in said and "the recording changed 1 file here: where.txt" in said, why
     _listed(proc.stderr, r)
-    # its HOME and TMPDIR are scratch even in place: the write through $HOME missed the user's
-    home, tmp = (r["work"] / "where.txt").read_text().strip().split("|")
-    assert "looptap-fork-home-" in home and home.endswith("/home") and tmp.endswith("/tmp"), why
-    assert not (r["home"] / "outside-home.txt").exists() and not Path(home).exists()
-    for f in [*r["elsewhere"].iterdir(), r["work"] / "where.txt"]:
+    # in place its HOME and temp folder are the user's (said): the writes there reached them
+    assert "with your HOME and temp folder, not in scratch ones" in said, why
+    assert (r["work"] / "where.txt").read_text().strip() == str(r["home"]), why
+    assert (r["home"] / "outside-home.txt").exists() and r["temp"].exists(), why
+    for f in [*r["elsewhere"].iterdir(), r["work"] / "where.txt", r["home"] / "outside-home.txt"]:
         f.unlink()
+    r["temp"].unlink()
 
 
 def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
@@ -172,19 +179,22 @@ def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
     why = explain(proc)
     assert proc.returncode == 0 and sent > 0, why
     _listed(proc.stderr, r)
-    assert "the agent's HOME and temp folder are scratch folders" in proc.stderr, why
-    # the user's tree and HOME untouched: the write through $HOME went to the scratch HOME
+    (said,) = [x for x in proc.stderr.splitlines() if "writes stay in the fork's scratch" in x]
+    assert f"its HOME {r['home']} through a scratch layer" in said, why
+    assert f"its temp folder {Path(tempfile.gettempdir()).resolve()} through a scratch" in said, why
+    # the user's tree, HOME and temp folder untouched: the writes went to the scratch layers
     assert _digests(r["work"], r["home"]) == before
-    assert not (r["home"] / "outside-home.txt").exists()
-    # the agent's HOME and TMPDIR, as the re-run command printed them into the scratch tree
+    assert not (r["home"] / "outside-home.txt").exists() and not r["temp"].exists()
+    (line,) = [x for x in proc.stderr.splitlines() if "scratch copy of the working tree" in x]
+    folder = Path(line.split(": ", 2)[2].split(" (")[0]).parent
+    assert (folder / "home" / "outside-home.txt").read_text() == "home\n", why
+    assert (folder / "tmp" / r["temp"].name).read_text() == "tmp\n", why
+    # the agent saw its HOME at the user's path (its settings there read), as it printed it
     shell = open_run(branch, whole=True).shell
     (where,) = [c for t in shell.tree for c in t["changes"] if c["path"] == "where.txt"]
-    home, tmp = (Path(f"{branch}.files") / where["after"]).read_text().strip().split("|")
-    folder = Path(home).parent
-    assert folder.name.startswith("looptap-fork-tree-") and Path(tmp) == folder / "tmp", why
+    assert (Path(f"{branch}.files") / where["after"]).read_text().strip() == str(r["home"])
     # the writes outside the tree, on the branch's record (where the tracer saw them)
     written = {path for p in read_processes(branch).processes for op, path in p.files}
-    assert f"{home}/outside-home.txt" in written, written
+    assert f"{r['home']}/outside-home.txt" in written, written
     assert f"{r['elsewhere']}/outside-abs.txt" in written, written
-    assert (Path(home) / "outside-home.txt").read_text() == "home\n"
     shutil.rmtree(folder)

@@ -83,4 +83,3 @@ def test_the_agents_own_strace_gdb_and_setuid_work_as_untraced(
     data = out.read_text()
     assert '"type":"process"' not in data.replace(" ", ""), why
     assert '"made.txt"' in data, why  # the tree's change at the run's end
-
