@@ -1,11 +1,11 @@
 """A fork never changes what the user owns (docs/fork.md, "Where a fork runs"): ``looptap run
 --from`` of a run whose working tree was recorded runs its agent in a scratch copy of the tree
 (cassettes/shell/_fork.py) mounted over the path the recording ran in, in a mount namespace of its
-own, where the user's ``HOME`` is seen through a scratch layer (an overlay: the agent reads its
-settings, its writes there go to the fork's scratch folder); where that mount cannot be made the
-fork is refused before anything is sent, unless ``--in-place`` (then what it may change is said).
-Every fork's agent gets a scratch temp folder, and the recorded commands that wrote outside the
-tree are listed first."""
+own, where the user's ``HOME`` and temp folder are seen through scratch layers (overlays: the agent
+reads what they hold at the same paths, its writes there go to the fork's scratch folder); where
+that mount cannot be made the fork is refused before anything is sent, unless ``--in-place``
+(then what it may change is said). The recorded commands that wrote outside the tree are listed
+first."""
 
 from __future__ import annotations
 
@@ -42,9 +42,10 @@ def fork_tree(
     working tree as the recording's start had it: this process moves there (the replay server and
     the branch's header take it as their working directory), its output paths made absolute
     first; the command prefix that shows the agent the copy at the recorded path and its
-    ``HOME`` through a scratch layer (:func:`_masking`) is returned, with the variables the agent
-    gets (:func:`scratch_env`). Where that mount cannot be made, :class:`Refused` (checked
-    before the tree is copied). A run without a recorded tree: said, nothing made."""
+    ``HOME`` and temp folder through scratch layers (:func:`_masking`) is returned, with what its
+    environment changes (:func:`_scratch_env`). Where that mount cannot be made,
+    :class:`Refused` (checked before the tree is copied). A run without a recorded tree: said,
+    nothing made."""
     origin = Path(os.path.abspath(fork.source.run))
     shell = open_run(origin, whole=True).shell
     root = shell.start.get("root") if shell.start is not None else None
