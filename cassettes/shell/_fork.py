@@ -161,10 +161,10 @@ def outside_writes(processes: Sequence[Process], traced: bool, root: str, tree: 
     said: dict[tuple[str, str], str] = {}
     for p in processes:  # (in order of start: a later one holding a write is further in)
         for op, path in p.files:
-            out = _outside(path, root, tree)
-            if out is not None:
+            where = _outside(path, root, tree)
+            if where is not None:
                 by[(op, path)] = p
-                said[(op, path)] = out
+                said[(op, path)] = where
     each: dict[int, list[str]] = {}
     who: dict[int, Process] = {}
     for (op, path), p in by.items():
