@@ -28,7 +28,7 @@ from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import REPO, explain, looptap_run, run_env
 from tests.support import bash_agent, progress
 from tests.support.recorder import RECORDER, needs_recorder
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.scripted import ScriptedUpstream, bash_steps
 
 pytestmark = [
     needs_recorder,
@@ -44,16 +44,6 @@ def _commands(elsewhere: Path, probe: str) -> list[str]:
         f"echo abs > {elsewhere}/outside-abs.txt",
         "echo link > out/escape.txt",
     ]
-
-
-def _route(commands: list[str]) -> Any:
-    def route(req: ScriptedRequest) -> Reply:
-        done = len(req.tool_results())
-        if done < len(commands):
-            return Reply.tool("bash", {"command": commands[done]}, what=f"step{done}")
-        return Reply.say("done", what="answer")
-
-    return route
 
 
 def _digests(*roots: Path) -> dict[str, str]:
@@ -82,7 +72,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     probe = f"looptap-isolation-{uuid.uuid4().hex}.txt"  # (in the temp folder: one per run)
     temp = Path(tempfile.gettempdir()) / probe
     commands = _commands(elsewhere, probe)
-    with ScriptedUpstream(_route(commands), validate=True) as up:
+    with ScriptedUpstream(bash_steps(commands), validate=True) as up:
         proc, out = looptap_run(
             tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
             extra=("--shell-trace",),
@@ -103,7 +93,7 @@ def _fork(r: dict[str, Any], name: str, *extra: str, path: str | None = None) ->
     if path is not None:
         env["PATH"] = f"{path}:{env['PATH']}"
     branch = r["tmp"] / f"{name}.jsonl"
-    with ScriptedUpstream(_route(r["commands"]), validate=True) as up:
+    with ScriptedUpstream(bash_steps(r["commands"]), validate=True) as up:
         argv = [
             *RECORDER, "run", "-o", str(branch), "--confdir", str(r["tmp"] / "conf"),
             "--upstream", f"anthropic={up.url}", "--from", f"{r['out']}@turn=2",

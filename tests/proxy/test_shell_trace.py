@@ -21,7 +21,7 @@ from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import explain, looptap_run, run_env
 from tests.support import bash_agent
 from tests.support.recorder import needs_recorder
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream, bash_steps
 
 pytestmark = [
     needs_recorder,
@@ -41,11 +41,7 @@ COMMANDS = [
 ]
 
 
-def _route(req: ScriptedRequest) -> Reply:
-    done = len(req.tool_results())
-    if done < len(COMMANDS):
-        return Reply.tool("bash", {"command": COMMANDS[done]}, what=f"step{done}")
-    return Reply.say("done", what="answer")
+_route = bash_steps(COMMANDS)
 
 
 def _run(
