@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -223,9 +224,11 @@ def _masking(dest: Path, root: str, probe: Path) -> tuple[list[str] | None, str,
     outer = [exe, "--mount"] if uid == 0 else [exe, "--user", "--map-root-user", "--mount"]
     script = (
         'r="$1"; l="$2"; n="$3"; shift 3; exec 3<"$0" || exit 96; while [ "$n" -gt 0 ]; do '
-        'mount -t overlay overlay -o "lowerdir=$1,upperdir=$l/$2,workdir=$l/.work-$2" "$1" '
-        '|| exit 97; n=$((n - 1)); shift 2; done; mount --bind /proc/self/fd/3 "$r" '
-        f'&& exec 3<&- && cd "$r" && exec {then}"$@"'
+        'mount --bind "$1" "$l/.real-$2" && mount -t overlay overlay -o '
+        '"lowerdir=$1,upperdir=$l/$2,workdir=$l/.work-$2" "$1" || exit 97; n=$((n - 1)); '
+        'shift 2; done; m="$1"; shift; while [ "$m" -gt 0 ]; do '
+        'mount --bind "$l/.real-$1" "$2" || exit 95; m=$((m - 1)); shift 2; done; '
+        f'mount --bind /proc/self/fd/3 "$r" && exec 3<&- && cd "$r" && exec {then}"$@"'
     )
     prefix = [*outer, "--", "/bin/sh", "-c", script]
     can = _layerable(root, probe)
@@ -234,9 +237,12 @@ def _masking(dest: Path, root: str, probe: Path) -> tuple[list[str] | None, str,
     for name in names:
         (probe / name).mkdir(mode=0o700)
         (probe / f".work-{name}").mkdir(mode=0o700)
+        (probe / f".real-{name}").mkdir(mode=0o700)
     done: Any = None
     for layers in tries:
         args = [str(len(layers)), *[x for n in layers for x in (can[n], n)]]
+        socks = _sockets({n: can[n] for n in layers})
+        args += [str(len(socks)), *[x for pair in socks for x in pair]]
         try:
             done = subprocess.run(
                 [*prefix, str(probe), root, str(probe), *args, "true"],
@@ -252,7 +258,45 @@ def _masking(dest: Path, root: str, probe: Path) -> tuple[list[str] | None, str,
             for name in names:
                 if name not in layers:
                     shutil.rmtree(probe / f".work-{name}", ignore_errors=True)
+                    shutil.rmtree(probe / f".real-{name}", ignore_errors=True)
             made = {n: can[n] for n in layers}
             return [*prefix, str(dest), root, str(probe), *args], "", made
     said = done.stderr.decode(errors="replace").strip().splitlines() if done else []
     return None, "the mount namespace was refused: " + (said[-1][:200] if said else "?"), {}
+
+
+#: The Unix sockets looked for in a layered folder and the folders one level below it (ssh-agent's
+#: ``/tmp/ssh-*/agent.N``, X11's ``/tmp/.X11-unix/X0``, tmux, an IDE's), and entries read for it.
+SOCKETS, SCANNED = 64, 20000
+
+
+def _sockets(layers: dict[str, str]) -> list[tuple[str, str]]:
+    """The Unix sockets in the layered folders (two levels deep, bounded), each as the path of
+    the folder's own view (``NAME/REL``, bound from ``.real-NAME`` in the namespace) and its path:
+    a socket seen through an overlay cannot be connected to, so each is mounted back over it.
+    Under the outermost layer that holds it; one made after the fork starts is not reached."""
+    out: list[tuple[str, str]] = []
+    seen = 0
+    outer = sorted(layers.items(), key=lambda kv: len(kv[1]))
+    for folder in [f for _n, f in outer]:
+        todo, depth = [folder], 0
+        while todo and depth < 2:
+            nxt = []
+            for d in todo:
+                try:
+                    with os.scandir(d) as it:
+                        for e in it:
+                            seen += 1
+                            if seen > SCANNED or len(out) >= SOCKETS:
+                                return out
+                            if e.is_dir(follow_symlinks=False):
+                                nxt.append(e.path)
+                            elif stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode):
+                                n, f = next((n, f) for n, f in outer if _within(e.path, f))
+                                pair = (f"{n}/{os.path.relpath(e.path, f)}", e.path)
+                                if pair not in out:
+                                    out.append(pair)
+                except OSError:
+                    continue
+            todo, depth = nxt, depth + 1
+    return out

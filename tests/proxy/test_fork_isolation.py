@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +40,17 @@ pytestmark = [
 ]
 
 
-def _commands(elsewhere: Path, probe: str) -> list[str]:
+#: A client of a Unix socket (its first answer printed): the agent's ssh-agent, X11, tmux.
+ASK = (
+    "import socket, sys; c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); "
+    "print(c.recv(9))"
+)
+
+
+def _commands(elsewhere: Path, probe: str, sock: Path) -> list[str]:
     return [
         f'echo "$HOME" > where.txt; echo home > "$HOME/outside-home.txt"; '
-        f'echo tmp > "${{TMPDIR:-/tmp}}/{probe}"',
+        f'echo tmp > "${{TMPDIR:-/tmp}}/{probe}"; python3 -c "{ASK}" {sock} > sock.txt',
         f"echo abs > {elsewhere}/outside-abs.txt",
         "echo link > out/escape.txt",
     ]
@@ -56,7 +66,7 @@ def _digests(*roots: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The recording (once for the module), its outside writes then undone."""
     tmp = tmp_path_factory.mktemp("isolation")
     agent = tmp / "agent.py"
@@ -71,7 +81,23 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env.pop("LOOPTAP_SHELL_TRACE", None)
     probe = f"looptap-isolation-{uuid.uuid4().hex}.txt"  # (in the temp folder: one per run)
     temp = Path(tempfile.gettempdir()) / probe
-    commands = _commands(elsewhere, probe)
+    # a Unix socket in the temp folder, answering each client (up for the module's forks)
+    sock = Path(tempfile.gettempdir()) / f"{probe}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock))
+    server.listen(8)
+
+    def answer() -> None:
+        while True:
+            try:
+                c, _ = server.accept()
+            except OSError:
+                return
+            c.sendall(b"pong")
+            c.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    commands = _commands(elsewhere, probe, sock)
     with ScriptedUpstream(bash_steps(commands), validate=True) as up:
         proc, out = looptap_run(
             tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
@@ -80,12 +106,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert proc.returncode == 0, explain(proc)
     home = Path(env["HOME"])
     assert (home / "outside-home.txt").exists() and (elsewhere / "escape.txt").exists()
+    assert (work / "sock.txt").read_text() == "b'pong'\n"
     for f in [home / "outside-home.txt", *elsewhere.iterdir(), work / "where.txt", temp]:
         f.unlink()
-    return {
+    yield {
         "tmp": tmp, "out": out, "agent": agent, "env": {**env, "PYTHONPATH": str(REPO)},
         "work": work, "home": home, "elsewhere": elsewhere, "commands": commands, "temp": temp,
     }  # fmt: skip
+    server.close()
+    sock.unlink()
 
 
 def _fork(r: dict[str, Any], name: str, *extra: str, path: str | None = None) -> Any:
@@ -149,7 +178,9 @@ def test_in_place_says_what_it_may_change_then_runs(recorded: dict[str, Any]) ->
     why = explain(proc)
     assert proc.returncode == 0 and sent > 0 and branch.exists(), why
     (said,) = [x for x in proc.stderr.splitlines() if "--in-place: the fork runs the agent" in x]
-    assert str(r["work"]) in said and "the recording changed 1 file here: where.txt" in said, why
+    assert (
+        str(r["work"]) in said and "the recording changed 2 files here: sock.txt, where.txt" in said
+    ), why
     _listed(proc.stderr, r)
     # in place its HOME and temp folder are the user's (said): the writes there reached them
     assert "with your HOME and temp folder, not in scratch ones" in said, why
@@ -179,8 +210,11 @@ def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
     folder = Path(line.split(": ", 2)[2].split(" (")[0]).parent
     assert (folder / "home" / "outside-home.txt").read_text() == "home\n", why
     assert (folder / "tmp" / r["temp"].name).read_text() == "tmp\n", why
-    # the agent saw its HOME at the user's path (its settings there read), as it printed it
+    # the agent saw its HOME at the user's path (its settings there read), as it printed it, and
+    # reached the Unix socket in the layered temp folder (mounted back over the layer)
     shell = open_run(branch, whole=True).shell
+    (asked,) = [c for t in shell.tree for c in t["changes"] if c["path"] == "sock.txt"]
+    assert (Path(f"{branch}.files") / asked["after"]).read_text() == "b'pong'\n", why
     (where,) = [c for t in shell.tree for c in t["changes"] if c["path"] == "where.txt"]
     assert (Path(f"{branch}.files") / where["after"]).read_text().strip() == str(r["home"])
     # the writes outside the tree, on the branch's record (where the tracer saw them)
