@@ -5,8 +5,9 @@ files, each writing, reading and removing files), ``python -m compileall`` of th
 a new virtual environment ``.venv`` (Python 3.13's ``venv``, whose ``ensurepip`` installs its
 bundled pip wheel) and a ``pip install --no-index`` of setuptools and wheel from a local wheel
 directory (CPython 3.13's test wheels) — then to answer. Each run is made plainly (``looptap run
---no-shell-trace``) and recorded the default way (``looptap run``: the processes only, and the
-working tree per turn), alternating, ``--n`` times each; ``--full`` adds ``looptap run
+--no-shell-trace``), recorded the default way (``looptap run``: the working tree per turn, no
+process tracer) and with the processes traced (``LOOPTAP_SHELL_TRACE=processes``: each program
+and its exit, ptrace), alternating, ``--n`` times each; ``--full`` adds ``looptap run
 --shell-trace`` (each process's output and files too) to the rotation.
 
     .venv/bin/python bench/shell_overhead.py          # 3 interleaved runs each way
@@ -67,7 +68,12 @@ def _suite(work: Path) -> None:
 PY313 = Path(os.environ.get("LOOPTAP_BENCH_PY313", "/root/.pyenv/versions/3.13.0/bin/python3"))
 WHEELS = PY313.parent.parent / "lib" / "python3.13" / "test" / "wheeldata"
 #: Each mode's options to ``looptap run``.
-MODES = {"plain": ("--no-shell-trace",), "default": (), "full": ("--shell-trace",)}
+MODES = {
+    "plain": ("--no-shell-trace",),
+    "default": (),
+    "processes": (),  # with LOOPTAP_SHELL_TRACE=processes (opt-in: ptrace)
+    "full": ("--shell-trace",),
+}
 
 
 def one_run(mode: str, tmp: Path, confdir: Path) -> dict[str, Any]:
@@ -96,6 +102,9 @@ def one_run(mode: str, tmp: Path, confdir: Path) -> dict[str, Any]:
         str(claude), "-p", "Run the suite.", "--model", "claude-sonnet-4-5",
         "--output-format", "json", "--no-session-persistence", "--allowedTools", "Bash",
     ]  # fmt: skip
+    env.pop("LOOPTAP_SHELL_TRACE", None)
+    if mode == "processes":
+        env["LOOPTAP_SHELL_TRACE"] = "processes"
     extra = MODES[mode]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -137,7 +146,7 @@ def main() -> int:
     if not WHEELS.is_dir():
         print(f"no wheel directory at {WHEELS} (set LOOPTAP_BENCH_PY313 to a CPython 3.13)")
         return 2
-    modes = ["plain", "default", *(["full"] if args.full else [])]
+    modes = ["plain", "default", "processes", *(["full"] if args.full else [])]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="looptap-shell-bench-") as d:
         base = Path(d)

@@ -47,7 +47,7 @@ from tool_secrets import _duckdb_text, _looptap, exported, leaks  # noqa: E402
 
 from tests.support import bash_agent  # noqa: E402
 from tests.support.recorder import PROXY_PYTHON, clean_env  # noqa: E402
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
+from tests.support.scripted import ScriptedUpstream, bash_steps  # noqa: E402
 
 #: The agent (tests/support/bash_agent.py), written beside the run as a script of its own.
 AGENT = Path(bash_agent.__file__).read_text()
@@ -135,16 +135,6 @@ def commands(env: dict[str, str]) -> list[str]:
     ]
 
 
-def _route(cmds: list[str]) -> Any:
-    def answer(req: ScriptedRequest) -> Reply:
-        done = len(req.tool_results())
-        if done < len(cmds):
-            return Reply.tool("bash", {"command": cmds[done]}, what=f"step{done}")
-        return Reply.say("done", what="answer")
-
-    return answer
-
-
 def _planted(run: Path, work: Path, env: dict[str, str]) -> dict[str, bool]:
     """The cassette with a sentinel put back in each place of a process record; whether
     ``looptap verify`` flags each."""
@@ -189,7 +179,7 @@ def run_bench(work: Path) -> dict[str, Any]:
     for name, text in untouched_files().items():
         (tree / name).write_text(text)
     outputs: dict[str, str] = {}
-    with ScriptedUpstream(_route(cmds)) as fake:
+    with ScriptedUpstream(bash_steps(cmds)) as fake:
         rec = _looptap("run", "--shell-trace", "-o", str(run), "--confdir", str(work / "conf"),
                        "--upstream", f"anthropic={fake.url}", "--", sys.executable, str(agent),
                        env={**base, **secrets_env}, cwd=tree)  # fmt: skip

@@ -425,10 +425,19 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
         config.upstreams = {**fork.goes.pinned, **config.upstreams}
         for line in fork.goes.lines():
             messages.emit(line)
-    if fork is not None and not getattr(args, "in_place", False):
+    scratch_env: dict[str, str] = {}
+    if fork is not None:  # (imported for a fork only)
+        from . import isolation
+
         try:
-            target, mask = _fork_tree(fork, config, target, scratch)
-            argv = [*mask, *argv]  # (config.command, the branch's header, stays the agent's)
+            if getattr(args, "in_place", False):
+                isolation.in_place(fork)
+            else:
+                target, mask, scratch_env = isolation.fork_tree(fork, config, target, scratch)
+                argv = [*mask, *argv]  # (config.command, the branch's header, stays the agent's)
+        except isolation.Refused as exc:
+            messages.error(f"error: {exc}")
+            return 2
         except OSError as exc:
             messages.error(f"error: the fork's scratch tree could not be made: {exc}")
             return 2
@@ -449,7 +458,9 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
         if written is not None:
             written.append(target.path)
     try:
-        rc, addon = asyncio.run(_run_child(config, argv, child_log, viewer, child_status, fork))
+        rc, addon = asyncio.run(
+            _run_child(config, argv, child_log, viewer, child_status, fork, scratch_env)
+        )
     except (BusyPort, RecorderError, CassetteIOError) as exc:
         messages.error(f"error: {exc}")
         return 2
@@ -523,10 +534,21 @@ def _finish_fork(fork: Any, path: Path, rc: int) -> int:
 
 
 async def _run_child(
-    config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any
+    config: Any,
+    argv: list[str],
+    child_log: Any,
+    viewer: Any,
+    child_status: Any,
+    fork: Any,
+    scratch_env: dict[str, str],
 ) -> Any:
     """:func:`~proxy.session.run_child`, with a fork's replay server in front of the recorder
-    when ``--from`` is given."""
+    when ``--from`` is given, and what an isolated fork changes of its agent's environment
+    (``scratch_env``: proxy/isolation.py)."""
+
+    async def forked(env: dict[str, str]) -> dict[str, str]:
+        return {**await fork.start(env), **scratch_env}
+
     try:
         return await run_child(
             config,
@@ -534,7 +556,7 @@ async def _run_child(
             child_log=child_log,
             viewer=viewer,
             child_status=child_status,
-            child_env=None if fork is None else fork.start,
+            child_env=None if fork is None else forked,
         )
     finally:
         if fork is not None:
@@ -543,99 +565,15 @@ async def _run_child(
 
 def _shell_trace(args: argparse.Namespace) -> str:
     """How ``looptap run`` traces the command (docs/shell-file-tools.md): ``--no-shell-trace``,
-    ``--shell-trace``, else ``$LOOPTAP_SHELL_TRACE`` (``off``, ``processes``, ``full``), else the
-    default: the processes and the working tree."""
+    ``--shell-trace``, else ``$LOOPTAP_SHELL_TRACE`` (``off``, ``tree``, ``processes``, ``full``),
+    else the default: the working tree per turn, no process tracer (a tracer takes ptrace: the
+    agent's own debugger, strace or profiler would fail, a setuid program would lose its
+    privilege; ``processes`` and ``full`` are opt-in)."""
     if getattr(args, "no_shell_trace", False):
         return ""
     if getattr(args, "shell_trace", False):
         return "full"
     said = os.environ.get("LOOPTAP_SHELL_TRACE", "").strip().lower()
-    return {"off": "", "0": "", "no": "", "full": "full"}.get(said, "processes")
-
-
-def _fork_tree(fork: Any, config: Any, target: Any, scratch: list[Path]) -> tuple[Any, list[str]]:
-    """A fork of a run whose working tree was recorded runs its agent in a scratch copy of this
-    working tree as the recording's start had it (cassettes/shell/_fork.py): this process moves
-    there (the replay server and the branch's header take it as their working directory), its
-    output paths made absolute first; and the command prefix that shows the agent the copy at the
-    recorded path (:func:`_masking`; empty where it cannot). A run without a recorded tree:
-    nothing."""
-    import dataclasses
-    import tempfile
-
-    from ..cassettes.matching import here
-    from ..cassettes.reading import open_run
-    from ..cassettes.shell import scratch_tree
-
-    origin = Path(os.path.abspath(fork.source.run))
-    dest = Path(tempfile.mkdtemp(prefix="looptap-fork-tree-")) / "tree"
-    try:
-        made = scratch_tree(origin, open_run(origin, whole=True).shell, Path.cwd(), dest)
-    except BaseException:
-        shutil.rmtree(dest.parent, ignore_errors=True)
-        raise
-    if made is None:
-        dest.parent.rmdir()
-        return target, []
-    scratch.append(dest)
-    config.output = Path(os.path.abspath(config.output))
-    fork.source = dataclasses.replace(fork.source, run=origin)
-    target = dataclasses.replace(target, path=Path(os.path.abspath(target.path)))
-    for line in made.said:
-        messages.emit(line)
-    messages.emit(
-        f"the fork runs in a scratch copy of the working tree as at the recording's start: {dest} "
-        f"({made.restored} files put back; --in-place runs it here instead)"
+    return {"off": "", "0": "", "no": "", "processes": "processes", "full": "full"}.get(
+        said, "tree"
     )
-    mask = _masking(dest, made.root) if made.root is not None else None
-    # a --confdir inside the tree copied (or under the recorded path the copy is mounted over)
-    # moves with the copy: the CA files the recorder writes there at start are the agent's to
-    # read, and the user's tree gets none of the fork's files
-    conf = os.path.realpath(config.confdir)
-    for tree in (os.getcwd(), *([made.root] if mask and made.root else [])):
-        tree = os.path.realpath(tree)
-        if conf.startswith(tree + os.sep):
-            config.confdir = dest / os.path.relpath(conf, tree)
-            messages.emit(
-                f"the recorder's confdir is inside the working tree: the fork uses its copy, "
-                f"{config.confdir}, whose CA files the agent can read"
-            )
-            break
-    os.chdir(dest)
-    fork.meta.update(here())
-    if mask is not None:
-        messages.emit(
-            f"the agent sees the scratch tree at the recorded path {made.root} (a mount namespace "
-            "of its own): the absolute paths its recorded tool calls carry reach the copy"
-        )
-    else:
-        messages.emit(
-            "the scratch tree could not be mounted at the recorded path (user namespaces refused, "
-            "no unshare, or not Linux): a recorded tool call's absolute path still names your tree"
-        )
-    return target, mask or []
-
-
-def _masking(dest: Path, root: str) -> list[str] | None:
-    """The command prefix that runs the agent with ``dest`` mounted over ``root`` (the tree the
-    recording ran in) in a mount namespace of its own (``unshare``, util-linux), in ``root``: the
-    absolute paths of the recorded tool calls (Claude Code's ``Read``, ``Write``) reach the scratch
-    copy, not the user's tree, and the agent sees the recorded working directory. Not root: a user
-    namespace mapped to root for the mount, then one mapped back to the user's own ids. ``None``
-    where it cannot (not Linux, no ``unshare``, user namespaces refused, ``root`` gone)."""
-    import shlex
-    import subprocess
-
-    exe = shutil.which("unshare")
-    if not sys.platform.startswith("linux") or exe is None or not os.path.isdir(root):
-        return None
-    uid, gid = os.getuid(), os.getgid()
-    then = "" if uid == 0 else f"{shlex.quote(exe)} --user --map-user={uid} --map-group={gid} -- "
-    outer = [exe, "--mount"] if uid == 0 else [exe, "--user", "--map-root-user", "--mount"]
-    script = f'r="$1"; shift; mount --bind "$0" "$r" && cd "$r" && exec {then}"$@"'
-    prefix = [*outer, "--", "/bin/sh", "-c", script, str(dest), root]
-    try:
-        done = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return prefix if done.returncode == 0 else None

@@ -75,8 +75,9 @@ class RecorderConfig:
     #: runs: the cassette header's ``agent`` and ``command`` (cassettes.recording._about).
     agent: str | None = None
     command: tuple[str, ...] = ()
-    #: ``looptap run``: trace the command's processes (proxy/shell_trace.py) where it can:
-    #: ``"processes"`` (the default: programs, exits, the working tree per turn), ``"full"``
+    #: ``looptap run``: what of the command's shell is recorded: ``"tree"`` (the default: the
+    #: working tree per turn, no ptrace), ``"processes"`` (``LOOPTAP_SHELL_TRACE=processes``:
+    #: also each program and its exit, traced with ptrace: proxy/shell_trace.py), ``"full"``
     #: (``--shell-trace``: each process's output and files too), ``""`` (``--no-shell-trace``).
     shell_trace: str = ""
 

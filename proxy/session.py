@@ -23,7 +23,7 @@ from . import messages
 from .addon import LooptapRecorder
 from .config import RecorderConfig, RecorderError
 from .launcher import Recorder
-from .shell_trace import Tracer, probe
+from .shell_trace import TRACING, Tracer, probe
 from .workspace import Workspace
 
 __all__ = ["record_forever", "report_lost", "run_child"]
@@ -297,6 +297,14 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     """The process tracer of this run (docs/shell-file-tools.md), or ``None`` with one line
     saying why it cannot run here and what is then not seen. Its records go to the writer from
     the event loop (the tracer reads on a thread of its own)."""
+    if config.shell_trace not in TRACING:
+        messages.emit(
+            "shell commands not traced (a process tracer takes ptrace: the command's own "
+            "debugger, strace or profiler would fail, a setuid program would lose its privilege);"
+            " the working tree is recorded per turn; --shell-trace traces each program, its "
+            "output and files"
+        )
+        return None
     why = probe()
     if why is not None:
         messages.emit(
@@ -311,6 +319,10 @@ def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
     def end() -> None:
         loop.call_soon_threadsafe(ended.set)
 
+    messages.emit(
+        "the command's processes are traced with ptrace (--shell-trace): a debugger, strace or "
+        "profiler it runs cannot attach, a setuid program runs without its privilege"
+    )
     tracer = Tracer(os.getcwd(), emit, end, full=config.shell_trace == "full")
     tracer.root_ended = ended
     tracer.start()

@@ -1,5 +1,7 @@
 """The shell and file tools of a coding agent on the timeline (docs/shell-file-tools.md): ``looptap
-run`` starts the agent under a process tracer (``strace -f --seccomp-bpf``, Linux, ptrace) whose
+run --shell-trace`` (or ``LOOPTAP_SHELL_TRACE=processes``; never by default: ptrace taken from the
+agent would fail its own debugger, strace or profiler and strip a setuid program's privilege)
+starts the agent under a process tracer (``strace -f --seccomp-bpf``, Linux, ptrace) whose
 output reaches this process through a pipe (never a file: it carries what the processes wrote),
 read here line by line into one ``process`` record per program the agent's tree started: its argv,
 working directory, start and end, exit status or signal, the first bytes it and its children wrote
@@ -24,9 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PROCESSES_ONLY", "TRACED", "Tracer", "probe"]
+__all__ = ["PROCESSES_ONLY", "TRACED", "TRACING", "Tracer", "probe"]
 
-#: The system calls traced by default: program starts, working directories, new processes and
+#: The levels of ``looptap run`` that start this tracer (``config.shell_trace``); the default,
+#: ``"tree"``, takes the working tree only (proxy/workspace.py), without ptrace.
+TRACING = ("processes", "full")
+#: The system calls traced at ``processes``: program starts, working directories, new processes and
 #: threads (to know whose child a process is). A process's end is ptrace's own event (no system
 #: call stop). Rare calls: within the noise of a test suite's CPU time (bench/shell_overhead.py).
 PROCESSES_ONLY = "execve,execveat,chdir,clone,clone3,fork,vfork"

@@ -122,14 +122,15 @@ RUN = Command(
     Extend("looptap.cassettes.commands._recording:recorder_options", output_required=False),
     {
         "--shell-trace": flag(
-            "trace each of the command's processes in full (Linux, strace): its output's start "
-            "and the files it wrote too, not only its program and exit status (the default); "
-            "it cost 1.5x CPU on a test suite (docs/shell-file-tools.md)"
+            "trace each of the command's processes (Linux, strace): its program, exit status, "
+            "output's start and the files it wrote, linked to the model's shell tool calls. "
+            "Opt-in: the tracer takes ptrace, so a debugger, strace or profiler the command runs "
+            "cannot attach and a setuid program runs without its privilege; it cost 1.5x CPU on "
+            "a test suite (docs/shell-file-tools.md)"
         ),
         "--no-shell-trace": flag(
-            "do not trace the command's processes nor take its working tree per turn (on by "
-            "default on Linux: the programs it starts, their exit statuses, linked to the "
-            "model's shell tool calls; docs/shell-file-tools.md)"
+            "do not take the command's working tree per turn (taken by default, without a "
+            "process tracer; docs/shell-file-tools.md)"
         ),
         "--inspect": flag(
             "open the inspector on the run while it is recorded (the command's output goes to "

@@ -45,6 +45,10 @@ WHY_OPTIONS: Args = {
     "--model": "also re-sample each E turn on this model (same API family)",
     "--upstream NAME=URL": many("where requests of that API go past the cursor (as looptap run)"),
     "--confdir": "the recorder's configuration directory (as looptap run)",
+    "--in-place": flag(
+        "run each branch in this working tree, as looptap run --from --in-place: where a fork "
+        "cannot be isolated from your files (no mount namespace) a branch is refused without it"
+    ),
     "--max-requests N": Arg(
         "refuse (before anything is sent) when more live requests may be sent; and at run time "
         "nothing past N is sent (a branch stopped there is no sample)",

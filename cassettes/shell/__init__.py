@@ -20,7 +20,7 @@ exit status, no signal and none of what the command wrote on stderr.
 
 from __future__ import annotations
 
-from ._fork import Scratch, scratch_tree
+from ._fork import Scratch, changed_here, outside_writes, scratch_tree
 from ._link import ShellRun, link_run, read_processes, shell_lines
 from ._records import Process, ShellCall
 from ._tree import (
@@ -50,10 +50,12 @@ __all__ = [
     "Scratch",
     "ShellCall",
     "ShellRun",
+    "changed_here",
     "file_hash",
     "git_blobs",
     "git_tree",
     "link_run",
+    "outside_writes",
     "read_processes",
     "scratch_tree",
     "shell_lines",

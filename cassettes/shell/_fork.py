@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._link import ShellRun
+from ._records import Process
 from ._tree import BY_BLOB, digest
 
-__all__ = ["Scratch", "scratch_tree"]
+__all__ = ["Scratch", "changed_here", "outside_writes", "scratch_tree"]
+
+#: Recorded commands listed that wrote outside the tree, and paths each (the rest counted).
+LISTED, PATHS = 20, 4
 
 
 @dataclass
@@ -123,3 +128,74 @@ def scratch_tree(
         else:
             out.said.append(why)
     return out
+
+
+def _outside(path: str, root: str, tree: Path) -> str | None:
+    """Why ``path`` (absolute, as the tracer saw it) lies outside the working tree the recording
+    ran in (``root``) for an agent running in ``tree`` (its copy, or the user's tree itself);
+    ``None`` when it lies inside."""
+    path = os.path.normpath(path)
+    for r in {os.path.normpath(root), os.path.realpath(root)}:
+        if path == r or path.startswith(r.rstrip(os.sep) + os.sep):
+            here = os.path.realpath(tree / os.path.relpath(path, r))
+            mine = os.path.realpath(tree)
+            if here == mine or here.startswith(mine.rstrip(os.sep) + os.sep):
+                return None
+            return "through a symlink leading out"
+    return None if path.startswith(("/dev/", "/proc/")) else "outside the tree"
+
+
+def outside_writes(processes: Sequence[Process], traced: bool, root: str, tree: Path) -> list[str]:
+    """What is said before a fork runs the agent again of the recorded commands that wrote or
+    removed a file outside the working tree (an absolute path elsewhere, ``$HOME``, a path in the
+    tree whose symlink in ``tree`` leads out): one line each, the innermost program that did it
+    (the tracer counts a write in every program above it), at most :data:`LISTED`. A recording
+    whose commands' files were not traced (no ``--shell-trace``) is said not to be known."""
+    if not any(p.output for p in processes):
+        why = "not traced" if traced or processes else "not recorded"
+        return [
+            f"the recording's commands were {why} with their files (recorded without "
+            "--shell-trace): what they wrote outside the working tree is not known"
+        ]
+    by: dict[tuple[str, str], Process] = {}
+    said: dict[tuple[str, str], str] = {}
+    for p in processes:  # (in order of start: a later one holding a write is further in)
+        for op, path in p.files:
+            where = _outside(path, root, tree)
+            if where is not None:
+                by[(op, path)] = p
+                said[(op, path)] = where
+    each: dict[int, list[str]] = {}
+    who: dict[int, Process] = {}
+    for (op, path), p in by.items():
+        who[id(p)] = p
+        each.setdefault(id(p), []).append(
+            f"{'wrote' if op == 'write' else 'removed'} {path} ({said[(op, path)]})"
+        )
+    if not each:
+        return []
+    out = [
+        f"{len(each)} of the recording's commands wrote outside the working tree: the fork runs "
+        "the agent again, and these reach your files if it runs them again (its HOME and temp "
+        "folder are scratch; other paths are not):"
+    ]
+    order = sorted(each, key=lambda k: (who[k].started, who[k].pid))
+    for key in order[:LISTED]:
+        p, what = who[key], each[key]
+        command = " ".join(p.argv)[:160]
+        more = f", and {len(what) - PATHS} more" if len(what) > PATHS else ""
+        agent = " (the agent itself)" if p.agent else ""
+        out.append(f"  `{command}`{agent}: " + ", ".join(what[:PATHS]) + more)
+    if len(each) > LISTED:
+        out.append(f"  … and {len(each) - LISTED} more commands")
+    return out
+
+
+def changed_here(shell: ShellRun) -> list[str]:
+    """The paths (relative to the tree) the recording saw change, in order, each once: what a
+    fork run in the user's own tree (``--in-place``) may change there again."""
+    seen: dict[str, None] = {}
+    for scan in shell.tree:
+        for c in scan["changes"]:
+            seen.setdefault(c["path"], None)
+    return list(seen)

@@ -400,7 +400,7 @@ def judge(
 def _says_failure(sc: ShellCall, p: Process) -> bool:
     """Whether the result sent back tells the model the command failed: an error flag, a word of
     failure, the exit status or signal, or the start of what it wrote on stderr. A result that is
-    not empty counts as telling when the command's stderr was not traced (the default tracer):
+    not empty counts as telling when the command's stderr was not traced (the processes level):
     it may carry it, and a wrong warning is worse than none."""
     if sc.result_error is True:
         return True

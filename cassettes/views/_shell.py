@@ -37,7 +37,7 @@ def shell_call_json(sc: ShellCall) -> dict[str, Any]:
     it) and, when not, ``candidates`` (processes that fit: ambiguous, left unlinked); the
     process's ``exit``, ``signal`` and ``status`` (``exit 1``, ``killed by SIGKILL``, ``end not
     seen``); ``stdout`` and ``stderr`` (the start of each, one line) with their sizes in bytes;
-    ``output_traced`` (False at the default level: stdout, stderr and files not seen, not empty);
+    ``output_traced`` (False at the processes level: stdout, stderr and files not seen, not empty);
     ``files`` (``op`` ``write`` or ``remove``, ``path``; the first 20, ``files_more`` the rest);
     ``line`` and ``files_line``, the same said in a line each (:func:`shell_call_lines`)."""
     p = sc.process

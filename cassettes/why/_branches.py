@@ -182,6 +182,9 @@ class Branches:
     passed: list[str] = field(default_factory=list)
     python: str = ""
     cwd: Path | None = None
+    #: ``--in-place``: each branch runs in the user's working tree (where a fork cannot be
+    #: isolated, proxy/isolation.py); else in a scratch copy, or refused.
+    in_place: bool = False
     #: What the branches may send live in all (``--max-requests``, a confirm's limit): each branch
     #: is started with its share (``looptap run --from … --max-requests``).
     purse: Purse = field(default_factory=Purse)
@@ -206,6 +209,8 @@ class Branches:
             argv += ["--edit", self._edit_arg(i, n, e)]
         if i.model is not None:
             argv += ["--model", i.model]
+        if self.in_place:
+            argv.append("--in-place")
         return [*argv, *self.passed, "-o", str(self.path(i, k)), "--", *self.argv]
 
     def _edit_arg(self, i: Intervention, n: int, edit: str) -> str:

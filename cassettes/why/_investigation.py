@@ -389,6 +389,7 @@ def _run(
     cap: int,
 ) -> Result:
     runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
+    runner.in_place = bool(getattr(args, "in_place", False))
     runner.purse = Purse(cap)  # nothing past the at-most said (or --max-requests) is ever sent
     state.put("interventions", [i.as_json() for i in found])
     _sample(args, runner, state, found)

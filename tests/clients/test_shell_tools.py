@@ -164,6 +164,8 @@ def _agent_run(
     (work / "test_calc.py").write_text(TEST)
     _shim(tmp_path, env, planted)
     env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
+    if not extra:  # the programs and exits only (opt-in: the default takes no ptrace)
+        env["LOOPTAP_SHELL_TRACE"] = "processes"
     env["PWD"] = str(work)  # (opencode runs its commands in $PWD)
     with ScriptedUpstream(_route(work, planted), validate=True) as up:
         proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up, extra=extra)  # type: ignore[arg-type]
@@ -232,8 +234,8 @@ def _codex(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
     ]  # fmt: skip
     if planted:
         cmd = [*_bash_shimmed(tmp_path), *cmd]
-    # the default tracer (no --shell-trace): Codex's result states the exit status, so a hidden
-    # failure is judged without the command's output
+    # the processes-only tracer (LOOPTAP_SHELL_TRACE=processes): Codex's result states the exit
+    # status, so a hidden failure is judged without the command's output
     return _agent_run(tmp_path, confdir, planted, cmd, env, extra=())
 
 
@@ -341,6 +343,7 @@ def test_a_fork_of_claude_code_finishes_like_the_recording(tmp_path: Path, confd
     before = _digests(work)
     branch = tmp_path / "branch.jsonl"
     env = {**r["env"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env["LOOPTAP_SHELL_TRACE"] = "processes"  # (the programs and exits, as the recording's)
     # (ids of its own: the live answer's call is not one of the recording's)
     with ScriptedUpstream(_route(work, False), validate=True, ids="f") as up:
         argv = [

@@ -21,7 +21,7 @@ from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import explain, looptap_run, run_env
 from tests.support import bash_agent
 from tests.support.recorder import needs_recorder
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream, bash_steps
 
 pytestmark = [
     needs_recorder,
@@ -41,20 +41,19 @@ COMMANDS = [
 ]
 
 
-def _route(req: ScriptedRequest) -> Reply:
-    done = len(req.tool_results())
-    if done < len(COMMANDS):
-        return Reply.tool("bash", {"command": COMMANDS[done]}, what=f"step{done}")
-    return Reply.say("done", what="answer")
+_route = bash_steps(COMMANDS)
 
 
 def _run(
     tmp_path: Path, lie: bool, extra: tuple[str, ...] = ("--shell-trace",), zero: bool = False
 ) -> dict[str, Any]:
+    """``extra=()``: the programs and exits only (``LOOPTAP_SHELL_TRACE=processes``, opt-in)."""
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-shell-{tmp_path.name}")
     env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
+    if not extra:
+        env["LOOPTAP_SHELL_TRACE"] = "processes"
     confdir = tmp_path / "conf"
     with ScriptedUpstream(_route, validate=True) as up:
         cmd = [
@@ -69,9 +68,9 @@ def _run(
     return {"out": out, "why": why, "run": open_run(out, whole=True), "work": tmp_path / "work"}
 
 
-def test_traced_by_default_programs_exits_and_the_tree(tmp_path: Path) -> None:
-    """Without a flag, on Linux: each program and its exit (no output, no files per process:
-    ``"output": false``), the working tree per turn, the links, no warning."""
+def test_processes_level_programs_exits_and_the_tree(tmp_path: Path) -> None:
+    """``LOOPTAP_SHELL_TRACE=processes``, on Linux: each program and its exit (no output, no files
+    per process: ``"output": false``), the working tree per turn, the links, no warning."""
     r = _run(tmp_path, lie=False, extra=())
     shell = r["run"].shell
     assert shell.traced, r["why"]
@@ -95,8 +94,8 @@ def test_traced_by_default_programs_exits_and_the_tree(tmp_path: Path) -> None:
         assert SECRET[:30].encode() not in f.read_bytes(), f
 
 
-def test_by_default_a_result_that_may_carry_the_output_is_not_judged(tmp_path: Path) -> None:
-    """The default tracer did not see the command's stderr: a failure whose result says "ok"
+def test_processes_only_a_result_that_may_carry_the_output_is_not_judged(tmp_path: Path) -> None:
+    """The processes-only tracer did not see the command's stderr: a failure whose result says "ok"
     may have carried it, so no warning (``--shell-trace`` judges it:
     test_a_failure_the_result_hides_is_warned)."""
     r = _run(tmp_path, lie=True, extra=())
@@ -105,9 +104,9 @@ def test_by_default_a_result_that_may_carry_the_output_is_not_judged(tmp_path: P
     assert not shell.findings
 
 
-def test_by_default_a_result_stating_exit_0_for_a_failure_is_warned(tmp_path: Path) -> None:
+def test_processes_only_a_result_stating_exit_0_for_a_failure_is_warned(tmp_path: Path) -> None:
     """A result that states the command exited 0 (Codex's words) while it exited 3: warned at the
-    default level too (the output is not needed to see the contradiction)."""
+    processes level too (the output is not needed to see the contradiction)."""
     r = _run(tmp_path, lie=True, extra=(), zero=True)
     shell = r["run"].shell
     failed = shell.calls[2]
@@ -141,6 +140,8 @@ def test_each_command_linked_with_its_exit_and_files(tmp_path: Path) -> None:
     assert ("write", f"{work}/key-[REDACTED].txt") in shell.calls[4].files
     # the client said the exit code: no warning; the agent's own processes (python itself) apart
     assert not shell.findings and r["run"].findings(min_severity="warning") == []
+    # the opt-in tracer says what it takes from the agent (ptrace), once
+    assert r["why"].count("traced with ptrace (--shell-trace)") == 1, r["why"]
     # the secret the command line, its output, the file and a file's name carried reached no
     # byte of the cassette, nor of the contents kept beside it
     on_disk = [r["out"], *Path(f"{r['out']}.files").iterdir()]
@@ -315,7 +316,7 @@ def test_how_a_run_traces_by_flag_and_environment(monkeypatch: pytest.MonkeyPatc
         return argparse.Namespace(shell_trace=False, no_shell_trace=False, **kw)
 
     monkeypatch.delenv("LOOPTAP_SHELL_TRACE", raising=False)
-    assert _shell_trace(ns()) == "processes"  # the default
+    assert _shell_trace(ns()) == "tree"  # the default: the working tree, no ptrace
     assert _shell_trace(argparse.Namespace(shell_trace=True, no_shell_trace=False)) == "full"
     assert _shell_trace(argparse.Namespace(shell_trace=False, no_shell_trace=True)) == ""
     monkeypatch.setenv("LOOPTAP_SHELL_TRACE", "off")
@@ -323,3 +324,5 @@ def test_how_a_run_traces_by_flag_and_environment(monkeypatch: pytest.MonkeyPatc
     assert _shell_trace(argparse.Namespace(shell_trace=True, no_shell_trace=False)) == "full"
     monkeypatch.setenv("LOOPTAP_SHELL_TRACE", "full")
     assert _shell_trace(ns()) == "full"
+    monkeypatch.setenv("LOOPTAP_SHELL_TRACE", "processes")
+    assert _shell_trace(ns()) == "processes"

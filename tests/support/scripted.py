@@ -378,6 +378,19 @@ def claude_code_side_call(req: ScriptedRequest) -> str | None:
     return None
 
 
+def bash_steps(commands: list[str]) -> Callable[[ScriptedRequest], Reply]:
+    """A model that asks for each of ``commands`` in turn with the ``bash`` tool
+    (tests/support/bash_agent.py), one per answer, then answers ``done``."""
+
+    def answer(req: ScriptedRequest) -> Reply:
+        done = len(req.tool_results())
+        if done < len(commands):
+            return Reply.tool("bash", {"command": commands[done]}, what=f"step{done}")
+        return Reply.say("done", what="answer")
+
+    return answer
+
+
 @dataclass
 class Logged:
     seq: int

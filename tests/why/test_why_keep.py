@@ -219,6 +219,18 @@ def test_a_branch_is_started_with_its_share_as_its_forks_limit(tmp_path: Path) -
     assert "--max-requests" not in runner.command(_fork(), 1)
 
 
+def test_why_in_place_reaches_every_branch(tmp_path: Path) -> None:
+    """``looptap why --in-place``: each branch's ``run --from`` gets it (where a fork cannot be
+    isolated it is refused without: proxy/isolation.py), before the agent's ``--``."""
+    from looptap.cassettes.why._branches import Branches
+
+    runner = Branches(tmp_path / "run.jsonl", ["agent"], Outcome("exit", "0"), tmp_path)
+    assert "--in-place" not in runner.command(_fork(), 1)
+    runner.in_place = True
+    argv = runner.command(_fork(), 1)
+    assert "--in-place" in argv[: argv.index("--")]
+
+
 def test_a_branchs_sent_counts_the_model_requests_as_the_forks_limit_does(tmp_path: Path) -> None:
     """A tool's HTTP call the fork's recorder wrote beside the model's round trips is the tool's:
     neither the fork's limit nor a branch's ``sent`` counts it (on 6efc1f46 ``sent`` did)."""
