@@ -88,7 +88,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if which is not None:
         keep = [i for i in items if phases.in_phase(i.path, which)]
         if len(keep) != len(items):
-            config.hook.pytest_deselected(items=[i for i in items if i not in set(keep)])
+            kept = set(keep)
+            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
             items[:] = keep
     scheduling.publish(config, items)
 
