@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
@@ -36,6 +37,13 @@ else:
         "looptap", deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )
     settings.load_profile("looptap")
+
+# pytest's assertion rewriting of the ~490 test modules is kept in their __pycache__ for the next
+# session: the machines set PYTHONDONTWRITEBYTECODE, and pytest then rewrote every module again in
+# every worker of every run (a third of a worker's collection: `--collect-only`, one process, 84 s
+# with nothing kept, 40 s with the rewrites kept; docs/suite.md). This process only: the commands
+# the tests start still inherit the variable.
+sys.dont_write_bytecode = False
 
 # httpx loads httpcore's exceptions on its first request and keeps them; the plugin's tests run
 # pytest in process (pytester), which drops every module imported during the run afterwards: a
