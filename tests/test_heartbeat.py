@@ -94,7 +94,7 @@ def test_without_xdist_and_turned_off(tmp_path: Path) -> None:
 
     (tmp_path / "go").unlink()
     (tmp_path / "go").write_text("")  # (the waiting test returns at once)
-    proc = _run(tmp_path, "-n", "2", every="0")
+    proc = _run(tmp_path, every="0")
     assert progress.wait(proc) == 1
     assert "suite:" not in (tmp_path / "out.txt").read_text()
 
