@@ -22,7 +22,7 @@ from pathlib import Path
 import httpcore2  # noqa: F401  (see below)
 import pytest
 
-from tests.support import heartbeat, phases, scheduling
+from tests.support import heartbeat, phases, scheduling, shared
 
 try:  # (the recorder's environment runs a few of these tests without Hypothesis)
     from hypothesis import HealthCheck, settings
@@ -66,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("LOOPTAP_SHELL_TRACE", "off")
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     scheduling.name_directory(config)
+    shared.name_directory(config)  # inputs built once a session (tests/support/shared.py)
     heartbeat.pytest_configure(config)  # a line of progress every 30 s (the printing process)
     if phases.phase() == "core":  # nothing of the matrix is found (the guard below)
         os.environ.update(phases.absent_env())
