@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import httpcore2  # noqa: F401  (see below)
 import pytest
 
-from tests.support import phases, scheduling
+from tests.support import heartbeat, phases, scheduling, shared
 
 try:  # (the recorder's environment runs a few of these tests without Hypothesis)
     from hypothesis import HealthCheck, settings
@@ -36,6 +37,13 @@ else:
         "looptap", deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )
     settings.load_profile("looptap")
+
+# pytest's assertion rewriting of the ~490 test modules is kept in their __pycache__ for the next
+# session: the machines set PYTHONDONTWRITEBYTECODE, and pytest then rewrote every module again in
+# every worker of every run (a third of a worker's collection: `--collect-only`, one process, 84 s
+# with nothing kept, 40 s with the rewrites kept; docs/suite.md). This process only: the commands
+# the tests start still inherit the variable.
+sys.dont_write_bytecode = False
 
 # httpx loads httpcore's exceptions on its first request and keeps them; the plugin's tests run
 # pytest in process (pytester), which drops every module imported during the run afterwards: a
@@ -58,6 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("LOOPTAP_SHELL_TRACE", "off")
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     scheduling.name_directory(config)
+    shared.name_directory(config)  # inputs built once a session (tests/support/shared.py)
+    heartbeat.pytest_configure(config)  # a line of progress every 30 s (the printing process)
     if phases.phase() == "core":  # nothing of the matrix is found (the guard below)
         os.environ.update(phases.absent_env())
 
@@ -88,7 +98,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if which is not None:
         keep = [i for i in items if phases.in_phase(i.path, which)]
         if len(keep) != len(items):
-            config.hook.pytest_deselected(items=[i for i in items if i not in set(keep)])
+            kept = set(keep)
+            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
             items[:] = keep
     scheduling.publish(config, items)
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from tests.hostile.corpus import PWNED_DIR, build, hostile_exchanges
+from tests.hostile.corpus import FILES, PWNED_DIR, build, hostile_exchanges
 from tests.hostile.matrix import COMMANDS, Cell, Zygote, run_cell, warm_argvs
+from tests.support import shared
 
 INSPECTED = {
     "hostile_all_families.jsonl",
@@ -41,7 +42,8 @@ RSS_CEILING_MB = 1024
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
     work = tmp_path_factory.mktemp("hostile")
-    files = build(work / "files")
+    shared.copy("hostile-files", build, work / "files")  # (built once a session)
+    files = {name: work / "files" / name for name in FILES}
     clean = work / "clean.jsonl"
     with CassetteWriter(clean) as w:
         for ex in hostile_exchanges("")[:6]:

@@ -30,6 +30,7 @@ from looptap.cassettes.mcp import UNTRUSTED_NOTE, build_server
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
+from tests.support import shared
 
 #: Marks every attacker-chosen string; it may appear only inside the fence.
 MARK = "ZQJX"
@@ -107,7 +108,7 @@ def _strings(value: Any) -> list[str]:
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("fence") / "runs"
-    build(d)  # every hostile file of the matrix
+    shared.copy("hostile-files", build, d)  # every hostile file of the matrix (built once)
     marked = hostile_exchanges(POISON)
     with CassetteWriter(d / "marked.jsonl") as w:
         for ex in marked:
