@@ -79,6 +79,8 @@ class RecorderConfig:
     #: ``"processes"`` (the default: programs, exits, the working tree per turn), ``"full"``
     #: (``--shell-trace``: each process's output and files too), ``""`` (``--no-shell-trace``).
     shell_trace: str = ""
+    #: ``looptap run --copy-tree``: keep every file's start contents, not only the changed ones'.
+    copy_tree: bool = False
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""

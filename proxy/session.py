@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -259,15 +260,39 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         )
         return None
     keep = Path(str(config.output) + ".files")
-    tree = Workspace(os.getcwd(), keep, _handing(rec), secret)
-    try:
-        await asyncio.get_running_loop().run_in_executor(None, tree.start)
+    tree = Workspace(
+        os.getcwd(), keep, _handing(rec), secret,
+        _own(here, config.output, keep, Path(str(config.output) + ".log")), config.copy_tree
+    )
+    try:  # (the walk only: the contents are read while the agent runs)
+        messages.emit(await asyncio.get_running_loop().run_in_executor(None, tree.start))
     except OSError as exc:
         messages.error(f"the working tree could not be read ({exc}): its changes are not recorded")
         return None
+    threading.Thread(target=_read_quietly, args=(tree,), name="looptap-tree", daemon=True).start()
     if rec.master is not None:
         rec.master.addons.add(tree)
     return tree
+
+
+def _own(root: str, *paths: Path) -> frozenset[str]:
+    """looptap's outputs under ``root`` (the cassette, its ``.files/``), relative to it: never
+    taken as the agent's work, never copied into themselves."""
+    out = set()
+    for p in paths:
+        rel = os.path.relpath(os.path.realpath(p), root)
+        if not rel.startswith(os.pardir):
+            out.add(rel)
+    return frozenset(out)
+
+
+def _read_quietly(tree: Workspace) -> None:
+    with contextlib.suppress(OSError):  # (behind the agent's own start on a busy machine)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    try:
+        tree.read()
+    except Exception as exc:  # (the scans say what changed; the start's record is what is lost)
+        messages.error(messages.safe(f"the working tree's start could not be read: {exc}"))
 
 
 def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
