@@ -36,6 +36,7 @@ from typing import Any
 
 from ..cassettes.shell import (
     BLOB,
+    BREADTH,
     BY_BLOB,
     FILES,
     GIT,
@@ -115,6 +116,8 @@ class Workspace:
         self.secret = secret
         self.own = own
         self.copy = copy
+        #: Files a walk follows (:data:`FILES`).
+        self.limit = FILES
         self.seen: dict[str, Seen] = {}
         self.kept = 0
         self.cut = False
@@ -165,7 +168,7 @@ class Workspace:
         it left out and whether it was cut, said in one line (returned)."""
         with self._lock:
             self.at = time.time()
-            self.first = walk(self.root, own=self.own)
+            self.first = walk(self.root, self.limit, self.own)
             self.cut = self.first.cut
             self.seen = {rel: (*_stat3(st), None) for rel, st in self.first.files.items()}
         line = f"the working tree: {len(self.seen):,} files followed"
@@ -174,7 +177,7 @@ class Workspace:
             line += "; left out: " + "; ".join(left)
         if self.cut:
             self._cut_said = True
-            line += f"; past {FILES:,} files the walk stops: the files past it are not followed"
+            line += f"; past {self.limit:,} files the walk stops: the files past it are not followed"
         return line
 
     def read(self) -> None:
@@ -225,6 +228,7 @@ class Workspace:
                 "held": len(self.held),
                 "skipped": {k: v[:100] for k, v in self.first.skipped.items()},
                 "own": sorted(self.own),
+                "walk": BREADTH,
                 **({"digest_of": BY_BLOB, "in_git": len(self.in_git)} if git is not None else {}),
             }
         )
@@ -295,7 +299,7 @@ class Workspace:
             self._ending.set()
         with self._lock:
             self._read_start()
-            now = walk(self.root, own=self.own, since=self.first)
+            now = walk(self.root, self.limit, self.own, self.first)
             files = now.files
             # a file seen before that this walk did not reach (a folder the start did not list
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
@@ -336,7 +340,7 @@ class Workspace:
             if now.cut and not self._cut_said:
                 self._cut_said = True
                 messages.emit(
-                    f"the working tree passed {FILES:,} files: files created past them are not "
+                    f"the working tree passed {self.limit:,} files: files created past them are not "
                     "followed (the record says so)"
                 )
             if changes or last:

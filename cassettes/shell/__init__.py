@@ -25,6 +25,7 @@ from ._link import ShellRun, link_run, read_processes, shell_lines
 from ._records import Process, ShellCall
 from ._tree import (
     BLOB,
+    BREADTH,
     BY_BLOB,
     FILES,
     GIT,
@@ -43,6 +44,7 @@ from ._tree import (
 
 __all__ = [
     "BLOB",
+    "BREADTH",
     "BY_BLOB",
     "FILES",
     "GIT",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._link import ShellRun
-from ._tree import BY_BLOB, digest
+from ._tree import BREADTH, BY_BLOB, digest
 
 __all__ = ["Scratch", "scratch_tree"]
 
@@ -63,6 +63,8 @@ def _compared(start: dict[str, Any], user_root: Path) -> list[str]:
         ]
     if not isinstance(recorded, str):
         return []
+    if start.get("walk") != BREADTH:  # (depth first, venvs and caches by name: another walk)
+        return ["the recording's start was taken by an older looptap: your tree was not compared"]
     if of not in (None, BY_BLOB):
         return [
             "the recording's start digest is of a kind this looptap does not read: not compared"

@@ -9,11 +9,13 @@ import shutil
 import stat
 import subprocess
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import IO
 
 __all__ = [
     "BLOB",
+    "BREADTH",
     "BY_BLOB",
     "FILES",
     "GIT",
@@ -108,12 +110,12 @@ def walk(
 ) -> Walk:
     """Every regular file under ``root`` (links not followed; :data:`SKIPPED` folders, a folder
     :func:`_not_work` names and the paths in ``own`` — looptap's outputs, relative to ``root`` —
-    left out), up to ``limit`` files. With ``since`` (the start's walk) a folder the start found
+    left out), up to ``limit`` files, breadth first. With ``since`` (the start's walk) a folder the start found
     but did not list to its end is not entered: a file there is not one the start missed."""
     out = Walk()
-    stack = [""]
-    while stack:
-        rel = stack.pop()
+    queue = deque([""])  # (breadth first: past the bound, the deepest files are the ones cut)
+    while queue:
+        rel = queue.popleft()
         try:
             with os.scandir(os.path.join(root, rel) if rel else root) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -140,7 +142,7 @@ def walk(
                     continue
                 out.dirs.add(name)
                 if since is None or name in since.whole or name not in since.dirs:
-                    stack.append(name)
+                    queue.append(name)
             elif stat.S_ISREG(st.st_mode):
                 if len(out.files) >= limit:
                     out.cut = True
@@ -336,6 +338,9 @@ def tree_line(root: str, rel: str, st: os.stat_result, git: GitTree) -> tuple[st
     return (blob_id(data) if data is not None else f"size {st.st_size}"), data
 
 
+#: The start record's ``walk`` when its tree was walked as :func:`walk` walks it (absent: depth
+#: first, the virtual environments and caches left out by their names only; not compared).
+BREADTH = "breadth"
 #: The start record's ``digest_of`` for a digest of blob ids (absent: each file's sha256).
 BY_BLOB = "git-blobs"
 
