@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from looptap.proxy.workspace import CHANGED, Workspace
+from looptap.proxy.workspace import Workspace
 from tests.proxy.test_e2e_node_agents import REPO, explain, run_env
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
@@ -155,6 +155,7 @@ def test_past_the_bound_nothing_made_up_nothing_lost(tmp_path: Path) -> None:
 def test_a_file_changed_before_its_start_was_read_is_said_unread(tmp_path: Path) -> None:
     """The walk is the start; a file that changed after it and before the read is not taken as
     the start (``unread``, the reason said), and the digest is not made up (``None``)."""
+    from looptap.proxy.workspace import CHANGED
     root = tmp_path / "tree"
     root.mkdir()
     (root / "a.txt").write_text("a\n")
