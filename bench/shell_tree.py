@@ -87,6 +87,7 @@ def scans(tree: Path, n: int, keep: Path) -> dict[str, list[tuple[float, float]]
     records: list[dict[str, Any]] = []
     ws = Workspace(str(tree), keep, records.append, lambda data: False)
     ws.start()
+    ws.read()
     out: dict[str, list[tuple[float, float]]] = {"unchanged": [], "100 changed": []}
     files = sorted(tree.rglob("*.py"))[:100]
     for i in range(n):

@@ -10,7 +10,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -264,12 +263,11 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         os.getcwd(), keep, _handing(rec), secret,
         _own(here, config.output, keep, Path(str(config.output) + ".log")), config.copy_tree
     )
-    try:  # (the walk only: the contents are read while the agent runs)
+    try:  # (the walk only: the contents are read at the first model request, on a thread)
         messages.emit(await asyncio.get_running_loop().run_in_executor(None, tree.start))
     except OSError as exc:
         messages.error(f"the working tree could not be read ({exc}): its changes are not recorded")
         return None
-    threading.Thread(target=_read_quietly, args=(tree,), name="looptap-tree", daemon=True).start()
     if rec.master is not None:
         rec.master.addons.add(tree)
     return tree
@@ -284,15 +282,6 @@ def _own(root: str, *paths: Path) -> frozenset[str]:
         if not rel.startswith(os.pardir):
             out.add(rel)
     return frozenset(out)
-
-
-def _read_quietly(tree: Workspace) -> None:
-    with contextlib.suppress(OSError):  # (behind the agent's own start on a busy machine)
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-    try:
-        tree.read()
-    except Exception as exc:  # (the scans say what changed; the start's record is what is lost)
-        messages.error(messages.safe(f"the working tree's start could not be read: {exc}"))
 
 
 def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:

@@ -6,8 +6,9 @@ created, changed or removed, with its size and sha256 before and after.
 
 The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
-out, and said); each file's start contents are read while it runs, on a thread of their own, and
-a file that changed in between is said ``unread``, never taken as the start. Nothing is written
+out, and said); each file's start contents are read at its first model request, on the scan's
+thread (the request goes on), and a file that changed in between is said ``unread``, never taken
+as the start. Nothing is written
 for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
 and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
 sha256) at its first change, with each change's, so that a fork can rebuild the tree as it was
@@ -25,6 +26,7 @@ kept, :data:`KEPT` bytes of blobs a run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -94,8 +96,8 @@ def _left(kind: str, rels: list[str]) -> str:
 
 class Workspace:
     """The tree under ``root``: walked at the start (:meth:`start`, ``stat`` only: the agent is
-    not kept waiting), its start contents read on a thread of their own (:meth:`read`) and at
-    each model request what changed (:meth:`scan`, from any thread: serialised, after the read);
+    not kept waiting), its start contents read by the first scan (or :meth:`read`) and at each
+    model request what changed (:meth:`scan`, from any thread: serialised, after the read);
     each change is handed to ``emit`` as a ``files`` record. The start contents of a file are
     kept in ``keep`` at its first change (held in memory until then, :data:`HELD` bytes), unless
     ``secret`` says they hold one; with ``copy`` every file's at once. ``own``: looptap's own
@@ -181,7 +183,7 @@ class Workspace:
         return line
 
     def read(self) -> None:
-        """The start's contents, read while the agent runs (each file's sha256, or in a git work
+        """The start's contents, read after the agent started (each file's sha256, or in a git work
         tree what git does not hold: :func:`git_tree`), then one ``files`` record with the count
         and a digest of the whole (a fork compares the user's tree with it). A file that changed
         since the walk is not taken as the start (``unread``); the run's end stops the reading."""
@@ -195,11 +197,13 @@ class Workspace:
         git = None if self._ending.is_set() else git_tree(self.root)
         listing = hashlib.sha256()
         whole, read = True, 0
-        for rel, st in self.first.files.items():
+        for i, (rel, st) in enumerate(self.first.files.items()):
             stat3, line = _stat3(st), None
-            if self._ending.is_set():
-                self.unread[rel] = ENDED
-            elif git is not None and rel in git.clean:
+            if self._ending.is_set():  # (the rest: not read)
+                self.unread.update(dict.fromkeys(list(self.first.files)[i:], ENDED))
+                whole = False
+                break
+            if git is not None and rel in git.clean:
                 if self._now(rel) == stat3:
                     self.in_git[rel] = line = git.clean[rel]
                 else:
@@ -294,8 +298,8 @@ class Workspace:
 
     def scan(self, at: float | None = None, last: bool = False) -> None:
         """What changed since the last scan, as one ``files`` record (none when nothing did; the
-        ``last`` one always, and it ends the start's reading where it is)."""
-        if last:
+        ``last`` one always, and it ends the start's reading where it is but with ``copy``)."""
+        if last and not self.copy:  # (with --copy-tree every file's start is read: asked for)
             self._ending.set()
         with self._lock:
             self._read_start()
@@ -377,6 +381,8 @@ class Workspace:
         threading.Thread(target=self._scan_quietly, args=(at,), daemon=True).start()
 
     def _scan_quietly(self, at: float) -> None:
+        with contextlib.suppress(OSError):  # (behind the agent and the proxy on a busy machine)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             self.scan(at)
         except Exception:

@@ -170,3 +170,30 @@ def test_a_file_changed_before_its_start_was_read_is_said_unread(tmp_path: Path)
     (change,) = recs[-1]["changes"]
     assert change["path"] == "a.txt" and change["before"] == "unread"
     assert change["unread"] == CHANGED
+
+
+@needs_recorder
+def test_copy_tree_keeps_every_files_start(tmp_path: Path) -> None:
+    """``--copy-tree``: every file's start contents beside the cassette, even in a run that ends
+    at once (the default keeps none of a file the agent did not change); a key's never."""
+    work = tmp_path / "work"
+    (work / "pkg").mkdir(parents=True)
+    files = {"a.txt": b"a\n", "pkg/b.py": b"b = 1\n", ".env": b"OPENAI_API_KEY=sk-" + b"k" * 48}
+    for rel, data in files.items():
+        (work / rel).write_bytes(data)
+    env = run_env(tmp_path, PYTHONPATH=str(REPO))
+    env.pop("LOOPTAP_SHELL_TRACE", None)
+    for flag, out in (("--copy-tree", tmp_path / "all.jsonl"), (None, tmp_path / "none.jsonl")):
+        argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(tmp_path / "conf")]
+        proc = progress.run(
+            [*argv, *([flag] if flag else []), "--", "true"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0, explain(proc)
+    kept = {p.name for p in Path(f"{tmp_path / 'all.jsonl'}.files").iterdir()}
+    assert kept == {_sha(files["a.txt"]), _sha(files["pkg/b.py"])}, kept
+    assert not Path(f"{tmp_path / 'none.jsonl'}.files").exists()
