@@ -499,7 +499,7 @@ class Handoff:
         messages.error(f"STORAGE ERROR: {said}")
 
 
-#: The start of a round trip's line in a cassette, as the writer writes it (docs/cassette-format.md).
+#: The start of a round trip's line in a cassette as the writer writes it (cassette-format.md).
 _EXCHANGE = re.compile(rb'\{"type":"exchange","seq":(\d{1,18})[,}]')
 
 

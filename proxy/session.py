@@ -172,7 +172,10 @@ async def run_child(
                 proc, viewer, child_log, child_status, rec.addon.handoff.flush, tracer
             )
             if tree is not None:  # what the last answer's tools changed
-                await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
+                except Exception as exc:  # (the run's record stands; its last scan is what is lost)
+                    messages.error(messages.safe(f"the working tree's last scan failed: {exc}"))
         finally:
             if log is not None:
                 log.close()
@@ -260,8 +263,12 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         return None
     keep = Path(str(config.output) + ".files")
     tree = Workspace(
-        os.getcwd(), keep, _handing(rec), secret,
-        _own(here, config.output, keep, Path(str(config.output) + ".log")), config.copy_tree
+        os.getcwd(),
+        keep,
+        _handing(rec),
+        secret,
+        _own(here, config.output, keep, Path(str(config.output) + ".log")),
+        config.copy_tree,
     )
     try:  # (the walk only: the contents are read at the first model request, on a thread)
         messages.emit(await asyncio.get_running_loop().run_in_executor(None, tree.start))

@@ -179,7 +179,7 @@ class Workspace:
             line += "; left out: " + "; ".join(left)
         if self.cut:
             self._cut_said = True
-            line += f"; past {self.limit:,} files the walk stops: the files past it are not followed"
+            line += f"; past {self.limit:,} files the walk stops: the rest is not followed"
         return line
 
     def read(self) -> None:
@@ -318,17 +318,15 @@ class Workspace:
                 if stat.S_ISREG(st.st_mode):
                     files[rel] = st
             changes: list[dict[str, Any]] = []
-            moved = [
-                rel
-                for rel, st in files.items()
-                if rel in self.in_git and self.seen[rel][:3] != _stat3(st)
-            ]
+            git = self.in_git
+            moved = [r for r, st in files.items() if r in git and self.seen[r][:3] != _stat3(st)]
             gone = [rel for rel in self.seen if rel not in files]
             if self.in_git and (moved or gone):
                 self._from_git(moved + gone)
+            was_seen = self.seen
             for rel, st in files.items():
-                was = self.seen.get(rel)
-                if was is not None and was[:3] == _stat3(st):
+                was = was_seen.get(rel)
+                if was is not None and was[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
                     continue
                 seen, why = self._look(rel, st)
                 if was is not None and was[3] == seen[3] and seen[3] is not None:
@@ -344,8 +342,8 @@ class Workspace:
             if now.cut and not self._cut_said:
                 self._cut_said = True
                 messages.emit(
-                    f"the working tree passed {self.limit:,} files: files created past them are not "
-                    "followed (the record says so)"
+                    f"the working tree passed {self.limit:,} files: files created past them are "
+                    "not followed (the record says so)"
                 )
             if changes or last:
                 self.emit(

@@ -4,9 +4,9 @@ and a fork's scratch tree (:mod:`._fork`) both do it (bounded)."""
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import shutil
-import stat
 import subprocess
 import threading
 from collections import deque
@@ -46,6 +46,7 @@ SKIPPED = frozenset(
 _VCS = frozenset((".git", ".hg", ".svn"))
 #: The first line of a ``CACHEDIR.TAG`` (https://bford.info/cachedir/): the folder is a cache.
 _CACHEDIR = b"Signature: 8a477f597d28d172789f06886806bc55"
+_NAME = operator.attrgetter("name")
 #: How each left-out folder is named when said (:attr:`Walk.skipped`'s keys).
 VENV, PACKAGES, CACHE, OWN = "virtual environment", "node_modules", "cache", "looptap's own output"
 
@@ -110,15 +111,17 @@ def walk(
 ) -> Walk:
     """Every regular file under ``root`` (links not followed; :data:`SKIPPED` folders, a folder
     :func:`_not_work` names and the paths in ``own`` — looptap's outputs, relative to ``root`` —
-    left out), up to ``limit`` files, breadth first. With ``since`` (the start's walk) a folder the start found
-    but did not list to its end is not entered: a file there is not one the start missed."""
+    left out), up to ``limit`` files, breadth first. With ``since`` (the start's walk) a folder
+    the start found but did not list to its end is not entered: a file there is not one the
+    start missed."""
     out = Walk()
     queue = deque([""])  # (breadth first: past the bound, the deepest files are the ones cut)
+    files, left = out.files, limit
     while queue:
         rel = queue.popleft()
         try:
             with os.scandir(os.path.join(root, rel) if rel else root) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_NAME)
         except OSError:
             continue
         why = _not_work(root, rel, entries) if rel else None
@@ -131,23 +134,26 @@ def walk(
                 out.skipped.setdefault(OWN, []).append(name)
                 continue
             try:
+                if e.is_dir(follow_symlinks=False):  # (no stat: the entry's type)
+                    if e.name in SKIPPED:
+                        if e.name not in _VCS:  # (version control's store: not said)
+                            kind = PACKAGES if e.name == "node_modules" else CACHE
+                            out.skipped.setdefault(kind, []).append(name)
+                        continue
+                    out.dirs.add(name)
+                    if since is None or name in since.whole or name not in since.dirs:
+                        queue.append(name)
+                    continue
+                if not e.is_file(follow_symlinks=False):
+                    continue
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.name in SKIPPED:
-                    if e.name not in _VCS:  # (version control's store: never the work, not said)
-                        kind = PACKAGES if e.name == "node_modules" else CACHE
-                        out.skipped.setdefault(kind, []).append(name)
-                    continue
-                out.dirs.add(name)
-                if since is None or name in since.whole or name not in since.dirs:
-                    queue.append(name)
-            elif stat.S_ISREG(st.st_mode):
-                if len(out.files) >= limit:
-                    out.cut = True
-                    return out
-                out.files[name] = st
+            if not left:
+                out.cut = True
+                return out
+            files[name] = st
+            left -= 1
         out.whole.add(rel)
     return out
 

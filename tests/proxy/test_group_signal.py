@@ -84,4 +84,3 @@ def test_a_signal_to_the_group_ends_with_the_files_counts(
     assert "STORAGE ERROR" not in stderr and "not recorded" not in stderr, stderr
     assert "NOT recorded" not in stderr, stderr
     assert f"{in_file} round trips in {out}" in stderr, stderr
-

@@ -202,7 +202,8 @@ def test_outside_git_the_tree_is_taken_as_before(
     assert "digest_of" not in recs[0] and not ws.in_git
     assert recs[0]["digest"] == digest(str(root))[0]
     assert not (tmp_path / "kept").exists() and sorted(ws.held) == sorted(_tree(root))
-    ws = Workspace(str(root), tmp_path / "all", recs.append, lambda b: SECRET.encode() in b, copy=True)
+    key = SECRET.encode()
+    ws = Workspace(str(root), tmp_path / "all", recs.append, lambda b: key in b, copy=True)
     ws.start()
     ws.read()
     assert {p.name for p in (tmp_path / "all").iterdir()} == {
