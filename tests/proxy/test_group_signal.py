@@ -9,10 +9,12 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.proxy.test_e2e_node_agents import REPO, run_env
+from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -27,7 +29,7 @@ for i in range(3):
         headers={"content-type": "application/json", "x-api-key": "sk-ant-group",
                  "anthropic-version": "2023-06-01"})
     urllib.request.urlopen(req).read()
-print("sent", flush=True)
+open(sys.argv[1], "w").close()
 time.sleep(600)
 """
 
@@ -54,29 +56,21 @@ def test_a_signal_to_the_group_ends_with_the_files_counts(
         env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: the default level here)
     work = tmp_path / "work"
     work.mkdir()
+    sent = tmp_path / "sent"
     with ScriptedUpstream(_route) as up:
         argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(tmp_path / "conf")]
-        argv += ["--upstream", f"anthropic={up.url}", "--", "python3", str(agent)]
-        proc = subprocess.Popen(
-            argv,
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # (its own process group, as a CI job's)
-        )
-        assert proc.stdout is not None
-        try:
-            line = proc.stdout.readline()  # the agent's "sent": its three answers came back
-            assert line.strip() == "sent", proc.stderr.read() if proc.poll() is not None else ""
-            os.killpg(proc.pid, sig)
-            _, stderr = proc.communicate(timeout=600)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        argv += ["--upstream", f"anthropic={up.url}", "--", "python3", str(agent), str(sent)]
+        # in a process group of its own, as a CI job's; stdin and stdout /dev/null
+        quiet, pipe = subprocess.DEVNULL, subprocess.PIPE
+        opts: dict[str, Any] = {"cwd": work, "env": env, "stdin": quiet, "stdout": quiet}
+        with subprocess.Popen(argv, **opts, stderr=pipe, text=True, start_new_session=True) as proc:
+            try:  # the agent's three answers came back (hung: no progress of the run's tree)
+                progress.until(lambda: sent.exists() or proc.poll() is not None, pids=[proc.pid])
+                os.killpg(proc.pid, sig)
+                _, stderr = progress.communicate(proc, what="looptap run after the signal")
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
     in_file = sum(
         1 for x in out.read_text().splitlines() if json.loads(x).get("type") == "exchange"
     )
