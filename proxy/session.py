@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,9 @@ async def run_child(
             if interrupts.pending():
                 return 130, rec.addon
             tracer = _tracer(config, rec) if config.shell_trace else None
-            tree = await _workspace(config, rec) if config.shell_trace else None
+            tree = (
+                await _workspace(config, rec, child_env is not None) if config.shell_trace else None
+            )
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *(tracer.argv(argv) if tracer is not None else argv),
@@ -240,10 +243,12 @@ def _handing(rec: Recorder) -> Callable[[dict[str, Any]], None]:
     return emit
 
 
-async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
-    """The agent's working tree, taken now and at each model request (proxy/workspace.py), its
-    contents kept beside the cassette (``OUTPUT.files/``) unless the redactor finds a key in
-    them."""
+async def _workspace(config: RecorderConfig, rec: Recorder, fork: bool) -> Workspace | None:
+    """The agent's working tree, walked now, its start contents read on a thread of their own
+    while the agent starts (a ``fork``'s before it starts: its prefix, replayed at once, changes
+    files before any request reaches the recorder), and taken at each model request
+    (proxy/workspace.py); contents kept beside the cassette (``OUTPUT.files/``) unless the
+    redactor finds a key in them."""
     from ..cassettes.recording import Redactor
 
     redactor = Redactor.configured(
@@ -270,11 +275,18 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         _own(here, config.output, keep, Path(str(config.output) + ".log")),
         config.copy_tree,
     )
-    try:  # (the walk only: the contents are read at the first model request, on a thread)
-        messages.emit(await asyncio.get_running_loop().run_in_executor(None, tree.start))
+    loop = asyncio.get_running_loop()
+    try:  # (the walk only: no file read before the agent starts, but in a fork)
+        messages.emit(await loop.run_in_executor(None, tree.start))
+        if fork:
+            await loop.run_in_executor(None, tree.read)
     except OSError as exc:
         messages.error(f"the working tree could not be read ({exc}): its changes are not recorded")
         return None
+    if not fork:
+        threading.Thread(
+            target=_read_quietly, args=(tree,), name="looptap-tree", daemon=True
+        ).start()
     if rec.master is not None:
         rec.master.addons.add(tree)
     return tree
@@ -289,6 +301,15 @@ def _own(root: str, *paths: Path) -> frozenset[str]:
         if not rel.startswith(os.pardir):
             out.add(rel)
     return frozenset(out)
+
+
+def _read_quietly(tree: Workspace) -> None:
+    with contextlib.suppress(OSError):  # (behind the agent's own start on a busy machine)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    try:
+        tree.read()
+    except Exception as exc:  # (the scans say what changed; the start's record is what is lost)
+        messages.error(messages.safe(f"the working tree's start could not be read: {exc}"))
 
 
 def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:
