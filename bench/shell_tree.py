@@ -4,8 +4,8 @@ tree: ``looptap run``'s start-up, and each turn's snapshot.
 A generated tree of ``--files`` files (default 20,000, the walk's bound, and 30,000: past it),
 each a distinct text file of 0.5–4 KiB in folders of 100, and a small tree of 100 files beside it.
 In each tree, ``looptap run -- /bin/true`` is run plainly (``--no-shell-trace``) and the default
-way (the processes traced, the tree walked at the start; its contents are read at the first
-model request, which this run does not send), alternating, ``--n`` times each: wall time of the
+way (the processes traced, the tree walked at the start, its contents read on a thread while
+the command runs), alternating, ``--n`` times each: wall time of the
 whole run, and the CPU time of its process tree (``RUSAGE_CHILDREN``). The agent here does
 nothing: what differs is the start (and the last scan at its end).
 

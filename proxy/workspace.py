@@ -6,8 +6,8 @@ created, changed or removed, with its size and sha256 before and after.
 
 The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
-out, and said); each file's start contents are read at its first model request, on the scan's
-thread (the request goes on), and a file that changed in between is said ``unread``, never taken
+out, and said); each file's start contents are read while it starts, on a thread of their own
+(in a fork before it starts), and a file that changed in between is said ``unread``, never taken
 as the start. Nothing is written
 for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
 and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
@@ -96,12 +96,12 @@ def _left(kind: str, rels: list[str]) -> str:
 
 class Workspace:
     """The tree under ``root``: walked at the start (:meth:`start`, ``stat`` only: the agent is
-    not kept waiting), its start contents read by the first scan (or :meth:`read`) and at each
-    model request what changed (:meth:`scan`, from any thread: serialised, after the read);
-    each change is handed to ``emit`` as a ``files`` record. The start contents of a file are
-    kept in ``keep`` at its first change (held in memory until then, :data:`HELD` bytes), unless
-    ``secret`` says they hold one; with ``copy`` every file's at once. ``own``: looptap's own
-    outputs (paths relative to ``root``), never walked."""
+    not kept waiting), its start contents read on a thread of their own (:meth:`read`; else by
+    the first scan) and at each model request what changed (:meth:`scan`, from any thread:
+    serialised, after the read); each change is handed to ``emit`` as a ``files`` record. The
+    start contents of a file are kept in ``keep`` at its first change (held in memory until then,
+    :data:`HELD` bytes), unless ``secret`` says they hold one; with ``copy`` every file's at once.
+    ``own``: looptap's own outputs (paths relative to ``root``), never walked."""
 
     def __init__(
         self,

@@ -133,7 +133,7 @@ RUN = Command(
         ),
         "--copy-tree": flag(
             "keep the start contents of every file of the working tree beside the cassette "
-            "(OUTPUT.files/), read after the command started: a fork can then put back any file, "
+            "(OUTPUT.files/), read while the command starts: a fork can then put back any file, "
             "in git or not (by default only the files the command changed are kept, at their "
             "first change; docs/shell-file-tools.md)"
         ),
