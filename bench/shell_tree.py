@@ -4,8 +4,8 @@ tree: ``looptap run``'s start-up, and each turn's snapshot.
 A generated tree of ``--files`` files (default 20,000, the walk's bound, and 30,000: past it),
 each a distinct text file of 0.5–4 KiB in folders of 100, and a small tree of 100 files beside it.
 In each tree, ``looptap run -- /bin/true`` is run plainly (``--no-shell-trace``) and the default
-way (the processes traced, the tree taken at the start: every file walked, hashed, and its
-contents kept beside the cassette for a fork), alternating, ``--n`` times each: wall time of the
+way (the processes traced, the tree walked at the start, its contents read on a thread while
+the command runs), alternating, ``--n`` times each: wall time of the
 whole run, and the CPU time of its process tree (``RUSAGE_CHILDREN``). The agent here does
 nothing: what differs is the start (and the last scan at its end).
 
@@ -36,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))
 
+from looptap.cassettes.recording import Redactor  # noqa: E402
 from looptap.cassettes.shell import FILES  # noqa: E402
 from looptap.proxy.workspace import Workspace  # noqa: E402
 from tests.support.recorder import RECORDER, clean_env  # noqa: E402
@@ -85,8 +86,9 @@ def run_once(mode: str, tree: Path, confdir: Path, out: Path) -> dict[str, Any]:
 def scans(tree: Path, n: int, keep: Path) -> dict[str, list[tuple[float, float]]]:
     """Wall and CPU seconds of ``n`` scans with nothing changed and ``n`` after 100 rewrites."""
     records: list[dict[str, Any]] = []
-    ws = Workspace(str(tree), keep, records.append, lambda data: False)
+    ws = Workspace(str(tree), keep, records.append, Redactor().seal)
     ws.start()
+    ws.read()
     out: dict[str, list[tuple[float, float]]] = {"unchanged": [], "100 changed": []}
     files = sorted(tree.rglob("*.py"))[:100]
     for i in range(n):

@@ -401,6 +401,7 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
     config = _config(args)
     config.command = tuple(argv)
     config.shell_trace = _shell_trace(args)
+    config.copy_tree = bool(getattr(args, "copy_tree", False))
     _warn_exposure(args)
 
     try:

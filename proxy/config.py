@@ -80,6 +80,8 @@ class RecorderConfig:
     #: also each program and its exit, traced with ptrace: proxy/shell_trace.py), ``"full"``
     #: (``--shell-trace``: each process's output and files too), ``""`` (``--no-shell-trace``).
     shell_trace: str = ""
+    #: ``looptap run --copy-tree``: keep every file's start contents, not only the changed ones'.
+    copy_tree: bool = False
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""

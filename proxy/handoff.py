@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import select
 import threading
 import time
@@ -79,9 +80,16 @@ class Handoff:
         self.failed_records = 0
         #: What was lost, one redacted line each.
         self.lost: list[str] = []
-        #: One entry per round trip handed over and not answered yet, in hand-off order (the
-        #: writer answers in that order): its receipt, if it has one. Guarded by :attr:`_done`.
-        self._pending: deque[Receipt | None] = deque()
+        #: One entry per item handed over and not answered yet, in hand-off order (the writer
+        #: answers in that order): its receipt, if it has one, and whether it is a round trip (not
+        #: a record beside them: a traced process, the tree). Guarded by :attr:`_done`.
+        self._pending: deque[tuple[Receipt | None, bool]] = deque()
+        #: The cassette of the running writer, the ``seq`` its first round trip gets (its
+        #: ``ready`` answer), and the round trips it answered as stored: what it stored unanswered
+        #: is counted from the file when it stops (:meth:`_in_file`).
+        self._path: Path | None = None
+        self._base: int | None = None
+        self._stored_here = 0
         self._done = threading.Condition()
         self._process: WriterProcess | None = None
         self._inbox: Pipe | None = None
@@ -139,16 +147,23 @@ class Handoff:
         in_r.close()
         out_w.close()
         try:
-            self.connect(process, in_w, out_r, stall=stall)
+            self.connect(process, in_w, out_r, stall=stall, path=path)
         except HandoffError:
             process.kill()
             process.join(timeout=5)
             raise
 
     def connect(
-        self, process: WriterProcess, inbox: Pipe, outbox: Pipe, stall: float = START_STALL
+        self,
+        process: WriterProcess,
+        inbox: Pipe,
+        outbox: Pipe,
+        stall: float = START_STALL,
+        path: Path | None = None,
     ) -> None:
-        """Use a started writer: frames go into ``inbox``, its answers come from ``outbox``. Waits
+        """Use a started writer (on the cassette at ``path``, where what it stored is counted
+        should it stop without answering): frames go into ``inbox``, its answers come from
+        ``outbox``. Waits
         for its ``ready`` answer while the writer is alive and makes progress (its CPU time, its
         children, its reads and writes: :class:`cassettes.liveness.Progress`); raises
         :class:`HandoffError` (both ends closed) when it ended, answered otherwise, or made no
@@ -158,7 +173,7 @@ class Handoff:
         os.set_blocking(outbox.fileno(), False)
         reader = FrameReader()
         moving = Progress(getattr(process, "pid", None), stall)
-        ready, msg = False, "the writer process ended at start-up"
+        ready, msg, base = False, "the writer process ended at start-up", None
         while True:
             if select.select([outbox.fileno()], [], [], POLL)[0]:
                 if not _read_available(outbox.fileno(), reader):
@@ -167,6 +182,7 @@ class Handoff:
                 if frames:
                     kind, msg = frames[0]
                     ready = kind == "ready"
+                    base = msg if ready and isinstance(msg, int) else None
                     break
             elif not process.is_alive():
                 break
@@ -183,6 +199,7 @@ class Handoff:
         with self._io:
             self._process, self._inbox, self._outbox, self._answers = process, inbox, outbox, reader
             self._answers_eof = self._writer_gone = False
+            self._path, self._base, self._stored_here = path, base, 0
         self.attach()
 
     @property
@@ -266,7 +283,8 @@ class Handoff:
             except RuntimeError:
                 pass
         with self._done:
-            self._pending.append(slip)  # before the write: the writer's answer may come at once
+            # before the write: the writer's answer may come at once
+            self._pending.append((slip, not isinstance(item, dict)))
         try:
             self._send(parts)
         except HandoffError:
@@ -316,8 +334,9 @@ class Handoff:
             self._on_answer(kind, msg)
         if ended:  # nothing will answer what waits: the responses held for it go on
             with self._done:
-                waiting = [r for r in self._pending if r is not None]
-                self._pending = deque(None for _ in self._pending)  # still counted by flush / close
+                waiting = [r for r, _trip in self._pending if r is not None]
+                # (still counted by flush / close)
+                self._pending = deque((None, trip) for _r, trip in self._pending)
                 self._done.notify_all()
             for r in waiting:
                 r.release()
@@ -355,11 +374,12 @@ class Handoff:
         released: list[Receipt] = []
         with self._done:
             for _ in range(min(n, len(self._pending))):
-                r = self._pending.popleft()
+                r, _trip = self._pending.popleft()
                 if r is not None:
                     released.append(r)
             if kind == "ok":
                 self.recorded += n
+                self._stored_here += n
             elif kind == "storage_error":
                 self.storage_errors += 1
                 self.lost.append(messages.safe(str(msg)))
@@ -422,24 +442,54 @@ class Handoff:
             self._overflow.clear()
         with self._done:
             waiting, self._pending = self._pending, deque()
-        for r in waiting:
+        for r, _trip in waiting:
             if r is not None:
                 r.release()
         if not count:
             return
         never = min(never, len(waiting))
-        if len(waiting) > never:
+        reached = [trip for _r, trip in list(waiting)[: len(waiting) - never]]
+        unsent = sum(trip for _r, trip in list(waiting)[len(waiting) - never :])
+        trips = sum(reached)
+        if trips:  # the writer stopped without answering: what it stored is in the file
+            stored = min(trips, self._in_file())
+            with self._done:
+                self.recorded += stored
+            if stored:
+                messages.emit(
+                    f"the writer process stopped; {_trips(stored)} it had not answered for "
+                    "are in the cassette (counted from the file)"
+                )
+            if trips > stored:
+                self._count_lost(
+                    trips - stored,
+                    "the writer process stopped before storing them",
+                    f"the writer process stopped; {_trips(trips - stored)} not in the cassette "
+                    "(counted from the file)",
+                )
+        if unsent:
             self._count_lost(
-                len(waiting) - never,
-                "the writer process stopped before storing them",
-                f"the writer process stopped; {_trips(len(waiting) - never)} not recorded",
-            )
-        if never:
-            self._count_lost(
-                never,
+                unsent,
                 "never handed to the writer",
-                f"{_trips(never)} {'was' if never == 1 else 'were'} never handed to the writer",
+                f"{_trips(unsent)} {'was' if unsent == 1 else 'were'} never handed to the writer",
             )
+
+    def _in_file(self) -> int:
+        """The round trips the writer stored without answering for them: its round trips in the
+        cassette (whole lines, ``seq`` from its first on) less those it answered for; 0 when the
+        file cannot be read."""
+        if self._path is None or self._base is None:
+            return 0
+        found = 0
+        try:
+            with open(self._path, "rb") as f:
+                for line in f:
+                    m = _EXCHANGE.match(line)
+                    if m is not None and line.endswith(b"\n") and int(m[1]) >= self._base:
+                        found += 1
+        except OSError:
+            return 0
+        return max(0, found - self._stored_here)
 
     def _count_lost(self, n: int, why: str, said: str) -> None:
         with self._done:
@@ -447,6 +497,10 @@ class Handoff:
             self.lost.append(f"{_trips(n)}: {why}")
             self._done.notify_all()
         messages.error(f"STORAGE ERROR: {said}")
+
+
+#: The start of a round trip's line in a cassette as the writer writes it (cassette-format.md).
+_EXCHANGE = re.compile(rb'\{"type":"exchange","seq":(\d{1,18})[,}]')
 
 
 def _read_available(fd: int, reader: FrameReader) -> bool:

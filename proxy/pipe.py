@@ -7,9 +7,10 @@ Two plain OS pipes, one per direction, carry length-prefixed pickles (:func:`fra
   result-collector thread woke on every round trip and took the GIL from the event loop). Once a
   frame is in the pipe it lives in the kernel: a SIGKILL of the proxy does not lose it, the writer
   reads it, and the pipe's end-of-file is what tells the writer the proxy is gone.
-* **writer → proxy**: ``("ready", None)`` once the cassette is open, then answers in the order
-  the exchanges came, batched: ``("ok", n)`` for ``n`` stored round trips, ``("storage_error",
-  msg)`` or ``("failed", msg)`` for one that was not.
+* **writer → proxy**: ``("ready", SEQ)`` once the cassette is open (``SEQ``: its first round
+  trip's ``seq``), then answers in the order the exchanges came, batched: ``("ok", n)`` for
+  ``n`` stored round trips, ``("storage_error", msg)`` or ``("failed", msg)`` for one that was
+  not.
 
 A module of its own, importing nothing of ``cassettes``: the mitmproxy process imports this, not
 the writer's pipeline (pydantic, the parser, the codec and the store stay in the writer process).

@@ -145,7 +145,9 @@ async def run_child(
             if interrupts.pending():
                 return 130, rec.addon
             tracer = _tracer(config, rec) if config.shell_trace else None
-            tree = await _workspace(config, rec) if config.shell_trace else None
+            tree = (
+                await _workspace(config, rec, child_env is not None) if config.shell_trace else None
+            )
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *(tracer.argv(argv) if tracer is not None else argv),
@@ -175,7 +177,10 @@ async def run_child(
                 proc, viewer, child_log, child_status, rec.addon.handoff.flush, tracer
             )
             if tree is not None:  # what the last answer's tools changed
-                await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, tree.scan, None, True)
+                except Exception as exc:  # (the run's record stands; its last scan is what is lost)
+                    messages.error(messages.safe(f"the working tree's last scan failed: {exc}"))
         finally:
             if out is not None:
                 os.close(out)
@@ -263,10 +268,12 @@ def _handing(rec: Recorder) -> Callable[[dict[str, Any]], None]:
     return emit
 
 
-async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
-    """The agent's working tree, taken now and at each model request (proxy/workspace.py), its
-    contents kept beside the cassette (``OUTPUT.files/``) unless the redactor finds a key in
-    them."""
+async def _workspace(config: RecorderConfig, rec: Recorder, fork: bool) -> Workspace | None:
+    """The agent's working tree, walked now, its start contents read on a thread of their own
+    while the agent starts (a ``fork``'s before it starts: its prefix, replayed at once, changes
+    files before any request reaches the recorder), and taken at each model request
+    (proxy/workspace.py); contents kept beside the cassette (``OUTPUT.files/``) unless the
+    redactor finds a key in them."""
     from ..cassettes.recording import Redactor
 
     redactor = Redactor.configured(
@@ -282,15 +289,49 @@ async def _workspace(config: RecorderConfig, rec: Recorder) -> Workspace | None:
         )
         return None
     keep = Path(str(config.output) + ".files")
-    tree = Workspace(os.getcwd(), keep, _handing(rec), redactor.seal)
-    try:
-        await asyncio.get_running_loop().run_in_executor(None, tree.start)
+    tree = Workspace(
+        os.getcwd(),
+        keep,
+        _handing(rec),
+        redactor.seal,
+        _own(here, config.output, keep, Path(str(config.output) + ".log")),
+        config.copy_tree,
+    )
+    loop = asyncio.get_running_loop()
+    try:  # (the walk only: no file read before the agent starts, but in a fork)
+        messages.emit(await loop.run_in_executor(None, tree.start))
+        if fork:
+            await loop.run_in_executor(None, tree.read)
     except OSError as exc:
         messages.error(f"the working tree could not be read ({exc}): its changes are not recorded")
         return None
+    if not fork:
+        threading.Thread(
+            target=_read_quietly, args=(tree,), name="looptap-tree", daemon=True
+        ).start()
     if rec.master is not None:
         rec.master.addons.add(tree)
     return tree
+
+
+def _own(root: str, *paths: Path) -> frozenset[str]:
+    """looptap's outputs under ``root`` (the cassette, its ``.files/``), relative to it: never
+    taken as the agent's work, never copied into themselves."""
+    out = set()
+    for p in paths:
+        rel = os.path.relpath(os.path.realpath(p), root)
+        if not rel.startswith(os.pardir):
+            out.add(rel)
+    return frozenset(out)
+
+
+def _read_quietly(tree: Workspace) -> None:
+    with contextlib.suppress(OSError):  # (behind the agent's own start on a busy machine)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    try:
+        tree.read()
+    except Exception as exc:  # (the scans say what changed; the start's record is what is lost)
+        messages.error(messages.safe(f"the working tree's start could not be read: {exc}"))
 
 
 def _tracer(config: RecorderConfig, rec: Recorder) -> Tracer | None:

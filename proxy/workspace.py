@@ -1,26 +1,35 @@
-"""The working tree of a coding agent, per turn (docs/shell-file-tools.md): with ``looptap run
---shell-trace`` the recorder takes the tree the agent runs in (its working directory) at the start
-and again each time the agent sends a model request (it waits for the answer then: what changed
-since the last request is what its tools did for the last answer), and writes one ``files`` record
-per change seen: each file created, changed or removed, with its size and sha256 before and after.
+"""The working tree of a coding agent, per turn (docs/shell-file-tools.md): the recorder takes
+the tree the agent runs in (its working directory) at the start and again each time the agent
+sends a model request (it waits for the answer then: what changed since the last request is what
+its tools did for the last answer), and writes one ``files`` record per change seen: each file
+created, changed or removed, with its size and sha256 before and after.
 
-The contents are kept content-addressed beside the cassette (``RUN.jsonl.files/``, mode 0700, each
-blob 0600, named by its sha256) so that a fork can rebuild the tree as it was: the start's contents
-of every file that changed, and each change's. In a git work tree what git already holds is not
-read at the start: a tracked file git finds clean is named by its blob id, and its start contents
-are taken from git (``git cat-file``) and kept at its first change; an ignored file (a build
-output) is seen by its size only, and a change of it says its start was not read (``unread``).
-Git is only read (no optional locks: the index is never refreshed). A content the redactor would
-mask (a key in a ``.env``, in a file of the tree or from git) is not kept: its record says
-``withheld``. Bounded: :data:`FILES` files walked (the rest said), files over :data:`HASHED`
-bytes named by size only, blobs over :data:`BLOB` bytes not kept, :data:`KEPT` bytes of blobs a
-run.
+The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
+:data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
+out, and said); each file's start contents are read while it starts, on a thread of their own
+(in a fork before it starts), and a file that changed in between is said ``unread``, never taken
+as the start. Nothing is written
+for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
+and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
+sha256) at its first change, with each change's, so that a fork can rebuild the tree as it was
+(``--copy-tree``: every file's at once). In a git work tree what git already holds is not read: a
+tracked file git finds clean is named by its blob id, and its start contents are taken from git
+(``git cat-file``) at its first change; an ignored file (a build output) is seen by its size only,
+and a change of it says its start was not read (``unread``). Git is only read (no optional locks:
+the index is never refreshed). A content the redactor would mask (a key in a ``.env``, in a file
+of the tree or from git) is not kept: its record says ``withheld``. Past the walk's bound a file
+the start did not reach is never taken as created, and one it did reach is followed by its own
+``lstat`` (a removal is never lost); the cut is said once. Bounded: files over :data:`HASHED`
+bytes named by size only, :data:`KEPT` bytes read at the start, blobs over :data:`BLOB` bytes not
+kept, :data:`KEPT` bytes of blobs a run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -29,19 +38,23 @@ from typing import Any
 
 from ..cassettes.shell import (
     BLOB,
+    BREADTH,
     BY_BLOB,
     FILES,
     GIT,
     HASHED,
     KEPT,
     GitTree,
+    Walk,
     file_hash,
     git_blobs,
     git_tree,
+    read_bytes,
     tree_line,
     walk,
 )
 from ..cassettes.storage import Redacted, write_sealed
+from . import messages
 
 __all__ = ["Workspace"]
 
@@ -49,13 +62,48 @@ __all__ = ["Workspace"]
 Seen = tuple[int, int, int, str | None]
 #: Why a file's start contents were not read (a ``files`` change's ``unread``).
 IGNORED = "ignored by git: its contents at the start were not read"
+CHANGED = "it changed after the agent started, before its start was read"
+ENDED = "the run ended before its start was read"
+PAST = f"past the start's bound on bytes read ({KEPT >> 20} MiB)"
+LARGE = "its contents at the start: too large to hash"
+UNREADABLE = "its contents at the start could not be read"
+#: Bytes of start contents held in memory (written beside the cassette at a file's first change).
+HELD = 64 << 20
+#: How each kind of folder left out is said: (one, many).
+_KINDS = {
+    "virtual environment": ("virtual environment", "virtual environments"),
+    "node_modules": ("node_modules folder", "node_modules folders"),
+    "cache": ("cache", "caches"),
+    "looptap's own output": ("output of this run", "outputs of this run"),
+}
+
+
+def _stat3(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _as_seen(seen: Seen) -> os.stat_result:
+    """A stat result of a file as last seen (one this scan could not ``lstat``: not judged)."""
+    size, mtime_ns, ino, _sha = seen
+    return os.stat_result((stat.S_IFREG, ino, 0, 1, 0, 0, size, 0, 0, 0, 0, 0, 0, 0, mtime_ns, 0))
+
+
+def _left(kind: str, rels: list[str]) -> str:
+    """``3 virtual environments (env, tools/py, .venv)``: a kind of folder left out, said."""
+    one, many = _KINDS.get(kind, (kind, kind))
+    names = ", ".join(rels[:3]) + (f" and {len(rels) - 3:,} more" if len(rels) > 3 else "")
+    return f"{len(rels):,} {one if len(rels) == 1 else many} ({names})"
 
 
 class Workspace:
-    """The tree under ``root``, scanned at the start (:meth:`start`) and at each model request
-    (:meth:`scan`, from any thread: scans are serialised); each change is handed to ``emit`` as a
-    ``files`` record, contents kept in ``keep`` as ``seal`` (the redactor) passes them, unless
-    it masked something in them (docs/redaction.md, "One gate")."""
+    """The tree under ``root``: walked at the start (:meth:`start`, ``stat`` only: the agent is
+    not kept waiting), its start contents read on a thread of their own (:meth:`read`; else by
+    the first scan) and at each model request what changed (:meth:`scan`, from any thread:
+    serialised, after the read); each change is handed to ``emit`` as a ``files`` record. The
+    start contents of a file are kept in ``keep`` at its first change (held in memory until then,
+    :data:`HELD` bytes), as ``seal`` (the redactor) passes them, unless it masked something in
+    them (docs/redaction.md, "One gate"); with ``copy`` every file's at once.
+    ``own``: looptap's own outputs (paths relative to ``root``), never walked."""
 
     def __init__(
         self,
@@ -63,19 +111,32 @@ class Workspace:
         keep: Path,
         emit: Callable[[dict[str, Any]], None],
         seal: Callable[[bytes], Redacted],
+        own: frozenset[str] = frozenset(),
+        copy: bool = False,
     ) -> None:
         self.root = root
         self.keep = keep
         self.emit = emit
         self.seal = seal
+        self.own = own
+        self.copy = copy
+        #: Files a walk follows (:data:`FILES`).
+        self.limit = FILES
         self.seen: dict[str, Seen] = {}
         self.kept = 0
         self.cut = False
+        self.first = Walk()
         #: Files git held clean at the start, not yet changed: their blob ids.
         self.in_git: dict[str, str] = {}
         #: Files whose start contents were not read, not yet changed: why.
         self.unread: dict[str, str] = {}
+        #: Start contents not written yet (the file has not changed), and their bytes in all.
+        self.held: dict[str, bytes] = {}
+        self._held = 0
         self._lock = threading.Lock()
+        self._read = False
+        self._ending = threading.Event()
+        self._cut_said = False
 
     def _blob(self, sha: str | None, data: bytes | None) -> str | None:
         """Keep ``data`` under its sha256; ``None`` when kept, else why not."""
@@ -102,66 +163,108 @@ class Workspace:
 
     def _look(self, rel: str, st: os.stat_result) -> tuple[Seen, str | None]:
         sha, data = file_hash(os.path.join(self.root, rel), st.st_size)
-        return (st.st_size, st.st_mtime_ns, st.st_ino, sha), self._blob(sha, data)
+        return (*_stat3(st), sha), self._blob(sha, data)
 
-    def start(self) -> None:
-        """The tree at the start: each file hashed and its contents kept (in a git work tree only
-        the files git does not hold: :func:`git_tree`); one ``files`` record with the count and a
-        digest of the whole (a fork compares the user's tree with it)."""
+    def start(self) -> str:
+        """The tree at the start, walked (``stat`` only, bounded by :data:`FILES` files): what
+        it left out and whether it was cut, said in one line (returned)."""
         with self._lock:
-            t = time.time()
-            git = git_tree(self.root)
-            files, self.cut = walk(self.root)
-            listing = hashlib.sha256()
-            unkept = 0
-            for rel, st in files.items():
-                if git is not None:
-                    line, kept = self._start_git(rel, st, git)
-                else:
-                    seen, why = self._look(rel, st)
-                    self.seen[rel] = seen
-                    line, kept = str(seen[3]), why is None
-                unkept += not kept
-                listing.update(f"{rel}\0{line}\n".encode(errors="surrogateescape"))
-            self.emit(
-                {
-                    "type": "files",
-                    "at": t,
-                    "start": True,
-                    "root": self.root,
-                    "files": len(files),
-                    "digest": listing.hexdigest(),
-                    "cut": self.cut,
-                    "unkept": unkept,
-                    **(
-                        {
-                            "digest_of": BY_BLOB,
-                            "in_git": len(self.in_git),
-                            "unread": len(self.unread),
-                        }
-                        if git is not None
-                        else {}
-                    ),
-                }
-            )
+            self.at = time.time()
+            self.first = walk(self.root, self.limit, self.own)
+            self.cut = self.first.cut
+            self.seen = {rel: (*_stat3(st), None) for rel, st in self.first.files.items()}
+        line = f"the working tree: {len(self.seen):,} files followed"
+        left = [_left(kind, rels) for kind, rels in self.first.skipped.items()]
+        if left:
+            line += "; left out: " + "; ".join(left)
+        if self.cut:
+            self._cut_said = True
+            line += f"; past {self.limit:,} files the walk stops: the rest is not followed"
+        return line
 
-    def _start_git(self, rel: str, st: os.stat_result, git: GitTree) -> tuple[str, bool]:
-        """A file of a tree in git at the start: its digest line (:func:`tree_line`), and whether
-        its start contents are held (by git, or kept)."""
-        line, data = tree_line(self.root, rel, st, git)
-        stat3 = (st.st_size, st.st_mtime_ns, st.st_ino)
-        if rel in git.clean:
-            self.in_git[rel] = line
-            self.seen[rel] = (*stat3, None)
-            return line, True
-        if data is None and git.ignored(rel):
-            self.unread[rel] = IGNORED
-            self.seen[rel] = (*stat3, None)
-            return line, False
-        sha = hashlib.sha256(data).hexdigest() if data is not None else None
-        why = self._blob(sha, data if data is not None and len(data) <= BLOB else None)
-        self.seen[rel] = (*stat3, sha)
-        return line, why is None
+    def read(self) -> None:
+        """The start's contents, read after the agent started (each file's sha256, or in a git work
+        tree what git does not hold: :func:`git_tree`), then one ``files`` record with the count
+        and a digest of the whole (a fork compares the user's tree with it). A file that changed
+        since the walk is not taken as the start (``unread``); the run's end stops the reading."""
+        with self._lock:
+            self._read_start()
+
+    def _read_start(self) -> None:
+        if self._read:
+            return
+        self._read = True
+        git = None if self._ending.is_set() else git_tree(self.root)
+        listing = hashlib.sha256()
+        whole, read = True, 0
+        for i, (rel, st) in enumerate(self.first.files.items()):
+            stat3, line = _stat3(st), None
+            if self._ending.is_set():  # (the rest: not read)
+                self.unread.update(dict.fromkeys(list(self.first.files)[i:], ENDED))
+                whole = False
+                break
+            if git is not None and rel in git.clean:
+                if self._now(rel) == stat3:
+                    self.in_git[rel] = line = git.clean[rel]
+                else:
+                    self.unread[rel] = CHANGED
+            elif git is not None and git.ignored(rel):
+                self.unread[rel], line = IGNORED, f"size {st.st_size}"
+            elif read + st.st_size > KEPT:
+                self.unread[rel] = PAST
+            else:
+                read += min(st.st_size, HASHED)
+                line = self._take(rel, st, git)
+            if line is None:
+                whole = False
+            else:
+                listing.update(f"{rel}\0{line}\n".encode(errors="surrogateescape"))
+        self.emit(
+            {
+                "type": "files",
+                "at": self.at,
+                "start": True,
+                "root": self.root,
+                "files": len(self.first.files),
+                "digest": listing.hexdigest() if whole else None,
+                "cut": self.cut,
+                "unread": len(self.unread),
+                "held": len(self.held),
+                "skipped": {k: v[:100] for k, v in self.first.skipped.items()},
+                "own": sorted(self.own),
+                "walk": BREADTH,
+                **({"digest_of": BY_BLOB, "in_git": len(self.in_git)} if git is not None else {}),
+            }
+        )
+
+    def _now(self, rel: str) -> tuple[int, int, int] | None:
+        try:
+            return _stat3(os.lstat(os.path.join(self.root, rel)))
+        except OSError:
+            return None
+
+    def _take(self, rel: str, st: os.stat_result, git: GitTree | None) -> str | None:
+        """A file's start contents, read: its digest line (its sha256, or its git blob id in a
+        git work tree), its bytes held (or kept with ``copy``); ``None`` when it changed since
+        the walk (then not the start: ``unread``)."""
+        if git is not None:
+            line, data = tree_line(self.root, rel, st, git)
+        else:
+            line, data = None, read_bytes(os.path.join(self.root, rel), st.st_size)
+        if self._now(rel) != _stat3(st):
+            self.unread[rel] = CHANGED
+            return None
+        if data is None:  # too large to hash, or not readable
+            self.unread[rel] = LARGE if st.st_size > HASHED else UNREADABLE
+            return line if git is not None else "None"
+        sha = hashlib.sha256(data).hexdigest()
+        self.seen[rel] = (*_stat3(st), sha)
+        if self.copy:
+            self._blob(sha, data if len(data) <= BLOB else None)
+        elif len(data) <= BLOB and self._held + len(data) <= HELD:
+            self.held[rel] = data
+            self._held += len(data)
+        return line if git is not None else sha
 
     def _from_git(self, rels: list[str]) -> None:
         """The start contents of files git held clean, at their first change (or removal): taken
@@ -184,7 +287,7 @@ class Workspace:
             was = self.seen[rel]
             data = got.get(rel)
             if was[0] > HASHED:
-                self.unread[rel] = "its contents at the start: too large to hash"
+                self.unread[rel] = LARGE
                 continue
             if data is None or len(data) != was[0]:
                 self.unread[rel] = "its contents at the start were not found in git"
@@ -194,21 +297,35 @@ class Workspace:
             self.seen[rel] = (*was[:3], sha)
 
     def scan(self, at: float | None = None, last: bool = False) -> None:
-        """What changed since the last scan, as one ``files`` record (none when nothing did)."""
+        """What changed since the last scan, as one ``files`` record (none when nothing did; the
+        ``last`` one always, and it ends the start's reading where it is but with ``copy``)."""
+        if last and not self.copy:  # (with --copy-tree every file's start is read: asked for)
+            self._ending.set()
         with self._lock:
-            files, cut = walk(self.root)
+            self._read_start()
+            now = walk(self.root, self.limit, self.own, self.first)
+            files = now.files
+            # a file seen before that this walk did not reach (a folder the start did not list
+            # to its end, or past this walk's bound): by its own lstat; gone only when it is
+            for rel in [rel for rel in self.seen if rel not in files]:
+                try:
+                    st = os.lstat(os.path.join(self.root, rel))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                except OSError:
+                    files[rel] = _as_seen(self.seen[rel])  # not judged: taken as it was
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    files[rel] = st
             changes: list[dict[str, Any]] = []
-            moved = [
-                rel
-                for rel, st in files.items()
-                if rel in self.in_git
-                and self.seen[rel][:3] != (st.st_size, st.st_mtime_ns, st.st_ino)
-            ]
-            gone = [rel for rel in self.seen if rel not in files] if not cut else []
+            git = self.in_git
+            moved = [r for r, st in files.items() if r in git and self.seen[r][:3] != _stat3(st)]
+            gone = [rel for rel in self.seen if rel not in files]
             if self.in_git and (moved or gone):
                 self._from_git(moved + gone)
+            was_seen = self.seen
             for rel, st in files.items():
-                was = self.seen.get(rel)
+                was = was_seen.get(rel)
                 if was is not None and was[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
                     continue
                 seen, why = self._look(rel, st)
@@ -220,21 +337,32 @@ class Workspace:
                 if why is not None:
                     change["unkept"] = why
                 changes.append(change)
-            for rel in gone:  # (a walk cut short says nothing of the files it did not reach)
+            for rel in gone:
                 changes.append(self._change(rel, self.seen.pop(rel), None, 0))
+            if now.cut and not self._cut_said:
+                self._cut_said = True
+                messages.emit(
+                    f"the working tree passed {self.limit:,} files: files created past them are "
+                    "not followed (the record says so)"
+                )
             if changes or last:
                 self.emit(
                     {
                         "type": "files",
                         "at": at if at is not None else time.time(),
                         "changes": changes[:FILES],
-                        "cut": cut,
+                        "cut": now.cut or self.cut,
                         **({"last": True} if last else {}),
                     }
                 )
 
     def _change(self, rel: str, was: Seen | None, after: str | None, size: int) -> dict[str, Any]:
-        """A change's record: a file whose start was not read says so (``before`` ``"unread"``)."""
+        """A change's record: a file whose start was not read says so (``before`` ``"unread"``);
+        a file's start contents held are kept now, at its first change."""
+        held = self.held.pop(rel, None)
+        if held is not None:
+            self._held -= len(held)
+            self._blob(hashlib.sha256(held).hexdigest(), held)  # (not kept: a fork says so)
         unread = self.unread.pop(rel, None)
         if unread is not None:
             return {"path": rel, "before": "unread", "unread": unread, "after": after, "size": size}
@@ -251,6 +379,8 @@ class Workspace:
         threading.Thread(target=self._scan_quietly, args=(at,), daemon=True).start()
 
     def _scan_quietly(self, at: float) -> None:
+        with contextlib.suppress(OSError):  # (behind the agent and the proxy on a busy machine)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             self.scan(at)
         except Exception:

@@ -68,7 +68,11 @@ def writer_main(
     from ..cassettes.recording import Redactor, run_about
     from ..cassettes.recording.pipeline import CassetteWriter
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
+    # The proxy decides when to stop (the end of its pipe): a signal to the whole process group
+    # (Ctrl-C, `timeout`, a CI runner's SIGTERM, `kill -- -PGID`) reaches the writer too, and
+    # ending here would lose what it holds while the proxy goes on to a clean end.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     # Niced: on a 2-core machine an un-niced writer competes with the proxy and raised its added
     # latency from about +0.4 to +1.5 ms p50 (bench/proxy.py, run side by side). The cost: under
     # heavy CPU contention the writer falls behind, and what it has not read yet waits in the pipe
@@ -97,7 +101,7 @@ def writer_main(
     except (CassetteError, OSError, ValueError) as exc:
         answers.send("storage_error", messages.safe(f"cannot open {path}: {exc}"))
         return
-    answers.send("ready", None)
+    answers.send("ready", writer.next_seq)  # (its round trips' seq from here: counted by it)
     reader = FrameReader()
     eof = False
     with writer:

@@ -132,6 +132,12 @@ RUN = Command(
             "do not take the command's working tree per turn (taken by default, without a "
             "process tracer; docs/shell-file-tools.md)"
         ),
+        "--copy-tree": flag(
+            "keep the start contents of every file of the working tree beside the cassette "
+            "(OUTPUT.files/), read while the command starts: a fork can then put back any file, "
+            "in git or not (by default only the files the command changed are kept, at their "
+            "first change; docs/shell-file-tools.md)"
+        ),
         "--inspect": flag(
             "open the inspector on the run while it is recorded (the command's output goes to "
             "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished "

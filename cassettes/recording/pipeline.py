@@ -61,6 +61,11 @@ class CassetteWriter:
     def fsync(self) -> bool:
         return self._file.fsync
 
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` the next round trip appended gets."""
+        return self._seq
+
     def _resume(self) -> None:
         """Rebuild the history-delta state from an existing cassette, to append to it."""
         cas = read_records(self.path)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ._link import ShellRun
 from ._records import Process
-from ._tree import BY_BLOB, digest
+from ._tree import BREADTH, BY_BLOB, digest
 
 __all__ = ["Scratch", "changed_here", "outside_writes", "scratch_tree"]
 
@@ -61,13 +61,24 @@ def _compared(start: dict[str, Any], user_root: Path) -> list[str]:
     the start record says: ``digest_of``)."""
     recorded = start.get("digest")
     of = start.get("digest_of")
+    if "digest" in start and recorded is None:  # (read while the agent ran: not all of it)
+        return [
+            "the recording's start was not read whole (a file changed before it was read, or the"
+            " run ended first): your tree was not compared with it"
+        ]
     if not isinstance(recorded, str):
         return []
+    if start.get("walk") != BREADTH:  # (depth first, venvs and caches by name: another walk)
+        return ["the recording's start was taken by an older looptap: your tree was not compared"]
     if of not in (None, BY_BLOB):
         return [
             "the recording's start digest is of a kind this looptap does not read: not compared"
         ]
-    now, files, _cut = digest(str(user_root), of if isinstance(of, str) else None)
+    own = start.get("own")
+    left_out = frozenset(p for p in own if isinstance(p, str)) if isinstance(own, list) else None
+    now, files, _cut = digest(
+        str(user_root), of if isinstance(of, str) else None, left_out or frozenset()
+    )
     if now is None:
         return [
             "the recording's start was taken in a git work tree and git cannot say what is in"

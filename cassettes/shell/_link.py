@@ -54,6 +54,9 @@ def read_processes(path: str | Path) -> Processes:
             if rec.get("type") == "files":
                 if rec.get("start") is True and out.start is None:
                     out.start = {k: v for k, v in rec.items() if not isinstance(v, dict | list)}
+                    own = rec.get("own")  # (looptap's outputs the walk left out: a few paths)
+                    if isinstance(own, list):
+                        out.start["own"] = [p for p in own[:8] if isinstance(p, str)]
                 elif (fc := file_changes(rec)) is not None and len(out.changes) < _PROCESSES:
                     out.changes.append(fc)
                 continue

@@ -4,16 +4,18 @@ and a fork's scratch tree (:mod:`._fork`) both do it (bounded)."""
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import shutil
-import stat
 import subprocess
 import threading
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import IO
 
 __all__ = [
     "BLOB",
+    "BREADTH",
     "BY_BLOB",
     "FILES",
     "GIT",
@@ -21,11 +23,13 @@ __all__ = [
     "KEPT",
     "SKIPPED",
     "GitTree",
+    "Walk",
     "blob_id",
     "digest",
     "file_hash",
     "git_blobs",
     "git_tree",
+    "read_bytes",
     "tree_line",
     "walk",
 ]
@@ -34,14 +38,21 @@ __all__ = [
 FILES, HASHED, BLOB, KEPT = 20000, 16 << 20, 1 << 20, 256 << 20
 #: Bytes of one git command's output read (past it the tree is taken without git).
 GIT = 64 << 20
-#: Directories not walked (tools' caches and environments, version control's own store).
+#: Directories not walked by name: version control's own store, the packages a package manager
+#: installs, tools' caches. Others are left out by what they hold (:func:`_not_work`).
 SKIPPED = frozenset(
-    ".git .hg .svn node_modules __pycache__ .venv venv .tox .nox .mypy_cache .pytest_cache "
-    ".ruff_cache .cache".split()
+    ".git .hg .svn node_modules __pycache__ .tox .nox .mypy_cache .pytest_cache .ruff_cache".split()
 )
+_VCS = frozenset((".git", ".hg", ".svn"))
+#: The first line of a ``CACHEDIR.TAG`` (https://bford.info/cachedir/): the folder is a cache.
+_CACHEDIR = b"Signature: 8a477f597d28d172789f06886806bc55"
+_NAME = operator.attrgetter("name")
+#: How each left-out folder is named when said (:attr:`Walk.skipped`'s keys).
+VENV, PACKAGES, CACHE, OWN = "virtual environment", "node_modules", "cache", "looptap's own output"
 
 
-def _read(path: str, size: int) -> bytes | None:
+def read_bytes(path: str, size: int) -> bytes | None:
+    """The file's bytes when it is at most :data:`HASHED` bytes and readable, else ``None``."""
     if size > HASHED:
         return None
     try:
@@ -53,7 +64,7 @@ def _read(path: str, size: int) -> bytes | None:
 
 def file_hash(path: str, size: int) -> tuple[str | None, bytes | None]:
     """The file's sha256 and, when small enough to keep, its bytes (read once)."""
-    data = _read(path, size)
+    data = read_bytes(path, size)
     if data is None:
         return None, None
     return hashlib.sha256(data).hexdigest(), (data if len(data) <= BLOB else None)
@@ -64,32 +75,87 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def walk(root: str, limit: int = FILES) -> tuple[dict[str, os.stat_result], bool]:
-    """Every regular file under ``root`` (links not followed, :data:`SKIPPED` directories left
-    out) by its path relative to ``root``, and whether the walk stopped at ``limit``."""
-    out: dict[str, os.stat_result] = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
+@dataclass
+class Walk:
+    """A walk of a tree: its regular files by path (relative to the root) and their ``lstat``;
+    whether it stopped at its bound (``cut``); the directories it listed to their end
+    (``whole``, ``""`` the root) and every directory it found (``dirs``); the folders it left
+    out, by why (``skipped``)."""
+
+    files: dict[str, os.stat_result] = field(default_factory=dict)
+    cut: bool = False
+    whole: set[str] = field(default_factory=set)
+    dirs: set[str] = field(default_factory=set)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _not_work(root: str, rel: str, entries: list[os.DirEntry[str]]) -> str | None:
+    """Why the folder ``rel`` is not the user's work, by what it holds: a virtual environment
+    (its ``pyvenv.cfg``, whatever the folder's name; a conda environment's ``conda-meta``), a
+    cache (a ``CACHEDIR.TAG`` with the standard's signature); ``None`` when it is."""
+    names = {e.name for e in entries}
+    if "pyvenv.cfg" in names or "conda-meta" in names:
+        return VENV
+    if "CACHEDIR.TAG" in names:
+        try:
+            with open(os.path.join(root, rel, "CACHEDIR.TAG"), "rb") as f:
+                if f.read(len(_CACHEDIR)) == _CACHEDIR:
+                    return CACHE
+        except OSError:
+            pass
+    return None
+
+
+def walk(
+    root: str, limit: int = FILES, own: frozenset[str] = frozenset(), since: Walk | None = None
+) -> Walk:
+    """Every regular file under ``root`` (links not followed; :data:`SKIPPED` folders, a folder
+    :func:`_not_work` names and the paths in ``own`` — looptap's outputs, relative to ``root`` —
+    left out), up to ``limit`` files, breadth first. With ``since`` (the start's walk) a folder
+    the start found but did not list to its end is not entered: a file there is not one the
+    start missed."""
+    out = Walk()
+    queue = deque([""])  # (breadth first: past the bound, the deepest files are the ones cut)
+    files, left = out.files, limit
+    while queue:
+        rel = queue.popleft()
         try:
             with os.scandir(os.path.join(root, rel) if rel else root) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_NAME)
         except OSError:
+            continue
+        why = _not_work(root, rel, entries) if rel else None
+        if why is not None:
+            out.skipped.setdefault(why, []).append(rel)
             continue
         for e in entries:
             name = f"{rel}/{e.name}" if rel else e.name
+            if name in own:
+                out.skipped.setdefault(OWN, []).append(name)
+                continue
             try:
+                if e.is_dir(follow_symlinks=False):  # (no stat: the entry's type)
+                    if e.name in SKIPPED:
+                        if e.name not in _VCS:  # (version control's store: not said)
+                            kind = PACKAGES if e.name == "node_modules" else CACHE
+                            out.skipped.setdefault(kind, []).append(name)
+                        continue
+                    out.dirs.add(name)
+                    if since is None or name in since.whole or name not in since.dirs:
+                        queue.append(name)
+                    continue
+                if not e.is_file(follow_symlinks=False):
+                    continue
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.name not in SKIPPED:
-                    stack.append(name)
-            elif stat.S_ISREG(st.st_mode):
-                if len(out) >= limit:
-                    return out, True
-                out[name] = st
-    return out, False
+            if not left:
+                out.cut = True
+                return out
+            files[name] = st
+            left -= 1
+        out.whole.add(rel)
+    return out
 
 
 # -- a tree in a git work tree: what git already holds is not read -------------------------------
@@ -274,20 +340,27 @@ def tree_line(root: str, rel: str, st: os.stat_result, git: GitTree) -> tuple[st
         return oid, None
     if git.ignored(rel):
         return f"size {st.st_size}", None
-    data = _read(os.path.join(root, rel), st.st_size)
+    data = read_bytes(os.path.join(root, rel), st.st_size)
     return (blob_id(data) if data is not None else f"size {st.st_size}"), data
 
 
+#: The start record's ``walk`` when its tree was walked as :func:`walk` walks it (absent: depth
+#: first, the virtual environments and caches left out by their names only; not compared).
+BREADTH = "breadth"
 #: The start record's ``digest_of`` for a digest of blob ids (absent: each file's sha256).
 BY_BLOB = "git-blobs"
 
 
-def digest(root: str, of: str | None = None) -> tuple[str | None, int, bool]:
-    """The digest of the tree under ``root`` as the recorder takes it at a run's start, how many
-    files, and whether the walk was cut: with ``of`` :data:`BY_BLOB` (the start was in a git work
-    tree) each file's path and git blob id (:func:`tree_line`; ``None`` when git cannot say
-    here: not compared), else each file's path and sha256 (every file read), in walk order."""
-    files, cut = walk(root)
+def digest(
+    root: str, of: str | None = None, own: frozenset[str] = frozenset()
+) -> tuple[str | None, int, bool]:
+    """The digest of the tree under ``root`` as the recorder takes it at a run's start (``own``:
+    the paths it left out as its outputs), how many files, and whether the walk was cut: with
+    ``of`` :data:`BY_BLOB` (the start was in a git work tree) each file's path and git blob id
+    (:func:`tree_line`; ``None`` when git cannot say here: not compared), else each file's path
+    and sha256 (every file read), in walk order."""
+    seen = walk(root, own=own)
+    files, cut = seen.files, seen.cut
     listing = hashlib.sha256()
     if of == BY_BLOB:
         git = git_tree(root)

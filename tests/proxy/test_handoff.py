@@ -88,10 +88,10 @@ class FakeWriter:
         self.in_r.close()
         self.out_w.close()
 
-    def connected(self) -> Handoff:
+    def connected(self, path: Path | None = None, base: int | None = None) -> Handoff:
         h = Handoff()
-        self.answer("ready")
-        h.connect(self, self.in_w, self.out_r, stall=5)
+        self.answer("ready", base)
+        h.connect(self, self.in_w, self.out_r, stall=5, path=path)
         return h
 
 
@@ -255,7 +255,8 @@ def test_a_writer_that_dies_releases_the_receipts_and_the_loss_is_counted(
         assert (h.recorded, h.storage_errors) == (1, 2)
         assert h.lost == ["2 round trips: the writer process stopped before storing them"]
         assert [r.getMessage() for r in caplog.records] == [
-            "STORAGE ERROR: the writer process stopped; 2 round trips not recorded"
+            "STORAGE ERROR: the writer process stopped; 2 round trips not in the cassette "
+            "(counted from the file)"
         ]
         with pytest.raises(HandoffError):
             h.hand_over("late", receipt=True)
@@ -263,6 +264,28 @@ def test_a_writer_that_dies_releases_the_receipts_and_the_loss_is_counted(
         assert (h.recorded, h.storage_errors, h.failed_records) == (1, 2, 0), "counted twice"
 
     asyncio.run(main())
+
+
+def test_what_a_dead_writer_stored_unanswered_is_counted_from_the_file(tmp_path: Path) -> None:
+    """A writer that stored round trips and stopped before answering (a signal between the two):
+    they are counted recorded, from the cassette's lines (its round trips from its first ``seq``
+    on, whole lines only), the rest lost; a side record (a traced process) is no round trip."""
+    out = tmp_path / "run.jsonl"
+    w = FakeWriter()
+    h = w.connected(out, base=5)
+    for i in range(4):
+        h.hand_over(_ex(i))
+    h.hand_over({"type": "process", "argv": ["true"]})
+    w.take(5)
+    w.answer("ok", 1)
+    h.flush(timeout=0.5)
+    lines = [b'{"type":"header"}'] + [b'{"type":"exchange","seq":%d,"x":1}' % n for n in (3, 5, 6)]
+    out.write_bytes(b"\n".join(lines) + b'\n{"type":"exchange","seq":7,"cut')  # (7: not whole)
+    w.die()
+    h.close()
+    # seq 5 answered, 6 stored unanswered (counted), 7 half written and a 4th never: lost
+    assert (h.recorded, h.storage_errors, h.failed_records) == (2, 2, 0), h.lost
+    assert h.lost == ["2 round trips: the writer process stopped before storing them"]
 
 
 def test_a_full_pipe_never_blocks_the_hand_off_and_keeps_the_order() -> None:

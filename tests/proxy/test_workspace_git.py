@@ -105,14 +105,15 @@ def test_the_start_reads_only_what_git_does_not_hold(tmp_path: Path) -> None:
     keep = tmp_path / "kept"
     ws = Workspace(str(root), keep, recs.append, Redactor().seal)
     ws.start()
+    ws.read()
     (first,) = recs
     assert first["digest_of"] == BY_BLOB and first["files"] == len(start_tree)
     assert sorted(ws.in_git) == [".env", ".gitignore", "calc.py", "keep.txt", "pkg/deep/mod.py",
                                  "test_calc.py"]  # fmt: skip
     assert sorted(ws.unread) == ["build/out.o", "run.log"]
-    # kept: the dirty and untracked files only (no clean file read, no ignored one)
-    kept = {p.name for p in keep.iterdir()}
-    assert kept == {start_tree[r] for r in ("notes.md", "staged.md", "scratch.txt")}
+    # read: the dirty and untracked files only (no clean file read, no ignored one), held until
+    # they change: nothing written yet
+    assert sorted(ws.held) == ["notes.md", "scratch.txt", "staged.md"] and not keep.exists()
     assert digest(str(root), BY_BLOB)[0] == first["digest"]
     # the agent: a clean file changed, a dirty one changed, a clean one removed, an untracked
     # one removed, a file created, the ignored output rebuilt, the committed key rotated, a clean
@@ -141,6 +142,9 @@ def test_the_start_reads_only_what_git_does_not_hold(tmp_path: Path) -> None:
     for rel in ("calc.py", "keep.txt"):
         was = b"def add(a, b):\n    return a - b\n" if rel == "calc.py" else b"keep\n"
         assert (keep / start_tree[rel]).read_bytes() == was
+    # the changed ones' start kept at their change (held until then), the unchanged one's never
+    assert (keep / start_tree["notes.md"]).exists() and (keep / start_tree["scratch.txt"]).exists()
+    assert not (keep / start_tree["staged.md"]).exists() and sorted(ws.held) == ["staged.md"]
     assert not any(SECRET.encode() in p.read_bytes() for p in keep.iterdir())
     assert changes[".env"].get("unkept", "").startswith("withheld")
     # the repository: not one byte or mtime of its store changed, its status as before but for
@@ -178,7 +182,7 @@ def test_the_digest_is_the_same_whatever_git_says_of_a_file(tmp_path: Path) -> N
     # the old way (a recording made before: its digest of each file's path and sha256)
     tree = _tree(plain)
     old = hashlib.sha256()
-    for rel in walk(str(plain))[0]:
+    for rel in walk(str(plain)).files:
         old.update(f"{rel}\0{tree[rel]}\n".encode())
     assert digest(str(plain))[0] == old.hexdigest()
 
@@ -186,17 +190,23 @@ def test_the_digest_is_the_same_whatever_git_says_of_a_file(tmp_path: Path) -> N
 def test_outside_git_the_tree_is_taken_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Git missing (not on PATH): every file hashed and kept, the digest of sha256s, no
-    ``digest_of``."""
+    """Git missing (not on PATH): every file hashed, the digest of sha256s, no ``digest_of``;
+    nothing written until a file changes (held), every file's start kept with ``copy``
+    (``--copy-tree``) but a key's."""
     root = tmp_path / "repo"
     _repo(root)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     recs: list[dict[str, Any]] = []
     ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
+    ws.read()
     assert "digest_of" not in recs[0] and not ws.in_git
     assert recs[0]["digest"] == digest(str(root))[0]
-    assert {p.name for p in (tmp_path / "kept").iterdir()} == {
+    assert not (tmp_path / "kept").exists() and sorted(ws.held) == sorted(_tree(root))
+    ws = Workspace(str(root), tmp_path / "all", recs.append, Redactor().seal, copy=True)
+    ws.start()
+    ws.read()
+    assert {p.name for p in (tmp_path / "all").iterdir()} == {
         sha for rel, sha in _tree(root).items() if rel != ".env"
     }
 
@@ -317,12 +327,15 @@ def test_a_file_git_converts_on_checkout_is_read(tmp_path: Path) -> None:
     recs: list[dict[str, Any]] = []
     ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
+    ws.read()
     assert recs[0]["digest_of"] == BY_BLOB and "conv.c" not in ws.in_git and "calc.py" in ws.in_git
     assert ws.seen["conv.c"][3] == _sha((root / "conv.c").read_bytes())
     assert digest(str(root), BY_BLOB)[0] == recs[0]["digest"]
     _git(root, "config", "core.autocrlf", "true")
     recs.clear()
-    Workspace(str(root), tmp_path / "kept2", recs.append, Redactor().seal).start()
+    again = Workspace(str(root), tmp_path / "kept2", recs.append, Redactor().seal)
+    again.start()
+    again.read()
     assert "digest_of" not in recs[0]
 
 
@@ -350,6 +363,7 @@ def test_odd_names_a_nested_repository_and_a_submodule(tmp_path: Path) -> None:
     recs: list[dict[str, Any]] = []
     ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
+    ws.read()
     assert sorted(ws.in_git) == sorted([".gitmodules", *map(os.fsdecode, names)])
     assert ws.seen["inner/sub/s.txt"][3] == _sha("nested\n")
     assert ws.seen["mod/s.txt"][3] == _sha("nested\n")
@@ -377,5 +391,6 @@ def test_a_tree_an_outer_repository_ignores_is_taken_without_git(tmp_path: Path)
     recs: list[dict[str, Any]] = []
     ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
     ws.start()
+    ws.read()
     assert "digest_of" not in recs[0] and not ws.unread
-    assert (tmp_path / "kept" / _sha("print('hi')\n")).exists()
+    assert ws.seen["main.py"][3] == _sha("print('hi')\n") and "main.py" in ws.held
