@@ -26,7 +26,7 @@ from ._codec import (
 )
 from ._delta import HistoryEncoder
 from ._dirs import check_dir
-from ._index import BLOCK, BODY_CACHE, RecordIndex
+from ._index import BLOCK, BODY_CACHE, SHELL_PLACES, RecordIndex, shell_line
 from ._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from ._paths import (
     FileId,
@@ -64,6 +64,7 @@ __all__ = [
     "BLOCK",
     "BODY_CACHE",
     "FORMAT_VERSION",
+    "SHELL_PLACES",
     "CassetteFile",
     "FileId",
     "HistoryEncoder",
@@ -101,6 +102,7 @@ __all__ = [
     "record_to_exchange",
     "remove_if_same",
     "same_path",
+    "shell_line",
     "staged",
     "tnetstring_pop",
     "write_new",
