@@ -67,23 +67,19 @@ def test_the_tracers_records_are_read_where_the_index_found_them(
     assert len(procs) == 7  # (six processes, the tracer's note)
     mapped = _no_mapping(monkeypatch)
     scanned: list[Path] = []
-    whole = _link._lines
-    monkeypatch.setattr(_link, "_lines", lambda f: scanned.append(f.name) or whole(f))
+    whole = getattr(_link, "_lines", None)
+    monkeypatch.setattr(
+        _link, "_lines", lambda f: scanned.append(f.name) or whole(f), raising=False
+    )
     counted = Analysed(monkeypatch)
     outs = []
     for _ in range(2):  # the first analyses and keeps; the second takes the kept analysis
         rc, out, err = cli_output("show", "--json", str(path))
         assert rc in (0, 1), err
         outs.append(out)
-        run = open_run(path)
-        try:
-            found = [path.read_bytes()[at : at + n] for at, n in run._reader.index.shell]
-            assert found == procs  # (every tracer line, nothing else)
-            assert run.shell.processes == 6 and run.shell.linked == 6
-        finally:
-            run.close()
     assert counted.added == len(lines) - 1 - len(procs)  # the second read analysed nothing
-    assert mapped == [] and scanned == []
+    assert mapped == [], "the cassette was mapped whole"
+    assert scanned == [], "the cassette was scanned whole"
     monkeypatch.setenv("LOOPTAP_NO_CACHE", "1")
     fresh = cli_output("show", "--json", str(path))[1]
     assert outs[0] == outs[1] == fresh
@@ -94,6 +90,15 @@ def test_the_tracers_records_are_read_where_the_index_found_them(
         if "shell" in tc
     ]
     assert len(shells) == 6
+    monkeypatch.delenv("LOOPTAP_NO_CACHE")
+    run = open_run(path)  # (the kept analysis)
+    try:
+        found = [path.read_bytes()[at : at + n] for at, n in run._reader.index.shell]
+        assert found == procs  # (every tracer line, nothing else)
+        assert run.shell.processes == 6 and run.shell.linked == 6
+    finally:
+        run.close()
+    assert mapped == [] and scanned == []
 
 
 def test_a_run_read_whole_reads_the_tracers_lines_a_line_at_a_time(
@@ -103,18 +108,20 @@ def test_a_run_read_whole_reads_the_tracers_lines_a_line_at_a_time(
     then its lines one at a time; the same processes as the index' places give."""
     path = _traced(tmp_path / "run.jsonl", 3)
     mapped = _no_mapping(monkeypatch)
+    scanned = _link.read_processes(path)
+    assert len(scanned.processes) == 3
+    assert mapped == [], "the cassette was mapped whole"
     run = open_run(path)
     try:
         placed = _link.read_processes(path, run._reader.index.shell)
     finally:
         run.close()
-    scanned = _link.read_processes(path)
     assert [p.argv for p in scanned.processes] == [p.argv for p in placed.processes]
-    assert len(placed.processes) == 3 and mapped == []
     plain = tmp_path / "plain.jsonl"
     plain.write_bytes(b"".join(raw for raw in path.read_bytes().splitlines(keepends=True)
                                if not raw.startswith(b'{"type":"process"')))  # fmt: skip
     assert _link.read_processes(plain).processes == []
+    assert mapped == []
 
 
 def _held(path: Path) -> tuple[int, int, int]:
