@@ -275,7 +275,7 @@ def take(cassette: Path, turns: TurnStore) -> Kept | None:
 def _rows(db: sqlite3.Connection, cassette: Path, turns: TurnStore) -> Kept | None:
     row = db.execute(
         "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, "
-        "continuation FROM run"
+        "continuation IS NOT NULL FROM run"
     ).fetchone()
     if row is None:
         return None
@@ -283,7 +283,8 @@ def _rows(db: sqlite3.Connection, cassette: Path, turns: TurnStore) -> Kept | No
     hashed, grew = _hashed(cassette, analyser, size, sha256, cont)
     if hashed is None or any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
         return None  # (other bytes; or not arrays of 64-bit integers)
-    grown = _grown(db, cont) if grew else (None, None, None)
+    # (the state to continue from: read only for a file that grew)
+    grown = _grown(db) if grew else (None, None, None)
     offsets, lengths, seqs = array("q", offsets), array("q", lengths), array("q", seqs)
     convs = [d.encode() for (d,) in db.execute("SELECT data FROM conversations ORDER BY ord")]
     findings = {
@@ -299,13 +300,13 @@ def _rows(db: sqlite3.Connection, cassette: Path, turns: TurnStore) -> Kept | No
 
 
 def _hashed(
-    cassette: Path, analyser: str, size: int, sha256: bytes, continuation: Any
+    cassette: Path, analyser: str, size: int, sha256: bytes, continuation: int
 ) -> tuple[Any | None, bool]:
     """The SHA-256 of the kept bytes (a hash to feed the rest to) when the cassette holds them:
-    the same bytes, or a file that grew from them with a state to continue from (``True``); else
-    ``None``."""
+    the same bytes, or a file that grew from them with a state to continue from (``True``:
+    ``continuation``, whether one was kept); else ``None``."""
     now = os.stat(cassette).st_size
-    if analyser != analyser_digest() or size > now or (size < now and continuation is None):
+    if analyser != analyser_digest() or size > now or (size < now and not continuation):
         return None, False
     hashed = digest_of(cassette, size)
     if hashed is None or hashed.digest() != sha256:
@@ -314,10 +315,11 @@ def _hashed(
 
 
 def _grown(
-    db: sqlite3.Connection, continuation: Any
+    db: sqlite3.Connection,
 ) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], TurnStore | None]:
     """What a file that grew from the kept bytes is continued from: the state, each kept turn's
     usage, the kept views (:class:`Kept`)."""
+    (continuation,) = db.execute("SELECT continuation FROM run").fetchone()
     usage = {
         seq: (conv, i, o, cost)
         for seq, conv, i, o, cost in db.execute(

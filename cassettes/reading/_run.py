@@ -526,10 +526,11 @@ def _shell_of(run: Run) -> ShellRun:
     run._shell = ShellRun()  # (linking reads the analysis: it is not linked twice)
     if run.kind != "looptap":
         return run._shell
-    path = run.path or getattr(getattr(run._reader, "index", None), "path", None)
+    index = getattr(run._reader, "index", None)  # (a streamed run's: where the tracer's lines are)
+    path = run.path or getattr(index, "path", None)
     if path is None:
         return run._shell
-    found = read_processes(path)
+    found = read_processes(path, index.shell if run.path is None and index is not None else None)
     # (a working tree taken without the tracer, where it cannot run, is linked too: a fork
     # rebuilds the tree from the scans placed at their requests)
     busy = found.processes or found.traced or found.start is not None or found.changes

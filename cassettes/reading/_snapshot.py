@@ -9,6 +9,7 @@ with it. The reader applies what it takes to itself: nothing here names it."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..analysis import (
     RunAnalysis,
     capture,
 )
-from ..storage import RecordIndex
+from ..storage import SHELL_PLACES, RecordIndex
 from . import _analysis_cache, _database
 from ._reread import Reread
 from ._stores import Places, TurnStore
@@ -36,7 +37,8 @@ __all__: list[str] = []
 _FINDINGS = TypeAdapter(list[Finding])
 
 #: The version of :class:`ReaderState`'s JSON: rows of another are analysed again.
-STATE_VERSION = 1
+#: 2: the places of the shell tracer's records (``shell``).
+STATE_VERSION = 2
 #: API families a reader counts round trips of (a run names a handful): more is not a kept state.
 MAX_FAMILIES = 256
 #: Bytes of a reader's state's JSON (its index's problems, a damaged file's one per bad line,
@@ -53,7 +55,7 @@ class ReaderState(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: Literal[1]
+    version: Literal[2]
     #: The index (:meth:`~cassettes.storage.RecordIndex.snapshot`).
     header: dict[str, Any] | None
     format_version: int = Field(ge=0)
@@ -62,6 +64,9 @@ class ReaderState(BaseModel):
     pos_of_seq: list[tuple[int, int]]
     pos: int = Field(ge=0)
     line: int = Field(ge=0)
+    #: Where the lines that may be the shell tracer's records are (offset, length), or
+    #: ``None``: too many to keep (:attr:`~cassettes.storage.RecordIndex.shell`).
+    shell: list[tuple[int, int]] | None = Field(max_length=SHELL_PLACES)
     #: The reader's counts.
     first_index: int = Field(ge=0)
     records: int = Field(ge=0)
@@ -86,7 +91,7 @@ def _checked(found: _analysis_cache.Kept) -> ReaderState:
         not 0 <= p < n for p in state.skipped
     ):
         raise ValueError("the reader's state names records its index does not hold")
-    ends = zip(offsets, lengths, strict=True)
+    ends = itertools.chain(zip(offsets, lengths, strict=True), state.shell or ())
     if any(at < 0 or length < 0 or at + length > state.pos for at, length in ends):
         raise ValueError("the reader's index reaches past its file")
     return state

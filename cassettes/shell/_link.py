@@ -3,18 +3,18 @@ the package's docstring)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from ..analysis import Finding
 from ..errors import CassetteError
-from ..storage import open_regular
+from ..storage import BLOCK, open_regular, shell_line
 from ._judge import hidden, judge, short
 from ._records import Process, Processes, RunView, ShellCall, file_changes, process
 
@@ -30,66 +30,93 @@ _KEYS = ("command", "cmd", "script")
 _SCRIPT_FLAG = re.compile(r"^-[a-z]*c$")
 
 
-def read_processes(path: str | Path) -> Processes:
-    """The ``process`` records of the looptap cassette at ``path`` (bounded; damage counted)."""
+def read_processes(path: str | Path, at: Sequence[tuple[int, int]] | None = None) -> Processes:
+    """The ``process`` records of the looptap cassette at ``path`` (bounded; damage counted):
+    the lines at ``at`` (offset and length of each: a reader's index,
+    :attr:`~cassettes.storage.RecordIndex.shell`), else those the file holds, a line at a time."""
     out = Processes()
     try:
         with open_regular(path) as f:
-            if not _holds_any(f.fileno()):
-                return out  # (most cassettes: one pass at C speed, no line read)
-            lines = iter(f)
-            next(lines, None)  # the header
-            recs = [
-                raw
-                for raw in lines
-                if raw.startswith(b"{") and (b'"process' in raw[:200] or b'"files"' in raw[:200])
-            ]
-        for raw in recs:
-            try:
-                rec = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(rec, dict):
-                continue
-            if rec.get("type") == "files":
-                if rec.get("start") is True and out.start is None:
-                    out.start = {k: v for k, v in rec.items() if not isinstance(v, dict | list)}
-                    own = rec.get("own")  # (looptap's outputs the walk left out: a few paths)
-                    if isinstance(own, list):
-                        out.start["own"] = [p for p in own[:8] if isinstance(p, str)]
-                elif (fc := file_changes(rec)) is not None and len(out.changes) < _PROCESSES:
-                    out.changes.append(fc)
-                continue
-            if rec.get("type") == "note" and rec.get("note") == "processes":
-                out.traced = True
-                d = rec.get("dropped")
-                out.dropped += d if isinstance(d, int) and not isinstance(d, bool) else 0
-                continue
-            if rec.get("type") != "process":
-                continue
-            if len(out.processes) >= _PROCESSES:
-                out.dropped += 1
-                continue
-            p = process(rec)
-            if p is None:
-                out.malformed += 1
-            else:
-                out.processes.append(p)
+            lines = _placed(f, at) if at is not None else _lines(f)
+            if lines is None:
+                return out  # (most cassettes: none of the tracer's records)
+            for raw in lines:
+                _add(out, raw)
     except (OSError, CassetteError):
         pass  # the cassette's own reader says what is wrong with the file
     out.processes.sort(key=lambda p: p.started)
     return out
 
 
-def _holds_any(fd: int) -> bool:
-    """Whether the file holds a ``process`` or ``files`` record (as the writer writes them: the
-    type first), found without reading it line by line."""
-    import mmap
+#: How a tracer's record starts (the type first, as the writer writes it): a cassette holding
+#: none of these holds no processes and no working tree.
+_MARKS = (b'{"type":"process"', b'{"type":"files"')
 
-    if os.fstat(fd).st_size == 0:
-        return False
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
-        return m.find(b'{"type":"process"') >= 0 or m.find(b'{"type":"files"') >= 0
+
+def _placed(f: BinaryIO, at: Sequence[tuple[int, int]]) -> Iterator[bytes] | None:
+    """The lines at ``at``, read one at a time; ``None`` when none starts as a tracer's record
+    (their first bytes read first)."""
+    head = max(map(len, _MARKS))
+    if not any(_read_at(f, offset, head).startswith(_MARKS) for offset, _ in at):
+        return None
+    return (_read_at(f, offset, length) for offset, length in at)
+
+
+def _read_at(f: BinaryIO, offset: int, length: int) -> bytes:
+    f.seek(offset)
+    return f.read(length)
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes] | None:
+    """The file's lines that may be tracer records, a line at a time (after a scan in blocks
+    for their mark: ``None`` when it holds none)."""
+    keep = max(map(len, _MARKS)) - 1
+    tail = b""
+    for block in iter(lambda: f.read(BLOCK), b""):
+        data = tail + block
+        if any(m in data for m in _MARKS):
+            break
+        tail = data[-keep:]
+    else:
+        return None
+    f.seek(0)
+    lines = iter(f)
+    next(lines, None)  # the header
+    return (raw for raw in lines if raw.startswith(b"{") and shell_line(raw))
+
+
+def _add(out: Processes, raw: bytes) -> None:
+    """One line that may be a tracer record, read into ``out``."""
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(rec, dict):
+        return
+    if rec.get("type") == "files":
+        if rec.get("start") is True and out.start is None:
+            out.start = {k: v for k, v in rec.items() if not isinstance(v, dict | list)}
+            own = rec.get("own")  # (looptap's outputs the walk left out: a few paths)
+            if isinstance(own, list):
+                out.start["own"] = [p for p in own[:8] if isinstance(p, str)]
+        elif (fc := file_changes(rec)) is not None and len(out.changes) < _PROCESSES:
+            out.changes.append(fc)
+        return
+    if rec.get("type") == "note" and rec.get("note") == "processes":
+        out.traced = True
+        d = rec.get("dropped")
+        out.dropped += d if isinstance(d, int) and not isinstance(d, bool) else 0
+        return
+    if rec.get("type") != "process":
+        return
+    if len(out.processes) >= _PROCESSES:
+        out.dropped += 1
+        return
+    p = process(rec)
+    if p is None:
+        out.malformed += 1
+    else:
+        out.processes.append(p)
 
 
 @dataclass

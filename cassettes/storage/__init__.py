@@ -27,7 +27,7 @@ from ._codec import (
 from ._delta import HistoryEncoder
 from ._dirs import check_dir
 from ._gate import Redacted, copy_sealed, sealed, write_sealed
-from ._index import BLOCK, BODY_CACHE, RecordIndex
+from ._index import BLOCK, BODY_CACHE, SHELL_PLACES, RecordIndex, shell_line
 from ._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from ._paths import (
     FileId,
@@ -65,6 +65,7 @@ __all__ = [
     "BLOCK",
     "BODY_CACHE",
     "FORMAT_VERSION",
+    "SHELL_PLACES",
     "CassetteFile",
     "FileId",
     "HistoryEncoder",
@@ -105,6 +106,7 @@ __all__ = [
     "remove_if_same",
     "same_path",
     "sealed",
+    "shell_line",
     "staged",
     "tnetstring_pop",
     "write_new",

@@ -35,12 +35,23 @@ from ._delta import HistoryDecoder
 from ._store import Problem, exchange_record, open_regular, read_header
 from ._validation import check_exchange_record
 
-__all__ = ["BLOCK", "BODY_CACHE", "RecordIndex", "RequestBodies"]
+__all__ = ["BLOCK", "BODY_CACHE", "SHELL_PLACES", "RecordIndex", "RequestBodies", "shell_line"]
 
 #: How many bytes are read from the file at a time.
 BLOCK = 4 * 1024 * 1024
+#: Lines of the shell tracer's records (``process``, ``files``, its ``processes`` note:
+#: cassettes/shell) whose place an index keeps; past that it keeps none, and a reader of them
+#: goes through the file a line at a time.
+SHELL_PLACES = 1 << 16
 #: Request bodies kept for rebuilding delta-encoded requests (the most recently used ones).
 BODY_CACHE = 128
+
+
+def shell_line(raw: bytes) -> bool:
+    """Whether a line that is no exchange may be one of the shell tracer's records (its type or
+    note near its start, as the writer puts them; cassettes/shell reads and checks it)."""
+    head = raw[:200]
+    return b'"process' in head or b'"files"' in head
 
 
 class RecordIndex:
@@ -76,6 +87,10 @@ class RecordIndex:
         self.digest: Any = None
         #: Bytes fed to :attr:`digest`.
         self.hashed = 0
+        #: Byte offset and length of each line that may be a shell tracer's record
+        #: (:func:`shell_line`), in file order, so cassettes/shell reads those lines and not the
+        #: file; ``None`` past :data:`SHELL_PLACES` of them.
+        self.shell: list[tuple[int, int]] | None = []
 
     def snapshot(self) -> dict[str, Any]:
         """The index as read to its end, as plain data (JSON, and its three arrays), for a kept
@@ -85,7 +100,7 @@ class RecordIndex:
             "problems": [[p.line, p.kind, p.message] for p in self.problems],
             "offsets": self.offsets, "lengths": self.lengths, "seqs": self.seqs,
             "tail": self.tail, "pos_of_seq": list(self._pos_of_seq.items()),
-            "pos": self._pos, "line": self._line,
+            "pos": self._pos, "line": self._line, "shell": self.shell,
         }  # fmt: skip
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -96,6 +111,8 @@ class RecordIndex:
         self.tail = [(n, record) for n, record in state["tail"]]
         self._pos_of_seq = {seq: pos for seq, pos in state["pos_of_seq"]}
         self._pos, self._line = state["pos"], state["line"]
+        shell = state["shell"]
+        self.shell = None if shell is None else [(at, n) for at, n in shell]
 
     @property
     def consumed(self) -> int:
@@ -179,6 +196,10 @@ class RecordIndex:
             return
         rec = exchange_record(self.path, raw, n, self.format_version)
         if rec is None:
+            if self.shell is not None and shell_line(raw):
+                self.shell.append((offset, len(raw)))
+                if len(self.shell) > SHELL_PLACES:
+                    self.shell = None
             return
         if isinstance(rec, Problem):
             self.problems.append(rec)

@@ -1,0 +1,179 @@
+"""What a reader of a kept analysis holds (issue 106): the second read and the inspector read
+only what they show. A run read back from its kept analysis holds a bounded number of objects per
+turn (counted as the allocator's blocks alive, not bytes, not time), and the shell tracer's
+records are read from the places the reader's index noted, never by mapping or scanning the whole
+cassette (which made every reader's memory grow by the file's size)."""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from looptap.cassettes.reading import open_run, show_objects
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from looptap.cassettes.shell import _link
+from looptap.cassettes.wire import Exchange
+from tests.cassettes.shell_fixture import Cmd, shell_run
+from tests.support.analysed import Analysed, cli_output, keep_every_run
+
+#: Objects (allocator blocks) a read-back run may hold per turn and per conversation of the run,
+#: beyond what it holds for a small one: a turn is a few (its seq in its conversation's list, its
+#: findings), a conversation a few more (its row, read into memory); what the analysis needed
+#: while it read (histories, rendered texts, threading indexes, full turns, the file) is not kept.
+#: Measured on the two shapes below: about 2.6 a turn and 9.4 a conversation.
+PER_TURN, PER_CONVERSATION = 4, 16
+URL = "https://api.openai.com/v1/chat/completions"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return keep_every_run(tmp_path, monkeypatch)
+
+
+def _traced(path: Path, n: int) -> Path:
+    """A coding agent's traced run of ``n`` shell commands (``n + 1`` turns)."""
+    steps: list[Any] = [
+        Cmd(f"pytest -q -k case{k}", exit=k % 2, stdout=f"{k % 2} failed\n") for k in range(n)
+    ]
+    return shell_run(path, steps, "Done.")
+
+
+def _no_mapping(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every ``mmap.mmap`` of the process, recorded (a reader that maps the cassette holds its
+    pages: its peak memory grows by the file's size)."""
+    mapped: list[Any] = []
+    real = mmap.mmap
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        mapped.append(args[:2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mmap, "mmap", spy)
+    return mapped
+
+
+def test_the_tracers_records_are_read_where_the_index_found_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _traced(tmp_path / "run.jsonl", 6)
+    lines = path.read_bytes().splitlines()
+    procs = [raw for raw in lines if raw.startswith((b'{"type":"process"', b'{"type":"note"'))]
+    assert len(procs) == 7  # (six processes, the tracer's note)
+    mapped = _no_mapping(monkeypatch)
+    scanned: list[Path] = []
+    whole = getattr(_link, "_lines", None)
+    monkeypatch.setattr(
+        _link, "_lines", lambda f: scanned.append(f.name) or whole(f), raising=False
+    )
+    counted = Analysed(monkeypatch)
+    outs = []
+    for _ in range(2):  # the first analyses and keeps; the second takes the kept analysis
+        rc, out, err = cli_output("show", "--json", str(path))
+        assert rc in (0, 1), err
+        outs.append(out)
+    assert counted.added == len(lines) - 1 - len(procs)  # the second read analysed nothing
+    assert mapped == [], "the cassette was mapped whole"
+    assert scanned == [], "the cassette was scanned whole"
+    monkeypatch.setenv("LOOPTAP_NO_CACHE", "1")
+    fresh = cli_output("show", "--json", str(path))[1]
+    assert outs[0] == outs[1] == fresh
+    shells = [
+        tc["shell"]["line"]
+        for raw in fresh.splitlines()
+        for tc in (orjson.loads(raw).get("tool_calls") or [])
+        if "shell" in tc
+    ]
+    assert len(shells) == 6
+    monkeypatch.delenv("LOOPTAP_NO_CACHE")
+    run = open_run(path)  # (the kept analysis)
+    try:
+        found = [path.read_bytes()[at : at + n] for at, n in run._reader.index.shell]
+        assert found == procs  # (every tracer line, nothing else)
+        assert run.shell.processes == 6 and run.shell.linked == 6
+    finally:
+        run.close()
+    assert mapped == [] and scanned == []
+
+
+def test_a_run_read_whole_reads_the_tracers_lines_a_line_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an index (a run read whole, a caller with a path): the file in blocks for the mark,
+    then its lines one at a time; the same processes as the index' places give."""
+    path = _traced(tmp_path / "run.jsonl", 3)
+    mapped = _no_mapping(monkeypatch)
+    scanned = _link.read_processes(path)
+    assert len(scanned.processes) == 3
+    assert mapped == [], "the cassette was mapped whole"
+    run = open_run(path)
+    try:
+        placed = _link.read_processes(path, run._reader.index.shell)
+    finally:
+        run.close()
+    assert [p.argv for p in scanned.processes] == [p.argv for p in placed.processes]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b"".join(raw for raw in path.read_bytes().splitlines(keepends=True)
+                               if not raw.startswith(b'{"type":"process"')))  # fmt: skip
+    assert _link.read_processes(plain).processes == []
+    assert mapped == []
+
+
+def _held(path: Path) -> tuple[int, int, int]:
+    """Blocks a run read back from its kept analysis holds once ``show --json``'s objects have
+    passed (its analysis, its shell commands and its views taken), its turns, its
+    conversations."""
+    gc.collect()
+    before = sys.getallocatedblocks()
+    run = open_run(path)
+    try:
+        for _ in show_objects(run, path):
+            pass
+        turns, convs = len(run._reader.places), len(run.analysis.conversations)
+        _ = run.shell
+        gc.collect()
+        return sys.getallocatedblocks() - before, turns, convs
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("shape", ["talk", "questions"])
+def test_a_kept_analysis_read_back_holds_a_bounded_number_of_objects_per_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """Two runs of one shape, 4x apart: what a reader of the kept analysis holds grows by at most
+    :data:`PER_TURN` blocks a turn and :data:`PER_CONVERSATION` a conversation between them."""
+    sizes = []
+    for n in (40, 160):
+        path = tmp_path / f"{shape}-{n}.jsonl"
+        _talk(path, n, 4 if shape == "talk" else 1)
+        open_run(path).close()  # (the first read: analyses, keeps)
+        counted = Analysed(monkeypatch)
+        _held(path)  # (warm: imports, caches filled once a process)
+        sizes.append(_held(path))
+        assert counted.added == 0  # the kept analysis was taken
+    (small, few, convs), (big, many, more) = sizes
+    bound = PER_TURN * (many - few) + PER_CONVERSATION * (more - convs)
+    assert big - small <= bound, (small, few, convs, big, many, more)
+
+
+def _talk(path: Path, n: int, each: int) -> None:
+    """``n`` turns: conversations of ``each`` questions, every seventh answer an error."""
+    with CassetteWriter(path) as w:
+        for i in range(n):
+            c, k = divmod(i, each)
+            said: list[dict[str, str]] = [{"role": "user", "content": f"topic {c}"}]
+            for j in range(k):
+                said += [{"role": "assistant", "content": f"answer {c}.{j}"},
+                         {"role": "user", "content": f"and then {j}"}]  # fmt: skip
+            answer = {"id": f"c{i}", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
+                      "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {c}.{k}"}, "finish_reason": "stop"}],  # noqa: E501
+                      "usage": {"prompt_tokens": 5 + 4 * k, "completion_tokens": 3, "total_tokens": 8 + 4 * k}}  # fmt: skip  # noqa: E501
+            status = 500 if i % 7 == 3 else 200
+            w.append(Exchange("POST", URL, [("content-type", "application/json")], orjson.dumps({"model": "gpt-4o", "messages": said}), status=status,  # noqa: E501
+                              response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(answer))], ttfb=0.01))  # fmt: skip  # noqa: E501
