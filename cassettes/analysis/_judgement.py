@@ -133,10 +133,11 @@ def run_check(
 
 
 #: The layer whose judgement a check's failure leaves missing (by the layer its findings are
-#: mostly of; the agent's rules and the rest: C).
+#: mostly of; the agent's rules, whose ``E.rule_broken`` is the model's: E).
 _LAYER_OF: dict[Check, str] = {
     **{c: "E" for c in (*emission.CHECKS, *claims.CHECKS, *provenance.CHECKS)},
     **{c: "A" for c in api.CHECKS},
+    **{c: "C" for c in dispatch.CHECKS},
 }
 
 
@@ -163,7 +164,7 @@ def judge(
     turn.tokens = step("A", "the token count", lambda: tokens.build(ctx), TokenCount())
     skipped, none = bool(notes), list[Finding]()
     for check in checks if not skipped else ():
-        name, layer = f"check {getattr(check, '__name__', check)}", _LAYER_OF.get(check, "C")
+        name, layer = f"check {getattr(check, '__name__', check)}", _LAYER_OF.get(check, "E")
         turn.findings.extend(step(layer, name, _bound(check, ctx), none))
     found = list(turn.findings)
     fold = lambda: dispatch.fold_root_causes(ctx, found)  # noqa: E731

@@ -82,7 +82,7 @@ def test_a_check_that_raises_leaves_a_note_and_the_rest_judged(
         "check _boom failed on round trip #1: TypeError: 'int' object is not iterable"
     ]
     (note,) = [f for f in run.findings if f.code.endswith(".not_judged")]
-    assert (note.code, note.seq, note.severity) == ("C.not_judged", 1, "info")
+    assert (note.code, note.seq, note.severity) == ("E.not_judged", 1, "info")  # (as a rule)
     assert "check _boom failed" in note.message and not note.details["checks_skipped"]
     # the other checks ran on that round trip and every other one: the run's findings are the
     # same as without the broken check, the note aside
@@ -98,9 +98,9 @@ def test_a_check_that_raises_leaves_a_note_and_the_rest_judged(
             rc, out, err = cli_output("show", *([cache] if cache else []), str(path))
             assert rc == EXIT_NOT_JUDGED, err
             assert "1 analysis step failed" in err and "Traceback" not in err
-            assert b"C.not_judged" in out and b"(!) analysis: check _boom failed" in out
+            assert b"E.not_judged" in out and b"(!) analysis: check _boom failed" in out
     rc, out, err = cli_output("show", "--json", "--no-cache", str(path))
-    assert rc == EXIT_NOT_JUDGED and b'"C.not_judged"' in out
+    assert rc == EXIT_NOT_JUDGED and b'"E.not_judged"' in out
     lines = summary_lines(path)
     assert lines.not_judged and any("1 analysis step failed" in ln for ln in lines), lines
     assert lines[-1].startswith("details:")
