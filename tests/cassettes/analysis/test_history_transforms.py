@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scenarios import WEATHER, AgentScript, Call, assistant_of, family_turn, results_of, user_of
@@ -32,7 +33,8 @@ from looptap.cassettes.wire import Exchange
 FAMILIES4 = ("openai_chat", "openai_responses", "anthropic", "gemini")
 SYSTEM = "You are a weather assistant. Use get_weather for every city."
 SUMMARISER = "You are a conversation summarizer. Summarize the conversation so far."
-#: The summary every summarisation returns, word for word (the instance of issue 100 item 5).
+#: The summary every summarisation of an agent returns, word for word (the instance of issue 100
+#: item 5), after the agent's name (two agents opening alike: test_two_agents_opening_alike).
 SUMMARY = "Summary so far: the user asked about the weather in several cities; all were sunny."
 CITIES = ("Paris", "Lyon", "Oslo", "Rome", "Kyiv", "Lima")
 EXAMPLES = int(
@@ -61,6 +63,7 @@ class Agent:
     #: Positions (in ``exchanges``) of the requests whose history was changed.
     changed: set[int] = field(default_factory=set)
     calls: int = 0
+    summary: str = SUMMARY
 
     def send(self, text: str | None, calls: list[Call], op: Op | None) -> None:
         if op is not None and self.history:
@@ -92,23 +95,23 @@ class Agent:
             if kind == "asked":  # the agent's own model asked for it: its answer sent back
                 items = [it for _, its in h for it in its]
                 items.append(user_of(f, "Please summarize this conversation."))
-                ex = family_turn(f, items, response_text=SUMMARY, tools=[WEATHER])
+                ex = family_turn(f, items, response_text=self.summary, tools=[WEATHER])
                 self.exchanges.append(AgentScript(f, system=SYSTEM)._add(ex))
                 self.changed.add(len(self.exchanges))
-                h[: i + 1] = [("answer", assistant_of(f, SUMMARY))]
+                h[: i + 1] = [("answer", assistant_of(f, self.summary))]
                 return
             if kind == "summariser":  # written by a side call that read that history
                 side = AgentScript(f, tools=[], system=SUMMARISER)
                 side.history[:] = [it for _, its in h[: i + 1] for it in its]
                 side.user("Please summarize this conversation.")
-                side.reply(SUMMARY)
+                side.reply(self.summary)
                 self.exchanges.append(side.exchanges[0])
                 self.changed.add(len(self.exchanges))
             as_answer = j % 2 == 0
             unit = (
-                ("answer", assistant_of(f, SUMMARY))
+                ("answer", assistant_of(f, self.summary))
                 if as_answer
-                else ("user", [user_of(f, SUMMARY)])
+                else ("user", [user_of(f, self.summary)])
             )
             h[: i + 1] = [unit]
         if not h:
@@ -128,10 +131,12 @@ def _text(u: Unit) -> str:
     return " ".join(out)
 
 
-def _agent(family: str, name: str, rounds: list[tuple[int, list[Op | None]]]) -> Agent:
+def _agent(
+    family: str, name: str, rounds: list[tuple[int, list[Op | None]]], alike: bool = False
+) -> Agent:
     """An agent's run: per round, its number of tool calls and the change (or none) before each
-    of its requests."""
-    agent = Agent(family, name)
+    of its requests (``alike``: its summary the other agent's, word for word)."""
+    agent = Agent(family, name, summary=SUMMARY if alike else f"{name}: {SUMMARY}")
     for r, (n_calls, ops) in enumerate(rounds):
         ops = [*ops, None, None, None][: n_calls + 1]
         city = CITIES[r % len(CITIES)]
@@ -159,6 +164,8 @@ class Case:
     agents: list[list[tuple[int, list[Op | None]]]]
     #: The order the agents' round trips were sent in (agent numbers, taken modulo their count).
     order: list[int]
+    #: The agents' summaries are the same words (else each starts with its agent's name).
+    alike: bool = False
 
 
 _cases = st.builds(
@@ -172,7 +179,9 @@ _cases = st.builds(
 def _run(case: Case) -> tuple[list[Exchange], set[int], set[int]]:
     """The run's round trips in sending order, with seqs; the seqs of the changed requests, and
     of the turns right after a change."""
-    agents = [_agent(case.family, "AB"[n], rounds) for n, rounds in enumerate(case.agents)]
+    agents = [
+        _agent(case.family, "AB"[n], rounds, case.alike) for n, rounds in enumerate(case.agents)
+    ]
     queues = [list(enumerate(a.exchanges)) for a in agents]
     sent: list[tuple[int, int, Exchange]] = []
     for pick in [*case.order, *[0] * 64, *[1] * 64]:
@@ -246,3 +255,21 @@ def test_an_unchanged_run_interleaved_or_not_has_no_client_warning(
         _adds_up(run)
         bad = [(f.seq, f.code) for f in run.findings if f.layer == "C" and f.severity != "info"]
         assert not bad, bad
+
+
+@pytest.mark.xfail(strict=True, reason="open: two agents whose requests open alike, interleaved")
+def test_two_agents_opening_alike() -> None:
+    """Found by the long run, not fixed: agent B's first request (the system prompt and the
+    summary, word for word agent A's) reads as A trimming its history back to them, and A's next
+    request, which extends A's previous one exactly (its answer's call id echoed), is then
+    compared with B's turn: a false ``C.assistant_not_echoed`` on A. The threader compares a
+    request with its conversation's latest turn by design (a history extending an older turn
+    dropped what came after it); telling this apart needs the later echo to move B out."""
+    check(
+        Case(
+            "openai_chat",
+            [[(0, []), (2, [("summary", 0, 0)])], [(0, [("summary", 0, 0)])]],
+            [0, 0, 0, 1],
+            alike=True,
+        )
+    )
