@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_grown_continued import _write
 from test_history_transforms import Case, _run
 
 from looptap.cassettes.analysis import _analyser, analyse
 from looptap.cassettes.analysis import threading as threading_
 from looptap.cassettes.analysis.dispatch import _layer
-from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
 from looptap.proxy.summary import summary_lines
 from tests.support.analysed import cli_output
@@ -49,11 +49,7 @@ def contained(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _cassette(tmp_path: Path, exchanges: list[Exchange]) -> Path:
-    path = tmp_path / "run.jsonl"
-    with CassetteWriter(path) as w:
-        for ex in exchanges:
-            w.append(ex)
-    return path
+    return _write(tmp_path / "run.jsonl", exchanges)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
