@@ -473,15 +473,16 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
     if child_status is not None:
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
-    from .summary import summary_lines, unseen_how  # (imported when the run is read)
+    from .summary import EXIT_NOT_JUDGED, Summary, summary_lines, unseen_how  # (when read)
 
-    for line in [] if kept else summary_lines(config.output, before, unseen_how(config)):
+    summary = Summary() if kept else summary_lines(config.output, before, unseen_how(config))
+    for line in summary:
         messages.emit(line)
     if fork is not None:
         rc = _finish_fork(fork, target.path, rc)
     if report_lost(addon):
         return int(rc or 3)
-    return int(rc)
+    return int(rc or (EXIT_NOT_JUDGED if summary.not_judged else 0))
 
 
 def _inspecting(

@@ -13,7 +13,18 @@ from ..cassettes.hints import command_line, count, looptap_argv
 from ..cassettes.reading import open_run
 from ..cassettes.views import estimated_note, estimated_why, money
 
-__all__ = ["details_line", "summary_lines", "unseen_how"]
+__all__ = ["EXIT_NOT_JUDGED", "Summary", "details_line", "summary_lines", "unseen_how"]
+
+#: ``looptap run``'s status when every round trip was recorded and the command succeeded, but the
+#: summary's analysis failed on part of the run (looptap's bug; ``show`` exits the same).
+EXIT_NOT_JUDGED = 4
+
+
+class Summary(list[str]):
+    """The summary's lines; ``not_judged``: an analysis step failed on part of the run (said in
+    a line of its own)."""
+
+    not_judged = False
 
 
 def unseen_how(config: Any) -> str:
@@ -35,15 +46,17 @@ def unseen_how(config: Any) -> str:
     )
 
 
-def summary_lines(path: Path, before: int = 0, unseen: str = "") -> list[str]:
+def summary_lines(path: Path, before: int = 0, unseen: str = "") -> Summary:
     """``looptap run``'s closing summary of the run it recorded into ``path`` (of the round trips
     after the first ``before``, when it appended to an earlier recording). ``unseen``: what to say
     when tool calls ran and no tool HTTP was seen (:func:`unseen_how`)."""
+    out = Summary()
     try:
         if before:  # appended to an earlier recording: this run's round trips only, on their own
             recorded = open_run(path, whole=True, formats=("looptap",))
             exchanges = len(recorded.exchanges) - before
             run = analyse(list(recorded.exchanges)[before:])
+            out += _summary(path, before, exchanges, run, unseen)
         else:
             # Read as `show` reads it: analysed as a stream and kept (docs/kept-analysis.md), never
             # the whole run in memory.
@@ -51,12 +64,22 @@ def summary_lines(path: Path, before: int = 0, unseen: str = "") -> list[str]:
             try:
                 exchanges = len(streamed.exchanges)
                 run = streamed.analysis
-                return _summary(path, before, exchanges, run, unseen)
+                out += _summary(path, before, exchanges, run, unseen)
             finally:
                 streamed.close()
     except Exception as exc:
-        return [f"could not read {path} for the summary: {exc}"]
-    return _summary(path, before, exchanges, run, unseen)
+        out.not_judged = True
+        out[:] = [f"could not read {path} for the summary: {type(exc).__name__}: {exc}"]
+        return out
+    if run.errors:
+        out.not_judged = True
+        out.insert(
+            -1,
+            f"{count(len(run.errors), 'analysis step')} failed on part of the run (looptap's "
+            f"bug, not the run's): {run.errors[0][:200]}; those round trips carry a "
+            f"*.not_judged note (exit status {EXIT_NOT_JUDGED})",
+        )
+    return out
 
 
 def _results(turn: Any, by_mcp: set[str]) -> int:

@@ -35,6 +35,7 @@ from ._judgement import (
     EMPTY_C,
     EMPTY_E,
     EMPTY_TOKENS,
+    contained,
     failed,
     judge,
     settle,
@@ -165,11 +166,21 @@ class RunAnalyser:
         return self.state.result
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
-        """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
+        """Analyse one round trip; returns its turn (``None`` for a non-generation round trip).
+
+        A step outside a turn's judgement (the parse, the threading) that raises is contained
+        (:func:`~._judgement.contained`): the round trip is left out of the analysis, said in its
+        errors, and the run goes on (``None``)."""
+        st = self.state
+        where = f"round trip #{ex.seq if ex.seq is not None else st.pos}"
         try:
-            return self._add(ex, rt)
+            turn, said = contained(
+                "the analysis", where, lambda: self._add(ex, rt), None, st.result.errors
+            )
+            if said is not None:  # each turn the threader made keeps a round trip's number
+                st.seq_of_tid.extend([-1] * (len(st.threader.turns) - len(st.seq_of_tid)))
+            return turn
         finally:  # spill what does not fit (between round trips: no entry is held then)
-            st = self.state
             for table in (st.latest, st.convs, st.records, st.parked):
                 table.trim()
             st.conversations.trim()
@@ -401,7 +412,9 @@ class RunAnalyser:
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round
         trip): :func:`._final_pass.finish`."""
-        return final_pass.finish(self.state)
+        st = self.state
+        fin = lambda: final_pass.finish(st)  # noqa: E731
+        return contained("the end-of-run pass", "the run", fin, st.result, st.result.errors)[0]
 
 
 def analyse(

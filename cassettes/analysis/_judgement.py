@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from ..wire import Exchange
 from . import _api as api
@@ -34,6 +36,8 @@ __all__ = [
     "EMPTY_TOKENS",
     "FINAL_CHECKS",
     "NO_EXCHANGE",
+    "RAISE_ENV",
+    "contained",
     "failed",
     "judge",
     "run_check",
@@ -92,36 +96,84 @@ def retry_after(ex: Exchange) -> float | None:
         return None
 
 
+#: Set (to anything but ``0``) by the test suite: a check or analysis step that raises on a
+#: recording raises there, loudly, where users get the contained result (issue 100 item 5).
+RAISE_ENV = "LOOPTAP_RAISE_CONTAINED"
+#: Characters of a contained error's text kept in its line and note.
+_ERROR_CHARS = 300
+_T = TypeVar("_T")
+
+
+def contained(
+    step: str, where: str, run: Callable[[], _T], fallback: _T, errors: list[str]
+) -> tuple[_T, str | None]:
+    """``run()``, or — when it raises (a bug of looptap's, never the run's) — ``fallback`` and
+    the line said of it, also added to the run's ``errors``: one step that fails on a recording
+    must not stop the run from being read (docs/reliability.md, "Never a traceback from
+    reading"). A ``MemoryError`` (the memory budget's among them) is never contained; under
+    :data:`RAISE_ENV` nothing is."""
+    try:
+        return run(), None
+    except MemoryError:
+        raise
+    except Exception as exc:
+        if os.environ.get(RAISE_ENV, "0") not in ("", "0"):
+            raise
+        said = f"{step} failed on {where}: {type(exc).__name__}: {str(exc)[:_ERROR_CHARS]}"
+        errors.append(said)
+        return fallback, said
+
+
 def run_check(
     check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]
-) -> Iterable[Finding]:
-    try:
-        return list(check(arg))  # type: ignore[arg-type]
-    except Exception as exc:  # one broken check must not hide the others
-        where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
-        errors.append(
-            f"check {getattr(check, '__name__', check)} failed "
-            f"on {where}: {type(exc).__name__}: {exc}"
-        )
-        return []
+) -> list[Finding]:
+    """The findings of one check; none when it raised (said in ``errors``: :func:`contained`)."""
+    where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
+    name = f"check {getattr(check, '__name__', check)}"
+    none: list[Finding] = []
+    return contained(name, where, lambda: list(check(arg)), none, errors)[0]  # type: ignore[arg-type]
+
+
+#: The layer whose judgement a check's failure leaves missing (by the layer its findings are
+#: mostly of; the agent's rules, whose ``E.rule_broken`` is the model's: E).
+_LAYER_OF: dict[Check, str] = {
+    **{c: "E" for c in (*emission.CHECKS, *claims.CHECKS, *provenance.CHECKS)},
+    **{c: "A" for c in api.CHECKS},
+    **{c: "C" for c in dispatch.CHECKS},
+}
 
 
 def judge(
     ctx: TurnContext, link: Link, mcp: McpLinker, errors: list[str], checks: Iterable[Check]
 ) -> None:
     """The turn's E/A/C layers and token accounting, then every check (:data:`CHECKS` and the
-    agent's rules in force), root causes first."""
+    agent's rules in force), root causes first. Each step is :func:`contained`: a step that
+    raises leaves its part unjudged, and the turn carries a ``<layer>.not_judged`` note naming
+    it (with a layer missing, no check runs: each reads the layers)."""
     turn = ctx.turn
-    turn.c = dispatch.build(ctx, link)
-    turn.e = emission.build(ctx)
-    turn.a = api.build(ctx)
-    turn.tokens = tokens.build(ctx)
-    for check in checks:
-        turn.findings.extend(run_check(check, ctx, errors))
-    turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
+    where = f"round trip #{ctx.seq}"
+    notes: list[tuple[str, str]] = []  # (layer, what failed) of the steps that raised
+
+    def step(layer: str, name: str, run: Callable[[], _T], fallback: _T) -> _T:
+        out, said = contained(name, where, run, fallback, errors)
+        if said is not None:
+            notes.append((layer, said))
+        return out
+
+    turn.c = step("C", "the C layer", lambda: dispatch.build(ctx, link), Dispatch())
+    turn.e = step("E", "the E layer", lambda: emission.build(ctx), Emission())
+    turn.a = step("A", "the A layer", lambda: api.build(ctx), ApiReport())
+    turn.tokens = step("A", "the token count", lambda: tokens.build(ctx), TokenCount())
+    skipped, none = bool(notes), list[Finding]()
+    for check in checks if not skipped else ():
+        name, layer = f"check {getattr(check, '__name__', check)}", _LAYER_OF.get(check, "E")
+        turn.findings.extend(step(layer, name, _bound(check, ctx), none))
+    found = list(turn.findings)
+    fold = lambda: dispatch.fold_root_causes(ctx, found)  # noqa: E731
+    turn.findings[:] = step("C", "the root-cause fold", fold, found)
     codes.demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
     withhold_unread(ctx, turn.findings)
-    mcp.model_turn(turn, ctx.rt.response)
+    step("C", "the MCP link", lambda: mcp.model_turn(turn, ctx.rt.response), None)
     if link.ambiguous > 1:
         turn.findings.append(
             ctx.finding(
@@ -134,8 +186,25 @@ def judge(
                 candidates=link.ambiguous,
             )
         )
+    turn.findings.extend(_not_judged(ctx, layer, said, skipped) for layer, said in notes)
     # root causes first, each followed by what it caused: the one order every view shows
     turn.findings[:] = dispatch.ordered_findings(turn.findings)
+
+
+def _bound(check: Check, ctx: TurnContext) -> Callable[[], list[Finding]]:
+    return lambda: list(check(ctx))
+
+
+def _not_judged(ctx: TurnContext, layer: str, said: str, skipped: bool) -> Finding:
+    """The note a round trip carries for a step that failed on it (:func:`contained`)."""
+    return ctx.finding(
+        codes.NOT_JUDGED[layer],
+        f"looptap could not judge all of this round trip: {said}. "
+        + ("No check ran on it (each reads the layers). " if skipped else "")
+        + "This is looptap's bug, not the run's; the rest of the run was read.",
+        error=said,
+        checks_skipped=skipped,
+    )
 
 
 #: What a finding rests on when it judges the answer's content (its row's ``rests_on``), and the
@@ -152,6 +221,7 @@ _NOT_CONTENT = frozenset(
         codes.GAVE_UP_ON_RETRYABLE_ERROR,
         codes.ABANDONED_ANSWER,
         codes.ANSWER_DISCARDED,
+        *codes.NOT_JUDGED.values(),
     }
 )
 

@@ -151,6 +151,13 @@ STOPPED_WITH_PENDING_CALLS = _row("C", "C.stopped_with_pending_calls", INFO, "th
 LOOP_REPORTED_NOT_STOPPED = _row("C", "C.loop_reported_not_stopped", WARNING, "the agent said, twice in a row, that it is stuck or looping (an orchestrator's ledger `\"is_in_loop\": true`, \"I am stuck in a loop\"), and the client called it again all the same; *info*, linked (`details.caused_by`) to the loop it reports, when a call was repeated before it: the first `E.repeated_call` of its task, else of the run (an orchestrator reporting the loop of an agent it directs: `details.caused_by_conversation`), which comes first and carries the warning", grades={"repeated call": INFO})  # fmt: skip
 DIVERGED_FROM_RECORDING = _row("C", "C.diverged_from_recording", ERROR, "a replayed request matched no recorded round trip: looptap's replay answered with its own error (the API was not asked); says what differs, where", see="testing.md")  # fmt: skip
 THREAD_AMBIGUOUS = _row("C", "C.thread_ambiguous", INFO, "the request's history, tool-call ids included, is identical to that of several conversations waiting for their next turn: looptap took the most recent (unique tool-call ids or an `X-Looptap-Conversation` header make it certain)", see="threading.md")  # fmt: skip
+#: A check or analysis step raised on a round trip (issue 100 item 5): the run still reads, and
+#: this note, in the layer whose judgement is missing, names the step and its error.
+_NOT_JUDGED = "a check or analysis step failed on this round trip (looptap's bug, never the run's): what it judges was not judged, the step and its error named; `show` and `run` exit 4"
+NOT_JUDGED_E = _row("E", "E.not_judged", INFO, _NOT_JUDGED, see="reliability.md")  # fmt: skip
+NOT_JUDGED_A = _row("A", "A.not_judged", INFO, _NOT_JUDGED, see="reliability.md")  # fmt: skip
+NOT_JUDGED_C = _row("C", "C.not_judged", INFO, _NOT_JUDGED, see="reliability.md")  # fmt: skip
+NOT_JUDGED = {"E": NOT_JUDGED_E, "A": NOT_JUDGED_A, "C": NOT_JUDGED_C}
 
 #: How the docs page says a cause's scope.
 _SCOPE = {"turn": "", "call": " (about the same call, this turn or the one before)", "unrun": " (about a call it repeats that the client never ran)", "dropped": " (the calls it repeats no longer in the history: the client's context management dropped them on this turn or since, so the model does not see them made)", "quoted": " (each of its claims or values quoted from what the client's context management dropped on this turn or since: the request no longer holds it; never merely for coming later)"}  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from .. import providers
-from ..commands import EXIT_OK, err
+from ..commands import EXIT_NOT_JUDGED, EXIT_OK, err
 from ..errors import problem_lines
 from ..hints import count
 from ..reading import branch_line, branch_origin, fork_notes, open_run, show_pairs
@@ -116,6 +116,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         # unfiltered, the text kept with a kept analysis (views are not rendered again)
         _print_lines(text() if keep is not None else run.printed(text, "texts"))
+    failures = run.analysis.errors
+    if failures:  # the run was read; part of it could not be judged (looptap's bug)
+        err(
+            f"looptap: {count(len(failures), 'analysis step')} failed on {path} (looptap's bug, "
+            f"not the run's): {clean_line(failures[0])[:200]}; the round trips concerned carry a "
+            f"*.not_judged note (exit status {EXIT_NOT_JUDGED})"
+        )
+        return EXIT_NOT_JUDGED
     return EXIT_OK
 
 

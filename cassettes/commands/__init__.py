@@ -17,6 +17,7 @@ from ._fleet import FLEET, INDEX, QUERY
 from ._recording import RECORD, RUN
 from ._registry import (
     EXIT_ERROR,
+    EXIT_NOT_JUDGED,
     EXIT_OK,
     Arg,
     Args,
@@ -35,6 +36,7 @@ from ._why import WHY, WHY_OPTIONS
 __all__ = [
     "COMMANDS",
     "EXIT_ERROR",
+    "EXIT_NOT_JUDGED",
     "EXIT_OK",
     "WHY_OPTIONS",
     "Arg",

@@ -39,6 +39,9 @@ __all__ = [
 
 EXIT_OK = 0
 EXIT_ERROR = 2
+#: The run was read, but a check or analysis step failed on part of it (looptap's bug): those
+#: round trips carry a ``<layer>.not_judged`` note (docs/reliability.md).
+EXIT_NOT_JUDGED = 4
 
 
 @dataclass(frozen=True)

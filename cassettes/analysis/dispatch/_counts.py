@@ -66,6 +66,10 @@ def message_counts(
         moved = sum(1 for j in context.summary if new_from <= j < sent)
         changed, new = changed + moved, new - moved
         dropped = len(context.dropped)
+        # what the management kept of the previous request past where this turn's own messages
+        # were taken to start (no echo of the previous answer found): as before, not new
+        extra = min(previous - dropped - len(context.cleared) - as_before, new) if previous else 0
+        as_before, new = as_before + max(extra, 0), new - max(extra, 0)
     else:
         dropped = max(0, previous - as_before - changed)
     return MessageCounts(sent=sent, as_before=as_before, changed=changed, new=new, dropped=dropped)

@@ -89,7 +89,10 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     shorter = len(ctx.messages) < prev_len and c.link != "rewritten"
     if dropped or shorter or compacted:
         asked = " (the user's question among them)" if dropped and dropped[1] else ""
-        cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
+        # the previous request's messages dropped, by index (as a managed trim's are)
+        cut: dict[str, Any] = (
+            {"dropped": list(range(c.kept, c.kept + dropped[0]))} if dropped else {}
+        )
         yield ctx.finding(
             codes.HISTORY_TRIMMED,
             f"The history starts with turn {ctx.prev.index}'s answer: the {dropped[0]} message(s) "

@@ -516,5 +516,8 @@ def _answered(ctx: TurnContext, tr: ToolResult, in_history: set[str]) -> tuple[i
         return registry[tr.call_id], True
     queue = ctx.conv.state.setdefault("_unanswered_by_name", {}).get(tr.name or "")
     if queue:
-        return queue.pop(0), True
+        # the previous turn's call first (the results after its answer answer it), else the
+        # oldest: an earlier call of that name the client never answered takes no later result
+        last = ctx.prev.index if ctx.prev is not None else None
+        return queue.pop(queue.index(last) if last in queue else 0), True
     return None, bool(tr.call_id and tr.call_id in in_history)

@@ -273,9 +273,14 @@ def _cleared(old: Shape, new: Shape, msg: Message) -> bool:
 class _Diff:
     """The previous request's history (``before``) against this one's (``now``), by message
     key: what went (``gone``: indexes in ``before``), what is new (``unmatched``: indexes in
-    ``now``), and for each kept message of ``now`` the index in ``before`` it is (``kept``)."""
+    ``now``), and for each kept message of ``now`` the index in ``before`` it is (``kept``).
+    ``echo_at``: where the threader found the previous answer's echo; that message is the echo
+    even when the previous request sent one like it (a summary repeated word for word: what was
+    kept and dropped must say what the C layer's counts say)."""
 
-    def __init__(self, before: list[Shape], now: list[Shape], answer_key: int | None) -> None:
+    def __init__(
+        self, before: list[Shape], now: list[Shape], answer_key: int | None, echo_at: int | None
+    ) -> None:
         at: dict[int, list[int]] = {}
         for i, sh in enumerate(before):
             at.setdefault(sh[0], []).append(i)
@@ -284,7 +289,9 @@ class _Diff:
         answered = answer_key is None
         for j, sh in enumerate(now):
             queue = at.get(sh[0])
-            if queue:
+            if j == echo_at and not answered and sh[0] == answer_key:
+                answered = True
+            elif queue:
                 self.kept[j] = queue.pop(0)
             elif not answered and sh[0] == answer_key:
                 answered = True  # the previous answer's echo: not in ``before``
@@ -384,7 +391,8 @@ def context_change(
         return None
     before, now = _unpacked(packed), _unpacked(ctx.conv.state[SHAPES])
     answer = response_message(prev.rt.response) if prev.rt.response is not None else None
-    d = _Diff(before, now, message_key(answer) & _MASK if answer is not None else None)
+    key = message_key(answer) & _MASK if answer is not None else None
+    d = _Diff(before, now, key, new_from if link.echo_at is not None else None)
     if not d.gone:
         return None
     opaque = [j for j, m in enumerate(ctx.messages[:MAX_COMPARED]) if is_compaction(m)]

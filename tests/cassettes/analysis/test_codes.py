@@ -79,7 +79,7 @@ def test_every_row_is_whole() -> None:
         for cause, scope in row.under:  # a cause is a row, and never the code itself
             assert cause in ROWS and cause != code, code
             assert scope in ("turn", "call", "unrun", "dropped", "quoted"), code
-    assert len(ROWS) == 76
+    assert len(ROWS) == 79
 
 
 def test_the_docs_page_is_generated_from_the_registry() -> None:
@@ -174,7 +174,7 @@ def test_every_finding_of_the_corpus_is_its_rows() -> None:
     assert len(codes_seen) >= 25, sorted(codes_seen)
 
 
-def test_each_agent_rule_is_a_check_among_the_others() -> None:
+def test_each_agent_rule_is_a_check_among_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent's rules are no second engine: each rule in force is a check run among the
     others, makes ``E.rule_broken`` by its row (the rule's severity grading it; a rule without one
     gets the row's), and one that fails is reported by its name like any check's, the other rules
@@ -204,12 +204,15 @@ def test_each_agent_rule_is_a_check_among_the_others() -> None:
     # a rule its check cannot judge (no sources: a Rule made in code, not parsed) fails as a check
     bad = replace(rules, rules=(Rule("bad", "provenance", tool=("get_weather",), argument="city",
                                      sources=None), *rules.rules))  # type: ignore[arg-type]  # fmt: skip
+    monkeypatch.delenv("LOOPTAP_RAISE_CONTAINED")  # as a user reads: contained, and said
     with using(bad):
         run = s.analyse()
     assert [e.split(":", 1)[0] for e in run.errors] == [
-        "check rule 'bad' failed on turn 0",
-        "check rule 'bad' failed on turn 1",
+        "check rule 'bad' failed on round trip #0",
+        "check rule 'bad' failed on round trip #1",
     ]
+    notes = [(f.seq, f.code) for f in run.findings if f.code.endswith(".not_judged")]
+    assert sorted(notes) == [(0, codes.NOT_JUDGED_E), (1, codes.NOT_JUDGED_E)]
     assert sorted(
         (f.turn, f.details["rule"]) for f in run.findings if f.code == codes.RULE_BROKEN
     ) == [(0, "lookup first"), (1, "lookup first"), (1, "never")]
