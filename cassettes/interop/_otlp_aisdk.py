@@ -148,4 +148,4 @@ def ai_sdk_call(
         kinds = "; ".join(sorted(set(unread))[:3])
         notes.append(f"imported: {count(len(unread), 'part')} of the AI SDK's prompt not read "
                      f"({kinds}): nothing is judged on them")  # fmt: skip
-    return out, notes, [f"messages: {u}" for u in sorted(set(unread))]
+    return out, notes, [f"messages: {u}, not read" for u in sorted(set(unread))]
