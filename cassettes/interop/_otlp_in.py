@@ -279,6 +279,8 @@ def _call(
     call.given.discard("")
     call.notes += said
     call.unread += unread
+    if prof.own is not None:  # (what its spans do not keep of a provider's request)
+        call.inferred |= set(prof.own.inferred.get(_provider(a, prof), ()))
     if rewritten:
         call.notes.append(REWRITTEN_NOTE.format(name=prof.name, provider=_provider(a, prof)))
     if prof is UNPROFILED:

@@ -63,6 +63,9 @@ class OwnAttributes:
     reasoning: str
     #: Its own finish reasons, by the provider they are put back for: its reason → the API's.
     finishes: dict[str, dict[str, str]] = field(default_factory=dict, hash=False)
+    #: By provider, what of the request its spans do not keep (the provider's own defaults:
+    #: Anthropic's ``max_tokens``, ``tool_choice``, a field it adds to each tool), marked inferred.
+    inferred: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -179,14 +182,19 @@ PROFILES: tuple[Instrumentation, ...] = (
     Instrumentation("Google ADK", ("gcp.vertex.agent",), "2.13.0", provider="gcp.gemini"),
     # its own telemetry (`experimental_telemetry`): a call's content under `ai.prompt.*` /
     # `ai.response.*` in its own message format, its finish reasons its own (`tool-calls`); its
-    # OpenAI Chat model read (`openai.chat`), its other providers said unread
-    Instrumentation("the Vercel AI SDK", ("ai",), "6.0.325 (@ai-sdk/openai 3.0.141)",
+    # OpenAI Chat and Anthropic models read, its other providers said unread
+    Instrumentation("the Vercel AI SDK", ("ai",),
+                    "6.0.325 (@ai-sdk/openai 3.0.141, @ai-sdk/anthropic 3.0.140)",
                     says_stream=True, own=OwnAttributes(
         "ai.operationId", ("ai.generateText.doGenerate", "ai.streamText.doStream"),
-        ("ai.streamText.doStream",), "ai.model.provider", {"openai.chat": "openai"},
+        ("ai.streamText.doStream",), "ai.model.provider",
+        {"openai.chat": "openai", "anthropic.messages": "anthropic"},
         "ai.prompt.messages", "ai.prompt.tools", "ai.response.text", "ai.response.toolCalls",
         "ai.response.reasoning",
-        {"openai": {"tool-calls": "tool_calls", "content-filter": "content_filter"}})),
+        # (Anthropic's stop_sequence is its `stop` too: rebuilt as end_turn, the same class)
+        {"openai": {"tool-calls": "tool_calls", "content-filter": "content_filter"},
+         "anthropic": {"stop": "end_turn", "tool-calls": "tool_use", "length": "max_tokens"}},
+        {"anthropic": ("max_tokens", "params", "tool schemas")})),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

@@ -101,6 +101,7 @@ NODE_KINDS = {
     "ai-sdk": (["generate", "stream"], ""),
     "ai-sdk-inputs-off": (["generate", "stream"], "inputs-off"),
     "ai-sdk-outputs-off": (["generate", "stream"], "outputs-off"),
+    "ai-sdk-anthropic": (["anthropic-generate", "anthropic-stream"], ""),
 }
 AI_SDK_AGENT = HERE / "traced_ai_sdk.js"
 

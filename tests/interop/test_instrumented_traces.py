@@ -18,7 +18,7 @@ import pytest
 
 from looptap.cassettes.cli import main
 from tests.interop.cassette_files import REPO
-from tests.interop.make_traces import AI_SDK_AGENT, APIS, make
+from tests.interop.make_traces import AI_SDK_AGENT, APIS, NODE_KINDS, make
 from tests.interop.test_import_traces import show_json
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route
@@ -72,6 +72,7 @@ KINDS = {
     # the Vercel AI SDK 6.0.325's own telemetry (generateText and streamText on OpenAI Chat):
     # its doGenerate / doStream spans, its content under ai.prompt.* / ai.response.*
     "ai-sdk": (),
+    "ai-sdk-anthropic": (),  # (on @ai-sdk/anthropic 3.0.140: Anthropic Messages)
 }
 
 
@@ -811,12 +812,13 @@ needs_ai_sdk = pytest.mark.skipif(
 
 @needs_recorder
 @needs_ai_sdk
-def test_a_fork_at_turn_2_of_the_ai_sdks_trace(tmp_path: Path) -> None:
-    """The AI SDK's agent (generateText and streamText, ``stopWhen``) forked from its imported
-    trace: the 2 turns before the cursor served from the trace's answers (their tool calls' ids,
-    the stream as a stream), only turn 2 live, exit 0."""
-    trace = imported("ai-sdk", tmp_path)
-    agent = ["node", str(AI_SDK_AGENT), "", "generate", "stream"]
+@pytest.mark.parametrize("kind", ["ai-sdk", "ai-sdk-anthropic"])
+def test_a_fork_at_turn_2_of_the_ai_sdks_trace(kind: str, tmp_path: Path) -> None:
+    """The AI SDK's agent (generateText and streamText, ``stopWhen``; OpenAI Chat, Anthropic
+    Messages) forked from its imported trace: the 2 turns before the cursor served from the
+    trace's answers (their tool calls' ids, the stream as a stream), only turn 2 live, exit 0."""
+    trace = imported(kind, tmp_path)
+    agent = ["node", str(AI_SDK_AGENT), "", *NODE_KINDS[kind][0]]
     proc, fake = _fork(trace, tmp_path, agent, NPM_CLIENTS=str(NPM_CLIENTS))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(fake.log) == 2 and proc.stdout.count("NEW MODEL") == 2, proc.stdout

@@ -1,13 +1,15 @@
 // The fork tests' weather agent on the Vercel AI SDK (tests/interop/traces/README.md, `ai-sdk*`):
-// one tool loop per label, on OpenAI Chat (`openai.chat`, OPENAI_BASE_URL: `looptap run`'s),
+// one tool loop per label, on OpenAI Chat (`openai.chat`, OPENAI_BASE_URL: `looptap run`'s) or
+// Anthropic Messages (`anthropic-…` labels; the provider reads ANTHROPIC_BASE_URL itself),
 // asking for the weather until the model stops calling the tool, traced by the SDK's own
 // telemetry (`experimental_telemetry`) into an OTel JS tracer provider whose spans are written
 // as one OTLP/JSON line to TRACE_FILE at the end. Prints `LABEL: final text` per label.
 //
 //   NPM_CLIENTS=PREFIX node traced_ai_sdk.js TRACE_FILE [LABEL ...]
 //
-// LABEL: generate (generateText), stream (streamText); TRACE_CONTENT=inputs-off / outputs-off
-// sets recordInputs / recordOutputs false. PREFIX holds ai, @ai-sdk/openai and the OTel JS SDK
+// LABEL: generate (generateText), stream (streamText), anthropic-generate, anthropic-stream;
+// TRACE_CONTENT=inputs-off / outputs-off
+// sets recordInputs / recordOutputs false. PREFIX holds ai, @ai-sdk/openai, @ai-sdk/anthropic and the OTel JS SDK
 // at the versions .ci/run's .npm-clients step pins.
 const { createRequire } = require("node:module");
 const { writeFileSync } = require("node:fs");
@@ -46,11 +48,14 @@ const tools = {
 
 async function loop(label) {
   const args = {
-    model: openai.chat("gpt-4o-mini"), system: "Use the weather tool.", tools, maxRetries: 0,
+    model: label.startsWith("anthropic")
+      ? need("@ai-sdk/anthropic").anthropic("claude-3-5-haiku-latest")
+      : openai.chat("gpt-4o-mini"),
+    system: "Use the weather tool.", tools, maxRetries: 0,
     prompt: `[${label}] Weather in three cities?`, stopWhen: stepCountIs(5),
     experimental_telemetry: { ...telemetry, functionId: label },
   };
-  if (label.startsWith("stream")) {
+  if (label.endsWith("stream")) {
     const r = streamText(args);
     for await (const _ of r.textStream) {}
     return await r.text;
