@@ -25,6 +25,7 @@ from ..errors import ImportFormatError
 from ..hints import count
 from ..providers import Call, by_family, from_parts, shape_of, trace_family
 from . import _genai_names as genai
+from ._otlp_aisdk import ai_sdk_call
 from ._otlp_bodies import message_at, plain, reassembled
 from ._otlp_merge import merged
 from ._otlp_numbered import ids_from_history, numbered_tools
@@ -113,6 +114,8 @@ def _answer_unread(call: Call) -> None:
     calls): the answer is unread, and nothing is judged on it (``output`` inferred)."""
     call.inferred.add("output")
     call.unread.append("answer")
+    # (an empty answer, marked unread: the usage and finish the span kept are still the API's)
+    call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
     call.notes.append(
         "imported: the trace kept this call's request but not its answer: the answer is "
         "unread, nothing is judged on it"
@@ -235,6 +238,7 @@ def _call(
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
     a = adk_call(a) or a  # (Google ADK's call_llm span: its request and answer, Gemini's)
+    a, said, unread = ai_sdk_call(a, prof) or (a, [], [])  # (the AI SDK's own names)
     rewritten = prof.bodies is not None and _rewritten(a, prof)
     if prof.bodies is not None and not rewritten:
         shaped = _api_shaped(a, span, prof)
@@ -273,6 +277,10 @@ def _call(
     _tools(call, _offered(call, a, span, oi, agent_tools), a, prof)
     _metadata(call, a, span, finish, prof)
     call.given.discard("")
+    call.notes += said
+    call.unread += unread
+    if prof.own is not None:  # (what its spans do not keep of a provider's request)
+        call.inferred |= set(prof.own.inferred.get(_provider(a, prof), ()))
     if rewritten:
         call.notes.append(REWRITTEN_NOTE.format(name=prof.name, provider=_provider(a, prof)))
     if prof is UNPROFILED:
@@ -382,6 +390,13 @@ def _content(
         call.output = {"content": [] if shape_of(call.family).blocks else "", "parts": []}
         call.unread += ["messages", "answer"]
         return
+    if inputs is None:  # (its answer kept, its request not: the AI SDK's recordInputs false)
+        call.inferred.add("messages")
+        call.unread.append("messages")
+        call.notes.append(
+            "imported: the trace kept this call's answer but not its request: the messages sent "
+            "are unread, nothing is judged on them"
+        )
     sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()

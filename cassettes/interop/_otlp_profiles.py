@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PROFILES", "UNPROFILED", "Bodies", "Instrumentation", "profile_of"]
+__all__ = ["PROFILES", "UNPROFILED", "Bodies", "Instrumentation", "OwnAttributes", "profile_of"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,32 @@ class Bodies:
     #: The request is the SDK call's arguments as given: no ``stream``, not streamed (the flag
     #: is taken, not inferred).
     says_stream: bool = False
+
+
+@dataclass(frozen=True)
+class OwnAttributes:
+    """An instrumentation that writes a call's content under its own attribute names, in its own
+    message format (the Vercel AI SDK's ``ai.*``, read by :mod:`._otlp_aisdk`): where each is."""
+
+    #: The attribute that names a span's operation, and its values that are a model call.
+    operation: str
+    calls: tuple[str, ...]
+    #: The operations among them that stream.
+    streamed: tuple[str, ...]
+    #: The provider the call went to (its own id), and those it reads: id → the conventions'
+    #: ``gen_ai.provider.name`` (a provider not here: its content is said unread).
+    provider: str
+    providers: dict[str, str] = field(hash=False)
+    messages: str
+    tools: str
+    text: str
+    tool_calls: str
+    reasoning: str
+    #: Its own finish reasons, by the provider they are put back for: its reason → the API's.
+    finishes: dict[str, dict[str, str]] = field(default_factory=dict, hash=False)
+    #: By provider, what of the request its spans do not keep (the provider's own defaults:
+    #: Anthropic's ``max_tokens``, ``tool_choice``, a field it adds to each tool), marked inferred.
+    inferred: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,8 @@ class Instrumentation:
     #: It writes each Anthropic ``tool_use`` block also as a text part, its JSON (a part that
     #: repeats a tool call of the same message is left out).
     tool_use_as_text: bool = False
+    #: Its content under its own names, in its own format (the Vercel AI SDK).
+    own: OwnAttributes | None = None
 
 
 PROFILES: tuple[Instrumentation, ...] = (
@@ -152,6 +180,21 @@ PROFILES: tuple[Instrumentation, ...] = (
     # Google ADK's own tracing (its Gemini model): the conventions' messages on its
     # `generate_content` spans, no stream flag, no provider named under its telemetry schema 1
     Instrumentation("Google ADK", ("gcp.vertex.agent",), "2.13.0", provider="gcp.gemini"),
+    # its own telemetry (`experimental_telemetry`): a call's content under `ai.prompt.*` /
+    # `ai.response.*` in its own message format, its finish reasons its own (`tool-calls`); its
+    # OpenAI Chat and Anthropic models read, its other providers said unread
+    Instrumentation("the Vercel AI SDK", ("ai",),
+                    "6.0.325 (@ai-sdk/openai 3.0.141, @ai-sdk/anthropic 3.0.140)",
+                    says_stream=True, own=OwnAttributes(
+        "ai.operationId", ("ai.generateText.doGenerate", "ai.streamText.doStream"),
+        ("ai.streamText.doStream",), "ai.model.provider",
+        {"openai.chat": "openai", "anthropic.messages": "anthropic"},
+        "ai.prompt.messages", "ai.prompt.tools", "ai.response.text", "ai.response.toolCalls",
+        "ai.response.reasoning",
+        # (Anthropic's stop_sequence is its `stop` too: rebuilt as end_turn, the same class)
+        {"openai": {"tool-calls": "tool_calls", "content-filter": "content_filter"},
+         "anthropic": {"stop": "end_turn", "tool-calls": "tool_use", "length": "max_tokens"}},
+        {"anthropic": ("max_tokens", "params", "tool schemas")})),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

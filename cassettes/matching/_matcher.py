@@ -17,10 +17,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
+from urllib.parse import urlsplit
 
 import orjson
 
-from ..providers import INFERRED, inferred_fields, reduced
+from ..providers import INFERRED, inferred_fields, reduced, versioned_path
 from ..untrusted import clean_line
 from ..wire import Exchange, Headers, header
 from ._jsondiff import Change, Shown, clip, format_path
@@ -308,6 +309,9 @@ class Matcher:
         by and what was left out of the comparison, on the record."""
         if not live.is_json or not isinstance(live.raw, dict):
             return None
+        # (rebuilt at the API's own path: a trace keeps no base URL, so a client whose base
+        # leaves out the version segment, the AI SDK's Anthropic provider, is read at its path)
+        target = _versioned(target, headers)
         for p in sorted(self.index.profiles, key=repr):
             doc = reduced(live.raw, p)
             raw = orjson.dumps(doc)
@@ -496,3 +500,14 @@ def _semantic(key: RequestKey) -> tuple[str, ...]:
 
 def _headers_match(recorded: RequestKey, key: RequestKey) -> bool:
     return all(header(recorded.headers, h) == header(key.headers, h) for h in _semantic(recorded))
+
+
+def _versioned(target: str, headers: Headers) -> str:
+    """``target`` (a path, or a URL) with the API's version segment its client's base left out
+    put back (:func:`~cassettes.providers.versioned_path`), else as it was."""
+    parts = urlsplit(target)
+    path = f"{parts.path}?{parts.query}" if parts.query else parts.path
+    fixed = versioned_path(path, (k for k, _ in headers))
+    if fixed is None:
+        return target
+    return f"{parts.scheme}://{parts.netloc}{fixed}" if parts.scheme else fixed

@@ -203,7 +203,9 @@ def _trace_unread(rt: RoundTrip, ex: Exchange) -> None:
         )
     for label in said:
         if isinstance(label, str) and label not in ("messages", "answer"):
-            where = rt.response.unread if rt.response is not None else rt.request.unread
+            asked = label.startswith("messages:")  # (a part of the request: its history)
+            answer = rt.response is not None and not asked
+            where = rt.response.unread if answer and rt.response else rt.request.unread
             kept = label.endswith("not read")  # (kept by the trace, not read of it: n=2)
             where.append(label[:80] if kept else f"{label[:80]}: not kept by the trace")
 

@@ -7,8 +7,8 @@ the mark says, nothing else:
 
 - ``max_tokens``: Anthropic's required ``max_tokens`` (the trace did not say it);
 - ``tools``: the tools offered, with ``tool_choice`` and ``parallel_tool_calls``;
-- ``tool schemas``: each tool's schema (``parameters``, ``input_schema``, ``strict``), not its
-  name;
+- ``tool schemas``: each tool's schema (``parameters``, ``input_schema``, ``strict``, Anthropic's
+  ``eager_input_streaming``: how its input streams), not its name;
 - ``stream``: the stream flag and ``stream_options``;
 - ``params``: the request's other parameters: only those the trace kept are compared (a parameter
   the agent sends that the trace has no word of is not a difference; one it kept, changed, is);
@@ -102,10 +102,13 @@ def inferred_fields(ex: Exchange) -> InferredFields | None:
     )  # fmt: skip
 
 
+_TOOL_SCHEMA = ("input_schema", "parameters", "strict", "eager_input_streaming")
+
+
 def _tool(t: Any) -> Any:
     if not isinstance(t, dict):
         return t
-    t = {k: v for k, v in t.items() if k not in ("input_schema", "parameters", "strict")}
+    t = {k: v for k, v in t.items() if k not in _TOOL_SCHEMA}
     fn = t.get("function")
     if isinstance(fn, dict):
         t["function"] = {k: v for k, v in fn.items() if k not in ("parameters", "strict")}

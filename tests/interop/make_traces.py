@@ -14,6 +14,7 @@ ENV holds the instrumentations and SDKs at the versions tests/interop/traces/REA
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -93,6 +94,18 @@ KINDS = {
 }
 
 
+#: KIND → (the labels of tests/interop/traced_ai_sdk.js, its TRACE_CONTENT): the Vercel AI SDK's
+#: own telemetry on Node (``ai`` and the OTel JS SDK from LOOPTAP_NPM_CLIENTS), generateText and
+#: streamText, with the content on and with its inputs or outputs not recorded.
+NODE_KINDS = {
+    "ai-sdk": (["generate", "stream"], ""),
+    "ai-sdk-inputs-off": (["generate", "stream"], "inputs-off"),
+    "ai-sdk-outputs-off": (["generate", "stream"], "outputs-off"),
+    "ai-sdk-anthropic": (["anthropic-generate", "anthropic-stream"], ""),
+}
+AI_SDK_AGENT = HERE / "traced_ai_sdk.js"
+
+
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
     "litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # (else it fetches its price list)
@@ -130,8 +143,14 @@ SETTINGS = {
 }
 
 
-def make(kind: str, python: str) -> None:
+def _command(kind: str, python: str, trace: Path) -> list[str]:
+    if kind in NODE_KINDS:
+        return ["node", str(AI_SDK_AGENT), str(trace), *NODE_KINDS[kind][0]]
     instrumentation, agent = KINDS[kind]
+    return [python, str(HERE / "traced_agent.py"), instrumentation, str(trace), *agent]
+
+
+def make(kind: str, python: str, out: Path = OUT) -> None:
     env = clean_env(
         OPENAI_API_KEY="sk-test-traces",
         ANTHROPIC_API_KEY="sk-ant-test-traces",
@@ -142,27 +161,31 @@ def make(kind: str, python: str) -> None:
         OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
     )
     env.update(SETTINGS.get(kind, {}))
+    if kind in NODE_KINDS:
+        npm = os.environ.get("LOOPTAP_NPM_CLIENTS") or str(HERE.parent.parent / ".npm-clients")
+        env.update(NPM_CLIENTS=npm,
+                   TRACE_CONTENT=NODE_KINDS[kind][1])  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp, ScriptedUpstream(origin_route) as fake:
         t = Path(tmp)
-        cmd = [python, str(HERE / "traced_agent.py"), instrumentation, str(t / "trace.json")]
+        cmd = _command(kind, python, t / "trace.json")
         proc = progress.run(
             [*RECORDER, "run", "-o", str(t / "run.jsonl"), "--confdir", str(t / "conf"),
              *(f for api in APIS for f in ("--upstream", f"{api}={fake.url}")), "--",
-             *cmd, *agent],
+             *cmd],
             env=env, capture_output=True, text=True, cwd=t,
         )  # fmt: skip
         if proc.returncode != 0:
             sys.exit(f"{kind}: the agent failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-        OUT.mkdir(exist_ok=True)
-        shutil.copyfile(t / "trace.json", OUT / f"{kind}.otlp.json")
-        shutil.copyfile(t / "run.jsonl", OUT / f"{kind}.run.jsonl")
-    print(f"{kind}: {len(fake.log)} requests → {OUT / kind}.otlp.json, .run.jsonl")
+        out.mkdir(exist_ok=True)
+        shutil.copyfile(t / "trace.json", out / f"{kind}.otlp.json")
+        shutil.copyfile(t / "run.jsonl", out / f"{kind}.run.jsonl")
+    print(f"{kind}: {len(fake.log)} requests → {out / kind}.otlp.json, .run.jsonl")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", required=True, help="the environment with the instrumentations")
-    ap.add_argument("kinds", nargs="*", default=list(KINDS))
+    ap.add_argument("kinds", nargs="*", default=[*KINDS, *NODE_KINDS])
     args = ap.parse_args()
     for kind in args.kinds:
         make(kind, args.python)

@@ -8,6 +8,7 @@ at turn 2, the pytest replay and ``why`` on the imported run."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from looptap.cassettes.cli import main
 from tests.interop.cassette_files import REPO
-from tests.interop.make_traces import APIS
+from tests.interop.make_traces import AI_SDK_AGENT, APIS, NODE_KINDS, make
 from tests.interop.test_import_traces import show_json
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route
@@ -68,6 +69,10 @@ KINDS = {
     "adk-legacy": ("stream",),
     # Google ADK 1.10.0: call_llm spans alone (no finish reason kept: inferred, said)
     "adk1": ("stream",),
+    # the Vercel AI SDK 6.0.325's own telemetry (generateText and streamText on OpenAI Chat):
+    # its doGenerate / doStream spans, its content under ai.prompt.* / ai.response.*
+    "ai-sdk": (),
+    "ai-sdk-anthropic": (),  # (on @ai-sdk/anthropic 3.0.140: Anthropic Messages)
 }
 
 
@@ -179,10 +184,12 @@ def test_the_older_openllmetry_attributes_are_content(
     assert sum(len(v["tool_calls"]) for v in show_json(out, capsys)) == 6
 
 
-def _fork(trace: Path, tmp_path: Path, agent: list[str]) -> tuple[Any, ScriptedUpstream]:
+def _fork(
+    trace: Path, tmp_path: Path, agent: list[str], **more: str
+) -> tuple[Any, ScriptedUpstream]:
     env = clean_env(
         OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-fork", GOOGLE_API_KEY="g-fork",
-        AWS_ACCESS_KEY_ID="AKIDFORK", AWS_SECRET_ACCESS_KEY="secret-fork",
+        AWS_ACCESS_KEY_ID="AKIDFORK", AWS_SECRET_ACCESS_KEY="secret-fork", **more,
     )  # fmt: skip
     up = [f for api in APIS for f in ("--upstream", f"{api}=URL")]
     with ScriptedUpstream(new_model_route, validate=True) as fake:
@@ -759,3 +766,76 @@ def test_adks_default_trace_of_a_litellm_model_is_read_as_openai(
 
     assert said(views) == said(recorded)
     assert all(v["read"] == "complete" for v in views)
+
+
+# -- the Vercel AI SDK (Node): its own telemetry, each content mode ------------------------------
+
+
+@pytest.mark.parametrize(("kind", "unread"), [("ai-sdk-inputs-off", "messages"),
+                                              ("ai-sdk-outputs-off", "answer")])  # fmt: skip
+def test_the_ai_sdks_content_not_recorded_is_said_unread_and_never_judged(
+    kind: str, unread: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The AI SDK 6.0.325 with ``recordInputs: false`` (no ``ai.prompt.*``) or ``recordOutputs:
+    false`` (no ``ai.response.text`` / ``toolCalls``): each round trip says the part it lacks
+    unread and is judged on nothing (not even an info finding: with the requests unread, which
+    request followed an answer is not known); what it kept (usage, finish, stream, the answers'
+    tool calls, the requests' tool results) is the recording's."""
+    views = show_json(imported(kind, tmp_path), capsys)
+    recorded = show_json(TRACES / f"{kind}.run.jsonl", capsys)
+    assert len(views) == len(recorded) == 6
+
+    def kept(vs: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for v in vs:
+            f = facts(v, set())
+            said = [f["calls"]] if unread == "messages" else [f["results"], f["tools"]]
+            out.append((f["usage"], f["stream"], v["finish_reason"]["raw"], *said))
+        return sorted(out, key=orjson.dumps)
+
+    assert kept(views) == kept(recorded)
+    for v in views:
+        assert v["read"] == "partial" and v["unread"] == [f"{unread}: not kept by the trace"]
+        assert v["findings"] == [], v["findings"]
+
+
+#: Node packages for the AI SDK's traced agent: .ci/run's .npm-clients (ai, @ai-sdk/openai and
+#: the OTel JS SDK at pinned versions), or LOOPTAP_NPM_CLIENTS.
+NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients")
+needs_ai_sdk = pytest.mark.skipif(
+    shutil.which("node") is None
+    or not (NPM_CLIENTS / "node_modules" / "@opentelemetry" / "sdk-trace-base").is_dir()
+    or not (NPM_CLIENTS / "node_modules" / "ai").is_dir(),
+    reason="node, and LOOPTAP_NPM_CLIENTS (.ci/run's .npm-clients) with ai and the OTel JS SDK",
+)
+
+
+@needs_recorder
+@needs_ai_sdk
+@pytest.mark.parametrize("kind", ["ai-sdk", "ai-sdk-anthropic"])
+def test_a_fork_at_turn_2_of_the_ai_sdks_trace(kind: str, tmp_path: Path) -> None:
+    """The AI SDK's agent (generateText and streamText, ``stopWhen``; OpenAI Chat, Anthropic
+    Messages) forked from its imported trace: the 2 turns before the cursor served from the
+    trace's answers (their tool calls' ids, the stream as a stream), only turn 2 live, exit 0."""
+    trace = imported(kind, tmp_path)
+    agent = ["node", str(AI_SDK_AGENT), "", *NODE_KINDS[kind][0]]
+    proc, fake = _fork(trace, tmp_path, agent, NPM_CLIENTS=str(NPM_CLIENTS))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert len(fake.log) == 2 and proc.stdout.count("NEW MODEL") == 2, proc.stdout
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log), [x.line() for x in fake.log]
+
+
+@needs_recorder
+@needs_ai_sdk
+def test_the_ai_sdks_trace_made_live_imports_as_its_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The committed traces' maker, live: the AI SDK's agent run under ``looptap run`` and traced
+    by its own telemetry at the same time; the import is the recording."""
+    make("ai-sdk", sys.executable, tmp_path)
+    recorded = show_json(tmp_path / "ai-sdk.run.jsonl", capsys)
+    out = tmp_path / "imported.jsonl"
+    assert main(["import", "-q", str(tmp_path / "ai-sdk.otlp.json"), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    assert len(views) == len(recorded) == 6
+    assert _conversations(views, set()) == _conversations(recorded, set())

@@ -403,12 +403,16 @@ def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
 
 
 def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
-    """C.stopped_with_pending_calls — the conversation ended while the model waited for results."""
+    """C.stopped_with_pending_calls — the conversation ended while the model waited for results
+    (not judged of a request whose messages were not read: which request followed it in its
+    conversation is not known)."""
     if not conv.turns:
         return
     last = conv.turns[-1]
-    r = last.rt.response
+    r, req = last.rt.response, last.rt.request
     if r is None or r.error is not None or r.finish_reason is not FinishReason.TOOL_CALL:
+        return
+    if req is not None and any(u.startswith("messages") for u in req.unread):
         return
     calls = [c for c in r.tool_calls if c.kind in ("function", "custom")]
     if not calls:
