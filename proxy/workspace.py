@@ -1,8 +1,9 @@
 """The working tree of a coding agent, per turn (docs/shell-file-tools.md): the recorder takes
 the tree the agent runs in (its working directory) at the start and again each time the agent
 sends a model request (it waits for the answer then: what changed since the last request is what
-its tools did for the last answer), and writes one ``files`` record per change seen: each file
-created, changed or removed, with its size and sha256 before and after.
+its tools did for the last answer; the answer reaches it once that scan has ended), and writes
+one ``files`` record per change seen: each file created, changed or removed, with its size and
+sha256 before and after.
 
 The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
@@ -26,6 +27,7 @@ kept, :data:`KEPT` bytes of blobs a run.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -137,6 +139,8 @@ class Workspace:
         self._read = False
         self._ending = threading.Event()
         self._cut_said = False
+        #: Each model request's scan, by flow id: its reply waits for it.
+        self._scans: dict[str, Any] = {}
 
     def _blob(self, sha: str | None, data: bytes | None) -> str | None:
         """Keep ``data`` under its sha256; ``None`` when kept, else why not."""
@@ -372,19 +376,46 @@ class Workspace:
     # -- as a mitmproxy addon: a model request is a turn's boundary ------------------------------
     def requestheaders(self, flow: Any) -> None:
         """A request the agent sent to a model (a reverse listener's, or an LLM API host's through
-        the forward proxy): the tree is scanned on a thread of its own, the request goes on."""
+        the forward proxy): the tree is scanned on a thread of its own, the request goes on; its
+        reply waits for what is left of the scan (:meth:`responseheaders`)."""
         if not _model_request(flow):
             return
         at = flow.request.timestamp_start
-        threading.Thread(target=self._scan_quietly, args=(at,), daemon=True).start()
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._scans[flow.id] = done
+        threading.Thread(target=self._scan_quietly, args=(at, loop, done), daemon=True).start()
 
-    def _scan_quietly(self, at: float) -> None:
+    async def responseheaders(self, flow: Any) -> None:
+        """The model's reply reaches the agent once the tree at its request is taken: the agent
+        acts on the reply (its tools change files), so a scan still running then would take the
+        next turn's changes as this one's. The scan runs beside the model's latency; the reply
+        waits only for what is left of it."""
+        done = self._scans.pop(flow.id, None)
+        if done is not None:
+            await done
+
+    # a reply made without upstream response headers (an addon's) waits the same way
+    response = responseheaders
+
+    def error(self, flow: Any) -> None:
+        self._scans.pop(flow.id, None)
+
+    def _scan_quietly(self, at: float, loop: asyncio.AbstractEventLoop, done: Any) -> None:
         with contextlib.suppress(OSError):  # (behind the agent and the proxy on a busy machine)
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             self.scan(at)
         except Exception:
             pass  # the tree could not be read: the next scan says what changed since
+        finally:
+            with contextlib.suppress(RuntimeError):  # (the loop closed: nothing waits)
+                loop.call_soon_threadsafe(_settle, done)
+
+
+def _settle(done: Any) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _model_request(flow: Any) -> bool:

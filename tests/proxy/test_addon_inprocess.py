@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -650,3 +651,46 @@ def test_a_handshake_asked_for_a_client_certificate_passes_the_host_through(
     assert hello(mtls) is True
     trust.known[("127.0.0.1", plain, "")] = None  # (its check verified it)
     assert hello(plain) is False
+
+
+def test_a_reply_reaches_the_agent_once_its_turns_tree_is_taken(tmp_path: Path) -> None:
+    """The working tree's scan at a model request runs on a thread beside the request; the reply
+    is held until it ends (an agent acting on the reply changes files at once: a scan still running
+    then would take the next turn's change as this one's). A scan held back here, the agent
+    writing the moment it has the reply: its write is in the next scan, not this turn's."""
+    from looptap.cassettes.recording import Redactor
+    from looptap.proxy.workspace import Workspace
+
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.py").write_text("one\n")
+    recs: list[dict[str, Any]] = []
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
+    ws.start()
+    ws.read()
+    gate, scan = threading.Event(), ws.scan
+    ws.scan = lambda at=None, last=False: (gate.wait(), scan(at, last))[1]  # type: ignore[method-assign]
+    (root / "a.py").write_text("two\n")  # this turn's tools
+
+    async def main() -> None:
+        flow = llm_flow(mode="reverse:https://api.openai.com")
+        ws.requestheaders(flow)
+        flow.response = json_response()
+        reply = asyncio.ensure_future(ws.responseheaders(flow))
+
+        async def agent() -> None:
+            await reply
+            (root / "b.py").write_text("next turn\n")
+
+        acting = asyncio.ensure_future(agent())
+        for _ in range(20):  # the agent would act here, had it the reply
+            await asyncio.sleep(0)
+        assert not acting.done()
+        gate.set()
+        await acting
+
+    asyncio.run(main())
+    ws.scan = scan  # type: ignore[method-assign]
+    ws.scan(last=True)
+    turns = [[c["path"] for c in r["changes"]] for r in recs if "changes" in r]
+    assert turns == [["a.py"], ["b.py"]]
