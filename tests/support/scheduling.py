@@ -45,8 +45,9 @@ GROUPS_DIR = "LOOPTAP_TEST_GROUPS"
 
 #: Session-scoped fixtures whose tests go to one worker all the same: ``tool_agent_run`` records
 #: each of six agents on first asking (tests/proxy/conftest.py), which a second worker would
-#: record again.
-GROUPED_SESSION_FIXTURES = frozenset({"tool_agent_run"})
+#: record again; ``c_investigation`` (tests/why/conftest.py) holds a fake upstream of its process
+#: that the investigation it made must reach again.
+GROUPED_SESSION_FIXTURES = frozenset({"tool_agent_run", "c_investigation"})
 
 
 #: What a test costs, roughly, in seconds on the 2-core CI machine under ``-n 3``, by the longest

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -26,6 +26,9 @@ from tests.support import progress
 from tests.support.progress import CEILING
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+
+if TYPE_CHECKING:
+    from tests.why.c_case import CInvestigation
 
 AGENT = Path(__file__).with_name("why_agent.py")
 #: The must-show claims with K=10 (30 branches a case: minutes on a loaded machine): LOOPTAP_SLOW=1.
@@ -495,85 +498,56 @@ def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(
 
 @needs_recorder
 def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
-    c_run: Path, tmp_path: Path
+    c_investigation: CInvestigation, tmp_path: Path
 ) -> None:
     """The default suite's look at a real investigation: the C repair only, K=3 (alone, it has
-    only the recorded run to be compared with: 3 of 3 is shown, 2 of 2 is not, docs/why.md)."""
-    call = c_call(c_run)
-    with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(
-            tmp_path,
-            c_run,
-            fake,
-            "--layer",
-            "C",
-            "--samples",
-            "3",
-            "--result",
-            f"{call}=rain",
-            "-o",
-            str(tmp_path / "w"),
-            agent=("--drop-second", "--expect", "rain"),
-        )
-        assert rc == 0, err[-4000:]
-        # the result put back in each live request
-        assert len(fake.log) == 3 and all(len(x.request.tool_results()) == 2 for x in fake.log)
-        assert out.splitlines()[0].startswith(
-            "verdict: the client (C): C at c1 turn 1 (the dropped result of call"
-        ), out
-        # "sufficient" only with the repaired call's exact arguments shown (issue 68 item 6)
-        assert """(get_weather({"city": "Lyon"})) put back): flipped 3/3""" in out, out
-        assert err.splitlines()[0] == (
-            "looptap why: the recorded run fails by the outcome (the command exits with a status "
-            "other than 0): against the recording (nothing sent) the command exited 1"
-        ), err
-        assert "flipped 3/3 (95% CI 0.31–1.00)" in out.splitlines()[0], out
-        # an earlier why of the same run: refused without --resume; with it, nothing is run again
-        rc, _out, err = _why(
-            tmp_path,
-            c_run,
-            fake,
-            "--layer",
-            "C",
-            "--samples",
-            "3",
-            "--result",
-            f"{call}=rain",
-            "-o",
-            str(tmp_path / "w"),
-            agent=("--drop-second", "--expect", "rain"),
-        )
-        assert rc == 2 and "--resume continues it" in err, err
-        rc, out2, err = _why(
-            tmp_path,
-            c_run,
-            fake,
-            "--layer",
-            "C",
-            "--samples",
-            "3",
-            "--result",
-            f"{call}=rain",
-            "-o",
-            str(tmp_path / "w"),
-            "--resume",
-            agent=("--drop-second", "--expect", "rain"),
-        )
-        assert (
-            rc == 0 and "3 branches kept from the earlier run, 0 to run" in err and out2 == out
-        ), err
-        assert len(fake.log) == 3
-    branches = sorted(p.name for p in (tmp_path / "w").glob("*.jsonl"))
+    only the recorded run to be compared with: 3 of 3 is shown, 2 of 2 is not, docs/why.md). The
+    session's investigation (tests/why/c_case.py), its resume on a copy of it."""
+    inv = c_investigation
+    rc, out, err, sent = inv.rc, inv.out, inv.err, inv.sent
+    assert rc == 0, err[-4000:]
+    # the result put back in each live request
+    assert len(sent) == 3 and all(len(x.request.tool_results()) == 2 for x in sent)
+    assert out.splitlines()[0].startswith(
+        "verdict: the client (C): C at c1 turn 1 (the dropped result of call"
+    ), out
+    # "sufficient" only with the repaired call's exact arguments shown (issue 68 item 6)
+    assert """(get_weather({"city": "Lyon"})) put back): flipped 3/3""" in out, out
+    assert err.splitlines()[0] == (
+        "looptap why: the recorded run fails by the outcome (the command exits with a status "
+        "other than 0): against the recording (nothing sent) the command exited 1"
+    ), err
+    assert "flipped 3/3 (95% CI 0.31–1.00)" in out.splitlines()[0], out
+    # an earlier why of the same run: refused without --resume; with it, nothing is run again
+    w = inv.copy(tmp_path / "w")
+    again = (
+        "--layer", "C", "--samples", "3", "--result", f"{inv.call}=rain", "-o", str(w),
+    )  # fmt: skip
+    before = len(inv.fake.log)
+    rc, _out, err = _why(
+        inv.tmp, inv.run, inv.fake, *again, agent=("--drop-second", "--expect", "rain")
+    )
+    assert rc == 2 and "--resume continues it" in err, err
+    rc, out2, err = _why(
+        inv.tmp, inv.run, inv.fake, *again, "--resume", agent=("--drop-second", "--expect", "rain")
+    )
+    assert (
+        rc == 0
+        and "3 branches kept from the earlier run, 0 to run" in err
+        and out2 == out.replace(str(inv.why), str(w))  # (the copy's own directory named)
+    ), err
+    assert len(inv.fake.log) == before
+    branches = sorted(p.name for p in w.glob("*.jsonl"))
     assert len(branches) == 3
     show = progress.run(
-        [*RECORDER, "show", str(tmp_path / "w" / branches[0])],
+        [*RECORDER, "show", str(w / branches[0])],
         capture_output=True,
         text=True,
         env=why_env(),
     )
     assert (
         show.returncode == 0
-        and f"branch of {c_run} at conversation=c1:turn=1" in show.stdout
+        and f"branch of {inv.run} at conversation=c1:turn=1" in show.stdout
         and "EDITED" in show.stdout
     ), show.stdout
 
@@ -665,9 +639,9 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
 @SLOW
 @pytest.mark.parametrize("family", FAMILIES)
 def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(
-    family: str, tmp_path: Path
+    family: str, c_runs: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    c_run = record_run(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
+    c_run = c_runs(family)  # (the module's recording: the same command, recorded once)
     call = c_call(c_run)
     (tmp_path / "lyon.txt").write_text("rain")
     with ScriptedUpstream(c_route) as fake:
@@ -762,9 +736,9 @@ def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_rep
 @SLOW
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it_too(
-    family: str, tmp_path: Path
+    family: str, a_runs: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    run = record_run(tmp_path, a_route, "--expect", "sunny", "--family", family)
+    run = a_runs(family)  # (the module's recording: the same command, recorded once)
     with ScriptedUpstream(a_route) as fake:
         rc, out, err = _why(
             tmp_path,

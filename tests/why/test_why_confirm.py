@@ -14,41 +14,26 @@ import orjson
 import pytest
 
 from tests.support import progress
-from tests.support.recorder import RECORDER, needs_recorder
+from tests.support.recorder import needs_recorder
 from tests.support.scripted import ScriptedUpstream
-from tests.why.test_why import AGENT, WHY, _why, c_call, c_route, record_run, why_env
+from tests.why.c_case import CInvestigation
+from tests.why.test_why import AGENT, WHY, c_route, why_env
 
 
 @pytest.fixture(scope="module")
 def c_why(
-    tmp_path_factory: pytest.TempPathFactory,
+    c_investigation: CInvestigation, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, Path, ScriptedUpstream]]:
     """The C case (the client drops Lyon's result) recorded, and a why of it whose verdict is the
     client at c1 turn 1 (--layer C, 3 samples: all flip; alone, 2 of 2 would not show it,
-    docs/why.md "Reading the verdict"), with the fake it ran against (up for the module: a
-    confirm reaches it by the why's own --upstream)."""
-    if RECORDER[0] == "None":
-        pytest.skip("no recorder environment")
-    tmp = tmp_path_factory.mktemp("why-confirm")
-    run = record_run(tmp, c_route, "--drop-second", "--expect", "rain")
-    with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(
-            tmp,
-            run,
-            fake,
-            "--layer",
-            "C",
-            "--samples",
-            "3",
-            "--result",
-            f"{c_call(run)}=rain",
-            "-o",
-            str(tmp / "w"),
-            agent=("--drop-second", "--expect", "rain"),
-        )
-        assert rc == 0 and out.startswith("verdict: the client (C)"), out + err[-3000:]
-        assert f"to confirm a fix: looptap why {tmp / 'w'} --confirm -- FIXED_AGENT_COMMAND" in out
-        yield tmp, tmp / "w", fake
+    docs/why.md "Reading the verdict"), with the fake it ran against (up for the session: a
+    confirm reaches it by the why's own --upstream): the session's (tests/why/c_case.py), the
+    why's directory a copy of the module's own (its confirms are written there)."""
+    inv = c_investigation
+    rc, out, err = inv.rc, inv.out, inv.err
+    assert rc == 0 and out.startswith("verdict: the client (C)"), out + err[-3000:]
+    assert f"to confirm a fix: looptap why {inv.why} --confirm -- FIXED_AGENT_COMMAND" in out
+    yield inv.tmp, inv.copy(tmp_path_factory.mktemp("why-confirm") / "w"), inv.fake
 
 
 def _confirm(

@@ -15,9 +15,7 @@ not reached, and says so.
 from __future__ import annotations
 
 import shutil
-import socket
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,36 +27,11 @@ import pytest
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
-from tests.why.test_why import AGENT, WHY, c_call, c_route, why_env
+from tests.why.c_case import CInvestigation, Sentinel
+from tests.why.test_why import AGENT, WHY
 
 #: The flags each command is given: the fake named, the confdir alone, both, neither.
 STATES = ("upstream", "confdir", "both", "neither")
-
-
-class Sentinel:
-    """A loopback socket that stands in for every vendor's API: it accepts and records each
-    connection (and closes it, so nothing waits on it)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.heard: list[str] = []
-        self._stop = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, peer = self.sock.accept()
-            except OSError:
-                return
-            self.heard.append(f"{peer[0]}:{peer[1]}")
-            conn.close()
-
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
 
 
 @dataclass
@@ -74,36 +47,16 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    if RECORDER[0] == "None":
-        pytest.skip("no recorder environment")
-    tmp = tmp_path_factory.mktemp("why-upstreams")
-    (tmp / "home").mkdir()
-    sentinel = Sentinel()
-    env = why_env()
-    env["HOME"] = str(tmp / "home")  # the confdir-less runs' ~/.mitmproxy
-    with ScriptedUpstream(c_route) as fake:
-        run = tmp / "run.jsonl"
-        rec = progress.run(
-            [*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"),
-             "--upstream", f"openai={fake.url}", "--", sys.executable, str(AGENT),
-             "--drop-second", "--expect", "rain"],
-            env=env, capture_output=True, text=True, cwd=tmp,
-        )  # fmt: skip
-        assert rec.returncode == 1, rec.stderr[-3000:]
-        # from here on, every listener no --upstream names goes to the sentinel
-        env.update(
-            OPENAI_BASE_URL=f"{sentinel.url}/v1",
-            ANTHROPIC_BASE_URL=sentinel.url,
-            GOOGLE_GEMINI_BASE_URL=sentinel.url,
-        )
-        w = World(tmp, run, c_call(run), fake, sentinel, tmp / "decided", env)
-        rc, out, err = _why(w, "upstream", w.decided, samples=3)
-        assert rc == 0 and out.startswith("verdict: the client (C)"), out + err[-3000:]
-        try:
-            yield w
-        finally:
-            sentinel.close()
+def world(
+    c_investigation: CInvestigation, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    """The session's C case (tests/why/c_case.py: recorded against the fake, which stays up; its
+    commands' every vendor base URL at the sentinel), the why of it a copy of the module's own
+    (each --confirm writes there)."""
+    inv = c_investigation
+    assert inv.rc == 0 and inv.out.startswith("verdict: the client (C)"), inv.out + inv.err[-3000:]
+    decided = inv.copy(tmp_path_factory.mktemp("why-upstreams") / "decided")
+    yield World(inv.tmp, inv.run, inv.call, inv.fake, inv.sentinel, decided, inv.env)
 
 
 def _flags(w: World, state: str) -> list[str]:
@@ -164,7 +117,7 @@ def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
 def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> None:
     """A resume of a why given the fake (its branch lost: run again): ``--confdir`` alone keeps
     the saved upstream (on c86d115d it dropped it and the branch went to the vendor's API)."""
-    first = world.tmp / f"first-{state}"
+    first = world.tmp / "first"  # (the same why for every state: made by the first to ask)
     if not first.exists():
         rc, _o, err = _why(world, "both", first)
         assert rc in (0, 1), err[-3000:]

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
-from real_corpus import corpus_exchanges, rel
+from real_corpus import Mentioning, corpus_exchanges, rel
 
 from looptap.cassettes.models import FinishReason, NormalisedResponse
 from looptap.cassettes.parsing import RoundTrip, parse_exchange
@@ -21,9 +21,14 @@ AI_STUDIO = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-
 STREAM_URL = AI_STUDIO + ":streamGenerateContent?alt=sse"
 
 
-def _gemini_corpus() -> list[tuple[str, int, Exchange]]:
+#: The files that can hold a generation request (its URL names it): read at collection;
+#: test_the_cut_of_the_corpus_loses_no_exchange checks the cut against the whole corpus.
+MENTIONING: Mentioning = (b"generatecontent",)
+
+
+def _gemini_corpus(mentioning: Mentioning = MENTIONING) -> list[tuple[str, int, Exchange]]:
     out = []
-    for path, i, ex in corpus_exchanges("pydantic-ai/**/*.yaml"):
+    for path, i, ex in corpus_exchanges("pydantic-ai/**/*.yaml", mentioning):
         u = urlsplit(ex.url)
         if (
             u.path.endswith((":generateContent", ":streamGenerateContent"))
@@ -178,6 +183,11 @@ def test_not_recognised(url: str) -> None:
 def test_corpus_has_gemini_traffic() -> None:
     assert len(GEMINI_CORPUS) > 300
     assert sum(1 for _, _, ex in GEMINI_CORPUS if ":streamGenerateContent" in ex.url) >= 18
+
+
+def test_the_cut_of_the_corpus_loses_no_exchange() -> None:
+    """The whole of pydantic-ai's corpus read (here, not at collection): the same exchanges."""
+    assert [(p, i) for p, i, _ in _gemini_corpus(())] == [(p, i) for p, i, _ in GEMINI_CORPUS]
 
 
 @pytest.mark.parametrize(
