@@ -591,7 +591,7 @@ def test_a_handshake_asked_for_a_client_certificate_passes_the_host_through(
     from OpenSSL import SSL
 
     from looptap.proxy.trust import CLIENT_CERT, UpstreamTrust
-    from tests.proxy.test_e2e_tool_trust import private_ca
+    from tests.support.tls import private_ca
 
     ca = private_ca(tmp_path)
     notes: list[dict[str, Any]] = []

@@ -33,6 +33,7 @@ from tests.proxy.test_e2e_tool_http import CLIENTS_PYTHON, NODE, ToolServer
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.tls import private_ca
 
 pytestmark = [
     needs_recorder,
@@ -44,35 +45,6 @@ pytestmark = [
 #: What names the CAs an agent trusts (proxy/trust.py).
 CA_VARS = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR",
            "NODE_EXTRA_CA_CERTS")  # fmt: skip
-
-
-def _openssl(*args: str) -> str:
-    return subprocess.run(["openssl", *args], check=True, capture_output=True, text=True).stdout
-
-
-def private_ca(directory: Path) -> dict[str, Path]:
-    """A private CA, a leaf for 127.0.0.1 and localhost signed by it, and a hashed directory
-    holding the CA (``SSL_CERT_DIR``'s form)."""
-    d = {n: directory / f"{n}.pem" for n in ("ca", "ca-key", "leaf", "leaf-key")}
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-nodes", "-keyout", str(d["ca-key"]), "-out", str(d["ca"]), "-days", "2",
-             "-subj", "/CN=looptap test private CA", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    csr = directory / "leaf.csr"
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", str(d["leaf-key"]), "-out", str(csr),
-             "-subj", "/CN=tools.internal")  # fmt: skip
-    ext = directory / "leaf.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(d["ca"]), "-CAkey", str(d["ca-key"]),
-             "-CAcreateserial", "-out", str(d["leaf"]), "-days", "2",
-             "-extfile", str(ext))  # fmt: skip
-    hashed = directory / "certs"
-    hashed.mkdir()
-    name = _openssl("x509", "-hash", "-noout", "-in", str(d["ca"])).strip()
-    shutil.copy(d["ca"], hashed / f"{name}.0")
-    d["dir"] = hashed
-    return d
 
 
 class PrivateToolServer(ToolServer):

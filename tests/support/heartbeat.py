@@ -46,7 +46,7 @@ def _seconds(name: str, default: float) -> float:
 
 
 def _clock(seconds: float) -> str:
-    s = int(seconds)
+    s = int(round(seconds, 6))  # (start + 31 is 30.999… in floats)
     if s >= 3600:
         return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
     return f"{s // 60}:{s % 60:02d}"
