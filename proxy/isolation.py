@@ -151,6 +151,12 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def _inner(name: str, other: str, folders: dict[str, str]) -> bool:
+    """Whether ``folders[name]`` lies in ``folders[other]`` (the same folder: the later name)."""
+    here, there = folders[name], folders[other]
+    return _within(here, there) and (here != there or name > other)
+
+
 def _outside_layers() -> str | None:
     """Where a fork's scratch folder goes: ``/var/tmp`` when it lies outside the layered folders
     (an overlay's scratch layer may not lie in the folder it covers), else the temp folder
@@ -184,7 +190,8 @@ def _scratch_env(folder: Path, layered: dict[str, str]) -> dict[str, str]:
     said = []
     for name, what, keys in (("home", "HOME", ("HOME",)), ("tmp", "temp folder", ("TMPDIR",))):
         if name in layered:
-            said.append(f"its {what} {layered[name]} through a scratch layer ({folder / name})")
+            outer = next((m for m in layered if m != name and _inner(name, m, layered)), name)
+            said.append(f"its {what} {layered[name]} through a scratch layer ({folder / outer})")
             continue
         (folder / name).mkdir(mode=0o700, exist_ok=True)
         env.update({k: str(folder / name) for k in keys})
@@ -232,7 +239,10 @@ def _masking(dest: Path, root: str, probe: Path) -> tuple[list[str] | None, str,
     )
     prefix = [*outer, "--", "/bin/sh", "-c", script]
     can = _layerable(root, probe)
-    names = sorted(can, key=lambda n: len(can[n]))  # the outer first
+    # a folder inside another one layered (a HOME under /tmp) is seen through that one's layer:
+    # no overlay of its own (one stacked inside another may be refused)
+    inside = {n: m for n in can for m in can if m != n and _inner(n, m, can)}
+    names = sorted(set(can) - set(inside), key=lambda n: len(can[n]))  # the outer first
     tries = [names, *([[n] for n in names] if len(names) > 1 else []), []] if names else [[]]
     for name in names:
         (probe / name).mkdir(mode=0o700)
@@ -260,6 +270,7 @@ def _masking(dest: Path, root: str, probe: Path) -> tuple[list[str] | None, str,
                     shutil.rmtree(probe / f".work-{name}", ignore_errors=True)
                     shutil.rmtree(probe / f".real-{name}", ignore_errors=True)
             made = {n: can[n] for n in layers}
+            made.update({n: can[n] for n, m in inside.items() if m in layers})
             return [*prefix, str(dest), root, str(probe), *args], "", made
     said = done.stderr.decode(errors="replace").strip().splitlines() if done else []
     return None, "the mount namespace was refused: " + (said[-1][:200] if said else "?"), {}
