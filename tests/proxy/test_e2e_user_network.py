@@ -33,10 +33,10 @@ import pytest
 
 from looptap.cassettes.storage import read_records
 from tests.proxy.test_e2e_tool_http import CLIENTS_PYTHON, ToolServer
-from tests.proxy.test_e2e_tool_trust import _openssl
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedUpstream
+from tests.support.tls import openssl
 
 pytestmark = [
     needs_recorder,
@@ -55,7 +55,7 @@ def pki(directory: Path) -> dict[str, Path]:
     certificate (``CN=agent-7``), each signed by the CA."""
     d = {n: directory / f"{n}.pem" for n in ("ca", "ca-key", "leaf", "leaf-key", "client", "client-key")}  # fmt: skip  # noqa: E501
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", str(d["ca-key"]), "-out", str(d["ca"]), "-days", "2",
+    openssl("req", "-x509", *ec, "-keyout", str(d["ca-key"]), "-out", str(d["ca"]), "-days", "2",
              "-subj", "/CN=looptap test corp CA", "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     names = ",".join(f"DNS:{n}" for n in INTERNAL)
@@ -66,10 +66,10 @@ def pki(directory: Path) -> dict[str, Path]:
     ):  # fmt: skip
         csr, extfile = directory / f"{leaf}.csr", directory / f"{leaf}.ext"
         extfile.write_text(ext)
-        _openssl(
+        openssl(
             "req", *ec, "-keyout", str(d[f"{leaf}-key"]), "-out", str(csr), "-subj", f"/CN={cn}"
         )
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(d["ca"]), "-CAkey", str(d["ca-key"]),
+        openssl("x509", "-req", "-in", str(csr), "-CA", str(d["ca"]), "-CAkey", str(d["ca-key"]),
                  "-CAcreateserial", "-out", str(d[leaf]), "-days", "2", "-extfile", str(extfile))  # fmt: skip  # noqa: E501
     return d
 
