@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+import h11
 from mitmproxy import http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.net.server_spec import ServerSpec
@@ -172,24 +173,26 @@ class UserProxy:
 
 
 def tunnel(sock: socket.socket, proxy: Proxy, address: tuple[str, int]) -> bytes:
-    """Ask ``proxy`` (connected on ``sock``) for a tunnel to ``address`` (``CONNECT``); the bytes
-    read past its answer's head. Raises :class:`OSError` when it refuses or does not answer
-    (the recorder's TLS check then decides nothing)."""
+    """Ask ``proxy`` (connected on ``sock``) for a tunnel to ``address`` (``CONNECT``, spoken by
+    h11: a name or credential that is no valid header is refused, never sent); the bytes read
+    past its answer's head. Raises :class:`OSError` when it refuses or does not answer (the
+    recorder's TLS check then decides nothing)."""
     host, port = address
     name = (f"[{host}]" if ":" in host else host).encode("idna")  # (as mitmproxy writes it)
     authority = name + f":{port}".encode()
-    head = b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n" % (authority, authority)
+    headers = [(b"Host", authority)]
     if proxy.auth:
-        head += b"Proxy-Authorization: %s\r\n" % proxy.auth
-    sock.sendall(head + b"\r\n")
-    got = b""
-    while b"\r\n\r\n" not in got:
-        data = sock.recv(4096)
-        if not data or len(got) > 65536:
-            raise ConnectionResetError(f"the proxy {proxy.shown} did not answer CONNECT")
-        got += data
-    head_bytes, _, rest = got.partition(b"\r\n\r\n")
-    status = head_bytes.split(b"\r\n", 1)[0].split(b" ")
-    if len(status) < 2 or not status[1].startswith(b"2"):
+        headers.append((b"Proxy-Authorization", proxy.auth))
+    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=65536)
+    try:
+        sock.sendall(conn.send(h11.Request(method=b"CONNECT", target=authority, headers=headers)))
+        while (event := conn.next_event()) is h11.NEED_DATA:
+            data = sock.recv(4096)
+            if not data:
+                raise ConnectionResetError(f"the proxy {proxy.shown} did not answer CONNECT")
+            conn.receive_data(data)
+    except h11.ProtocolError as exc:
+        raise ConnectionResetError(f"the proxy {proxy.shown} did not answer CONNECT") from exc
+    if not isinstance(event, h11.Response) or not 200 <= event.status_code < 300:
         raise ConnectionRefusedError(f"the proxy {proxy.shown} refused CONNECT")
-    return rest
+    return conn.trailing_data[0]  # (past a 2xx answer to CONNECT: the tunnel's first bytes)
