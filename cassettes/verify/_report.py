@@ -1,0 +1,61 @@
+"""The ``--verify`` report as text: the recorded run's end state, then one line per model
+(``MODEL: k/K verified [95% interval lo–hi], $cost, N requests``), its failed branches and where
+they first differed from each other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hints import count
+from ..untrusted import clean_line
+
+__all__ = ["lines", "redactor"]
+
+
+def redactor() -> Any:
+    from ..why._branches import _redactor
+
+    return _redactor()
+
+
+def _row(r: dict[str, Any]) -> list[str]:
+    cost = f"${float(r['cost']):.4f}" if r["cost"] is not None else "cost unknown"
+    unjudged = r["samples"] - r["judged"]
+    head = (
+        f"{r['name']}: {r['verified']}/{r['judged']} verified "
+        f"[95% interval {r['low']:.2f}–{r['high']:.2f}], {cost}, {count(r['sent'], 'request')}"
+        + (f" ({unjudged} of {r['samples']} not judged)" if unjudged else "")
+    )
+    out = [head]
+    for b in r["branches"]:
+        if b["result"] != "verified":
+            out.append(
+                f"  {b['branch']}: {b['result']}" + (f" ({b['why']})" if b.get("why") else "")
+            )
+    d = r.get("differed")
+    if d and d.get("error"):
+        out.append(f"  the failed branches could not be compared: {d['error']}")
+    elif d and d.get("turn") is not None:
+        out.append(
+            f"  the failed branches first differed from each other at {d['conversation']} turn "
+            f"{d['turn']}"
+        )
+    elif d:
+        out.append("  the failed branches answered alike at every turn past the cursor")
+    return out
+
+
+def lines(doc: dict[str, Any]) -> list[str]:
+    b = doc["baseline"]
+    out = [
+        f"verify: {doc['command']!r} in each branch's tree, forked at {doc['cursor']}",
+        f"recorded run (its end state): {b['result']}"
+        + (f" ({b['why']})" if b.get("why") else f" (exit status {b.get('exit')})"),
+    ]
+    for r in doc["rows"]:
+        out += _row(r)
+    out.append(
+        f"{count(doc['sent'], 'request')} sent live in all (at most {doc['at_most']} said before); "
+        f"branches in {doc['output']}"
+    )
+    return [clean_line(x) for x in out]
