@@ -287,7 +287,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.output = _default_output()  # said with where the command's output goes (_run_once)
         args.output_chosen = True
     if getattr(args, "verify", None) is not None and not getattr(args, "verify_one", False):
-        from ..cassettes.verify import cmd_verify  # (the branches judged by a command)
+        from ..cassettes.forkcheck import cmd_verify  # (the branches judged by a command)
 
         return cmd_verify(args)
     repeat = getattr(args, "repeat", 1)

@@ -40,9 +40,18 @@ def say(line: str) -> None:
 
 @dataclass
 class Result:
+    """What ``--verify`` ends with: its exit status, the JSON document ``--json`` prints and the
+    text report's lines."""
+
     status: int
     doc: dict[str, Any]
     lines: list[str]
+
+    @property
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """The rows by model (``"recorded"``: the recorded model), each ``verified``, ``judged``,
+        ``samples``, ``low``, ``high``, ``cost``, ``sent``, ``branches``."""
+        return {(r["model"] or "recorded"): r for r in self.doc.get("rows", [])}
 
 
 class _Verifying(Branches):
@@ -56,8 +65,12 @@ class _Verifying(Branches):
 
 
 #: ``looptap run``'s options every branch is given as they were (how the prefix is matched).
-_PREFIX = (("prefix", "--prefix"), ("ignore", "--ignore"), ("substitute", "--substitute"),
-           ("volatile_tool", "--volatile-tool"))  # fmt: skip
+_PREFIX = (
+    ("prefix", "--prefix"),
+    ("ignore", "--ignore"),
+    ("substitute", "--substitute"),
+    ("volatile_tool", "--volatile-tool"),
+)
 
 
 def _passed(args: argparse.Namespace) -> list[str]:
@@ -66,10 +79,19 @@ def _passed(args: argparse.Namespace) -> list[str]:
         value = getattr(args, dest, None)
         for v in value if isinstance(value, list) else [value] if value else []:
             out += [flag, str(v)]
-    out += ["--tools-offline"] * bool(args.tools_offline) + ["--no-volatile"] * bool(
-        args.no_volatile) + ["--keep-tree"] * bool(args.keep_tree)  # fmt: skip
-    return [*out, "--verify", args.verify, "--verify-timeout", str(args.verify_timeout),
-            "--verify-one"]  # fmt: skip
+    out += (
+        ["--tools-offline"] * bool(args.tools_offline)
+        + ["--no-volatile"] * bool(args.no_volatile)
+        + ["--keep-tree"] * bool(args.keep_tree)
+    )
+    return [
+        *out,
+        "--verify",
+        args.verify,
+        "--verify-timeout",
+        str(args.verify_timeout),
+        "--verify-one",
+    ]
 
 
 def verify_run(args: argparse.Namespace) -> Result:
@@ -96,8 +118,9 @@ def verify_run(args: argparse.Namespace) -> Result:
     if python is None:
         raise Refused(how_to_install())
     out.mkdir(parents=True, exist_ok=True)
-    runner = _Verifying(run, argv, Outcome("check", args.verify), out.resolve(), _passed(args),
-                        python)  # fmt: skip
+    runner = _Verifying(
+        run, argv, Outcome("check", args.verify), out.resolve(), _passed(args), python
+    )
     runner.in_place = bool(args.in_place)
     runner.purse = Purse(p.at_most)
     items = [(r, k) for r in p.rows for k in range(1, p.samples + 1)]
@@ -120,8 +143,9 @@ def verify_run(args: argparse.Namespace) -> Result:
         except KeyboardInterrupt:
             runner.interrupt()
             raise
-    rows = [_row(r, [results[(r.key, k)] for k in range(1, p.samples + 1)], run, out)
-            for r in p.rows]  # fmt: skip
+    rows = [
+        _row(r, [results[(r.key, k)] for k in range(1, p.samples + 1)], run, out) for r in p.rows
+    ]
     sent = sum(x.get("sent") or 0 for x in results.values())
     doc = {
         "looptap": "verify",
@@ -136,12 +160,18 @@ def verify_run(args: argparse.Namespace) -> Result:
         "output": str(out),
     }
     from ..storage import write_sealed
-    from ._report import lines, redactor
+    from ..views.htmlpage import HtmlExtraMissing
+    from ._report import lines, page, redactor
 
-    write_sealed(
-        out / "verify.json", redactor().seal(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    )
-    return Result(0, doc, lines(doc))
+    seal = redactor().seal
+    write_sealed(out / "verify.json", seal(orjson.dumps(doc, option=orjson.OPT_INDENT_2)))
+    text = lines(doc)
+    try:
+        write_sealed(out / "verify.html", seal(page(doc).encode()))
+        text.append(f"the report as a page: {out / 'verify.html'}")
+    except HtmlExtraMissing as exc:
+        text.append(f"no page written: {exc}")
+    return Result(0, doc, text)
 
 
 def _why(got: dict[str, Any]) -> str:
@@ -151,8 +181,11 @@ def _why(got: dict[str, Any]) -> str:
 def _judged(got: dict[str, Any], out: Path) -> dict[str, Any]:
     """A branch's result (``why``'s: flipped, failed, invalid) as verified, not verified or not
     judged, with why."""
-    note = fork_notes(out / got["branch"])["verified"] if (out / got.get("branch", "")).is_file() \
-        else None  # fmt: skip
+    note = (
+        fork_notes(out / got["branch"])["verified"]
+        if (out / got.get("branch", "")).is_file()
+        else None
+    )
     kind = {"flipped": "verified", "failed": "not verified"}.get(
         got.get("result", ""), "not judged"
     )
@@ -229,8 +262,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         say(f"error: {exc}")
         return 2
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(result.doc, option=orjson.OPT_INDENT_2 |
-                                             orjson.OPT_APPEND_NEWLINE, default=str))  # fmt: skip
+        sys.stdout.buffer.write(
+            orjson.dumps(
+                result.doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str
+            )
+        )
         sys.stdout.flush()
     else:
         for line in result.lines:

@@ -46,8 +46,9 @@ class Row(Intervention):
 
     @property
     def key(self) -> str:
-        return re.sub(r"[^A-Za-z0-9._-]", "_", (self.model or "recorded") + "-edited" * bool(
-            self.edits))[:120]  # fmt: skip
+        return re.sub(
+            r"[^A-Za-z0-9._-]", "_", (self.model or "recorded") + "-edited" * bool(self.edits)
+        )[:120]
 
 
 @dataclass
@@ -148,8 +149,10 @@ def plan(args: argparse.Namespace, run_path: str, selector: str) -> Plan:
     except BudgetError as exc:
         raise Refused(str(exc), [_head(exc.lines[0], rows, samples, per), *exc.lines[1:]]) from None
     # (why's line on re-sampled answers that reach other conversations says nothing here)
-    lines = [_head(lines[0], rows, samples, per, expected=True),
-             *[x for x in lines[1:] if "re-sampled" not in x]]  # fmt: skip
+    lines = [
+        _head(lines[0], rows, samples, per, expected=True),
+        *[x for x in lines[1:] if "re-sampled" not in x],
+    ]
     lines.append(
         f"at most {count(per * samples * len(rows), 'request')} sent live in all: "
         f"{count(len(rows), 'model')} × {count(samples, 'branch', 'branches')} × {per} each "

@@ -1,4 +1,4 @@
-"""Which model would have fixed it (issue 104; cassettes/verify/, docs/fork.md): ``looptap run
+"""Which model would have fixed it (issue 104; cassettes/forkcheck/, docs/fork.md): ``looptap run
 --from RUN@turn=1 --model A,B --repeat K --verify CMD`` forks a recorded run K times per model,
 each branch in its own isolated scratch tree (the real util-linux ``unshare``), runs CMD there once
 the agent ends and says per model k/K verified with its interval, cost and requests, beside the
@@ -74,12 +74,18 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "env": {**env, "PYTHONPATH": str(REPO)}}  # fmt: skip
 
 
-def verify(r: dict[str, Any], name: str, *extra: str, up: ScriptedUpstream | None = None) -> Any:
+def verify(
+    r: dict[str, Any],
+    name: str,
+    *extra: str,
+    up: ScriptedUpstream | None = None,
+    check: str = CHECK,
+) -> Any:
     own = up is None
     up = up or ScriptedUpstream(model, validate=True).__enter__()
     try:
         argv = [
-            *RECORDER, "run", "--from", f"{r['out']}@turn=1", "--verify", CHECK,
+            *RECORDER, "run", "--from", f"{r['out']}@turn=1", "--verify", check,
             "--confdir", str(r["tmp"] / "conf"), "--upstream", f"anthropic={up.url}",
             "-o", str(r["tmp"] / name), *extra, "--", sys.executable, str(r["agent"]),
         ]  # fmt: skip
@@ -116,6 +122,9 @@ def test_two_models_three_branches_each_verified_as_the_truth(recorded: dict[str
     assert digests(r["work"]) == before
     removed = re.findall(r"the fork's scratch tree was removed \((\S+);", _logs(doc))
     assert len(removed) == 6 and not any(Path(p).exists() for p in removed), why
+    # the same as a static page: no script, the figures in its tables
+    page = (Path(doc["output"]) / "verify.html").read_text()
+    assert "<script" not in page and f"<td>{GOOD}</td><td>3/3 verified</td>" in page
     # the failed branches answered alike (the same wrong fix)
     assert rows[BAD]["differed"] == {"conversation": None, "turn": None, "answers": []}
 
@@ -159,3 +168,37 @@ def test_refused_before_anything_is_sent(recorded: dict[str, Any]) -> None:
             assert proc.returncode == 2 and said in proc.stderr, explain(proc)
         assert up.log == []
     assert not (r["tmp"] / "refused").exists()
+
+
+def test_from_python_and_read_by_mcp(recorded: dict[str, Any], monkeypatch: Any) -> None:
+    """``looptap.cassettes.forkcheck.verify`` (what a pytest test calls) runs the command's code;
+    MCP's read-only ``verify_report`` reads what it wrote."""
+    from looptap.cassettes.forkcheck import verify as verify_api
+    from looptap.cassettes.mcp.query import Runs, verify_report
+
+    r = recorded
+    for k in ("HOME", "ANTHROPIC_API_KEY", "PYTHONPATH"):
+        monkeypatch.setenv(k, r["env"][k])
+    with ScriptedUpstream(model, validate=True) as up:
+        result = verify_api(
+            f"{r['out']}@turn=1", [sys.executable, str(r["agent"])], CHECK,
+            output=r["tmp"] / "py", models=[GOOD, "recorded"], repeat=2,
+            upstream={"anthropic": up.url}, confdir=r["tmp"] / "conf", cwd=r["work"],
+        )  # fmt: skip
+        sent = len(up.log)
+    rows = result.rows
+    assert (rows[GOOD]["verified"], rows["recorded"]["verified"]) == (2, 0), result.lines
+    assert result.doc["sent"] == sent <= result.doc["at_most"]
+    answer = verify_report(Runs([str(r["tmp"])]), "py", 0, 20, 6000)
+    got = {x["model"]: x["verified"] for x in answer["recorded"]["rows"]}
+    assert got == {GOOD: 2, None: 0} and answer["recorded"]["baseline"]["result"] == "not verified"
+
+
+def test_a_check_past_its_limit_is_not_verified(recorded: dict[str, Any]) -> None:
+    r = recorded
+    proc, _ = verify(r, "slow", "--verify-timeout", "1", "--json", check="touch began; sleep 60")
+    doc = json.loads(proc.stdout)
+    (branch,) = doc["rows"][0]["branches"]
+    assert branch["result"] == "not verified", explain(proc)
+    assert branch["why"] == "timed out (past 1 s)", explain(proc)
+    assert doc["baseline"]["why"] == "timed out (past 1 s)"

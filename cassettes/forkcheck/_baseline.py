@@ -65,6 +65,10 @@ def _run(command: str, tree: Path, env: dict[str, str], seconds: float) -> dict[
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        return {"result": "not verified", "exit": None, "timed_out": True,
-                "why": f"timed out (past {seconds:g} s)"}  # fmt: skip
+        return {
+            "result": "not verified",
+            "exit": None,
+            "timed_out": True,
+            "why": f"timed out (past {seconds:g} s)",
+        }
     return {"result": "verified" if rc == 0 else "not verified", "exit": rc, "timed_out": False}
