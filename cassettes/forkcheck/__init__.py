@@ -1,7 +1,7 @@
 """``looptap run --from RUN@SEL --verify CMD``: forks judged by a command, across models, each in
 its own tree (docs/fork.md, "Which model would have fixed it"). ``_plan`` (the rows and the budget,
 before anything is sent), ``_baseline`` (the recorded run's end state verified again), ``_command``
-(the branches, through ``looptap why``'s :class:`~cassettes.why._branches.Branches`),
+(the branches, through ``looptap why``'s :class:`~cassettes.why.Branches`),
 ``_report`` (the text, the page), ``_api`` (the same from Python: :func:`verify`). Nothing here
 imports mitmproxy."""
 

@@ -2,8 +2,8 @@
 (or which edit) would have made the check pass, and how sure that is (docs/fork.md, "Which model
 would have fixed it"). Built from ``looptap why``'s parts, nothing of the fork re-implemented:
 each branch is an ordinary ``looptap run --from … --verify CMD`` run by
-:class:`cassettes.why._branches.Branches` (its own isolated scratch tree, ``--max-requests`` of
-its share of :class:`~cassettes.why._budget.Purse`), ``--jobs`` at a time; the verdict per model
+:class:`cassettes.why.Branches` (its own isolated scratch tree, ``--max-requests`` of
+its share of :class:`~cassettes.why.Purse`), ``--jobs`` at a time; the verdict per model
 is k of K verified with the Wilson interval ``why`` reads flips by; the failed branches are
 compared turn by turn as ``--repeat`` compares branches
 (:func:`cassettes.replay.forking.repeat.agreement`)."""
@@ -25,9 +25,7 @@ from ..errors import CassetteError
 from ..reading import fork_notes, open_run
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
-from ..why import Outcome, Refused, wilson
-from ..why._branches import Branches, passed_flags
-from ..why._budget import Purse
+from ..why import Branches, Outcome, Purse, Refused, passed_flags, wilson
 from ._baseline import baseline
 from ._plan import Row, plan
 
@@ -161,9 +159,9 @@ def verify_run(args: argparse.Namespace) -> Result:
     }
     from ..storage import write_sealed
     from ..views.htmlpage import HtmlExtraMissing
-    from ._report import lines, page, redactor
+    from ._report import lines, page
 
-    seal = redactor().seal
+    seal = runner.redactor.seal
     write_sealed(out / "verify.json", seal(orjson.dumps(doc, option=orjson.OPT_INDENT_2)))
     text = lines(doc)
     try:

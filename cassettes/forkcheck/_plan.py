@@ -2,7 +2,7 @@
 row per model named (``--model A,B``; ``recorded``: the run's own model), each with the ``--edit``
 items, K branches each (``--repeat``); each branch a fork started with ``--max-requests`` of its
 share, so the at-most said first is a true upper bound; ``--max-cost`` kept against it with
-``looptap why``'s budget (:func:`cassettes.why._budget.check`: the same pricing, the same
+``looptap why``'s budget (:func:`cassettes.why.budget_lines`: the same pricing, the same
 refusal)."""
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from ..errors import CassetteError
 from ..hints import count
 from ..reading import open_run
 from ..replay.forking.compare.budget import BudgetError
-from ..why import Intervention, Refused, resumed_head
-from ..why._budget import check
-from ..why._suspects import live_turns
+from ..why import Intervention, Refused, budget_lines, live_turns, resumed_head, where_sent
 
 __all__ = ["Plan", "Row", "plan"]
 
@@ -139,11 +137,9 @@ def plan(args: argparse.Namespace, run_path: str, selector: str) -> Plan:
         r.extra = max(0, per - len(r.seqs))
         r.reach = list(r.seqs)
         r.cap_lifted = True  # (its extra is headroom, not a cut answer's continuation)
-    from ..why._branches import where_sent
-
     bases = where_sent(run, list(args.upstream))
     try:
-        lines = check(
+        lines = budget_lines(
             run, list[Intervention](rows), samples, bases, None, max_cost, args.allow_unknown_price
         )
     except BudgetError as exc:

@@ -9,13 +9,7 @@ from typing import Any
 from ..hints import count
 from ..untrusted import clean_line
 
-__all__ = ["lines", "redactor"]
-
-
-def redactor() -> Any:
-    from ..why._branches import _redactor
-
-    return _redactor()
+__all__ = ["lines", "page"]
 
 
 def _row(r: dict[str, Any]) -> list[str]:
