@@ -8,13 +8,11 @@ process group is killed and the branch is not verified."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..cassettes.forkcheck import run_check
 from . import messages
 
 __all__ = ["verify_branch"]
@@ -29,31 +27,18 @@ def verify_branch(
     tree = scratch[0] if scratch else Path.cwd()
     full = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     full.update(env)
-    try:
-        proc = subprocess.Popen(
-            [*mask, "/bin/sh", "-c", command],
-            cwd=tree,
-            env=full,
-            stdin=subprocess.DEVNULL,
-            stdout=2,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        messages.error(f"--verify: the command could not start: {exc}")
-        return {"exit": None, "timed_out": False, "error": str(exc)}
-    try:
-        rc = proc.wait(timeout=seconds if seconds > 0 else None)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    got = run_check(command, tree, full, seconds, mask, output=2)
+    if got.get("error"):
+        messages.error(f"--verify: the command could not start: {got['error']}")
+    elif got["timed_out"]:
         messages.emit(
             f"--verify: the command ran past its limit of {seconds:g} s in the branch's tree and "
             "was stopped: not verified (timed out)"
         )
-        return {"exit": None, "timed_out": True, "seconds": seconds}
-    messages.emit(
-        f"--verify: the command exited {rc} in the branch's tree: "
-        + ("verified" if rc == 0 else "not verified")
-    )
-    return {"exit": rc, "timed_out": False}
+    else:
+        rc = got["exit"]
+        messages.emit(
+            f"--verify: the command exited {rc} in the branch's tree: "
+            + ("verified" if rc == 0 else "not verified")
+        )
+    return got

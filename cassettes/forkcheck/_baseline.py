@@ -5,16 +5,14 @@ removed after (kept with ``--keep-tree``). Nothing is sent."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..reading import open_run
+from ._check import run_check
 
 __all__ = ["baseline"]
 
@@ -47,28 +45,9 @@ def baseline(run: Path, command: str, seconds: float, keep: bool) -> dict[str, A
 
 
 def _run(command: str, tree: Path, env: dict[str, str], seconds: float) -> dict[str, Any]:
-    try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", command],
-            cwd=tree,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return {"result": "not judged", "why": f"the command could not start: {exc}"}
-    try:
-        rc = proc.wait(timeout=seconds if seconds > 0 else None)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return {
-            "result": "not verified",
-            "exit": None,
-            "timed_out": True,
-            "why": f"timed out (past {seconds:g} s)",
-        }
-    return {"result": "verified" if rc == 0 else "not verified", "exit": rc, "timed_out": False}
+    got = run_check(command, tree, env, seconds)
+    if got.get("error"):
+        return {"result": "not judged", "why": f"the command could not start: {got['error']}"}
+    if got["timed_out"]:
+        return {**got, "result": "not verified", "why": f"timed out (past {seconds:g} s)"}
+    return {**got, "result": "verified" if got["exit"] == 0 else "not verified"}

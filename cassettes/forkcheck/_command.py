@@ -25,7 +25,7 @@ from ..errors import CassetteError
 from ..reading import fork_notes, open_run
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
-from ..why import Branches, Outcome, Purse, Refused, passed_flags, wilson
+from ..why import Branches, Outcome, Purse, Refused, emit_result, passed_flags, wilson
 from ._baseline import baseline
 from ._plan import Row, plan
 
@@ -259,14 +259,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             say(line)
         say(f"error: {exc}")
         return 2
-    if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(
-                result.doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str
-            )
-        )
-        sys.stdout.flush()
-    else:
-        for line in result.lines:
-            print(line)
-    return result.status
+    except KeyboardInterrupt:
+        say(f"interrupted: the branches that ended are in {args.output}, no report written")
+        return 130
+    return emit_result(result, bool(args.json))

@@ -17,7 +17,7 @@ from ..errors import CassetteError
 from ..hints import count
 from ..reading import open_run
 from ..replay.forking.compare.budget import BudgetError
-from ..why import Intervention, Refused, budget_lines, live_turns, resumed_head, where_sent
+from ..why import Intervention, Refused, budget_lines, live_turns, where_sent
 
 __all__ = ["Plan", "Row", "plan"]
 
@@ -81,6 +81,8 @@ def plan(args: argparse.Namespace, run_path: str, selector: str) -> Plan:
     samples = int(args.repeat)
     if samples < 1 or int(args.jobs) < 1:
         raise Refused("--repeat and --jobs want a count from 1")
+    if not float(args.verify_timeout) > 0:
+        raise Refused("--verify-timeout wants seconds above 0 (the check's own time limit)")
     if not str(args.verify).strip():
         raise Refused("--verify wants a command (its exit status 0: verified)")
     try:
@@ -143,11 +145,12 @@ def plan(args: argparse.Namespace, run_path: str, selector: str) -> Plan:
             run, list[Intervention](rows), samples, bases, None, max_cost, args.allow_unknown_price
         )
     except BudgetError as exc:
-        raise Refused(str(exc), [_head(exc.lines[0], rows, samples, per), *exc.lines[1:]]) from None
+        said = [_head(exc.lines[0], rows, samples, per), *exc.lines[1:]]
+        raise Refused(_named(str(exc), rows), [_named(x, rows) for x in said]) from None
     # (why's line on re-sampled answers that reach other conversations says nothing here)
     lines = [
-        _head(lines[0], rows, samples, per, expected=True),
-        *[x for x in lines[1:] if "re-sampled" not in x],
+        _named(_head(lines[0], rows, samples, per, expected=True), rows),
+        *[_named(x, rows) for x in lines[1:] if "re-sampled" not in x],
     ]
     lines.append(
         f"at most {count(per * samples * len(rows), 'request')} sent live in all: "
@@ -164,14 +167,24 @@ def plan(args: argparse.Namespace, run_path: str, selector: str) -> Plan:
 
 
 def _head(line: str, rows: list[Row], samples: int, per: int, expected: bool = False) -> str:
-    """The budget's first line, its count of requests said for these rows."""
+    """The budget's first line, its count of requests said for these rows (``why``'s says
+    interventions and samples)."""
     shape = f"{count(len(rows), 'model')} × {count(samples, 'branch', 'branches')}"
-    if not expected:
-        return resumed_head(
-            line, f"at most {count(len(rows) * samples * per, 'request')} ({shape} × {per})"
-        )
-    n = re.match(r"^([\d,]+) requests? expected \([^)]*\)", line)
+    n = re.match(r"^(?:at most )?([\d,]+) requests?(?: expected)? \([^)]*\)", line)
     if n is None:
         return line
-    said = count(int(n.group(1).replace(",", "")), "request")
-    return f"{said} expected ({shape}, as recorded){line[n.end() :]}"
+    if expected:
+        said = (
+            f"{count(int(n.group(1).replace(',', '')), 'request')} expected ({shape}, as recorded)"
+        )
+    else:
+        said = f"at most {count(len(rows) * samples * per, 'request')} ({shape} × {per})"
+    return said + line[n.end() :]
+
+
+def _named(text: str, rows: list[Row]) -> str:
+    """``why``'s budget prices "the recorded model and" the others; said without it when no row
+    uses the recorded model (nothing is sent for it)."""
+    return (
+        text if any(r.model is None for r in rows) else text.replace("the recorded model and ", "")
+    )

@@ -18,7 +18,7 @@ from ._api import why
 from ._branches import Branches, passed_flags, where_sent
 from ._budget import Purse, resumed_head
 from ._budget import check as budget_lines
-from ._command import cmd_why
+from ._command import cmd_why, emit_result
 from ._interval import wilson
 from ._intervention import Intervention
 from ._interventions import interventions
@@ -44,6 +44,7 @@ __all__ = [
     "budget_lines",
     "cmd_why",
     "default_output",
+    "emit_result",
     "interventions",
     "judged_from",
     "kept_flags",

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +34,24 @@ GOOD, BAD = "claude-haiku-4-5", "claude-opus-4-1"
 CHECK = 'python3 -c "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"'
 
 
-def model(req: ScriptedRequest) -> Reply:
-    """Looks, fixes (right for GOOD or a careful user, wrong otherwise), says done."""
-    done = len(req.tool_results())
-    if done == 0:
-        return Reply.tool("bash", {"command": "cat calc.py"}, what="look")
-    if done == 1:
-        good = req.model == GOOD or any("carefully" in t for t in req.user_texts())
-        fix = "a + b" if good else "a * b"
-        return Reply.tool("bash", {"command": f"sed -i 's/a - b/{fix}/' calc.py"}, what="fix")
-    return Reply.say("done", what="answer")
+def model() -> Any:
+    """A scripted model: looks, fixes (right for GOOD or a careful user; else wrong, ``*`` and
+    ``**`` in turn, so failed branches differ at the fix), says done."""
+    wrong = iter(["*", "**"] * 50)
+    lock = threading.Lock()
+
+    def answer(req: ScriptedRequest) -> Reply:
+        done = len(req.tool_results())
+        if done == 0:
+            return Reply.tool("bash", {"command": "cat calc.py"}, what="look")
+        if done == 1:
+            good = req.model == GOOD or any("carefully" in t for t in req.user_texts())
+            with lock:
+                fix = "a + b" if good else f"a {next(wrong)} b"
+            return Reply.tool("bash", {"command": f"sed -i 's/a - b/{fix}/' calc.py"}, what=fix)
+        return Reply.say("done", what="answer")
+
+    return answer
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -63,7 +72,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (work / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     env = run_env(tmp, ANTHROPIC_API_KEY="sk-ant-verify")
     env.pop("LOOPTAP_SHELL_TRACE", None)  # the default: the working tree per turn
-    with ScriptedUpstream(model, validate=True) as up:
+    with ScriptedUpstream(model(), validate=True) as up:
         proc, out = looptap_run(
             tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
         )  # fmt: skip
@@ -82,7 +91,7 @@ def verify(
     check: str = CHECK,
 ) -> Any:
     own = up is None
-    up = up or ScriptedUpstream(model, validate=True).__enter__()
+    up = up or ScriptedUpstream(model(), validate=True).__enter__()
     try:
         argv = [
             *RECORDER, "run", "--from", f"{r['out']}@turn=1", "--verify", check,
@@ -112,7 +121,12 @@ def test_two_models_three_branches_each_verified_as_the_truth(recorded: dict[str
     assert (rows[BAD]["verified"], rows[BAD]["judged"]) == (0, 3), why
     assert rows[GOOD]["low"] > 0.3 and rows[BAD]["high"] < 0.7
     assert doc["baseline"]["result"] == "not verified" and doc["baseline"]["exit"] == 1, why
-    # the budget: at most said before anything was sent, and kept
+    # the budget: at most said before anything was sent, and kept; priced for the models named
+    assert "intervention" not in proc.stderr and "the recorded model" not in proc.stderr, why
+    assert "12 requests expected (2 models × 3 branches, as recorded); estimated cost $" in (
+        proc.stderr
+    ), why
+    assert f"at {GOOD}, {BAD}'s own price" in proc.stderr, why
     (said,) = [x for x in proc.stderr.splitlines() if "sent live in all: 2 models" in x]
     at_most = int(re.search(r"at most (\d+) requests", said).group(1))  # type: ignore[union-attr]
     assert at_most == doc["at_most"] and doc["sent"] == len(models) <= at_most, why
@@ -125,8 +139,12 @@ def test_two_models_three_branches_each_verified_as_the_truth(recorded: dict[str
     # the same as a static page: no script, the figures in its tables
     page = (Path(doc["output"]) / "verify.html").read_text()
     assert "<script" not in page and f"<td>{GOOD}</td><td>3/3 verified</td>" in page
-    # the failed branches answered alike (the same wrong fix)
-    assert rows[BAD]["differed"] == {"conversation": None, "turn": None, "answers": []}
+    # the failed branches fixed it wrong in two ways: they first differed at the fix (turn 1)
+    differed = rows[BAD]["differed"]
+    assert (differed["conversation"], differed["turn"]) == ("c1", 1), (differed, why)
+    assert rows[GOOD]["differed"] is None and rows[BAD]["failed"] == [
+        f"{BAD}.{k}.jsonl" for k in (1, 2, 3)
+    ]
 
 
 def _logs(doc: dict[str, Any]) -> str:
@@ -155,14 +173,15 @@ def test_text_report_and_an_edit_row_and_keep_tree(recorded: dict[str, Any]) -> 
 
 def test_refused_before_anything_is_sent(recorded: dict[str, Any]) -> None:
     r = recorded
-    with ScriptedUpstream(model, validate=True) as up:
+    with ScriptedUpstream(model(), validate=True) as up:
         for extra, said in (
             (
                 ("--model", f"{GOOD},{BAD}", "--repeat", "2", "--in-place"),
                 "--in-place with several",
             ),
-            (("--model", f"{GOOD},{BAD}", "--max-cost", "0.0000001"), "--max-cost"),
-            (("--model", "gpt-5"), "gpt-5"),
+            (("--model", f"{GOOD},{BAD}", "--max-cost", "0.001"), "over --max-cost 0.001"),
+            (("--model", "gpt-5"), "error: gpt-5: --model gpt-5"),
+            (("--model", f"{GOOD},{GOOD}"), "--model names a model twice"),
         ):
             proc, _ = verify(r, "refused", *extra, up=up)
             assert proc.returncode == 2 and said in proc.stderr, explain(proc)
@@ -179,7 +198,7 @@ def test_from_python_and_read_by_mcp(recorded: dict[str, Any], monkeypatch: Any)
     r = recorded
     for k in ("HOME", "ANTHROPIC_API_KEY", "PYTHONPATH"):
         monkeypatch.setenv(k, r["env"][k])
-    with ScriptedUpstream(model, validate=True) as up:
+    with ScriptedUpstream(model(), validate=True) as up:
         result = verify_api(
             f"{r['out']}@turn=1", [sys.executable, str(r["agent"])], CHECK,
             output=r["tmp"] / "py", models=[GOOD, "recorded"], repeat=2,
