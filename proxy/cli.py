@@ -254,6 +254,11 @@ _FORK_ONLY = (
         "run sends what the agent sends",
     ),
     (
+        ("verify", "json", "max_cost", "allow_unknown_price"),
+        "--verify (and --json, --max-cost, --allow-unknown-price with it) goes with --from "
+        "RUN@SELECTOR: it judges the forks' branches by a command",
+    ),
+    (
         ("no_volatile",),
         "--no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is "
         "matched; a plain run matches nothing",
@@ -281,6 +286,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         args.output = _default_output()  # said with where the command's output goes (_run_once)
         args.output_chosen = True
+    if getattr(args, "verify", None) is not None and not getattr(args, "verify_one", False):
+        from ..cassettes.forkcheck import cmd_verify  # (the branches judged by a command)
+
+        return cmd_verify(args)
     repeat = getattr(args, "repeat", 1)
     if repeat < 1 or (repeat > 1 and args.from_run is None):
         messages.error(
@@ -427,6 +436,7 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
         for line in fork.goes.lines():
             messages.emit(line)
     scratch_env: dict[str, str] = {}
+    mask: list[str] = []
     if fork is not None:  # (imported for a fork only)
         from . import isolation
 
@@ -478,6 +488,12 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
     summary = Summary() if kept else summary_lines(config.output, before, unseen_how(config))
     for line in summary:
         messages.emit(line)
+    if fork is not None and getattr(args, "verify", None):  # in the branch's tree, as its agent
+        from .verify_branch import verify_branch
+
+        fork.tolerated["verified"] = verify_branch(
+            args.verify, args.verify_timeout, mask, scratch_env, scratch
+        )
     if fork is not None:
         rc = _finish_fork(fork, target.path, rc)
     if report_lost(addon):

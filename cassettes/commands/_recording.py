@@ -190,6 +190,30 @@ RUN = Command(
             type=int,
             default=1,
         ),
+        "--verify CMD": Arg(
+            "with --from: judge each branch by a shell command run in its own tree after the "
+            "agent ends (exit status 0: verified). With it, --model takes a list (A,B,…; "
+            "'recorded' for the run's own model), --repeat K branches per model run concurrently "
+            "(--jobs), -o names a directory, and one line per model says k/K verified with its "
+            "95%% interval, cost and requests, beside the recorded run's own end state verified "
+            "again (docs/fork.md)"
+        ),
+        "--verify-timeout S": Arg(
+            "with --verify: the command's own time limit in seconds (default 600); past it the "
+            "branch is not verified (timed out)",
+            type=float,
+            default=600.0,
+        ),
+        "--jobs N": Arg("with --verify: branches run at once (default 2)", type=int, default=2),
+        "--max-cost USD": (
+            "with --verify: refuse (before anything is sent) when what the branches may send at "
+            "most could cost more"
+        ),
+        "--allow-unknown-price": flag(
+            "with --verify: run under --max-cost although a model has no known price"
+        ),
+        "--json": flag("with --verify: the report as JSON on stdout"),
+        "--verify-one": Arg(help=argparse.SUPPRESS, action="store_true"),
         "--edit TARGET=@FILE": many(
             "with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
             "request sent live; or continue=N: continue an answer cut at the token cap, the "

@@ -259,6 +259,18 @@ def build_server(roots: list[str]) -> Any:
         return locals()
 
     @tool
+    def verify_report(
+        verify: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
+    ) -> dict[str, Any]:
+        """A `looptap run --from RUN@turn=N --model A,B --repeat K --verify CMD -o DIR` (which model, or
+        which edit, would have made the user's check pass: K forks per model, each in its own tree, CMD
+        run there after the agent), read from DIR: per model k of K verified with the Wilson 95%
+        interval, its cost and the requests sent, the failed branches and where they first differed,
+        and the recorded run's own end state under CMD. Read-only: it never runs a branch or sends a
+        request (give the user the command to run)."""  # noqa: E501
+        return locals()
+
+    @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes
@@ -266,7 +278,7 @@ def build_server(roots: list[str]) -> Any:
         return locals()
 
     del list_runs, run_summary, findings, turn, search, growth, diff, tail, fork_diff, comparison
-    del why_report, web_report
+    del why_report, verify_report, web_report
     return server
 
 

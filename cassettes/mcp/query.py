@@ -60,6 +60,7 @@ from ._parts import (
 )
 from ._runs import Runs
 from ._turnquery import turn
+from ._verifyquery import verify_report
 from ._whyquery import why_report
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "search",
     "tail",
     "turn",
+    "verify_report",
     "web_report",
     "why_report",
 ]

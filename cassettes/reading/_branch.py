@@ -288,8 +288,9 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     the cursor that matched no recorded turn, an edit never applied); ``lived``, each request
     answered in order, the origin's seq served or ``None`` (sent live): the run as the agent
     lived it (``None``: not noted, a branch from before it); ``stopped``, the fork stopped at its
-    limit of live requests (:func:`_stopped`; ``None``: it did not). Empty when the branch has
-    none.
+    limit of live requests (:func:`_stopped`; ``None``: it did not); ``verified``, the
+    ``--verify`` command's outcome in the branch's tree (:func:`_verified`). Empty when the
+    branch has none.
     Only the file's last :data:`NOTES_TAIL` bytes are read."""
     out: dict[str, Any] = {
         "tolerated": [],
@@ -297,6 +298,7 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
         "failed": [],
         "lived": None,
         "stopped": None,
+        "verified": None,
     }
     try:  # a regular file only (open_regular): never blocks on a FIFO, never reads a device
         with open_regular(path) as f:
@@ -324,7 +326,24 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
             out["failed"] += [clean_line(x)[:2000] for x in failed[:20] if isinstance(x, str)]
         out["lived"] = _lived(doc.get("lived"))
         out["stopped"] = _stopped(doc.get("stopped")) or out["stopped"]
+        out["verified"] = _verified(doc.get("verified")) or out["verified"]
     return out
+
+
+def _verified(value: Any) -> dict[str, Any] | None:
+    """A fork note's ``verified``: what ``looptap run --from … --verify CMD`` found when it ran CMD
+    in the branch's tree after the agent ended: ``exit`` (its status; ``None`` when it timed out
+    or could not start), ``timed_out``, ``seconds`` (its limit, when it timed out) and ``error``
+    (why it could not start); ``None`` when the branch was not verified."""
+    if not isinstance(value, dict):
+        return None
+    code, limit, error = value.get("exit"), value.get("seconds"), value.get("error")
+    return {
+        "exit": code if type(code) is int else None,
+        "timed_out": value.get("timed_out") is True,
+        "seconds": limit if isinstance(limit, (int, float)) else None,
+        "error": clean_line(error)[:300] if isinstance(error, str) else None,
+    }
 
 
 def _stopped(value: Any) -> dict[str, Any] | None:

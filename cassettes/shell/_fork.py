@@ -94,12 +94,19 @@ def _compared(start: dict[str, Any], user_root: Path) -> list[str]:
 
 
 def scratch_tree(
-    origin: Path, shell: ShellRun, user_root: Path, dest: Path, upto_seq: int | None = None
+    origin: Path,
+    shell: ShellRun,
+    user_root: Path,
+    dest: Path,
+    upto_seq: int | None = None,
+    end: bool = False,
 ) -> Scratch | None:
     """The scratch tree for a fork of ``origin``, copied from ``user_root`` into ``dest`` (which
     must not exist): as at the recording's start (a fork's agent runs the prefix's tools again),
     or with ``upto_seq`` as when the recording sent that round trip's request (the changes seen
-    before it applied); ``None`` when the recording holds no working tree (not recorded with
+    before it applied), or with ``end`` as the recording left it (every change seen, the last
+    scan's after the agent ended too: what ``--verify`` judges the recorded run on); ``None`` when
+    the recording holds no working tree (not recorded with
     ``--shell-trace``)."""
     start = shell.start
     if start is None:
@@ -124,7 +131,7 @@ def scratch_tree(
                 state.setdefault(path, c["before"])
     for scan in shell.tree:
         seq = scan["seq"]
-        if upto_seq is None or seq is None or seq > upto_seq:
+        if not end and (upto_seq is None or seq is None or seq > upto_seq):
             continue
         for c in scan["changes"]:
             state[c["path"]] = c["after"]

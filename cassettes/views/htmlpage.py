@@ -93,15 +93,24 @@ def _render(template: str, what: str, **values: Any) -> str:
     return env.from_string(_asset(template)).render(version=__version__, **values)
 
 
-def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list[Any]]]]) -> str:
+def render_fleet_html(
+    summary: str, tables: list[tuple[str, list[str], list[list[Any]]]], heading: str = "fleet"
+) -> str:
     """``looptap fleet page``: the fleet's named questions as plain tables, each cell text
     (autoescaped, already cleaned by the caller), or ``(text, href)``: a link to a relative
     address the caller made (a run's report beside the page); no script at all, the page's
-    style allowed by its hash only."""
+    style allowed by its hash only. ``heading``: the page's title after ``looptap ·`` (``run
+    --verify``'s report is such a page too)."""
     style = _asset("page.css")
     csp = f"default-src 'none'; style-src {_hash(style)}; base-uri 'none'; form-action 'none'"
     return _render(
-        "fleet.html.j2", "fleet page", csp=csp, style=style, summary=summary, tables=tables
+        "fleet.html.j2",
+        f"the {heading} page",
+        csp=csp,
+        style=style,
+        summary=summary,
+        tables=tables,
+        heading=heading,
     )
 
 

@@ -9,12 +9,16 @@ Python), ``_investigation`` (one investigation, start to end), ``_outcome`` (the
 real fork, ``looptap run --from``, in the recorder's environment), ``_state`` (the output
 directory), ``_tally`` (what one intervention's branches showed), ``_interval`` (its interval,
 whether more samples can tell two apart), ``_verdict`` (the verdict) and ``_together`` (repairs
-combined). Nothing here imports mitmproxy.
+combined). ``Branches``, ``Purse``, ``budget_lines``, ``live_turns``, ``passed_flags`` and
+``where_sent`` are what ``looptap run --verify`` (:mod:`cassettes.forkcheck`) runs its branches
+with. Nothing here imports mitmproxy.
 """
 
 from ._api import why
-from ._budget import resumed_head
-from ._command import cmd_why
+from ._branches import Branches, passed_flags, where_sent
+from ._budget import Purse, resumed_head
+from ._budget import check as budget_lines
+from ._command import cmd_why, emit_result
 from ._interval import wilson
 from ._intervention import Intervention
 from ._interventions import interventions
@@ -22,30 +26,38 @@ from ._investigation import Refused, default_output, report_lines
 from ._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
 from ._refusal import refusal
 from ._state import STATE, kept_flags
+from ._suspects import live_turns
 from ._tally import Tally
 from ._together import rounds, together_verdict
 from ._verdict import verdict
 
 __all__ = [
     "STATE",
+    "Branches",
     "Intervention",
     "Judged",
     "Outcome",
     "OutcomeError",
+    "Purse",
     "Refused",
     "Tally",
+    "budget_lines",
     "cmd_why",
     "default_output",
+    "emit_result",
     "interventions",
     "judged_from",
     "kept_flags",
+    "live_turns",
     "parse_outcome",
+    "passed_flags",
     "refusal",
     "report_lines",
     "resumed_head",
     "rounds",
     "together_verdict",
     "verdict",
+    "where_sent",
     "why",
     "wilson",
 ]

@@ -286,7 +286,7 @@ class Branches:
             return {**base, "result": "invalid", "why": why, **place}
         judged = Judged(exit=rc)
         if self.outcome.kind == "check":
-            judged.check = run_check(self.outcome.value, self.cwd)
+            judged.check = self.checked(out)
         elif not self.outcome.needs_run:
             try:
                 lived = lived_run(self._origin(), out)
@@ -309,6 +309,11 @@ class Branches:
                 f"it answered with text; the command exited {rc})",
             }
         return {**base, "result": "failed" if failed else "flipped"}
+
+    def checked(self, branch: Path) -> int | None:
+        """The ``check`` outcome's status for ``branch``, once its run ended: the check run here
+        (``run --verify`` reads the one its fork ran in the branch's own tree instead)."""
+        return run_check(self.outcome.value, self.cwd)
 
     def _origin(self) -> Any:
         """The recorded run, opened once (what each branch's served round trips are)."""

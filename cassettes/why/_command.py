@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import orjson
 
@@ -16,7 +17,7 @@ from ..commands import WHY_OPTIONS, add_args
 from ._confirm import confirm
 from ._investigation import Refused, investigate, say
 
-__all__ = ["cmd_why", "split_options"]
+__all__ = ["cmd_why", "emit_result", "split_options"]
 
 
 def split_options(args: argparse.Namespace) -> None:
@@ -44,7 +45,13 @@ def cmd_why(args: argparse.Namespace) -> int:
             say(line)
         say(str(exc))
         return 2
-    if args.json:
+    return emit_result(result, args.json)
+
+
+def emit_result(result: Any, as_json: bool) -> int:
+    """A command's result (``.doc``, ``.lines``, ``.status``) on stdout: its document as JSON
+    (``--json``), else its lines; its exit status."""
+    if as_json:
         sys.stdout.buffer.write(
             orjson.dumps(
                 result.doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str
@@ -54,4 +61,4 @@ def cmd_why(args: argparse.Namespace) -> int:
     else:
         for line in result.lines:
             print(line)
-    return result.status
+    return int(result.status)

@@ -313,6 +313,7 @@ def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
         "fork_diff",
         "comparison",
         "why_report",
+        "verify_report",
         "web_report",
     ]
     assert orjson.loads(body)["conversations"] == 4

@@ -17,7 +17,7 @@ EXPORTED = [
 QUERIES = [
     "Runs", "comparison", "diff", "export_command", "findings", "fork_diff", "growth", "list_runs",
     "run_summary",
-    "search", "tail", "turn", "web_report", "why_report",
+    "search", "tail", "turn", "verify_report", "web_report", "why_report",
 ]  # fmt: skip
 
 

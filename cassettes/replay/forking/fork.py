@@ -383,7 +383,9 @@ class ForkReplay:
                 )
             finally:
                 shutil.rmtree(served.parent, ignore_errors=True)
-        said = any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed", "stopped"))
+        said = any(
+            self.tolerated.get(k) for k in ("tolerated", "starts", "failed", "stopped", "verified")
+        )
         if not said and self.tolerated.get("lived") is None:
             return  # an empty lived is said: the agent made no request the fork answered
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
