@@ -27,6 +27,7 @@ from ..providers import Call, by_family, from_parts, shape_of, trace_family
 from . import _genai_names as genai
 from ._otlp_aisdk import ai_sdk_call
 from ._otlp_bodies import message_at, plain, reassembled
+from ._otlp_haystack import haystack_call
 from ._otlp_merge import merged
 from ._otlp_numbered import ids_from_history, numbered_tools
 from ._otlp_openinference import (
@@ -43,6 +44,7 @@ from ._otlp_shapes import ADK_REQUEST, adk_call
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
+    UNJOINED,
     ancestors,
     attributes,
     json_attribute,
@@ -61,9 +63,10 @@ _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
 _LOOPTAP_CALL_OPS = _CALL_OPS - {"text_completion"}
 
 
-def otlp_calls(path: Path, kind: str) -> list[Call]:
-    """The model calls of an OTLP file, in the order they started."""
-    spans = read_spans(path, kind)
+def otlp_calls(path: Path, kind: str, logs: tuple[Path, ...] = ()) -> list[Call]:
+    """The model calls of an OTLP file (its event log records, and those of ``logs``, joined to
+    their spans), in the order they started."""
+    spans = read_spans(path, kind, logs)
     ids = {span_id(s.get("spanId")) for _, s in spans}
 
     def start(item: tuple[int, dict[str, Any]]) -> tuple[int, int]:
@@ -106,6 +109,10 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             f"{path}: {count(len(spans), 'span')}, none of a model call (no gen_ai.* chat or "
             "OpenInference LLM span); nothing imported"
         )
+    lost = spans[0][1].get(UNJOINED)
+    if lost:
+        calls[0].notes.append(f"imported: {count(lost, 'event log record')} of spans not in the "
+                              "file: not read")  # fmt: skip
     return calls
 
 
@@ -238,7 +245,8 @@ def _call(
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
     a = adk_call(a) or a  # (Google ADK's call_llm span: its request and answer, Gemini's)
-    a, said, unread = ai_sdk_call(a, prof) or (a, [], [])  # (the AI SDK's own names)
+    # (the AI SDK's own names; Haystack's ChatMessage JSON)
+    a, said, unread = ai_sdk_call(a, prof) or haystack_call(a, span.get("name"), prof) or (a, [], [])
     rewritten = prof.bodies is not None and _rewritten(a, prof)
     if prof.bodies is not None and not rewritten:
         shaped = _api_shaped(a, span, prof)
