@@ -183,7 +183,10 @@ def _blocks_message(role: str, value: Any) -> dict[str, Any] | None:
 def _api_message(body: dict[str, Any]) -> dict[str, Any] | None:
     """An event body that is an API's whole message (a ``role`` beside its content: Semantic
     Kernel logs OpenAI Chat's), read by the family's provider as a semconv message."""
-    if not isinstance(body.get("role"), str) or not ({"content", "tool_calls"} & set(body)):
+    whole = body.get("object") == "response" or body.get("type") == "message"
+    if not whole and (
+        not isinstance(body.get("role"), str) or not ({"content", "tool_calls"} & set(body))
+    ):
         return None
     read = as_semconv([body])
     ok = isinstance(read, list) and len(read) == 1 and isinstance(read[0], dict)
@@ -201,6 +204,7 @@ def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[An
         role = _OLD_ROLES.get(str(e.get("name")))
         said = _blocks_message(role or "assistant", body.get("content" if role else "message"))
         message = body.get("message") if e.get("name") == "gen_ai.choice" else body
+        message = json_attribute(message) if isinstance(message, str) else message
         whole = _api_message(message) if isinstance(message, dict) and role != "system" else None
         if whole is not None and role is not None:
             inputs.append(whole)

@@ -119,3 +119,101 @@ def test_an_answer_written_as_an_empty_text_part_is_not_judged_empty(
     # with no output tokens reported, an empty answer is what the model said: judged
     v = _imported(tmp_path, capsys, empty, gen_ai__usage__output_tokens="0")
     assert "E.empty_response" in _codes(v)
+
+
+# -- Anthropic's message objects and Responses' items, in any attribute, event or log record ------
+
+ANTHROPIC_MESSAGE = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                 "input": {"city": "Paris"}}],
+    "stop_reason": "tool_use", "usage": {"input_tokens": 12, "output_tokens": 9},
+}  # fmt: skip
+RESPONSES_ITEMS = [
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+     "arguments": '{"city": "Paris"}', "status": "completed"},
+]  # fmt: skip
+RESPONSES_ANSWER = {
+    "object": "response", "id": "resp_1", "status": "completed", "model": "gpt-4o-mini",
+    "output": [{"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "Sunny in Paris.", "annotations": []}]}],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("out", "provider"),
+    [([ANTHROPIC_MESSAGE], "anthropic"), (RESPONSES_ITEMS, "openai"),
+     ([{**RESPONSES_ANSWER, "output": RESPONSES_ITEMS}], "openai")],
+)  # fmt: skip
+def test_anthropic_messages_and_responses_items_as_output_messages_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], out: Any, provider: str
+) -> None:
+    """An instrumentation that writes Anthropic's message object, a Responses answer or its
+    output items as ``gen_ai.output.messages``: read by that family's provider as its answer
+    (the call, its id, the finish), never as empty parts judged empty."""
+    v = _imported(tmp_path, capsys, out, provider)
+    assert [(c["name"], c["arguments"]) for c in v["tool_calls"]] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert v["read"] == "complete" and _codes(v) == []
+
+
+def test_a_responses_answer_keeps_its_text_and_its_finish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v = _imported(tmp_path, capsys, [RESPONSES_ANSWER])
+    assert v["text"] == "Sunny in Paris." and v["finish_reason"]["normalised"] == "complete"
+    assert _codes(v) == []
+
+
+def test_responses_input_items_are_read_by_the_responses_provider(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A request's history written as Responses input items (``function_call`` and
+    ``function_call_output`` beside ``message`` items) in ``gen_ai.input.messages``."""
+    history = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Paris?"}]},
+        RESPONSES_ITEMS[1],
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny, 21 C"},
+    ]
+    span = _span(
+        "1", None, 1, gen_ai__operation__name="chat", gen_ai__provider__name="openai",
+        gen_ai__request__model="gpt-4o-mini", gen_ai__input__messages=history,
+        gen_ai__tool__definitions=[WEATHER], gen_ai__output__messages=[RESPONSES_ANSWER],
+    )  # fmt: skip
+    otel, run = tmp_path / "t.otel.json", tmp_path / "run.jsonl"
+    otel.write_bytes(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
+    assert main(["import", "-q", str(otel), "-o", str(run)]) == 0
+    (v,) = show_json(run, capsys)
+    results = [p["tool_result"] for m in v["layers"]["C"]["appended"] for p in m["parts"]
+               if p["kind"] == "tool_result"]  # fmt: skip
+    assert [(r["call_id"], r["content"]) for r in results] == [("call_1", "sunny, 21 C")]
+    assert v["text"] == "Sunny in Paris." and _codes(v) == []
+
+
+def test_an_anthropic_message_in_a_log_records_body_is_the_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``gen_ai.choice`` event sent as a log record whose body's ``message`` is Anthropic's
+    message object, joined to its span by trace and span id: read by the Anthropic provider."""
+    span = _span(
+        "1", None, 1, gen_ai__operation__name="chat", gen_ai__provider__name="anthropic",
+        gen_ai__request__model="claude-haiku-4-5", gen_ai__tool__definitions=[WEATHER],
+    )  # fmt: skip
+    record = {
+        "traceId": span["traceId"], "spanId": span["spanId"], "eventName": "gen_ai.choice",
+        "timeUnixNano": span["startTimeUnixNano"],
+        "body": {"kvlistValue": {"values": [{"key": "message", "value": {
+            "stringValue": orjson.dumps(ANTHROPIC_MESSAGE).decode()}}]}},
+    }  # fmt: skip
+    user = {**record, "eventName": "gen_ai.user.message",
+            "body": {"stringValue": '{"role": "user", "content": "Weather in Paris?"}'}}  # fmt: skip
+    logs = {"resourceLogs": [{"scopeLogs": [{"logRecords": [user, record]}]}]}
+    otel, run = tmp_path / "t.otel.json", tmp_path / "run.jsonl"
+    otel.write_bytes(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+                     + b"\n" + orjson.dumps(logs) + b"\n")  # fmt: skip
+    assert main(["import", "-q", str(otel), "-o", str(run)]) == 0
+    (v,) = show_json(run, capsys)
+    assert [(c["id"], c["name"]) for c in v["tool_calls"]] == [("toolu_1", "get_weather")]
+    assert v["family"] == "anthropic" and v["read"] == "complete" and _codes(v) == []
