@@ -55,11 +55,15 @@ def _parts(content: Any, unread: list[str]) -> list[dict[str, Any]]:
         elif kind == "tool_call" and isinstance(v, dict) and isinstance(v.get("tool_name"), str):
             out.append({"type": "tool_call", "id": v.get("id"), "name": v["tool_name"],
                         "arguments": v.get("arguments")})  # fmt: skip
-        elif kind == "tool_call_result" and isinstance(v, dict) and isinstance(v.get("result"), str):
+        elif (
+            kind == "tool_call_result" and isinstance(v, dict) and isinstance(v.get("result"), str)
+        ):
             origin = v.get("origin") if isinstance(v.get("origin"), dict) else {}
             out.append({"type": "tool_call_response", "id": origin.get("id"),
                         "response": v["result"]})  # fmt: skip
-        elif kind == "reasoning" and isinstance(v, dict) and isinstance(v.get("reasoning_text"), str):
+        elif (
+            kind == "reasoning" and isinstance(v, dict) and isinstance(v.get("reasoning_text"), str)
+        ):
             out.append({"type": "reasoning", "content": v["reasoning_text"]})
         else:
             unread.append(f"a {str(kind)[:40]!r} part" if kind else "a part of no known kind")
@@ -77,8 +81,10 @@ def _usage(meta: dict[str, Any]) -> dict[str, Any]:
     """A reply's ``meta.usage`` (the API's, as the generator copied it) as the conventions'."""
     usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
     out = {}
-    for attr, names in (("gen_ai.usage.input_tokens", ("prompt_tokens", "input_tokens")),
-                        ("gen_ai.usage.output_tokens", ("completion_tokens", "output_tokens"))):
+    for attr, names in (
+        ("gen_ai.usage.input_tokens", ("prompt_tokens", "input_tokens")),
+        ("gen_ai.usage.output_tokens", ("completion_tokens", "output_tokens")),
+    ):
         v = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
         if v is not None:
             out[attr] = v
@@ -134,6 +140,7 @@ def haystack_call(
     if answers:
         out[genai.OUTPUT_MESSAGES] = _dumps(answers)
     if unread:
-        notes.append(f"imported: {len(unread)} of Haystack's message parts not read "
-                     f"({'; '.join(sorted(set(unread))[:3])}): nothing is judged on them")  # fmt: skip
+        kinds = "; ".join(sorted(set(unread))[:3])
+        notes.append(f"imported: {len(unread)} of Haystack's message parts not read ({kinds}): "
+                     "nothing is judged on them")  # fmt: skip
     return out, notes, [f"messages: {u}, not read" for u in sorted(set(unread))]

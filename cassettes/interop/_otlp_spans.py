@@ -26,8 +26,8 @@ from ._documents import read_docs
 __all__ = [
     "BODY",
     "SCOPE",
-    "UNJOINED",
     "SERVICE",
+    "UNJOINED",
     "ancestors",
     "attributes",
     "flattened",
@@ -194,7 +194,10 @@ def _joined(spans: list[dict[str, Any]], records: list[dict[str, Any]]) -> int:
     for span in spans:
         said = events.get(id(span))
         if said:
-            span["events"] = [*listed(span.get("events")), *(e for *_, e in sorted(said, key=lambda x: x[:2]))]
+            span["events"] = [
+                *listed(span.get("events")),
+                *(e for *_, e in sorted(said, key=lambda x: x[:2])),
+            ]
     return lost
 
 

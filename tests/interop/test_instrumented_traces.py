@@ -104,7 +104,8 @@ def facts(v: dict[str, Any], lacks: set[str]) -> dict[str, Any]:
         # Semantic Kernel's, whose recording has the scripted model call `get_weather` where the
         # kernel offered `weather-get_weather`)
         "findings": sorted(
-            f["code"] for f in v["findings"]
+            f["code"]
+            for f in v["findings"]
             if f["severity"] != "info" and not ("tools" in lacks and f["code"] in _ON_TOOLS)
         ),
     }
@@ -709,11 +710,17 @@ OWN_ENVS = {
     "adk-legacy": ("LOOPTAP_ADK_PYTHON", "requirements-adk.txt", "adk gemini gemini-stream"),
     "adk1": ("LOOPTAP_ADK1_PYTHON", "requirements-adk1.txt", "adk gemini"),
     # Haystack 3.4.1 is in the client matrix's agents environment (.venv-agents)
-    "haystack": ("LOOPTAP_AGENTS_PYTHON", "../../clients/requirements-agents.txt",
-                 "haystack openai openai-stream"),
+    "haystack": (
+        "LOOPTAP_AGENTS_PYTHON",
+        "../../clients/requirements-agents.txt",
+        "haystack openai openai-stream",
+    ),
     # (Semantic Kernel's environment is 384 MB: not made by .ci/run; its trace is committed)
-    "semantic-kernel": ("LOOPTAP_SK_PYTHON", "requirements-semantic-kernel.txt",
-                        "semantic-kernel openai"),
+    "semantic-kernel": (
+        "LOOPTAP_SK_PYTHON",
+        "requirements-semantic-kernel.txt",
+        "semantic-kernel openai",
+    ),
 }
 
 
@@ -927,7 +934,10 @@ def test_semantic_kernels_log_records_are_joined_to_its_spans(
                 str(TRACES / "semantic-kernel.logs.pb")]  # fmt: skip
     assert main(["import", "-q", *argv, "-o", str(out)]) == 0
     lacks = set(KINDS["semantic-kernel"])
-    views, recorded = show_json(out, capsys), show_json(TRACES / "semantic-kernel.run.jsonl", capsys)
+    views, recorded = (
+        show_json(out, capsys),
+        show_json(TRACES / "semantic-kernel.run.jsonl", capsys),
+    )
     assert _conversations(views, lacks) == _conversations(recorded, lacks)
     assert all(v["read"] == "complete" for v in views)
 
@@ -954,7 +964,7 @@ def test_log_records_of_spans_not_in_the_file_are_counted_and_said(
 def _has_haystack_tracer(python: str | None) -> bool:
     if not python:
         return False
-    probe = "import haystack_integrations.tracing.opentelemetry, opentelemetry.exporter.otlp.proto.common"
+    probe = "import haystack_integrations.tracing.opentelemetry, opentelemetry.exporter.otlp"
     return progress.run([python, "-c", probe], capture_output=True).returncode == 0
 
 

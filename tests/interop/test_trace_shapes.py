@@ -53,12 +53,13 @@ def _imported(
     provider: str = "openai",
     **more: Any,
 ) -> dict[str, Any]:
-    span = _span(
-        "1", None, 1, gen_ai__operation__name="chat", gen_ai__provider__name=provider,
-        gen_ai__request__model="gpt-4o-mini" if provider == "openai" else "gemini-2.5-flash",
-        gen_ai__input__messages=[_user("Weather in Paris?")],
-        gen_ai__tool__definitions=[WEATHER], gen_ai__output__messages=out, **more,
-    )  # fmt: skip
+    attrs: dict[str, Any] = {
+        "gen_ai__operation__name": "chat", "gen_ai__provider__name": provider,
+        "gen_ai__request__model": "gpt-4o-mini" if provider == "openai" else "gemini-2.5-flash",
+        "gen_ai__input__messages": [_user("Weather in Paris?")],
+        "gen_ai__tool__definitions": [WEATHER], "gen_ai__output__messages": out,
+    }  # fmt: skip
+    span = _span("1", None, 1, **{**attrs, **more})
     n = len(list(tmp_path.glob("*.jsonl")))
     otel, run = tmp_path / f"t{n}.otel.json", tmp_path / f"run{n}.jsonl"
     otel.write_bytes(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
@@ -137,7 +138,8 @@ RESPONSES_ITEMS = [
 RESPONSES_ANSWER = {
     "object": "response", "id": "resp_1", "status": "completed", "model": "gpt-4o-mini",
     "output": [{"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": "Sunny in Paris.", "annotations": []}]}],
+                "content": [{"type": "output_text", "text": "Sunny in Paris.",
+                             "annotations": []}]}],
 }  # fmt: skip
 
 
@@ -207,8 +209,8 @@ def test_an_anthropic_message_in_a_log_records_body_is_the_answer(
         "body": {"kvlistValue": {"values": [{"key": "message", "value": {
             "stringValue": orjson.dumps(ANTHROPIC_MESSAGE).decode()}}]}},
     }  # fmt: skip
-    user = {**record, "eventName": "gen_ai.user.message",
-            "body": {"stringValue": '{"role": "user", "content": "Weather in Paris?"}'}}  # fmt: skip
+    asked = '{"role": "user", "content": "Weather in Paris?"}'
+    user = {**record, "eventName": "gen_ai.user.message", "body": {"stringValue": asked}}
     logs = {"resourceLogs": [{"scopeLogs": [{"logRecords": [user, record]}]}]}
     otel, run = tmp_path / "t.otel.json", tmp_path / "run.jsonl"
     otel.write_bytes(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
@@ -217,3 +219,41 @@ def test_an_anthropic_message_in_a_log_records_body_is_the_answer(
     (v,) = show_json(run, capsys)
     assert [(c["id"], c["name"]) for c in v["tool_calls"]] == [("toolu_1", "get_weather")]
     assert v["family"] == "anthropic" and v["read"] == "complete" and _codes(v) == []
+
+
+# -- item 1: a part the import does not carry is said, never dropped -------------------------------
+
+
+def test_a_part_the_rebuilt_call_cannot_carry_is_named_and_nothing_rests_on_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``blob`` part in the request and a ``uri`` part beside an empty answer (the conventions'
+    media parts, which a rebuilt call has no place for): named unread, the round trip
+    ``partial``, and no finding on the answer (not the empty answer the text alone would say)."""
+    blob = {"type": "blob", "modality": "image", "content": "AAAA"}
+    asked = {"role": "user", "parts": [{"type": "text", "content": "What is in it?"}, blob]}
+    said = [{"role": "assistant", "parts": [{"type": "uri", "modality": "image",
+                                             "uri": "https://example.invalid/a.png"}],
+             "finish_reason": "stop"}]  # fmt: skip
+    v = _imported(tmp_path, capsys, said, gen_ai__input__messages=[asked],
+                  gen_ai__usage__output_tokens="0")  # fmt: skip
+    assert v["read"] == "partial"
+    assert "messages: a 'blob' part, not read" in v["unread"], v["unread"]
+    assert "answer: a 'uri' part, not read" in v["unread"], v["unread"]
+    assert _codes(v) == []  # (without the accounting: E.empty_response on a read answer)
+
+
+def test_a_real_instrumentations_parts_it_drops_are_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenLIT 1.45.0's LangChain instrumentation writes the history's Anthropic tool calls as
+    parts of its own type (``tool_use``): before, dropped without a word and the history read
+    ``complete``; now each such round trip names them and is ``partial``."""
+    traces = Path(__file__).with_name("traces")
+    run = tmp_path / "openlit-langchain.jsonl"
+    assert main(["import", "-q", str(traces / "openlit-langchain.otlp.json"), "-o", str(run)]) == 0
+    views = show_json(run, capsys)
+    dropped = [v for v in views if "messages: a 'tool_use' part, not read" in v["unread"]]
+    assert dropped and all(v["read"] == "partial" for v in dropped)
+    assert all(not [f for f in v["findings"] if f["layer"] == "C" and f["severity"] != "info"]
+               for v in dropped)  # fmt: skip
