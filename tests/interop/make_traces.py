@@ -61,6 +61,8 @@ KINDS = {
     "traceai-stream": ("traceai", [str(SDK_AGENT), "openai-stream"]),
     # Semantic Kernel: its spans keep no content (it logs the messages to the logs API)
     "semantic-kernel": ("semantic-kernel", [str(FRAMEWORKS), "semantic-kernel", "openai"]),
+    # …its diagnostics without the sensitive switch: no message is logged (metadata only)
+    "semantic-kernel-metadata": ("semantic-kernel", [str(FRAMEWORKS), "semantic-kernel", "openai"]),
     "logfire": ("logfire", [str(SDK_AGENT)]),
     "mlflow": ("mlflow", [str(SDK_AGENT)]),
     "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
@@ -136,6 +138,7 @@ SETTINGS = {
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
     },
+    "semantic-kernel-metadata": {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"},
     # (its OTel export only: no LangSmith server, its endpoint a closed loopback port)
     **{k: {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
            "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",

@@ -414,14 +414,16 @@ def test_a_bedrock_model_the_trace_cut_is_said_on_import(
 @pytest.mark.parametrize(
     ("kind", "n", "file"),
     [("botocore", 6, "otlp.json"), ("vertexai-default", 3, "otlp.json"),
-     ("semantic-kernel", 3, "otlp.pb"), ("haystack-content-off", 3, "otlp.json")],
+     ("semantic-kernel", 3, "otlp.pb"), ("semantic-kernel-metadata", 3, "otlp.json"),
+     ("haystack-content-off", 3, "otlp.json")],
 )  # fmt: skip
 def test_a_trace_without_content_imports_as_metadata_and_says_so(
     kind: str, n: int, file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """OTel contrib botocore 0.66b2, vertexai 2.2b0 under its default conventions (no
     ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``) and Semantic Kernel 1.45.0
-    (its sensitive diagnostics on; its spans alone, in protobuf, without its log records) keep a
+    (its sensitive diagnostics on; its spans alone, in protobuf, without its log records; or
+    its diagnostics without the sensitive switch: its log records hold no message) keep a
     call's messages out of its spans (they go to the logs API as events), and Haystack 3.4.1 with
     its content tracing off keeps none: the import is the models, usage and finish
     reasons of the calls the recording has, and says in one line that fork and replay need the
