@@ -159,6 +159,9 @@ def test_anthropic_messages_and_responses_items_as_output_messages_are_read(
         ("get_weather", {"city": "Paris"})
     ]
     assert v["read"] == "complete" and _codes(v) == []
+    if out is not RESPONSES_ITEMS:  # (the answer's own stop: items alone say none)
+        assert v["finish_reason"]["normalised"] == "tool_call"
+        assert "finish_reason" not in v["reconstructed"]["inferred"], v["reconstructed"]
 
 
 def test_a_responses_answer_keeps_its_text_and_its_finish(
