@@ -58,7 +58,7 @@ def _parts(content: Any, unread: list[str]) -> list[dict[str, Any]]:
         elif (
             kind == "tool_call_result" and isinstance(v, dict) and isinstance(v.get("result"), str)
         ):
-            origin = v.get("origin") if isinstance(v.get("origin"), dict) else {}
+            origin: dict[str, Any] = v["origin"] if isinstance(v.get("origin"), dict) else {}
             out.append({"type": "tool_call_response", "id": origin.get("id"),
                         "response": v["result"]})  # fmt: skip
         elif (
@@ -79,7 +79,7 @@ def _message(m: Any, unread: list[str]) -> dict[str, Any] | None:
 
 def _usage(meta: dict[str, Any]) -> dict[str, Any]:
     """A reply's ``meta.usage`` (the API's, as the generator copied it) as the conventions'."""
-    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+    usage: dict[str, Any] = meta["usage"] if isinstance(meta.get("usage"), dict) else {}
     out = {}
     for attr, names in (
         ("gen_ai.usage.input_tokens", ("prompt_tokens", "input_tokens")),
