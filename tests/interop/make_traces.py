@@ -133,6 +133,8 @@ SETTINGS = {
     **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
        for k in ("openlit", "openlit-langchain")},
     "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},
+    # botocore's messages go to the logs API as events, their content with "true" only
+    "botocore": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
     "strands-default": {"OTEL_SEMCONV_STABILITY_OPT_IN": ""},  # its own content-block events
     "semantic-kernel": {
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",

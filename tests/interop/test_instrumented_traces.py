@@ -79,6 +79,9 @@ KINDS = {
     # Semantic Kernel 1.45.0, sensitive diagnostics: its spans keep the metadata, the messages
     # are its log records (OpenAI Chat's messages as JSON bodies) joined by span id; no tools
     "semantic-kernel": ("stream", "tools"),
+    # OTel contrib botocore 0.66b2 (content "true"): the messages are its log records (the OTel
+    # logs API's events: Converse content blocks as maps), joined by span id; no tools, no stream
+    "botocore": ("stream", "tools"),
 }
 
 
@@ -305,6 +308,7 @@ UNMATCHED = {
     # its default spans (and ADK 1.10's) say no stream: Gemini's streamed calls go to another URL
     "adk": "stream",
     "adk1": "stream",
+    "botocore": "stream",  # (ConverseStream is another URL; its spans do not say which)
 }
 
 
@@ -413,7 +417,7 @@ def test_a_bedrock_model_the_trace_cut_is_said_on_import(
 
 @pytest.mark.parametrize(
     ("kind", "n", "file"),
-    [("botocore", 6, "otlp.json"), ("vertexai-default", 3, "otlp.json"),
+    [("botocore", 6, "otlp.pb"), ("vertexai-default", 3, "otlp.json"),
      ("semantic-kernel", 3, "otlp.pb"), ("semantic-kernel-metadata", 3, "otlp.json"),
      ("haystack-content-off", 3, "otlp.json")],
 )  # fmt: skip

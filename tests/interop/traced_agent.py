@@ -120,6 +120,8 @@ def _openinference_bedrock(provider: TracerProvider) -> None:
 
 
 def _botocore(provider: TracerProvider) -> None:
+    """OTel contrib botocore: its messages go to the logs API (the global logger provider,
+    :func:`_logs`), its spans keep the metadata."""
     from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
 
     BotocoreInstrumentor().instrument(tracer_provider=provider)
@@ -255,8 +257,9 @@ def _adk(provider: TracerProvider) -> None:
     """Google ADK's own tracing: its tracer is the global provider's (set above)."""
 
 
-#: The instrumentations that send a call's messages to the logs API, and the logger they log to.
-LOGGING = {"semantic-kernel": "semantic_kernel"}
+#: The instrumentations that send a call's messages to the logs API, and the Python logger they
+#: log to (``""``: they write to the OTel logs API itself, no Python logging).
+LOGGING = {"semantic-kernel": "semantic_kernel", "botocore": ""}
 
 
 def _logs(kind: str) -> Any:
@@ -272,6 +275,8 @@ def _logs(kind: str) -> Any:
     provider = LoggerProvider()
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     set_logger_provider(provider)
+    if not LOGGING[kind]:
+        return exporter
     handler = LoggingHandler(level=logging.INFO, logger_provider=provider)
     handler.addFilter(logging.Filter(LOGGING[kind]))
     logging.getLogger().addHandler(handler)
@@ -319,8 +324,8 @@ def main() -> None:
     PROCESSORS.append(SimpleSpanProcessor(exporter))
     provider.add_span_processor(PROCESSORS[0])
     trace.set_tracer_provider(provider)
-    KINDS[kind](provider)
     logs = _logs(kind) if kind in LOGGING else None
+    KINDS[kind](provider)
 
     def write() -> None:
         from google.protobuf.json_format import MessageToDict
