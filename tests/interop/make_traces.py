@@ -140,7 +140,9 @@ SETTINGS = {
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
     },
-    "semantic-kernel-metadata": {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"},
+    "semantic-kernel-metadata": {
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
+    },
     # (its OTel export only: no LangSmith server, its endpoint a closed loopback port)
     **{k: {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
            "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "lsv2-traces",
