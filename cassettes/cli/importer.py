@@ -207,7 +207,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     for src, targets in _grouped(planned):
         try:
             if src in runs:
-                lines = import_runs(src, runs[src][0], targets)
+                logs = tuple(Path(p) for p in args.logs or ())
+                lines = import_runs(src, runs[src][0], targets, logs)
             else:
                 lines = [_import_one(src, targets[0])]
         except CassetteError as exc:

@@ -105,6 +105,12 @@ COMMANDS = (
             ),
             "-f --force": flag("replace existing output files"),
             "-q --quiet": flag("print nothing on success"),
+            "--logs": many(
+                "an OTLP logs file (OTLP/JSON or protobuf ExportLogsServiceRequest) whose event "
+                "records are joined to the trace's spans by trace and span id (repeatable; records "
+                "in the trace file itself are read without it)",
+                metavar="FILE",
+            ),
         },
         run="looptap.cassettes.cli.importer:cmd_import",
         description=(

@@ -23,10 +23,11 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..hints import count
-from ..providers import Call, by_family, from_parts, shape_of, trace_family
+from ..providers import Call, by_family, from_parts, kept_block, shape_of, trace_family
 from . import _genai_names as genai
 from ._otlp_aisdk import ai_sdk_call
 from ._otlp_bodies import message_at, plain, reassembled
+from ._otlp_haystack import haystack_call
 from ._otlp_merge import merged
 from ._otlp_numbered import ids_from_history, numbered_tools
 from ._otlp_openinference import (
@@ -43,6 +44,7 @@ from ._otlp_shapes import ADK_REQUEST, adk_call
 from ._otlp_spans import (
     SCOPE,
     SERVICE,
+    UNJOINED,
     ancestors,
     attributes,
     json_attribute,
@@ -61,9 +63,10 @@ _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
 _LOOPTAP_CALL_OPS = _CALL_OPS - {"text_completion"}
 
 
-def otlp_calls(path: Path, kind: str) -> list[Call]:
-    """The model calls of an OTLP file, in the order they started."""
-    spans = read_spans(path, kind)
+def otlp_calls(path: Path, kind: str, logs: tuple[Path, ...] = ()) -> list[Call]:
+    """The model calls of an OTLP file (its event log records, and those of ``logs``, joined to
+    their spans), in the order they started."""
+    spans = read_spans(path, kind, logs)
     ids = {span_id(s.get("spanId")) for _, s in spans}
 
     def start(item: tuple[int, dict[str, Any]]) -> tuple[int, int]:
@@ -106,6 +109,10 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             f"{path}: {count(len(spans), 'span')}, none of a model call (no gen_ai.* chat or "
             "OpenInference LLM span); nothing imported"
         )
+    lost = spans[0][1].get(UNJOINED)
+    if lost:
+        calls[0].notes.append(f"imported: {count(lost, 'event log record')} of spans not in the "
+                              "file: not read")  # fmt: skip
     return calls
 
 
@@ -238,7 +245,10 @@ def _call(
     a = attributes(span.get("attributes"))
     prof = profile_of(span.get(SCOPE))
     a = adk_call(a) or a  # (Google ADK's call_llm span: its request and answer, Gemini's)
-    a, said, unread = ai_sdk_call(a, prof) or (a, [], [])  # (the AI SDK's own names)
+    # (the AI SDK's own names; Haystack's ChatMessage JSON)
+    a, said, unread = (
+        ai_sdk_call(a, prof) or haystack_call(a, span.get("name"), prof) or (a, [], [])
+    )
     rewritten = prof.bodies is not None and _rewritten(a, prof)
     if prof.bodies is not None and not rewritten:
         shaped = _api_shaped(a, span, prof)
@@ -397,6 +407,7 @@ def _content(
             "imported: the trace kept this call's answer but not its request: the messages sent "
             "are unread, nothing is judged on them"
         )
+    _account(call, inputs, output)
     sys_parts, call.messages = from_parts(call.family, inputs or [], "tool_call.id" in call.given)
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()
@@ -409,6 +420,24 @@ def _content(
         call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
         call.given.add("output")
     shape.settle(call, [p for m in inputs or [] for p in listed(m.get("parts"))])
+
+
+#: The conventions' part types a rebuilt call carries (a reasoning text is said apart: no part
+#: carries what an API needs back, docs/interop.md).
+_CONSUMED = frozenset({"text", "tool_call", "tool_call_response", "reasoning"})
+
+
+def _account(call: Call, inputs: list[Any] | None, output: dict[str, Any] | None) -> None:
+    """Every part of the span's messages the rebuilt call does not carry (a ``blob``, ``uri`` or
+    ``file``, a part type no reader knows) is named unread: the round trip is ``partial`` and no
+    finding rests on that side (issue 102: content not consumed leaves a trace)."""
+    sides = (("messages: ", inputs or []), ("", [output] if output else []))
+    for side, messages in sides:
+        left = sorted({
+            str(p.get("type"))[:40] for m in messages for p in listed(m.get("parts"))
+            if isinstance(p, dict) and p.get("type") not in _CONSUMED and kept_block(p) is None
+        })  # fmt: skip
+        call.unread += [f"{side}a {t!r} part, not read" for t in left]
 
 
 def _calls_restored(

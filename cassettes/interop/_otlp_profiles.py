@@ -195,6 +195,10 @@ PROFILES: tuple[Instrumentation, ...] = (
         {"openai": {"tool-calls": "tool_calls", "content-filter": "content_filter"},
          "anthropic": {"stop": "end_turn", "tool-calls": "tool_use", "length": "max_tokens"}},
         {"anthropic": ("max_tokens", "params", "tool schemas")})),
+    # its OpenTelemetry tracer (opentelemetry-haystack) with content tracing on: a call's input
+    # and output as JSON in its own ChatMessage format (read by _otlp_haystack); no model asked
+    # for, no stream flag, no parameters set when its generator was made
+    Instrumentation("Haystack", ("haystack",), "3.4.1 (opentelemetry-haystack 2.0.0)"),
     Instrumentation("looptap's own export", ("looptap",), says_stream=True),
 )  # fmt: skip
 

@@ -18,7 +18,7 @@ from . import _genai_names as genai
 from ._otlp_numbered import function_calls, numbered
 from ._otlp_profiles import Instrumentation
 from ._otlp_shapes import as_semconv, blocks, result_text
-from ._otlp_spans import attributes, json_attribute, listed
+from ._otlp_spans import BODY, attributes, json_attribute, listed
 
 __all__ = ["semconv", "typed"]
 
@@ -180,16 +180,37 @@ def _blocks_message(role: str, value: Any) -> dict[str, Any] | None:
     return read[0] if isinstance(read, list) and len(read) == 1 else None
 
 
+def _api_message(body: dict[str, Any]) -> dict[str, Any] | None:
+    """An event body that is an API's whole message (a ``role`` beside its content: Semantic
+    Kernel logs OpenAI Chat's), read by the family's provider as a semconv message."""
+    whole = body.get("object") == "response" or body.get("type") == "message"
+    if not whole and (
+        not isinstance(body.get("role"), str) or not ({"content", "tool_calls"} & set(body))
+    ):
+        return None
+    read = as_semconv([body])
+    ok = isinstance(read, list) and len(read) == 1 and isinstance(read[0], dict)
+    return read[0] if ok and "parts" in read[0] else None
+
+
 def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[Any] | None]:
-    """The per-message events of semconv ≤ 1.36 (content on the event's attributes, as text or
-    as a framework's content blocks)."""
+    """The per-message events of semconv ≤ 1.36 (content on the event's attributes, or in the
+    body of the log record it was sent as: as text, a framework's content blocks, or an API's
+    whole message)."""
     inputs: list[Any] = []
     outputs: list[Any] = []
     for e in events:
-        body = attributes(e.get("attributes"))
+        body = {**attributes(e.get("attributes")), **(e.get(BODY) or {})}
         role = _OLD_ROLES.get(str(e.get("name")))
         said = _blocks_message(role or "assistant", body.get("content" if role else "message"))
-        if said is not None and role is not None:
+        message = body.get("message") if e.get("name") == "gen_ai.choice" else body
+        message = json_attribute(message) if isinstance(message, str) else message
+        whole = _api_message(message) if isinstance(message, dict) and role != "system" else None
+        if whole is not None and role is not None:
+            inputs.append(whole)
+        elif whole is not None:
+            outputs.append({"parts": whole["parts"], "finish_reason": body.get("finish_reason")})
+        elif said is not None and role is not None:
             inputs.append(said)
         elif said is not None and e.get("name") == "gen_ai.choice":
             outputs.append({"parts": said["parts"], "finish_reason": body.get("finish_reason")})

@@ -32,7 +32,14 @@ _AT = {
     "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/m:generateContent",
     "bedrock": "/model/m/converse",
+    "openai_responses": "/v1/responses",
 }
+#: The item types of a Responses request's ``input`` (its answers' items, and the results sent
+#: back).
+_RESPONSES_INPUT = frozenset(
+    {"function_call_output", "custom_tool_call_output", "computer_call_output",
+     "local_shell_call_output", "mcp_approval_response", "item_reference"}
+)  # fmt: skip
 
 
 def blocks(value: Any) -> list[dict[str, Any]] | None:
@@ -86,6 +93,8 @@ def _family(messages: list[Any]) -> str | None:
     for m in messages:
         if not isinstance(m, dict):
             return None
+        if m.get("type") in _RESPONSES_ITEMS | _RESPONSES_INPUT and "parts" not in m:
+            return "openai_responses"
         parts, content = m.get("parts"), m.get("content")
         if isinstance(parts, list) and parts and all(isinstance(p, dict) for p in parts):
             return None if any("type" in p for p in parts) else "gemini"
@@ -105,27 +114,68 @@ def _family(messages: list[Any]) -> str | None:
 #: them under, and the key each answer alone has (OpenAI's choices: ``message``; Gemini's
 #: candidates: ``content``, an object), read by the family's provider as its response.
 _ANSWERS = (("openai_chat", "choices", "message"), ("gemini", "candidates", "content"))
+#: The content block types of Anthropic's message object, and the item types of a Responses
+#: answer's ``output`` (a ``message`` item's content is ``output_text`` / ``refusal``).
+_ANTHROPIC_BLOCKS = frozenset(
+    "text tool_use thinking redacted_thinking server_tool_use web_search_tool_result "
+    "web_fetch_tool_result code_execution_tool_result mcp_tool_use mcp_tool_result "
+    "container_upload".split()
+)
+_RESPONSES_ITEMS = frozenset(
+    "message function_call reasoning web_search_call file_search_call computer_call "
+    "code_interpreter_call image_generation_call local_shell_call mcp_call mcp_list_tools "
+    "custom_tool_call".split()
+)
+
+
+def _typed(blocks: Any, kinds: frozenset[str]) -> bool:
+    return isinstance(blocks, list) and all(
+        isinstance(b, dict) and b.get("type") in kinds for b in blocks
+    )
+
+
+def _whole_answers(messages: list[Any]) -> tuple[str, list[dict[str, Any]]] | None:
+    """The family and the response bodies when ``messages`` are an API's whole answers:
+    Anthropic message objects (``{"type": "message", "role": "assistant", "content": [blocks]}``,
+    each one answer), a Responses answer (``{"object": "response", "output": [items]}``), or a
+    Responses answer's output items (one answer)."""
+    if all(
+        isinstance(m, dict) and m.get("type") == "message" and m.get("role") == "assistant"
+        and _typed(m.get("content"), _ANTHROPIC_BLOCKS) for m in messages
+    ):  # fmt: skip
+        return "anthropic", messages
+    if all(isinstance(m, dict) and m.get("object") == "response" for m in messages):
+        return "openai_responses", messages
+    if _typed(messages, _RESPONSES_ITEMS) and all(
+        m.get("role") == "assistant" and not _typed(m.get("content"), _ANTHROPIC_BLOCKS)
+        for m in messages if m.get("type") == "message"
+    ):  # fmt: skip
+        return "openai_responses", [{"output": messages}]
+    return None
 
 
 def _answers(messages: list[Any]) -> list[dict[str, Any]] | None:
     """``messages`` as semconv output messages when they are an API's answers (OpenAI's choices
-    list, Gemini's candidates: an instrumentation that writes the response's own list), each
-    read by the family's provider as a response of that one answer; else ``None``."""
+    list, Gemini's candidates, Anthropic's message objects, a Responses answer or its output
+    items: an instrumentation that writes the response's own shape), each read by the family's
+    provider as a response of that one answer; else ``None``."""
+    bodies: tuple[str, list[dict[str, Any]]] | None = None
     for family, key, own in _ANSWERS:
-        if not all(
+        if all(
             isinstance(m, dict) and isinstance(m.get(own), dict) and "role" not in m
             for m in messages
         ):
-            continue
-        adapter = by_family(family)
-        if adapter is None:
-            return None
-        try:
-            read = [adapter.parse_response({key: [m]}) for m in messages]
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return None
-        return [output_message(r) for r in read]
-    return None
+            bodies = family, [{key: [m]} for m in messages]
+            break
+    bodies = bodies or _whole_answers(messages)
+    adapter = by_family(bodies[0]) if bodies else None
+    if bodies is None or adapter is None:
+        return None
+    try:
+        read = [adapter.parse_response(b) for b in bodies[1]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return [output_message(r) for r in read]
 
 
 def as_semconv(messages: Any) -> Any:
@@ -148,13 +198,14 @@ def as_semconv(messages: Any) -> Any:
     adapter = by_family(family) if family else None
     if adapter is None:
         return messages
-    body = {"contents": messages} if family == "gemini" else {"messages": messages}
+    key = {"gemini": "contents", "openai_responses": "input"}.get(str(family), "messages")
+    body = {key: messages}
     try:
         req = adapter.parse_request(body, urlsplit("http://trace" + _AT[str(family)]))
     except (ValueError, TypeError, KeyError, AttributeError):
         return messages  # (said where it is read: no message content)
     out = [semconv_message(m) for m in req.messages]
-    if family != "openai_chat":  # (OpenAI Chat keeps its system messages among the messages)
+    if family not in ("openai_chat", "openai_responses"):  # (they keep system messages inline)
         system = [{"type": "text", "content": p.text or ""} for p in req.system if p.kind == "text"]
         out = ([{"role": "system", "parts": system}] if system else []) + out
     finish = messages[-1].get("finish_reason") if isinstance(messages[-1], dict) else None

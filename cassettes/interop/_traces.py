@@ -44,7 +44,7 @@ def sniff(head: bytes) -> str | None:
         m = _FIRST_KEY.match(text)
         if m is not None and m.group(1) in (b"type", b"log", b"interactions", b"version"):
             return None  # a looptap header, a HAR, a vcrpy cassette in JSON
-        if b'"resourceSpans"' in text or b'"resource_spans"' in text:
+        if any(k in text for k in (b'"resourceSpans"', b'"resource_spans"', b'"resourceLogs"')):
             return "otlp"
         if any(b'"%s"' % k.encode() in text for k in _HISTORY_KEYS):
             return "trajectory"
@@ -89,7 +89,7 @@ def _trajectories(doc: Any, where: str) -> Iterator[tuple[list[Any], dict[str, A
 # -- the runs of a file ---------------------------------------------------------------------------
 
 
-def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
+def runs_in(path: Path, kind: str, logs: tuple[Path, ...] = ()) -> Iterator[list[Call]]:
     """The runs ``path`` holds (one list of model calls each): a trajectory file may hold several,
     an OTLP file is one run. Raises :class:`ImportFormatError`: one line saying what is wrong."""
     if kind == "trajectory":
@@ -104,15 +104,18 @@ def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
                     )
                 yield calls
         return
-    yield otlp_calls(path, kind)
+    yield otlp_calls(path, kind, logs)
 
 
-def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
+def import_runs(
+    path: Path, kind: str, targets: list[Any], logs: tuple[Path, ...] = ()
+) -> list[str]:
     """Write each run of ``path`` as a cassette at its checked target (one each, in order), each
-    under a private name put in place whole; the summary lines."""
+    under a private name put in place whole (an OTLP trace's spans joined to the event records
+    of ``logs``); the summary lines."""
 
     lines = []
-    runs = runs_in(path, kind)
+    runs = runs_in(path, kind, logs)
     for target, calls in zip(targets, runs, strict=False):
         target.path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"source": f"import ({kind})", "imported_from": path.name}

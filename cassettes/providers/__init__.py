@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._rebuild_families import chat_ids
     from ._rebuild_shape import RebuildShape
     from ._replay import Rendered, reset_at
-    from ._semconv_history import from_parts
+    from ._semconv_history import from_parts, kept_block
 
 __all__ = [
     "FAMILIES",
@@ -60,6 +60,7 @@ __all__ = [
     "is_agent_own",
     "is_llm_host",
     "is_ws_turn",
+    "kept_block",
     "link_items",
     "masked_endpoint",
     "reduced",
@@ -81,7 +82,7 @@ _MODULES = {
     "_rebuild_families": ("chat_ids",),
     "_rebuild_shape": ("RebuildShape",),
     "_inferred": ("INFERRED", "InferredFields", "inferred_fields", "reduced"),
-    "_semconv_history": ("from_parts",),
+    "_semconv_history": ("from_parts", "kept_block"),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
     "_masked": ("masked_endpoint",),
     "_profile": (

@@ -5,6 +5,7 @@ traces of their instrumentations (tests/interop/traced_agent.py):
     python framework_agents.py langchain [LABEL ...]   # langchain-openai / langchain-anthropic
     python framework_agents.py pydantic-ai [LABEL ...] # pydantic-ai's Agent with a tool
     python framework_agents.py openai-agents [LABEL ...]  # openai-agents' Runner (Responses API)
+    python framework_agents.py haystack [LABEL ...]  # Haystack's Agent, OpenAIChatGenerator
 
 LABELs as fork_agent's: ``openai``, ``openai-stream``, ``anthropic``, ``anthropic-stream`` (default:
 all four, one after another). The SDKs read their base URLs and keys from the environment, as under
@@ -176,6 +177,29 @@ def semantic_kernel_run(label: str) -> str:
     return asyncio.run(run())
 
 
+def haystack_run(label: str) -> str:
+    """Haystack's ``Agent`` on its ``OpenAIChatGenerator`` with a ``Tool`` (labels ``openai``,
+    ``openai-stream``: a streaming callback makes each call a stream)."""
+    from haystack.components.agents import Agent
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.dataclasses import ChatMessage
+    from haystack.tools import Tool
+
+    tool = Tool(
+        name="get_weather", description="The weather in a city.", function=weather,
+        parameters={"type": "object", "properties": {"city": {"type": "string"}},
+                    "required": ["city"]},
+    )  # fmt: skip
+    stream = label.endswith("-stream")
+    generator = OpenAIChatGenerator(
+        model="gpt-4o-mini", generation_kwargs={"max_tokens": 200}, max_retries=0,
+        streaming_callback=(lambda _chunk: None) if stream else None,
+    )  # fmt: skip
+    agent = Agent(chat_generator=generator, tools=[tool], system_prompt=SYSTEM, max_agent_steps=5)
+    result = agent.run(messages=[ChatMessage.from_user(_question(label))])
+    return str(result["messages"][-1].text)
+
+
 def litellm_loop(label: str) -> str:
     """LiteLLM's ``completion()`` (OpenAI's messages, its provider prefix naming the API) in the
     fork agent's loop: ``openai``, ``openai-stream`` (the stream rebuilt by its chunk builder)."""
@@ -247,6 +271,7 @@ def adk_run(label: str) -> str:
 
 RUNS = {
     "litellm": litellm_loop,
+    "haystack": haystack_run,
     "adk": adk_run,
     "semantic-kernel": semantic_kernel_run,
     "strands": strands_run,

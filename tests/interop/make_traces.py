@@ -33,6 +33,10 @@ SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
 #: KIND → (instrumentation, the agent it traces: the script and its arguments).
 KINDS = {
+    # Haystack's OpenTelemetry tracer: its Agent's LLM step spans hold the generator's input and
+    # output as JSON, its own ChatMessage format (content on, and off)
+    "haystack": ("haystack", [str(FRAMEWORKS), "haystack", "openai", "openai-stream"]),
+    "haystack-content-off": ("haystack", [str(FRAMEWORKS), "haystack", "openai"]),
     # LiteLLM's OTel callback: semconv parts with OpenAI's tool_calls / tool_call_id beside them
     "litellm": ("litellm", [str(FRAMEWORKS), "litellm", "openai", "openai-stream"]),
     # Google ADK's own tracing: its default (the conventions' messages), and its schema 1
@@ -57,6 +61,8 @@ KINDS = {
     "traceai-stream": ("traceai", [str(SDK_AGENT), "openai-stream"]),
     # Semantic Kernel: its spans keep no content (it logs the messages to the logs API)
     "semantic-kernel": ("semantic-kernel", [str(FRAMEWORKS), "semantic-kernel", "openai"]),
+    # …its diagnostics without the sensitive switch: no message is logged (metadata only)
+    "semantic-kernel-metadata": ("semantic-kernel", [str(FRAMEWORKS), "semantic-kernel", "openai"]),
     "logfire": ("logfire", [str(SDK_AGENT)]),
     "mlflow": ("mlflow", [str(SDK_AGENT)]),
     "mlflow-langchain": ("mlflow", [str(FRAMEWORKS), "langchain"]),
@@ -108,6 +114,8 @@ AI_SDK_AGENT = HERE / "traced_ai_sdk.js"
 
 #: KIND → the environment it is traced in, where not the others' (content on the spans).
 SETTINGS = {
+    "haystack": {"HAYSTACK_CONTENT_TRACING_ENABLED": "true", "HAYSTACK_TELEMETRY_ENABLED": "False"},
+    "haystack-content-off": {"HAYSTACK_TELEMETRY_ENABLED": "False"},
     "litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # (else it fetches its price list)
     **{k: {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
        for k in ("adk-legacy", "adk-litellm")},
@@ -125,10 +133,15 @@ SETTINGS = {
     **{k: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
        for k in ("openlit", "openlit-langchain")},
     "langtrace": {"LANGTRACE_ERROR_REPORTING": "False"},
+    # botocore's messages go to the logs API as events, their content with "true" only
+    "botocore": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
     "strands-default": {"OTEL_SEMCONV_STABILITY_OPT_IN": ""},  # its own content-block events
     "semantic-kernel": {
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
+    },
+    "semantic-kernel-metadata": {
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
     },
     # (its OTel export only: no LangSmith server, its endpoint a closed loopback port)
     **{k: {"LANGSMITH_OTEL_ENABLED": "true", "LANGSMITH_OTEL_ONLY": "true",
@@ -178,6 +191,9 @@ def make(kind: str, python: str, out: Path = OUT) -> None:
             sys.exit(f"{kind}: the agent failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
         out.mkdir(exist_ok=True)
         shutil.copyfile(t / "trace.json", out / f"{kind}.otlp.json")
+        if (t / "trace.logs.pb").exists():  # (its log records in protobuf too: both encodings)
+            shutil.copyfile(t / "trace.pb", out / f"{kind}.otlp.pb")
+            shutil.copyfile(t / "trace.logs.pb", out / f"{kind}.logs.pb")
         shutil.copyfile(t / "run.jsonl", out / f"{kind}.run.jsonl")
     print(f"{kind}: {len(fake.log)} requests → {out / kind}.otlp.json, .run.jsonl")
 

@@ -1,6 +1,8 @@
 """An agent run traced by a real instrumentation, its spans written at exit as one OTLP/JSON
 ``ExportTraceServiceRequest`` line (hex ids, as the OTLP file exporter writes them) and as OTLP
-protobuf beside it (``OUT.pb``):
+protobuf beside it (``OUT.pb``); for an instrumentation that sends content to the logs API
+(:data:`LOGGING`), its log records as a second line, an ``ExportLogsServiceRequest`` (and
+``OUT.logs.pb``), from Python logging through the OTel SDK's ``LoggingHandler``:
 
     python traced_agent.py KIND OUT.json [AGENT.py] [the agent's arguments …]
 
@@ -118,6 +120,8 @@ def _openinference_bedrock(provider: TracerProvider) -> None:
 
 
 def _botocore(provider: TracerProvider) -> None:
+    """OTel contrib botocore: its messages go to the logs API (the global logger provider,
+    :func:`_logs`), its spans keep the metadata."""
     from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
 
     BotocoreInstrumentor().instrument(tracer_provider=provider)
@@ -240,11 +244,48 @@ def _litellm(provider: TracerProvider) -> None:
     litellm.callbacks = [OpenTelemetry(tracer_provider=provider)]
 
 
+def _haystack(provider: TracerProvider) -> None:
+    """Haystack's OpenTelemetry tracer (opentelemetry-haystack, as its ``OpenTelemetryConnector``
+    sets it up: scope ``haystack``); its content with ``HAYSTACK_CONTENT_TRACING_ENABLED``."""
+    from haystack import tracing
+    from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
+
+    tracing.enable_tracing(OpenTelemetryTracer(provider.get_tracer("haystack")))
+
+
 def _adk(provider: TracerProvider) -> None:
     """Google ADK's own tracing: its tracer is the global provider's (set above)."""
 
 
+#: The instrumentations that send a call's messages to the logs API, and the Python logger they
+#: log to (``""``: they write to the OTel logs API itself, no Python logging).
+LOGGING = {"semantic-kernel": "semantic_kernel", "botocore": ""}
+
+
+def _logs(kind: str) -> Any:
+    """The OTel SDK's logs pipeline for ``kind``, as an application sets it up (a handler on the
+    root logger, filtered to the library's logger), its records kept in memory."""
+    import logging
+
+    from opentelemetry._logs import set_logger_provider
+    from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
+    from opentelemetry.sdk._logs.export import InMemoryLogExporter, SimpleLogRecordProcessor
+
+    exporter = InMemoryLogExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    set_logger_provider(provider)
+    if not LOGGING[kind]:
+        return exporter
+    handler = LoggingHandler(level=logging.INFO, logger_provider=provider)
+    handler.addFilter(logging.Filter(LOGGING[kind]))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.INFO)
+    return exporter
+
+
 KINDS = {
+    "haystack": _haystack,
     "litellm": _litellm,
     "adk": _adk,
     "strands": _strands,
@@ -283,6 +324,7 @@ def main() -> None:
     PROCESSORS.append(SimpleSpanProcessor(exporter))
     provider.add_span_processor(PROCESSORS[0])
     trace.set_tracer_provider(provider)
+    logs = _logs(kind) if kind in LOGGING else None
     KINDS[kind](provider)
 
     def write() -> None:
@@ -290,7 +332,14 @@ def main() -> None:
 
         req = encode_spans(exporter.get_finished_spans())
         out.with_suffix(".pb").write_bytes(req.SerializeToString())
-        out.write_text(json.dumps(_hex_ids(MessageToDict(req))) + "\n")
+        lines = [json.dumps(_hex_ids(MessageToDict(req)))]
+        if logs is not None:
+            from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+
+            said = encode_logs(logs.get_finished_logs())
+            out.with_suffix(".logs.pb").write_bytes(said.SerializeToString())
+            lines.append(json.dumps(_hex_ids(MessageToDict(said))))
+        out.write_text("".join(line + "\n" for line in lines))
 
     atexit.register(write)
     sys.argv = [str(agent), *args]
