@@ -43,8 +43,8 @@ NOT_RECORDINGS = {
         "opened for the child's log (copy_sealed writes it) and exports made from sealed cassettes"
     ),
     ("cassettes/forkcheck/_check.py", "run_check"): (
-        "the user's check writes to a descriptor its caller names: nowhere, or the fork's stderr (2), "
-        "which why's branch log copies through copy_sealed"
+        "the user's check writes to a descriptor its caller names: nowhere, or the fork's "
+        "stderr (2), which why's branch log copies through copy_sealed"
     ),
     ("cassettes/analysis/spill.py", "Spill.db"): "the analysis's spill of a sealed cassette",
     ("cassettes/analysis/spill.py", "Spill.write"): "the analysis's spill of a sealed cassette",
