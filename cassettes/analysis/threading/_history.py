@@ -23,7 +23,7 @@ from ._agents import (
     receives_answer,
     split_at,
 )
-from ._data import KIND, MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
+from ._data import IN_SYSTEM, KIND, MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
 from ._words import (
     MAX_HAY,
     MIN_SUMMARY,
@@ -34,6 +34,7 @@ from ._words import (
     fields_prompt,
     norm_prompt,
     start_len,
+    system_words,
 )
 
 #: The longest wait after a failure that still reads as a retry when the client's retry counter
@@ -313,6 +314,8 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
                 if latest is not None and not other_agent(r, s.turns[latest]):
                     return latest, found[1], i
     hay, said = _opening_text(r, assistant=False), _opening_text(r, assistant=True)
+    apart, own = _system_apart(r), hay
+    hay = f"{apart} {hay}" if apart else hay
     if len(hay) < MIN_SUMMARY and len(said) < MIN_SUMMARY:
         return None
     for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
@@ -320,6 +323,8 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
         # compaction's answer in place of the events, role ``model``); a conversation's own
         # answer there is its echo, not a summary.
         if text in hay or (target != by and text in said):
+            if target != by and _same_agent(r, s.turns[by]):
+                continue  # the summariser again, given its own summary (LlamaIndex's buffer)
             if target == by and (s.turns[by].opens or s.turns[by].system != r.system):
                 # An answer of the conversation's own, quoted under another system prompt:
                 # another agent handed it (a guardrail, an evaluator, the next task's agent),
@@ -329,8 +334,22 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
             conv = s.turns[target].conversation
             latest = s.last_of.get(conv)
             if latest is not None and not other_agent(r, s.turns[latest]):
-                return latest, by, _carrying(r, text)
+                apart_only = text in apart and text not in own and text not in said
+                return latest, by, IN_SYSTEM if apart_only else _carrying(r, text)
     return None
+
+
+def _same_agent(r: Request, t: TurnInfo) -> bool:
+    return t.system == r.system and t.tools == r.tools
+
+
+def _system_apart(r: Request) -> str:
+    """The system prompt's texts where the wire sends it apart from the messages (Anthropic
+    ``system``, Responses ``instructions``, Gemini's system instruction; Chat's system messages
+    are among the messages), normalised: where a summary may land (Agno's session summary)."""
+    if any(_ROLE.get(m.role, m.role) == "system" for m in r.messages[:SCAN_OPENING]):
+        return ""
+    return system_words(r.system_parts)
 
 
 def _carrying(r: Request, text: str) -> int:
