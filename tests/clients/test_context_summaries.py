@@ -24,6 +24,7 @@ docs/threading.md ("Context management in the wild") says what each sends.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -39,7 +40,13 @@ from tests.clients.test_matrix import _explain, _final, _findings, _interpreter,
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
-pytestmark = [needs_recorder]
+# Each run takes about 30 s; test_context_recorded.py reads the recordings kept from them
+# (data/ctx/) on every run of the suite: record once, read many.
+pytestmark = [
+    needs_recorder,
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("LOOPTAP_SLOW"), reason="LOOPTAP_SLOW=1 (about 2 min)"),
+]
 
 CITIES = ("Paris", "Tokyo", "Berlin")
 QUESTIONS = ("What is the weather in Paris?", "And in Tokyo?", "And in Berlin?")

@@ -323,8 +323,6 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
         # compaction's answer in place of the events, role ``model``); a conversation's own
         # answer there is its echo, not a summary.
         if text in hay or (target != by and text in said):
-            if target != by and _same_agent(r, s.turns[by]):
-                continue  # the summariser again, given its own summary (LlamaIndex's buffer)
             if target == by and (s.turns[by].opens or s.turns[by].system != r.system):
                 # An answer of the conversation's own, quoted under another system prompt:
                 # another agent handed it (a guardrail, an evaluator, the next task's agent),
@@ -333,14 +331,21 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
                 continue
             conv = s.turns[target].conversation
             latest = s.last_of.get(conv)
-            if latest is not None and not other_agent(r, s.turns[latest]):
+            if latest is None or (target != by and resummarising(r, s.turns[by], s.turns[latest])):
+                continue  # (the summariser again, given its own summary: LlamaIndex's buffer)
+            if not other_agent(r, s.turns[latest]):
                 apart_only = text in apart and text not in own and text not in said
                 return latest, by, IN_SYSTEM if apart_only else _carrying(r, text)
     return None
 
 
-def _same_agent(r: Request, t: TurnInfo) -> bool:
-    return t.system == r.system and t.tools == r.tools
+def resummarising(r: Request, writer: TurnInfo, latest: TurnInfo) -> bool:
+    """The request is the agent that wrote a summary (the same system prompt and tools), not
+    the summarised conversation's (another system prompt or tool set than its latest turn's): a
+    summariser given its own earlier summary. (Claude Code's compaction asks under the agent's
+    own prompt and tools: its summary then sent back is the conversation going on.)"""
+    same = writer.system == r.system and writer.tools == r.tools
+    return same and (latest.system != r.system or latest.tools != r.tools)
 
 
 def _system_apart(r: Request) -> str:

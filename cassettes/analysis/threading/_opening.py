@@ -13,7 +13,7 @@ from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import asks_own, rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
-from ._history import answered_alike, built_like, describe, summary_used
+from ._history import answered_alike, built_like, describe, resummarising, summary_used
 from ._words import (
     MAX_HAY,
     MIN_CARRIED,
@@ -316,12 +316,13 @@ def resummarised(s: Threads, r: Request) -> tuple[int, int] | None:
         return None
     hay: str | None = None
     for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
-        t = s.turns[by]
-        if target == by or text.startswith("\0") or t.system != r.system or t.tools != r.tools:
+        if target == by or text.startswith("\0"):
+            continue
+        latest = s.last_of.get(s.turns[target].conversation)
+        if latest is None or not resummarising(r, s.turns[by], s.turns[latest]):
             continue
         hay = _words_of(r) if hay is None else hay
-        latest = s.last_of.get(s.turns[target].conversation)
-        if text in hay and latest is not None:
+        if text in hay:
             return latest, by
     return None
 

@@ -109,8 +109,8 @@ def test_crewai_the_task_the_summariser_saw_is_info_not_a_warning() -> None:
 #: Summaries that land elsewhere than in place of the history (issue 103, item 2;
 #: data/ctx/README.md says how each was recorded): recording → (conversations, (trim's seq, its
 #: side call) each, the infos that stand unexplained). On f29135f5: Agno 5 main conversations,
-#: Haystack 3 (its summary of summaries main, a summary a hand-off), LlamaIndex 3 (its second
-#: summary read as the chat).
+#: Haystack its summary of summaries main and a summary a hand-off, LlamaIndex 3 main
+#: conversations and its summaries hand-offs.
 LANDING = {
     # agno 3.1.10 session summaries: the transcript in the summary call's system prompt, its JSON
     # answer's ``summary`` in the next run's system prompt; #3 goes on with the last run whole,
