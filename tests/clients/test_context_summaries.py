@@ -28,7 +28,6 @@ import os
 import re
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,44 +150,39 @@ out(final=final)
 PRELUDE = f"QUESTIONS = {QUESTIONS!r}\nCOMPACT_WINDOW = 300\n"
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str
-    package: str
-    runtime: str
-    script: str
-    structured: bool
-    final: str
-
-
-CASES = (
-    Case("agno session summaries", "agno", "agents_py", AGNO_SUMMARIES, True, "FORECAST"),
-    Case("haystack summarization compactor", "haystack-ai", "agents_py", HAYSTACK_COMPACTION,
-         False, "FORECAST"),
-    Case("llama-index chat summary buffer", "llama-index-core", "frameworks", LLAMA_SUMMARY_BUFFER,
-         False, "FORECAST"),
-)  # fmt: skip
+#: id → (package, its environment, the script, whether the summary is asked as JSON)
+CASES = {
+    "agno session summaries": ("agno", "agents_py", AGNO_SUMMARIES, True),
+    "haystack summarization compactor": ("haystack-ai", "agents_py", HAYSTACK_COMPACTION, False),
+    "llama-index chat summary buffer": (
+        "llama-index-core",
+        "frameworks",
+        LLAMA_SUMMARY_BUFFER,
+        False,
+    ),
+}
 
 _MODULE = {"haystack-ai": "haystack", "llama-index-core": "llama_index.core"}
 
 
-def _record(case: Case, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
-    c = Client(case.id, case.package, "", case.runtime, PRELUDE + case.script, (), "")
+def _record(name: str, tmp_path: Path, up: ScriptedUpstream) -> tuple[Any, Path]:
+    package, runtime, script, _ = CASES[name]
+    c = Client(name, package, "", runtime, PRELUDE + script, (), "")
     interp = _interpreter(c)
-    module = _MODULE.get(case.package, case.package)
+    module = _MODULE.get(package, package)
     if subprocess.run([*interp, "-c", f"import {module}"], capture_output=True).returncode:
-        pytest.skip(f"{case.package} is not in {interp[0]}")
+        pytest.skip(f"{package} is not in {interp[0]}")
     return _run(c, None, tmp_path, tmp_path / "mitmproxy-conf", up)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_a_summary_is_a_side_call_of_one_conversation(case: Case, tmp_path: Path) -> None:
-    with ScriptedUpstream(_route(case.structured), validate=True) as up:
-        proc, out = _record(case, tmp_path, up)
-    keep(out, case.id)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_summary_is_a_side_call_of_one_conversation(name: str, tmp_path: Path) -> None:
+    with ScriptedUpstream(_route(CASES[name][3]), validate=True) as up:
+        proc, out = _record(name, tmp_path, up)
+    keep(out, name)
     why = _explain(proc, up)
     final = _final(proc)
-    assert final and case.final in final, why
+    assert final and "FORECAST" in final, why
     _, an = _findings(out)
     said, convs = findings_said(an), threads(an)
     side = side_calls(up)
