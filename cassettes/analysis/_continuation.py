@@ -40,7 +40,9 @@ __all__ = ["capture", "restore"]
 #: 5: the threads' recent requests' rendered texts and what their side calls were given; the
 #: rendered side calls no summary came from yet.
 #: 6: the threads' side calls asked in place (a later request may prove one a turn).
-VERSION = 6
+#: 7: the recent requests' rendered texts end with the turn's answer (a summariser fed a history
+#: as text is given it too).
+VERSION = 7
 
 _CLASSES = CLASSES
 #: The analyser's tables of plain values, as their attributes.
@@ -83,7 +85,8 @@ def capture(analyser: RunAnalyser) -> dict[str, Any]:
     return {
         "version": VERSION, "first_index": analyser.first_index, "pos": st.pos,
         "handed_off": sorted(st.handed_off), "seq_of_tid": st.seq_of_tid.tolist(),
-        "rendered": [[tid, conv] for tid, conv in st.rendered.items()],
+        "rendered": [[tid, conv, *st.asking[tid]] for tid, conv in st.rendered.items()],
+        "summarisers": [list(ask) for ask in st.summarisers],
         "owned": sorted(st.owned), "errors": list(st.result.errors),
         "latest": [[c, *at] for c, at in st.latest.entries()],
         "contexts": [[tid, _context(ctx)] for tid, ctx in st.contexts.items()],
@@ -146,6 +149,7 @@ def _restore(
     st.handed_off, st.owned = set(_ints(data["handed_off"])), set(_ints(data["owned"]))
     _result(st, data, result, flagged)
     _rendered(st, data["rendered"], n)
+    _summarisers(st, data["summarisers"])
     for name, cls in _OWN.items():
         table, values = cls(), data[name]
         if set(values) != set(vars(table)):
@@ -206,13 +210,27 @@ def _rendered(st: AnalyserState, data: Any, n: int) -> None:
     answer)."""
     if not isinstance(data, list) or len(data) > RENDERED_PENDING:
         raise _bad("the rendered side calls")
-    for tid, conv_id in data:
+    for item in data:
+        if not isinstance(item, list) or len(item) != 4:
+            raise _bad("the rendered side calls")
+        tid, conv_id, tools, key = item
         if not (0 <= _int(tid) < n and type(conv_id) is str and conv_id in st.records):
             raise _bad("the rendered side calls")
         st.rendered[tid] = conv_id
+        st.asking[tid] = (_int(tools), _int(key))
         record = st.conversations.record(st.records[conv_id])
         record.branch = "side_call"
         st.relabelled.update(record.turns)
+
+
+def _summarisers(st: AnalyserState, data: Any) -> None:
+    """How the rendered side calls a carried answer proved summarisers asked."""
+    if not isinstance(data, list) or len(data) > RENDERED_PENDING:
+        raise _bad("the summarisers")
+    for ask in data:
+        if len(_ints(ask)) != 2:
+            raise _bad("the summarisers")
+        st.summarisers[(ask[0], ask[1])] = None
 
 
 def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any]) -> None:

@@ -180,6 +180,8 @@ class ContextChange(_Model):
     summary: list[int] = Field(default_factory=list)
     #: seq of the round trip whose answer the summary carries (a compaction), if any.
     summary_by_seq: int | None = None
+    #: That round trip is a side call of the conversation (not one of its own turns).
+    summary_by_side_call: bool = False
     #: Ids of the previous turn's calls whose results went to that compaction (its request
     #: answered them): run and summarised, not dropped.
     summarised_calls: list[str] = Field(default_factory=list)

@@ -120,6 +120,12 @@ class AnalyserState:
     #: :data:`RENDERED_PENDING` most recent: when the run ends (or one leaves this table) they
     #: are another agent quoting the conversation, a ``handoff`` (:func:`settle_rendered`).
     rendered: dict[int, str] = field(default_factory=dict)
+    #: How each of those asked (:func:`asks`), and how the rendered side calls a carried answer
+    #: proved summarisers asked (the :data:`RENDERED_PENDING` most recent): one that asks as a
+    #: proved summariser did is that summariser again, its answer carried or not (the run ended
+    #: after Agno's last session summary).
+    asking: dict[int, tuple[int, int]] = field(default_factory=dict)
+    summarisers: OrderedDict[tuple[int, int], None] = field(default_factory=OrderedDict)
     #: A continued analysis: the seqs of turns whose conversation's kind it read again (the
     #: rendered side calls a kept analysis had settled as hand-offs): their kept views are
     #: printed anew.
@@ -183,27 +189,48 @@ class AnalyserState:
 RENDERED_PENDING = 64
 
 
+def asks(state: AnalyserState, tid: int) -> tuple[int, int]:
+    """How turn ``tid`` asked: the tools it offered and its last message (keys), word for word
+    (Agno's ``Provide the summary of the conversation.`` after the transcript)."""
+    t = state.threader.turns[tid]
+    return t.tools, t.keys.key[t.length - 1] if t.keys is not None and t.length else 0
+
+
 def rendered_side_call(state: AnalyserState, tid: int, conv_id: str) -> None:
     """Turn ``tid`` started ``conv_id``, a side call fed a conversation's history as rendered
     text: a summariser until a later request carries its answer (:func:`summary_carried`), else
     a hand-off; the oldest past :data:`RENDERED_PENDING` is settled as one now."""
     state.rendered[tid] = conv_id
+    state.asking[tid] = asks(state, tid)
     while len(state.rendered) > RENDERED_PENDING:
-        oldest = next(iter(state.rendered))
-        handed_over(state, state.rendered.pop(oldest))
+        _settle(state, next(iter(state.rendered)))
 
 
 def summary_carried(state: AnalyserState, tid: int) -> None:
     """A request carries turn ``tid``'s answer as its summary: a rendered side call that asked
-    for it was the summariser (it stays a side call)."""
-    state.rendered.pop(tid, None)
+    for it was the summariser (it stays a side call), and so is one that asks as it did."""
+    if state.rendered.pop(tid, None) is None:
+        return
+    ask = state.asking.pop(tid, None) or asks(state, tid)
+    state.summarisers[ask] = None
+    state.summarisers.move_to_end(ask)
+    while len(state.summarisers) > RENDERED_PENDING:
+        state.summarisers.popitem(last=False)
 
 
 def settle_rendered(state: AnalyserState) -> None:
     """When the run ends: every rendered side call whose answer no request carried as a summary
     was another agent quoting the conversation (a guardrail, an evaluator): a ``handoff`` under
-    the same turn (issue 90: "quoting an answer in a user message is a hand-off, said as one")."""
-    for conv_id in state.rendered.values():
+    the same turn (issue 90: "quoting an answer in a user message is a hand-off, said as one")
+    — unless it asked as a proved summariser did (:attr:`AnalyserState.summarisers`)."""
+    for tid, conv_id in state.rendered.items():
+        if state.asking.get(tid) not in state.summarisers:
+            handed_over(state, conv_id)
+
+
+def _settle(state: AnalyserState, tid: int) -> None:
+    conv_id = state.rendered.pop(tid)
+    if state.asking.pop(tid, None) not in state.summarisers:
         handed_over(state, conv_id)
 
 

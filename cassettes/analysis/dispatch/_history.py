@@ -225,16 +225,14 @@ def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:
         )
         if cc.cleared:
             what += f" and cleared {len(cc.cleared)} in place"
-        if cc.summary:
-            by = (
-                f", the answer of round trip #{cc.summary_by_seq}"
-                if cc.summary_by_seq is not None
-                else ""
-            )
+        where = f"history item {cc.summary[0]}" if cc.summary else "the system prompt"
+        if cc.summary_by_side_call:
+            what += f", replaced by the summary of side call #{cc.summary_by_seq} ({where})"
+        elif cc.summary_by_seq is not None:
+            what += f", replaced by the summary round trip #{cc.summary_by_seq} wrote ({where})"
+        elif cc.summary:
             what += (
-                f", and put {count(len(cc.summary), 'message')} in their place (a summary: "
-                "history item "
-                f"{cc.summary[0]}{by})"
+                f", and put {count(len(cc.summary), 'message')} in their place (a summary: {where})"
             )
         else:
             what += ", and put nothing in their place"
@@ -518,6 +516,20 @@ def _system_key(ctx: TurnContext, leave_out: frozenset[str] = frozenset()) -> in
     )
 
 
+def _swapped(ctx: TurnContext, summary: frozenset[str]) -> bool:
+    """The system prompt's texts are the previous request's but for the summary's: as many of
+    them replaced as the summary has (a summary in place of the previous summary)."""
+    assert ctx.prev is not None and ctx.prev.rt.request is not None and ctx.rt.request is not None
+    gone = [p.text or "" for p in ctx.prev.rt.request.system[:64] if p.kind == "text"]
+    for p in ctx.rt.request.system[:64]:
+        if p.kind != "text" or (p.text or "") in summary:
+            continue
+        if (p.text or "") not in gone:
+            return False
+        gone.remove(p.text or "")
+    return len(gone) <= len(summary)
+
+
 def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
     """C.cache_prefix_broken — the system prompt or tools changed mid-conversation."""
     if ctx.prev is None or ctx.prev.rt.request is None or ctx.turn.c.link == "previous_response_id":
@@ -556,9 +568,19 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
         if cc is not None and changed == ["system prompt"]
         else frozenset()
     )
+    # Or the system prompt's change is the summary alone: a summary system message in place of
+    # the previous one (LlamaIndex's summary buffer), the system prompt itself carrying it
+    # (Agno's session summary), on a wire that sends it apart from the messages too.
+    in_system = (
+        cc is not None
+        and changed == ["system prompt"]
+        and cc.summary_by_seq is not None
+        and (_swapped(ctx, summary) if cc.summary else True)
+    )
     folded: dict[str, Any] = (
         {"caused_by": codes.HISTORY_TRIMMED, "caused_by_seq": ctx.seq}
-        if cc is not None and (not changed or (summary and _system_key(ctx, summary) == before[0]))
+        if cc is not None
+        and (not changed or in_system or (summary and _system_key(ctx, summary) == before[0]))
         else {}
     )
     yield ctx.finding(

@@ -331,6 +331,8 @@ def _own_from(ctx: TurnContext, link: Link, new_from: int, n: int, opaque: list[
     if link.summary_of is not None:
         # After the message carrying the summary: what follows it is this turn's own, unless
         # it is earlier history kept (matched, not among the unmatched messages).
+        if link.summary_in_system:
+            return max(new_from, n - 1)
         return n if link.summary_at is None else max(new_from, link.summary_at + 1)
     return max(new_from, n - 1)
 
@@ -402,7 +404,9 @@ def context_change(
         if place.standing:
             return None
         return _change(ctx, link, d, before, now, cleared, [], [], new_from)
-    summary_by = link.summary_of if place.inserted else None
+    # The summary stands where the dropped messages were, or in the system prompt the wire
+    # sends apart (Agno's session summary on Anthropic, Responses, Gemini): no message holds it.
+    summary_by = link.summary_of if place.inserted or link.summary_in_system else None
     evidence = (
         bool(place.skipped) or summary_by is not None or any(j in place.inserted for j in opaque)
     )
@@ -451,7 +455,11 @@ def _change(
         else _lost(ctx, judged, before, task[1], _seen(link, inserted, summary_by))
     )
     return ContextChange(
-        kind="summarised" if gone and inserted else "trimmed" if gone else "cleared",
+        kind="summarised"
+        if gone and (inserted or summary_by is not None)
+        else "trimmed"
+        if gone
+        else "cleared",
         from_seq=prev.seq,
         dropped=gone,
         dropped_roles=dict(Counter(before[i][1] for i in gone)),
@@ -461,6 +469,7 @@ def _change(
         cleared=cleared,
         summary=inserted,
         summary_by_seq=summary_by,
+        summary_by_side_call=summary_by is not None and link.summary_side,
         summarised_calls=_summarised_calls(prev, link) if summary_by is not None else [],
         restore_at=min(inserted) if inserted else _restore_at(before, now, gone, new_from),
         lost=lost,
@@ -519,9 +528,9 @@ def _seen(link: Link, inserted: list[int], summary_by: int | None) -> str | None
     """What the summary's writer was given (normalised): the side call's request, when the
     threader kept it; ``None`` where nothing tells (a summary of unknown origin: it may restate
     anything); ``""`` where nothing stands in the dropped messages' place."""
-    if not inserted:
-        return ""
-    return link.summary_seen if summary_by is not None else None
+    if summary_by is not None:
+        return link.summary_seen
+    return None if inserted else ""
 
 
 def _norm(text: str) -> str:
@@ -575,7 +584,11 @@ def check_history_managed(ctx: TurnContext) -> Iterator[Finding]:
     what = "the user's task" if cc.task_lost else "an instruction of the user's"
     if len(cc.lost) > 1:
         what += f" (and {len(cc.lost) - 1} more of the user's messages)"
-    replaced = "the summary that replaced them" if cc.summary else "any summary"
+    replaced = (
+        "the summary that replaced them"
+        if cc.summary or cc.summary_by_seq is not None
+        else "any summary"
+    )
     yield ctx.finding(
         codes.USER_INSTRUCTION_DROPPED,
         f"The client's context management dropped {what} from the history, and neither the "

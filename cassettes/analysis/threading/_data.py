@@ -31,6 +31,12 @@ class Attempt:
     retries: int | None = None
 
 
+#: :attr:`Link.summary_at` of a summary that lands in the system prompt where the wire sends it
+#: apart from the messages (Anthropic ``system``, Responses ``instructions``, Gemini's system
+#: instruction): no message carries it.
+IN_SYSTEM = -1
+
+
 @dataclass
 class Link:
     conversation: str
@@ -58,13 +64,16 @@ class Link:
     #: The turn whose answer the request opens with as its history's summary (a compaction): a
     #: threader turn id, made the round trip's seq by the analyser for the C layer.
     summary_of: int | None = None
-    #: Where in the request that summary is (the message carrying the compaction's answer).
+    #: Where in the request that summary is (the message carrying the compaction's answer;
+    #: :data:`IN_SYSTEM`: the system prompt, on a wire that sends it apart from the messages).
     summary_at: int | None = None
     #: What that compaction's side call was given (its request's texts, normalised, bounded),
     #: when the threader kept it: whether the summary's writer saw a dropped message.
     summary_seen: str | None = None
     #: The tool-call ids that compaction's request answered (its results went into the summary).
     summary_answers: frozenset[str] = frozenset()
+    #: That compaction was a side call of the conversation (not one of its own turns).
+    summary_side: bool = False
     #: A new conversation whose user words carry a recent conversation's history rendered as
     #: text (:func:`~._opening.rendered`): a summariser's side call when a later request carries
     #: its answer as the summary, else another agent quoting the conversation (a hand-off).
@@ -82,6 +91,11 @@ class Link:
     #: proves was its parent conversation's next turn: the request carries its text answer as
     #: the assistant message after the merged one (:func:`~._history.rejoins`).
     rejoined: tuple[int, str, Link] | None = None
+
+    @property
+    def summary_in_system(self) -> bool:
+        """The summary lands in the system prompt the wire sends apart from the messages."""
+        return self.summary_at == IN_SYSTEM
 
 
 @dataclass(slots=True)
@@ -389,6 +403,10 @@ class Request:
     cut: bool = False
     #: Its answer calls a tool (known when the request is threaded: a recording holds both).
     answer_calls: bool = False
+    #: The system prompt's parts (Anthropic ``system``, Responses ``instructions``, Gemini's
+    #: system instruction, Chat's system messages): where a summary may land, or a summariser
+    #: be given a history as text (:func:`._words.system_words`).
+    system_parts: list[Part] = field(default_factory=list)
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:
@@ -436,4 +454,5 @@ def read_request(
         fields=trajectory(messages),
         ids=ids,
         attempt=attempt,
+        system_parts=list(system or ()),
     )

@@ -3,6 +3,8 @@ threads' indexes for later requests to find (:class:`Threader`)."""
 
 from __future__ import annotations
 
+import itertools
+
 from ...models import Message, NormalisedResponse, Part
 from .._message_keys import (
     _NO_NAMES,
@@ -26,7 +28,7 @@ from ._data import (
     TurnInfos,
     read_request,
 )
-from ._history import by_history, describe, discarded, merged_first, use_strict
+from ._history import by_history, describe, discarded, merged_first, summary_used, use_strict
 from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
     MAX_PROMPT,
@@ -35,6 +37,7 @@ from ._words import (
     RECENT,
     RENDERED_MESSAGES,
     SCAN_PROMPTS,
+    answer_fields,
     compactions,
     handoff_targets,
     norm_prompt,
@@ -96,8 +99,11 @@ class Threader:
                 p.tool_call is not None for p in response.parts
             )
             link = link_of(s, r, label, previous_response_id)
+            if link.summary_of is None and link.how == "extends" and link.previous is not None:
+                _summary_beside_history(s, r, link)
             if link.summary_of is not None:
                 link.summary_seen = s.seen.get(link.summary_of)
+                link.summary_side = s.turns[link.summary_of].conversation != link.conversation
             record(s, r, link, response, failed, label)
             return link
         finally:
@@ -134,6 +140,22 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
     return merged_first(s, r) or by_opening(s, r)
 
 
+def _summary_beside_history(s: Threads, r: Request, link: Link) -> None:
+    """A request that goes on with its history whole and a system prompt changed to carry a
+    summary of its conversation (Agno puts the session's summary in the next run's system
+    prompt and keeps the last run): that summary's writer summarised it (a side call fed the
+    history as text stays a side call, :func:`~.._state.summary_carried`); nothing dropped."""
+    assert link.previous is not None
+    if s.turns[link.previous].system == r.system or not any(
+        target != by and s.turns[target].conversation == link.conversation
+        for target, by in itertools.islice(reversed(s.summaries.values()), SCAN_PROMPTS)
+    ):
+        return  # (no side call's summary of this conversation: its words are not read)
+    used = summary_used(s, r)
+    if used is not None and used[0] == link.previous:
+        link.summary_of, link.summary_at = used[1], used[2]
+
+
 def record(
     s: Threads,
     r: Request,
@@ -167,7 +189,10 @@ def record(
         s.seen[tid] = seen_text(r.messages)
         while len(s.seen) > SCAN_PROMPTS:
             s.seen.popitem(last=False)
-    s.recent[link.conversation] = (tid, r.messages[-RENDERED_MESSAGES:])
+    # the history a summariser may be fed as text next: the request, then its answer
+    said = r.messages[-RENDERED_MESSAGES:]
+    said = said if echo is None else [*said[1 - RENDERED_MESSAGES :], echo]
+    s.recent[link.conversation] = (tid, said)
     s.recent.move_to_end(link.conversation)
     while len(s.recent) > RECENT:
         s.recent.popitem(last=False)
@@ -286,9 +311,10 @@ def _register_summary(s: Threads, echo: Message, link: Link, tid: int) -> None:
     target = _summarised(link, tid)
     target = tid if target is None else target
     said = " ".join(p.text for p in echo.parts if p.kind == "text" and p.text)
-    # The answer, and the body of a <summary> block in it (Claude Code's compaction answers
-    # <analysis>…</analysis><summary>…</summary> and uses the summary's body alone).
-    for text in (norm_prompt(said), norm_prompt(summary_body(said))):
+    # The answer, the body of a <summary> block in it (Claude Code's compaction answers
+    # <analysis>…</analysis><summary>…</summary> and uses the summary's body alone), and the
+    # string values of a structured answer (Agno's {"summary": …}: its field is passed on).
+    for text in (norm_prompt(said), norm_prompt(summary_body(said)), *answer_fields(said)):
         if MIN_SUMMARY <= len(text) <= MAX_PROMPT:
             s.summaries[text] = [target, tid]
             s.summaries.move_to_end(text)

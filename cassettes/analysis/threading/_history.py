@@ -23,7 +23,7 @@ from ._agents import (
     receives_answer,
     split_at,
 )
-from ._data import KIND, MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
+from ._data import IN_SYSTEM, KIND, MAX_PER_PREFIX, Link, Registered, Request, Threads, TurnInfo
 from ._words import (
     MAX_HAY,
     MIN_SUMMARY,
@@ -34,6 +34,7 @@ from ._words import (
     fields_prompt,
     norm_prompt,
     start_len,
+    system_words,
 )
 
 #: The longest wait after a failure that still reads as a retry when the client's retry counter
@@ -313,6 +314,8 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
                 if latest is not None and not other_agent(r, s.turns[latest]):
                     return latest, found[1], i
     hay, said = _opening_text(r, assistant=False), _opening_text(r, assistant=True)
+    apart, own = _system_apart(r), hay
+    hay = f"{apart} {hay}" if apart else hay
     if len(hay) < MIN_SUMMARY and len(said) < MIN_SUMMARY:
         return None
     for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
@@ -328,9 +331,30 @@ def summary_used(s: Threads, r: Request) -> tuple[int, int, int] | None:
                 continue
             conv = s.turns[target].conversation
             latest = s.last_of.get(conv)
-            if latest is not None and not other_agent(r, s.turns[latest]):
-                return latest, by, _carrying(r, text)
+            if latest is None or (target != by and resummarising(r, s.turns[by], s.turns[latest])):
+                continue  # (the summariser again, given its own summary: LlamaIndex's buffer)
+            if not other_agent(r, s.turns[latest]):
+                apart_only = text in apart and text not in own and text not in said
+                return latest, by, IN_SYSTEM if apart_only else _carrying(r, text)
     return None
+
+
+def resummarising(r: Request, writer: TurnInfo, latest: TurnInfo) -> bool:
+    """The request is the agent that wrote a summary (the same system prompt and tools), not
+    the summarised conversation's (another system prompt or tool set than its latest turn's): a
+    summariser given its own earlier summary. (Claude Code's compaction asks under the agent's
+    own prompt and tools: its summary then sent back is the conversation going on.)"""
+    same = writer.system == r.system and writer.tools == r.tools
+    return same and (latest.system != r.system or latest.tools != r.tools)
+
+
+def _system_apart(r: Request) -> str:
+    """The system prompt's texts where the wire sends it apart from the messages (Anthropic
+    ``system``, Responses ``instructions``, Gemini's system instruction; Chat's system messages
+    are among the messages), normalised: where a summary may land (Agno's session summary)."""
+    if any(_ROLE.get(m.role, m.role) == "system" for m in r.messages[:SCAN_OPENING]):
+        return ""
+    return system_words(r.system_parts)
 
 
 def _carrying(r: Request, text: str) -> int:

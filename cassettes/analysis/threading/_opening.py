@@ -13,7 +13,7 @@ from .._message_keys import _ROLE, stable
 from .._trajectory import Fields, follows
 from ._agents import asks_own, rank
 from ._data import MAX_PER_PREFIX, Link, Request, Threads, TurnInfo
-from ._history import answered_alike, built_like, describe, summary_used
+from ._history import answered_alike, built_like, describe, resummarising, summary_used
 from ._words import (
     MAX_HAY,
     MIN_CARRIED,
@@ -29,6 +29,7 @@ from ._words import (
     rendered_texts,
     short,
     start_len,
+    system_words,
 )
 
 
@@ -97,7 +98,11 @@ def managed(s: Threads, r: Request, start: int) -> Link | None:
     tid = _calls_answered(s, r)
     if tid is None:
         tid = _answer_carried(s, r, start)
-    if tid is None and summary is not None:
+    if summary is not None and (
+        tid is None or s.turns[tid].conversation == s.turns[summary[0]].conversation
+    ):
+        # (the summary names its conversation's latest turn; calls answered of an earlier turn
+        # of it are what the client kept: Agno keeps the last run whole after its summary)
         tid = summary[0]
     if tid is None:
         return None
@@ -256,6 +261,11 @@ def start_link(s: Threads, r: Request) -> Link:
     if fed is not None:
         link.parent, link.branch, link.rendered = fed, "side_call", True
         return link
+    again = resummarised(s, r)
+    if again is not None:
+        link.parent, link.branch = again[0], "side_call"
+        link.summary_of = again[1]
+        return link
     if not s.prompts and not s.quotes and not s.summaries:
         return link
     # The first few messages after the system ones: a sub-agent's task may follow a context
@@ -275,21 +285,14 @@ def start_link(s: Threads, r: Request) -> Link:
 
 def rendered(s: Threads, r: Request) -> int | None:
     """The latest turn of a recent conversation whose history this new conversation's user
-    words carry as rendered text: the texts of that turn's messages (its user's among them,
-    :data:`~._words.MIN_CARRIED` or more), word for word and in order — a summariser fed the
-    history as one text (Google ADK's events compaction, CrewAI's ``summarize_messages``): a
-    side call of that turn, whose answer the conversation's next request carries."""
+    words or system prompt carry as rendered text: the texts of that turn's messages and its
+    answer (:func:`_carried`), word for word and in order — a summariser fed the history as one
+    text (Google ADK's events compaction, CrewAI's ``summarize_messages`` in the user's words;
+    Agno's session summaries in the system prompt): a side call of that turn, whose answer the
+    conversation's next request carries."""
     if not s.recent:
         return None
-    hay = norm_prompt(
-        " ".join(
-            p.text
-            for m in r.messages[:SCAN_OPENING]
-            if _ROLE.get(m.role, m.role) == "user"
-            for p in m.parts
-            if p.kind == "text" and p.text
-        )[:MAX_HAY]
-    )
+    hay = _words_of(r)
     if len(hay) < MIN_SUMMARY:
         return None
     for conv, (tid, messages) in reversed(list(s.recent.items())):
@@ -302,18 +305,60 @@ def rendered(s: Threads, r: Request) -> int | None:
     return None
 
 
+def resummarised(s: Threads, r: Request) -> tuple[int, int] | None:
+    """A summariser given its own earlier summaries of a conversation (Haystack's
+    ``SummarizationCompactor`` folds its ``[conversation_summary]`` entries into a new one;
+    LlamaIndex's summary buffer re-summarises its summary): a new conversation under the agent
+    (system prompt and tools) of a side call whose answer, that conversation's summary, its
+    words carry word for word — a side call of that conversation's latest turn; with the side
+    call whose summary it carries (its answer used: :func:`~.._state.summary_carried`)."""
+    if not s.summaries:
+        return None
+    hay: str | None = None
+    for text, (target, by) in itertools.islice(reversed(s.summaries.items()), SCAN_PROMPTS):
+        if target == by or text.startswith("\0"):
+            continue
+        latest = s.last_of.get(s.turns[target].conversation)
+        if latest is None or not resummarising(r, s.turns[by], s.turns[latest]):
+            continue
+        hay = _words_of(r) if hay is None else hay
+        if text in hay:
+            return latest, by
+    return None
+
+
+def _words_of(r: Request) -> str:
+    """The request's system prompt and user texts (normalised, bounded): where a summariser is
+    given a history as text."""
+    said = " ".join(
+        p.text
+        for m in r.messages[:SCAN_OPENING]
+        if _ROLE.get(m.role, m.role) == "user"
+        for p in m.parts
+        if p.kind == "text" and p.text
+    )[:MAX_HAY]
+    return (system_words(r.system_parts) + " " + norm_prompt(said)).strip()
+
+
 def _carried(hay: str, texts: Rendered) -> bool:
-    """``hay`` carries ``texts`` in order (:func:`~._words.rendered_texts`):
-    :data:`~._words.MIN_CARRIED` or more, a plain user message's among them."""
-    at, found, user = 0, 0, False
-    for plain_user, said in texts:
+    """``hay`` carries ``texts`` in order (:func:`~._words.rendered_texts`; the last of them the
+    turn's answer): :data:`~._words.MIN_CARRIED` or more, a plain user message's among them; or
+    the conversation whole from its first question to its last word (a question and its answer:
+    Agno summarises a session after its first run). Another agent quoting a later question and
+    its answer (a judge, a demo) carries no rendered history; one quoting the whole of a short
+    conversation reads so until the run shows its answer never came back as a summary
+    (``settle_rendered``: a hand-off)."""
+    at, found, user, first, last = 0, 0, False, False, False
+    asked = next((k for k, (plain_user, said) in enumerate(texts) if plain_user and said), None)
+    for k, (plain_user, said) in enumerate(texts):
         for text in said:
             i = hay.find(text, at)
             if i < 0:
                 continue
             at, found = i + len(text), found + 1
             user = user or plain_user
-    return found >= MIN_CARRIED and user
+            first, last = first or k == asked, k == len(texts) - 1
+    return user and (found >= MIN_CARRIED or (found >= 2 and first and last))
 
 
 def _answer_quoted(s: Threads, r: Request, text: str) -> tuple[int, str] | None:

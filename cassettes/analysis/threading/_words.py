@@ -38,6 +38,14 @@ def norm_prompt(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def system_words(parts: list[Part]) -> str:
+    """The system prompt's texts (normalised, bounded): where a summariser may be given a
+    history as text (Agno's session summaries), or a summary land (Agno's next run)."""
+    return norm_prompt(
+        " ".join(p.text for p in parts[:64] if p.kind == "text" and p.text)[:MAX_HAY]
+    )
+
+
 _SUMMARY_TAG = pattern(r"<summary>(.*?)</summary>", re.S | re.I)
 
 
@@ -45,6 +53,29 @@ def summary_body(text: str) -> str:
     """The body of a ``<summary>`` block of an answer (bounded), else ``""``."""
     found = _SUMMARY_TAG.search(text[:MAX_PROMPT])
     return found.group(1) if found else ""
+
+
+_FENCE = pattern(r"\s*```(?:json)?\s*\n(.*)\n\s*```\s*", re.S | re.I)
+
+
+def answer_fields(text: str) -> list[str]:
+    """The string values of an answer that is a JSON object or array (a structured answer:
+    Agno's session summary ``{"summary": …, "topics": […]}``; fenced in a ```json block or
+    not), normalised, bounded (:func:`prompt_strings`); ``[]`` for any other answer. A field's
+    value is what a client passes on of such an answer (Agno puts ``summary`` in the next
+    system prompt), word for word."""
+    text = text[:MAX_PROMPT].strip()
+    fenced = _FENCE.fullmatch(text) if text.startswith("```") else None
+    text = fenced.group(1).strip() if fenced is not None else text
+    if text[:1] not in ("{", "["):
+        return []
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    found: list[str] = []
+    prompt_strings(value, found)
+    return found
 
 
 def compactions(parts: list[Part]) -> list[str]:

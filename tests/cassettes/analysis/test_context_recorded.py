@@ -104,3 +104,51 @@ def test_crewai_the_task_the_summariser_saw_is_info_not_a_warning() -> None:
     assert trim.details["restated"] and "Current Task" in trim.details["restated"][0]
     assert "may restate" in trim.message
     assert not [f for f in run.findings if f.code == "C.user_instruction_dropped"]
+
+
+#: Summaries that land elsewhere than in place of the history (issue 103, item 2;
+#: data/ctx/README.md says how each was recorded): recording → (conversations, (trim's seq, its
+#: side call) each, the infos that stand unexplained). On f29135f5: Agno 5 main conversations,
+#: Haystack its summary of summaries main and a summary a hand-off, LlamaIndex 3 main
+#: conversations and its summaries hand-offs.
+LANDING = {
+    # agno 3.1.10 session summaries: the transcript in the summary call's system prompt, its JSON
+    # answer's ``summary`` in the next run's system prompt; #3 goes on with the last run whole,
+    # its system prompt changed to carry #2's summary (a true info: nothing was dropped)
+    "agno_session_summaries": (
+        [("main", None, [0, 1, 3, 4, 6, 7]), ("side_call", 1, [2]), ("side_call", 4, [5]),
+         ("side_call", 7, [8])],
+        [(6, 5)],
+        [("C.cache_prefix_broken", 3)],
+    ),
+    # haystack-ai 3.4.1 SummarizationCompactor: #7 folds the summaries #3 and #6 into one
+    "haystack_summarization_compactor": (
+        [("main", None, [0, 1, 2, 4, 5, 8]), ("side_call", 2, [3]), ("side_call", 5, [6]),
+         ("side_call", 5, [7])],
+        [(4, 3), (8, 7)],
+        [],
+    ),
+    # llama-index-core 0.14.25 ChatSummaryMemoryBuffer: the summary a system message; #3 given
+    # the summary #1 with the messages since
+    "llama-index_chat_summary_buffer": (
+        [("main", None, [0, 2, 4]), ("side_call", 0, [1]), ("side_call", 2, [3])],
+        [(2, 1), (4, 3)],
+        [],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(LANDING))
+def test_a_summary_is_linked_where_its_answer_lands(name: str) -> None:
+    convs, trims, infos = LANDING[name]
+    run = _run(name)
+    assert _convs(run) == sorted(convs)
+    said = [f for f in run.findings if f.code == "C.history_trimmed"]
+    assert [(f.seq, f.details["summary_by_seq"]) for f in said] == trims
+    for f in said:
+        assert f.details["kind"] == "summarised"
+        assert f"replaced by the summary of side call #{f.details['summary_by_seq']}" in f.message
+    rest = [
+        (f.code, f.seq) for f in run.findings if f not in said and not f.details.get("caused_by")
+    ]
+    assert rest == infos, [f.message for f in run.findings]
