@@ -78,6 +78,9 @@ class Intervention:
     #: from there) instead of failing the fork (the ``…:diverge`` cursor): a confirmation's fixed
     #: agent, whose fix may show before the verdict's turn.
     diverge: bool = False
+    #: Of :attr:`edits`, those whose value is a text taken from the recording, never a file's
+    #: name (one that starts with ``@`` too): the branches pass them by a file of their own.
+    literal: list[str] = field(default_factory=list)
 
     @property
     def cursor(self) -> str:
