@@ -110,6 +110,13 @@ def run_all(
             else f"every turn the fork may reach, live, in each of {count(samples, 'run')}"
         )
         + "): the runs are kept to it; one that would pass it is stopped there and not judged"
+        + (
+            "; past the refused request the recording holds nothing (its answer, the turns it "
+            "leads to): what a run sends there is measured by the first, and the at-most for "
+            "the others said before they start"
+            if fork.past_end and limit is None
+            else ""
+        )
     )
     try:
         runner.purse = Purse(cap)
@@ -125,7 +132,7 @@ def run_all(
                 + ("" if limit is not None else " (--max-requests N lets each run go further)")
             )
             return Kept([first], exp, first.get("limit"), samples - 1)
-        if limit is None:
+        if limit is None and fork.past_end:
             cap = _past_the_recording(fork, first, samples, cap)
             exp.most = max(exp.most, cap)
         keep = _said_estimate(fork, exp, first, samples, cap, limit is not None)
@@ -172,10 +179,11 @@ def run_all(
 
 
 def _past_the_recording(fork: Intervention, first: dict[str, Any], samples: int, cap: int) -> int:
-    """The at-most of all the runs once the first ended: where the fixed agent sent more than
-    every turn the recording shows the fork may reach (its turns past the recording's end: after
-    a refused request, the turns a fix lets it go on with), each other run may send what the
-    first sent; said. ``cap`` otherwise."""
+    """The at-most of all the runs once the first ended, for a fork past the recording's end (a
+    refused request that ended its conversation: :attr:`Intervention.past_end`, said before the
+    first run): where the fixed agent sent more than every turn the recording shows the fork may
+    reach (the refused request answered now, and the turns it leads to), each other run may send
+    what the first sent; said before they start. ``cap`` otherwise."""
     sent = int(first.get("sent") or 0)
     if sent <= fork.most_requests:
         return cap

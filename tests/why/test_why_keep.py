@@ -205,7 +205,7 @@ def test_a_fixed_agent_past_the_recordings_end_runs_every_run_asked_for(
     pass 5: not run". Now the at-most covers the later turns the first run showed, said, and every
     run asked for is run and judged; --max-requests still wins."""
     fork = Intervention("C", "c1", 0, "your fixed agent", "confirm", seqs=[0], reach=[0],
-                        diverge=True)  # fmt: skip
+                        diverge=True, past_end=True)  # fmt: skip
     agents = Agents(tmp_path, lambda k: 3, distinct=True)
     kept = run_all(agents, fork, {"layer": "C"}, 5, 2, None, _after)  # type: ignore[arg-type]
     assert [r["sent"] for r in kept.results] == [3] * 5, kept.results
@@ -213,6 +213,7 @@ def test_a_fixed_agent_past_the_recordings_end_runs_every_run_asked_for(
     assert (kept.limit, kept.stopped, kept.not_started, kept.estimate.total) == (15, 0, 0, 15)
     err = capsys.readouterr().err
     assert "confirm: at most 5 requests sent live in all" in err, err
+    assert "past the refused request the recording holds nothing" in err, err
     assert "the at-most for 5 runs is now 15, 3 a run as the first sent" in err, err
     assert "would pass 5" not in err and "not run" not in err, err
     d = tmp_path / "limited"

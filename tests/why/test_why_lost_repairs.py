@@ -187,3 +187,27 @@ def test_an_answer_at_its_cap_is_an_a_suspect_whatever_its_stop_reason(
     s.reply("Paris: sunny; Lyon: rain.", finish=finish, usage=Tokens(output=59), max_tokens=60)
     run = open_run(write(tmp_path / "under.jsonl", s.exchanges), whole=True)
     assert not [i for i in interventions(run) if i.layer == "A"]
+
+
+def test_a_confirm_at_a_refused_request_that_ended_its_conversation_goes_past_the_recording(
+    tmp_path: Path,
+) -> None:
+    """The fork of a confirm whose verdict is a request the API refused, the agent's last: what a
+    run sends past it is not in the recording (test_why_keep.py's past-the-recording test runs it);
+    a refusal the conversation went on from, or an answered turn, is within the recording."""
+    from looptap.cassettes.why._confirm import _fork
+
+    refused = {"type": "error", "error": {"type": "invalid_request_error",
+               "message": "tools.0.custom.input_schema: JSON schema is invalid"}}  # fmt: skip
+    s = Script("anthropic")
+    s.user("Weather in Paris and Lyon?")
+    s.reply(None, calls=[Call("get_weather", {"city": c}) for c, _ in CALLS])
+    s.results("sunny", "rain")
+    s.fail(400, refused)
+    run = open_run(write(tmp_path / "run.jsonl", s.exchanges), whole=True)
+    fork = _fork(run, "C", "c1", 1)
+    assert fork.past_end and fork.most_requests == 2, fork
+    assert not _fork(run, "C", "c1", 0).past_end
+    s.reply("Paris: sunny; Lyon: rain.")  # the client went on after the refusal
+    run = open_run(write(tmp_path / "on.jsonl", s.exchanges), whole=True)
+    assert not _fork(run, "C", "c1", 1).past_end
