@@ -211,3 +211,36 @@ def test_a_confirm_at_a_refused_request_that_ended_its_conversation_goes_past_th
     s.reply("Paris: sunny; Lyon: rain.")  # the client went on after the refusal
     run = open_run(write(tmp_path / "on.jsonl", s.exchanges), whole=True)
     assert not _fork(run, "C", "c1", 1).past_end
+
+
+def silent_cut(req: Any) -> Any:
+    """Paris looked up; then the answer, cut at the request's cap of 60 while the API says it
+    stopped by itself (``end_turn``, ``stop``) and reports exactly 60 output tokens; whole under a
+    cap of 100 or more (bench/why_cases.py's ``cap-silent``)."""
+    from tests.support.scripted import Reply
+    from tests.why.test_why import CUT
+
+    if not req.tool_results():
+        return Reply.tool("get_weather", {"city": "Paris"})
+    cap = req.body.get("max_tokens") or 0
+    if cap >= 100:
+        return Reply.say(f"{CUT} sunny today.")
+    return Reply(text=CUT, usage_out=cap)
+
+
+def test_a_silent_cut_recorded_from_the_anthropic_sdk_is_an_a_suspect(tmp_path: Path) -> None:
+    """The real recorder and the anthropic SDK (tests/why/why_agent.py): 60 output tokens for a cap
+    of 60 with ``stop_reason: end_turn``; the agent fails (no "sunny"). ``why`` tries the cap
+    lifted (the case the issue names: on f29135f5 no A repair, and the agent succeeds with a larger
+    cap: bench/why_cases.py ``cap-silent`` runs the branches and the confirm)."""
+    from tests.support.recorder import RECORDER
+    from tests.why.test_why import record_run
+
+    if RECORDER[0] == "None":
+        pytest.skip("no recorder environment")
+    run = record_run(tmp_path, silent_cut, "--expect", "sunny", "--family", "anthropic")
+    doc = _why_json(run)
+    (cap,) = [i for i in doc["interventions"] if i["layer"] == "A"]
+    assert (cap["kind"], cap["turn"], cap["finding"], cap["edits"], cap["runnable"]) == (
+        "a-cap", 1, "A.stop_at_cap", ["max_tokens=4156"], True
+    ), cap  # fmt: skip

@@ -39,7 +39,7 @@ history again with the schema mended (an object), and keeps the mended one.
 ``--retries N`` (Chat): the SDK's own retries of a failed request (``max_retries``; 0 unless
 given): a 503 it retries itself, looptap's ``C.retry``.
 
-``--cap N`` (Chat): the output token cap (60 unless given: the A case's).
+``--cap N`` (Chat, Anthropic): the output token cap (60 unless given: the A case's).
 
 ``--tool-bug``: a bug in the weather tool's own code (Lyon's weather read from the wrong row:
 "sunny"), which no request shows: the model answers right from what the tool said.
@@ -325,7 +325,7 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
             opts,
             lambda a=agent, k=n: client.messages.create(
                 model="claude-haiku-4-5",
-                max_tokens=60,
+                max_tokens=opts.cap,
                 system=a.system,
                 messages=messages,
                 **({"tools": _anthropic_tools(t)} if (t := offered(opts, a.tools, k)) else {}),
@@ -377,7 +377,7 @@ def main() -> int:
     ap.add_argument(
         "--retries", type=int, default=0, help="the SDK's own retries (Chat; its max_retries)"
     )
-    ap.add_argument("--cap", type=int, default=60, help="the output token cap (Chat)")
+    ap.add_argument("--cap", type=int, default=60, help="the output token cap (Chat, Anthropic)")
     opts = ap.parse_args()
     opts.mended = False
     TOOL_BUG[0] = opts.tool_bug
