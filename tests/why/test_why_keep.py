@@ -205,7 +205,8 @@ def test_a_fixed_agent_past_the_recordings_end_runs_every_run_asked_for(
     pass 5: not run". Now the at-most covers the later turns the first run showed, said, and every
     run asked for is run and judged; --max-requests still wins."""
     fork = Intervention("C", "c1", 0, "your fixed agent", "confirm", seqs=[0], reach=[0],
-                        diverge=True, past_end=True)  # fmt: skip
+                        diverge=True)  # fmt: skip
+    fork.past_end = True  # as the confirm's fork of such a run says (test_why_lost_repairs.py)
     agents = Agents(tmp_path, lambda k: 3, distinct=True)
     kept = run_all(agents, fork, {"layer": "C"}, 5, 2, None, _after)  # type: ignore[arg-type]
     assert [r["sent"] for r in kept.results] == [3] * 5, kept.results
