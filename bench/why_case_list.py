@@ -560,7 +560,11 @@ CASES = [
     Case("cap-used", "a 60-token cap cuts the answer and the client uses it cut (A c1 t1)",
          _static(a_route), ["--expect", "sunny"], ["--expect", "sunny", "--cap", "200"],
          ("A", "c1", 1), apis=("openai",)),
-    # issue 103: a cut the API did not say (end_turn at the cap), the client uses it
+    # issue 103: a refusal the agent failed on at its first request (a confirm past the
+    # recording's end); a cut the API did not say (end_turn at the cap), the client uses it
+    Case("refused-first", "Anthropic 400 at the first request: a tool schema the API refuses "
+         "(C c1 t0)", AGENTS, ["--bad-schema", "--bad-from", "0", "--expect", "rain", "--family",
+         "anthropic"], ["--expect", "rain", "--family", "anthropic"], ("C", "c1", 0)),
     Case("cap-silent", "a 60-token cap cuts the answer, the API says end_turn; the client uses it "
          "(A c1 t1)", _static(silent_cut), ["--expect", "sunny", "--family", "anthropic"],
          ["--expect", "sunny", "--family", "anthropic", "--cap", "200"], ("A", "c1", 1),

@@ -133,8 +133,10 @@ MENDED: dict[str, Any] = {
 
 def offered(opts: argparse.Namespace, tools: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """The tools of request ``n``: with ``--bad-schema``, the refused one from the second on
-    (mended once the client recovered from its 400)."""
-    return tools + ([MENDED if opts.mended else BAD] if opts.bad_schema and n else [])
+    (``--bad-from N``: from request N on; mended once the client recovered from its 400)."""
+    return tools + (
+        [MENDED if opts.mended else BAD] if opts.bad_schema and n >= opts.bad_from else []
+    )
 
 
 def recovering(opts: argparse.Namespace, send: Callable[[], Any]) -> Any:
@@ -368,6 +370,7 @@ def main() -> int:
         "--shape", choices=("plain", "sub-agent", "sub-agents", "handoff", "group"), default="plain"
     )
     ap.add_argument("--bad-schema", action="store_true")
+    ap.add_argument("--bad-from", type=int, default=1, help="the request --bad-schema starts at")
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--tool-bug", action="store_true")
     ap.add_argument("--vary", metavar="FILE")
