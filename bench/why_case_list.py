@@ -34,6 +34,7 @@ from tests.support.scripted import (
 )
 from tests.why import test_why_agents, test_why_lived
 from tests.why.test_why import a_route, c_route
+from tests.why.test_why_lost_repairs import silent_cut
 from tests.why.test_why_together import both_needed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -559,6 +560,15 @@ CASES = [
     Case("cap-used", "a 60-token cap cuts the answer and the client uses it cut (A c1 t1)",
          _static(a_route), ["--expect", "sunny"], ["--expect", "sunny", "--cap", "200"],
          ("A", "c1", 1), apis=("openai",)),
+    # issue 103: a refusal the agent failed on at its first request (a confirm past the
+    # recording's end); a cut the API did not say (end_turn at the cap), the client uses it
+    Case("refused-first", "Anthropic 400 at the first request: a tool schema the API refuses "
+         "(C c1 t0)", AGENTS, ["--bad-schema", "--bad-from", "0", "--expect", "rain", "--family",
+         "anthropic"], ["--expect", "rain", "--family", "anthropic"], ("C", "c1", 0)),
+    Case("cap-silent", "a 60-token cap cuts the answer, the API says end_turn; the client uses it "
+         "(A c1 t1)", _static(silent_cut), ["--expect", "sunny", "--family", "anthropic"],
+         ["--expect", "sunny", "--family", "anthropic", "--cap", "200"], ("A", "c1", 1),
+         apis=("anthropic",)),
     Case("decoys", "the final answer wrong 30% of the time; decoys: a 503 the SDK retried, a "
          "refusal the client recovered from (E c1 t3)", decoys,
          ["--expect", "rain", "--retries", "2", "--bad-schema", "--recover"],

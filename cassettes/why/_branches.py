@@ -215,10 +215,12 @@ class Branches:
 
     def _edit_arg(self, i: Intervention, n: int, edit: str) -> str:
         """``edit`` as given to ``looptap run --edit``: a long one (a history put back) from a file
-        beside the branches (``TARGET=@FILE``), written once; a command line has a limit."""
-        if len(edit) <= _INLINE_EDIT:
-            return edit
+        beside the branches (``TARGET=@FILE``), written once; a command line has a limit. So is
+        a text from the recording that starts with ``@`` (:attr:`Intervention.literal`), which
+        the fork would read as a file's name."""
         target, _, value = edit.partition("=")
+        if len(edit) <= _INLINE_EDIT and not (edit in i.literal and value.startswith("@")):
+            return edit
         path = self.directory / f"{i.key}.edit{n}.txt"
         with self._lock:
             if not path.exists():

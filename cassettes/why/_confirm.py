@@ -187,12 +187,20 @@ def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
     live (the ``…:diverge`` cursor): a fix that shows before the verdict's turn is still run,
     and judged, never refused as a divergence. So at most, every turn of the conversation from
     its first and every turn linked to them (what ``--max-requests`` is kept against); where the
-    fixed agent first differs is known only once it ran (:func:`cassettes.why._keep.run_all`)."""
+    fixed agent first differs is known only once it ran (:func:`cassettes.why._keep.run_all`), and
+    so is what it sends past a refused request that ended its conversation (``past_end``: its
+    answer and the turns it leads to are not in the recording)."""
     a = run.analysis
     where = (conversation, turn)
     newest = newest_texts(run)
     own = live_turns(a, where, held=False, repair=True)
     later = later_turns(a)
+    at = next((t for t in a.turns.values() if (t.conversation, t.index) == where), None)
+    past_end = (
+        at is not None
+        and (at.a.status or 0) >= 400
+        and not any(t.conversation == conversation and t.index > turn for t in a.turns.values())
+    )
     return Intervention(
         layer,
         conversation,
@@ -202,6 +210,7 @@ def _fork(run: Run, layer: str, conversation: str, turn: int) -> Intervention:
         seqs=heard(a, own, newest),
         reach=heard(a, later.get((conversation, 0), later.get(where, own)), newest),
         diverge=True,
+        past_end=past_end,
     )
 
 

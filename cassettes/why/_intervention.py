@@ -78,6 +78,13 @@ class Intervention:
     #: from there) instead of failing the fork (the ``…:diverge`` cursor): a confirmation's fixed
     #: agent, whose fix may show before the verdict's turn.
     diverge: bool = False
+    #: A confirm's fork at a turn the recording holds no answer to (the API refused it) that ends
+    #: its conversation: what a run sends past it is not in the recording; the first run measures
+    #: it (:func:`cassettes.why._keep.run_all`).
+    past_end: bool = False
+    #: Of :attr:`edits`, those whose value is a text taken from the recording, never a file's
+    #: name (one that starts with ``@`` too): the branches pass them by a file of their own.
+    literal: list[str] = field(default_factory=list)
 
     @property
     def cursor(self) -> str:

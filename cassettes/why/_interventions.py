@@ -50,8 +50,11 @@ from ..hints import count
 from ..providers import from_parts
 from ..replay.live.edits import parse_edit
 from ..replay.live.rewrite import apply_edits, carried, history_items, restored_history
+from ._cap import at_cap, cap_lifted
 from ._intervention import Intervention
+from ._recorded import Sent, call_made, results_sent
 from ._refusal import refusal_or_context
+from ._refused_fork import refused_forks
 from ._shell_truth import shell_truth
 from ._suspects import (
     TRIMS,
@@ -78,8 +81,6 @@ _RETRY = (
     codes.MALFORMED_RESPONSE,
     codes.STREAM_TRUNCATED,
 )
-#: The lifted cap: this many times the recorded one, and at least this many tokens more.
-_CAP_FACTOR, _CAP_MORE = 4, 4096
 #: The most continuation requests a C repair of a truncated answer sends per sample
 #: (``continue=N``).
 CONTINUE_ROUNDS = 3
@@ -98,6 +99,7 @@ def interventions(
     later = later_turns(a)
     findings = serious_findings(a)
     out, retried = _for_findings(run, findings, by_turn, later, results or {})
+    out += at_cap(run, findings, later, out, _exchange)  # at its cap, whatever its stop reason
     # one finding per call and turn is enough
     out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]
     for where in sorted(named_turns(findings) | last_turns(a) | answered_back(a)):
@@ -132,6 +134,7 @@ def interventions(
                     hold=held_here,
                 )
             )
+    refused_forks(run, out)  # a repair its fork would refuse is not run, nor estimated: said
     newest = newest_texts(run)
     for i in out:  # what the fork puts live, as far as the recording tells; the rest at most
         i.reach = heard(a, i.seqs, newest)
@@ -159,6 +162,9 @@ def _for_findings(
     a = run.analysis
     out: list[Intervention] = []
     retried: set[tuple[str, int]] = set()
+    dropped = {str(f.tool_call_id) for f in findings
+               if f.code == codes.DROPPED_TOOL_RESULT and f.tool_call_id}  # fmt: skip
+    sent = results_sent(run, dropped - set(results))
     for f in findings:
         where = (f.conversation, f.turn)
         seqs = later.get(where, [])
@@ -178,7 +184,7 @@ def _for_findings(
                 out.append(_history_back(run, f, seqs, findings))
         elif f.layer == "C":
             prev = by_turn.get((f.conversation, f.related_turn))
-            out.append(_c(f, seqs, results, prev, _exchange(run, by_turn.get(where))))
+            out.append(_c(f, seqs, results, prev, _exchange(run, by_turn.get(where)), a, sent))
             if out[-1].kind == "c-await":
                 retried.add(where)  # the turn live again is its emission re-sampled too
         elif refused := refusal_or_context(f, _exchange(run, by_turn.get(where)), a, by_turn, run):
@@ -201,38 +207,23 @@ def _for_findings(
 
 
 def _c(
-    f: Any, seqs: list[int], results: dict[str, str], prev: Any = None, ex: Any = None
+    f: Any,
+    seqs: list[int],
+    results: dict[str, str],
+    prev: Any,
+    ex: Any,
+    a: Any,
+    sent: dict[str, Sent],
 ) -> Intervention:
-    """The C repair of ``f``; ``prev``: the turn it relates to, ``ex``: its own round trip."""
+    """The C repair of ``f``; ``prev``: the turn it relates to, ``ex``: its own round trip, ``a``:
+    the run's analysis, ``sent``: the results the run sent per dropped call id."""
     assert f.conversation is not None and f.turn is not None
     if f.code == codes.ASSISTANT_NOT_ECHOED:
         answer = _answer_back(f, prev, seqs, ex)
         if answer is not None:
             return answer
     if f.code == codes.DROPPED_TOOL_RESULT and f.tool_call_id:
-        cid = str(f.tool_call_id)
-        call = _call_said(prev, cid)
-        i = Intervention(
-            "C",
-            f.conversation,
-            f.turn,
-            f"the dropped result of call {cid} ({call}) put back"
-            if call
-            else f"the dropped result of call {cid} put back (the call's arguments are not in the "
-            "recording: a flip says nothing of them)",
-            "c-restore-result",
-            f.code,
-            seqs=seqs,
-            tag=cid,
-        )
-        if cid in results:
-            i.edits = [f"restore_result[{cid}]={results[cid]}"]
-        else:
-            i.missing = (
-                "the text of the dropped result is not in the recording: give it with --result "
-                f"{cid}=@FILE (what the tool returned) to run this repair"
-            )
-        return i
+        return _result_back(f, seqs, results, prev, a, sent)
     if f.code == codes.ABANDONED_ANSWER:
         # the turn live again, its answer read to the end by the fork (as a retry is)
         return Intervention(
@@ -346,11 +337,10 @@ def _trim_said(f: Any, findings: list[Any]) -> tuple[str, str]:
 _ARGUMENTS_SHOWN = 300
 
 
-def _call_said(prev: Any, cid: str) -> str | None:
-    """The call ``cid`` of the turn ``prev`` as the model made it, ``name(arguments)`` with its
-    exact arguments (the result a repair puts back answers these arguments: a flip says the
-    repair is enough for this call, not that the call was right); ``None`` when not there."""
-    call = next((c for c in (prev.e.tool_calls if prev else []) if str(c.id) == cid), None)
+def _call_said(call: Any) -> str | None:
+    """``call`` as the model made it, ``name(arguments)`` with its exact arguments (the result a
+    repair puts back answers these arguments: a flip says the repair is enough for this call, not
+    that the call was right); ``None`` when the run holds no answer that made it."""
     if call is None:
         return None
     raw = call.arguments_raw
@@ -362,6 +352,50 @@ def _call_said(prev: Any, cid: str) -> str | None:
         else f"{raw[:_ARGUMENTS_SHOWN]}… ({count(len(raw), 'character')})"
     )
     return f"{call.name or '?'}({shown})"
+
+
+def _result_back(
+    f: Any, seqs: list[int], results: dict[str, str], prev: Any, a: Any, sent: dict[str, Sent]
+) -> Intervention:
+    """The C repair of a dropped result (``restore_result[CALL_ID]``): its text given with
+    ``--result``, else the one the run's requests sent for that call id anywhere (an earlier
+    turn's, another conversation's), as sent; not run when the run sent none, or several that
+    differ (which to put back is the user's to say)."""
+    cid = str(f.tool_call_id)
+    call = _call_said(call_made(a, cid, prev))
+    i = Intervention(
+        "C",
+        f.conversation,
+        f.turn,
+        f"the dropped result of call {cid} ({call}) put back"
+        if call
+        else f"the dropped result of call {cid} put back (the call's arguments are not in the "
+        "recording: a flip says nothing of them)",
+        "c-restore-result",
+        f.code,
+        seqs=seqs,
+        tag=cid,
+    )
+    found = sent.get(cid)
+    texts = list(found.texts) if found is not None else []
+    if cid in results:
+        i.edits = [f"restore_result[{cid}]={results[cid]}"]
+    elif len(texts) == 1 and found is not None:
+        i.what += f": its text as the client sent it in {found.said(texts[0])}"
+        edit = f"restore_result[{cid}]={texts[0]}"
+        i.edits, i.literal = [edit], [edit]
+    elif texts and found is not None:
+        where = ", ".join(found.said(t) for t in texts[:3])
+        i.missing = (
+            f"the recording sent {count(len(texts), 'different result')} for call {cid} ({where}): "
+            f"give the one the tool returned with --result {cid}=@FILE to run this repair"
+        )
+    else:
+        i.missing = (
+            "the text of the dropped result is in no request of the recording: give it with "
+            f"--result {cid}=@FILE (what the tool returned) to run this repair"
+        )
+    return i
 
 
 #: The APIs whose answer looptap can put back in the history in their own shape
@@ -489,42 +523,17 @@ def _retry_made(f: Any, seqs: list[int], made: str) -> Intervention:
 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
     assert f.conversation is not None and f.turn is not None
-    if f.code != codes.TRUNCATED_LENGTH:
-        return Intervention(
-            "A",
-            f.conversation,
-            f.turn,
-            f"the request re-sent live: the retry the client did not make ({f.code})",
-            "a-retry",
-            f.code,
-            seqs=seqs,
-        )
-
-    caps = [
-        c
-        for c in (
-            carried(ex.method, ex.url, ex.request_body, parse_edit("max_tokens=1"))
-            if ex is not None
-            else []
-        )
-        if isinstance(c, int)
-    ]
-    i = Intervention(
+    if f.code == codes.TRUNCATED_LENGTH:
+        return cap_lifted((f.conversation, f.turn), f.code, seqs, ex)
+    return Intervention(
         "A",
         f.conversation,
         f.turn,
-        "the request re-sent live with the token cap lifted",
-        "a-cap",
+        f"the request re-sent live: the retry the client did not make ({f.code})",
+        "a-retry",
         f.code,
         seqs=seqs,
     )
-    if not caps:
-        i.missing = "the request sets no token cap to lift (the API's own limit cut the answer)"
-        return i
-    lifted = max(max(caps) * _CAP_FACTOR, max(caps) + _CAP_MORE)
-    i.what = f"the request re-sent live with the token cap lifted ({max(caps)} → {lifted})"
-    i.edits = [f"max_tokens={lifted}"]
-    return i
 
 
 def _exchange(run: Any, turn: Any) -> Any:

@@ -110,6 +110,13 @@ def run_all(
             else f"every turn the fork may reach, live, in each of {count(samples, 'run')}"
         )
         + "): the runs are kept to it; one that would pass it is stopped there and not judged"
+        + (
+            "; past the refused request the recording holds nothing (its answer, the turns it "
+            "leads to): what a run sends there is measured by the first, and the at-most for "
+            "the others said before they start"
+            if fork.past_end and limit is None
+            else ""
+        )
     )
     try:
         runner.purse = Purse(cap)
@@ -122,8 +129,12 @@ def run_all(
             say(
                 f"confirm: the first run was stopped at its limit ({_first_limit(limit)}): the "
                 f"other {count(samples - 1, 'run')} not run"
+                + ("" if limit is not None else " (--max-requests N lets each run go further)")
             )
             return Kept([first], exp, first.get("limit"), samples - 1)
+        if limit is None and fork.past_end:
+            cap = _past_the_recording(fork, first, samples, cap)
+            exp.most = max(exp.most, cap)
         keep = _said_estimate(fork, exp, first, samples, cap, limit is not None)
         sent = int(first.get("sent") or 0)
         runner.purse = Purse(keep, spent=sent)
@@ -167,6 +178,27 @@ def run_all(
         raise
 
 
+def _past_the_recording(fork: Intervention, first: dict[str, Any], samples: int, cap: int) -> int:
+    """The at-most of all the runs once the first ended, for a fork past the recording's end (a
+    refused request that ended its conversation: :attr:`Intervention.past_end`, said before the
+    first run): where the fixed agent sent more than every turn the recording shows the fork may
+    reach (the refused request answered now, and the turns it leads to), each other run may send
+    what the first sent; said before they start. ``cap`` otherwise."""
+    sent = int(first.get("sent") or 0)
+    if sent <= fork.most_requests:
+        return cap
+    most = sent * samples
+    if most <= cap:
+        return cap
+    say(
+        f"confirm: the first run sent {count(sent, 'request')} live, more than the "
+        f"{fork.most_requests} a run may reach in the recording (the fixed agent went on past "
+        f"it: its later turns are not in the recording); the at-most for {count(samples, 'run')} "
+        f"is now {most}, {sent} a run as the first sent"
+    )
+    return most
+
+
 def _said_estimate(
     fork: Intervention, exp: Expected, first: dict[str, Any], samples: int, cap: int, given: bool
 ) -> int:
@@ -191,7 +223,7 @@ def _said_estimate(
             if keep == most
             else f"--max-requests {cap}"
             if given
-            else f"the at-most said before the first run, {cap}"
+            else f"the at-most said for all the runs, {cap}"
         )
         + "): a run that would pass it is stopped there and not judged"
     )

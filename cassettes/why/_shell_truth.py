@@ -54,6 +54,7 @@ def shell_truth(run: Any, f: Any, seqs: list[int]) -> Intervention:
     i.what = clean_line(
         f"the model told that call {cid}'s command ({call.command[:60]}) {p.status}"
     )
-    i.edits = [f"tool_result[{cid}]={call.result.rstrip()}\n\n{told}"]
+    edit = f"tool_result[{cid}]={call.result.rstrip()}\n\n{told}"
+    i.edits, i.literal = [edit], [edit]
     i.evidence = clean_line(f"process {p.pid}: {' '.join(p.argv)[:80]} → {p.status}")
     return i

@@ -67,6 +67,7 @@ def combined(members: tuple[Intervention, ...]) -> Intervention | None:
         cap_lifted=any(m.kind == "a-cap" for m in members),
         tag="+".join(m.key for m in members),
         parts=[m.key for m in members],
+        literal=[e for m in members for e in m.literal],
     )
 
 

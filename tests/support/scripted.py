@@ -119,6 +119,10 @@ class Reply:
     #: The input tokens the answer's usage reports (default: the request's size / 4): what makes a
     #: client that watches its context window (Claude Code's auto-compact) think it is full.
     usage_in: int | None = None
+    #: The output tokens the answer's usage reports (default: its size / 4): the request's cap
+    #: with a finish reason of a natural stop is an answer the cap cut while the API did not say so
+    #: (looptap's ``A.stop_at_cap``).
+    usage_out: int | None = None
 
     @classmethod
     def refuse(
@@ -830,7 +834,7 @@ class ScriptedUpstream:
                         {"type": "tool_use", "id": tid, "name": c.name, "input": c.arguments}
                     )
                 stop = "max_tokens" if reply.cut else "tool_use" if reply.calls else "end_turn"
-                out_tokens = max(1, len(json.dumps(blocks)) // 4)
+                out_tokens = reply.usage_out or max(1, len(json.dumps(blocks)) // 4)
                 usage = {
                     "input_tokens": usage_in,
                     "output_tokens": out_tokens,
@@ -1010,7 +1014,7 @@ class ScriptedUpstream:
                     "status": "completed",
                 }
             )
-        out_tokens = max(1, len(json.dumps(output)) // 4)
+        out_tokens = reply.usage_out or max(1, len(json.dumps(output)) // 4)
         logged.response_id = self.new_id("resp_s")
         with self._lock:
             self.response_calls[logged.response_id] = [
@@ -1101,7 +1105,7 @@ class ScriptedUpstream:
             # the Gemini API gives calls no id: they pair by name and order
             logged.ids.append(c.name)
             parts.append({"functionCall": {"name": c.name, "args": c.arguments}})
-        out_tokens = max(1, len(json.dumps(parts)) // 4)
+        out_tokens = reply.usage_out or max(1, len(json.dumps(parts)) // 4)
         logged.response_id = self.new_id("gem_s")
         model = urlsplit(req.path).path.rsplit("/", 1)[-1].split(":", 1)[0]
         return {
@@ -1130,7 +1134,7 @@ class ScriptedUpstream:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if calls:
             message["tool_calls"] = calls
-        out_tokens = max(1, len(json.dumps(message)) // 4)
+        out_tokens = reply.usage_out or max(1, len(json.dumps(message)) // 4)
         logged.response_id = self.new_id("chatcmpl-s")
         return {
             "id": logged.response_id,

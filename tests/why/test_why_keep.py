@@ -53,6 +53,8 @@ class Agents:
     running: int = 0
     most_running: int = 0
     shares: list[int | None] = field(default_factory=list)
+    #: Each request of a run says more than the one before (a run's turns, never asked again).
+    distinct: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def one(self, i: Intervention, k: int, reserve: int | None = None) -> dict[str, Any]:
@@ -67,7 +69,8 @@ class Agents:
         s = Script("openai_chat")
         s.user("Weather in Paris and Lyon?")
         for _ in range(sent):
-            s.reply("Paris: sunny; Lyon: rain.", echo=False)  # asked again: the same request
+            # asked again: the same request (unless distinct: the answer goes on in the next)
+            s.reply("Paris: sunny; Lyon: rain.", echo=self.distinct)
         with CassetteWriter(self.directory / name, meta={"source": "test"}) as w:
             for ex in s.exchanges:
                 w.append(ex)
@@ -190,6 +193,35 @@ def test_a_lower_max_requests_wins(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert "the runs are kept to 3 in all (--max-requests 3)" in err, err
     assert "2 runs of the other 4 would pass 3: not run" in err, err
+
+
+def test_a_fixed_agent_past_the_recordings_end_runs_every_run_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 103: a refusal's verdict (C at c1 turn 0, the last turn recorded: the agent failed on
+    the API's 400), so the recording shows a run may reach 1 request; the fixed agent sends 3 (the
+    refused request answered now, then the turns it goes on with). On f29135f5 the at-most (5 for
+    K = 5) counted the refused request alone, and after the first run "4 runs of the other 4 would
+    pass 5: not run". Now the at-most covers the later turns the first run showed, said, and every
+    run asked for is run and judged; --max-requests still wins."""
+    fork = Intervention("C", "c1", 0, "your fixed agent", "confirm", seqs=[0], reach=[0],
+                        diverge=True)  # fmt: skip
+    fork.past_end = True  # as the confirm's fork of such a run says (test_why_lost_repairs.py)
+    agents = Agents(tmp_path, lambda k: 3, distinct=True)
+    kept = run_all(agents, fork, {"layer": "C"}, 5, 2, None, _after)  # type: ignore[arg-type]
+    assert [r["sent"] for r in kept.results] == [3] * 5, kept.results
+    assert all(r["result"] == "flipped" for r in kept.results)
+    assert (kept.limit, kept.stopped, kept.not_started, kept.estimate.total) == (15, 0, 0, 15)
+    err = capsys.readouterr().err
+    assert "confirm: at most 5 requests sent live in all" in err, err
+    assert "past the refused request the recording holds nothing" in err, err
+    assert "the at-most for 5 runs is now 15, 3 a run as the first sent" in err, err
+    assert "would pass 5" not in err and "not run" not in err, err
+    d = tmp_path / "limited"
+    d.mkdir()
+    agents = Agents(d, lambda k: 3, distinct=True)
+    kept = run_all(agents, fork, {"layer": "C"}, 5, 2, 6, _after)  # type: ignore[arg-type]
+    assert sum(r["sent"] for r in kept.results) <= 6 and kept.not_started == 3
 
 
 def test_the_purse_never_gives_past_its_total_and_keeps_each_runs_least() -> None:

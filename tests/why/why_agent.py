@@ -39,7 +39,7 @@ history again with the schema mended (an object), and keeps the mended one.
 ``--retries N`` (Chat): the SDK's own retries of a failed request (``max_retries``; 0 unless
 given): a 503 it retries itself, looptap's ``C.retry``.
 
-``--cap N`` (Chat): the output token cap (60 unless given: the A case's).
+``--cap N`` (Chat, Anthropic): the output token cap (60 unless given: the A case's).
 
 ``--tool-bug``: a bug in the weather tool's own code (Lyon's weather read from the wrong row:
 "sunny"), which no request shows: the model answers right from what the tool said.
@@ -133,8 +133,10 @@ MENDED: dict[str, Any] = {
 
 def offered(opts: argparse.Namespace, tools: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """The tools of request ``n``: with ``--bad-schema``, the refused one from the second on
-    (mended once the client recovered from its 400)."""
-    return tools + ([MENDED if opts.mended else BAD] if opts.bad_schema and n else [])
+    (``--bad-from N``: from request N on; mended once the client recovered from its 400)."""
+    return tools + (
+        [MENDED if opts.mended else BAD] if opts.bad_schema and n >= opts.bad_from else []
+    )
 
 
 def recovering(opts: argparse.Namespace, send: Callable[[], Any]) -> Any:
@@ -325,7 +327,7 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
             opts,
             lambda a=agent, k=n: client.messages.create(
                 model="claude-haiku-4-5",
-                max_tokens=60,
+                max_tokens=opts.cap,
                 system=a.system,
                 messages=messages,
                 **({"tools": _anthropic_tools(t)} if (t := offered(opts, a.tools, k)) else {}),
@@ -368,6 +370,7 @@ def main() -> int:
         "--shape", choices=("plain", "sub-agent", "sub-agents", "handoff", "group"), default="plain"
     )
     ap.add_argument("--bad-schema", action="store_true")
+    ap.add_argument("--bad-from", type=int, default=1, help="the request --bad-schema starts at")
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--tool-bug", action="store_true")
     ap.add_argument("--vary", metavar="FILE")
@@ -377,7 +380,7 @@ def main() -> int:
     ap.add_argument(
         "--retries", type=int, default=0, help="the SDK's own retries (Chat; its max_retries)"
     )
-    ap.add_argument("--cap", type=int, default=60, help="the output token cap (Chat)")
+    ap.add_argument("--cap", type=int, default=60, help="the output token cap (Chat, Anthropic)")
     opts = ap.parse_args()
     opts.mended = False
     TOOL_BUG[0] = opts.tool_bug

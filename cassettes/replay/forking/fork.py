@@ -49,7 +49,7 @@ from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
 from .served import merge_served
 
-__all__ = ["ForkReplay", "ForkSource", "parse_from", "sent_lines"]
+__all__ = ["ForkReplay", "ForkSource", "labelled", "parse_from", "sent_lines"]
 
 #: The key of the branch's origin in the cassette header's ``meta``.
 ORIGIN = "origin"
@@ -128,6 +128,14 @@ class Placement:
     origins: dict[str, set[str]] = field(default_factory=dict)
 
 
+def labelled(run: Any) -> list[Any]:
+    """The recorded round trips of an opened ``run``, labelled by turn as a fork places its cursor
+    in them (:func:`cassettes.replay.forking.placement.place`)."""
+    matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
+    matcher.label()
+    return list(matcher.recorded)
+
+
 def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placement:
     """The fork's cursor placed in its run, once, with the model and the ``edits`` it would send
     (:func:`cassettes.replay.forking.placement.place`). A cursor that selects no recorded turn, a
@@ -135,11 +143,10 @@ def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placemen
     here (:class:`~cassettes.replay.forking.placement.CursorError`), before any file is touched
     and before anything is sent."""
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
-    matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
-    matcher.label()
-    starts, values = place(source.cursor, matcher.recorded, str(source.run), model, edits)
+    recorded = labelled(run)
+    starts, values = place(source.cursor, recorded, str(source.run), model, edits)
     at = set(starts.values())
-    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
+    turns = {r.conversation: r.turn for r in recorded if r.seq in at}
     return Placement(starts, turns, list(edits), values, recorded_origins(run.pairs))
 
 
