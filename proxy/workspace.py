@@ -312,7 +312,12 @@ class Workspace:
             return None
 
     def _take(
-        self, rel: str, st: os.stat_result, git: GitTree | None, line: str | None, data: bytes | None
+        self,
+        rel: str,
+        st: os.stat_result,
+        git: GitTree | None,
+        line: str | None,
+        data: bytes | None,
     ) -> str | None:
         """A file's start contents, read (:meth:`_fetch`): its digest line (its sha256, or its
         git blob id in a git work tree), its bytes held (or kept with ``copy``); ``None`` when it
