@@ -275,6 +275,7 @@ class Workspace:
         """The start's record, once (the files not read by then: ``unread``, the run ended)."""
         if self._done.is_set():
             return
+        self._done.set()  # (before the record: a scan waiting for it never waits for ever)
         if self._todo:
             self.unread.update(dict.fromkeys(self._todo, ENDED))
             self._unread += len(self._todo)
@@ -298,7 +299,6 @@ class Workspace:
                 **({"digest_of": BY_BLOB, "in_git": len(self.in_git)} if git is not None else {}),
             }
         )
-        self._done.set()
 
     def _not_read(self, rel: str, why: str) -> None:
         """A file whose start contents were not read: why, on its first change's record."""
