@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))
 
-from bench.tree_start import make  # noqa: E402
+from bench.tree_start import base_code, make  # noqa: E402
 from tests.support.scripted import Reply, ScriptedUpstream  # noqa: E402
 
 AGENT = """
@@ -62,14 +62,7 @@ def main() -> int:
             make(trees)
         agent = work / "agent.py"
         agent.write_text(AGENT)
-        base = work / "base" / "looptap"
-        base.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.base, "cassettes", "inspector", "proxy"],
-            check=True, capture_output=True,
-        ).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        codes = {"before": base.parent, "after": ROOT / ".looptap-editable"}
+        codes = {"before": base_code(work / "base", args.base), "after": ROOT / ".looptap-editable"}
         got: dict[tuple[str, str, str], list[float]] = {}
         for i in range(args.n):
             for tree in ("files", "venv"):
