@@ -152,6 +152,9 @@ class Workspace:
         self._whole = True
         self._unread = 0
         self._done = threading.Event()
+        #: The scans walking now: the start's reading waits for none (it never slows a reply).
+        self._walking = 0
+        self._calm = threading.Condition()
         #: Set at the first model request (or the run's end): the start's read may begin.
         self.go = threading.Event()
         self._ending = threading.Event()
@@ -224,6 +227,8 @@ class Workspace:
                     break
                 if rel not in self._todo:
                     continue  # (a scan found it changed first)
+                with self._calm:  # (a scan walking: the reply waits for it; this does not)
+                    self._calm.wait_for(lambda: not self._walking or self._ending.is_set())
                 got = self._fetch(rel, st, git)  # (read outside the lock: a scan never waits)
                 with self._lock:
                     if self._todo.pop(rel, None) is not None:
@@ -376,6 +381,16 @@ class Workspace:
             self.go.set()
             self.read()  # (here when no request began it; else it ends where it is)
             self._done.wait()
+        with self._calm:
+            self._walking += 1
+        try:
+            self._scan(at, last)
+        finally:
+            with self._calm:
+                self._walking -= 1
+                self._calm.notify_all()
+
+    def _scan(self, at: float | None, last: bool) -> None:
         with self._lock:
             now = walk(self.root, self.limit, self.own, self.first)
             files = now.files
@@ -479,8 +494,7 @@ class Workspace:
         self._scans.pop(flow.id, None)
 
     def _scan_quietly(self, at: float, loop: asyncio.AbstractEventLoop, done: Any) -> None:
-        with contextlib.suppress(OSError):  # (behind the agent and the proxy on a busy machine)
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        # (not niced, unlike the start's reading: the reply waits for it, so the agent does)
         try:
             self.scan(at)
         except Exception:
