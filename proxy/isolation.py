@@ -35,8 +35,8 @@ LISTED = 20
 #: What a refused fork would have done, and the way out.
 _CHANGE = (
     "the commands it runs again and the absolute paths its recorded tool calls carry would "
-    "change your files. Nothing was sent. --in-place (or LOOPTAP_IN_PLACE=1) runs it in your "
-    "working tree anyway, after saying what it may change"
+    "change your files. Nothing was sent. --in-place runs it in your working tree anyway, after "
+    "saying what it may change (LOOPTAP_IN_PLACE=1: every fork)"
 )
 #: The environment's form of ``--in-place`` (``1``): for every fork and ``why`` branch.
 IN_PLACE_VAR = "LOOPTAP_IN_PLACE"
