@@ -71,6 +71,19 @@ def make(where: Path) -> dict[str, Path]:
     return trees
 
 
+def base_code(where: Path, rev: str) -> Path:
+    """The product's code at ``rev`` (its three packages), as ``where/looptap``: ``where`` goes
+    on ``PYTHONPATH``."""
+    base = where / "looptap"
+    base.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "cassettes", "inspector", "proxy"],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+    return where
+
+
 def _run(code: Path, tree: Path, out: Path, plain: bool) -> tuple[float, float]:
     shutil.rmtree(f"{out}.files", ignore_errors=True)
     python = ROOT / ".venv-proxy" / "bin" / "python"
@@ -104,14 +117,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tree-start-") as tmp:
         work = Path(tmp)
         trees = make(work / "trees")
-        base = work / "base" / "looptap"
-        base.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.base, "cassettes", "inspector", "proxy"],
-            check=True, capture_output=True,
-        ).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        codes = {"before": base.parent, "after": ROOT / ".looptap-editable"}
+        codes = {"before": base_code(work / "base", args.base), "after": ROOT / ".looptap-editable"}
         got: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
         kept: dict[tuple[str, str], str] = {}
         for i in range(args.n):

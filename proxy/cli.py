@@ -441,7 +441,7 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
         from . import isolation
 
         try:
-            if getattr(args, "in_place", False):
+            if isolation.asked_in_place(getattr(args, "in_place", False)):
                 isolation.in_place(fork)
             else:
                 target, mask, scratch_env = isolation.fork_tree(fork, config, target, scratch)

@@ -26,10 +26,25 @@ from ..cassettes.reading import open_run
 from ..cassettes.shell import changed_here, outside_writes, read_processes, scratch_tree
 from . import messages
 
-__all__ = ["Refused", "fork_tree", "in_place"]
+__all__ = ["IN_PLACE_VAR", "Refused", "asked_in_place", "fork_tree", "in_place"]
 
 #: Paths of the tree listed by ``--in-place`` (the rest counted).
 LISTED = 20
+
+
+#: What a refused fork would have done, and the way out.
+_CHANGE = (
+    "the commands it runs again and the absolute paths its recorded tool calls carry would "
+    "change your files. Nothing was sent. --in-place runs it in your working tree anyway, after "
+    "saying what it may change (LOOPTAP_IN_PLACE=1: every fork)"
+)
+#: The environment's form of ``--in-place`` (``1``): for every fork and ``why`` branch.
+IN_PLACE_VAR = "LOOPTAP_IN_PLACE"
+
+
+def asked_in_place(flag: bool) -> bool:
+    """``--in-place`` given, or :data:`IN_PLACE_VAR` set to ``1``."""
+    return flag or os.environ.get(IN_PLACE_VAR, "").strip() == "1"
 
 
 class Refused(Exception):
@@ -44,19 +59,18 @@ def fork_tree(
     the branch's header take it as their working directory), its output paths made absolute
     first; the command prefix that shows the agent the copy at the recorded path and its
     ``HOME`` and temp folder through scratch layers (:func:`_masking`) is returned, with what its
-    environment changes (:func:`_scratch_env`). Where that mount cannot be made,
-    :class:`Refused` (checked before the tree is copied). A run without a recorded tree: said,
-    nothing made."""
+    environment changes (:func:`_scratch_env`). Where that mount cannot be made, or the run's
+    tree was not recorded (no scratch copy of it can be made), :class:`Refused` (checked before
+    the tree is copied)."""
     origin = Path(os.path.abspath(fork.source.run))
     shell = open_run(origin, whole=True).shell
     root = shell.start.get("root") if shell.start is not None else None
     if shell.start is None:
-        messages.emit(
-            "the recording holds no working tree (recorded with --no-shell-trace): the fork runs "
-            "the agent here, in your working tree, with your HOME and temp folder, which the "
-            "commands it runs again may change"
+        raise Refused(
+            "the fork is refused: the recording holds no working tree (recorded with "
+            "--no-shell-trace, or not by looptap run), so no scratch copy of it can be made: in "
+            f"your working tree, {_CHANGE}"
         )
-        return target, [], {}
     parent = Path(tempfile.mkdtemp(prefix="looptap-fork-tree-", dir=_outside_layers()))
     dest = parent / "tree"
     mask, why, layered = (
@@ -68,9 +82,7 @@ def fork_tree(
         shutil.rmtree(parent, ignore_errors=True)
         raise Refused(
             f"the fork is refused: its agent cannot be isolated from your files ({why}): in your "
-            "working tree, the commands it runs again and the absolute paths its recorded tool "
-            "calls carry would change them. Nothing was sent. --in-place runs it in your working "
-            "tree anyway, after saying what it may change"
+            f"working tree, {_CHANGE}"
         )
     assert isinstance(root, str)
     try:
@@ -234,7 +246,9 @@ def _masking(dest: Path, root: str, probe: Path) -> tuple[list[str] | None, str,
         'mount --bind "$1" "$l/.real-$2" && mount -t overlay overlay -o '
         '"lowerdir=$1,upperdir=$l/$2,workdir=$l/.work-$2" "$1" || exit 97; n=$((n - 1)); '
         'shift 2; done; m="$1"; shift; while [ "$m" -gt 0 ]; do '
-        'mount --bind "$l/.real-$1" "$2" || exit 95; m=$((m - 1)); shift 2; done; '
+        # (a socket gone since it was listed, ssh-agent's or a test's: nothing left to reach)
+        'if [ -e "$l/.real-$1" ]; then mount --bind "$l/.real-$1" "$2" || '
+        '[ ! -e "$l/.real-$1" ] || exit 95; fi; m=$((m - 1)); shift 2; done; '
         f'mount --bind /proc/self/fd/3 "$r" && exec 3<&- && cd "$r" && exec {then}"$@"'
     )
     prefix = [*outer, "--", "/bin/sh", "-c", script]

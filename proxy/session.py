@@ -24,7 +24,7 @@ from .addon import LooptapRecorder
 from .config import RecorderConfig, RecorderError
 from .launcher import Recorder
 from .shell_trace import TRACING, Tracer, probe
-from .workspace import Workspace
+from .workspace import READ_AFTER, Workspace
 
 __all__ = ["record_forever", "report_lost", "run_child"]
 
@@ -328,6 +328,7 @@ def _own(root: str, *paths: Path) -> frozenset[str]:
 def _read_quietly(tree: Workspace) -> None:
     with contextlib.suppress(OSError):  # (behind the agent's own start on a busy machine)
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    tree.go.wait(READ_AFTER)  # (the agent's own start is not competed with)
     try:
         tree.read()
     except Exception as exc:  # (the scans say what changed; the start's record is what is lost)

@@ -176,6 +176,16 @@ def _handshake(
             conn.bio_write(data)
 
 
+def _upstream_tunnel() -> Any:
+    """mitmproxy's own upstream-proxy tunnel layer (what its upstream mode puts under a
+    ``CONNECT``), ``None`` where this mitmproxy has none by that name: it has no public name."""
+    try:
+        from mitmproxy.proxy.layers.http._upstream_proxy import HttpUpstreamProxy
+    except ImportError:
+        return None
+    return HttpUpstreamProxy
+
+
 class UpstreamTrust:
     """mitmproxy addon: at a forward-proxy client's TLS hello, a host the recorder cannot verify,
     or that asks for a client certificate, is passed through untouched (:mod:`proxy.trust`).
@@ -243,24 +253,83 @@ class UpstreamTrust:
             self._say(data.conn.sni or where[0], where[1], CLIENT_CERT)
 
     async def tls_clienthello(self, data: Any) -> None:
-        from mitmproxy import ctx
         from mitmproxy.proxy import mode_specs
 
         context = data.context
-        address = context.server.address
         if (
             data.ignore_connection
-            or address is None
+            or context.server.address is None
             or not isinstance(context.client.proxy_mode, mode_specs.RegularMode)
         ):
             return
-        sni = data.client_hello.sni or ""
+        if await self._passes(context, data.client_hello.sni or ""):
+            data.ignore_connection = True
+
+    async def next_layer(self, nextlayer: Any) -> None:
+        """A connection the agent tunnels (``CONNECT``) to a server passed through untouched (a
+        host :meth:`_passes`, or ignored by mitmproxy's own options) goes through the proxy the
+        agent's environment names for it, as without looptap: mitmproxy chains only what it
+        intercepts, so its raw relay is put under mitmproxy's own upstream tunnel (its
+        ``CONNECT``, with the proxy's credentials: :meth:`UserProxy.http_connect_upstream`)."""
+        from mitmproxy.proxy import mode_specs
+        from mitmproxy.proxy.layers import TCPLayer
+        from mitmproxy.proxy.layers.tls import ServerTLSLayer, parse_client_hello
+
+        layer, context = nextlayer.layer, nextlayer.context
+        address = context.server.address
+        if (
+            layer is None
+            or self._route is None
+            or address is None
+            or context.server.via is not None
+            or not isinstance(context.client.proxy_mode, mode_specs.RegularMode)
+        ):
+            return
+        via = self._route("https", str(address[0]), int(address[1]))
+        if via is None:
+            return
+        if isinstance(layer, ServerTLSLayer):  # (the agent's TLS: intercepted, or passed through)
+            try:
+                hello = parse_client_hello(nextlayer.data_client())
+            except ValueError:
+                return
+            if hello is None or not await self._passes(context, hello.sni or ""):
+                return
+        elif not isinstance(layer, TCPLayer):
+            return
+        tunnel = _upstream_tunnel()
+        if tunnel is None:
+            self._unchained(address, via)
+            return
+        made = layer
+        while made is not None:  # (the layers mitmproxy chose, replaced: out of its stack)
+            if made in context.layers:
+                context.layers.remove(made)
+            made = getattr(made, "child_layer", None)
+        context.server.via = via.spec
+        stack = tunnel.make(context, True)
+        stack /= TCPLayer(context, ignore=True)
+        nextlayer.layer = stack[0]
+
+    def _unchained(self, address: tuple[str, int], via: Proxy) -> None:
+        messages.emit(
+            f"{address[0]}:{address[1]}: passed through directly, not through your proxy "
+            f"{via.shown}: this mitmproxy's upstream tunnel was not found; where only that proxy "
+            "reaches this host, the agent's connection to it fails under looptap"
+        )
+
+    async def _passes(self, context: Any, sni: str) -> bool:
+        """Whether the agent's TLS to ``context``'s server passes through untouched: a server
+        found asking for a client certificate, or one the recorder's TLS check (asked once per
+        host, port and SNI; a connection held for it) failed on."""
+        from mitmproxy import ctx
+
+        address = context.server.address
         key = (str(address[0]), int(address[1]), sni)
         if key[:2] in self.client_cert:
-            data.ignore_connection = True
-            return
+            return True
         if ctx.options.ssl_insecure:
-            return
+            return False
         if key not in self.known:
             asking = self._asking.get(key)
             if asking is None:
@@ -280,9 +349,8 @@ class UpstreamTrust:
                         )
                     await asking
             except Exception:  # not reached, refused, no answer: nothing decided
-                return
-        if self.known.get(key) is not None:
-            data.ignore_connection = True
+                return False
+        return self.known.get(key) is not None
 
     def _decided(self, key: tuple[str, int, str], sni: str, done: asyncio.Future[Any]) -> None:
         """The probe of ``key`` ended: its verdict kept (said once when TLS failed), whether a
@@ -296,26 +364,22 @@ class UpstreamTrust:
             self._say(sni or key[0], key[1], failed)
 
     def _say(self, host: str, port: int, why: str) -> None:
-        """A host passed through, said on stderr and on the record."""
+        """A host passed through (by the proxy the agent's environment names for it, when one
+        does: :meth:`next_layer`), said on stderr and on the record."""
+        via = self._route("https", host, port) if self._route is not None else None
+        untouched = "through untouched" + (f", by your proxy {via.shown}," if via else "")
         if why == CLIENT_CERT:
             messages.emit(
-                f"{host}:{port}: {CLIENT_CERT} (mTLS); its traffic passes through untouched "
+                f"{host}:{port}: {CLIENT_CERT} (mTLS); its traffic passes {untouched} "
                 "and is not recorded: the agent's own certificate reaches it, as without looptap"
             )
         else:
             messages.emit(
                 f"{host}:{port}: the recorder cannot verify this server's "
-                f"certificate ({why}); its traffic passes through untouched and is "
+                f"certificate ({why}); its traffic passes {untouched} and is "
                 "not recorded (the agent checks it as it would without looptap; to "
                 "record it, give its CA in REQUESTS_CA_BUNDLE, SSL_CERT_FILE, "
                 "SSL_CERT_DIR, CURL_CA_BUNDLE or NODE_EXTRA_CA_CERTS, or --ssl-insecure)"
-            )
-        via = self._route("https", host, port) if self._route is not None else None
-        if via is not None:
-            messages.emit(
-                f"{host}:{port}: passed through directly, not through your proxy {via.shown}: "
-                "mitmproxy 11 chains only the connections it intercepts; where only that proxy "
-                "reaches this host, the agent's connection to it fails under looptap"
             )
         if self._note is not None:
             record = {"type": "note", "note": "passed-through", "host": f"{host}:{port}"}

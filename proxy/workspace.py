@@ -7,9 +7,11 @@ sha256 before and after.
 
 The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
-out, and said); each file's start contents are read while it starts, on a thread of their own
-(in a fork before it starts), and a file that changed in between is said ``unread``, never taken
-as the start. Nothing is written
+out, and said); each file's start contents are read beside the model's latency, from the agent's
+first model request (or :data:`READ_AFTER` seconds after its start), a file at a time on a thread
+of their own (in a fork before it starts): a turn's reply waits for its scan's walk, never for the
+read, and a file that changed before the read reached it is said ``unread``, never taken as the
+start. Nothing is written
 for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
 and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
 sha256) at its first change, with each change's, so that a fork can rebuild the tree as it was
@@ -58,7 +60,7 @@ from ..cassettes.shell import (
 from ..cassettes.storage import Redacted, write_sealed
 from . import messages
 
-__all__ = ["Workspace"]
+__all__ = ["READ_AFTER", "Workspace"]
 
 #: A file as seen: (size, mtime_ns, inode, sha256 or None when too large to hash or not read).
 Seen = tuple[int, int, int, str | None]
@@ -69,6 +71,10 @@ ENDED = "the run ended before its start was read"
 PAST = f"past the start's bound on bytes read ({KEPT >> 20} MiB)"
 LARGE = "its contents at the start: too large to hash"
 UNREADABLE = "its contents at the start could not be read"
+#: Seconds the start's read waits for the agent's first model request before it begins anyway: it
+#: runs beside the model's latency, not the agent's own start (a file changed before the read
+#: reached it is said ``unread``).
+READ_AFTER = 1.0
 #: Bytes of start contents held in memory (written beside the cassette at a file's first change).
 HELD = 64 << 20
 #: How each kind of folder left out is said: (one, many).
@@ -136,7 +142,21 @@ class Workspace:
         self.held: dict[str, bytes] = {}
         self._held = 0
         self._lock = threading.Lock()
+        #: The start's read: begun; the files it has still to read (in walk order), what git
+        #: said, bytes read, the digest so far and whether it is whole; its record written.
         self._read = False
+        self._todo: dict[str, os.stat_result] = {}
+        self._git: GitTree | None = None
+        self._bytes = 0
+        self._listing = hashlib.sha256()
+        self._whole = True
+        self._unread = 0
+        self._done = threading.Event()
+        #: The scans walking now: the start's reading waits for none (it never slows a reply).
+        self._walking = 0
+        self._calm = threading.Condition()
+        #: Set at the first model request (or the run's end): the start's read may begin.
+        self.go = threading.Event()
         self._ending = threading.Event()
         self._cut_said = False
         #: Each model request's scan, by flow id: its reply waits for it.
@@ -177,6 +197,7 @@ class Workspace:
             self.first = walk(self.root, self.limit, self.own)
             self.cut = self.first.cut
             self.seen = {rel: (*_stat3(st), None) for rel, st in self.first.files.items()}
+            self._todo = dict(self.first.files)
         line = f"the working tree: {len(self.seen):,} files followed"
         left = [_left(kind, rels) for kind, rels in self.first.skipped.items()]
         if left:
@@ -188,41 +209,84 @@ class Workspace:
 
     def read(self) -> None:
         """The start's contents, read after the agent started (each file's sha256, or in a git work
-        tree what git does not hold: :func:`git_tree`), then one ``files`` record with the count
-        and a digest of the whole (a fork compares the user's tree with it). A file that changed
-        since the walk is not taken as the start (``unread``); the run's end stops the reading."""
+        tree what git does not hold: :func:`git_tree`), a file at a time so that a turn's scan
+        never waits for the rest (a file a scan finds changed before it was read is said
+        ``unread``, never read as the start), then one ``files`` record with the count and a
+        digest of the whole (a fork compares the user's tree with it); the run's end stops the
+        reading (but with ``copy``)."""
         with self._lock:
-            self._read_start()
+            if self._read:
+                return
+            self._read = True
+        try:
+            git = None if self._ending.is_set() else git_tree(self.root)
+            with self._lock:
+                self._git = git
+            for rel, st in list(self._todo.items()):  # (in walk order: the digest's)
+                if self._ending.is_set():
+                    break
+                if rel not in self._todo:
+                    continue  # (a scan found it changed first)
+                with self._calm:  # (a scan walking: the reply waits for it; this does not)
+                    self._calm.wait_for(lambda: not self._walking or self._ending.is_set())
+                got = self._fetch(rel, st, git)  # (read outside the lock: a scan never waits)
+                with self._lock:
+                    if self._todo.pop(rel, None) is not None:
+                        self._read_one(rel, st, git, got)
+        finally:
+            with self._lock:
+                self._started()
 
-    def _read_start(self) -> None:
-        if self._read:
+    def _fetch(
+        self, rel: str, st: os.stat_result, git: GitTree | None
+    ) -> tuple[str | None, bytes | None] | None:
+        """A file's start contents as read (its digest line in a git work tree, its bytes);
+        ``None`` when it is not read (git holds it clean, git ignores it, past :data:`KEPT`)."""
+        if git is not None and (rel in git.clean or git.ignored(rel)):
+            return None
+        if self._bytes + st.st_size > KEPT:
+            return None
+        if git is not None:
+            return tree_line(self.root, rel, st, git)
+        return None, read_bytes(os.path.join(self.root, rel), st.st_size)
+
+    def _read_one(
+        self,
+        rel: str,
+        st: os.stat_result,
+        git: GitTree | None,
+        got: tuple[str | None, bytes | None] | None,
+    ) -> None:
+        stat3, line = _stat3(st), None
+        if git is not None and rel in git.clean:
+            if self._now(rel) == stat3:
+                self.in_git[rel] = line = git.clean[rel]
+            else:
+                self._not_read(rel, CHANGED)
+        elif git is not None and git.ignored(rel):
+            self._not_read(rel, IGNORED)
+            line = f"size {st.st_size}"
+        elif got is None:
+            self._not_read(rel, PAST)
+        else:
+            self._bytes += min(st.st_size, HASHED)
+            line = self._take(rel, st, git, *got)
+        if line is None:
+            self._whole = False
+        else:
+            self._listing.update(f"{rel}\0{line}\n".encode(errors="surrogateescape"))
+
+    def _started(self) -> None:
+        """The start's record, once (the files not read by then: ``unread``, the run ended)."""
+        if self._done.is_set():
             return
-        self._read = True
-        git = None if self._ending.is_set() else git_tree(self.root)
-        listing = hashlib.sha256()
-        whole, read = True, 0
-        for i, (rel, st) in enumerate(self.first.files.items()):
-            stat3, line = _stat3(st), None
-            if self._ending.is_set():  # (the rest: not read)
-                self.unread.update(dict.fromkeys(list(self.first.files)[i:], ENDED))
-                whole = False
-                break
-            if git is not None and rel in git.clean:
-                if self._now(rel) == stat3:
-                    self.in_git[rel] = line = git.clean[rel]
-                else:
-                    self.unread[rel] = CHANGED
-            elif git is not None and git.ignored(rel):
-                self.unread[rel], line = IGNORED, f"size {st.st_size}"
-            elif read + st.st_size > KEPT:
-                self.unread[rel] = PAST
-            else:
-                read += min(st.st_size, HASHED)
-                line = self._take(rel, st, git)
-            if line is None:
-                whole = False
-            else:
-                listing.update(f"{rel}\0{line}\n".encode(errors="surrogateescape"))
+        self._done.set()  # (before the record: a scan waiting for it never waits for ever)
+        if self._todo:
+            self.unread.update(dict.fromkeys(self._todo, ENDED))
+            self._unread += len(self._todo)
+            self._todo.clear()
+            self._whole = False
+        git = self._git
         self.emit(
             {
                 "type": "files",
@@ -230,9 +294,9 @@ class Workspace:
                 "start": True,
                 "root": self.root,
                 "files": len(self.first.files),
-                "digest": listing.hexdigest() if whole else None,
+                "digest": self._listing.hexdigest() if self._whole else None,
                 "cut": self.cut,
-                "unread": len(self.unread),
+                "unread": self._unread,
                 "held": len(self.held),
                 "skipped": {k: v[:100] for k, v in self.first.skipped.items()},
                 "own": sorted(self.own),
@@ -241,25 +305,33 @@ class Workspace:
             }
         )
 
+    def _not_read(self, rel: str, why: str) -> None:
+        """A file whose start contents were not read: why, on its first change's record."""
+        self.unread[rel] = why
+        self._unread += 1
+
     def _now(self, rel: str) -> tuple[int, int, int] | None:
         try:
             return _stat3(os.lstat(os.path.join(self.root, rel)))
         except OSError:
             return None
 
-    def _take(self, rel: str, st: os.stat_result, git: GitTree | None) -> str | None:
-        """A file's start contents, read: its digest line (its sha256, or its git blob id in a
-        git work tree), its bytes held (or kept with ``copy``); ``None`` when it changed since
-        the walk (then not the start: ``unread``)."""
-        if git is not None:
-            line, data = tree_line(self.root, rel, st, git)
-        else:
-            line, data = None, read_bytes(os.path.join(self.root, rel), st.st_size)
+    def _take(
+        self,
+        rel: str,
+        st: os.stat_result,
+        git: GitTree | None,
+        line: str | None,
+        data: bytes | None,
+    ) -> str | None:
+        """A file's start contents, read (:meth:`_fetch`): its digest line (its sha256, or its
+        git blob id in a git work tree), its bytes held (or kept with ``copy``); ``None`` when it
+        changed since the walk (then not the start: ``unread``)."""
         if self._now(rel) != _stat3(st):
-            self.unread[rel] = CHANGED
+            self._not_read(rel, CHANGED)
             return None
         if data is None:  # too large to hash, or not readable
-            self.unread[rel] = LARGE if st.st_size > HASHED else UNREADABLE
+            self._not_read(rel, LARGE if st.st_size > HASHED else UNREADABLE)
             return line if git is not None else "None"
         sha = hashlib.sha256(data).hexdigest()
         self.seen[rel] = (*_stat3(st), sha)
@@ -303,10 +375,23 @@ class Workspace:
     def scan(self, at: float | None = None, last: bool = False) -> None:
         """What changed since the last scan, as one ``files`` record (none when nothing did; the
         ``last`` one always, and it ends the start's reading where it is but with ``copy``)."""
-        if last and not self.copy:  # (with --copy-tree every file's start is read: asked for)
-            self._ending.set()
+        if last:  # (with --copy-tree every file's start is read: asked for)
+            if not self.copy:
+                self._ending.set()
+            self.go.set()
+            self.read()  # (here when no request began it; else it ends where it is)
+            self._done.wait()
+        with self._calm:
+            self._walking += 1
+        try:
+            self._scan(at, last)
+        finally:
+            with self._calm:
+                self._walking -= 1
+                self._calm.notify_all()
+
+    def _scan(self, at: float | None, last: bool) -> None:
         with self._lock:
-            self._read_start()
             now = walk(self.root, self.limit, self.own, self.first)
             files = now.files
             # a file seen before that this walk did not reach (a folder the start did not list
@@ -332,6 +417,9 @@ class Workspace:
                 was = was_seen.get(rel)
                 if was is not None and was[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
                     continue
+                if self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
+                    self._not_read(rel, CHANGED)
+                    self._whole = False
                 seen, why = self._look(rel, st)
                 if was is not None and was[3] == seen[3] and seen[3] is not None:
                     self.seen[rel] = seen  # touched, not changed
@@ -342,6 +430,9 @@ class Workspace:
                     change["unkept"] = why
                 changes.append(change)
             for rel in gone:
+                if self._todo.pop(rel, None) is not None:
+                    self._not_read(rel, CHANGED)
+                    self._whole = False
                 changes.append(self._change(rel, self.seen.pop(rel), None, 0))
             if now.cut and not self._cut_said:
                 self._cut_said = True
@@ -380,6 +471,7 @@ class Workspace:
         reply waits for what is left of the scan (:meth:`responseheaders`)."""
         if not _model_request(flow):
             return
+        self.go.set()  # (the start's read: beside the model's latency, no longer the agent's start)
         at = flow.request.timestamp_start
         loop = asyncio.get_running_loop()
         done = loop.create_future()
@@ -390,7 +482,7 @@ class Workspace:
         """The model's reply reaches the agent once the tree at its request is taken: the agent
         acts on the reply (its tools change files), so a scan still running then would take the
         next turn's changes as this one's. The scan runs beside the model's latency; the reply
-        waits only for what is left of it."""
+        waits only for what is left of it (the walk, never the start's read)."""
         done = self._scans.pop(flow.id, None)
         if done is not None:
             await done
@@ -402,8 +494,7 @@ class Workspace:
         self._scans.pop(flow.id, None)
 
     def _scan_quietly(self, at: float, loop: asyncio.AbstractEventLoop, done: Any) -> None:
-        with contextlib.suppress(OSError):  # (behind the agent and the proxy on a busy machine)
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        # (not niced, unlike the start's reading: the reply waits for it, so the agent does)
         try:
             self.scan(at)
         except Exception:

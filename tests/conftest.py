@@ -64,6 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # (docs/shell-file-tools.md): the suite's runs, compared record by record, opt out; the tests
     # of the tracer (tests/proxy/test_shell_trace.py, tests/clients/test_shell_tools.py) remove it
     os.environ.setdefault("LOOPTAP_SHELL_TRACE", "off")
+    # so their forks (of runs with no working tree: refused without it, proxy/isolation.py) run
+    # in the test's folder, as --in-place; the tests of a fork's isolation remove it with the above
+    os.environ.setdefault("LOOPTAP_IN_PLACE", "1")
     # a check or analysis step that raises on a recording raises in the suite, loudly, where a
     # user's show or run gets the contained result (docs/reliability.md); its own tests unset it
     os.environ.setdefault("LOOPTAP_RAISE_CONTAINED", "1")

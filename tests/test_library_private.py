@@ -25,6 +25,10 @@ ALLOWED = {
     # refuses them there)
     ("proxy/http1_fixes.py", "from mitmproxy.proxy.layers.http._base import ReceiveHttp"),
     ("proxy/http1_fixes.py", "from mitmproxy.proxy.layers.http._events import ResponseHeaders"),
+    # mitmproxy's upstream-proxy tunnel (what its upstream mode puts under a CONNECT): a connection
+    # passed through untouched goes through the user's proxy (proxy/trust.py, said where missing;
+    # tests/proxy/test_e2e_user_network.py)
+    ("proxy/trust.py", "from mitmproxy.proxy.layers.http._upstream_proxy import HttpUpstreamProxy"),
     # not a use: the YAML tags vcrpy's aiohttp stub writes on header names, read as the strings
     # they wrap (nothing imported or constructed; tests/cassettes/providers/test_wild_recordings)
     ("cassettes/storage/_vcr.py", "'multidict._multidict.istr'"),

@@ -153,9 +153,10 @@ RUN = Command(
         ),
         "--model": "with --from: the model of every request sent live (same API family)",
         "--in-place": flag(
-            "with --from, of a run whose working tree was recorded: run the agent in this working "
-            "tree, not in a scratch copy of it as it was at the recording's start (the default; "
-            "docs/shell-file-tools.md)"
+            "with --from: run the agent in this working tree, not in a scratch copy of it as it "
+            "was at the recording's start (the default; docs/shell-file-tools.md); a fork that "
+            "cannot be isolated (no mount namespace, a run whose tree was not recorded) is "
+            "refused without it; LOOPTAP_IN_PLACE=1 gives it to every fork"
         ),
         "--keep-tree": flag(
             "with --from: keep the fork's scratch copy of the working tree when it ends (removed "

@@ -47,7 +47,8 @@ WHY_OPTIONS: Args = {
     "--confdir": "the recorder's configuration directory (as looptap run)",
     "--in-place": flag(
         "run each branch in this working tree, as looptap run --from --in-place: where a fork "
-        "cannot be isolated from your files (no mount namespace) a branch is refused without it"
+        "cannot be isolated from your files (no mount namespace, a run whose tree was not "
+        "recorded) a branch is refused without it"
     ),
     "--max-requests N": Arg(
         "refuse (before anything is sent) when more live requests may be sent; and at run time "

@@ -164,6 +164,7 @@ def _agent_run(
     (work / "test_calc.py").write_text(TEST)
     _shim(tmp_path, env, planted)
     env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's)
     if not extra:  # the programs and exits only (opt-in: the default takes no ptrace)
         env["LOOPTAP_SHELL_TRACE"] = "processes"
     env["PWD"] = str(work)  # (opencode runs its commands in $PWD)

@@ -303,6 +303,44 @@ def test_a_server_asking_for_a_client_certificate_passes_through(
     assert not any(ex.tool for ex in read_records(run).exchanges)
 
 
+def test_a_client_certificate_host_only_the_proxy_reaches_passes_through_it(
+    tmp_path: Path,
+) -> None:
+    """An mTLS tool server only the corporate proxy reaches (``tools.internal``): passed through
+    untouched, and through that proxy (mitmproxy's upstream tunnel under the raw relay, the
+    proxy's credentials on its ``CONNECT``; which proxy, ``NO_PROXY`` included, as for every other
+    connection: :meth:`UserProxy.route`), so the agent's calls with its certificate work as
+    without looptap. On f29135f5 the connection was intercepted (the certificate never reached
+    the server); on eac80643 it was passed through directly, and the name resolved nowhere."""
+    ca = pki(tmp_path)
+    with CorpProxy(tmp_path) as corp, TlsToolServer(ca, client_cert=True) as tools:
+        url = tools.url.replace("127.0.0.1", "tools.internal")
+        env = {"HTTPS_PROXY": corp.url, "NO_PROXY": "localhost", "TOOL_MTLS": url,
+               "SSL_CERT_FILE": str(ca["ca"]), "CURL_CA_BUNDLE": str(ca["ca"]),
+               "CLIENT_CERT": str(ca["client"]), "CLIENT_KEY": str(ca["client-key"])}  # fmt: skip
+        alone, direct, _ = _run(tmp_path, env, looptap=False)
+        assert alone["httpx"] == [200, "Paris"], direct.stdout + direct.stderr[-2000:]
+        assert alone["curl"][0] == 0, alone
+        asked_alone = len(corp.asked())
+        got, proc, run = _run(tmp_path, env, looptap=True)
+        asked = corp.asked()[asked_alone:]
+        peers = tools.peers
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert got == alone, (got, proc.stderr[-3000:])
+    assert peers == ["agent-7"] * 4  # the agent's certificate reached the server, each time
+    host = url.removeprefix("https://")
+    # through the proxy: the recorder's check, then each of the agent's two connections
+    assert asked == [host] * 3, asked
+    said = [line for line in proc.stderr.splitlines() if "client certificate" in line]
+    assert len(said) == 1, proc.stderr[-3000:]
+    assert f"passes through untouched, by your proxy http://127.0.0.1:{corp.port}," in said[0], said
+    assert "passed through directly" not in proc.stderr and PASSWORD not in proc.stderr
+    notes = [
+        json.loads(line) for line in run.read_text().splitlines() if '"passed-through"' in line
+    ]
+    assert [(n["host"], n["why"]) for n in notes] == [(host, "it asks for a client certificate")]
+
+
 def test_the_user_proxy_follows_no_proxy_and_the_scheme() -> None:
     """Which proxy a connection goes through (proxy/user_proxy.py), read as the agent's clients
     read the variables: the lower-case name first, ``ALL_PROXY`` for a scheme without its own,

@@ -79,6 +79,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     (work / "out").symlink_to(elsewhere)
     env = run_env(tmp, ANTHROPIC_API_KEY="sk-ant-isolation")
     env.pop("LOOPTAP_SHELL_TRACE", None)
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's)
     probe = f"looptap-isolation-{uuid.uuid4().hex}.txt"  # (in the temp folder: one per run)
     temp = Path(tempfile.gettempdir()) / probe
     # a Unix socket in the temp folder, answering each client (up for the module's forks)

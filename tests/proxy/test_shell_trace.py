@@ -52,6 +52,7 @@ def _run(
     agent.write_text(AGENT)
     env = run_env(tmp_path, ANTHROPIC_API_KEY=f"sk-ant-shell-{tmp_path.name}")
     env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's)
     if not extra:
         env["LOOPTAP_SHELL_TRACE"] = "processes"
     confdir = tmp_path / "conf"
@@ -239,6 +240,7 @@ def test_a_fork_runs_in_a_scratch_tree_as_at_the_start(tmp_path: Path) -> None:
     (work / "test_calc.py").write_text(TEST)
     env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-fork")
     env.pop("LOOPTAP_SHELL_TRACE", None)
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's)
     with ScriptedUpstream(_coder, validate=True) as up:
         proc, out = looptap_run(
             tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]

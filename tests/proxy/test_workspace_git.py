@@ -252,6 +252,7 @@ def test_a_coding_agent_in_a_git_tree_recorded_and_forked_at_each_turn(tmp_path:
     agent.write_text(AGENT)
     env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-gitfork")
     env.pop("LOOPTAP_SHELL_TRACE", None)  # (the suite's opt-out: tests/conftest.py)
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's)
     with ScriptedUpstream(route, validate=True) as up:
         proc, out = looptap_run(
             tmp_path, tmp_path / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]

@@ -198,3 +198,56 @@ def test_copy_tree_keeps_every_files_start(tmp_path: Path) -> None:
     kept = {p.name for p in Path(f"{tmp_path / 'all.jsonl'}.files").iterdir()}
     assert kept == {_sha(files["a.txt"]), _sha(files["pkg/b.py"])}, kept
     assert not Path(f"{tmp_path / 'none.jsonl'}.files").exists()
+
+
+def test_a_turns_scan_never_waits_for_the_starts_read(tmp_path: Path, monkeypatch: Any) -> None:
+    """The start's read is held inside one file's read (``c.txt``) while the agent changes a file
+    already read, one not yet read, removes one not yet read and creates one: the turn's scan ends
+    while the read is still held (a reply waits for its turn's walk, never for the read), the
+    file read is a change from its start, the ones not yet read say ``unread`` (never read later
+    as their start), and the start's record, written when the read ends, says so (no digest)."""
+    import threading
+
+    from looptap.proxy import workspace
+    from looptap.proxy.workspace import CHANGED
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    for name in "abcde":
+        (root / f"{name}.txt").write_text(f"{name}\n")
+    held, scanned, order = threading.Event(), threading.Event(), []
+    plain = workspace.read_bytes
+
+    def read_bytes(path: str, size: int) -> bytes | None:
+        if path.endswith("c.txt"):
+            held.set()
+            scanned.wait(120)  # (only a scan stuck behind the read waits it out: then it fails)
+            order.append("read resumed")
+        return plain(path, size)
+
+    monkeypatch.setattr(workspace, "read_bytes", read_bytes)
+    recs: list[dict[str, Any]] = []
+    ws = Workspace(str(root), tmp_path / "kept", recs.append, Redactor().seal)
+    ws.start()
+    reading = threading.Thread(target=ws.read)
+    reading.start()
+    assert held.wait(120), "the read never reached c.txt"
+    (root / "b.txt").write_text("b, by the agent\n")  # read already
+    (root / "d.txt").write_text("d, by the agent\n")  # not read yet
+    (root / "e.txt").unlink()  # not read yet
+    (root / "f.txt").write_text("f\n")
+    ws.scan()
+    order.append("scanned")
+    scanned.set()
+    reading.join()
+    assert order == ["scanned", "read resumed"], order
+    got = {c["path"]: c for c in recs[0]["changes"]}
+    assert got["b.txt"]["before"] == _sha(b"b\n"), got
+    assert got["b.txt"]["after"] == _sha(b"b, by the agent\n"), got
+    for rel in ("d.txt", "e.txt"):
+        assert got[rel]["before"] == "unread" and got[rel]["unread"] == CHANGED, got
+    assert got["e.txt"]["after"] is None and got["f.txt"]["before"] is None, got
+    (start,) = [r for r in recs if r.get("start")]
+    assert start["digest"] is None and start["unread"] == 2, start
+    ws.scan(last=True)  # (the files read and left alone: no change; d is read never)
+    assert recs[-1]["changes"] == [] and "d.txt" not in ws.held, recs[-1]

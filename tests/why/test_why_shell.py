@@ -47,6 +47,7 @@ def test_the_real_exit_told_flips_the_outcome(tmp_path: Path) -> None:
     agent.write_text(AGENT)
     env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-why-shell")
     env.pop("LOOPTAP_SHELL_TRACE", None)
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's)
     with ScriptedUpstream(model, validate=True) as up:
         proc, out = looptap_run(
             tmp_path, tmp_path / "conf", [sys.executable, str(agent), "--lie"], env, upstream=up,  # type: ignore[arg-type]
