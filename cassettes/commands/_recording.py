@@ -156,7 +156,7 @@ RUN = Command(
             "with --from: run the agent in this working tree, not in a scratch copy of it as it "
             "was at the recording's start (the default; docs/shell-file-tools.md); a fork that "
             "cannot be isolated (no mount namespace, a run whose tree was not recorded) is "
-            "refused without it; LOOPTAP_IN_PLACE=1 gives it to every fork"
+            "refused without it; LOOPTAP_IN_PLACE=1 gives it to every fork but --verify's branches"
         ),
         "--keep-tree": flag(
             "with --from: keep the fork's scratch copy of the working tree when it ends (removed "
