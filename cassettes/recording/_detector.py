@@ -187,6 +187,7 @@ class Rule:
         "group",
         "id",
         "keywords",
+        "pre",
         "source",
         "stopwords",
     )
@@ -200,6 +201,7 @@ class Rule:
         group: int = 0,
         allow: tuple[str, ...] = (),
         stopwords: tuple[str, ...] = (),
+        pre: str | None = None,
     ) -> None:
         self.id, self.source, self.keywords, self.entropy, self.group = (
             rid,
@@ -209,6 +211,8 @@ class Rule:
             group,
         )
         self.allow_src, self.stopwords = allow, stopwords
+        #: A cheap pre-check (``_formats.PREFILTERS``): no match of it, no match of the rule.
+        self.pre = re.compile(pre) if pre is not None else None
         self._pattern: re.Pattern[str] | UserPattern | None = None
         self._allow: tuple[re.Pattern[str], ...] = ()
 
@@ -233,6 +237,8 @@ class Rule:
         return self._pattern
 
     def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        if self.pre is not None and self.pre.search(text) is None:
+            return
         for m in self.pattern.finditer(text):
             if self.group:
                 s, e = m.span(self.group)
@@ -557,12 +563,12 @@ class Detector:
 
 @functools.cache
 def _rules() -> tuple[Rule, ...]:
-    from ._formats import PLACE_RULES, SERVICE_RULES
+    from ._formats import PLACE_RULES, PREFILTERS, SERVICE_RULES
     from ._gitleaks_rules import RULES
 
     return (
         *(
-            Rule(rid, rx, kws, ent, grp)
+            Rule(rid, rx, kws, ent, grp, pre=PREFILTERS.get(rid))
             for rid, rx, kws, ent, grp in (*LOOPTAP_RULES, *SERVICE_RULES, *PLACE_RULES)
         ),
         NamedRule(),
