@@ -13,17 +13,19 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
-import zstandard
 from real_corpus import CORPUS, load
 
 from looptap.cassettes.recording import Redactor
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
 from tests.support.analysed import cli_output, keep_every_run
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # (last: bench/mcp.py)
+from tool_secrets import _duckdb_text, _sqlite_text  # (how the bench reads them)
 
 RUN = CORPUS / "pydantic-ai/tests/models/cassettes/test_openai/test_openai_tool_output.yaml"
 
@@ -79,14 +81,13 @@ def _planted(path: Path) -> None:
         request_headers=[*first.request_headers, ("authorization", f"Bearer {p['openai key']}")],
         response_chunks=chunks,
     )
+    body = {"args": {"password": p["json password"]}, "items": ["a", p["discord bot token"]],
+            "cfg": B64, "page": {"token_ref": p["notion secret"]}}  # fmt: skip
     tool = Exchange(
         method="POST",
         url=f"http://app:{p['url password']}@tools.example.test/v1/pages",
         request_headers=[("content-type", "application/json")],
-        request_body=json.dumps(
-            {"args": {"password": p["json password"]}, "items": ["a", p["discord bot token"]],
-             "cfg": B64, "page": {"token_ref": p["notion secret"]}}
-        ).encode(),  # fmt: skip
+        request_body=json.dumps(body).encode(),
         status=200,
         response_headers=[("content-type", "text/plain")],
         response_chunks=[(None, f"sent with {p['mailgun key']}\n{pem}".encode())],
@@ -95,36 +96,6 @@ def _planted(path: Path) -> None:
     with CassetteWriter(path, redactor=_Older()) as w:
         for ex in (first, tool, *rest):
             w.append(ex)
-
-
-def _sqlite_text(path: Path) -> str:
-    out: list[str] = []
-    con = sqlite3.connect(path)
-    try:
-        for (t,) in con.execute("select name from sqlite_master where type='table'").fetchall():
-            for row in con.execute(f'select * from "{t}"'):
-                for v in row:
-                    if isinstance(v, bytes):
-                        try:
-                            v = zstandard.ZstdDecompressor().decompressobj().decompress(v)
-                        except zstandard.ZstdError:
-                            pass
-                        v = v.decode("utf-8", "replace")
-                    out.append(str(v))
-    finally:
-        con.close()
-    return "\n".join(out)
-
-
-def _duckdb_text(path: Path) -> str:
-    duckdb = pytest.importorskip("duckdb")
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        q = "select table_name from information_schema.tables"
-        names = [r[0] for r in con.execute(q).fetchall()]
-        return "\n".join(str(con.execute(f'select * from "{t}"').fetchall()) for t in names)
-    finally:
-        con.close()
 
 
 def test_every_file_made_from_an_unsealed_cassette_holds_none_of_its_secrets(
@@ -136,6 +107,7 @@ def test_every_file_made_from_an_unsealed_cassette_holds_none_of_its_secrets(
     run = runs / "old.jsonl"
     _planted(run)
     assert _leaks(run.read_text()) == sorted(PLANTED)  # (planted: the test can fail)
+    pytest.importorskip("duckdb")  # (the fleet extra)
     cache = keep_every_run(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     for argv in (
