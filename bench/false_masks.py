@@ -163,7 +163,7 @@ def main() -> int:
     ap.add_argument("--compare", nargs=2, type=Path)
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--vs", action="append", default=[],
-                    help="another tree's PYTHONPATH (.looptap-editable:DIR); repeatable")  # fmt: skip
+                    help="another PYTHONPATH (.looptap-editable:DIR); repeatable")  # fmt: skip
     ap.add_argument("--cpu", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cpu:

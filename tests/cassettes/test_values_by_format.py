@@ -160,6 +160,20 @@ def test_a_rule_no_keyword_gates_runs_after_a_pre_check_it_implies() -> None:
     assert found >= 4
 
 
+def test_base64_tokens_are_found_from_runs_as_the_token_regex_finds_them() -> None:
+    """Issue 101 (session 50), item 3: the base64 tokens the encoded reading decodes are found
+    from maximal runs (twice as fast as the regex's lookbehind) and are exactly its matches."""
+    from looptap.cassettes.recording import B64_TOKEN
+    from looptap.cassettes.recording._detector import b64_tokens
+
+    a = "A" * 20
+    texts = [a, a + "=", a + "==", a + "===", a + "=B", a + "==B", "x " + "A" * 2048 + " y",
+             "A" * 2049, "-" + a + "Q.", "=" + a + "B", "A" * 19, "aa " + "B" * 30 + "= c",
+             a + '="', *(t for _, _, t in CASES), *KEPT]  # fmt: skip
+    for t in texts:
+        assert list(b64_tokens(t)) == [m.span() for m in B64_TOKEN.finditer(t)], t[:80]
+
+
 @pytest.mark.parametrize("text", KEPT)
 def test_what_is_no_credential_is_kept(text: str) -> None:
     r = Redactor()
