@@ -71,7 +71,7 @@ def _spans(r: Redactor, text: str) -> list[tuple[int, int]]:
                 break
             view, removed = _unescaped(view)
             maps.append(removed)
-        for s, e in r.spans(view):
+        for s, e in r.spans(_spaced(view)):
             while s < e and view[s] in "\"'":
                 s += 1
             while e > s and view[e - 1] in "\"'\\":  # (nor an escape's backslash)
@@ -86,6 +86,22 @@ def _spans(r: Redactor, text: str) -> list[tuple[int, int]]:
                 s, e = s + bisect_left(back, s), e - 1 + bisect_right(back, e - 1) + 1
             found.append((s, e))
     return merge(found)
+
+
+#: An escape of a newline, a tab or a return, at any level of JSON held in JSON (``\\n``,
+#: ``\\\\n``, …).
+_BLANK = re.compile(r"\\+([ntr])")
+_BLANKS = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _spaced(view: str) -> str:
+    """``view`` with JSON's escapes of a newline, a tab and a return, at any level, read as the
+    blank they are (spaces, then it: the same length, so a place in it is the same place in
+    ``view``): a YAML held in a JSON string says ``separate_signature: true\\n``, whose value is
+    ``true``, not ``true\\n``."""
+    if "\\" not in view:
+        return view
+    return _BLANK.sub(lambda m: " " * (len(m.group(0)) - 1) + _BLANKS[m.group(1)], view)
 
 
 def _unescaped(text: str) -> tuple[str, list[int]]:
