@@ -4,6 +4,7 @@ not, string by string, each classed (an id, a hash, a signature, base64 data, an
     .venv/bin/python bench/false_masks.py --dump OUT.jsonl          # this tree's redaction
     PYTHONPATH=OTHER/.looptap-editable:OTHER .venv/bin/python bench/false_masks.py --dump BASE.jsonl
     .venv/bin/python bench/false_masks.py --compare BASE.jsonl OUT.jsonl
+    .venv/bin/python bench/false_masks.py --time [--vs OTHER/.looptap-editable:OTHER ...]
 
 Every exchange of every vcrpy cassette under ``LOOPTAP_CORPUS`` (default ``tests/corpus``) is
 redacted as ``looptap import`` does (one ``Redactor`` per cassette, in order) and written as its
@@ -11,6 +12,10 @@ record. ``--compare`` walks the two records of each exchange side by side and pr
 that differs (its place, the two texts around the change) and the count by class: the corpus
 holds no live credential, so every string masked by one tree only is a false mask of that tree's
 unless the printed text shows a credential (a test key in a cassette is one).
+
+``--time``: the redaction's CPU seconds over the same exchanges (loaded first, not timed), best
+of 3; with ``--vs PYTHONPATH`` (repeatable) the other trees' too, run in turn with this one's
+(A B A B A B, each a process of its own), and the ratios.
 """
 
 from __future__ import annotations
@@ -49,6 +54,50 @@ def dump(out: Path) -> None:
             for n, ex in enumerate(exchanges):
                 rec = exchange_to_record(redactor.exchange(ex), n)
                 f.write(json.dumps({"file": rel(path), "n": n, "rec": rec}, default=str) + "\n")
+
+
+def cpu() -> tuple[int, float]:
+    """The exchanges of the corpus and the CPU seconds of redacting them (as :func:`dump` does)."""
+    import time
+
+    from real_corpus import corpus_files, load
+
+    from looptap.cassettes.recording import Redactor
+
+    runs = []
+    for path in corpus_files():
+        try:
+            runs.append(load(path))
+        except Exception:
+            continue
+    start = time.process_time()
+    for exchanges in runs:
+        redactor = Redactor()
+        for ex in exchanges:
+            redactor.exchange(ex)
+    return sum(len(r) for r in runs), time.process_time() - start
+
+
+def paired(vs: list[str], rounds: int = 3) -> int:
+    """Best of ``rounds`` of :func:`cpu`, each in a process of its own, this tree and each of
+    ``vs`` (PYTHONPATHs) in turn."""
+    import os
+    import subprocess
+
+    trees = {"this tree": os.environ.get("PYTHONPATH", ""), **{p: p for p in vs}}
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, path in trees.items():
+            env = {**os.environ, "PYTHONPATH": path}
+            out = subprocess.run([sys.executable, __file__, "--cpu"], env=env, check=True,
+                                 capture_output=True, text=True).stdout  # fmt: skip
+            n, secs = out.split()[-2:]
+            best[name] = min(best.get(name, float("inf")), float(secs))
+    for name, secs in best.items():
+        print(f"{name}: {secs:.2f} s of CPU redacting {n} exchanges (best of {rounds})")
+    for p in vs:
+        print(f"this tree / {p}: {best['this tree'] / best[p]:.2f}x")
+    return 0
 
 
 def _strings(a: Any, b: Any, where: str = "") -> Iterator[tuple[str, str, str]]:
@@ -112,7 +161,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dump", type=Path)
     ap.add_argument("--compare", nargs=2, type=Path)
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--vs", action="append", default=[],
+                    help="another PYTHONPATH (.looptap-editable:DIR); repeatable")  # fmt: skip
+    ap.add_argument("--cpu", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cpu:
+        n, secs = cpu()
+        print(f"{n} {secs:.3f}")
+        return 0
+    if args.time:
+        return paired(args.vs)
     if args.dump:
         dump(args.dump)
         return 0

@@ -6,7 +6,10 @@ cassette, ``export --har``, ``--otel``, ``--html``, ``show``, ``show --json``, `
 kept analysis (its SQLite file, zstd blocks decompressed), the fleet index (``looptap index``, every
 table read back) and ``fleet page``, a fork's branch and folder (``looptap run --from``, tools
 served), ``looptap replay``'s stderr with a miss — is searched for every 8-character piece of every
-sentinel: **0 expected**. ``looptap verify`` must flag a cassette with one sentinel of each class
+sentinel: **0 expected**. The agent prints every tool answer on its stdout (``agent: …`` lines):
+passed to the terminal as its own under ``run`` and a fork (those lines are not looptap's, left
+out of the terminal's text searched), kept by ``why`` in its branches' logs (searched, with every
+other file). ``looptap verify`` must flag a cassette with one sentinel of each class
 put back, and the agent run again against ``looptap replay`` must have every tool call served.
 
     .venv/bin/python bench/tool_secrets.py [--keep DIR]
@@ -78,8 +81,9 @@ for _ in range(40):
         break
     messages.append(msg.model_dump(exclude_none=True))
     for tc in msg.tool_calls:  # one after another: the same order on every run
-        messages.append({"role": "tool", "tool_call_id": tc.id,
-                         "content": call_api(json.loads(tc.function.arguments)["case"])})
+        said = call_api(json.loads(tc.function.arguments)["case"])
+        print("agent: the tool said", json.dumps(said), flush=True)  # (secrets on stdout)
+        messages.append({"role": "tool", "tool_call_id": tc.id, "content": said})
 """
 
 
@@ -135,6 +139,16 @@ def _pieces(secret: str) -> set[str]:
     them: ``_secret_`` of Stripe's ``pi_…_secret_…`` is in every AWS credentials file)."""
     pieces = {secret[i : i + 8] for i in range(max(1, len(secret) - 7))}
     return {p for p in pieces if any(c.isdigit() or c.isupper() for c in p)}
+
+
+#: What the agent prints of its tools' answers (every sentinel, on its stdout): its own output,
+#: passed to the terminal, not looptap's; what looptap keeps of it (``why``'s logs) is searched.
+AGENT_SAYS = "agent: "
+
+
+def _looptap_lines(stdout: str) -> str:
+    """``stdout`` of a command that runs the agent in the terminal, without the agent's lines."""
+    return "".join(ln for ln in stdout.splitlines(True) if not ln.startswith(AGENT_SAYS))
 
 
 def leaks(text: str) -> list[str]:
@@ -237,7 +251,8 @@ def run_bench(work: Path) -> dict[str, Any]:
         rec = _looptap("run", "-o", str(run), "--confdir", str(work / "conf"), "--upstream",
                        f"openai={fake.url}", "--tool-http-loopback", "--", str(CLIENTS_PYTHON),
                        str(agent), env=env, cwd=work)  # fmt: skip
-        outputs["looptap run (stdout, stderr)"] = rec.stdout + rec.stderr
+        outputs["looptap run (stdout, stderr)"] = _looptap_lines(rec.stdout) + rec.stderr
+        agent_said = rec.stdout.count(AGENT_SAYS)
         if rec.returncode != 0 or "answer: done" not in rec.stdout:
             raise RuntimeError(rec.stdout + rec.stderr[-4000:])
         seen = len(tools.seen)
@@ -247,7 +262,7 @@ def run_bench(work: Path) -> dict[str, Any]:
         fork = _looptap("run", "--from", f"{run}@turn=1", "-o", str(branch), "--confdir",
                         str(work / "conf2"), "--upstream", f"openai={fake.url}", "--",
                         str(CLIENTS_PYTHON), str(agent), env=env, cwd=work)  # fmt: skip
-        outputs["fork (stdout, stderr)"] = fork.stdout + fork.stderr
+        outputs["fork (stdout, stderr)"] = _looptap_lines(fork.stdout) + fork.stderr
         # why: every intervention a fork of the run, its branches under why/
         why = _looptap("why", str(run), "--answer-matches", "done", "--samples", "1", "--jobs",
                        "1", "-o", str(work / "why"), "--confdir", str(work / "conf3"),
@@ -331,6 +346,11 @@ def run_bench(work: Path) -> dict[str, Any]:
         "sentinels": len(SENT),
         "cases": len(all_cases),
         "tool_calls_seen": seen,
+        "agent_said": agent_said,
+        # the agent's lines in why's branch logs (the path the agent's stdout reaches disk by)
+        "why_log_lines": sum(
+            f.read_text("utf-8", "replace").count(AGENT_SAYS) for f in (work / "why").rglob("*.log")
+        ),
         "classes": sorted({c.cls for c in all_cases}),
         "apis": sorted({c.api for c in all_cases}),
         "leaks": table,
@@ -407,6 +427,8 @@ def main() -> int:
         f"on disk: {len(report['on_disk'])}; verify calls the run clean: {report['verify_clean']}"
     )
     print(f"verify flags a planted cassette of each class: {report['verify_planted']}")
+    print(f"the agent printed {report['agent_said']} tool answers on its stdout; why's logs kept "
+          f"{report['why_log_lines']} of its lines (searched above)")  # fmt: skip
     print(f"replay: served {report['served']} tool calls (served, total); agent replayed: "
           f"{report['replayed_agent_ok']}; fork ok: {report['fork_ok']}")  # fmt: skip
     return 0 if not report["on_disk"] else 1

@@ -39,7 +39,14 @@ from ..cassettes.replay.testing.ready import (
     remove_ready,
     write_ready,
 )
-from ..cassettes.storage import FileId, UnsafePath, check_dir, check_target, open_regular, write_new
+from ..cassettes.storage import (
+    FileId,
+    UnsafePath,
+    check_dir,
+    check_target,
+    open_regular,
+    write_plain,
+)
 from . import messages
 from .addon import LooptapRecorder
 from .config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
@@ -204,7 +211,7 @@ def _write_conf(path: Path, text: str) -> None:
     """One of looptap's files in ``--confdir``, replaced whole (a private temporary renamed over
     it: a link at its name is refused, never followed). Certificates only: readable by all."""
     try:
-        write_new(
+        write_plain(  # (certificates: nothing looptap saw)
             check_target(path, "the CA bundle", owned=lambda _p: True), text.encode(), mode=0o644
         )
     except UnsafePath as exc:

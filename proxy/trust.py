@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cassettes.storage import UnsafePath, check_target, write_new
+from ..cassettes.storage import UnsafePath, check_target, write_plain
 from . import messages
 from .user_proxy import Proxy, tunnel
 
@@ -122,7 +122,7 @@ def upstream_bundle(confdir: Path, environ: Mapping[str, str]) -> Path | None:
     path = confdir / UPSTREAM_FILE
     body = "\n".join(dict.fromkeys(certs)) + "\n"
     try:
-        write_new(
+        write_plain(  # (certificates: nothing looptap saw)
             check_target(path, "the CA bundle", owned=lambda _p: True), body.encode(), mode=0o644
         )
     except UnsafePath as exc:

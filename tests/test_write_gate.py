@@ -30,32 +30,54 @@ GATE = {
         "the branch's log: written only by copy_sealed (the agent's output, redacted a line at "
         "a time)"
     ),
+    ("cassettes/storage/_paths.py", "_staged"): (
+        "the file of staged, whose Staged.write takes only Redacted (exports, pages, rewritten "
+        "branches, why's state, comparisons: sealed again at the writer, recording.seal), and of "
+        "write_plain, whose callers are PLAIN"
+    ),
+    ("cassettes/fleet/_index.py", "_load"): (
+        "the fleet index's rows: each line sealed_json made (every string scrubbed), sealed()"
+    ),
+    ("cassettes/reading/_analysis_cache.py", "keep"): (
+        "the kept analysis: kept only when as_sealed finds nothing the redactor would mask"
+    ),
+    ("cassettes/reading/_database.py", "keep_views"): (
+        "the kept analysis's printed views: kept only when as_sealed finds nothing to mask"
+    ),
+}
+
+#: The callers of the raw writers (``write_plain``, ``_staged``): what they write holds nothing
+#: looptap saw on the wire or in a run.
+PLAIN = {
+    ("cassettes/storage/_paths.py", "staged"): "the gate itself (Staged.write)",
+    ("cassettes/storage/_paths.py", "write_plain"): "the raw writer itself",
+    ("proxy/launcher.py", "_write_conf"): "a CA bundle (certificates)",
+    ("proxy/trust.py", "upstream_bundle"): "a CA bundle of the system's certificates",
+    ("cassettes/interop/_command.py", "_add_attribute"): (
+        "the user's .gitattributes with looptap's line added"
+    ),
 }
 
 #: Places that write no recording of their own, and why (what they write was sealed when the
 #: cassette was written, or never came from the wire).
 NOT_RECORDINGS = {
-    ("cassettes/storage/_paths.py", "staged"): (
-        "exports, pages, fleet index, rewritten branches, replay's tolerated file: made from "
-        "cassettes read from disk (sealed when written); verify reads them all"
-    ),
     ("cassettes/storage/_store.py", "private_open"): (
-        "opened for the child's log (copy_sealed writes it) and exports made from sealed cassettes"
+        "opened for the child's log (copy_sealed writes it), a fork's plan (the user's --edit "
+        "texts, for the fork's own replay) and replay's tolerated file (the matcher's view)"
     ),
     ("cassettes/forkcheck/_check.py", "run_check"): (
         "the user's check writes to a descriptor its caller names: nowhere, or the fork's "
         "stderr (2), which why's branch log copies through copy_sealed"
     ),
-    ("cassettes/analysis/spill.py", "Spill.db"): "the analysis's spill of a sealed cassette",
-    ("cassettes/analysis/spill.py", "Spill.write"): "the analysis's spill of a sealed cassette",
-    ("cassettes/fleet/_index.py", "update"): "the fleet index: rows of sealed cassettes",
+    ("cassettes/analysis/spill.py", "Spill.db"): (
+        "the analysis's temporary store (SQLite's temporary database, gone when closed)"
+    ),
+    ("cassettes/analysis/spill.py", "Spill.write"): "the analysis's temporary store (as above)",
+    ("cassettes/fleet/_index.py", "update"): "the fleet index's rules digest (no wire data)",
     ("cassettes/fleet/_index.py", "_restamp"): "the fleet index's stamp (no wire data)",
-    ("cassettes/fleet/_index.py", "_load"): "the fleet index: rows of sealed cassettes",
-    ("cassettes/fleet/_index.py", "export_parquet"): "the fleet index exported (sealed rows)",
+    ("cassettes/fleet/_index.py", "export_parquet"): "the fleet index's rows (_load sealed them)",
     ("cassettes/fleet/_index.py", "parquet_views"): "views over the fleet's Parquet (no data)",
-    ("cassettes/reading/_analysis_cache.py", "keep"): "the kept analysis of a sealed cassette",
     ("cassettes/reading/_database.py", "_connect"): "the kept analysis's file, created empty",
-    ("cassettes/reading/_database.py", "keep_views"): "the kept analysis of a sealed cassette",
     ("cassettes/replay/serving/_tls.py", "ToolTLS._write"): "a CA certificate and key looptap made",
     ("cassettes/views/schema.py", "write_docs"): "the docs' schema page (a maintainer's command)",
     ("cassettes/cli/__init__.py", "_dispatch"): "/dev/null as stdout (nothing is written)",
@@ -162,6 +184,32 @@ def test_every_writer_is_the_gate_or_says_why_it_writes_no_recording() -> None:
     )
     gone = [s for s in (*GATE, *NOT_RECORDINGS) if s not in sites]
     assert not gone, f"listed but no longer writing (drop them): {gone}"
+
+
+def _callers(names: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(file, enclosing function) of every call of a function named one of ``names``."""
+    out: set[tuple[str, str]] = set()
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            for fn in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(fn):
+                    f = node.func if isinstance(node, ast.Call) else None
+                    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                    if name in names:
+                        out.add((rel, fn.name))
+    return out
+
+
+def test_only_what_holds_nothing_seen_is_written_plain() -> None:
+    """``staged`` (exports, pages, rewritten branches, every file made from a cassette) takes only
+    ``Redacted``; the raw writers under it are called only where nothing looptap saw is written
+    (a CA bundle, .gitattributes): a new caller fails until it seals, or is listed with why."""
+    callers = _callers(("write_plain", "_staged"))
+    assert callers - set(PLAIN) == set(), sorted(callers - set(PLAIN))
+    assert set(PLAIN) - callers == set(), sorted(set(PLAIN) - callers)
 
 
 def test_only_the_redactor_makes_redacted_bytes() -> None:

@@ -27,6 +27,7 @@ from ..errors import CassetteError, problem_lines
 from ..hints import count
 from ..models import Message, Part
 from ..reading import Run, open_run
+from ..recording import seal
 from ..storage import check_target, staged
 from ..untrusted import clean_line
 
@@ -161,7 +162,7 @@ def cmd_rules_learn(args: argparse.Namespace) -> int:
         err(f"error: the proposed rules do not read back: {exc}")
         return EXIT_ERROR
     with staged(target, mode=0o644) as s:  # (written whole, or not at all)
-        s.file.write(text.encode())
+        s.write(seal(text.encode()))
     print(
         clean_line(
             f"{out}: {count(len(proposals), 'rule')} proposed from {count(len(every), 'trace')} "

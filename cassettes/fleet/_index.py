@@ -12,7 +12,9 @@ kept; a changed or grown one is read (its kept analysis serves the
 unchanged part, docs/kept-analysis.md) and its rows replaced; a removed one's rows leave. A run
 that cannot be read is a ``runs`` row with ``error``, and a line on stderr: never a stopped index.
 Rows reach DuckDB in batches as newline-delimited JSON read by ``read_json`` (DuckDB's row-by-row
-``executemany`` is ~50 times slower).
+``executemany`` is ~50 times slower), each string as the redactor passes it
+(:func:`~cassettes.recording.sealed_json`: a run from an older looptap, or edited by hand, is
+masked here as it would have been when recorded).
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..errors import CassetteError
+from ..recording import sealed_json
+from ..storage import sealed
 from ._files import run_stats
 from ._rows import (
     STAMP_COLUMNS,
@@ -306,7 +308,7 @@ def _load(
     n = 0
     with open(path, "wb") as f:
         for r in rows:
-            f.write(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE))
+            f.write(sealed(sealed_json(r)))  # (each string as the redactor passes it)
             n += 1
     if not n:
         return

@@ -17,6 +17,7 @@ from typing import Any
 from ..commands import err
 from ..errors import CassetteError
 from ..hints import count
+from ..recording import seal
 from ..storage import check_target, staged
 from ..untrusted import clean_line
 from . import _questions as questions
@@ -94,7 +95,7 @@ def write_page(args: argparse.Namespace, con: Any, plain: Callable[[Any], Any]) 
         ]
     page = render_fleet_html(f"{count(runs, 'run')} ({failed:,} unreadable)", tables)
     with staged(target) as s:
-        s.file.write(page.encode())
+        s.write(seal(page.encode()))
     said = f"; {count(len(linked) - len(missing), 'run report')} in {reports}" if reports else ""
     err(f"wrote {args.output}{said}")
     return 0
@@ -141,7 +142,7 @@ def _write_reports(where: Path, linked: dict[str, str]) -> set[str]:
             finally:
                 opened.close()
             with staged(target) as s:
-                s.file.write(page)
+                s.write(seal(page))
         except (CassetteError, OSError, ValueError, MemoryError) as exc:
             missing.add(name)
             err(f"no report for {clean_line(run)}: {clean_line(str(exc).splitlines()[0])}")

@@ -20,8 +20,8 @@ from ..errors import CassetteError, CassetteFormatError, problem_lines
 from ..fleet import export_parquet
 from ..hints import UnprintableCommand, count, shell_command
 from ..reading import open_run
-from ..recording import Redactor
-from ..storage import UnsafePath, check_target, same_path, staged
+from ..recording import Redactor, Sealing
+from ..storage import UnsafePath, check_target, same_path, staged, write_plain
 from ..untrusted import SafeBinaryStream
 from ..views import reading_line
 from ._har import har_chunks
@@ -56,9 +56,10 @@ def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
     """Write an export to ``target`` (``None``: stdout) a piece at a time (a large export is never
     held whole): 0600 like the cassette, under a private name beside it and put in place whole
     when done (storage/_paths.py); C1, bidi and zero-width characters in strings escaped (the same
-    JSON value) for terminals."""
+    JSON value) for terminals; each piece sealed again (a cassette from an older looptap, or
+    edited by hand, may hold what its redaction missed)."""
     with nullcontext() if target is None else staged(target) as s:
-        out = SafeBinaryStream(sys.stdout.buffer if s is None else s.file)
+        out = SafeBinaryStream(Sealing(sys.stdout.buffer if s is None else s))
         for chunk in chunks:
             out.write(chunk)
         out.flush()
@@ -285,9 +286,6 @@ def _add_attribute(target: Any, line: str) -> bool:
                 )
     if line in (h.strip() for h in old.decode("utf-8", "replace").splitlines()):
         return False
-    with staged(target, mode=mode) as s:
-        s.file.write(old)
-        if old and not old.endswith(b"\n"):
-            s.file.write(b"\n")
-        s.file.write(line.encode() + b"\n")
+    sep = b"\n" if old and not old.endswith(b"\n") else b""
+    write_plain(target, old + sep + line.encode() + b"\n", mode=mode)  # (the user's own file)
     return True

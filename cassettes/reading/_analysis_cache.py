@@ -45,7 +45,7 @@ from ..analysis import active_text, lines, table_identity
 from ..errors import CassetteError
 from ..storage import open_regular
 from . import _database
-from ._stores import TurnStore, compressor, decompressor, json_lines
+from ._stores import TurnStore, as_sealed, compressor, decompressor, json_lines
 
 __all__ = [
     "MAX_CONVERSATIONS",
@@ -158,7 +158,9 @@ def keep(
     (:meth:`~._stores.TurnStore.blocks`), and the state a grown file is continued from
     (:func:`packed`; ``None``: none, a grown file is analysed afresh). Replaces what was kept for
     this path, in one transaction. Never raises: the new generation, ``None`` when it could not be
-    kept."""
+    kept. Kept only when the redactor leaves every text of it as it is
+    (:func:`~._stores.as_sealed`): the analysis of a cassette from an older looptap, or edited by
+    hand, that holds what looptap masks is not kept (analysed again next time)."""
     where = _database.location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
@@ -171,28 +173,35 @@ def keep(
         return None
     generation = secrets.token_bytes(16)
     try:
+        offsets, lengths, seqs = _arrays(state)
+        state_json = orjson.dumps(state).decode()
+        as_sealed(state_json.encode() + analysis)
+        if continuation is not None:
+            as_sealed(continuation, packed=True)
         for table in _database.TABLES:
             db.execute(f"DELETE FROM {table}")  # (a table of ours)
-        offsets, lengths, seqs = _arrays(state)
         db.execute(
             "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
-            (generation, analyser, size, sha256, orjson.dumps(state).decode(), offsets, lengths,
+            (generation, analyser, size, sha256, state_json, offsets, lengths,
              seqs, analysis.decode(), continuation),
         )  # fmt: skip
         db.executemany(
             "INSERT INTO conversations (id, data) VALUES (?, ?)",
-            ((cid, data.decode()) for cid, data in conversations),
+            ((cid, as_sealed(data).decode()) for cid, data in conversations),
         )
         db.executemany(
             "INSERT INTO findings VALUES (?, ?, ?)",
-            ((seq, pos, data.decode()) for seq, (pos, data) in findings.items()),
+            ((seq, pos, as_sealed(data).decode()) for seq, (pos, data) in findings.items()),
         )
         db.executemany(
             "INSERT INTO turns (seq, conversation, input_tokens, output_tokens, cost, block, "
             "offset, length) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             ((seq, *(usage or (None,) * 4), *at) for seq, usage, at in places),
         )
-        db.executemany("INSERT INTO turn_blocks VALUES (?, ?)", turns)
+        db.executemany(
+            "INSERT INTO turn_blocks VALUES (?, ?)",
+            ((n, as_sealed(b, packed=True)) for n, b in turns),
+        )
         db.execute("COMMIT")
         return generation
     except (OSError, ValueError, TypeError, sqlite3.Error) as exc:

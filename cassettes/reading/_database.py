@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage import UnsafePath, check_dir
-from ._stores import json_lines
+from ._stores import Unsealed, as_sealed, json_lines
 
 __all__ = [
     "APPLICATION_ID",
@@ -230,7 +230,8 @@ def keep_views(
 ) -> None:
     """A printing pass's views (``kind``: :data:`KINDS`; compressed blocks of JSON lines, a
     :class:`~._stores.TurnStore`'s) kept as the rows of the kept analysis ``generation``, in one
-    transaction: nothing when another analysis was kept since. Never raises."""
+    transaction: nothing when another analysis was kept since, or when the redactor would mask
+    any of them (:func:`~._stores.as_sealed`). Never raises."""
     table, done = KINDS[kind]
     opened = existing(cassette)
     if opened is None:
@@ -240,10 +241,13 @@ def keep_views(
         db.execute("BEGIN IMMEDIATE")
         if db.execute("SELECT 1 FROM run WHERE generation = ?", (generation,)).fetchone():
             db.execute(f"DELETE FROM {table}")  # (a table of ours: KINDS)
-            db.executemany(f"INSERT INTO {table} (data) VALUES (?)", ((d,) for _, d in blocks))
+            db.executemany(
+                f"INSERT INTO {table} (data) VALUES (?)",
+                ((as_sealed(d, packed=True),) for _, d in blocks),
+            )
             db.execute(f"UPDATE run SET {done} = 1")
         db.execute("COMMIT")
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error, Unsealed):  # (Unsealed: what looptap masks is never kept)
         pass
     finally:
         with contextlib.suppress(sqlite3.Error):

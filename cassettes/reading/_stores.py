@@ -21,7 +21,7 @@ from ..models import Part
 from ..parsing import RoundTrip
 
 # the reader's own stores (cassettes.reading._incremental): no public surface
-__all__ = ["compressor", "decompressor", "json_lines"]
+__all__ = ["Unsealed", "as_sealed", "compressor", "decompressor", "json_lines"]
 
 
 def compressor() -> Any:
@@ -36,6 +36,21 @@ def decompressor() -> Any:
     import zstandard
 
     return zstandard.ZstdDecompressor()
+
+
+class Unsealed(ValueError):
+    """What the redactor would mask, in an analysis to keep (a kept analysis keeps none of it)."""
+
+
+def as_sealed(data: bytes, packed: bool = False) -> bytes:
+    """``data`` when the redactor leaves it (decompressed, if ``packed``) as it is
+    (docs/redaction.md, "One gate"), else :class:`Unsealed`."""
+    from ..recording import seal  # (here: show's start never loads the redactor; a keep is rare)
+
+    text = decompressor().decompressobj().decompress(data) if packed else data
+    if seal(text) != text:
+        raise Unsealed("an unmasked secret")
+    return data
 
 
 def json_lines(blocks: Iterable[tuple[int, bytes]]) -> Iterator[Any]:

@@ -8,8 +8,9 @@
 - here, imported plainly and pinned by tests/cassettes/test_recording_surface.py: the
   :class:`Redactor` (``_redactor``: headers, URLs, whole exchanges), over the bodies' parts
   (``_bodies``, the credentials bodies teach: ``_learner``), the scrubber by value learned and by
-  pattern (``_scrubber``) and the stream texts joined (``_streams``); which names and values are
-  a credential's (``_credentials``); the secret detector ``looptap verify`` uses too, over
+  pattern (``_scrubber``) and the stream texts joined (``_streams``); what is made from a
+  cassette sealed again as it is written (``_sealing``); which names and values are a
+  credential's (``_credentials``); the secret detector ``looptap verify`` uses too, over
   gitleaks' rules (``_detector``; the rules themselves, ``_gitleaks_rules``, load at the first
   scan); what a recording's header says of its agent (``_about``).
 
@@ -36,6 +37,7 @@ from ._credentials import (
 from ._detector import B64_TOKEN, WINDOW, b64_text, default_detector
 from ._redactor import Redactor
 from ._scrubber import detector
+from ._sealing import Sealing, scrubbed, seal, sealed_json
 from ._streams import stream_texts
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "URL_TOKEN",
     "WINDOW",
     "Redactor",
+    "Sealing",
     "agent_name",
     "b64_text",
     "credential_values",
@@ -58,6 +61,9 @@ __all__ = [
     "path_secrets",
     "program_at",
     "run_about",
+    "scrubbed",
+    "seal",
+    "sealed_json",
     "secret_name",
     "stream_texts",
     "valid_agent",

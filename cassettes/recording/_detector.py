@@ -130,6 +130,9 @@ LOOPTAP_RULES: tuple[tuple[str, str, tuple[str, ...], float, int], ...] = (
 
 #: Characters of text the keyword search reads at a time (:meth:`Detector._present`).
 WINDOW = 1 << 20
+#: Base64 tokens whose reading :meth:`Detector.encoded_spans` remembers (2,048 characters each
+#: at most: 8 MiB).
+DECODED = 4096
 
 
 def entropy(text: str) -> float:
@@ -143,11 +146,31 @@ def entropy(text: str) -> float:
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
 #: that an image or audio payload is not decoded.
 B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
+#: A run of base64's characters long enough to be one (:func:`b64_tokens`: without a lookbehind,
+#: Python's engine scans for it twice as fast).
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{20,}")
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=")
 #: A percent-encoded byte, and what ends a run of URL-encoded text (a URL's or a form's
 #: separators, a space, a quote, a tag).
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _URL_SEPARATOR = re.compile(r"[\s\"'<>&=?]")
 _SEPARATORS = frozenset(" \t\r\n\"'<>&=?")
+
+
+def b64_tokens(text: str) -> Iterator[tuple[int, int]]:
+    """The spans :data:`B64_TOKEN` finds in ``text``, found from its maximal runs (each run of 20
+    or more is whole, so none is preceded by one of its characters): a run of at most 2,048, its
+    ``=`` padding (two at most), and no character of base64 or ``=`` after them."""
+    n = len(text)
+    for m in _B64_RUN.finditer(text):
+        s, e = m.span()
+        if e - s > 2048:
+            continue
+        k = e
+        while k < n and k - e < 2 and text[k] == "=":
+            k += 1
+        if k == n or text[k] not in _B64_CHARS:
+            yield s, k
 
 
 def _last_separator(text: str, at: int) -> int:
@@ -187,6 +210,7 @@ class Rule:
         "group",
         "id",
         "keywords",
+        "pre",
         "source",
         "stopwords",
     )
@@ -200,6 +224,7 @@ class Rule:
         group: int = 0,
         allow: tuple[str, ...] = (),
         stopwords: tuple[str, ...] = (),
+        pre: str | None = None,
     ) -> None:
         self.id, self.source, self.keywords, self.entropy, self.group = (
             rid,
@@ -209,6 +234,8 @@ class Rule:
             group,
         )
         self.allow_src, self.stopwords = allow, stopwords
+        #: A cheap pre-check (``_formats.PREFILTERS``): no match of it, no match of the rule.
+        self.pre = re.compile(pre) if pre is not None else None
         self._pattern: re.Pattern[str] | UserPattern | None = None
         self._allow: tuple[re.Pattern[str], ...] = ()
 
@@ -486,6 +513,9 @@ class Detector:
             for k in r.keywords:
                 by.setdefault(k, []).append(r)
         self._by_keyword = {k: tuple(v) for k, v in by.items()}
+        #: Whether a base64 token decodes to a text that holds a secret, by token
+        #: (:meth:`encoded_spans`; at most :data:`DECODED`, then started afresh).
+        self._decoded: dict[str, bool] = {}
 
     def with_patterns(self, extra: Iterable[str]) -> Detector:
         """This detector plus ``extra`` regular expressions (any match is a secret)."""
@@ -517,13 +547,14 @@ class Detector:
 
     def _candidates(self, text: str) -> list[Rule]:
         present = self._present(text)
-        out: list[Rule] = list(self._always)
+        out: list[Rule] = [r for r in self._always if r.pre is None or r.pre.search(text)]
         seen: set[int] = set()
         for k in present:
             for r in self._by_keyword[k]:
                 if id(r) not in seen:
                     seen.add(id(r))
-                    out.append(r)
+                    if r.pre is None or r.pre.search(text):  # (its pre-check: PREFILTERS)
+                        out.append(r)
         return out
 
     def find(self, text: str) -> list[tuple[str, int, int]]:
@@ -539,7 +570,7 @@ class Detector:
         text holds a secret: masked whole (``{"password": …}`` in base64 is not a format)."""
         out: list[tuple[int, int]] = []
         end = 0
-        for m in _PERCENT.finditer(text):  # each run around a %XX, between separators, once
+        for m in _PERCENT.finditer(text) if "%" in text else ():  # each run around a %XX, once
             if m.start() < end:
                 continue
             start = max(_last_separator(text, m.start()), end)
@@ -548,21 +579,28 @@ class Detector:
             run = text[start:end]
             if len(run) <= 4096 and self.spans(unquote(run)):
                 out.append((start, end))
-        for m in B64_TOKEN.finditer(text):
-            decoded = b64_text(m.group(0))
-            if decoded is not None and self.spans(decoded):
-                out.append(m.span())
+        for s, e in b64_tokens(text):
+            token = text[s:e]
+            hit = self._decoded.get(token)
+            if hit is None:  # (a history sends the same tokens again every turn: read once)
+                decoded = b64_text(token)
+                hit = decoded is not None and bool(self.spans(decoded))
+                if len(self._decoded) >= DECODED:
+                    self._decoded.clear()
+                self._decoded[token] = hit
+            if hit:
+                out.append((s, e))
         return out
 
 
 @functools.cache
 def _rules() -> tuple[Rule, ...]:
-    from ._formats import PLACE_RULES, SERVICE_RULES
+    from ._formats import PLACE_RULES, PREFILTERS, SERVICE_RULES
     from ._gitleaks_rules import RULES
 
     return (
         *(
-            Rule(rid, rx, kws, ent, grp)
+            Rule(rid, rx, kws, ent, grp, pre=PREFILTERS.get(rid))
             for rid, rx, kws, ent, grp in (*LOOPTAP_RULES, *SERVICE_RULES, *PLACE_RULES)
         ),
         NamedRule(),

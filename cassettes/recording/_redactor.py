@@ -286,6 +286,10 @@ class Redactor:
     def scrub_bytes(self, data: bytes) -> bytes:
         return self._scrubber.scrub_bytes(data)
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where :meth:`scrub` masks ``text`` (merged, in order)."""
+        return self._scrubber.spans(text)
+
     def seal(self, data: bytes) -> Redacted:
         """``data`` with every secret masked (:meth:`scrub_bytes`), as the one type looptap's
         writers take (:class:`~cassettes.storage.Redacted`: docs/redaction.md, "One gate")."""

@@ -34,6 +34,7 @@ from ..storage import (
 )
 from ..wire import Exchange, decode_exchange
 from ._redactor import Redactor
+from ._sealing import scrubbed
 
 __all__ = ["CassetteWriter"]
 
@@ -129,7 +130,7 @@ class CassetteWriter:
     def append_side(self, rec: dict[str, Any]) -> None:
         """Write one record beside the round trips (a traced process: proxy/shell_trace.py), every
         string in it redacted as bodies are (what the redactor learned included)."""
-        clean = _scrubbed(self.redactor, rec, 0)
+        clean = scrubbed(rec, self.redactor)
         if not isinstance(clean, dict) or not isinstance(clean.get("type"), str):
             raise ValueError("not a record")
         with self._lock:
@@ -144,18 +145,3 @@ class CassetteWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _scrubbed(redactor: Redactor, value: Any, depth: int) -> Any:
-    """``value`` with every string (keys too) masked by ``redactor`` (bounded: depth 16)."""
-    if depth > 16:
-        return None
-    if isinstance(value, str):
-        return redactor.scrub(value)
-    if isinstance(value, dict):
-        return {redactor.scrub(str(k)): _scrubbed(redactor, v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        if value and all(isinstance(v, str) for v in value):
-            return redactor.scrub_words(list(value))  # an argv: read as its command line
-        return [_scrubbed(redactor, v, depth + 1) for v in value]
-    return value

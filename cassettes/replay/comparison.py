@@ -23,7 +23,7 @@ from ..matching import rules_of_args
 from ..net import header_problem, said_name
 from ..project import RuleError
 from ..reading import Relation, open_run, origin_of, relate
-from ..recording import Redactor
+from ..recording import Redactor, seal
 from ..storage import UnsafePath, check_target, open_regular, same_path, write_new
 from ..untrusted import clean_line
 from ..views import reading_line
@@ -406,7 +406,7 @@ def _save_report(target: Any, doc: Any) -> None:
         replaced = target.replaces is not None and target.path.stat().st_size > 0
     except OSError:
         replaced = False
-    write_new(target, _json(doc))
+    write_new(target, seal(_json(doc)))
     _err(
         f"comparison saved to {target.path}"
         + (" (the earlier comparison there replaced)" if replaced else "")

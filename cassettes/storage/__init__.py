@@ -26,7 +26,7 @@ from ._codec import (
 )
 from ._delta import HistoryEncoder
 from ._dirs import check_dir
-from ._gate import Redacted, copy_sealed, sealed, write_sealed
+from ._gate import LINE, Redacted, copy_sealed, sealed, write_sealed
 from ._index import BLOCK, BODY_CACHE, SHELL_PLACES, RecordIndex, shell_line
 from ._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from ._paths import (
@@ -45,6 +45,7 @@ from ._paths import (
     same_path,
     staged,
     write_new,
+    write_plain,
 )
 from ._source import RecordSource
 from ._store import (
@@ -65,6 +66,7 @@ __all__ = [
     "BLOCK",
     "BODY_CACHE",
     "FORMAT_VERSION",
+    "LINE",
     "SHELL_PLACES",
     "CassetteFile",
     "FileId",
@@ -110,6 +112,7 @@ __all__ = [
     "staged",
     "tnetstring_pop",
     "write_new",
+    "write_plain",
     "write_private",
     "write_sealed",
 ]

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import CassetteIOError
+from ._gate import Redacted, sealed
 
 __all__ = [
     "FileId",
@@ -49,6 +50,7 @@ __all__ = [
     "same_path",
     "staged",
     "write_new",
+    "write_plain",
 ]
 
 
@@ -304,22 +306,46 @@ def _mkstemp(path: Path, directory: Path) -> tuple[int, str]:
 
 @dataclass
 class Staged:
-    """A private file beside its destination, written before it is put in place."""
+    """A private file beside its destination, written before it is put in place: what
+    :meth:`write` passes (only :class:`~._gate.Redacted` bytes: docs/redaction.md, "One gate"),
+    or a :class:`~cassettes.recording.pipeline.CassetteWriter` writing ``path`` (it seals each
+    line it appends)."""
 
     path: Path
-    file: BinaryIO
+    _file: BinaryIO
+
+    def write(self, data: Redacted) -> None:
+        self._file.write(sealed(data))
+
+    def flush(self) -> None:
+        self._file.flush()
 
 
 @contextlib.contextmanager
 def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
     """A private, unpredictably named file (``mkstemp``, mode 0600) in the destination's directory
-    to write; when the block ends without an exception it is flushed, synced and put in place by
-    :func:`_place`, else removed. The caller may also write through ``.path`` (closing ``.file``
-    first is not needed).
+    to write what the redactor passed (:class:`Staged`); when the block ends without an exception
+    it is flushed, synced and put in place by :func:`_place`, else removed. Exports, pages,
+    rewritten branches and every file made from a cassette go through it: a cassette from an
+    older looptap, or edited by hand, is sealed again here, never copied as it reads."""
+    with _staged(target, mode) as (path, f):
+        yield Staged(path, f)
 
-    Its name carries the writer's pid and start time (``.NAME.<pid>-<start>-XXXX.tmp``): one left
-    by a writer killed outright (SIGKILL, a crash) is removed by the next write of the same target
-    (:func:`reclaim_staged`)."""
+
+def write_plain(target: Target, data: bytes, *, mode: int = 0o600) -> FileId:
+    """Write ``data`` whole at ``target`` as :func:`write_new` does, unsealed: only for what
+    holds nothing looptap saw (a CA bundle of the system's certificates, a replay's ready file,
+    a line added to ``.gitattributes``); tests/test_write_gate.py lists its callers."""
+    with _staged(target, mode) as (_, f):
+        f.write(data)
+        return FileId.of(os.fstat(f.fileno()))
+
+
+@contextlib.contextmanager
+def _staged(target: Target, mode: int) -> Iterator[tuple[Path, BinaryIO]]:
+    """:func:`staged`'s file, raw (its name carries the writer's pid and start time,
+    ``.NAME.<pid>-<start>-XXXX.tmp``: one left by a writer killed outright, SIGKILL or a crash,
+    is removed by the next write of the same target, :func:`reclaim_staged`)."""
     reclaim_staged(target.path)
     try:
         fd, tmp = _mkstemp(target.path, target.path.parent)
@@ -332,7 +358,7 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
         with os.fdopen(fd, "wb") as f:
             if mode != 0o600:
                 os.fchmod(f.fileno(), mode)
-            yield Staged(tmp_path, f)
+            yield tmp_path, f
             f.flush()
             os.fsync(f.fileno())
         _place(tmp_path, target)
@@ -416,11 +442,11 @@ def _place(tmp: Path, target: Target) -> None:
         raise CassetteIOError(f"cannot create {path}: {exc.strerror or exc}") from None
 
 
-def write_new(target: Target, data: bytes, *, mode: int = 0o600) -> FileId:
+def write_new(target: Target, data: Redacted, *, mode: int = 0o600) -> FileId:
     """Write ``data`` whole at ``target`` (:func:`staged`); the identity of the file created."""
     with staged(target, mode=mode) as s:
-        s.file.write(data)
-        created = FileId.of(os.fstat(s.file.fileno()))
+        s.write(data)
+        created = FileId.of(os.stat(s.path))
     return created
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from ..errors import CassetteError
+from ..recording import seal
 from ..storage import check_target, describe, read_input, write_new
 
 __all__ = [
@@ -216,4 +217,4 @@ class State:
         target = check_target(
             self.directory / STATE, "the state file", owned=lambda p: read_state(p) is not None
         )
-        write_new(target, orjson.dumps(self.doc, option=orjson.OPT_INDENT_2, default=str))
+        write_new(target, seal(orjson.dumps(self.doc, option=orjson.OPT_INDENT_2, default=str)))

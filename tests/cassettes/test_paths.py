@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from looptap.cassettes.errors import CassetteIOError
+from looptap.cassettes.recording import seal
 from looptap.cassettes.replay.testing.ready import (
     SCHEMA,
     VERSION,
@@ -36,6 +37,7 @@ from looptap.cassettes.storage import (
     remove_if_same,
     staged,
     write_new,
+    write_plain,
 )
 
 DEV_NULL = Path("/dev/null")
@@ -144,7 +146,7 @@ def test_the_temporary_name_is_private_and_unpredictable(tmp_path: Path) -> None
             assert s.path.parent == tmp_path and re.fullmatch(
                 rf"\.out\.json\.{os.getpid()}-\d+-[a-z0-9_]{{8}}\.tmp", s.path.name
             ), s.path.name
-            assert stat.S_IMODE(os.fstat(s.file.fileno()).st_mode) == 0o600
+            assert stat.S_IMODE(os.stat(s.path).st_mode) == 0o600
         (tmp_path / "out.json").unlink()
     assert len(names) == 20  # mkstemp: a fresh random name each time, created O_EXCL
 
@@ -154,7 +156,7 @@ def test_a_name_taken_meanwhile_is_left_alone(tmp_path: Path) -> None:
     target = check_target(path, "the ready file")
     path.write_text("someone else's\n")  # between the check and the write
     with pytest.raises(UnsafePath, match="appeared while looptap was writing it"):
-        write_new(target, b"{}")
+        write_plain(target, b"{}")
     assert path.read_text() == "someone else's\n" and sorted(os.listdir(tmp_path)) == ["ready.json"]
     old = tmp_path / "old.jsonl"
     old.write_text("old\n")
@@ -163,7 +165,7 @@ def test_a_name_taken_meanwhile_is_left_alone(tmp_path: Path) -> None:
     swapped.write_text("swapped in\n")
     os.replace(swapped, old)  # another file took the checked one's name
     with pytest.raises(UnsafePath, match="replaced by another file"):
-        write_new(target, b"new")
+        write_plain(target, b"new")
     assert old.read_text() == "swapped in\n" and sorted(os.listdir(tmp_path)) == [
         "old.jsonl",
         "ready.json",
@@ -227,9 +229,22 @@ def test_a_cassette_is_recognised_by_its_header_only(tmp_path: Path) -> None:
     assert not is_cassette(fifo)  # and opening it does not block
 
 
+def test_staged_and_write_new_take_only_what_the_redactor_passed(tmp_path: Path) -> None:
+    """Issue 101 (session 50): exports, pages, rewritten branches are written only as
+    ``Redacted`` (sealed again at the writer); plain bytes are refused before anything is put in
+    place."""
+    with pytest.raises(TypeError, match="Redacted"), staged(Target(tmp_path / "a.har")) as s:
+        s.write(b"plain")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Redacted"):
+        write_new(Target(tmp_path / "b.json"), b"{}")  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []
+    write_new(Target(tmp_path / "c.json"), seal(b'{"password": "hunter2-Kx91"}'))
+    assert (tmp_path / "c.json").read_bytes() == b'{"password": "[REDACTED]"}'
+
+
 def test_staged_cleans_up_on_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), staged(Target(tmp_path / "out.har")) as s:
-        s.file.write(b"half")
+        s.write(seal(b"half"))
         raise RuntimeError("export failed")
     assert os.listdir(tmp_path) == []  # no partial file, no temporary
     with pytest.raises(CassetteIOError, match="cannot write in"):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from looptap.cassettes.cli import main
+from looptap.cassettes.recording import seal
 from looptap.cassettes.storage import check_target, process_start, reclaim_staged, staged
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,10 +21,11 @@ EXAMPLE = REPO / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
 _CHILD = """
 import sys, time
+from looptap.cassettes.recording import seal
 from looptap.cassettes.storage import check_target, staged
 with staged(check_target(sys.argv[1], "the test's output")) as s:
-    s.file.write(b"x" * 100_000)
-    s.file.flush()
+    s.write(seal(b"x" * 100_000))
+    s.flush()
     print(s.path, flush=True)
     time.sleep(600)
 """
@@ -80,5 +82,5 @@ def test_only_dead_writers_own_staged_files_are_removed(tmp_path: Path) -> None:
         assert kept.exists() or kept.is_symlink(), kept
     # and a write of the target goes through it: nothing of this scheme whose writer ended is left
     with staged(check_target(target, "the test's output")) as s:
-        s.file.write(b"{}")
+        s.write(seal(b"{}"))
     assert target.read_bytes() == b"{}"

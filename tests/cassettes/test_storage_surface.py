@@ -10,7 +10,7 @@ import pkgutil
 import looptap.cassettes.storage as storage
 
 EXPORTED = [
-    "BLOCK", "BODY_CACHE", "FORMAT_VERSION", "SHELL_PLACES",
+    "BLOCK", "BODY_CACHE", "FORMAT_VERSION", "LINE", "SHELL_PLACES",
     "CassetteFile", "FileId", "HistoryEncoder", "Problem", "RecordFile", "RecordIndex",
     "RecordSource", "Redacted", "Target", "UnsafePath",
     "being_written", "check_dir", "check_input", "check_target", "copy_sealed", "decode_chunks",
@@ -18,8 +18,8 @@ EXPORTED = [
     "is_cassette", "is_flow_file", "load_flows", "load_vcr", "open_append", "open_regular",
     "private_open", "process_start", "read_config", "read_flows", "read_header", "read_input",
     "read_records", "read_vcr", "reclaim_staged", "record_to_exchange", "remove_if_same",
-    "same_path", "sealed", "shell_line", "staged", "tnetstring_pop", "write_new", "write_private",
-    "write_sealed",
+    "same_path", "sealed", "shell_line", "staged", "tnetstring_pop", "write_new", "write_plain",
+    "write_private", "write_sealed",
 ]  # fmt: skip
 
 

@@ -16,13 +16,14 @@ from urllib.parse import quote
 
 import pytest
 
-from looptap.cassettes.recording import Redactor
+from looptap.cassettes.recording import Redactor, default_detector
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.verify import scan_file
 from looptap.cassettes.wire import Exchange
 
 _AN = string.ascii_letters + string.digits
+_D = string.digits
 
 
 def _r(n: int, chars: str = _AN) -> str:
@@ -65,6 +66,11 @@ CASES: list[tuple[str, str, str]] = [
         ("PGPASSWORD=value", s := _r(14), f"PGPASSWORD={s} psql -h db"),
         ("linear key", s := f"lin_api_{_r(40)}", json.dumps({"data": [1, s]})),
         ("doppler token", s := f"dp.st.prd.{_r(43)}", f"DOPPLER={s}"),
+        ("asana token in a log line", s := f"2/{_r(16, _D)}/{_r(16, _D)}:{_hex(32)}",
+         f"asana: using {s} for the sync"),
+        ("discord token in text", s := f"MT{_r(24)}.{_r(6)}.{_r(38)}", f"bot token {s} ok"),
+        (".pgpass line escaped in JSON", s := _r(16),
+         json.dumps({"out": f"# ~/.pgpass\n*:*:*:postgres:{s}\n"})),
 ]  # fmt: skip
 #: Process records: (name, secret, argv).
 ARGV: list[tuple[str, str, list[str]]] = [
@@ -130,6 +136,42 @@ def test_a_process_records_argv_is_read_as_its_command_line(
     planted = tmp_path / "planted.jsonl"
     planted.write_text(text.splitlines()[0] + "\n" + json.dumps(rec) + "\n")
     assert scan_file(planted), name
+
+
+def test_a_rule_no_keyword_gates_runs_after_a_pre_check_it_implies() -> None:
+    """Issue 101 (session 50), item 3: a rule that no keyword gates (or only a one-character one,
+    which most text holds) ran its regex on every text: Discord's and ``.pgpass``'s cost the
+    redaction a third more CPU on the corpus. Each declares a cheap pre-check, and every match of
+    its regex holds a match of that pre-check (so recall is unchanged: every case above is still
+    masked, test_a_value_by_format_never_reaches_the_file)."""
+    rules = [
+        r for r in default_detector().rules
+        if type(r).__name__ == "Rule" and r.id != "configured pattern"
+        and all(len(k) <= 1 for k in r.keywords)
+    ]  # fmt: skip
+    assert {"discord bot token", ".pgpass line", "asana token"} <= {r.id for r in rules}
+    assert all(r.pre is not None for r in rules), [r.id for r in rules if r.pre is None]
+    found = 0
+    for _, _, text in CASES:
+        for r in rules:
+            for m in r.pattern.finditer(text):
+                found += 1
+                assert r.pre.search(m.group(0)), (r.id, m.group(0))
+    assert found >= 4
+
+
+def test_base64_tokens_are_found_from_runs_as_the_token_regex_finds_them() -> None:
+    """Issue 101 (session 50), item 3: the base64 tokens the encoded reading decodes are found
+    from maximal runs (twice as fast as the regex's lookbehind) and are exactly its matches."""
+    from looptap.cassettes.recording import B64_TOKEN
+    from looptap.cassettes.recording._detector import b64_tokens
+
+    a = "A" * 20
+    texts = [a, a + "=", a + "==", a + "===", a + "=B", a + "==B", "x " + "A" * 2048 + " y",
+             "A" * 2049, "-" + a + "Q.", "=" + a + "B", "A" * 19, "aa " + "B" * 30 + "= c",
+             a + '="', *(t for _, _, t in CASES), *KEPT]  # fmt: skip
+    for t in texts:
+        assert list(b64_tokens(t)) == [m.span() for m in B64_TOKEN.finditer(t)], t[:80]
 
 
 @pytest.mark.parametrize("text", KEPT)

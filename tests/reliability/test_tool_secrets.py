@@ -52,6 +52,9 @@ def test_no_sentinel_reaches_any_file_or_stream(report: dict[str, Any]) -> None:
                  "fleet.html", "fork folder", "why folder", "replay miss"):  # fmt: skip
         assert kind in wrote, kind
     assert report["on_disk"] == [], report["on_disk"]
+    # the agent printed every tool answer, and why kept its stdout in the branches' logs (issue
+    # 101, session 50, item 2: those logs were searched above)
+    assert report["agent_said"] == report["cases"] and report["why_log_lines"] > 0, report
 
 
 def test_verify_calls_the_run_clean_and_flags_each_class_put_back(report: dict[str, Any]) -> None:

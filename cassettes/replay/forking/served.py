@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ... import bounds
+from ...recording import seal
 from ...recording.pipeline import CassetteWriter
 from ...storage import (
     check_target,
@@ -118,5 +119,5 @@ def merge_served(branch: Path, served_file: Path) -> int:
     for ex in todo:  # (started after the branch's last round trip)
         put(ex)
     with staged(check_target(branch, "the branch cassette", force=True)) as s:
-        s.file.write(b"".join(out))
+        s.write(seal(b"".join(out)))
     return merged

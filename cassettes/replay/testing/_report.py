@@ -18,6 +18,7 @@ import pytest
 
 from ...hints import command_line, count
 from ...matching import report_lines, turn_entries
+from ...recording import seal
 from ...storage import check_target, staged
 from ...untrusted import clean_line
 from ..serving.faults import STATUS_KINDS, parse_fault
@@ -251,7 +252,7 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
 
         path = folder / f"{name}.html"
         with staged(check_target(path, "the test's web report", force=True)) as s:
-            s.file.write(page.encode())
+            s.write(seal(page.encode()))
         line = (
             f"looptap: the run as a web page: {path}  ({len(run.exchanges)} "
             "round trips; open it in a browser)"

@@ -23,7 +23,8 @@ from ...hints import count
 from ...matching import here
 from ...net import Trust
 from ...reading import Run, open_run
-from ...storage import check_target, is_cassette, open_regular, staged
+from ...recording import seal
+from ...storage import LINE, check_target, is_cassette, open_regular, staged
 from ..serving.agent_env import placeholder_keys, tool_proxy_env
 from ..serving.faults import FaultPlan
 from ..serving.server import ReplayServer
@@ -376,7 +377,8 @@ def _place_recording(rec: Path, path: Path) -> None:
         path, "the test's cassette", owned=is_cassette, hint="give the marker another path"
     )
     with open_regular(rec) as src, staged(target) as s:
-        shutil.copyfileobj(src, s.file)
+        for line in iter(lambda: src.readline(LINE), b""):
+            s.write(seal(line))
 
 
 def fail_unplayed(item: pytest.Item) -> bool:

@@ -21,6 +21,7 @@ from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
 from ...errors import CassetteFormatError
+from ...recording import seal
 from ...storage import (
     FileId,
     Target,
@@ -147,7 +148,7 @@ def write_ready(path: str | Path, ready: Ready) -> FileId:
     :func:`remove_ready`. Raises ``OSError`` (:class:`~cassettes.storage.UnsafePath` for a
     name taken)."""
     data = (json.dumps(ready, indent=2) + "\n").encode()
-    return write_new(Target(Path(path)), data)
+    return write_new(Target(Path(path)), seal(data))
 
 
 def remove_ready(path: str | Path, created: FileId | None) -> bool:
