@@ -42,7 +42,7 @@ NOT_RECORDINGS = {
     ("cassettes/storage/_store.py", "private_open"): (
         "opened for the child's log (copy_sealed writes it) and exports made from sealed cassettes"
     ),
-    ("cassettes/forkcheck/_check.py", "run_check"): (
+    ("cassettes/why/_check.py", "run_check"): (
         "the user's check writes to a descriptor its caller names: nowhere, or the fork's "
         "stderr (2), which why's branch log copies through copy_sealed"
     ),
