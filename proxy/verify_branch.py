@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..cassettes.forkcheck import run_check
+from ..cassettes.why import run_check
 from . import messages
 
 __all__ = ["verify_branch"]

@@ -65,7 +65,7 @@ NOT_RECORDINGS = {
         "opened for the child's log (copy_sealed writes it), a fork's plan (the user's --edit "
         "texts, for the fork's own replay) and replay's tolerated file (the matcher's view)"
     ),
-    ("cassettes/forkcheck/_check.py", "run_check"): (
+    ("cassettes/why/_check.py", "run_check"): (
         "the user's check writes to a descriptor its caller names: nowhere, or the fork's "
         "stderr (2), which why's branch log copies through copy_sealed"
     ),

@@ -20,6 +20,12 @@ WHY_OPTIONS: Args = {
     "--check CMD": (
         "failed means: this shell command, run after the agent, exits with a status other than 0"
     ),
+    "--check-timeout S": Arg(
+        "with --check: its own time limit in seconds (default 600), in the recorded run's end "
+        "state and in each branch's tree; past it the check is stopped and counts as failed",
+        type=float,
+        default=600.0,
+    ),
     "--finding CODE": (
         "failed means: the run has a finding of this code (C.dropped_tool_result; "
         "E.rule_broken:NAME: the agent's rule NAME broken, docs/rules.md)"

@@ -2,10 +2,10 @@
 (or which edit) would have made the check pass, and how sure that is (docs/fork.md, "Which model
 would have fixed it"). Built from ``looptap why``'s parts, nothing of the fork re-implemented:
 each branch is an ordinary ``looptap run --from … --verify CMD`` run by
-:class:`cassettes.why.Branches` (its own isolated scratch tree, ``--max-requests`` of
-its share of :class:`~cassettes.why.Purse`), ``--jobs`` at a time; the verdict per model
-is k of K verified with the Wilson interval ``why`` reads flips by; the failed branches are
-compared turn by turn as ``--repeat`` compares branches
+:class:`cassettes.why.Branches` as ``why --check`` runs it (its own isolated scratch tree,
+``--max-requests`` of its share of :class:`~cassettes.why.Purse`), ``--jobs`` at a time; the
+verdict per model is k of K verified with the Wilson interval ``why`` reads flips by; the failed
+branches are compared turn by turn as ``--repeat`` compares branches
 (:func:`cassettes.replay.forking.repeat.agreement`)."""
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from ..errors import CassetteError
 from ..reading import fork_notes, open_run
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..untrusted import clean_line
-from ..why import Branches, Outcome, Purse, Refused, emit_result, passed_flags, wilson
-from ._baseline import baseline
+from ..why import Branches, Outcome, Purse, Refused, emit_result, end_state, passed_flags, wilson
 from ._plan import Row, plan
 
 __all__ = ["Result", "cmd_verify", "verify_run"]
@@ -52,16 +51,6 @@ class Result:
         return {(r["model"] or "recorded"): r for r in self.doc.get("rows", [])}
 
 
-class _Verifying(Branches):
-    """Branches judged by the ``--verify`` their own fork ran in their own tree."""
-
-    def checked(self, branch: Path) -> int | None:
-        note = fork_notes(branch)["verified"] if branch.exists() else None
-        if note is None:
-            return None
-        return 124 if note["timed_out"] else note["exit"]
-
-
 #: ``looptap run``'s options every branch is given as they were (how the prefix is matched).
 _PREFIX = (
     ("prefix", "--prefix"),
@@ -82,14 +71,7 @@ def _passed(args: argparse.Namespace) -> list[str]:
         + ["--no-volatile"] * bool(args.no_volatile)
         + ["--keep-tree"] * bool(args.keep_tree)
     )
-    return [
-        *out,
-        "--verify",
-        args.verify,
-        "--verify-timeout",
-        str(args.verify_timeout),
-        "--verify-one",
-    ]
+    return out
 
 
 def verify_run(args: argparse.Namespace) -> Result:
@@ -116,14 +98,15 @@ def verify_run(args: argparse.Namespace) -> Result:
     if python is None:
         raise Refused(how_to_install())
     out.mkdir(parents=True, exist_ok=True)
-    runner = _Verifying(
+    runner = Branches(
         run, argv, Outcome("check", args.verify), out.resolve(), _passed(args), python
     )
     runner.in_place = bool(args.in_place)
+    runner.check_seconds = float(args.verify_timeout)
     runner.purse = Purse(p.at_most)
     items = [(r, k) for r in p.rows for k in range(1, p.samples + 1)]
     runner.plan([(r, k) for r, k in items])
-    base = baseline(run, args.verify, float(args.verify_timeout), bool(args.keep_tree))
+    base = end_state(run, args.verify, float(args.verify_timeout), bool(args.keep_tree))
     say(f"the recorded run's end state: {base['result']}" + _why(base))
     results: dict[tuple[str, int], dict[str, Any]] = {}
     lock = threading.Lock()
@@ -192,10 +175,6 @@ def _judged(got: dict[str, Any], out: Path) -> dict[str, Any]:
         why = f"timed out (past {note['seconds']:g} s)"
     elif kind == "not verified" and note is not None:
         why = f"exit status {note['exit']}"
-    elif kind == "not judged" and note is None and str(why).startswith("the outcome cannot"):
-        why = "the --verify command did not run (the fork ended before it)"
-    elif kind == "not judged" and note is not None and note["error"]:
-        why = f"the --verify command could not start: {note['error']}"
     return {**got, "result": kind, "why": why}
 
 

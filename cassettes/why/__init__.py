@@ -8,16 +8,18 @@ Python), ``_investigation`` (one investigation, start to end), ``_outcome`` (the
 ``_suspects`` and ``_interventions`` (per layer), ``_budget``, ``_branches`` (the processes: the
 real fork, ``looptap run --from``, in the recorder's environment), ``_state`` (the output
 directory), ``_tally`` (what one intervention's branches showed), ``_interval`` (its interval,
-whether more samples can tell two apart), ``_verdict`` (the verdict) and ``_together`` (repairs
-combined). ``Branches``, ``Purse``, ``budget_lines``, ``live_turns``, ``passed_flags`` and
-``where_sent`` are what ``looptap run --verify`` (:mod:`cassettes.forkcheck`) runs its branches
-with. Nothing here imports mitmproxy.
+whether more samples can tell two apart), ``_verdict`` (the verdict), ``_together`` (repairs
+combined) and ``_check`` (the check run in a tree). ``Branches``, ``Purse``, ``budget_lines``,
+``end_state``, ``live_turns``, ``passed_flags``, ``run_check`` and ``where_sent`` are what
+``looptap run --verify`` (:mod:`cassettes.forkcheck`) runs its branches with. Nothing here imports
+mitmproxy.
 """
 
 from ._api import why
 from ._branches import Branches, passed_flags, where_sent
 from ._budget import Purse, resumed_head
 from ._budget import check as budget_lines
+from ._check import end_state, run_check
 from ._command import cmd_why, emit_result
 from ._interval import wilson
 from ._intervention import Intervention
@@ -45,6 +47,7 @@ __all__ = [
     "cmd_why",
     "default_output",
     "emit_result",
+    "end_state",
     "interventions",
     "judged_from",
     "kept_flags",
@@ -55,6 +58,7 @@ __all__ = [
     "report_lines",
     "resumed_head",
     "rounds",
+    "run_check",
     "together_verdict",
     "verdict",
     "where_sent",

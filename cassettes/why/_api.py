@@ -35,6 +35,7 @@ def why(
     samples: int = 5,
     jobs: int = 2,
     check: str | None = None,
+    check_timeout: float | None = None,
     finding: str | None = None,
     answer_matches: str | None = None,
     answer_not_matches: str | None = None,
@@ -57,6 +58,7 @@ def why(
     pairs = {
         "--output": output,
         "--check": check,
+        "--check-timeout": check_timeout,
         "--finding": finding,
         "--answer-matches": answer_matches,
         "--answer-not-matches": answer_not_matches,

@@ -24,6 +24,7 @@ from ..replay.serving.agent_env import read_export, replay_env
 from ..storage import copy_sealed, open_regular, write_sealed
 from ..untrusted import clean_line
 from ._budget import Purse
+from ._check import end_state, run_check
 from ._intervention import Intervention
 from ._outcome import Judged, Outcome, judged_from, lived_run
 
@@ -31,6 +32,8 @@ __all__ = ["Branches", "WhyRunError", "baseline", "environmental", "passed_flags
 
 #: The longest ``--edit`` passed on the command line; a longer one goes by a file.
 _INLINE_EDIT = 16 << 10
+#: The check's own time limit in seconds (``why --check-timeout``, ``run --verify-timeout``).
+CHECK_SECONDS = 600.0
 #: Lines of a branch's stderr kept in its result when it could not be run.
 _SAID = 6
 #: What ``looptap run --from`` says when the fork itself failed (the command's status is then not
@@ -94,11 +97,18 @@ class Baseline:
     said: list[str] = field(default_factory=list)
 
 
-def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = None) -> Baseline:
+def baseline(
+    run: Path,
+    argv: list[str],
+    outcome: Outcome,
+    cwd: Path | None = None,
+    seconds: float = CHECK_SECONDS,
+) -> Baseline:
     """Run ``argv`` once against the whole recording (``looptap replay RUN``: every answer served
-    from it, nothing sent) and judge ``outcome`` on it; raises :class:`WhyRunError` when a
-    request of the command matched no recorded round trip (the command does not reproduce the
-    recorded run, so no fork of it can be trusted)."""
+    from it, nothing sent) and judge ``outcome`` on it (a check: :func:`_recorded_check`, within
+    ``seconds``); raises :class:`WhyRunError` when a request of the command matched no recorded
+    round trip (the command does not reproduce the recorded run, so no fork of it can be
+    trusted), or when the check could not be run."""
     import tempfile
 
     with tempfile.TemporaryFile() as err:
@@ -145,19 +155,24 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
         )
     judged = Judged(exit=status)
     if outcome.kind == "check":
-        judged.check = run_check(outcome.value, cwd)
+        judged.check = _recorded_check(run, outcome.value, seconds, cwd)
     return Baseline(judged, said)
 
 
-def run_check(command: str, cwd: Path | None) -> int:
-    """``--check``: the shell command's exit status."""
-    return subprocess.run(
-        ["/bin/sh", "-c", command],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ).returncode
+def _recorded_check(run: Path, command: str, seconds: float, cwd: Path | None) -> int:
+    """The check's status for the recorded run: on its end state, the working tree as the
+    recording left it, in a scratch copy (:func:`~cassettes.why._check.end_state`), since each
+    branch is judged in its own copy too; for a run recorded without its tree, here, after the
+    command ran against the recording, where its branches run too. 124 past ``seconds``."""
+    got = end_state(run, command, seconds, root=cwd)
+    if got.get("tree") is False:
+        got = run_check(command, cwd or Path.cwd(), dict(os.environ), seconds)
+    if got.get("error") or got.get("result") == "not judged":
+        raise WhyRunError(
+            "the check cannot be run on the recorded run: "
+            + str(got.get("why") or f"it could not start: {got['error']}")
+        )
+    return 124 if got["timed_out"] else int(got["exit"])
 
 
 def _said(err: Any) -> list[str]:
@@ -185,6 +200,8 @@ class Branches:
     #: ``--in-place``: each branch runs in the user's working tree (where a fork cannot be
     #: isolated, proxy/isolation.py); else in a scratch copy, or refused.
     in_place: bool = False
+    #: The check's own time limit in seconds: past it the branch's check is stopped (status 124).
+    check_seconds: float = CHECK_SECONDS
     #: What the branches may send live in all (``--max-requests``, a confirm's limit): each branch
     #: is started with its share (``looptap run --from … --max-requests``).
     purse: Purse = field(default_factory=Purse)
@@ -211,6 +228,9 @@ class Branches:
             argv += ["--model", i.model]
         if self.in_place:
             argv.append("--in-place")
+        if self.outcome.kind == "check":  # run by the fork, in the branch's tree, after its agent
+            argv += ["--verify", self.outcome.value, "--verify-timeout", str(self.check_seconds)]
+            argv.append("--verify-one")
         return [*argv, *self.passed, "-o", str(self.path(i, k)), "--", *self.argv]
 
     def _edit_arg(self, i: Intervention, n: int, edit: str) -> str:
@@ -288,7 +308,10 @@ class Branches:
             return {**base, "result": "invalid", "why": why, **place}
         judged = Judged(exit=rc)
         if self.outcome.kind == "check":
-            judged.check = self.checked(out)
+            checked = self.checked(out)
+            if isinstance(checked, str):
+                return {**base, "result": "invalid", "why": checked}
+            judged.check = checked
         elif not self.outcome.needs_run:
             try:
                 lived = lived_run(self._origin(), out)
@@ -312,10 +335,19 @@ class Branches:
             }
         return {**base, "result": "failed" if failed else "flipped"}
 
-    def checked(self, branch: Path) -> int | None:
-        """The ``check`` outcome's status for ``branch``, once its run ended: the check run here
-        (``run --verify`` reads the one its fork ran in the branch's own tree instead)."""
-        return run_check(self.outcome.value, self.cwd)
+    def checked(self, branch: Path) -> int | str:
+        """The ``check`` outcome's status for ``branch``: the check its fork ran in the branch's own
+        tree once the agent ended (``looptap run --from … --verify``: the isolated scratch copy,
+        or the working tree ``--in-place`` or when the run holds no tree), kept on its note; 124
+        past its time limit. Why there is none, when the check did not run."""
+        note = fork_notes(branch)["verified"] if branch.exists() else None
+        if note is None:
+            return "the check did not run (the fork ended before it)"
+        if note["timed_out"]:
+            return 124
+        if note["exit"] is None:
+            return f"the check could not start: {note['error'] or 'no status on the fork note'}"
+        return int(note["exit"])
 
     def _origin(self) -> Any:
         """The recorded run, opened once (what each branch's served round trips are)."""

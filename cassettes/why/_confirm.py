@@ -173,6 +173,7 @@ def confirm(args: argparse.Namespace) -> Result:
         say(line)
     runner = Branches(path, argv, outcome, out, passed, python)
     runner.in_place = bool(getattr(args, "in_place", False))
+    runner.check_seconds = args.check_timeout
     kept = run_all(runner, fork, v, args.samples, args.jobs, args.max_requests, _shown)
     return _report(directory, doc, run, outcome, fork, argv, kept, out, passed)
 

@@ -194,7 +194,7 @@ def _opened(
         state.put("passed", fresh["passed"])  # the given last: what a later --confirm reaches
     if recorded is None:
         try:
-            _recorded_by_running(state, path, argv, outcome)
+            _recorded_by_running(state, path, argv, outcome, args.check_timeout)
         except Refused:
             if not args.resume:
                 _forget(state)  # refused before anything ran: the new directory goes again
@@ -235,7 +235,9 @@ def default_output(run: Path) -> Path:
     return base if n == 1 else Path(f"{base}-{n}")
 
 
-def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outcome) -> None:
+def _recorded_by_running(
+    state: Any, path: Path, argv: list[str], outcome: Outcome, seconds: float
+) -> None:
     """The recorded outcome of an exit status or a check: the command run once against the whole
     recording (nothing sent), kept in the state (a resumed why does not run it again)."""
 
@@ -244,7 +246,7 @@ def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outco
         failed: bool = kept["failed"]
     else:
         try:
-            base = baseline(path, argv, outcome)
+            base = baseline(path, argv, outcome, seconds=seconds)
         except WhyRunError as exc:
             raise Refused(str(exc)) from None
         failed = bool(outcome.failed(base.judged))
@@ -390,6 +392,7 @@ def _run(
 ) -> Result:
     runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
     runner.in_place = bool(getattr(args, "in_place", False))
+    runner.check_seconds = args.check_timeout
     runner.purse = Purse(cap)  # nothing past the at-most said (or --max-requests) is ever sent
     state.put("interventions", [i.as_json() for i in found])
     _sample(args, runner, state, found)

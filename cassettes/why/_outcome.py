@@ -121,6 +121,8 @@ def parse_outcome(args: Any) -> Outcome:
         )
     if kind == "check" and not value.strip():
         raise OutcomeError("--check wants a command")
+    if kind == "check" and not getattr(args, "check_timeout", 1) > 0:
+        raise OutcomeError("--check-timeout wants seconds above 0 (the check's own time limit)")
     return Outcome(kind, value)
 
 

@@ -221,3 +221,38 @@ def test_a_check_past_its_limit_is_not_verified(recorded: dict[str, Any]) -> Non
     assert branch["result"] == "not verified", explain(proc)
     assert branch["why"] == "timed out (past 1 s)", explain(proc)
     assert doc["baseline"]["why"] == "timed out (past 1 s)"
+
+
+def test_why_check_judges_each_branch_in_its_own_tree(recorded: dict[str, Any]) -> None:
+    """``looptap why --check`` on the same recording: each branch is isolated in its scratch tree,
+    so its check runs there (the fork's ``--verify``), never in the user's tree, which fails the
+    check whatever the branches do, while the branch re-sampled on GOOD at turn 1 fixes its copy
+    (the only flip); the recorded outcome is judged on the recorded end state (``a * b``)."""
+    r = recorded
+    with ScriptedUpstream(model(), validate=True) as up:
+        argv = [
+            *RECORDER, "why", str(r["out"]), "--check", CHECK, "--layer", "E", "--model", GOOD,
+            "--samples", "1", "--jobs", "2", "--confdir", str(r["tmp"] / "conf"), "--upstream",
+            f"anthropic={up.url}", "-o", str(r["tmp"] / "why"), "--json",
+            "--", sys.executable, str(r["agent"]),
+        ]  # fmt: skip
+        proc = progress.run(
+            argv, env=r["env"], capture_output=True, text=True, cwd=r["work"],
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    (r["work"] / "calc.py").write_text("def add(a, b):\n    return a - b\n")  # (the baseline's)
+    why = explain(proc)
+    assert proc.returncode == 0, why
+    doc = json.loads(proc.stdout)
+    # the recorded end state fails the check (a * b); the replay exited 0
+    assert doc["recorded"] == {"failed": True, "exit": 0, "check": 1}, why
+    state = json.loads((r["tmp"] / "why" / "why.json").read_text())
+    flipped = {k for k, v in state["branches"].items() if v["1"]["result"] == "flipped"}
+    assert flipped == {f"E-c1-t1-e-model-{GOOD}"}, (state["branches"], why)
+    assert len(state["branches"]) == 6 and all(
+        v["1"]["result"] == "failed" for k, v in state["branches"].items() if k not in flipped
+    ), state["branches"]
+    log = (r["tmp"] / "why" / f"E-c1-t1-e-model-{GOOD}.1.jsonl.log").read_text()
+    assert "--verify: the command exited 0 in the branch's tree: verified" in log, log[-3000:]
+    v = doc["verdict"]
+    assert (v["intervention"], v["flips"], v["samples"]) == (f"E-c1-t1-e-model-{GOOD}", 1, 1), v

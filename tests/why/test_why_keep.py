@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
@@ -261,6 +262,46 @@ def test_why_in_place_reaches_every_branch(tmp_path: Path) -> None:
     runner.in_place = True
     argv = runner.command(_fork(), 1)
     assert "--in-place" in argv[: argv.index("--")]
+
+
+def test_a_check_goes_to_each_branchs_fork_and_is_read_from_its_note(tmp_path: Path) -> None:
+    """``why --check``: each branch's fork runs the check in the branch's own tree (``--verify …
+    --verify-one`` with ``--check-timeout``) and keeps it on its note, which is what the branch is
+    judged on (on cdf5bc6d the check ran in why's working directory, never on the branch's tree);
+    a branch whose check did not run or could not start is said so, never judged."""
+    from looptap.cassettes.why._branches import Branches
+
+    runner = Branches(tmp_path / "run.jsonl", ["agent"], Outcome("check", "make test"), tmp_path)
+    runner.check_seconds = 7.5
+    argv = runner.command(_fork(), 1)
+    at = argv.index("--verify")
+    assert argv[at : at + 5] == ["--verify", "make test", "--verify-timeout", "7.5", "--verify-one"]
+    assert at < argv.index("--")
+    assert "--verify" not in Branches(tmp_path / "r", ["a"], Outcome("exit"), tmp_path).command(
+        _fork(), 1
+    )
+    branch = tmp_path / "b.jsonl"
+    for verified, got in (
+        ({"exit": 0, "timed_out": False}, 0),
+        ({"exit": 2, "timed_out": False}, 2),
+        ({"exit": None, "timed_out": True, "seconds": 7.5}, 124),
+        (
+            {"exit": None, "timed_out": False, "error": "no /bin/sh"},
+            "the check could not start: no /bin/sh",
+        ),
+        (
+            {"exit": "0", "timed_out": False},
+            "the check could not start: no status on the fork note",
+        ),
+        (None, "the check did not run (the fork ended before it)"),
+    ):
+        note = {"type": "note", "note": "fork", "verified": verified}
+        branch.write_bytes(b'{"type":"header"}\n' + orjson.dumps(note) + b"\n")
+        assert runner.checked(branch) == got, verified
+    assert (
+        runner.checked(tmp_path / "none.jsonl")
+        == "the check did not run (the fork ended before it)"
+    )
 
 
 def test_a_branchs_sent_counts_the_model_requests_as_the_forks_limit_does(tmp_path: Path) -> None:

@@ -11,9 +11,10 @@ import looptap.cassettes.why as why
 EXPORTED = [
     "STATE",
     "Branches", "Intervention", "Judged", "Outcome", "OutcomeError", "Purse", "Refused", "Tally",
-    "budget_lines", "cmd_why", "default_output", "emit_result", "interventions", "judged_from",
-    "kept_flags", "live_turns", "parse_outcome", "passed_flags", "refusal", "report_lines",
-    "resumed_head", "rounds", "together_verdict", "verdict", "where_sent", "why", "wilson",
+    "budget_lines", "cmd_why", "default_output", "emit_result", "end_state", "interventions",
+    "judged_from", "kept_flags", "live_turns", "parse_outcome", "passed_flags", "refusal",
+    "report_lines", "resumed_head", "rounds", "run_check", "together_verdict", "verdict",
+    "where_sent", "why", "wilson",
 ]  # fmt: skip
 
 
