@@ -15,6 +15,7 @@ from .._message_keys import (
 from .._trajectory import step_of
 from ..spill import KEEP, Spill
 from ._agents import handed_from
+from ._evidence import carried, goes_on, moved_out, register
 from ._data import (
     CLASSES,
     Attempt,
@@ -79,13 +80,15 @@ class Threader:
         compacts: bool = False,
         overflow: bool = False,
         cut: bool = False,
+        continuity: frozenset[str] = frozenset(),
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
         ``attempt`` is what tells a retry from another run sending the same request;
         ``compacts``: the API's compaction endpoint, a side call of the turn it compacts;
         ``overflow``: the API refused the request as longer than the model's context window;
-        ``cut``: the answer's tool call was cut by the token cap (finish ``length``)."""
+        ``cut``: the answer's tool call was cut by the token cap (finish ``length``);
+        ``continuity``: the family's continuity-token keys (:mod:`._evidence`)."""
         s = self.threads
         try:
             r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
@@ -95,10 +98,13 @@ class Threader:
             r.answer_calls = response is not None and any(
                 p.tool_call is not None for p in response.parts
             )
+            r.token_turn = carried(s, messages, continuity)
             link = link_of(s, r, label, previous_response_id)
             if link.summary_of is not None:
                 link.summary_seen = s.seen.get(link.summary_of)
             record(s, r, link, response, failed, label)
+            if response is not None:
+                register(s, response.parts, continuity, len(s.turns) - 1)
             return link
         finally:
             s.trim()
@@ -120,7 +126,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
     strict = use_strict(s, r)
     link, repeat = by_history(s, r, strict)
     if link is not None:
-        return link
+        return goes_on(s, r, moved_out(s, r, link))
     if repeat:
         # Exactly an earlier request again: a discarded answer asked again, a sibling prompt,
         # or a history managed down to messages equal to that earlier request's (a repeated
@@ -147,9 +153,9 @@ def record(
     tid = len(s.turns)
     echo = response_message(response)
     echo_keys = _message_keys(echo) if echo is not None else None
-    info = _turn_info(r, link, response, failed, echo, echo_keys)
+    info = _turn_info(s, r, link, response, failed, echo, echo_keys)
     info.handed_from, info.hand_start = handed_from(s, r, link)
-    if link.rehome is not None:
+    if link.rehome is not None and link.rehomed_to is None:
         # the handed loop's turns are a conversation of their own (the analyser moves them)
         link.rehomed_to = s.new_conversation()
     s.turns.append(info)
@@ -188,6 +194,7 @@ def record(
 
 
 def _turn_info(
+    s: Threads,
     r: Request,
     link: Link,
     response: NormalisedResponse | None,
@@ -224,6 +231,13 @@ def _turn_info(
         answers=_results(messages) if link.branch == "side_call" else _NO_NAMES,
         overflow=r.overflow,
         cut=r.cut,
+        previous=link.previous,
+        proved=link.echoed is True
+        or (
+            link.previous is not None
+            and r.token_turn is not None
+            and s.turns[r.token_turn].conversation == link.conversation
+        ),
     )
 
 

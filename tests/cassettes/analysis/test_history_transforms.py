@@ -257,7 +257,6 @@ def test_an_unchanged_run_interleaved_or_not_has_no_client_warning(
         assert not bad, bad
 
 
-@pytest.mark.xfail(strict=True, reason="open: two agents whose requests open alike, interleaved")
 def test_two_agents_opening_alike() -> None:
     """Found by the long run, not fixed: agent B's first request (the system prompt and the
     summary, word for word agent A's) reads as A trimming its history back to them, and A's next
