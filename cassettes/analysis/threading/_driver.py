@@ -134,7 +134,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
         # (the latest answer carried, its calls answered) names the conversation.
         again = discarded(s, r, strict) or sibling(s, r) or managed(s, r, start_len(r.messages))
         if again is not None:
-            return again
+            return goes_on(s, r, again)
     if repeat or not r.messages:
         return start_link(s, r)
     return merged_first(s, r) or by_opening(s, r)
