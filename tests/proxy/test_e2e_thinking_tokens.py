@@ -2,12 +2,13 @@
 first"): the real google-genai and anthropic SDKs, each running one agent twice in one process
 through the real ``looptap run``, against a loopback upstream that thinks: every Gemini answer's
 parts carry a ``thoughtSignature`` and every Anthropic answer opens with a signed ``thinking``
-block, each signature new. Both runs ask the same question; the second run's model calls the same
-tool with the same arguments twice (the call/result pair repeated). Tool-call ids repeat from run
-to run (the upstream numbers them per run), so only the signatures tell the runs apart.
+block, each signature new. Both runs ask the same question and get the same call; the second run
+sends its call/result pair twice (the issue's instance), so its request extends the first run's
+request (3 messages) further than its own turn (2). Tool-call ids repeat from run to run (the
+upstream numbers them per run), so only the signatures tell the runs apart.
 
-Each run is its own conversation, every turn where its tokens say, with no warning. On f29135f5
-the second run's second request (word for word the first run's) went to the first run."""
+Each run is its own conversation, every turn where its tokens say, with no false warning. On
+f29135f5 the second run's request went to the first run (a false ``C.assistant_not_echoed``)."""
 
 from __future__ import annotations
 
@@ -37,12 +38,10 @@ QUESTION = "What is the weather in Paris? Use the tool."
 
 class Thinking:
     """The loopback upstream: Gemini ``generateContent`` and Anthropic ``/v1/messages``. An
-    answer calls ``get_weather`` until the request holds one result (the first run) or two (the
-    second run, which repeats the call), then says the weather."""
+    answer calls ``get_weather`` while the request holds no result, then says the weather."""
 
     def __init__(self) -> None:
         self._sig = itertools.count(1)
-        self._runs: dict[str, int] = {}
         self.paths: list[str] = []
 
     def signature(self) -> str:
@@ -55,10 +54,7 @@ class Thinking:
         results = json.dumps(history).count(
             '"functionResponse"' if family == "gemini" else '"tool_result"'
         )
-        if results == 0:
-            self._runs[family] = self._runs.get(family, 0) + 1
-        calls = results < self._runs[family]  # run 1: one call; run 2: the call twice
-        return (self._gemini if family == "gemini" else self._anthropic)(calls, results)
+        return (self._gemini if family == "gemini" else self._anthropic)(results == 0, results)
 
     def _gemini(self, call: bool, n: int) -> dict[str, Any]:
         part: dict[str, Any] = (
@@ -138,10 +134,10 @@ for run in range(2):
         r = c.models.generate_content(model="gemini-2.5-flash", contents=contents, config=cfg)
         if not r.function_calls:
             break
-        contents.append(r.candidates[0].content)
-        contents.append(types.Content(role="user", parts=[
+        pair = [r.candidates[0].content, types.Content(role="user", parts=[
             types.Part.from_function_response(name=f.name, response={"result": "sunny, 21 C"})
-            for f in r.function_calls]))
+            for f in r.function_calls])]
+        contents += pair * (run + 1)  # the second run sends its pair twice
 """
 
 ANTHROPIC = """
@@ -157,9 +153,10 @@ for run in range(2):
         uses = [b for b in m.content if b.type == "tool_use"]
         if not uses:
             break
-        msgs.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]})
-        msgs.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": b.id, "content": "sunny, 21 C"} for b in uses]})
+        pair = [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": b.id, "content": "sunny, 21 C"} for b in uses]}]
+        msgs += pair * (run + 1)  # the second run sends its pair twice
 """
 
 
@@ -182,13 +179,18 @@ def test_two_runs_alike_are_threaded_by_their_tokens(
     finally:
         next(serve, None)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(up.paths) == 5  # run 1: call, answer; run 2: call, the call again, answer
+    assert len(up.paths) == 4  # each run: a call, then the answer
     cas = read_records(out)
     run = analyse(cas.exchanges, parse_all(cas.exchanges))
-    assert sorted(c.turns for c in run.conversations) == [[0, 1], [2, 3, 4]]
-    assert [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")] == []
+    assert sorted(c.turns for c in run.conversations) == [[0, 1], [2, 3]]
+    said = {(f.code, f.seq) for f in run.findings}
+    assert not {c for c, _ in said} & {"C.assistant_not_echoed", "C.stopped_with_pending_calls"}
+    serious = {(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")}
+    # Anthropic: the pair sent twice answers one tool_use id twice, which the API refuses: true
+    # (the client's doing), at the request that did it. Gemini sends no ids: nothing to say.
+    true = {("C.duplicate_tool_result", 3), ("C.tool_results_split", 3)}
+    assert serious <= (true if family == "anthropic" else set()), serious
     assert [(t.c.link, t.c.echoed_assistant) for _, t in sorted(run.turns.items())][2:] == [
         ("start", None),
-        ("extends", True),
         ("extends", True),
     ]
