@@ -16,8 +16,8 @@ import base64
 import itertools
 import json
 import os
-import threading
 import textwrap
+import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -138,7 +138,7 @@ for run in range(2):
             types.Part.from_function_response(name=f.name, response={"result": "sunny, 21 C"})
             for f in r.function_calls])]
         contents += pair * (run + 1)  # the second run sends its pair twice
-"""
+"""  # noqa: E501
 
 ANTHROPIC = """
 import anthropic
@@ -157,7 +157,7 @@ for run in range(2):
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": b.id, "content": "sunny, 21 C"} for b in uses]}]
         msgs += pair * (run + 1)  # the second run sends its pair twice
-"""
+"""  # noqa: E501
 
 
 @pytest.mark.parametrize(("family", "code"), [("gemini", GEMINI), ("anthropic", ANTHROPIC)])

@@ -15,7 +15,6 @@ from .._message_keys import (
 from .._trajectory import step_of
 from ..spill import KEEP, Spill
 from ._agents import handed_from
-from ._evidence import carried, goes_on, moved_out, register
 from ._data import (
     CLASSES,
     Attempt,
@@ -27,6 +26,7 @@ from ._data import (
     TurnInfos,
     read_request,
 )
+from ._evidence import carried, goes_on, moved_out, register
 from ._history import by_history, describe, discarded, merged_first, use_strict
 from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (

@@ -102,7 +102,9 @@ def moved_out(s: Threads, r: Request, link: Link) -> Link:
     if g is None or latest is None or link.branch is not None or r.token_turn is None:
         return link
     conv, p = g.conversation, s.turns[g.turn]
-    if latest == g.turn or s.turns[r.token_turn].conversation != conv or s.last_of.get(conv) != latest:
+    if latest == g.turn or s.last_of.get(conv) != latest:
+        return link
+    if s.turns[r.token_turn].conversation != conv:
         return link
     if g.length != p.length + 1 or link.conversation != conv:
         return link

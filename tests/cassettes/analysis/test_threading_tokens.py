@@ -1,7 +1,7 @@
-"""Provider evidence first (issue 103 item 1, docs/threading.md "Provider evidence first"): a request
-that carries a continuity token (a Gemini thought signature, an Anthropic thinking signature or
-redacted thinking, a Responses output item's id or encrypted reasoning) goes on from the turn whose
-answer produced it, even where a longer history of another conversation matches.
+"""Provider evidence first (issue 103 item 1, docs/threading.md "Provider evidence first"): a
+request that carries a continuity token (a Gemini thought signature, an Anthropic thinking
+signature or redacted thinking, a Responses output item's id or encrypted reasoning) goes on from
+the turn whose answer produced it, even where a longer history of another conversation matches.
 
 The instance of the issue: one agent run twice into one cassette; the second run sends its call and
 result pair twice, so its request extends the *first* run's request (3 messages) further than its
@@ -80,7 +80,8 @@ def _anthropic_run(sig: str, redacted: bool) -> tuple[list[Exchange], list[Excha
         if redacted
         else {"type": "thinking", "thinking": "I call the tool.", "signature": sig}
     )
-    use = {"type": "tool_use", "id": "toolu_same_in_every_run", "name": "get_weather", "input": ARGS}
+    use = {"type": "tool_use", "id": "toolu_same_in_every_run", "name": "get_weather"}
+    use["input"] = ARGS
     model = {"role": "assistant", "content": [think, use]}
     result = {
         "role": "user",
@@ -101,7 +102,8 @@ def _responses(history: list[Json], output: list[Json], rid: str) -> Exchange:
         "input": history,
         "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
     }
-    resp = {"id": rid, "object": "response", "status": "completed", "model": "gpt-5", "output": output}
+    resp = {"id": rid, "object": "response", "status": "completed", "model": "gpt-5"}
+    resp["output"] = output
     return _exchange(
         "https://api.openai.com/v1/responses", body, 200, orjson.dumps(resp), "application/json"
     )
