@@ -16,10 +16,9 @@ import base64
 import itertools
 import json
 import os
+import sys
 import textwrap
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from looptap.cassettes.parsing import parse_all
 from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder
+from tests.support.tool_http import LoopbackServer
 
 pytestmark = [needs_recorder]
 
@@ -95,7 +95,7 @@ class Thinking:
         }
 
 
-def _serve(up: Thinking) -> Iterator[str]:
+def _server(up: Thinking) -> LoopbackServer:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -110,14 +110,7 @@ def _serve(up: Thinking) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(raw)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return LoopbackServer(Handler)
 
 
 GEMINI = """
@@ -170,14 +163,11 @@ def test_two_runs_alike_are_threaded_by_their_tokens(
     out = tmp_path / "run.jsonl"
     env = {k: v for k, v in os.environ.items() if k.upper() not in SCRUB}
     env.update(ANTHROPIC_API_KEY="sk-ant-test", GOOGLE_API_KEY="test-key", PYTHONUNBUFFERED="1")
-    serve = _serve(up)
-    url = next(serve)
-    try:
+    with _server(up) as server:
+        upstream = f"{family}={server.url}"
         argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(tmp_path / "conf"),
-                "--upstream", f"{family}={url}", "--", os.sys.executable, str(script)]  # fmt: skip
+                "--upstream", upstream, "--", sys.executable, str(script)]  # fmt: skip
         proc = progress.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
-    finally:
-        next(serve, None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(up.paths) == 4  # each run: a call, then the answer
     cas = read_records(out)
