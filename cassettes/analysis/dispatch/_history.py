@@ -19,7 +19,6 @@ from .._message_keys import message_key, response_message, stable
 from .._model import ContextChange, Finding
 from .._trajectory import fields_of, follows, step_of
 from ._managed import is_compaction
-from ._rewrites import trimmed_and_changed
 from ._shared import _continues, _item, _prev_ok, speaker
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
@@ -113,7 +112,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     ):
         return  # the opening system prompt was changed: reported by C.cache_prefix_broken
     else:
-        both = trimmed_and_changed(ctx)
+        both = ctx.trim_beside
         if both is not None:  # the rewritten message, not one the trim moved; the trim said
             yield _trim_beside(ctx, both[1])
         at = both[0][0] if both is not None else c.kept

@@ -73,7 +73,9 @@ def _without_turns(exchanges: list[Exchange]) -> RunAnalysis:
             turns[turn.seq] = turn
     got = a.finish()
     assert got.turns == {}
-    got.turns = turns
+    # a turn a later request moved (a handed loop, a turn proved another conversation's) is put
+    # where it is now, as the incremental reader does (RunReader._place_moved)
+    got.turns = {seq: a.placed(turn) for seq, turn in turns.items()}
     return got
 
 
