@@ -21,7 +21,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scenarios import WEATHER, AgentScript, Call, assistant_of, family_turn, results_of, user_of
@@ -258,12 +257,12 @@ def test_an_unchanged_run_interleaved_or_not_has_no_client_warning(
 
 
 def test_two_agents_opening_alike() -> None:
-    """Found by the long run, not fixed: agent B's first request (the system prompt and the
-    summary, word for word agent A's) reads as A trimming its history back to them, and A's next
-    request, which extends A's previous one exactly (its answer's call id echoed), is then
-    compared with B's turn: a false ``C.assistant_not_echoed`` on A. The threader compares a
-    request with its conversation's latest turn by design (a history extending an older turn
-    dropped what came after it); telling this apart needs the later echo to move B out."""
+    """Found by the long run (a strict xfail until issue 103): agent B's first request (the
+    system prompt and the summary, word for word agent A's) reads as A trimming its history back
+    to them, and A's next request, which extends A's previous one exactly (its answer's call id
+    echoed, a continuity token of A's), was compared with B's turn: a false
+    ``C.assistant_not_echoed`` on A. Now that echo and token move B's turn out of A's
+    conversation (docs/threading.md, "Provider evidence first")."""
     check(
         Case(
             "openai_chat",
