@@ -95,8 +95,9 @@ def moved_out(s: Threads, r: Request, link: Link) -> Link:
     turns were never that conversation's, the link that moves them out (``rehome``, no branch)
     and goes on from that turn. The proof: the request extends turn ``P``'s history with ``P``'s
     answer word for word (the registration it matched) and carries a continuity token of ``P``'s
-    conversation, while the turn after ``P`` carried neither ``P``'s answer nor any such token
-    (another agent that opened alike, read as this one rewriting its history)."""
+    conversation up to ``P`` (none of the turns it would move), while the turn after ``P``
+    carried neither ``P``'s answer nor any such token (another agent that opened alike, read as
+    this one rewriting its history)."""
     g = r.extended
     latest = link.previous
     if g is None or latest is None or link.branch is not None or r.token_turn is None:
@@ -119,8 +120,8 @@ def moved_out(s: Threads, r: Request, link: Link) -> Link:
     else:
         return link
     first = s.turns[chain[-1]]
-    if first.proved:
-        return link
+    if first.proved or r.token_turn in chain:
+        return link  # (a token of a turn after P: the request goes on from there, not from P)
     own = s.new_conversation()
     for tid in chain:
         s.turns[tid].conversation = own
