@@ -23,15 +23,13 @@ __all__ = ["place", "rehome", "rejoin"]
 
 def rehome(st: AnalyserState, link: Link) -> None:
     """Move the turns ``link.rehome`` names (threader turn ids, first and last, of
-    ``link.conversation``) to the conversation ``link.rehomed_to``: a handoff under
-    ``link.previous``, or (``link.rehome_branch`` ``None``) a conversation of its own that was
-    never this one's (docs/threading.md, "Provider evidence first")."""
+    ``link.conversation``) to the conversation ``link.rehomed_to``, a handoff under
+    ``link.previous``."""
     if link.rehome is None or link.rehomed_to is None or link.previous is None:
         return
     old, new = link.conversation, link.rehomed_to
     first = st.seq_of_tid[link.rehome[0]]
-    handed = link.rehome_branch is not None
-    parent = st.seq_of_tid[link.previous] if handed else None
+    parent = st.seq_of_tid[link.previous]
     where = st.records.get(old)
     state = st.convs.get(old)
     if where is None or state is None:
@@ -51,15 +49,14 @@ def rehome(st: AnalyserState, link: Link) -> None:
             label=None,
             title=record.title,
             parent_seq=parent,
-            branch=link.rehome_branch,
+            branch="handoff",
         )
     )
-    if parent is not None:
-        st.handed_off.add(parent)
+    st.handed_off.add(parent)
     offset = state.first + at
     _move_state(st, old, new, state, len(turns), len(moved))
     for k, seq in enumerate(moved):
-        _renumber(st, seq, new, k, offset, first_turn=k == 0, opens=not handed)
+        _renumber(st, seq, new, k, offset, first_turn=k == 0)
 
 
 def rejoin(st: AnalyserState, link: Link) -> None:
@@ -154,14 +151,10 @@ def _move_state(
         del st.parked[old]
 
 
-def _renumber(
-    st: AnalyserState, seq: int, new: str, k: int, offset: int, first_turn: bool, opens: bool
-) -> None:
+def _renumber(st: AnalyserState, seq: int, new: str, k: int, offset: int, first_turn: bool) -> None:
     """Turn ``seq`` is now the ``k``-th of ``new`` (it was the ``k + offset``-th of the
     conversation it left): its place and its findings' say so; the first one's cache break
-    (the new agent's system prompt and tools) no longer follows from anything, nor (``opens``:
-    it opens a conversation of its own) what it was judged to have kept or changed of a turn
-    before it."""
+    (the new agent's system prompt and tools) no longer follows from anything."""
     st.moved[seq] = (new, k, first_turn)
     turn = st.result.turns.get(seq) if st.keep_turns else None
     if turn is not None:
@@ -170,12 +163,7 @@ def _renumber(
     if findings is None:
         return
     if first_turn:
-        findings[:] = [
-            f
-            for f in findings
-            if f.code != codes.CACHE_PREFIX_BROKEN
-            and not (opens and f.related_turn is not None and f.related_turn < offset)
-        ]
+        findings[:] = [f for f in findings if f.code != codes.CACHE_PREFIX_BROKEN]
     for f in findings:
         _refile(f, new, k, offset)
 
@@ -190,7 +178,6 @@ def place(turn: Turn, where: tuple[str, int, bool]) -> None:
     if not where[2]:
         return
     turn.previous_seq = None
-    turn.c.context, turn.c.rewritten = None, 0  # no earlier request of its own it managed
     n = turn.c.counts
     if n is not None:
         turn.c.counts = MessageCounts(sent=n.sent, new=n.sent)

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scenarios import WEATHER, AgentScript, Call, assistant_of, family_turn, results_of, user_of
@@ -256,13 +257,15 @@ def test_an_unchanged_run_interleaved_or_not_has_no_client_warning(
         assert not bad, bad
 
 
+@pytest.mark.xfail(strict=True, reason="open: two agents whose requests open alike, interleaved")
 def test_two_agents_opening_alike() -> None:
-    """Found by the long run (a strict xfail until issue 103): agent B's first request (the
-    system prompt and the summary, word for word agent A's) reads as A trimming its history back
-    to them, and A's next request, which extends A's previous one exactly (its answer's call id
-    echoed, a continuity token of A's), was compared with B's turn: a false
-    ``C.assistant_not_echoed`` on A. Now that echo and token move B's turn out of A's
-    conversation (docs/threading.md, "Provider evidence first")."""
+    """Found by the long run, not fixed: agent B's first request (the system prompt and the
+    summary, word for word agent A's) reads as A trimming its history back to them, and A's next
+    request, which extends A's previous one exactly (its answer's call id echoed, a continuity
+    token of A's), is then compared with B's turn: a false ``C.assistant_not_echoed`` on A.
+    Moving B's turn out when that echo and token prove it was built (issue 103, session 50) and
+    left out: the move made the analysis kept whole and the one that releases histories disagree
+    on the moving request (test_memory's whole-corpus run)."""
     check(
         Case(
             "openai_chat",
