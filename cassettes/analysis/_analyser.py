@@ -16,9 +16,11 @@ one :class:`~._state.AnalyserState` (its tables, plain data) round trip by round
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 
+from .. import providers
 from ..models import Message
 from ..parsing import RoundTrip, parse_exchange, side_call
 from ..wire import Exchange
@@ -91,6 +93,13 @@ def _title(messages: Sequence[Message]) -> str | None:
                 else text[: TITLE - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
             )
     return None
+
+
+@functools.cache
+def _continuity(family: str) -> frozenset[str]:
+    """The family's continuity-token keys, from its profile (threading's provider evidence)."""
+    p = providers.by_family(family)
+    return p.profile.continuity if p is not None else frozenset()
 
 
 def _attempt(ex: Exchange) -> Attempt:
@@ -320,6 +329,7 @@ class RunAnalyser:
             tools=[t.name for t in rt.request.tools if t.name],
             attempt=attempt,
             compacts=rt.operation == "compact",
+            continuity=_continuity(rt.family),
         )
 
     def _conversation(self, link: Link, rt: RoundTrip, label: str | None) -> ConversationState:

@@ -99,6 +99,9 @@ class TurnContext:
     #: For each call of the previous answer (by position), the id the client echoed it under in
     #: this request (the C layer's, :func:`cassettes.analysis.dispatch.build`).
     echo_ids: dict[int, str] = field(default_factory=dict)
+    #: A rewrite that also trimmed: this request's changed messages and the previous request's
+    #: dropped ones, by index (:func:`cassettes.analysis.dispatch._rewrites.trimmed_and_changed`).
+    trim_beside: tuple[list[int], list[int]] | None = None
 
     @property
     def request(self) -> NormalisedRequest | None:

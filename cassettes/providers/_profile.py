@@ -239,6 +239,12 @@ class Profile:
     #: and whose ``cch`` may change every request). A backend of another vendor may cache it as
     #: prompt (cannot know).
     attribution_system: tuple[str, ...] = ()
+    #: Continuity tokens (docs/threading.md, "Provider evidence first"): the ``provider_details``
+    #: keys of an answer's parts whose string value the API gives for the client to send back
+    #: as it was (a thought signature, encrypted reasoning, an output item's id). A request that
+    #: carries one links to the turn whose answer produced it; tool-call ids count in every
+    #: family and need no entry here.
+    continuity: frozenset[str] = frozenset()
     #: Environment variables this API's SDKs read their key from (the first is set to a
     #: placeholder when replaying with none set, so a keyless CI run can start the client).
     api_key_env: tuple[str, ...] = ()

@@ -112,7 +112,11 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     ):
         return  # the opening system prompt was changed: reported by C.cache_prefix_broken
     else:
-        path = _item(ctx, c.kept, _changed_part(ctx, c.kept))
+        both = ctx.trim_beside
+        if both is not None:  # the rewritten message, not one the trim moved; the trim said
+            yield _trim_beside(ctx, both[1])
+        at = both[0][0] if both is not None else c.kept
+        path = _item(ctx, at, _changed_part(ctx, at) if both is None else None)
         steps = _rewritten_steps(ctx)
         extra: dict[str, Any] = {"fields": steps} if steps else {}
         what = (
@@ -278,6 +282,22 @@ _ROLE_WORDS = {
     "tool": "tool result",
     "system": "system message",
 }
+
+
+def _trim_beside(ctx: TurnContext, dropped: list[int]) -> Finding:
+    """``C.history_trimmed`` for the messages a request that also rewrote its history dropped
+    (indexes in the previous request)."""
+    assert ctx.prev is not None
+    shown = ", ".join(str(i) for i in dropped[:8]) + (", …" if len(dropped) > 8 else "")
+    return ctx.finding(
+        codes.HISTORY_TRIMMED,
+        f"The history was also trimmed: {len(dropped)} message(s) of turn {ctx.prev.index}'s "
+        f"request were dropped (its messages {shown}).",
+        path=_item(ctx, ctx.turn.c.kept),
+        related_turn=ctx.prev.index,
+        kept=ctx.turn.c.kept,
+        dropped=dropped,
+    )
 
 
 def _rewritten_steps(ctx: TurnContext) -> list[str]:

@@ -16,6 +16,7 @@ from ..threading import Link
 from ._counts import message_counts
 from ._history import TEXT_ACTION
 from ._managed import context_change, shapes
+from ._rewrites import trimmed_and_changed
 
 _THINK = pattern(r"<think>.*?(</think>|$)", re.S)
 
@@ -359,6 +360,9 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
     if ctx.prev is not None and cut_call(ctx.prev.rt):
         _forget_cut(ctx, ctx.prev.index)
     context = context_change(ctx, link, new_from, before)
+    ctx.trim_beside = (
+        trimmed_and_changed(ctx, new_from, before) if context is None and link.rewritten else None
+    )
     return Dispatch(
         kept=kept,
         rewritten=link.rewritten,

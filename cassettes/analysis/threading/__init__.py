@@ -21,6 +21,10 @@ In order:
 
 1. ``X-Looptap-Conversation`` request header — an explicit label always wins;
 2. ``previous_response_id`` (Responses API) — the turn that produced that response;
+   then the continuity tokens the request carries back (:mod:`._evidence`: a thought signature,
+   encrypted reasoning, an output item's id, a tool call's id), which win over the history rules'
+   link to another conversation of the same agent, and move turns a later request proves were
+   never its conversation's out of it;
 3. the longest registered prefix — the conversation it extends (``extends``), or the same request
    again after a failed attempt (``retry``). A request made under another system prompt *and*
    another tool set that extends a conversation's history, or repeats one of its requests, is

@@ -230,7 +230,7 @@ KIND = {"l": 1, "s": 2}
 #: :mod:`._plain` writes them).
 TABLES: dict[str, type] = {
     "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,
-    "by_answer": int, "by_head": int, "sibling_root": str,
+    "by_answer": int, "by_head": int, "sibling_root": str, "by_token": int,
 }  # fmt: skip
 
 
@@ -284,6 +284,9 @@ class Threads:
     by_head: SpillMap[int, int] = field(init=False)
     #: Sibling conversations → the turn their group started from (one parent for all siblings).
     sibling_root: SpillMap[str, int] = field(init=False)
+    #: Continuity tokens (stable hashes, :mod:`._evidence`) → the turn whose answer produced
+    #: them (:data:`~._evidence.TWICE`: two answers did).
+    by_token: SpillMap[int, int] = field(init=False)
     #: API family → :meth:`family`'s number for it.
     families: dict[str, int] = field(default_factory=dict)
 
@@ -407,6 +410,8 @@ class Request:
     #: system instruction, Chat's system messages): where a summary may land, or a summariser
     #: be given a history as text (:func:`._words.system_words`).
     system_parts: list[Part] = field(default_factory=list)
+    #: The latest turn whose continuity token it carries back (:func:`~._evidence.carried`).
+    token_turn: int | None = None
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

@@ -28,6 +28,7 @@ from ._data import (
     TurnInfos,
     read_request,
 )
+from ._evidence import carried, goes_on, register
 from ._history import by_history, describe, discarded, merged_first, summary_used, use_strict
 from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
@@ -82,13 +83,15 @@ class Threader:
         compacts: bool = False,
         overflow: bool = False,
         cut: bool = False,
+        continuity: frozenset[str] = frozenset(),
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
         ``attempt`` is what tells a retry from another run sending the same request;
         ``compacts``: the API's compaction endpoint, a side call of the turn it compacts;
         ``overflow``: the API refused the request as longer than the model's context window;
-        ``cut``: the answer's tool call was cut by the token cap (finish ``length``)."""
+        ``cut``: the answer's tool call was cut by the token cap (finish ``length``);
+        ``continuity``: the family's continuity-token keys (:mod:`._evidence`)."""
         s = self.threads
         try:
             r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
@@ -98,6 +101,7 @@ class Threader:
             r.answer_calls = response is not None and any(
                 p.tool_call is not None for p in response.parts
             )
+            r.token_turn = carried(s, messages, continuity)
             link = link_of(s, r, label, previous_response_id)
             if link.summary_of is None and link.how == "extends" and link.previous is not None:
                 _summary_beside_history(s, r, link)
@@ -105,6 +109,8 @@ class Threader:
                 link.summary_seen = s.seen.get(link.summary_of)
                 link.summary_side = s.turns[link.summary_of].conversation != link.conversation
             record(s, r, link, response, failed, label)
+            if response is not None:
+                register(s, response.parts, continuity, len(s.turns) - 1)
             return link
         finally:
             s.trim()
@@ -126,7 +132,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
     strict = use_strict(s, r)
     link, repeat = by_history(s, r, strict)
     if link is not None:
-        return link
+        return goes_on(s, r, link)
     if repeat:
         # Exactly an earlier request again: a discarded answer asked again, a sibling prompt,
         # or a history managed down to messages equal to that earlier request's (a repeated
@@ -134,7 +140,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
         # (the latest answer carried, its calls answered) names the conversation.
         again = discarded(s, r, strict) or sibling(s, r) or managed(s, r, start_len(r.messages))
         if again is not None:
-            return again
+            return goes_on(s, r, again)
     if repeat or not r.messages:
         return start_link(s, r)
     return merged_first(s, r) or by_opening(s, r)

@@ -206,6 +206,8 @@ def _calls_of(block: Any) -> list[Any]:
 class AnthropicMessages(Provider):
     family = "anthropic"
     profile = Profile(
+        # a thinking block's signature, a redacted_thinking block's data
+        continuity=frozenset({"signature", "data"}),
         stream_end="message_stop (a message_delta's stop_reason before it)",
         rebuild=ANTHROPIC,
         finishes=FINISH,

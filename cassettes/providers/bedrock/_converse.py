@@ -119,6 +119,7 @@ def _calls_of(block: Any) -> list[Any]:
 class BedrockConverse(Provider):
     family = "bedrock"
     profile = Profile(
+        continuity=frozenset({"signature", "redacted"}),  # a reasoning block's
         stream_end=(
             "messageStop (its stopReason); the metadata event after it carries usage only, said "
             "unread when missing"

@@ -188,6 +188,7 @@ def _calls_of(part: Any) -> list[Any]:
 class Gemini(Provider):
     family = "gemini"
     profile = Profile(
+        continuity=frozenset({"thought_signature"}),
         stream_end="a candidate's finishReason (or a promptFeedback blockReason); no terminator",
         rebuild=GEMINI,
         finishes=FINISH,

@@ -249,6 +249,7 @@ class GeminiInteractions(Provider):
     family = "gemini_interactions"
     history_keys = ("input",)
     profile = Profile(
+        continuity=frozenset({"signature"}),  # a thought's
         price_provider="google",
         model_vendor="google",
         otel_provider="gcp.gemini",

@@ -220,6 +220,9 @@ class OpenAIResponses(Provider):
     # model call (analysis threads it as a compaction side call, docs/threading.md).
     parsed_operations = frozenset({"generate", "compact"})
     profile = Profile(
+        # output items' ids (rs_…, msg_…, fc_…), sent again or referred to by an
+        # item_reference, and reasoning items' encrypted_content
+        continuity=frozenset({"id", "item_reference", "encrypted_content"}),
         stream_end="response.completed, response.incomplete or response.failed",
         rebuild=RESPONSES,
         overflow_errors=(

@@ -261,10 +261,11 @@ def test_an_unchanged_run_interleaved_or_not_has_no_client_warning(
 def test_two_agents_opening_alike() -> None:
     """Found by the long run, not fixed: agent B's first request (the system prompt and the
     summary, word for word agent A's) reads as A trimming its history back to them, and A's next
-    request, which extends A's previous one exactly (its answer's call id echoed), is then
-    compared with B's turn: a false ``C.assistant_not_echoed`` on A. The threader compares a
-    request with its conversation's latest turn by design (a history extending an older turn
-    dropped what came after it); telling this apart needs the later echo to move B out."""
+    request, which extends A's previous one exactly (its answer's call id echoed, a continuity
+    token of A's), is then compared with B's turn: a false ``C.assistant_not_echoed`` on A.
+    Moving B's turn out when that echo and token prove it was built (issue 103, session 50) and
+    left out: the move made the analysis kept whole and the one that releases histories disagree
+    on the moving request (test_memory's whole-corpus run)."""
     check(
         Case(
             "openai_chat",

@@ -73,7 +73,9 @@ def _without_turns(exchanges: list[Exchange]) -> RunAnalysis:
             turns[turn.seq] = turn
     got = a.finish()
     assert got.turns == {}
-    got.turns = turns
+    # a turn a later request moved (a handed loop, a turn proved another conversation's) is put
+    # where it is now, as the incremental reader does (RunReader._place_moved)
+    got.turns = {seq: a.placed(turn) for seq, turn in turns.items()}
     return got
 
 
@@ -175,9 +177,11 @@ def test_memory_per_turn_does_not_grow_with_the_run(tmp_path: Path) -> None:
     large, n_large = _retained(_write_run(tmp_path / "large.jsonl", 48, 12))
     # Each turn re-sends ~2 KB more history than the one before; a turn whose parsed request,
     # views and texts stayed in memory took 20-50 KB. What stays is its summary, the threader's
-    # hashes, the checks' ids and hashes, and the latest turn of each (12-turn) conversation.
+    # hashes, the checks' ids and hashes, and the latest turn of each (12-turn) conversation;
+    # since issue 103 the threader's continuity tokens too (a 64-bit hash per token an answer
+    # produced, docs/threading.md "Provider evidence first"): 5,018-5,030 measured, was under 5,000.
     per_added_turn = (large - small) / (n_large - n_small)
-    assert per_added_turn < 5_000, f"{per_added_turn:.0f} bytes retained per added turn"
+    assert per_added_turn < 5_500, f"{per_added_turn:.0f} bytes retained per added turn"
     assert large / n_large <= small / n_small, "memory per turn grows with the run"
 
 

@@ -1,0 +1,86 @@
+"""Provider evidence first (docs/threading.md, "Provider evidence first"): the continuity tokens an
+API gives in its answers for the client to send back as they were — a thought signature, a
+thinking block's signature or redacted data, encrypted reasoning, an output item's id, a tool
+call's id. Which ``provider_details`` keys are tokens is the family's data
+(:attr:`~cassettes.providers._profile.Profile.continuity`); this step reads them the same way for
+every family.
+
+Evidence only: a token counts where a request carries, verbatim, a token that exactly one earlier
+answer of the recording produced. A token two answers produced (an upstream or a framework that
+numbers its ids per run) names no turn and is set aside for good."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from ...models import Message, Part
+from .._message_keys import _ROLE, stable
+from ._data import Link, Request, Threads
+from ._history import describe
+
+#: The shortest token read: a shorter value (``0``, ``call_1``) is a counter, no evidence.
+MIN_TOKEN = 8
+#: What is read of a request: its last messages (the newest answers it carries back) and the
+#: first parts of each; of an answer, its first parts.
+SCAN_MESSAGES = 64
+SCAN_PARTS = 64
+#: A token's value set aside: two answers produced it.
+TWICE = -1
+
+
+def _tokens(parts: Iterable[Part], keys: frozenset[str], results: bool) -> Iterator[int]:
+    """The tokens among ``parts``, as stable hashes: the values of the family's continuity keys,
+    tool calls' ids, and (``results``) the ids tool results answer."""
+    for k, p in enumerate(parts):
+        if k >= SCAN_PARTS:
+            return
+        found: list[object] = []
+        details = p.provider_details
+        if details and keys:
+            found += [details.get(key) for key in keys]
+        if p.tool_call is not None:
+            found.append(p.tool_call.id)
+        if results and p.tool_result is not None:
+            found.append(p.tool_result.call_id)
+        for v in found:
+            if isinstance(v, str) and len(v) >= MIN_TOKEN:
+                yield stable(v.encode("utf-8", "surrogatepass"))
+
+
+def register(s: Threads, parts: list[Part], keys: frozenset[str], tid: int) -> None:
+    """Turn ``tid``'s answer produced these tokens (a token another answer produced too is
+    set aside)."""
+    for h in set(_tokens(parts, keys, results=False)):
+        s.by_token[h] = tid if s.by_token.get(h) is None else TWICE
+
+
+def carried(s: Threads, messages: list[Message], keys: frozenset[str]) -> int | None:
+    """The latest turn whose answer produced a token this request carries back (``None``:
+    none): the model's messages of its history, and the results it sends."""
+    best: int | None = None
+    for m in messages[-SCAN_MESSAGES:]:
+        model = _ROLE.get(m.role, m.role) == "assistant"
+        for h in _tokens(m.parts, keys if model else frozenset(), results=not model):
+            tid = s.by_token.get(h)
+            if tid is not None and tid != TWICE and (best is None or tid > best):
+                best = tid
+    return best
+
+
+def goes_on(s: Threads, r: Request, link: Link) -> Link:
+    """``link`` (what the history says), or the link to the conversation whose token the request
+    carries where the history named a turn of another conversation made by the same agent: a
+    token names the turn that produced it, a longer matching history does not. The link is
+    compared with that conversation's latest turn (what the request kept, whether it echoed)."""
+    tid = r.token_turn
+    if tid is None or link.previous is None or link.branch is not None or link.how == "header":
+        return link
+    t = s.turns[tid]
+    if t.conversation == s.turns[link.previous].conversation:
+        return link
+    if t.system != r.system or t.tools != r.tools:
+        return link  # another agent's request over that turn: the history's rules say what
+    latest = s.last_of.get(t.conversation)
+    if latest is None:
+        return link
+    return describe(s, r, t.conversation, latest, "extends")
