@@ -26,6 +26,7 @@ turns at a time).
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -358,6 +359,7 @@ class RunReader:
             self.turn_store.flush()
             self.parses.flush()
             keep(self)  # when the file was hashed as it was read (take)
+            self.continuation = None  # (kept, or not to be: a 1 GB run's is 7 MB)
         return self.index.header or {}, self.first_started, dict(self.families)
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:
@@ -504,8 +506,8 @@ def _stand_on(reader: RunReader, taken: _snapshot.Taken) -> None:
     reader.families = dict(state.families)
     reader.source.skipped.clear()  # (the set its forks share)
     reader.source.skipped.update(state.skipped)
-    if reader.summarising:
-        reader.unsummarised = iter(list(places))
+    if reader.summarising:  # (the seqs as they are now, 8 bytes each: a continued file adds more)
+        reader.unsummarised = iter(array("q", places))
 
 
 def keep(reader: RunReader) -> None:
