@@ -48,6 +48,9 @@ __all__: list[str] = []
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
+#: The findings of a kept turn's summary that has none: one list for all (a list each was 56
+#: bytes a turn in the inspector of a kept analysis). Never filled: a summary's list is read only.
+NO_FINDINGS: list[Any] = []
 #: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
 #: inspector shows the first ones without waiting for all).
 KEPT_STEP = 512
@@ -368,8 +371,11 @@ class RunReader:
         turns: list[TurnSummary] = []
         if self.unsummarised is not None:
             for seq in self.unsummarised:
-                turns.append(summarise(self.full_turn(seq, remember=False)))
-                self.summaries[seq] = turns[-1]
+                summary = summarise(self.full_turn(seq, remember=False))
+                if not summary.findings:  # (its turn's own empty list, which nothing fills)
+                    summary = replace(summary, findings=NO_FINDINGS)
+                turns.append(summary)
+                self.summaries[seq] = summary
                 if len(turns) >= KEPT_STEP:
                     break
             else:
