@@ -48,8 +48,9 @@ __all__: list[str] = []
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
-#: The findings of a kept turn's summary that has none: one list for all (a list each was 56
-#: bytes a turn in the inspector of a kept analysis). Never filled: a summary's list is read only.
+#: The findings of a finished kept turn's summary that has none: one list for all (a list each
+#: was 56 bytes a turn in the inspector of a kept analysis). A continued run's summaries keep
+#: their own: its end-of-run pass fills the list of a conversation's last turn.
 NO_FINDINGS: list[Any] = []
 #: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
 #: inspector shows the first ones without waiting for all).
@@ -372,7 +373,7 @@ class RunReader:
         if self.unsummarised is not None:
             for seq in self.unsummarised:
                 summary = summarise(self.full_turn(seq, remember=False))
-                if not summary.findings:  # (its turn's own empty list, which nothing fills)
+                if not summary.findings and self.finished:  # (a finished run's: never filled)
                     summary = replace(summary, findings=NO_FINDINGS)
                 turns.append(summary)
                 self.summaries[seq] = summary
