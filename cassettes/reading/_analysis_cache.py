@@ -243,7 +243,7 @@ def digest_of(cassette: Path, size: int) -> Any | None:
     buf = memoryview(bytearray(_CHUNK))  # (one buffer, read into: a new 4 MiB bytes per read
     with open_regular(cassette) as f:  # and the reader's copy were 8.4 MB at a second read's peak)
         while done < size:
-            got = f.readinto(buf[: min(_CHUNK, size - done)])
+            got = os.readv(f.fileno(), [buf[: min(_CHUNK, size - done)]])
             if not got:
                 return None
             h.update(buf[:got])
