@@ -26,6 +26,7 @@ turns at a time).
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -47,6 +48,10 @@ __all__: list[str] = []
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
+#: The findings of a finished kept turn's summary that has none: one list for all (a list each
+#: was 56 bytes a turn in the inspector of a kept analysis). A continued run's summaries keep
+#: their own: its end-of-run pass fills the list of a conversation's last turn.
+NO_FINDINGS: list[Any] = []
 #: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
 #: inspector shows the first ones without waiting for all).
 KEPT_STEP = 512
@@ -358,6 +363,7 @@ class RunReader:
             self.turn_store.flush()
             self.parses.flush()
             keep(self)  # when the file was hashed as it was read (take)
+            self.continuation = None  # (kept, or not to be: a 1 GB run's is 7 MB)
         return self.index.header or {}, self.first_started, dict(self.families)
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:
@@ -366,8 +372,11 @@ class RunReader:
         turns: list[TurnSummary] = []
         if self.unsummarised is not None:
             for seq in self.unsummarised:
-                turns.append(summarise(self.full_turn(seq, remember=False)))
-                self.summaries[seq] = turns[-1]
+                summary = summarise(self.full_turn(seq, remember=False))
+                if not summary.findings and self.finished:  # (a finished run's: never filled)
+                    summary = replace(summary, findings=NO_FINDINGS)
+                turns.append(summary)
+                self.summaries[seq] = summary
                 if len(turns) >= KEPT_STEP:
                     break
             else:
@@ -504,8 +513,8 @@ def _stand_on(reader: RunReader, taken: _snapshot.Taken) -> None:
     reader.families = dict(state.families)
     reader.source.skipped.clear()  # (the set its forks share)
     reader.source.skipped.update(state.skipped)
-    if reader.summarising:
-        reader.unsummarised = iter(list(places))
+    if reader.summarising:  # (the seqs as they are now, 8 bytes each: a continued file adds more)
+        reader.unsummarised = iter(array("q", places))
 
 
 def keep(reader: RunReader) -> None:

@@ -261,12 +261,9 @@ def _parsed(
         result = RunAnalysis.model_validate_json(found.analysis)
         result.conversations = [Conversation.model_validate_json(c) for c in found.conversations]
         flagged = {s: (pos, _FINDINGS.validate_json(f)) for s, (pos, f) in found.findings.items()}
-        places = Places()
-        for seq, block, offset, length in found.places:
-            places.put(seq, (block, offset, length))
     except (KeyError, TypeError) as exc:
         raise ValueError(str(exc)) from None
-    return state, result, flagged, places
+    return state, result, flagged, found.places
 
 
 def _keeping(views: Iterator[Any], path: Path, generation: bytes, kind: str) -> Iterator[Any]:

@@ -19,6 +19,7 @@ the inspector drew this split, and the two disagreed on the same turn).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -93,7 +94,7 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
                 *parts,
                 k.output or 0,
                 k.cumulative_cost,
-                k.source,
+                sys.intern(k.source),  # (one string, not a restored turn's copy each)
                 k.cost,
                 k.price_estimated,
                 k.cumulative_estimated,

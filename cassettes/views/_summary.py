@@ -68,10 +68,10 @@ def summarise(turn: Turn) -> TurnSummary:
     return TurnSummary(
         managed=managed,
         seq=turn.seq,
-        conversation=turn.conversation,
+        conversation=sys.intern(turn.conversation),  # (a restored turn's own copy, else)
         index=turn.index,
         previous_seq=turn.previous_seq,
-        family=turn.family,
+        family=sys.intern(turn.family),
         findings=turn.findings,
         status=a.status,
         error=a.error is not None and not miss,

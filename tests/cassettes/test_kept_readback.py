@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from looptap.cassettes.reading import open_run, show_objects
+from looptap.cassettes.reading import _analysis_cache, open_run, show_objects
+from looptap.cassettes.reading._stores import TurnStore
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.shell import _link
 from looptap.cassettes.wire import Exchange
@@ -28,6 +29,12 @@ from tests.support.analysed import Analysed, cli_output, keep_every_run
 #: while it read (histories, rendered texts, threading indexes, full turns, the file) is not kept.
 #: Measured on the two shapes below: about 2.6 a turn and 9.4 a conversation.
 PER_TURN, PER_CONVERSATION = 4, 16
+#: Objects the kept rows hold per turn and per conversation as they are taken (before the reader
+#: stands on them): a flagged turn's findings (every seventh turn here: its seq, its position,
+#: its JSON), a conversation's JSON; the turns' places go straight into arrays. Issue 106: read
+#: as a list of row tuples they were a tuple and up to four integers a turn, the peak of a 1 GB
+#: run's second read. Measured on 40 and 160 turns: 64 blocks more (423 as a list of rows).
+TAKEN_PER_TURN, TAKEN_PER_CONVERSATION = 1, 2
 URL = "https://api.openai.com/v1/chat/completions"
 
 
@@ -159,6 +166,34 @@ def test_a_kept_analysis_read_back_holds_a_bounded_number_of_objects_per_turn(
         assert counted.added == 0  # the kept analysis was taken
     (small, few, convs), (big, many, more) = sizes
     bound = PER_TURN * (many - few) + PER_CONVERSATION * (more - convs)
+    assert big - small <= bound, (small, few, convs, big, many, more)
+
+
+def test_the_kept_rows_are_taken_in_a_bounded_number_of_objects_per_turn(
+    tmp_path: Path,
+) -> None:
+    """The kept rows as :func:`~cassettes.reading._analysis_cache.take` reads them (the largest
+    a read-back holds at once, before the reader keeps what it needs): two runs 4x apart grow by
+    at most :data:`TAKEN_PER_TURN` blocks a turn and :data:`TAKEN_PER_CONVERSATION` a
+    conversation."""
+    sizes = []
+    for n in (40, 160):
+        path = tmp_path / f"taken-{n}.jsonl"
+        _talk(path, n, 4)
+        open_run(path).close()  # (the first read: analyses, keeps)
+        for _ in range(2):  # (the first: warm, imports and caches filled once a process)
+            store = TurnStore()
+            gc.collect()
+            before = sys.getallocatedblocks()
+            found = _analysis_cache.take(path, store)
+            held = sys.getallocatedblocks() - before
+            assert found is not None  # (it checked out)
+            turns, convs = len(found.offsets), len(found.conversations)
+            del found
+            store.close()
+        sizes.append((held, turns, convs))
+    (small, few, convs), (big, many, more) = sizes
+    bound = TAKEN_PER_TURN * (many - few) + TAKEN_PER_CONVERSATION * (more - convs)
     assert big - small <= bound, (small, few, convs, big, many, more)
 
 
