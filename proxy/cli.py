@@ -441,10 +441,7 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
         from . import isolation
 
         try:
-            # A --verify branch (--verify-one) is in place only when its parent said so for it
-            # alone: LOOPTAP_IN_PLACE=1 never puts concurrent branches in one tree.
-            asked = bool(getattr(args, "in_place", False))
-            if asked if getattr(args, "verify_one", False) else isolation.asked_in_place(asked):
+            if isolation.asked_in_place(getattr(args, "in_place", False)):
                 isolation.in_place(fork)
             else:
                 target, mask, scratch_env = isolation.fork_tree(fork, config, target, scratch)

@@ -9,8 +9,9 @@ The agent is not kept waiting: before it starts the tree is only walked (``stat`
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
 out, and said); each file's start contents are read beside the model's latency, from the agent's
 first model request (or :data:`READ_AFTER` seconds after its start), a file at a time on a thread
-of their own (in a fork before it starts): a turn's reply waits for its scan's walk, never for the
-read, and a file that changed before the read reached it is said ``unread``, never taken as the
+of their own (in a fork before it starts): a turn's reply waits for its scan's walk, and for
+the read only until :data:`READ_WAIT` seconds past the first request (a small tree's read ends
+in it); a file that changed before the read reached it is said ``unread``, never taken as the
 start. Nothing is written
 for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
 and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
@@ -75,6 +76,10 @@ UNREADABLE = "its contents at the start could not be read"
 #: runs beside the model's latency, not the agent's own start (a file changed before the read
 #: reached it is said ``unread``).
 READ_AFTER = 1.0
+#: Seconds past the first model request that a reply still waits for the start's read to end: a
+#: small tree's read ends in that time (the agent's first tools then find every start kept, and a
+#: fork can restore them); a big one's does not, and what it did not reach is said ``unread``.
+READ_WAIT = 2.0
 #: Bytes of start contents held in memory (written beside the cassette at a file's first change).
 HELD = 64 << 20
 #: How each kind of folder left out is said: (one, many).
@@ -157,6 +162,8 @@ class Workspace:
         self._calm = threading.Condition()
         #: Set at the first model request (or the run's end): the start's read may begin.
         self.go = threading.Event()
+        #: Until when (monotonic) a reply waits for the start's read: set at the first request.
+        self._read_until: float | None = None
         self._ending = threading.Event()
         self._cut_said = False
         #: Each model request's scan, by flow id: its reply waits for it.
@@ -471,6 +478,8 @@ class Workspace:
         reply waits for what is left of the scan (:meth:`responseheaders`)."""
         if not _model_request(flow):
             return
+        if self._read_until is None:
+            self._read_until = time.monotonic() + READ_WAIT
         self.go.set()  # (the start's read: beside the model's latency, no longer the agent's start)
         at = flow.request.timestamp_start
         loop = asyncio.get_running_loop()
@@ -482,10 +491,14 @@ class Workspace:
         """The model's reply reaches the agent once the tree at its request is taken: the agent
         acts on the reply (its tools change files), so a scan still running then would take the
         next turn's changes as this one's. The scan runs beside the model's latency; the reply
-        waits only for what is left of it (the walk, never the start's read)."""
+        waits only for what is left of it (the walk), and for the start's read only until
+        :data:`READ_WAIT` seconds past the first request."""
         done = self._scans.pop(flow.id, None)
         if done is not None:
             await done
+            left = (self._read_until or 0.0) - time.monotonic()
+            if left > 0 and not self._done.is_set():  # (a small tree's read: READ_WAIT)
+                await asyncio.to_thread(self._done.wait, left)
 
     # a reply made without upstream response headers (an addon's) waits the same way
     response = responseheaders

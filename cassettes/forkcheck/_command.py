@@ -102,6 +102,7 @@ def verify_run(args: argparse.Namespace) -> Result:
         run, argv, Outcome("check", args.verify), out.resolve(), _passed(args), python
     )
     runner.in_place = bool(args.in_place)
+    runner.env_in_place = False
     runner.check_seconds = float(args.verify_timeout)
     runner.purse = Purse(p.at_most)
     items = [(r, k) for r in p.rows for k in range(1, p.samples + 1)]

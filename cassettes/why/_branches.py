@@ -200,6 +200,10 @@ class Branches:
     #: ``--in-place``: each branch runs in the user's working tree (where a fork cannot be
     #: isolated, proxy/isolation.py); else in a scratch copy, or refused.
     in_place: bool = False
+    #: Whether ``LOOPTAP_IN_PLACE=1`` (proxy/isolation.py's environment form of ``--in-place``)
+    #: reaches the branches: for ``why``, as for every fork the user starts; not for ``run
+    #: --verify``, whose branches run at once and each need a tree of their own.
+    env_in_place: bool = True
     #: The check's own time limit in seconds: past it the branch's check is stopped (status 124).
     check_seconds: float = CHECK_SECONDS
     #: What the branches may send live in all (``--max-requests``, a confirm's limit): each branch
@@ -277,7 +281,11 @@ class Branches:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=_scrubbed(),
+                env={
+                    k: v
+                    for k, v in _scrubbed().items()
+                    if self.env_in_place or k != "LOOPTAP_IN_PLACE"
+                },
                 start_new_session=True,
             )
             assert proc.stdout is not None

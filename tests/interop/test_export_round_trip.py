@@ -84,8 +84,8 @@ ALLOWED: dict[str, str] = {
     "sent), and the conversations and turns it makes, follow from the history above",
     r"layers\.C\.context\.(kind|from_seq|cleared|dropped|dropped_roles\.(user|assistant)|"
     r"dropped_tools|dropped_user|lost|task_lost|question_dropped|restore_at|summarised_calls|"
-    r"summary|summary_by_seq|restated|after_overflow)": "the context check's account of what a "
-    "history dropped or summarised follows from the history above",
+    r"summary|summary_by_seq|summary_by_side_call|restated|after_overflow)": "the context "
+    "check's account of what a history dropped or summarised follows from the history above",
     r"layers\.C\.tools_offered": "the tools offered, as request.tools below",
     r"tokens\.split\.(system|tools|history|new|tool_results|input|estimated)": "the input's split "
     "by part (estimated) follows from the history and the tool schemas above",
@@ -118,7 +118,8 @@ ALLOWED: dict[str, str] = {
     r"findings\[\]\.details\.(finish_reason|finish_class|finish_message|spans|type|error|"
     r"error_code|in_stream|stream|inferred|changed|cap|categories|caused_by|caused_by_seq|kind|"
     r"cleared|dropped|dropped_roles\.(user|assistant)|dropped_tools|dropped_user|from_seq|kept|"
-    r"offered|question_dropped|restore_at|summarised_calls|summary|summary_by_seq|tool|"
+    r"offered|question_dropped|restore_at|summarised_calls|summary|summary_by_seq|"
+    r"summary_by_side_call|tool|"
     r"restated|after_overflow)": "a "
     "finding's details follow from the fields above, as the finding does",
     r"layers\.A\.model_requested|model_requested": "a request the recording could not parse (no "

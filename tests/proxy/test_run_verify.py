@@ -72,6 +72,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (work / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     env = run_env(tmp, ANTHROPIC_API_KEY="sk-ant-verify")
     env.pop("LOOPTAP_SHELL_TRACE", None)  # the default: the working tree per turn
+    env.pop("LOOPTAP_IN_PLACE", None)  # (its forks: isolated, as a user's; tests/conftest.py)
     with ScriptedUpstream(model(), validate=True) as up:
         proc, out = looptap_run(
             tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]

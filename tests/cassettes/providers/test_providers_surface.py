@@ -15,7 +15,7 @@ EXPORTED = [
     "REQUEST_FIELDS", "REVERSE_UPSTREAMS", "WS_TURN",
     "Call", "Chaining", "InferredFields", "Profile", "Provider", "RebuildShape", "Rendered",
     "WsTurns", "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields",
-    "is_agent_own", "is_llm_host", "is_ws_turn", "link_items", "masked_endpoint",
+    "is_agent_own", "is_llm_host", "is_ws_turn", "kept_block", "link_items", "masked_endpoint",
     "reduced", "request_field", "request_places", "reset_at", "shape_of", "start_advice",
     "trace_family", "versioned_path",
 ]  # fmt: skip
