@@ -68,6 +68,17 @@ class Runs:
             return real
         return None
 
+    def output_file(self, name: str, filename: str, how: str, field: str, writer: str) -> Path:
+        """The ``filename`` a command (``writer``) wrote in its output directory ``name`` under a
+        root, or that file named itself; refused when there is none (no symlink)."""
+        real = self.under_roots(name, how, field)
+        if real is None:
+            raise QueryError("nothing of this name under the roots", **{field: name})
+        path = real / filename if real.is_dir() else real
+        if path.name != filename or not path.is_file() or path.is_symlink():
+            raise QueryError(f"no {filename} here ({writer} -o DIR writes it)", **{field: name})
+        return path
+
     def comparing(self, path_a: Path, a: Run, b: Run) -> Any:
         """How ``diff`` and ``fork_diff`` compare two runs' requests: as ``looptap diff`` does
         (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with

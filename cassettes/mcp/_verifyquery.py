@@ -22,17 +22,8 @@ _NUMBERS = ("verified", "judged", "samples", "low", "high", "sent")
 
 
 def _report_path(runs: Runs, name: str) -> Path:
-    real = runs.under_roots(
-        name,
-        "a verify is named by its output directory (looptap run --verify -o DIR), under the roots",
-        "verify",
-    )
-    if real is None:
-        raise QueryError("nothing of this name under the roots", verify=name)
-    path = real / REPORT if real.is_dir() else real
-    if path.name != REPORT or not path.is_file() or path.is_symlink():
-        raise QueryError("no verify.json here (looptap run --verify -o DIR writes it)", verify=name)
-    return path
+    how = "a verify is named by its output directory (looptap run --verify -o DIR), under the roots"
+    return runs.output_file(name, REPORT, how, "verify", "looptap run --verify")
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:

@@ -21,15 +21,8 @@ _NUMBERS = ("flips", "samples", "low", "high")
 def _state_path(runs: Runs, name: str) -> Path:
     """The ``why.json`` ``name`` names: the output directory of a ``why`` under a root, or the
     file."""
-    real = runs.under_roots(
-        name, "a why is named by its output directory (looptap why -o DIR), under the roots", "why"
-    )
-    if real is not None:
-        state = real / STATE if real.is_dir() else real
-        if state.name != STATE or not state.is_file() or state.is_symlink():
-            raise QueryError("no why.json here (looptap why -o DIR writes it)", why=name)
-        return state
-    raise QueryError("nothing of this name under the roots", why=name)
+    how = "a why is named by its output directory (looptap why -o DIR), under the roots"
+    return runs.output_file(name, STATE, how, "why", "looptap why")
 
 
 def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -83,9 +83,16 @@ def _redactor() -> Any:
         return Redactor()
 
 
-def _scrubbed(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment without proxy variables (they would send the agent past the replay)."""
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+#: proxy/isolation.py's environment form of ``--in-place`` (the core cannot import the proxy).
+IN_PLACE_VAR = "LOOPTAP_IN_PLACE"
+
+
+def _scrubbed(extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """This environment without proxy variables (they would send the agent past the replay) and
+    without ``drop``."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k not in drop
+    }
     env.update(extra or {})
     return env
 
@@ -281,11 +288,7 @@ class Branches:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env={
-                    k: v
-                    for k, v in _scrubbed().items()
-                    if self.env_in_place or k != "LOOPTAP_IN_PLACE"
-                },
+                env=_scrubbed(drop=() if self.env_in_place else (IN_PLACE_VAR,)),
                 start_new_session=True,
             )
             assert proc.stdout is not None
