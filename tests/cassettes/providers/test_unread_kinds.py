@@ -76,20 +76,20 @@ CASES: dict[str, tuple[str, int, Edit, Edit, str, str]] = {
         "test_ag_ui/test_thinking_roundtrip_anthropic.yaml", 0,
         lambda b: b.update(content=[{"type": "hologram", **_HOLOGRAM}]),
         lambda b: b.update(content=[]),
-        "answer: part 1: a 'hologram' block of a shape looptap does not read", "E.empty_response",
+        "answer: part 1: a 'hologram' block, not read", "E.empty_response",
     ),
     # a part keyed by a kind no reader knows (Gemini's parts are a union by key)
     "gemini": (
         "test_settings/test_stop_settings[google].yaml", 0,
         lambda b: _gemini(b).__setitem__(slice(None), [{"hologram": _HOLOGRAM}]),
         lambda b: _gemini(b).clear(),
-        "answer: part 1: a 'hologram' block of a shape looptap does not read", "E.empty_response",
+        "answer: part 1: a 'hologram' block, not read", "E.empty_response",
     ),
     "openai_responses": (
         "test_code_execution_files_vcr/test_openai_code_execution_files.yaml", 1,
         lambda b: b.update(output=[{"type": "hologram_call", "id": "hc_1", **_HOLOGRAM}]),
         lambda b: b.update(output=[]),
-        "answer: part 1: a 'hologram_call' block of a shape looptap does not read",
+        "answer: part 1: a 'hologram_call' block, not read",
         "E.empty_response",
     ),
     # a block keyed by a kind no reader knows where the call was (stopReason still `tool_use`)
@@ -97,7 +97,7 @@ CASES: dict[str, tuple[str, int, Edit, Edit, str, str]] = {
         _CONVERSE_CALLS, 0,
         lambda b: _converse(b).__setitem__(slice(None), [{"hologram": _HOLOGRAM}]),
         lambda b: _converse(b).clear(),
-        "answer: part 1: a 'hologram' block of a shape looptap does not read",
+        "answer: part 1: a 'hologram' block, not read",
         "A.tool_calls_without_calls",
     ),
 }  # fmt: skip
@@ -235,12 +235,12 @@ STREAMS: dict[str, tuple[str, dict[str, Any], bytes, bytes, str]] = {
         _GEMINI_SSE, _ASK_GEMINI,
         _data(_gemini_event([{"hologram": _HOLOGRAM}], "STOP")),
         _data(_gemini_event([], "STOP")),
-        "answer: part 1: a 'hologram' block of a shape looptap does not read",
+        "answer: part 1: a 'hologram' block, not read",
     ),
     "bedrock": (
         _CONVERSE_STREAM, _ASK_CONVERSE,
         _converse_stream(_HOLOGRAM_START, _HOLOGRAM_DELTA, _STOP_0), _converse_stream(),
-        "answer: part 1: a 'hologram' block of a shape looptap does not read",
+        "answer: part 1: a 'hologram' block, not read",
     ),
 }  # fmt: skip
 
