@@ -9,14 +9,14 @@ unknown content removed raises the finding that must not be raised on what was n
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 from real_corpus import CORPUS, load
+from test_bedrock import _frame
+from test_bedrock_guardrail import _exchange as _sent
 
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.parsing import RoundTrip, parse_exchange
@@ -141,17 +141,8 @@ def test_metadata_beside_what_is_read_is_not_content() -> None:
 
 
 def _exchange(url: str, request: dict[str, Any], body: bytes, sse: bool = True) -> Exchange:
-    ex = Exchange(
-        method="POST",
-        url=url,
-        request_headers=[("content-type", "application/json")],
-        request_body=orjson.dumps(request),
-        status=200,
-        response_headers=[
-            ("content-type", "text/event-stream" if sse else "application/vnd.amazon.eventstream")
-        ],
-        response_chunks=[(None, body)],
-    )
+    ctype = "text/event-stream" if sse else "application/vnd.amazon.eventstream"
+    ex = _sent(url, request, [body], ctype)
     ex.seq = 0
     return ex
 
@@ -165,19 +156,6 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }  # fmt: skip
-
-
-def _frame(event: str, payload: dict[str, Any]) -> bytes:
-    """One AWS event-stream frame (string headers, CRCs), as Bedrock sends it."""
-    headers = b""
-    for name, value in ((":event-type", event), (":content-type", "application/json"),
-                        (":message-type", "event")):  # fmt: skip
-        headers += bytes([len(name)]) + name.encode() + b"\x07"
-        headers += struct.pack(">H", len(value)) + value.encode()
-    body = orjson.dumps(payload)
-    prelude = struct.pack(">II", 12 + len(headers) + len(body) + 4, len(headers))
-    msg = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
-    return msg + struct.pack(">I", zlib.crc32(msg))
 
 
 _ASK_CHAT = {
