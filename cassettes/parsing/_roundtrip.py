@@ -313,7 +313,7 @@ def unknown_shape(p: Part) -> str | None:
 
 
 def _said(labels: list[str], more: int) -> list[str]:
-    return labels + ([f"{more} more parts of a shape looptap does not read"] if more else [])
+    return labels + ([f"{more} more parts, not read"] if more else [])
 
 
 def _said_unread(req: NormalisedRequest, base: NormalisedRequest | None) -> None:
@@ -338,7 +338,7 @@ def _said_unread(req: NormalisedRequest, base: NormalisedRequest | None) -> None
                 continue
             if len(labels) < MAX_UNREAD_SAID:
                 role = "".join(c for c in m.role[:20] if c.isprintable())
-                labels.append(f"message {i} ({role}): {what} of a shape looptap does not read")
+                labels.append(f"message {i} ({role}): {what}, not read")
             else:
                 more += 1
     if labels or more:
@@ -371,7 +371,7 @@ def said_unread_answer(resp: NormalisedResponse) -> None:
         if what is None:
             continue
         if len(labels) < MAX_UNREAD_SAID:
-            labels.append(f"part {i}: {what} of a shape looptap does not read")
+            labels.append(f"part {i}: {what}, not read")
         else:
             more += 1
     if labels or more:

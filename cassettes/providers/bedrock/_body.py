@@ -234,7 +234,11 @@ def part_of(block: Any) -> Part:
             return _media(block, key)
     if any(k in block for k in _KEPT_BLOCKS):
         return Part(kind="other", provider_details={"block": block, "kept": "control"})
-    return Part(kind="other", provider_details={"block": block})
+    # a block of a kind looptap does not know, named by its key (said unread, issue 102)
+    named = next((k for k in block if isinstance(k, str)), None)
+    return Part(
+        kind="other", provider_details={"block": block, **({"type": named} if named else {})}
+    )
 
 
 #: Content blocks Converse defines that carry no turn content looptap reads (a prompt cache

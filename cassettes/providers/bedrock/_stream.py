@@ -191,4 +191,9 @@ def _stream_part(st: Block) -> Part:
     if kind == "toolResult":
         start = st.get("start") or {}
         return part_of({"toolResult": {**start, "content": st.get("content", [])}})
-    return Part(kind="other", provider_details={k: v for k, v in st.items() if k != "kind"})
+    # a block of a kind looptap does not know, named by its start's or first delta's key (said
+    # unread, issue 102)
+    block = {k: v for k, v in st.items() if k != "kind"}
+    firsts = [*as_obj(st.get("start")), *(k for d in st.get("deltas", [])[:1] for k in d)]
+    name = next((k for k in firsts if isinstance(k, str)), None)
+    return Part(kind="other", provider_details={"block": block, **({"type": name} if name else {})})

@@ -298,10 +298,25 @@ def part_of(p: Any) -> Part:
         det = _details(p, {"toolResponse"}) or {}
         det["server"] = True
         return Part(kind="tool_result", tool_result=result, provider_details=det)
-    # executableCode, codeExecutionResult, signature-only parts and anything new.
+    # The hosted code tool's parts and parts of metadata alone (a signature-only part) are kept
+    # as sent, read as what they are; a part of any other kind is one looptap does not know,
+    # named by its key (said unread, issue 102).
+    kinds = sorted(ck for ck in map(camel, p) if ck not in _PART_METADATA)
+    if kinds and not set(kinds) <= _KEPT_PARTS:
+        return Part(kind="other", provider_details={"block": p, "type": kinds[0]})
     det = _details(p, set()) or {}
     det["block"] = p
+    det["kept"] = "hosted" if kinds else "control"
     return Part(kind="other", provider_details=det)
+
+
+#: A part's keys that say something of its content, never content of their own.
+_PART_METADATA = frozenset(
+    {"thought", "thoughtSignature", "partMetadata", "videoMetadata", "mediaResolution"}
+)
+#: Parts the API defines that looptap keeps as sent (the code execution tool's code and its
+#: result, run by the provider).
+_KEPT_PARTS = frozenset({"executableCode", "codeExecutionResult"})
 
 
 def parts_of(content: Any) -> list[Part]:

@@ -66,6 +66,38 @@ _FINISH = {
 
 _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
 
+#: An answer's message (or stream delta) keys the reader reads, those that carry no content of
+#: their own (the name, citations of the text read, Groq's harmony ``channel``, TGI's
+#: ``token_id``, Gemini's signatures, vendors' copies of the reasoning read from ``reasoning``)
+#: and Groq's ``executed_tools`` (its hosted tools' calls, kept as sent as Responses' hosted
+#: items are); any other key with a value is content looptap does not read (issue 102).
+_MESSAGE_KNOWN = frozenset(
+    {"role", "content", "tool_calls", "tool_call_id", "refusal", "function_call", "reasoning",
+     "reasoning_content", "name", "annotations", "channel", "token_id", "extra_content",
+     "thought_signature", "reasoning_details", "thinking_blocks", "provider_specific_fields",
+     "executed_tools"}
+)  # fmt: skip
+
+
+def _unread_fields(m: dict[str, Any], whole: bool = True) -> list[str]:
+    """The keys of an answer's message (or delta) that hold content its reader does not read: a
+    key it does not know with a value; in a whole message, an ``audio`` answer without its
+    transcript (a stream's audio deltas carry the transcript and the data apart)."""
+    out = [k for k, v in m.items() if k not in _MESSAGE_KNOWN and k != "audio" and v not in _EMPTY]
+    audio = m.get("audio")
+    if whole and audio not in _EMPTY and not (isinstance(audio, dict) and "transcript" in audio):
+        out.append("audio")
+    return out
+
+
+_EMPTY: tuple[Any, ...] = (None, "", [], {})
+
+
+def _said_fields(resp: NormalisedResponse, names: list[str]) -> None:
+    """Each field of ``names`` said in ``resp.unread`` (named, at most 8)."""
+    for k in sorted({str(k)[:40] for k in names})[:8]:
+        resp.unread.append(f"a message field {k!r}, not read")
+
 
 def usage_from(u: Any) -> Usage | None:
     if not isinstance(u, dict):
@@ -329,7 +361,7 @@ class OpenAIChat(Provider):
             details["native_finish_reason"] = choice["native_finish_reason"]
         if len(choices) > 1:
             details["choices"] = len(choices)
-        return NormalisedResponse(
+        resp = NormalisedResponse(
             id=as_str(b.get("id")),
             model=as_str(b.get("model")),
             parts=msg.parts,
@@ -341,6 +373,8 @@ class OpenAIChat(Provider):
             complete=True,
             provider_details=details or None,
         )
+        _said_fields(resp, _unread_fields(as_obj(choice.get("message"))))
+        return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's chat-completion stream accumulation (WIRE.md §A.4), lenient for compat
@@ -363,6 +397,8 @@ class _ChatStream(StreamParts):
     def __init__(self) -> None:
         super().__init__()
         self.last_index = -1
+        #: The delta keys that held content the reader does not read (:func:`_unread_fields`).
+        self.unread_fields: set[str] = set()
 
     def on(self, name: str | None, chunk: Any) -> None:
         if not isinstance(chunk, dict):
@@ -408,6 +444,8 @@ class _ChatStream(StreamParts):
             self._delta(delta)
 
     def _delta(self, delta: dict[str, Any]) -> None:
+        if len(self.unread_fields) < 8:
+            self.unread_fields.update(_unread_fields(delta, whole=False))
         if isinstance(delta.get("content"), str):
             self.text("text", delta["content"])
         audio = delta.get("audio")
@@ -451,6 +489,7 @@ class _ChatStream(StreamParts):
         resp = self.finish(
             parts=self.parts(rank=lambda key, st: 4 if key == _LEGACY else _RANK.get(st.kind, 3))
         )
+        _said_fields(resp, list(self.unread_fields))
         if not self.done and resp.complete:
             resp.notes.append(
                 "the stream ended without [DONE] after its finish reason: read whole by the finish "

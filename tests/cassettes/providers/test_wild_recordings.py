@@ -262,7 +262,7 @@ def test_show_json_and_show_say_how_each_round_trip_was_read(
     # a message that is no message (the test sent a bare string): said, and nothing judged of it;
     # the API's own 400 is still its finding
     assert rt.read == "partial" and rt.unread == [
-        "message 1 (unknown): a part of a shape looptap does not read"
+        "message 1 (unknown): a part, not read"
     ]
     assert _codes("dd-trace-py/anthropic_completion_error.yaml") == {"A.http_error"}
     (moderation,) = _rts("dd-trace-py/moderation.yaml")
