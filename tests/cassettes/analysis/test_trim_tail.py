@@ -1,8 +1,8 @@
-"""A window that keeps the head and the latest round (issue 103; bench/why_cases.py's ``trim-tail``):
-the request keeps the opening (the user's task) word for word, drops every message the previous
-request sent after it, and goes on from the previous answer's echo and its results. That is a trim
-(``C.history_trimmed``, the dropped messages by their index in the previous request), not a
-rewrite: what stays is the previous request's messages and answer, verbatim and in order, and
+"""A window that keeps the head and the latest round (issue 103; bench/why_cases.py's
+``trim-tail``): the request keeps the opening (the user's task) word for word, drops every message
+the previous request sent after it, and goes on from the previous answer's echo and its results.
+That is a trim (``C.history_trimmed``, the dropped messages by their index in the previous request),
+not a rewrite: what stays is the previous request's messages and answer, verbatim and in order, and
 nothing stands where the dropped ones were. A request that puts the dropped messages back right
 after is the warning (``C.history_mutated``, ``undoes_trim_seq``): that drop was no management.
 Dropping less than that (one result, or the first round with later ones kept) stays a mutation.
