@@ -77,6 +77,8 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
         return
     if c.context is not None:
+        if c.context.kind == "trimmed":
+            _remember_line(ctx, trim=True)  # a trim the next request undoes was none
         yield managed_finding(ctx, c.context)
         return
     prev_len = ctx.prev.n_messages
@@ -125,8 +127,16 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             if steps
             else ""
         )
-        restored = _restores(ctx)
-        if restored is not None:
+        restored, trim = _restores(ctx) or (None, False)
+        if trim:
+            # nothing was mutated on the turn whose drop this undoes: the warning is this one's
+            what += (
+                f" (it puts back what turn {ctx.prev.index}'s request dropped, as turn "
+                f"{ctx.prev.index - 1} sent it, and the answers since: that drop was no context "
+                "management)"
+            )
+            extra |= {"undoes_trim_seq": restored}
+        elif restored is not None:
             what += (
                 f" (it restores what turn {ctx.prev.index - 1} sent before turn "
                 f"{ctx.prev.index}'s change, and the answers since)"
@@ -146,8 +156,8 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
 
 
 #: ``ConversationState.state`` key: the conversation's latest mutation that is no consequence,
-#: ``[turn index, seq, keys]``: the keys of the line it changed (the previous request's
-#: messages, then its answer), for the next turn that restores that line
+#: or its latest trim, ``[turn index, seq, keys, trim]``: the keys of the line it changed (the
+#: previous request's messages, then its answer), for the next turn that restores that line
 #: (:func:`_restores`).
 MUTATED = "_mutated_line"
 
@@ -165,28 +175,29 @@ def _line(ctx: TurnContext) -> list[int] | None:
     return [*(message_key(m) for m in prev.messages), message_key(echo)]
 
 
-def _remember_line(ctx: TurnContext) -> None:
-    """This turn changed its previous request's history in place: keep the line it changed
-    (the latest one only)."""
+def _remember_line(ctx: TurnContext, trim: bool = False) -> None:
+    """This turn changed its previous request's history in place (or ``trim``: dropped some of
+    it): keep the line it changed (the latest one only)."""
     line = _line(ctx)
     if line is not None:
-        ctx.conv.state[MUTATED] = [ctx.index, ctx.seq, line]
+        ctx.conv.state[MUTATED] = [ctx.index, ctx.seq, line, trim]
     else:
         ctx.conv.state.pop(MUTATED, None)
 
 
-def _restores(ctx: TurnContext) -> int | None:
-    """The seq of the previous turn's mutation, when this request undoes it: it is the line
-    that turn changed, word for word (the request before it, then that request's answer),
-    then what the mutated request appended after it and that request's answer (the answers
-    since), and more. A client that re-sends its real history after one request of it was
-    changed on its way out (a gateway's, a middleware's edit of the copy it sent) says the
-    mutation again, as its consequence; any other change stands as its own."""
+def _restores(ctx: TurnContext) -> tuple[int, bool] | None:
+    """The seq of the previous turn's mutation (or trim: then ``True`` beside it), when this
+    request undoes it: it is the line that turn changed, word for word (the request before it,
+    then that request's answer), then what the mutated request appended after it and that
+    request's answer (the answers since), and more. A client that re-sends its real history
+    after one request of it was changed on its way out (a gateway's, a middleware's edit of the
+    copy it sent) says the mutation again, as its consequence; any other change stands as its
+    own. A trim undone so was none: the warning is this request's."""
     found = ctx.conv.state.get(MUTATED)
     prev = ctx.prev
-    if not isinstance(found, list) or len(found) != 3 or prev is None:
+    if not isinstance(found, list) or len(found) not in (3, 4) or prev is None:
         return None
-    index, seq, line = found
+    index, seq, line = found[:3]
     if index != ctx.index - 1 or not isinstance(line, list) or not prev.messages:
         return None
     keys = [message_key(m) for m in ctx.messages]
@@ -203,7 +214,8 @@ def _restores(ctx: TurnContext) -> int | None:
     if len(appended) > len(prev.messages):
         return None
     before = [message_key(m) for m in prev.messages[len(prev.messages) - len(appended) :]]
-    return int(seq) if before == appended or not appended else None
+    trim = len(found) == 4 and found[3] is True
+    return (int(seq), trim) if before == appended or not appended else None
 
 
 def managed_finding(ctx: TurnContext, cc: ContextChange) -> Finding:

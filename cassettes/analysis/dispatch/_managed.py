@@ -276,7 +276,8 @@ class _Diff:
     ``now``), and for each kept message of ``now`` the index in ``before`` it is (``kept``).
     ``echo_at``: where the threader found the previous answer's echo; that message is the echo
     even when the previous request sent one like it (a summary repeated word for word: what was
-    kept and dropped must say what the C layer's counts say)."""
+    kept and dropped must say what the C layer's counts say). ``echo``: where in ``now`` the
+    previous answer's echo was found (``None``: not carried)."""
 
     def __init__(
         self, before: list[Shape], now: list[Shape], answer_key: int | None, echo_at: int | None
@@ -286,15 +287,16 @@ class _Diff:
             at.setdefault(sh[0], []).append(i)
         self.kept: dict[int, int] = {}
         self.unmatched: list[int] = []
+        self.echo: int | None = None
         answered = answer_key is None
         for j, sh in enumerate(now):
             queue = at.get(sh[0])
             if j == echo_at and not answered and sh[0] == answer_key:
-                answered = True
+                answered, self.echo = True, j
             elif queue:
                 self.kept[j] = queue.pop(0)
             elif not answered and sh[0] == answer_key:
-                answered = True  # the previous answer's echo: not in ``before``
+                answered, self.echo = True, j  # the previous answer's echo: not in ``before``
             else:
                 self.unmatched.append(j)
         taken = set(self.kept.values())
@@ -341,6 +343,24 @@ def _contiguous(gone: list[int]) -> bool:
     return bool(gone) and gone == list(range(gone[0], gone[0] + len(gone)))
 
 
+def _first_answer(before: list[Shape]) -> int:
+    return next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
+
+
+def _head_and_answer(d: _Diff, before: list[Shape]) -> bool:
+    """Every message of the previous request from its first answer on went, its opening (what
+    came before that answer) stays word for word and in order, and the previous answer's echo
+    follows it at once: a window that keeps the head and the latest round (what follows the
+    echo is this turn's own, not something in the dropped messages' place)."""
+    head = _first_answer(before)
+    return (
+        d.echo == head
+        and d.gone == list(range(head, len(before)))
+        and all(d.kept.get(j) == j for j in range(head))
+        and all(j < head for j in d.kept)
+    )
+
+
 def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
     """The dropped messages are one run of the previous request that starts within its opening
     (before its first answer: a head drop, the opening among what went; a run from the first
@@ -352,7 +372,7 @@ def _block_drop(d: _Diff, before: list[Shape], standing: list[int]) -> bool:
         return False
     if gone[-1] == len(before) - 1 and not standing:
         return True
-    first_answer = next((i for i, sh in enumerate(before) if sh[1] == "assistant"), len(before))
+    first_answer = _first_answer(before)
     if gone[0] < first_answer:
         return True
     if gone[0] == first_answer and all(sh[1] == "system" for sh in before[:first_answer]):
@@ -399,7 +419,10 @@ def context_change(
         return None
     opaque = [j for j, m in enumerate(ctx.messages[:MAX_COMPARED]) if is_compaction(m)]
     cleared = _pair_cleared(d, before, now, ctx)
-    place = _InPlace(ctx, link, d, new_from, _own_from(ctx, link, new_from, len(now), opaque))
+    if link.echo_at is None and d.echo is not None and _head_and_answer(d, before):
+        place = _InPlace(ctx, link, d, d.echo, d.echo, echoed=True)
+    else:
+        place = _InPlace(ctx, link, d, new_from, _own_from(ctx, link, new_from, len(now), opaque))
     if not d.gone:
         if place.standing:
             return None
@@ -421,8 +444,10 @@ class _InPlace:
     one message), AutoGen's placeholders among them (``skipped``), and what was put in their
     place before this turn's own messages (``inserted``, ``upto`` where those start)."""
 
-    def __init__(self, ctx: TurnContext, link: Link, d: _Diff, new_from: int, upto: int) -> None:
-        anywhere = link.echo_at is None and new_from <= link.kept
+    def __init__(
+        self, ctx: TurnContext, link: Link, d: _Diff, new_from: int, upto: int, echoed: bool = False
+    ) -> None:
+        anywhere = link.echo_at is None and not echoed and new_from <= link.kept
         standing = [j for j in d.unmatched if j < new_from or anywhere]
         self.skipped = [j for j in standing if skipped_placeholder(ctx.messages[j])]
         self.standing = [j for j in standing if j not in self.skipped]

@@ -8,7 +8,12 @@ nothing else is a warning or an error.
 
 On 21bc15ea: the dropped middle group read as ``C.history_trimmed`` (a head drop) at #2 on all 8,
 and Anthropic's re-sent history at #3 gave a false ``C.tool_results_split`` (the repeated call's
-earlier twin taken for the answer's echo)."""
+earlier twin taken for the answer's echo).
+
+The dropped group is every message #1 sent after its opening: #2 is the opening, #1's answer and
+its result, the shape a window that keeps the head and the latest round sends (bench/why_cases.py's
+``trim-tail``; issue 103). Nothing on #2 tells the two apart: it reads as that trim, and #3, which
+puts back what #2 dropped, is the warning that says the drop was none (its ``undoes_trim_seq``)."""
 
 from __future__ import annotations
 
@@ -46,6 +51,13 @@ def test_an_injected_mutation_is_named_and_nothing_else(name: str) -> None:
         for f in run.findings
         if f.severity in (Severity.WARNING, Severity.ERROR) and not f.details.get("caused_by")
     }
+    if "drop_middle" in name:
+        assert serious == {("C.history_mutated", 3)}
+        (undone,) = [f for f in run.findings if f.code == "C.history_mutated"]
+        assert undone.details.get("undoes_trim_seq") == 2
+        trims = [f.seq for f in run.findings if f.code == "C.history_trimmed"]
+        assert trims == [2]
+        return
     assert serious == {("C.history_mutated", 2)}
     # the client's real history re-sent at #3 undoes #2's change: its consequence, folded under it
     again = [f for f in run.findings if f.code == "C.history_mutated" and f.seq == 3]
