@@ -92,6 +92,10 @@ _KINDS = {
 }
 
 
+#: A file's :data:`Seen` before its contents were read: its walk's :data:`Stat` and this.
+_UNREAD: tuple[None] = (None,)
+
+
 def _stat3(st: os.stat_result) -> Stat:
     return st.st_size, st.st_mtime_ns, st.st_ino
 
@@ -198,7 +202,7 @@ class Workspace:
             self.at = time.time()
             self.first = walk(self.root, self.limit, self.own)
             self.cut = self.first.cut
-            self.seen = {rel: (*st, None) for rel, st in self.first.files.items()}
+            self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
             self._todo = dict(self.first.files)
         line = f"the working tree: {len(self.seen):,} files followed"
         left = [_left(kind, rels) for kind, rels in self.first.skipped.items()]
@@ -411,11 +415,12 @@ class Workspace:
                 if stat.S_ISREG(st.st_mode):
                     files[rel] = _stat3(st)
             changes: list[dict[str, Any]] = []
-            git = self.in_git
-            moved = [r for r, st in files.items() if r in git and self.seen[r][:3] != st]
             gone = [rel for rel in self.seen if rel not in files]
-            if self.in_git and (moved or gone):
-                self._from_git(moved + gone)
+            git = self.in_git
+            if git:  # (files git held clean at the start: their start contents, from git)
+                moved = [r for r, st in files.items() if r in git and self.seen[r][:3] != st]
+                if moved or gone:
+                    self._from_git(moved + gone)
             was_seen = self.seen
             for rel, st in files.items():
                 was = was_seen.get(rel)
