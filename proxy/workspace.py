@@ -406,14 +406,14 @@ class Workspace:
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
             for rel in [rel for rel in self.seen if rel not in files]:
                 try:
-                    st = os.lstat(os.path.join(self.root, rel))
+                    found = os.lstat(os.path.join(self.root, rel))
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 except OSError:
                     files[rel] = self.seen[rel][:3]  # not judged: taken as it was
                     continue
-                if stat.S_ISREG(st.st_mode):
-                    files[rel] = _stat3(st)
+                if stat.S_ISREG(found.st_mode):
+                    files[rel] = _stat3(found)
             changes: list[dict[str, Any]] = []
             gone = [rel for rel in self.seen if rel not in files]
             git = self.in_git
