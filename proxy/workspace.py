@@ -50,6 +50,7 @@ from ..cassettes.shell import (
     HASHED,
     KEPT,
     GitTree,
+    Stat,
     Walk,
     file_hash,
     git_blobs,
@@ -91,14 +92,12 @@ _KINDS = {
 }
 
 
-def _stat3(st: os.stat_result) -> tuple[int, int, int]:
+#: A file's :data:`Seen` before its contents were read: its walk's :data:`Stat` and this.
+_UNREAD: tuple[None] = (None,)
+
+
+def _stat3(st: os.stat_result) -> Stat:
     return st.st_size, st.st_mtime_ns, st.st_ino
-
-
-def _as_seen(seen: Seen) -> os.stat_result:
-    """A stat result of a file as last seen (one this scan could not ``lstat``: not judged)."""
-    size, mtime_ns, ino, _sha = seen
-    return os.stat_result((stat.S_IFREG, ino, 0, 1, 0, 0, size, 0, 0, 0, 0, 0, 0, 0, mtime_ns, 0))
 
 
 def _left(kind: str, rels: list[str]) -> str:
@@ -150,7 +149,7 @@ class Workspace:
         #: The start's read: begun; the files it has still to read (in walk order), what git
         #: said, bytes read, the digest so far and whether it is whole; its record written.
         self._read = False
-        self._todo: dict[str, os.stat_result] = {}
+        self._todo: dict[str, Stat] = {}
         self._git: GitTree | None = None
         self._bytes = 0
         self._listing = hashlib.sha256()
@@ -192,9 +191,9 @@ class Workspace:
         self.kept += len(data)
         return None
 
-    def _look(self, rel: str, st: os.stat_result) -> tuple[Seen, str | None]:
-        sha, data = file_hash(os.path.join(self.root, rel), st.st_size)
-        return (*_stat3(st), sha), self._blob(sha, data)
+    def _look(self, rel: str, st: Stat) -> tuple[Seen, str | None]:
+        sha, data = file_hash(os.path.join(self.root, rel), st[0])
+        return (*st, sha), self._blob(sha, data)
 
     def start(self) -> str:
         """The tree at the start, walked (``stat`` only, bounded by :data:`FILES` files): what
@@ -203,7 +202,7 @@ class Workspace:
             self.at = time.time()
             self.first = walk(self.root, self.limit, self.own)
             self.cut = self.first.cut
-            self.seen = {rel: (*_stat3(st), None) for rel, st in self.first.files.items()}
+            self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
             self._todo = dict(self.first.files)
         line = f"the working tree: {len(self.seen):,} files followed"
         left = [_left(kind, rels) for kind, rels in self.first.skipped.items()]
@@ -226,7 +225,9 @@ class Workspace:
                 return
             self._read = True
         try:
-            git = None if self._ending.is_set() else git_tree(self.root)
+            if self._ending.is_set():  # (the run ended first: nothing read, all said unread)
+                return
+            git = git_tree(self.root)
             with self._lock:
                 self._git = git
             for rel, st in list(self._todo.items()):  # (in walk order: the digest's)
@@ -245,38 +246,38 @@ class Workspace:
                 self._started()
 
     def _fetch(
-        self, rel: str, st: os.stat_result, git: GitTree | None
+        self, rel: str, st: Stat, git: GitTree | None
     ) -> tuple[str | None, bytes | None] | None:
         """A file's start contents as read (its digest line in a git work tree, its bytes);
         ``None`` when it is not read (git holds it clean, git ignores it, past :data:`KEPT`)."""
         if git is not None and (rel in git.clean or git.ignored(rel)):
             return None
-        if self._bytes + st.st_size > KEPT:
+        if self._bytes + st[0] > KEPT:
             return None
         if git is not None:
-            return tree_line(self.root, rel, st, git)
-        return None, read_bytes(os.path.join(self.root, rel), st.st_size)
+            return tree_line(self.root, rel, st[0], git)
+        return None, read_bytes(os.path.join(self.root, rel), st[0])
 
     def _read_one(
         self,
         rel: str,
-        st: os.stat_result,
+        st: Stat,
         git: GitTree | None,
         got: tuple[str | None, bytes | None] | None,
     ) -> None:
-        stat3, line = _stat3(st), None
+        line = None
         if git is not None and rel in git.clean:
-            if self._now(rel) == stat3:
+            if self._now(rel) == st:
                 self.in_git[rel] = line = git.clean[rel]
             else:
                 self._not_read(rel, CHANGED)
         elif git is not None and git.ignored(rel):
             self._not_read(rel, IGNORED)
-            line = f"size {st.st_size}"
+            line = f"size {st[0]}"
         elif got is None:
             self._not_read(rel, PAST)
         else:
-            self._bytes += min(st.st_size, HASHED)
+            self._bytes += min(st[0], HASHED)
             line = self._take(rel, st, git, *got)
         if line is None:
             self._whole = False
@@ -317,7 +318,7 @@ class Workspace:
         self.unread[rel] = why
         self._unread += 1
 
-    def _now(self, rel: str) -> tuple[int, int, int] | None:
+    def _now(self, rel: str) -> Stat | None:
         try:
             return _stat3(os.lstat(os.path.join(self.root, rel)))
         except OSError:
@@ -326,7 +327,7 @@ class Workspace:
     def _take(
         self,
         rel: str,
-        st: os.stat_result,
+        st: Stat,
         git: GitTree | None,
         line: str | None,
         data: bytes | None,
@@ -334,14 +335,14 @@ class Workspace:
         """A file's start contents, read (:meth:`_fetch`): its digest line (its sha256, or its
         git blob id in a git work tree), its bytes held (or kept with ``copy``); ``None`` when it
         changed since the walk (then not the start: ``unread``)."""
-        if self._now(rel) != _stat3(st):
+        if self._now(rel) != st:
             self._not_read(rel, CHANGED)
             return None
         if data is None:  # too large to hash, or not readable
-            self._not_read(rel, LARGE if st.st_size > HASHED else UNREADABLE)
+            self._not_read(rel, LARGE if st[0] > HASHED else UNREADABLE)
             return line if git is not None else "None"
         sha = hashlib.sha256(data).hexdigest()
-        self.seen[rel] = (*_stat3(st), sha)
+        self.seen[rel] = (*st, sha)
         if self.copy:
             self._blob(sha, data if len(data) <= BLOB else None)
         elif len(data) <= BLOB and self._held + len(data) <= HELD:
@@ -405,24 +406,25 @@ class Workspace:
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
             for rel in [rel for rel in self.seen if rel not in files]:
                 try:
-                    st = os.lstat(os.path.join(self.root, rel))
+                    found = os.lstat(os.path.join(self.root, rel))
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 except OSError:
-                    files[rel] = _as_seen(self.seen[rel])  # not judged: taken as it was
+                    files[rel] = self.seen[rel][:3]  # not judged: taken as it was
                     continue
-                if stat.S_ISREG(st.st_mode):
-                    files[rel] = st
+                if stat.S_ISREG(found.st_mode):
+                    files[rel] = _stat3(found)
             changes: list[dict[str, Any]] = []
-            git = self.in_git
-            moved = [r for r, st in files.items() if r in git and self.seen[r][:3] != _stat3(st)]
             gone = [rel for rel in self.seen if rel not in files]
-            if self.in_git and (moved or gone):
-                self._from_git(moved + gone)
+            git = self.in_git
+            if git:  # (files git held clean at the start: their start contents, from git)
+                moved = [r for r, st in files.items() if r in git and self.seen[r][:3] != st]
+                if moved or gone:
+                    self._from_git(moved + gone)
             was_seen = self.seen
             for rel, st in files.items():
                 was = was_seen.get(rel)
-                if was is not None and was[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
+                if was is not None and was[:3] == st:
                     continue
                 if self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
                     self._not_read(rel, CHANGED)
