@@ -197,18 +197,18 @@ class Branches:
         return result if limit is None else {**result, "limit": limit}
 
     def baseline(self) -> Judged:
-        """The command run once against the whole recording, as one more fork: ``looptap run
-        --from RUN@divergence --max-requests 0`` (every request the recording has served from it;
-        one it lacks goes nowhere), isolated as every branch is (a scratch copy of the recorded
-        tree, scratch ``HOME`` and temp layers; refused where that cannot be made, unless
-        ``--in-place``), into :data:`BASELINE`; judged on its exit status, and a check on the
-        recorded end state (:func:`_recorded_check`). Raises :class:`WhyRunError` when the fork
-        could not run it (refused, failed), and when a request of the command matched no recorded
-        round trip: the command does not reproduce the recorded run, so no fork of it can be
-        trusted."""
+        """The command run once against the whole recording, as one more fork: ``looptap run --from
+        RUN@divergence --max-requests 0 --tools-offline`` (every request the recording has, the
+        tools' HTTP calls too, served from it; one it lacks goes nowhere), isolated as every branch
+        is (a scratch copy of the recorded tree, scratch ``HOME`` and temp layers; refused where
+        that cannot be made, unless ``--in-place``), into :data:`BASELINE`; judged on its exit
+        status, and a check on the recorded end state (:func:`_recorded_check`). Raises
+        :class:`WhyRunError` when the fork could not run it (refused, failed), and when a request of
+        the command matched no recorded round trip: the command does not reproduce the recorded run,
+        so no fork of it can be trusted."""
         out = self.directory / BASELINE
         argv = [self.python, "-m", "looptap.cassettes.cli", "run", "--from"]
-        argv += [f"{self.run}@divergence", "--max-requests", "0"]
+        argv += [f"{self.run}@divergence", "--max-requests", "0", "--tools-offline"]
         argv += ["--in-place"] * self.in_place + [*self.passed, "-o", str(out), "--", *self.argv]
         rc, said = self._started(argv, out)
         notes = fork_notes(out) if out.exists() else None
