@@ -110,13 +110,13 @@ def test_the_baseline_runs_isolated_and_changes_nothing_the_user_owns(
     proc, heard = _why(r, "isolated")
     assert proc.returncode in (0, 1) and proc.stdout.startswith("{"), explain(proc)
     assert heard == 0, explain(proc)  # the baseline sent nothing
+    # the user's tree, the file outside it and HOME: byte for byte as they were
+    assert _digests(r["work"], r["home"], r["outside"].parent) == before, explain(proc)
+    assert r["outside"].read_bytes() == THEIRS and not (r["work"] / "made.txt").exists()
     # the agent ran again (its fork's log, beside the why), in a scratch copy of the tree
     log = (r["tmp"] / "isolated" / "baseline.jsonl.log").read_text()
     assert "the fork runs in a scratch copy of the working tree" in log, log[-3000:]
     assert json.loads(proc.stdout)["recorded"] == {"failed": True, "exit": 0, "check": 1}
-    # the user's tree, the file outside it and HOME: byte for byte as they were
-    assert _digests(r["work"], r["home"], r["outside"].parent) == before, explain(proc)
-    assert r["outside"].read_bytes() == THEIRS and not (r["work"] / "made.txt").exists()
 
 
 def test_where_the_baseline_cannot_be_isolated_why_is_refused_unless_in_place(
