@@ -288,9 +288,11 @@ def _fails(outcome: Outcome, recorded: dict[str, Any]) -> str:
 
 def _forget(state: Any) -> None:
     """Remove the output directory this why just made (its state file and the baseline's files
-    only, nothing else in it)."""
+    only: its branch, log and kept file contents; nothing else in it)."""
     import contextlib
+    import shutil
 
+    shutil.rmtree(state.directory / f"{BASELINE}.files", ignore_errors=True)
     for name in (BASELINE, f"{BASELINE}.log", STATE):
         with contextlib.suppress(OSError):
             (state.directory / name).unlink()

@@ -145,33 +145,33 @@ def test_where_the_baseline_cannot_be_isolated_why_is_refused_unless_in_place(
     r["outside"].write_bytes(THEIRS)
 
 
+def _not_reproduced(r: dict[str, Any], name: str, agent: list[str]) -> str:
+    """The one line of a why refused because ``agent`` does not reproduce the recorded run: nothing
+    sent, nothing of the user's changed, no directory left."""
+    before = _digests(r["work"], r["home"], r["outside"].parent)
+    proc, heard = _why(r, name, agent=agent)
+    assert proc.returncode == 2 and heard == 0, explain(proc)
+    assert _digests(r["work"], r["home"], r["outside"].parent) == before
+    assert not (r["tmp"] / name).exists(), list((r["tmp"] / name).iterdir())
+    (said,) = proc.stderr.splitlines()
+    head = (
+        "looptap why: the command does not reproduce the recorded run: against the recording "
+        "(nothing sent) it made a request the recording does not have, so no fork of it can be "
+        "trusted: the client diverged before the cursor at conversation c1, turn 0 (seq 0): C: "
+    )
+    assert said.startswith(head), said
+    return said.removeprefix(head)
+
+
 def test_a_command_that_does_not_reproduce_the_run_is_refused_with_nothing_sent(
     recorded: dict[str, Any],
 ) -> None:
-    """Another agent (an SDK one: its first request is not the recording's): its requests go
-    nowhere, and why says the command does not reproduce the recorded run."""
+    """Another agent (an SDK one: its first request is not the recording's), and the recorded one
+    run twice (past the recording's end, a request it lacks): their requests go nowhere, and why
+    says the command does not reproduce the recorded run, naming the first difference."""
     r = recorded
-    before = _digests(r["work"], r["home"], r["outside"].parent)
-    agent = [sys.executable, str(SDK_AGENT), "--family", "anthropic"]
-    proc, heard = _why(r, "other", agent=agent)
-    assert proc.returncode == 2 and heard == 0, explain(proc)
-    (said,) = proc.stderr.splitlines()
-    assert said.startswith(
-        "looptap why: the command does not reproduce the recorded run: against the recording "
-        "(nothing sent) it made a request the recording does not have, so no fork of it can be "
-        "trusted: the client diverged before the cursor at conversation c1, turn 0"
-    ), said
-    assert not (r["tmp"] / "other").exists()
-    # the recorded agent, then once more: past the recording's end, a request it lacks
+    other = _not_reproduced(r, "other", [sys.executable, str(SDK_AGENT), "--family", "anthropic"])
+    assert other.startswith("the model requested changed"), other
     again = f"{sys.executable} {r['agent']} && {sys.executable} {r['agent']}"
-    proc, heard = _why(r, "again", agent=["/bin/sh", "-c", again])
-    assert proc.returncode == 2 and heard == 0, explain(proc)
-    (said,) = proc.stderr.splitlines()
-    assert said.startswith(
-        "looptap why: the command does not reproduce the recorded run: against the recording "
-        "(nothing sent) it made a request the recording does not have, so no fork of it can be "
-        "trusted: the client diverged before the cursor at conversation c1, turn 0 (seq 0): C: the "
-        "request repeats conversation c1, turn 0 (seq 0), which was already played"
-    ), said
-    assert _digests(r["work"], r["home"], r["outside"].parent) == before
-    assert _digests(r["work"], r["home"], r["outside"].parent) == before
+    twice = _not_reproduced(r, "again", ["/bin/sh", "-c", again])
+    assert twice.startswith("the request repeats conversation c1, turn 0 (seq 0)"), twice
