@@ -56,7 +56,7 @@ def _commands(elsewhere: Path, probe: str, sock: Path) -> list[str]:
     ]
 
 
-def _digests(*roots: Path) -> dict[str, str]:
+def digests(*roots: Path) -> dict[str, str]:
     return {
         str(p): hashlib.sha256(p.read_bytes()).hexdigest()
         for root in roots
@@ -137,7 +137,7 @@ def _fork(r: dict[str, Any], name: str, *extra: str, path: str | None = None) ->
     return proc, branch, sent
 
 
-def _refusing_unshare(tmp: Path) -> str:
+def refusing_unshare(tmp: Path) -> str:
     """A ``bin`` folder whose ``unshare`` fails as a kernel refusing user namespaces makes it."""
     bin_ = tmp / "no-userns-bin"
     bin_.mkdir(exist_ok=True)
@@ -162,20 +162,20 @@ def test_a_fork_whose_mount_is_refused_is_refused_and_sends_nothing(
     recorded: dict[str, Any],
 ) -> None:
     r = recorded
-    before = _digests(r["work"], r["home"], r["elsewhere"])
-    proc, branch, sent = _fork(r, "refused", path=_refusing_unshare(r["tmp"]))
+    before = digests(r["work"], r["home"], r["elsewhere"])
+    proc, branch, sent = _fork(r, "refused", path=refusing_unshare(r["tmp"]))
     why = explain(proc)
     assert proc.returncode == 2, why
     assert "the fork is refused: its agent cannot be isolated from your files" in proc.stderr, why
     assert "the mount namespace was refused: unshare: unshare failed" in proc.stderr, why
     assert "--in-place runs it in your working tree anyway" in proc.stderr, why
     assert sent == 0 and not branch.exists(), why
-    assert _digests(r["work"], r["home"], r["elsewhere"]) == before
+    assert digests(r["work"], r["home"], r["elsewhere"]) == before
 
 
 def test_in_place_says_what_it_may_change_then_runs(recorded: dict[str, Any]) -> None:
     r = recorded
-    proc, branch, sent = _fork(r, "in-place", "--in-place", path=_refusing_unshare(r["tmp"]))
+    proc, branch, sent = _fork(r, "in-place", "--in-place", path=refusing_unshare(r["tmp"]))
     why = explain(proc)
     assert proc.returncode == 0 and sent > 0 and branch.exists(), why
     (said,) = [x for x in proc.stderr.splitlines() if "--in-place: the fork runs the agent" in x]
@@ -196,7 +196,7 @@ def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
     recorded: dict[str, Any],
 ) -> None:
     r = recorded
-    before = _digests(r["work"], r["home"])
+    before = digests(r["work"], r["home"])
     proc, branch, sent = _fork(r, "isolated", "--keep-tree")
     why = explain(proc)
     assert proc.returncode == 0 and sent > 0, why
@@ -205,7 +205,7 @@ def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
     assert f"its HOME {r['home']} through a scratch layer" in said, why
     assert f"its temp folder {Path(tempfile.gettempdir()).resolve()} through a scratch" in said, why
     # the user's tree, HOME and temp folder untouched: the writes went to the scratch layers
-    assert _digests(r["work"], r["home"]) == before
+    assert digests(r["work"], r["home"]) == before
     assert not (r["home"] / "outside-home.txt").exists() and not r["temp"].exists()
     (line,) = [x for x in proc.stderr.splitlines() if "scratch copy of the working tree" in x]
     folder = Path(line.split(": ", 2)[2].split(" (")[0]).parent

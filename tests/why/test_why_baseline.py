@@ -22,7 +22,7 @@ import pytest
 
 from looptap.proxy.shell_trace import probe
 from tests.proxy.test_e2e_node_agents import REPO, explain, looptap_run, run_env
-from tests.proxy.test_fork_isolation import _digests, _refusing_unshare
+from tests.proxy.test_fork_isolation import digests, refusing_unshare
 from tests.support import bash_agent, progress
 from tests.support.recorder import PROXY_PYTHON, needs_recorder
 from tests.support.scripted import ScriptedUpstream, bash_steps
@@ -106,12 +106,12 @@ def test_the_baseline_runs_isolated_and_changes_nothing_the_user_owns(
     recorded: dict[str, Any],
 ) -> None:
     r = recorded
-    before = _digests(r["work"], r["home"], r["outside"].parent)
+    before = digests(r["work"], r["home"], r["outside"].parent)
     proc, heard = _why(r, "isolated")
     assert proc.returncode in (0, 1) and proc.stdout.startswith("{"), explain(proc)
     assert heard == 0, explain(proc)  # the baseline sent nothing
     # the user's tree, the file outside it and HOME: byte for byte as they were
-    assert _digests(r["work"], r["home"], r["outside"].parent) == before, explain(proc)
+    assert digests(r["work"], r["home"], r["outside"].parent) == before, explain(proc)
     assert r["outside"].read_bytes() == THEIRS and not (r["work"] / "made.txt").exists()
     # the agent ran again (its fork's log, beside the why), in a scratch copy of the tree
     log = (r["tmp"] / "isolated" / "baseline.jsonl.log").read_text()
@@ -123,8 +123,8 @@ def test_where_the_baseline_cannot_be_isolated_why_is_refused_unless_in_place(
     recorded: dict[str, Any],
 ) -> None:
     r = recorded
-    before = _digests(r["work"], r["home"], r["outside"].parent)
-    refusing = _refusing_unshare(r["tmp"])
+    before = digests(r["work"], r["home"], r["outside"].parent)
+    refusing = refusing_unshare(r["tmp"])
     proc, heard = _why(r, "refused", path=refusing)
     assert proc.returncode == 2 and heard == 0, explain(proc)
     (said,) = proc.stderr.splitlines()
@@ -133,7 +133,7 @@ def test_where_the_baseline_cannot_be_isolated_why_is_refused_unless_in_place(
         "is refused: its agent cannot be isolated from your files (the mount namespace was refused"
     ), said
     assert "--in-place runs it in your working tree anyway" in said, said
-    assert _digests(r["work"], r["home"], r["outside"].parent) == before
+    assert digests(r["work"], r["home"], r["outside"].parent) == before
     assert not (r["tmp"] / "refused").exists()  # the new directory goes with the refusal
     # --in-place: run in the user's tree, as it was before the baseline was a fork, and said
     proc, heard = _why(r, "in-place", "--in-place", path=refusing)
@@ -148,10 +148,10 @@ def test_where_the_baseline_cannot_be_isolated_why_is_refused_unless_in_place(
 def _not_reproduced(r: dict[str, Any], name: str, agent: list[str]) -> str:
     """The one line of a why refused because ``agent`` does not reproduce the recorded run: nothing
     sent, nothing of the user's changed, no directory left."""
-    before = _digests(r["work"], r["home"], r["outside"].parent)
+    before = digests(r["work"], r["home"], r["outside"].parent)
     proc, heard = _why(r, name, agent=agent)
     assert proc.returncode == 2 and heard == 0, explain(proc)
-    assert _digests(r["work"], r["home"], r["outside"].parent) == before
+    assert digests(r["work"], r["home"], r["outside"].parent) == before
     assert not (r["tmp"] / name).exists(), list((r["tmp"] / name).iterdir())
     (said,) = proc.stderr.splitlines()
     head = (
