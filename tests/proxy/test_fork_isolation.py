@@ -65,6 +65,18 @@ def digests(*roots: Path) -> dict[str, str]:
     }
 
 
+def record_bash(tmp: Path, agent: Path, env: dict[str, str], commands: list[str]) -> Path:
+    """The bash agent's run of ``commands`` (a scripted model asks for each), recorded with its
+    tree by ``looptap run --shell-trace`` in ``tmp/work``: the cassette."""
+    with ScriptedUpstream(bash_steps(commands), validate=True) as up:
+        proc, out = looptap_run(
+            tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+            extra=("--shell-trace",),
+        )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    return out
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The recording (once for the module), its outside writes then undone."""
@@ -99,12 +111,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
 
     threading.Thread(target=answer, daemon=True).start()
     commands = _commands(elsewhere, probe, sock)
-    with ScriptedUpstream(bash_steps(commands), validate=True) as up:
-        proc, out = looptap_run(
-            tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
-            extra=("--shell-trace",),
-        )  # fmt: skip
-    assert proc.returncode == 0, explain(proc)
+    out = record_bash(tmp, agent, env, commands)
     home = Path(env["HOME"])
     assert (home / "outside-home.txt").exists() and (elsewhere / "escape.txt").exists()
     assert (work / "sock.txt").read_text() == "b'pong'\n"

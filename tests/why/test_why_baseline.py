@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from looptap.proxy.shell_trace import probe
-from tests.proxy.test_e2e_node_agents import REPO, explain, looptap_run, run_env
-from tests.proxy.test_fork_isolation import digests, refusing_unshare
+from tests.proxy.test_e2e_node_agents import REPO, explain, run_env
+from tests.proxy.test_fork_isolation import digests, record_bash, refusing_unshare
 from tests.support import bash_agent, progress
 from tests.support.recorder import PROXY_PYTHON, needs_recorder
 from tests.support.scripted import ScriptedUpstream, bash_steps
@@ -59,12 +59,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     commands = [
         f'echo made > made.txt; echo abs > {outside}; echo home > "$HOME/home.txt"',
     ]
-    with ScriptedUpstream(bash_steps(commands), validate=True) as up:
-        proc, out = looptap_run(
-            tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
-            extra=("--shell-trace",),
-        )  # fmt: skip
-    assert proc.returncode == 0, explain(proc)
+    out = record_bash(tmp, agent, env, commands)
     home = Path(env["HOME"])
     assert (work / "made.txt").read_text() == "made\n" and outside.read_text() == "abs\n"
     (work / "made.txt").unlink()
