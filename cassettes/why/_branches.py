@@ -1,8 +1,9 @@
-"""The processes of an investigation: the command run once against the whole recording (the
-baseline: nothing sent), and each branch, an ordinary ``looptap run --from RUN@CURSOR [--edit …]
-[--model M] -o DIR/KEY.K.jsonl -- CMD`` started in the recorder's environment (the interpreter
-``LOOPTAP_PROXY_PYTHON`` names, found as the pytest plugin finds it), so every branch is a branch
-cassette ``show``, ``diff`` and the inspector read, and nothing of the fork is re-implemented here.
+"""The processes of an investigation: each branch, an ordinary ``looptap run --from RUN@CURSOR
+[--edit …] [--model M] -o DIR/KEY.K.jsonl -- CMD`` started in the recorder's environment (the
+interpreter ``LOOPTAP_PROXY_PYTHON`` names, found as the pytest plugin finds it), so every branch
+is a branch cassette ``show``, ``diff`` and the inspector read, and nothing of the fork is
+re-implemented here; and the baseline, the command run once against the whole recording, one more
+such fork that sends nothing (:meth:`Branches.baseline`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 from ..errors import CassetteError
 from ..hints import count
 from ..reading import fork_notes, open_run
-from ..replay.serving.agent_env import read_export, replay_env
 from ..storage import copy_sealed, open_regular, write_sealed
 from ..untrusted import clean_line
 from ._budget import Purse
@@ -28,14 +28,12 @@ from ._check import end_state, run_check
 from ._intervention import Intervention
 from ._outcome import Judged, Outcome, judged_from, lived_run
 
-__all__ = ["Branches", "WhyRunError", "baseline", "environmental", "passed_flags", "where_sent"]
+__all__ = ["BASELINE", "Branches", "WhyRunError", "environmental", "passed_flags", "where_sent"]
 
 #: The longest ``--edit`` passed on the command line; a longer one goes by a file.
 _INLINE_EDIT = 16 << 10
 #: The check's own time limit in seconds (``why --check-timeout``, ``run --verify-timeout``).
 CHECK_SECONDS = 600.0
-#: Lines of a branch's stderr kept in its result when it could not be run.
-_SAID = 6
 #: What ``looptap run --from`` says when the fork itself failed (the command's status is then not
 #: the outcome).
 _FORK_FAILED = ("the fork failed (above)", "could NOT be stored", "looptap: error:")
@@ -87,90 +85,24 @@ def _redactor() -> Any:
 IN_PLACE_VAR = "LOOPTAP_IN_PLACE"
 
 
-def _scrubbed(extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict[str, str]:
+def _scrubbed(drop: tuple[str, ...] = ()) -> dict[str, str]:
     """This environment without proxy variables (they would send the agent past the replay) and
     without ``drop``."""
-    env = {
+    return {
         k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k not in drop
     }
-    env.update(extra or {})
-    return env
 
 
-@dataclass
-class Baseline:
-    judged: Judged
-    #: What the replay server said (a miss: the command does not reproduce the recording).
-    said: list[str] = field(default_factory=list)
-
-
-def baseline(
-    run: Path,
-    argv: list[str],
-    outcome: Outcome,
-    cwd: Path | None = None,
-    seconds: float = CHECK_SECONDS,
-) -> Baseline:
-    """Run ``argv`` once against the whole recording (``looptap replay RUN``: every answer served
-    from it, nothing sent) and judge ``outcome`` on it (a check: :func:`_recorded_check`, within
-    ``seconds``); raises :class:`WhyRunError` when a request of the command matched no recorded
-    round trip (the command does not reproduce the recorded run, so no fork of it can be
-    trusted), or when the check could not be run."""
-    import tempfile
-
-    with tempfile.TemporaryFile() as err:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "looptap.cassettes.cli", "replay", str(run)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=_scrubbed(),
-        )
-        assert server.stdout is not None
-        env: dict[str, str] = {}
-        try:
-            want = set(replay_env("http://x"))  # (after the proxy and trust variables)
-            while not want <= env.keys():
-                line = server.stdout.readline().decode("utf-8", "replace").strip()
-                if not line:
-                    break
-                if (read := read_export(line)) is not None:
-                    env[read[0]] = read[1]
-            if not want <= env.keys():
-                server.wait()
-                raise WhyRunError(
-                    "the replay of the recording did not start: " + " ".join(_said(err)[-3:])
-                )
-            status = subprocess.run(
-                argv,
-                env=_scrubbed(env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            ).returncode
-        finally:
-            if server.poll() is None:
-                server.send_signal(signal.SIGINT)
-            rc = server.wait()
-        said = _said(err)
-    if rc != 0:
-        raise WhyRunError(
-            "the command does not reproduce the recorded run: against the recording (nothing sent) "
-            "it made a request the recording does not have, so no fork "
-            "of it can be trusted: " + " | ".join(said[-_SAID:])
-        )
-    judged = Judged(exit=status)
-    if outcome.kind == "check":
-        judged.check = _recorded_check(run, outcome.value, seconds, cwd)
-    return Baseline(judged, said)
+#: The baseline's branch in the why's directory (its log beside it: ``….log``).
+BASELINE = "baseline.jsonl"
 
 
 def _recorded_check(run: Path, command: str, seconds: float, cwd: Path | None) -> int:
     """The check's status for the recorded run: on its end state, the working tree as the
     recording left it, in a scratch copy (:func:`~cassettes.why._check.end_state`), since each
     branch is judged in its own copy too; for a run recorded without its tree, here, after the
-    command ran against the recording, where its branches run too. 124 past ``seconds``."""
+    command ran against the recording in place, where its branches run too. 124 past
+    ``seconds``."""
     got = end_state(run, command, seconds, root=cwd)
     if got.get("tree") is False:
         got = run_check(command, cwd or Path.cwd(), dict(os.environ), seconds)
@@ -180,16 +112,6 @@ def _recorded_check(run: Path, command: str, seconds: float, cwd: Path | None) -
             + str(got.get("why") or f"it could not start: {got['error']}")
         )
     return 124 if got["timed_out"] else int(got["exit"])
-
-
-def _said(err: Any) -> list[str]:
-
-    err.seek(0)
-    return [
-        clean_line(ln)
-        for ln in err.read(1 << 20).decode("utf-8", "replace").splitlines()
-        if ln.strip()
-    ]
 
 
 @dataclass
@@ -274,8 +196,49 @@ class Branches:
             self.purse.close(limit, int(result.get("sent") or 0))
         return result if limit is None else {**result, "limit": limit}
 
-    def _one(self, i: Intervention, k: int, limit: int | None) -> dict[str, Any]:
-        out = self.path(i, k)
+    def baseline(self) -> Judged:
+        """The command run once against the whole recording, as one more fork: ``looptap run --from
+        RUN@divergence --max-requests 0 --tools-offline`` (every request the recording has, the
+        tools' HTTP calls too, served from it; one it lacks goes nowhere), isolated as every branch
+        is (a scratch copy of the recorded tree, scratch ``HOME`` and temp layers; refused where
+        that cannot be made, unless ``--in-place``), into :data:`BASELINE`; judged on its exit
+        status, and a check on the recorded end state (:func:`_recorded_check`). Raises
+        :class:`WhyRunError` when the fork could not run it (refused, failed), and when a request of
+        the command matched no recorded round trip: the command does not reproduce the recorded run,
+        so no fork of it can be trusted."""
+        out = self.directory / BASELINE
+        argv = [self.python, "-m", "looptap.cassettes.cli", "run", "--from"]
+        argv += [f"{self.run}@divergence", "--max-requests", "0", "--tools-offline"]
+        argv += ["--in-place"] * self.in_place + [*self.passed, "-o", str(out), "--", *self.argv]
+        rc, said = self._started(argv, out)
+        notes = fork_notes(out) if out.exists() else None
+        if notes is not None and (notes["failed"] or notes["stopped"]):
+            stopped = notes["stopped"] or {}
+            missed = notes["failed"][:1] or [
+                f"{count(stopped['refused'], 'request')} not served, the first: {stopped['first']}"
+            ]
+            raise WhyRunError(
+                "the command does not reproduce the recorded run: against the recording (nothing "
+                "sent) it made a request the recording does not have, so no fork of it can be "
+                f"trusted: {missed[0]}"
+            )
+        failed = _fork_failed(out, said)
+        if failed is not None or notes is None or rc == 127:
+            why = failed or (said[-1] if said else f"looptap run exited {rc}")
+            raise WhyRunError(
+                "the command could not be run against the recording (nothing sent): "
+                f"{why.removeprefix('looptap: ').removeprefix('error: ')}"
+            )
+        judged = Judged(exit=rc)
+        if self.outcome.kind == "check":
+            judged.check = _recorded_check(
+                self.run, self.outcome.value, self.check_seconds, self.cwd
+            )
+        return judged
+
+    def _started(self, argv: list[str], out: Path) -> tuple[int, list[str]]:
+        """Run ``argv`` (a ``looptap run --from``, writing ``out``): its status, and the last lines
+        of its output, kept in ``out``'s log as the redactor passes them."""
         log = out.with_name(out.name + ".log")
         with open(log, "wb") as f:
             os.fchmod(f.fileno(), 0o600)
@@ -283,7 +246,7 @@ class Branches:
             # investigation knows it is stopping (the branch's status is then no outcome). Its
             # output (the agent's) reaches the log as the redactor passes it, a line at a time.
             proc = subprocess.Popen(
-                self.command(i, k, limit),
+                argv,
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -305,7 +268,12 @@ class Branches:
                 proc.stdout.close()
                 with self._lock:
                     self.running.discard(proc)
-        said = _tail(log)
+        return rc, _tail(log)
+
+    def _one(self, i: Intervention, k: int, limit: int | None) -> dict[str, Any]:
+        out = self.path(i, k)
+        log = out.with_name(out.name + ".log")
+        rc, said = self._started(self.command(i, k, limit), out)
         base = {"branch": out.name, "log": log.name, "status": rc, **_sent(out)}
         if out.exists() and fork_notes(out)["stopped"] is not None:
             base["stopped"] = True  # at its limit of live requests: no sample (_stopped)

@@ -1,8 +1,9 @@
 """``looptap why RUN.jsonl [--outcome …] [--samples K] -o DIR -- CMD`` (docs/why.md).
 
-A core command: it only starts processes (the baseline replay, then each branch as ``looptap run
---from`` in the recorder's environment), so it needs no mitmproxy here, runs from either
-environment, and the Python/pytest helper (:mod:`cassettes.why._api`) calls the same code.
+A core command: it only starts processes (each a ``looptap run --from`` in the recorder's
+environment: the baseline, a fork that sends nothing, then each branch), so it needs no
+mitmproxy here, runs from either environment, and the Python/pytest helper
+(:mod:`cassettes.why._api`) calls the same code.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from ..replay.forking.compare.budget import BudgetError
 from ..replay.testing.recorder import how_to_install, recorder_python
 from ..storage import check_input
 from ..untrusted import clean_line
-from ._branches import Branches, WhyRunError, baseline, environmental, passed_flags, where_sent
+from ._branches import BASELINE, Branches, WhyRunError, environmental, passed_flags, where_sent
 from ._budget import Purse
 from ._budget import check as check_budget
 from ._intervention import Intervention
@@ -135,10 +135,21 @@ def investigate(args: argparse.Namespace) -> Result:
         raise Refused(how_to_install())
 
     state = _opened(args, path, argv, outcome, recorded)
+    runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
+    runner.in_place = bool(getattr(args, "in_place", False))
+    runner.check_seconds = args.check_timeout
+    runner.purse = Purse(cap)  # nothing past the at-most said (or --max-requests) is ever sent
+    if recorded is None:
+        try:
+            _recorded_by_running(state, runner)
+        except Refused:
+            if not args.resume:
+                _forget(state)  # refused before anything was sent: the new directory goes again
+            raise
     say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
     for line in lines:
         say(line)
-    return _run(args, path, state, outcome, found, argv, python, together, cap)
+    return _run(args, path, state, outcome, found, runner, together)
 
 
 def _last_upstream(args: argparse.Namespace) -> None:
@@ -192,14 +203,7 @@ def _opened(
         raise Refused(str(exc)) from None
     if args.resume and state.doc.get("passed") != fresh["passed"]:
         state.put("passed", fresh["passed"])  # the given last: what a later --confirm reaches
-    if recorded is None:
-        try:
-            _recorded_by_running(state, path, argv, outcome, args.check_timeout)
-        except Refused:
-            if not args.resume:
-                _forget(state)  # refused before anything ran: the new directory goes again
-            raise
-    else:
+    if recorded is not None:
         state.put("recorded", {"failed": True, "read": "the recording"})
     return state
 
@@ -235,24 +239,28 @@ def default_output(run: Path) -> Path:
     return base if n == 1 else Path(f"{base}-{n}")
 
 
-def _recorded_by_running(
-    state: Any, path: Path, argv: list[str], outcome: Outcome, seconds: float
-) -> None:
+def _recorded_by_running(state: Any, runner: Branches) -> None:
     """The recorded outcome of an exit status or a check: the command run once against the whole
-    recording (nothing sent), kept in the state (a resumed why does not run it again)."""
+    recording, a fork that sends nothing (:meth:`Branches.baseline`), kept in the state (a resumed
+    why does not run it again)."""
 
+    outcome = runner.outcome
     kept = state.doc.get("recorded")
     if isinstance(kept, dict) and isinstance(kept.get("failed"), bool):
         failed: bool = kept["failed"]
     else:
+        if runner.in_place:
+            say(
+                "--in-place: the command runs against the recording, and each branch, in your "
+                "working tree, with your HOME and temp folder: the commands it runs again may "
+                "change them"
+            )
         try:
-            base = baseline(path, argv, outcome, seconds=seconds)
+            judged = runner.baseline()
         except WhyRunError as exc:
             raise Refused(str(exc)) from None
-        failed = bool(outcome.failed(base.judged))
-        state.put(
-            "recorded", {"failed": failed, "exit": base.judged.exit, "check": base.judged.check}
-        )
+        failed = bool(outcome.failed(judged))
+        state.put("recorded", {"failed": failed, "exit": judged.exit, "check": judged.check})
     if not failed:
         raise _not_failing(outcome)
 
@@ -279,11 +287,16 @@ def _fails(outcome: Outcome, recorded: dict[str, Any]) -> str:
 
 
 def _forget(state: Any) -> None:
-    """Remove the output directory this why just made (its state file only, nothing else in it)."""
+    """Remove the output directory this why just made (its state file and the baseline's files
+    only: its branch, log and kept file contents; nothing else in it)."""
     import contextlib
+    import shutil
 
+    shutil.rmtree(state.directory / f"{BASELINE}.files", ignore_errors=True)
+    for name in (BASELINE, f"{BASELINE}.log", STATE):
+        with contextlib.suppress(OSError):
+            (state.directory / name).unlink()
     with contextlib.suppress(OSError):
-        (state.directory / STATE).unlink()
         state.directory.rmdir()
 
 
@@ -385,15 +398,9 @@ def _run(
     state: Any,
     outcome: Outcome,
     found: list[Intervention],
-    argv: list[str],
-    python: str,
+    runner: Branches,
     together: bool,
-    cap: int,
 ) -> Result:
-    runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
-    runner.in_place = bool(getattr(args, "in_place", False))
-    runner.check_seconds = args.check_timeout
-    runner.purse = Purse(cap)  # nothing past the at-most said (or --max-requests) is ever sent
     state.put("interventions", [i.as_json() for i in found])
     _sample(args, runner, state, found)
     tallies = _tallies(state, found, args.samples)
@@ -431,7 +438,7 @@ def _run(
     return Result(
         0 if v.refused or only_context(v.ranked) or any(t.samples for t in v.ranked) else 1,
         doc,
-        report_lines(v, outcome, state.directory, path, argv, runner.passed),
+        report_lines(v, outcome, state.directory, path, runner.argv, runner.passed),
     )
 
 

@@ -9,8 +9,9 @@
 
 A cassette does not hold the agent command's exit status, nor can a check be judged from it:
 for those two the recorded run's outcome is taken by running the command once against the whole
-recording (every answer served from it, nothing sent: :func:`cassettes.why._branches.baseline`),
-which also proves the command reproduces the recorded run up to its end, as every fork needs.
+recording (every answer served from it, nothing sent: a fork isolated as every branch is,
+:meth:`cassettes.why._branches.Branches.baseline`), which also proves the command reproduces the
+recorded run up to its end, as every fork needs.
 A finding and the final answer are read from the recording itself.
 """
 

@@ -56,13 +56,25 @@ def _commands(elsewhere: Path, probe: str, sock: Path) -> list[str]:
     ]
 
 
-def _digests(*roots: Path) -> dict[str, str]:
+def digests(*roots: Path) -> dict[str, str]:
     return {
         str(p): hashlib.sha256(p.read_bytes()).hexdigest()
         for root in roots
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
+
+
+def record_bash(tmp: Path, agent: Path, env: dict[str, str], commands: list[str]) -> Path:
+    """The bash agent's run of ``commands`` (a scripted model asks for each), recorded with its
+    tree by ``looptap run --shell-trace`` in ``tmp/work``: the cassette."""
+    with ScriptedUpstream(bash_steps(commands), validate=True) as up:
+        proc, out = looptap_run(
+            tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
+            extra=("--shell-trace",),
+        )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +111,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
 
     threading.Thread(target=answer, daemon=True).start()
     commands = _commands(elsewhere, probe, sock)
-    with ScriptedUpstream(bash_steps(commands), validate=True) as up:
-        proc, out = looptap_run(
-            tmp, tmp / "conf", [sys.executable, str(agent)], env, upstream=up,  # type: ignore[arg-type]
-            extra=("--shell-trace",),
-        )  # fmt: skip
-    assert proc.returncode == 0, explain(proc)
+    out = record_bash(tmp, agent, env, commands)
     home = Path(env["HOME"])
     assert (home / "outside-home.txt").exists() and (elsewhere / "escape.txt").exists()
     assert (work / "sock.txt").read_text() == "b'pong'\n"
@@ -137,7 +144,7 @@ def _fork(r: dict[str, Any], name: str, *extra: str, path: str | None = None) ->
     return proc, branch, sent
 
 
-def _refusing_unshare(tmp: Path) -> str:
+def refusing_unshare(tmp: Path) -> str:
     """A ``bin`` folder whose ``unshare`` fails as a kernel refusing user namespaces makes it."""
     bin_ = tmp / "no-userns-bin"
     bin_.mkdir(exist_ok=True)
@@ -162,20 +169,20 @@ def test_a_fork_whose_mount_is_refused_is_refused_and_sends_nothing(
     recorded: dict[str, Any],
 ) -> None:
     r = recorded
-    before = _digests(r["work"], r["home"], r["elsewhere"])
-    proc, branch, sent = _fork(r, "refused", path=_refusing_unshare(r["tmp"]))
+    before = digests(r["work"], r["home"], r["elsewhere"])
+    proc, branch, sent = _fork(r, "refused", path=refusing_unshare(r["tmp"]))
     why = explain(proc)
     assert proc.returncode == 2, why
     assert "the fork is refused: its agent cannot be isolated from your files" in proc.stderr, why
     assert "the mount namespace was refused: unshare: unshare failed" in proc.stderr, why
     assert "--in-place runs it in your working tree anyway" in proc.stderr, why
     assert sent == 0 and not branch.exists(), why
-    assert _digests(r["work"], r["home"], r["elsewhere"]) == before
+    assert digests(r["work"], r["home"], r["elsewhere"]) == before
 
 
 def test_in_place_says_what_it_may_change_then_runs(recorded: dict[str, Any]) -> None:
     r = recorded
-    proc, branch, sent = _fork(r, "in-place", "--in-place", path=_refusing_unshare(r["tmp"]))
+    proc, branch, sent = _fork(r, "in-place", "--in-place", path=refusing_unshare(r["tmp"]))
     why = explain(proc)
     assert proc.returncode == 0 and sent > 0 and branch.exists(), why
     (said,) = [x for x in proc.stderr.splitlines() if "--in-place: the fork runs the agent" in x]
@@ -196,7 +203,7 @@ def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
     recorded: dict[str, Any],
 ) -> None:
     r = recorded
-    before = _digests(r["work"], r["home"])
+    before = digests(r["work"], r["home"])
     proc, branch, sent = _fork(r, "isolated", "--keep-tree")
     why = explain(proc)
     assert proc.returncode == 0 and sent > 0, why
@@ -205,7 +212,7 @@ def test_an_isolated_fork_lists_scratches_and_records_outside_writes(
     assert f"its HOME {r['home']} through a scratch layer" in said, why
     assert f"its temp folder {Path(tempfile.gettempdir()).resolve()} through a scratch" in said, why
     # the user's tree, HOME and temp folder untouched: the writes went to the scratch layers
-    assert _digests(r["work"], r["home"]) == before
+    assert digests(r["work"], r["home"]) == before
     assert not (r["home"] / "outside-home.txt").exists() and not r["temp"].exists()
     (line,) = [x for x in proc.stderr.splitlines() if "scratch copy of the working tree" in x]
     folder = Path(line.split(": ", 2)[2].split(" (")[0]).parent

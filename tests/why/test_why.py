@@ -537,8 +537,9 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
         and out2 == out.replace(str(inv.why), str(w))  # (the copy's own directory named)
     ), err
     assert len(inv.fake.log) == before
-    branches = sorted(p.name for p in w.glob("*.jsonl"))
-    assert len(branches) == 3
+    # the branches, and beside them the baseline (the command against the whole recording)
+    branches = sorted(p.name for p in w.glob("*.jsonl") if p.name != "baseline.jsonl")
+    assert len(branches) == 3 and (w / "baseline.jsonl").is_file()
     show = progress.run(
         [*RECORDER, "show", str(w / branches[0])],
         capture_output=True,

@@ -3,7 +3,7 @@ family (:func:`replay_env`), the proxy variables that send its tools' HTTP there
 (:func:`tool_proxy_env`, with Node's ``fetch`` shim in ``NODE_OPTIONS``), a placeholder key for
 each SDK that will not start without one (:func:`placeholder_keys`), and these as the ``export``
 lines ``looptap replay`` prints (:func:`export_lines`) and its callers read back
-(:func:`read_export`: the fork, ``why``'s baseline).
+(:func:`read_export`: the fork).
 
 An export line is ``export NAME=VALUE``, ``VALUE`` quoted for a POSIX shell (``eval "$(looptap
 replay …)"``): a path or a user's ``NODE_OPTIONS`` with a space stays one word. A value holding a
