@@ -143,7 +143,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
             return goes_on(s, r, again)
     if repeat or not r.messages:
         return start_link(s, r)
-    return merged_first(s, r) or by_opening(s, r)
+    return merged_first(s, r) or goes_on(s, r, by_opening(s, r))
 
 
 def _summary_beside_history(s: Threads, r: Request, link: Link) -> None:

@@ -241,12 +241,16 @@ def check(case: Case) -> None:
 # (C.dropped_tool_result, rightly) took the result of the next call of its tool by name, so that
 # next call was said dropped too (a wrong finding); a question sent twice, then the copy and the
 # answer after it dropped: the question kept after them was counted new (no echo found), not as
-# before
+# before; two agents interleaved, one asking its own model for a summary and sending it back in
+# place of its question: that request shares only its opening with both and was read as the
+# other agent's history rewritten (a false C.history_mutated on the other's next request),
+# though it carries its own call's id (the token decides there too)
 @example(Case("openai_chat", [[(0, []), (0, [("duplicate", 0, 0)]), (0, [("drop", 1, 2)])]], []))
 @example(Case("gemini", [[(2, [None, None, ("replace", 4, 0)]), (1, [])]], []))
 @example(Case("openai_chat", [[(0, []), (1, [None, ("reorder", 0, 8)])]], []))
 @example(Case("gemini", [[(0, []), (0, [("asked", 0, 0)])]], []))
 @example(Case("openai_chat", [[(0, [("summary", 0, 0)]), (0, [("asked", 2, 0)])]], []))
+@example(Case("openai_chat", [[(1, [None, ("asked", 0, 0)])], [(1, [])]], [0, 1]))
 def test_no_history_transformation_breaks_the_analysis(case: Case) -> None:
     check(case)
 
