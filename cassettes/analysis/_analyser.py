@@ -49,7 +49,7 @@ from ._model import (
     Turn,
 )
 from ._provenance import weigh_tool_answers
-from ._rehome import place, rehome, rejoin
+from ._rehome import rehome, rejoin
 from ._state import (
     AnalyserState,
     Reload,
@@ -377,15 +377,8 @@ class RunAnalyser:
 
     def placed(self, turn: Turn) -> Turn:
         """``turn`` (restored from a store) put where a later request re-read it, when one did
-        (:func:`._rehome.place`: its conversation, index, previous turn and counts)."""
-        where = self.state.moved.get(turn.seq)
-        if where is not None:
-            place(turn, where)
-        reread = self.state.reread.get(turn.seq)
-        if reread is not None:  # its C layer read again against the turn it followed
-            turn.previous_seq, turn.c, turn.tokens = reread
-            turn.findings = self.findings_of(turn.seq) or []
-        return turn
+        (:func:`._parking.placed`)."""
+        return parking.placed(self.state, turn)
 
     def findings_of(self, seq: int) -> list[Finding] | None:
         """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the

@@ -14,10 +14,10 @@ from ..parsing import RoundTrip
 from ..wire import Exchange
 from ._context import TurnContext
 from ._judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
-from ._model import Turn
+from ._model import MessageCounts, Turn
 from ._state import AnalyserState, Parked, conversation_of
 
-__all__ = ["inherit", "park", "reloaded", "unpark"]
+__all__ = ["inherit", "park", "place", "placed", "reloaded", "unpark"]
 
 
 def inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
@@ -57,11 +57,46 @@ def park(state: AnalyserState, ctx: TurnContext) -> None:
     conv.turns = []
 
 
+def place(turn: Turn, where: tuple[str, int, bool]) -> None:
+    """Put ``turn`` where a later request re-read it (``where``: its conversation, its index,
+    whether it is that conversation's first turn): the one place a moved turn is made to say so,
+    for the analysis kept whole and for a turn a reader restores from its store. A first turn
+    follows no request of its conversation: nothing it sent is *as before* or *changed* and
+    nothing was dropped (every message is its own, as on any conversation's first turn). What
+    the turn appended and paired stays as first read (the history is not parsed again)."""
+    turn.conversation, turn.index = where[0], where[1]
+    if not where[2]:
+        return
+    turn.previous_seq = None
+    n = turn.c.counts  # (no earlier request of its own it kept, echoed or managed)
+    first = {"link": "start", "kept": 0, "rewritten": 0, "echoed_assistant": None, "context": None}
+    if n is not None:
+        first["counts"] = MessageCounts(sent=n.sent, new=n.sent)
+    turn.c = turn.c.model_copy(update=first)
+
+
+def placed(state: AnalyserState, turn: Turn) -> Turn:
+    """``turn`` (restored from a store) put where a later request re-read it, when one did
+    (:func:`place`: its conversation, index, previous turn and counts; a C layer read again
+    against another previous turn, :func:`._rehome.rejoin`)."""
+    where = state.moved.get(turn.seq)
+    if where is not None:
+        place(turn, where)
+    reread = state.reread.get(turn.seq)
+    if reread is not None:
+        turn.previous_seq, turn.c, turn.tokens = reread
+        flagged = state.flagged.get(turn.seq)
+        turn.findings = flagged[1] if flagged is not None else []
+    return turn
+
+
 def reloaded(state: AnalyserState, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
     """A turn's round trip read again, as the analysis first read it: a poll read as a model
-    call with what it took from the call it polls (:func:`inherit`)."""
+    call with what it took from the call it polls (:func:`inherit`); the turn where a later
+    request put it (:func:`placed`: a turn moved to another conversation is read there)."""
     assert state.reload is not None
     ex, rt, turn = state.reload(seq)
+    placed(state, turn)
     if rt.polled and rt.request is not None and turn.previous_seq is not None:
         polled = state.reload(turn.previous_seq)[1].request
         if polled is not None:

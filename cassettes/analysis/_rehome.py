@@ -14,22 +14,25 @@ from . import codes as codes
 from . import dispatch
 from ._context import ConversationState, TurnContext
 from ._judgement import slim
-from ._model import Conversation, Finding, MessageCounts, Turn
+from ._model import Conversation, Finding
+from ._parking import place
 from ._state import AnalyserState, turn_findings
 from .threading import Link
 
-__all__ = ["place", "rehome", "rejoin"]
+__all__ = ["rehome", "rejoin"]
 
 
 def rehome(st: AnalyserState, link: Link) -> None:
     """Move the turns ``link.rehome`` names (threader turn ids, first and last, of
-    ``link.conversation``) to the conversation ``link.rehomed_to``, a handoff under
-    ``link.previous``."""
+    ``link.conversation``) to the conversation ``link.rehomed_to``: a handoff under
+    ``link.previous``, or (``link.rehome_branch`` ``None``) a conversation of its own that was
+    never this one's (docs/threading.md, "Provider evidence first")."""
     if link.rehome is None or link.rehomed_to is None or link.previous is None:
         return
     old, new = link.conversation, link.rehomed_to
     first = st.seq_of_tid[link.rehome[0]]
-    parent = st.seq_of_tid[link.previous]
+    handed = link.rehome_branch is not None
+    parent = st.seq_of_tid[link.previous] if handed else None
     where = st.records.get(old)
     state = st.convs.get(old)
     if where is None or state is None:
@@ -49,14 +52,15 @@ def rehome(st: AnalyserState, link: Link) -> None:
             label=None,
             title=record.title,
             parent_seq=parent,
-            branch="handoff",
+            branch=link.rehome_branch,
         )
     )
-    st.handed_off.add(parent)
+    if parent is not None:
+        st.handed_off.add(parent)
     offset = state.first + at
     _move_state(st, old, new, state, len(turns), len(moved))
     for k, seq in enumerate(moved):
-        _renumber(st, seq, new, k, offset, first_turn=k == 0)
+        _renumber(st, seq, new, k, offset, first_turn=k == 0, opens=not handed)
 
 
 def rejoin(st: AnalyserState, link: Link) -> None:
@@ -151,10 +155,14 @@ def _move_state(
         del st.parked[old]
 
 
-def _renumber(st: AnalyserState, seq: int, new: str, k: int, offset: int, first_turn: bool) -> None:
+def _renumber(
+    st: AnalyserState, seq: int, new: str, k: int, offset: int, first_turn: bool, opens: bool
+) -> None:
     """Turn ``seq`` is now the ``k``-th of ``new`` (it was the ``k + offset``-th of the
     conversation it left): its place and its findings' say so; the first one's cache break
-    (the new agent's system prompt and tools) no longer follows from anything."""
+    (the new agent's system prompt and tools) no longer follows from anything, nor (``opens``:
+    it opens a conversation of its own) what it was judged to have kept or changed of a turn
+    before it."""
     st.moved[seq] = (new, k, first_turn)
     turn = st.result.turns.get(seq) if st.keep_turns else None
     if turn is not None:
@@ -163,24 +171,14 @@ def _renumber(st: AnalyserState, seq: int, new: str, k: int, offset: int, first_
     if findings is None:
         return
     if first_turn:
-        findings[:] = [f for f in findings if f.code != codes.CACHE_PREFIX_BROKEN]
+        findings[:] = [
+            f
+            for f in findings
+            if f.code != codes.CACHE_PREFIX_BROKEN
+            and not (opens and f.related_turn is not None and f.related_turn < offset)
+        ]
     for f in findings:
         _refile(f, new, k, offset)
-
-
-def place(turn: Turn, where: tuple[str, int, bool]) -> None:
-    """Put ``turn`` where a later request re-read it (``where``: its conversation, its index,
-    whether it is that conversation's first turn): the one place a moved turn is made to say so,
-    for the analysis kept whole and for a turn a reader restores from its store. A first turn
-    follows no request of its conversation: nothing it sent is *as before* or *changed* and
-    nothing was dropped (every message is its own, as on any conversation's first turn)."""
-    turn.conversation, turn.index = where[0], where[1]
-    if not where[2]:
-        return
-    turn.previous_seq = None
-    n = turn.c.counts
-    if n is not None:
-        turn.c.counts = MessageCounts(sent=n.sent, new=n.sent)
 
 
 def _refile(f: Finding, new: str, k: int, offset: int) -> None:

@@ -84,6 +84,9 @@ class Link:
     rehome: tuple[int, int] | None = None
     #: That conversation's id (given by :func:`~._driver.record`).
     rehomed_to: str | None = None
+    #: How those turns branch from :attr:`previous`: ``handoff`` (a handed loop), or ``None``:
+    #: another conversation that was never this one's (:func:`~._evidence.moved_out`).
+    rehome_branch: str | None = "handoff"
     #: A side call asked in place (:func:`~._agents.asks_compaction`): the link the request
     #: would have had as its conversation's next step, kept for the request that may prove it.
     in_place: Link | None = None
@@ -183,6 +186,11 @@ class TurnInfo:
     handed_from: int | None = None
     #: This turn is the first of that agent's loop (its request went on from the transfer).
     hand_start: bool = False
+    #: The turn this one went on from in its conversation (``Link.previous``; ``None``: it
+    #: opened it or branched), and whether its request proved it (it echoed that turn's answer,
+    #: or carried a continuity token of that conversation: :mod:`._evidence`).
+    previous: int | None = None
+    proved: bool = False
 
 
 #: The classes threading's tables hold, by name: what its spilled rows and its continued state
@@ -230,7 +238,7 @@ KIND = {"l": 1, "s": 2}
 #: :mod:`._plain` writes them).
 TABLES: dict[str, type] = {
     "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,
-    "by_answer": int, "by_head": int, "sibling_root": str, "by_token": int,
+    "by_answer": int, "by_head": int, "sibling_root": str, "by_token": int, "moved": int,
 }  # fmt: skip
 
 
@@ -287,6 +295,9 @@ class Threads:
     #: Continuity tokens (stable hashes, :mod:`._evidence`) → the turn whose answer produced
     #: them (:data:`~._evidence.TWICE`: two answers did).
     by_token: SpillMap[int, int] = field(init=False)
+    #: Turns a later request moved to another conversation (:func:`~._evidence.moved_out`) →
+    #: that conversation: the registrations of their histories are made to name it.
+    moved: SpillMap[int, str] = field(init=False)
     #: API family → :meth:`family`'s number for it.
     families: dict[str, int] = field(default_factory=dict)
 
@@ -339,6 +350,9 @@ class Threads:
             kind = KIND["s" if strict and rolling[i] != loose[i] else "l"]
             regs = self.prefix.get(hash((fam, kind, rolling[i])))
             if regs:
+                if len(self.moved):
+                    for g in regs:
+                        g.conversation = self.moved.get(g.turn, g.conversation)
                 yield i + 1, regs
 
     def register(self, fam: int, kind: str, h: int, reg: Registered) -> None:
@@ -412,6 +426,8 @@ class Request:
     system_parts: list[Part] = field(default_factory=list)
     #: The latest turn whose continuity token it carries back (:func:`~._evidence.carried`).
     token_turn: int | None = None
+    #: The registration its history extended, when that was a turn's history with its answer.
+    extended: Registered | None = None
 
 
 def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:

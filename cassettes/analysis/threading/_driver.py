@@ -28,7 +28,7 @@ from ._data import (
     TurnInfos,
     read_request,
 )
-from ._evidence import carried, goes_on, register
+from ._evidence import carried, goes_on, moved_out, register
 from ._history import by_history, describe, discarded, merged_first, summary_used, use_strict
 from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
@@ -132,7 +132,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
     strict = use_strict(s, r)
     link, repeat = by_history(s, r, strict)
     if link is not None:
-        return goes_on(s, r, link)
+        return goes_on(s, r, moved_out(s, r, link))
     if repeat:
         # Exactly an earlier request again: a discarded answer asked again, a sibling prompt,
         # or a history managed down to messages equal to that earlier request's (a repeated
@@ -143,7 +143,7 @@ def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str
             return goes_on(s, r, again)
     if repeat or not r.messages:
         return start_link(s, r)
-    return merged_first(s, r) or by_opening(s, r)
+    return merged_first(s, r) or goes_on(s, r, by_opening(s, r))
 
 
 def _summary_beside_history(s: Threads, r: Request, link: Link) -> None:
@@ -175,9 +175,9 @@ def record(
     tid = len(s.turns)
     echo = response_message(response)
     echo_keys = _message_keys(echo) if echo is not None else None
-    info = _turn_info(r, link, response, failed, echo, echo_keys)
+    info = _turn_info(s, r, link, response, failed, echo, echo_keys)
     info.handed_from, info.hand_start = handed_from(s, r, link)
-    if link.rehome is not None:
+    if link.rehome is not None and link.rehomed_to is None:
         # the handed loop's turns are a conversation of their own (the analyser moves them)
         link.rehomed_to = s.new_conversation()
     s.turns.append(info)
@@ -219,6 +219,7 @@ def record(
 
 
 def _turn_info(
+    s: Threads,
     r: Request,
     link: Link,
     response: NormalisedResponse | None,
@@ -255,6 +256,13 @@ def _turn_info(
         answers=_results(messages) if link.branch == "side_call" else _NO_NAMES,
         overflow=r.overflow,
         cut=r.cut,
+        previous=link.previous,
+        proved=link.echoed is True
+        or (
+            link.previous is not None
+            and r.token_turn is not None
+            and s.turns[r.token_turn].conversation == link.conversation
+        ),
     )
 
 

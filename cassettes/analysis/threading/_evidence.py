@@ -84,3 +84,58 @@ def goes_on(s: Threads, r: Request, link: Link) -> Link:
     if latest is None:
         return link
     return describe(s, r, t.conversation, latest, "extends")
+
+
+#: The most turns a request moves out of a conversation (:func:`moved_out`).
+MOVE_BACK = 16
+
+
+def moved_out(s: Threads, r: Request, link: Link) -> Link:
+    """``link``, or, where the request proves that the turns after one of its conversation's
+    turns were never that conversation's, the link that moves them out (``rehome``, no branch)
+    and goes on from that turn. The proof: the request extends turn ``P``'s history with ``P``'s
+    answer word for word (the registration it matched) and carries a continuity token of ``P``'s
+    conversation up to ``P`` (none of the turns it would move), while the turn after ``P``
+    carried neither ``P``'s answer nor any such token (another agent that opened alike, read as
+    this one rewriting its history). On a wire that carries no token (Gemini without thought
+    signatures) nothing proves it either way: the turns stay, and whether the request echoed
+    their answer is not judged (``echoed`` ``None``)."""
+    g = r.extended
+    latest = link.previous
+    if g is None or latest is None or link.branch is not None:
+        return link
+    conv, p = g.conversation, s.turns[g.turn]
+    if latest == g.turn or s.last_of.get(conv) != latest or link.conversation != conv:
+        return link
+    if g.length != p.length + 1:
+        return link
+    chain = [latest]
+    while len(chain) <= MOVE_BACK:
+        before = s.turns[chain[-1]].previous
+        if before is None or s.turns[before].conversation != conv:
+            return link
+        if before == g.turn:
+            break
+        chain.append(before)
+    else:
+        return link
+    first = s.turns[chain[-1]]
+    if first.proved:
+        return link
+    if r.token_turn is None:
+        link.echoed = None  # (the wire cannot say which of the two the request goes on from)
+        return link
+    if s.turns[r.token_turn].conversation != conv or r.token_turn in chain:
+        return link  # (a token of a turn after P: the request goes on from there, not from P)
+    own = s.new_conversation()
+    for tid in chain:
+        s.turns[tid].conversation = own
+        s.moved[tid] = own
+    first.opens, first.previous = True, None
+    s.last_of[own] = latest
+    s.last_of[conv] = g.turn
+    if conv in s.recent and s.recent[conv][0] == latest:
+        s.recent[own] = s.recent.pop(conv)
+    moved = Link(conv, g.turn, "extends", kept=p.length, echoed=True, rehome=(chain[-1], latest))
+    moved.rehome_branch, moved.rehomed_to = None, own
+    return moved

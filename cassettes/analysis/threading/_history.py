@@ -162,6 +162,7 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
     """The request goes on from the best of the turns whose history it extends."""
     best, tied = choose(s, r, regs)
     prev_info = s.turns[best.turn]
+    r.extended = best if best.with_echo else None
     if receives_answer(r, best, prev_info):
         # Another agent of a group chat: it got the turn's answer as input of its own.
         return Link(s.new_conversation(), None, "start", parent=best.turn, branch="group_chat")

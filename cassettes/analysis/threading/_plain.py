@@ -152,6 +152,8 @@ def _fits(name: str, value: Any, n: int) -> bool:
         )
     if name == "by_start":
         return isinstance(value, list) and all(type(t) is int and 0 <= t < n for t in value)
+    if name == "moved":  # (a turn moved out → the conversation it went to)
+        return type(value) is str
     return type(value) is int and 0 <= value < n
 
 

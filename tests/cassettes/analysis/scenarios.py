@@ -94,12 +94,15 @@ _ids = itertools.count(1)
 
 @dataclass
 class Call:
-    """A tool call the model emits. ``raw`` overrides the argument text (e.g. invalid JSON)."""
+    """A tool call the model emits. ``raw`` overrides the argument text (e.g. invalid JSON);
+    ``signature``: Gemini's ``thoughtSignature`` on the call's part (Gemini 2.5 and 3 with
+    thinking send one, to be sent back as it was)."""
 
     name: str
     args: Any = field(default_factory=dict)
     id: str | None = None
     raw: str | None = None
+    signature: str | None = None
 
     def text(self) -> str:
         return self.raw if self.raw is not None else orjson.dumps(self.args).decode()
@@ -728,7 +731,11 @@ def _gemini_parts(
         parts.append({"text": reasoning, "thought": True})
     if text:
         parts.append({"text": text})
-    parts += [{"functionCall": {"name": c.name, "args": c.args}} for c in calls]
+    for c in calls:
+        call: Json = {"functionCall": {"name": c.name, "args": c.args}}
+        if c.signature:
+            call["thoughtSignature"] = c.signature
+        parts.append(call)
     return parts
 
 

@@ -132,10 +132,15 @@ def _text(u: Unit) -> str:
 
 
 def _agent(
-    family: str, name: str, rounds: list[tuple[int, list[Op | None]]], alike: bool = False
+    family: str,
+    name: str,
+    rounds: list[tuple[int, list[Op | None]]],
+    alike: bool = False,
+    signed: bool = False,
 ) -> Agent:
     """An agent's run: per round, its number of tool calls and the change (or none) before each
-    of its requests (``alike``: its summary the other agent's, word for word)."""
+    of its requests (``alike``: its summary the other agent's, word for word; ``signed``: its
+    calls carry Gemini's thought signatures)."""
     agent = Agent(family, name, summary=SUMMARY if alike else f"{name}: {SUMMARY}")
     for r, (n_calls, ops) in enumerate(rounds):
         ops = [*ops, None, None, None][: n_calls + 1]
@@ -143,7 +148,10 @@ def _agent(
         agent.history.append(("user", [user_of(family, f"{name}: the weather in {city}?")]))
         for k in range(n_calls):
             agent.calls += 1
-            call = Call("get_weather", {"city": f"{city} {k}"}, id=f"call_{name}_{agent.calls}")
+            cid = f"call_{name}_{agent.calls}"
+            call = Call(
+                "get_weather", {"city": f"{city} {k}"}, cid, signature=f"sig_{cid}" * signed
+            )
             agent.send(None, [call], ops[k])
             out = f"{name}: {city} {k} is sunny"
             agent.history.append(("results", results_of(family, [(call, out)])))
@@ -166,6 +174,9 @@ class Case:
     order: list[int]
     #: The agents' summaries are the same words (else each starts with its agent's name).
     alike: bool = False
+    #: The model's calls carry a continuity token where the family has one beside the call id
+    #: (Gemini's ``thoughtSignature``, as Gemini 2.5 and 3 with thinking send it).
+    signed: bool = False
 
 
 _cases = st.builds(
@@ -173,6 +184,8 @@ _cases = st.builds(
     st.sampled_from(FAMILIES4),
     st.lists(_rounds, min_size=1, max_size=2),
     st.lists(st.integers(0, 1), max_size=40),
+    st.booleans(),
+    st.booleans(),
 )
 
 
@@ -180,7 +193,8 @@ def _run(case: Case) -> tuple[list[Exchange], set[int], set[int]]:
     """The run's round trips in sending order, with seqs; the seqs of the changed requests, and
     of the turns right after a change."""
     agents = [
-        _agent(case.family, "AB"[n], rounds, case.alike) for n, rounds in enumerate(case.agents)
+        _agent(case.family, "AB"[n], rounds, case.alike, case.signed)
+        for n, rounds in enumerate(case.agents)
     ]
     queues = [list(enumerate(a.exchanges)) for a in agents]
     sent: list[tuple[int, int, Exchange]] = []
@@ -227,12 +241,16 @@ def check(case: Case) -> None:
 # (C.dropped_tool_result, rightly) took the result of the next call of its tool by name, so that
 # next call was said dropped too (a wrong finding); a question sent twice, then the copy and the
 # answer after it dropped: the question kept after them was counted new (no echo found), not as
-# before
+# before; two agents interleaved, one asking its own model for a summary and sending it back in
+# place of its question: that request shares only its opening with both and was read as the
+# other agent's history rewritten (a false C.history_mutated on the other's next request),
+# though it carries its own call's id (the token decides there too)
 @example(Case("openai_chat", [[(0, []), (0, [("duplicate", 0, 0)]), (0, [("drop", 1, 2)])]], []))
 @example(Case("gemini", [[(2, [None, None, ("replace", 4, 0)]), (1, [])]], []))
 @example(Case("openai_chat", [[(0, []), (1, [None, ("reorder", 0, 8)])]], []))
 @example(Case("gemini", [[(0, []), (0, [("asked", 0, 0)])]], []))
 @example(Case("openai_chat", [[(0, [("summary", 0, 0)]), (0, [("asked", 2, 0)])]], []))
+@example(Case("openai_chat", [[(1, [None, ("asked", 0, 0)])], [(1, [])]], [0, 1]))
 def test_no_history_transformation_breaks_the_analysis(case: Case) -> None:
     check(case)
 
@@ -257,20 +275,54 @@ def test_an_unchanged_run_interleaved_or_not_has_no_client_warning(
         assert not bad, bad
 
 
-@pytest.mark.xfail(strict=True, reason="open: two agents whose requests open alike, interleaved")
-def test_two_agents_opening_alike() -> None:
-    """Found by the long run, not fixed: agent B's first request (the system prompt and the
-    summary, word for word agent A's) reads as A trimming its history back to them, and A's next
-    request, which extends A's previous one exactly (its answer's call id echoed, a continuity
-    token of A's), is then compared with B's turn: a false ``C.assistant_not_echoed`` on A.
-    Moving B's turn out when that echo and token prove it was built (issue 103, session 50) and
-    left out: the move made the analysis kept whole and the one that releases histories disagree
-    on the moving request (test_memory's whole-corpus run)."""
-    check(
-        Case(
-            "openai_chat",
-            [[(0, []), (2, [("summary", 0, 0)])], [(0, [("summary", 0, 0)])]],
-            [0, 0, 0, 1],
-            alike=True,
-        )
+@pytest.mark.parametrize("family", FAMILIES4)
+def test_two_agents_opening_alike(family: str) -> None:
+    """Found by the long run: agent B's first request (the system prompt and the summary, word
+    for word agent A's) reads as A trimming its history back to them, and A's next request,
+    which extends A's previous one exactly (its answer's call id echoed, a continuity token of
+    A's), was then compared with B's turn: a false ``C.assistant_not_echoed`` on A. That request
+    proves B's turn was never A's: it is moved out to a conversation of its own, A goes on from
+    its own turn, and B's next request goes on from B's (docs/threading.md, "Provider evidence
+    first"). (Responses reads B's first request as a conversation of its own from the start.)"""
+    case = Case(
+        family,
+        [[(0, []), (2, [("summary", 0, 0)])], [(0, [("summary", 0, 0)]), (1, [])]],
+        [0, 0, 0, 1, 0, 1],
+        alike=True,
+        signed=True,
     )
+    check(case)
+    exchanges, _, _ = _run(case)
+    run = analyse(exchanges)
+    a2, b0, a3, b1 = (run.turns[ex.seq] for ex in exchanges[2:6])
+    assert (a3.conversation, a3.previous_seq, a3.c.echoed_assistant) == (
+        a2.conversation,
+        a2.seq,
+        True,
+    )
+    assert (b0.previous_seq, b0.c.link, b0.c.kept) == (None, "start", 0)
+    assert b0.conversation not in {run.turns[s].conversation for s in (0, 1, 2, 4)}
+    if family != "openai_responses":  # (its B goes on in another conversation, as before)
+        assert (b1.conversation, b1.previous_seq, b1.c.echoed_assistant) == (
+            b0.conversation,
+            b0.seq,
+            True,
+        )
+
+
+def test_two_agents_opening_alike_on_a_wire_without_tokens() -> None:
+    """The same run on Gemini without thought signatures: no id or token says which of the two
+    turns A's request goes on from, so B's turn stays where it was read and whether A echoed its
+    answer is not judged (no ``C.assistant_not_echoed``)."""
+    case = Case(
+        "gemini",
+        [[(0, []), (2, [("summary", 0, 0)])], [(0, [("summary", 0, 0)])]],
+        [0, 0, 0, 1],
+        alike=True,
+    )
+    check(case)
+    exchanges, _, _ = _run(case)
+    run = analyse(exchanges)
+    a, b = run.turns[exchanges[4].seq], run.turns[exchanges[3].seq]
+    assert (a.previous_seq, a.c.echoed_assistant) == (b.seq, None)
+    assert not [f for f in a.findings if f.layer == "C" and f.severity != "info"]
