@@ -572,7 +572,7 @@ class Detector:
         one is kept when the rules find it in its string alone, or read with the string
         before it as a command line's two words (``["--password", "s3cr3t"]``)."""
         for s, e in rule.spans(text):
-            item = item_after_comma(text, s, e) if "," in text else None
+            item = item_after_comma(text, s, e)
             if item is not None:
                 before, inside, at = item
                 lo, hi = max(s, at) - at, min(e - at, len(inside))
