@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from real_corpus import CORPUS
 
-from looptap.cassettes.recording import seal
+from looptap.cassettes.recording import Redactor, seal
 from looptap.cassettes.verify import scan_lines
 from tests.support.analysed import cli_output
 
@@ -76,6 +76,18 @@ def test_a_credential_after_a_comma_is_masked_and_flagged(name: str) -> None:
         secret = V if V in text else "ZnCjm1XVW7vRze4b7Cq4se7kKWs"
         assert secret not in seal(text.encode()).decode(), form
         assert scan_lines([text.encode()]), form
+
+
+def test_json_held_in_a_string_keeps_a_neighbour_as_the_cassette_records_it() -> None:
+    """A tool call's arguments (JSON held in a string) are read as text by the recorder too."""
+    record = {
+        "arguments": NEIGHBOURS["a schema's required list"],
+        "argv": CREDENTIALS["an argv list"],
+        "csv": CREDENTIALS["a CSV line"],
+    }
+    out = Redactor().document(record)
+    assert out["arguments"] == record["arguments"]
+    assert V not in out["argv"] and V not in out["csv"]
 
 
 @pytest.mark.parametrize("name", sorted(NEIGHBOURS))
