@@ -571,8 +571,9 @@ class Detector:
         for a value after a ``,`` (:func:`~cassettes.recording._neighbours.item_after_comma`):
         one is kept when the rules find it in its string alone, or read with the string
         before it as a command line's two words (``["--password", "s3cr3t"]``)."""
+        memo: dict[int, bool] = {}
         for s, e in rule.spans(text):
-            item = item_after_comma(text, s, e)
+            item = item_after_comma(text, s, e, memo)
             if item is not None:
                 before, inside, at = item
                 lo, hi = max(s, at) - at, min(e - at, len(inside))

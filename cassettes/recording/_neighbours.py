@@ -20,10 +20,11 @@ import re
 __all__ = ["item_after_comma"]
 
 #: How far back a list or an object is read for its opening ``[`` or its key's ``:``
-#: (characters): past it, the comma is not proven JSON's, and the find stands.
-REACH = 1 << 16
+#: (characters; a find's whole walk, nested values skipped a character at a time, is within it):
+#: past it, the comma is not proven JSON's, and the find stands.
+REACH = 1 << 12
 #: How many elements back, at most.
-ELEMENTS = 256
+ELEMENTS = 64
 _BLANK = " \t\r\n"
 #: A literal of JSON (what it holds outside strings besides its punctuation), read backwards.
 _LITERAL = re.compile(r"true|false|null|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
@@ -90,35 +91,49 @@ def _element_start(text: str, end: int, floor: int) -> int:
     return i + 1 if i < end and _LITERAL.fullmatch(text, i + 1, end + 1) else -1
 
 
-def _in_json(text: str, start: int) -> bool:
+def _in_json(text: str, start: int, memo: dict[int, bool]) -> bool:
     """Whether the value at ``start`` is an element of a JSON list or a value of an object,
     read back over its neighbours (at most :data:`ELEMENTS`, :data:`REACH` characters) to the
-    list's ``[`` or a key's ``:`` (a string before it)."""
+    list's ``[`` or a key's ``:`` (a string before it). ``memo``: what walks before this one in
+    the same text said of the elements they passed (the finds of one list are read once)."""
     floor = max(0, start - REACH)
+    passed: list[int] = []
+    found = False
     for _ in range(ELEMENTS):
+        if start in memo:
+            found = memo[start]
+            break
+        passed.append(start)
         i = _back(text, start)
         if i < floor:
-            return False
+            break
         if text[i] == "[":
-            return True
+            found = True
+            break
         if text[i] == ":":
             k = _back(text, i)
-            return k >= floor and text[k] == '"' and _opening(text, k, floor) >= 0
+            found = k >= floor and text[k] == '"' and _opening(text, k, floor) >= 0
+            break
         if text[i] != ",":
-            return False
+            break
         i = _back(text, i)
         if i < floor:
-            return False
+            break
         start = _element_start(text, i, floor)
         if start < 0:
-            return False
-    return False
+            break
+    for p in passed:
+        memo[p] = found
+    return found
 
 
-def item_after_comma(text: str, s: int, e: int) -> tuple[str, str, int] | None:
+def item_after_comma(
+    text: str, s: int, e: int, memo: dict[int, bool] | None = None
+) -> tuple[str, str, int] | None:
     """When ``text[s:e]`` (a rule's find, its quotes or not) lies in a JSON string that follows
     a ``,`` after another string, in a list or an object of JSON text: the string before it,
-    the string itself (their insides) and where the latter's inside starts. ``None`` otherwise."""
+    the string itself (their insides) and where the latter's inside starts. ``None`` otherwise.
+    ``memo``: one per text, for its finds in order (:func:`_in_json`)."""
     q = s if text[s : s + 1] == '"' else s - 1
     if q < 0 or text[q] != '"' or _escaped(text, q):
         return None
@@ -137,6 +152,6 @@ def item_after_comma(text: str, s: int, e: int) -> tuple[str, str, int] | None:
         k += 1
     if k < len(text) and text[k] not in ",]}:":
         return None
-    if not _in_json(text, opening):
+    if not _in_json(text, opening, {} if memo is None else memo):
         return None
     return text[opening + 1 : close], text[q + 1 : end], q + 1
