@@ -29,6 +29,7 @@ from urllib.parse import unquote
 from ..patterns import UserPattern
 from ..wire import REDACTED
 from ._credentials import URL_TOKEN, looks_secret, secret_name
+from ._neighbours import item_after_comma
 
 __all__ = [
     "B64_TOKEN",
@@ -559,11 +560,29 @@ class Detector:
 
     def find(self, text: str) -> list[tuple[str, int, int]]:
         """(rule id, start, end) of every secret in ``text`` (one per rule that matches it)."""
-        return [(r.id, s, e) for r in self._candidates(text) for s, e in r.spans(text)]
+        return [(r.id, s, e) for r in self._candidates(text) for s, e in self._kept(r, text)]
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """The (start, end) of every secret in ``text``, unmerged."""
-        return [(s, e) for r in self._candidates(text) for s, e in r.spans(text)]
+        return [(s, e) for r in self._candidates(text) for s, e in self._kept(r, text)]
+
+    def _kept(self, rule: Rule, text: str) -> Iterator[tuple[int, int]]:
+        """``rule``'s finds in ``text`` but a JSON list's or object's neighbour that a rule took
+        for a value after a ``,`` (:func:`~cassettes.recording._neighbours.item_after_comma`):
+        one is kept when the rules find it in its string alone, or read with the string
+        before it as a command line's two words (``["--password", "s3cr3t"]``)."""
+        memo: dict[int, bool] = {}
+        for s, e in rule.spans(text):
+            item = item_after_comma(text, s, e, memo)
+            if item is not None:
+                before, inside, at = item
+                lo, hi = max(s, at) - at, min(e - at, len(inside))
+                if not any(a < hi and b > lo for a, b in self.spans(inside)):
+                    off = len(before) + 1
+                    line = self.spans(f"{before} {inside}")
+                    if not any(a < hi + off and b > lo + off for a, b in line):
+                        continue
+            yield s, e
 
     def encoded_spans(self, text: str) -> list[tuple[int, int]]:
         """The (start, end) of every base64 token and URL-encoded run of ``text`` whose decoded
