@@ -26,8 +26,8 @@ GATE = {
     ("proxy/session.py", "run_child"): (
         "the child's output, when kept (--inspect): the pipe _sealed_log copies with copy_sealed"
     ),
-    ("cassettes/why/_branches.py", "Branches._one"): (
-        "the branch's log: written only by copy_sealed (the agent's output, redacted a line at "
+    ("cassettes/why/_branches.py", "Branches._started"): (
+        "a branch's or the baseline's log: written only by copy_sealed (the agent's output, redacted a line at "
         "a time)"
     ),
     ("cassettes/storage/_paths.py", "_staged"): (
@@ -81,10 +81,6 @@ NOT_RECORDINGS = {
     ("cassettes/replay/serving/_tls.py", "ToolTLS._write"): "a CA certificate and key looptap made",
     ("cassettes/views/schema.py", "write_docs"): "the docs' schema page (a maintainer's command)",
     ("cassettes/cli/__init__.py", "_dispatch"): "/dev/null as stdout (nothing is written)",
-    (
-        "cassettes/why/_branches.py",
-        "baseline",
-    ): "an unlinked temporary file for the replay's stderr",
     ("proxy/launcher.py", "confdir_lock"): "a lock file (empty)",
     ("proxy/session.py", "_child_beside_viewer"): "the child's exit status (a number)",
     ("proxy/shell_trace.py", "Tracer.finish"): "opens the tracer's FIFO to wake its reader",
