@@ -271,7 +271,8 @@ def test_a_kept_state_it_cannot_trust_is_read_afresh(
     assert len(pieces) > 2  # (Pieces.PIECE lowered: a state in many pieces, each a frame)
     data = _listed(sections(_joined(pieces)))
     db.execute("DELETE FROM continuation")
-    db.executemany("INSERT INTO continuation VALUES (?, ?)", enumerate(_tampered(data, pieces, how)))
+    tampered = _tampered(data, pieces, how)
+    db.executemany("INSERT INTO continuation VALUES (?, ?)", enumerate(tampered))
     db.commit()
     db.close()
     with path.open("ab") as f:
