@@ -34,7 +34,7 @@ _MODULES = {
     "_analysis_cache": "MAX_CONTINUATION analyser_digest keep packed",
     "_database": "APPLICATION_ID SCHEMA location",
     "_show_objects": "show_objects show_pairs",
-    "_stores": "CHECKPOINT ParseStore TurnStore compressor decompressor",
+    "_stores": "CHECKPOINT ParseStore Pieces TurnStore compressor decompressor",
     "_timeline": "header_time timeline",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from ._incremental import Batch, RunReader
     from ._run import Run, open_run
     from ._show_objects import show_objects, show_pairs
-    from ._stores import CHECKPOINT, ParseStore, TurnStore, compressor, decompressor
+    from ._stores import CHECKPOINT, ParseStore, Pieces, TurnStore, compressor, decompressor
     from ._timeline import header_time, timeline
 
 
@@ -76,6 +76,7 @@ __all__ = [
     "SCHEMA",
     "Batch",
     "ParseStore",
+    "Pieces",
     "Relation",
     "Run",
     "RunReader",

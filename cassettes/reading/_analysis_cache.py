@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import io
 import json
 import os
 import secrets
@@ -41,11 +40,19 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..analysis import active_text, lines, table_identity
+from ..analysis import active_text, lines, spill, table_identity
 from ..errors import CassetteError
 from ..storage import open_regular
 from . import _database
-from ._stores import Places, TurnStore, as_sealed, compressor, decompressor, json_lines
+from ._stores import (
+    Pieces,
+    Places,
+    TurnStore,
+    Unsealed,
+    as_sealed,
+    decompressor,
+    json_lines,
+)
 
 __all__ = [
     "MAX_CONVERSATIONS",
@@ -150,7 +157,7 @@ def keep(
         tuple[int, tuple[str, int | None, int | None, str | None] | None, tuple[int, int, int]]
     ],
     turns: Iterable[tuple[int, bytes]],
-    continuation: bytes | None = None,
+    continuation: Pieces | None = None,
 ) -> bytes | None:
     """Keep the analysis of the cassette's first ``size`` bytes (whose SHA-256 is ``sha256``): the
     reader's ``state`` (plain data: the index's ``offsets``, ``lengths`` and ``seqs`` arrays, the
@@ -178,15 +185,15 @@ def keep(
         offsets, lengths, seqs = _arrays(state)
         state_json = orjson.dumps(state).decode()
         as_sealed(state_json.encode() + analysis)
-        if continuation is not None:
-            as_sealed(continuation, packed=True)
         for table in _database.TABLES:
             db.execute(f"DELETE FROM {table}")  # (a table of ours)
         db.execute(
-            "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
+            "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
             (generation, analyser, size, sha256, state_json, offsets, lengths,
-             seqs, analysis.decode(), continuation),
+             seqs, analysis.decode()),
         )  # fmt: skip
+        if continuation is not None:  # (its pieces were sealed as they were written)
+            db.executemany("INSERT INTO continuation VALUES (?, ?)", continuation.rows())
         db.executemany(
             "INSERT INTO conversations (id, data) VALUES (?, ?)",
             ((cid, as_sealed(data).decode()) for cid, data in conversations),
@@ -216,32 +223,21 @@ def keep(
         db.close()
 
 
-class _TooBig(Exception):
-    pass
-
-
-def packed(state: dict[str, Any]) -> bytes | None:
+def packed(state: dict[str, Any], rows: spill.Spill) -> Pieces | None:
     """The state a grown file is continued from (JSON-able, its long tables iterators), as JSON
-    lines (:func:`~cassettes.analysis.lines`) compressed as they are written: memory holds the
-    compressed bytes, never the JSON (at 250 MB of run, the JSON held whole added 21 MB to the
-    first ``show``'s peak). ``None`` when it is more than :data:`MAX_CONTINUATION` bytes."""
-    out = io.BytesIO()
-    size = 0
-    squeeze = compressor().compressobj()
-
-    def write(data: bytes) -> None:
-        nonlocal size
-        size += len(data)
-        if size > MAX_CONTINUATION:
-            raise _TooBig
-        out.write(squeeze.compress(data))
-
+    lines (:func:`~cassettes.analysis.lines`) written as they come into pieces of their own, each
+    compressed into a row of ``rows`` (:class:`~._stores.Pieces`): memory holds one piece, never
+    the JSON nor its compressed bytes whole (held whole, then checked whole by the redactor's
+    gate, they were the first ``show``'s peak at 1 GB). ``None`` when it is more than
+    :data:`MAX_CONTINUATION` bytes, or the gate masks some of it (what looptap masks is never
+    kept: the grown file is then analysed afresh)."""
+    pieces = Pieces(rows, MAX_CONTINUATION)
     try:
-        lines(state, write)
-    except _TooBig:
+        lines(state, pieces.write)
+        pieces.flush()
+    except (OverflowError, Unsealed):
         return None
-    out.write(squeeze.flush())
-    return out.getvalue()
+    return pieces
 
 
 def digest_of(cassette: Path, size: int) -> Any | None:
@@ -287,7 +283,7 @@ def take(cassette: Path, turns: TurnStore) -> Kept | None:
 def _rows(db: sqlite3.Connection, cassette: Path, turns: TurnStore) -> Kept | None:
     row = db.execute(
         "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, "
-        "continuation IS NOT NULL FROM run"
+        "EXISTS (SELECT 1 FROM continuation) FROM run"
     ).fetchone()
     if row is None:
         return None
@@ -337,14 +333,14 @@ def _grown(
 ) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], TurnStore | None]:
     """What a file that grew from the kept bytes is continued from: the state, each kept turn's
     usage, the kept views (:class:`Kept`)."""
-    (continuation,) = db.execute("SELECT continuation FROM run").fetchone()
+    continuation = unpacked(db.execute("SELECT data FROM continuation ORDER BY piece"))
     usage = {
         seq: (conv, i, o, cost)
         for seq, conv, i, o, cost in db.execute(
             "SELECT seq, conversation, input_tokens, output_tokens, cost FROM turns"
         )
     }
-    return unpacked(continuation), usage, _views_copied(db)
+    return continuation, usage, _views_copied(db)
 
 
 def _views_copied(db: sqlite3.Connection) -> TurnStore | None:
@@ -366,23 +362,27 @@ def views_in(views: TurnStore) -> Iterator[Any]:
         views.close()
 
 
-def unpacked(packed: Any) -> bytes:
-    """The state a grown file is continued from (:func:`packed`), at most
-    :data:`MAX_CONTINUATION` bytes (``ValueError`` when it is not one)."""
+def unpacked(pieces: Iterable[tuple[Any]]) -> bytes:
+    """The state a grown file is continued from, read from its pieces (:func:`packed`, rows of
+    one value) a piece at a time, at most :data:`MAX_CONTINUATION` bytes (``ValueError`` when
+    they are not one)."""
     import zstandard
 
-    if not isinstance(packed, bytes):
-        raise ValueError("not a kept state")
+    parts, size = [], 0
     try:
-        parts, size = [], 0
-        with decompressor().stream_reader(packed) as reader:  # (a piece at a time: bounded)
-            while part := reader.read(_CHUNK):
-                parts.append(part)
-                size += len(part)
-                if size > MAX_CONTINUATION:
-                    raise ValueError("the kept state is too big to be one")
+        for (piece,) in pieces:
+            if not isinstance(piece, bytes):
+                raise ValueError("not a kept state")
+            with decompressor().stream_reader(piece) as reader:  # (a part at a time: bounded)
+                while part := reader.read(_CHUNK):
+                    parts.append(part)
+                    size += len(part)
+                    if size > MAX_CONTINUATION:
+                        raise ValueError("the kept state is too big to be one")
     except zstandard.ZstdError as exc:
         raise ValueError(str(exc)) from None
+    if not parts:
+        raise ValueError("no kept state")
     return b"".join(parts)
 
 

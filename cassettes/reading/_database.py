@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The rows' layout (``PRAGMA user_version``): another one is not read, and is replaced.
-SCHEMA = 3
+SCHEMA = 4
 #: ``PRAGMA application_id`` of a looptap database (a foreign one is replaced).
 APPLICATION_ID = 0x4C54_4B41  # "LTKA"
 
@@ -48,7 +48,7 @@ CREATE TABLE run (
     id INTEGER PRIMARY KEY CHECK (id = 1), generation BLOB NOT NULL, analyser TEXT NOT NULL,
     size INTEGER NOT NULL, sha256 BLOB NOT NULL, reading TEXT NOT NULL, offsets BLOB NOT NULL,
     lengths BLOB NOT NULL, seqs BLOB NOT NULL, analysis TEXT NOT NULL, views_done INTEGER,
-    continuation BLOB, texts_done INTEGER
+    texts_done INTEGER
 );
 CREATE TABLE conversations (ord INTEGER PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE turns (
@@ -60,9 +60,11 @@ CREATE TABLE turn_blocks (block INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE findings (seq INTEGER PRIMARY KEY, pos INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE TABLE views (ord INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE texts (ord INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE continuation (piece INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
 #: Its tables (a writer empties them all before it keeps a run's rows).
-TABLES = ("run", "conversations", "turns", "turn_blocks", "findings", "views", "texts")
+TABLES = ("run", "conversations", "turns", "turn_blocks", "findings", "views", "texts",
+          "continuation")  # fmt: skip
 #: What a printing pass keeps beside the rows (a JSON value a round trip, in order): ``show``'s
 #: views of the round trips (``views``) and the text it printed of them (``texts``: its lines after
 #: the title, when nothing was filtered); the table of each and its ``run`` flag.

@@ -41,7 +41,7 @@ from ..wire import Exchange
 from . import _analysis_cache, _snapshot
 from ._branch import branch_origin, first_turn
 from ._reread import Column, Reread
-from ._stores import CACHE, ParseStore, Places, TurnStore
+from ._stores import CACHE, ParseStore, Pieces, Places, TurnStore
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []
@@ -139,7 +139,7 @@ class RunReader:
         #: Its analysis after the last round trip, before the end-of-run pass (compressed JSON
         #: lines), to be kept
         #: for the file to be continued from once it grew (:func:`._snapshot.continuation_of`).
-        self.continuation: bytes | None = None
+        self.continuation: Pieces | None = None
         #: Continued from where a kept analysis of the file's first bytes left off: what those
         #: held (docs/kept-analysis.md, "A file that grew"; ``None``: not continued).
         self.before: _snapshot.Before | None = None
@@ -356,14 +356,14 @@ class RunReader:
             self.finished = True
             if self.index.digest is not None and not self.index.pending:
                 # before the end-of-run pass, which a continued run redoes
-                self.continuation = _snapshot.continuation_of(self.analyser)
+                self.continuation = _snapshot.continuation_of(self.analyser, self._rows)
             tail = self.source.close_tail()
             self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
             self.turn_store.flush()
             self.parses.flush()
             keep(self)  # when the file was hashed as it was read (take)
-            self.continuation = None  # (kept, or not to be: a 1 GB run's is 7 MB)
+            self.continuation = None  # (kept, or not to be: its rows stay in the spill)
         return self.index.header or {}, self.first_started, dict(self.families)
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:

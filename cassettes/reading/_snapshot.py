@@ -25,11 +25,12 @@ from ..analysis import (
     RunAnalyser,
     RunAnalysis,
     capture,
+    spill,
 )
 from ..storage import SHELL_PLACES, RecordIndex
 from . import _analysis_cache, _database
 from ._reread import Reread
-from ._stores import Places, TurnStore
+from ._stores import Pieces, Places, TurnStore
 
 # the reader's kept rows (cassettes.reading._incremental, cassettes.reading._run): no public surface
 __all__: list[str] = []
@@ -210,7 +211,7 @@ def keep(
     turns: TurnStore,
     state: dict[str, Any],
     places: Places,
-    more: bytes | None,
+    more: Pieces | None,
 ) -> bytes | None:
     """A finished reader's analysis kept, for the next reader of the same bytes (its file, hashed
     from its first byte as it was read: :func:`take`, ``index``): its analyser's ``result`` and
@@ -290,13 +291,14 @@ def _keeping(views: Iterator[Any], path: Path, generation: bytes, kind: str) -> 
             store.close()
 
 
-def continuation_of(analyser: RunAnalyser) -> bytes | None:
+def continuation_of(analyser: RunAnalyser, rows: spill.Spill) -> Pieces | None:
     """A reader's analysis (``analyser``) after its last round trip, before the end-of-run pass,
     as the JSON a grown file is continued from (:mod:`cassettes.analysis._continuation`),
-    compressed as it is written (:func:`~._analysis_cache.packed`); ``None`` when some of it has
-    no plain form, or it is more than :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the
-    grown file is then analysed afresh)."""
+    written as it comes in compressed pieces into rows of ``rows``, the reader's temporary SQLite
+    file (:func:`~._analysis_cache.packed`); ``None`` when some of it has no plain form, the
+    redactor's gate masks some of it, or it is more than
+    :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the grown file is then analysed afresh)."""
     try:
-        return _analysis_cache.packed(capture(analyser))
+        return _analysis_cache.packed(capture(analyser), rows)
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None

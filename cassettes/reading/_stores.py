@@ -21,7 +21,7 @@ from ..models import Part
 from ..parsing import RoundTrip
 
 # the reader's own stores (cassettes.reading._incremental): no public surface
-__all__ = ["Unsealed", "as_sealed", "compressor", "decompressor", "json_lines"]
+__all__ = ["Pieces", "Unsealed", "as_sealed", "compressor", "decompressor", "json_lines"]
 
 
 def compressor() -> Any:
@@ -59,6 +59,46 @@ def json_lines(blocks: Iterable[tuple[int, bytes]]) -> Iterator[Any]:
     for _, block in blocks:
         for line in decompressor().decompress(block).splitlines():
             yield orjson.loads(line)
+
+
+class Pieces:
+    """JSON lines written as they come (the state a grown file is continued from,
+    :func:`~._analysis_cache.packed`), gathered into pieces of at least :attr:`PIECE` bytes of
+    whole lines (a longer line is a piece of its own), each checked by the redactor's gate
+    (:func:`as_sealed`: :class:`Unsealed` when it masks something) and compressed on its own into
+    a row of the reader's temporary SQLite file (a table of its own), so that neither the JSON nor
+    its compressed bytes are ever held whole: kept as rows of their own (:meth:`rows`), read back
+    a piece at a time. ``limit``: bytes of JSON at most (:class:`OverflowError` past it)."""
+
+    #: Bytes of JSON a piece holds at least (a block of :class:`TurnStore`'s size).
+    PIECE = 256 * 1024
+
+    def __init__(self, rows: spill.Spill, limit: int) -> None:
+        self._rows, self._table, self._limit = rows, rows.table(), limit
+        self._filling = bytearray()
+        self._n = self.size = 0
+
+    def write(self, line: bytes) -> None:
+        """Add ``line`` (whole: a piece is cut between lines only)."""
+        self.size += len(line)
+        if self.size > self._limit:
+            raise OverflowError("more than a kept state holds")
+        self._filling += line
+        if len(self._filling) >= self.PIECE:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the lines gathered (the last piece: nothing more is coming)."""
+        if self._filling:
+            data = as_sealed(bytes(self._filling))
+            self._filling = bytearray()
+            self._rows.write(self._table, [(self._n, compressor().compress(data))])
+            self._n += 1
+
+    def rows(self) -> Iterator[tuple[int, bytes]]:
+        """Each piece (its number, its compressed JSON), in order (flushed first)."""
+        assert not self._filling, "flush the pieces before keeping them"
+        return self._rows.rows(self._table)
 
 
 #: KiB of SQLite's page cache for a store's file: its blocks are written once and read back

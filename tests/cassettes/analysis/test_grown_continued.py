@@ -26,6 +26,7 @@ from test_agents import _group_chat, adk_handoff, agent_as_tool
 from looptap.cassettes.analysis import sections, spill
 from looptap.cassettes.reading import (
     MAX_CONTINUATION,
+    Pieces,
     RunReader,
     compressor,
     decompressor,
@@ -124,6 +125,7 @@ def _cuts(lines: list[bytes]) -> list[int]:
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(spill, "KEEP", 4)  # the analysis' tables spilled past 4 entries
+    monkeypatch.setattr(Pieces, "PIECE", 2048)  # the state kept in many pieces
     return keep_every_run(tmp_path, monkeypatch)
 
 
@@ -204,11 +206,16 @@ def test_a_run_edited_before_its_end_is_read_afresh(
     assert grown == cli_output("show", "--json", "--no-cache", str(path))
 
 
-def _kept_state(cache: Path) -> tuple[sqlite3.Connection, bytes]:
+def _kept_state(cache: Path) -> tuple[sqlite3.Connection, list[bytes]]:
+    """The kept database and the state's pieces (rows of their own), in order."""
     (db_path,) = cache.glob("*.sqlite")
     db = sqlite3.connect(db_path)
-    (packed,) = db.execute("SELECT continuation FROM run").fetchone()
-    return db, packed
+    return db, [p for (p,) in db.execute("SELECT data FROM continuation ORDER BY piece")]
+
+
+def _joined(pieces: list[bytes]) -> bytes:
+    """The state's JSON lines, each piece decompressed on its own (a frame of its own)."""
+    return b"".join(decompressor().decompressobj().decompress(p) for p in pieces)
 
 
 def _listed(data: dict[str, Any]) -> dict[str, Any]:
@@ -219,12 +226,16 @@ def _listed(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tampered(data: dict[str, Any], how: str) -> bytes:
-    """The kept state made one a reader must not trust."""
+def _tampered(data: dict[str, Any], pieces: list[bytes], how: str) -> list[bytes]:
+    """The kept state (``data``, kept as ``pieces``) made one a reader must not trust."""
     if how == "garbage":
-        return b"\x28\xb5\x2f\xfdnot a frame"
+        return [pieces[0], b"\x28\xb5\x2f\xfdnot a frame", *pieces[2:]]
     if how == "not json":
-        return compressor().compress(b"{not json")
+        return [compressor().compress(b"{not json")]
+    if how == "a piece missing":
+        return pieces[:1] + pieces[2:]
+    if how == "no piece":
+        return []
     if how == "other version":
         data["version"] = 99
     elif how == "a turn it does not hold":
@@ -235,17 +246,18 @@ def _tampered(data: dict[str, Any], how: str) -> bytes:
         data["mcp"]["results"] = {"d": []}
     elif how == "an index of the wrong type":
         data["threads"]["by_response"] = [[1, 2]]
-    elif how == "oversized":
-        return compressor().compress(b" " * (MAX_CONTINUATION + 1))
-    kept = packed(data)
+    elif how == "oversized":  # (over the bound only once its pieces are put together)
+        return [compressor().compress(b" " * (MAX_CONTINUATION // 2 + 1))] * 2
+    kept = packed(data, spill.Spill())
     assert kept is not None
-    return kept
+    return [p for _, p in kept.rows()]
 
 
 @pytest.mark.parametrize(
     "how",
-    ["garbage", "not json", "other version", "a turn it does not hold", "a foreign class",
-     "a table of the wrong type", "an index of the wrong type", "oversized"],
+    ["garbage", "not json", "a piece missing", "no piece", "other version",
+     "a turn it does not hold", "a foreign class", "a table of the wrong type",
+     "an index of the wrong type", "oversized"],
 )  # fmt: skip
 def test_a_kept_state_it_cannot_trust_is_read_afresh(
     how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
@@ -255,9 +267,12 @@ def test_a_kept_state_it_cannot_trust_is_read_afresh(
     path = tmp_path / "run.jsonl"
     path.write_bytes(head + b"".join(records[:30]))
     assert cli_output("show", "--json", str(path))[0] == 0
-    db, packed = _kept_state(_cache)
-    data = _listed(sections(decompressor().decompressobj().decompress(packed)))
-    db.execute("UPDATE run SET continuation = ?", (_tampered(data, how),))
+    db, pieces = _kept_state(_cache)
+    assert len(pieces) > 2  # (Pieces.PIECE lowered: a state in many pieces, each a frame)
+    data = _listed(sections(_joined(pieces)))
+    db.execute("DELETE FROM continuation")
+    tampered = _tampered(data, pieces, how)
+    db.executemany("INSERT INTO continuation VALUES (?, ?)", enumerate(tampered))
     db.commit()
     db.close()
     with path.open("ab") as f:
@@ -304,25 +319,35 @@ def test_the_inspector_of_a_grown_run_shows_what_a_fresh_analysis_shows(
     assert any("C.stopped_with_pending_calls" in codes for seq, codes in fresh if seq < 69)
 
 
-def test_the_state_is_compressed_as_it_is_written_never_held_as_json() -> None:
-    """Issue 73: the state a grown file is continued from is written a line at a time into the
-    compressor; memory never holds its JSON (a 250 MB run's first ``show`` held it whole, 21 MB
-    over its peak), and it reads back to the same tables."""
+def test_the_state_is_kept_in_pieces_as_it_is_written_never_held_whole() -> None:
+    """Issues 73 and 106: the state a grown file is continued from is written a line at a time
+    into pieces of their own, each checked by the redactor's gate and compressed into a row as it
+    fills; memory holds neither its JSON (a 250 MB run's first ``show`` held it whole, 21 MB over
+    its peak) nor its compressed bytes (held whole, then decompressed whole by the gate at keeping,
+    the first ``show``'s peak at 1 GB), and the rows read back to the same tables."""
+    import hashlib
     import tracemalloc
 
-    n = 200_000  # (~24 MB of JSON lines)
-    turns = ({"seq": i, "hash": f"{i:0>64}", "kind": "x"} for i in range(n))
+    n = 100_000  # (~10 MB of JSON lines, ~5 MB compressed: digests do not compress much)
+    turns = ({"seq": i, "hash": hashlib.sha256(b"%d" % i).hexdigest()} for i in range(n))
     state = {"version": 2, "turns": turns,
              "threads": {"by_response": ([f"resp_{i}", i] for i in range(n))}}  # fmt: skip
+    rows = spill.Spill(cache=64)
     tracemalloc.start()
     try:
-        kept = packed(state)
+        kept = packed(state, rows)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert kept is not None
-    assert peak < 6_000_000, peak  # (the compressed bytes, and a line at a time)
-    data = sections(decompressor().decompressobj().decompress(kept))
+    assert kept is not None and kept.size > 9_000_000
+    assert peak < 1_500_000, peak  # (a piece, 256 KiB of lines, and its compressed bytes)
+    pieces = [p for _, p in kept.rows()]
+    assert len(pieces) > 30
+    data = sections(b"".join(decompressor().decompressobj().decompress(p) for p in pieces))
     assert data["version"] == 2
     assert [t["seq"] for t in data["turns"]] == list(range(n))
     assert list(data["threads"]["by_response"])[-1] == [f"resp_{n - 1}", n - 1]
+    # what the gate masks is never kept: no state (the grown file is analysed afresh)
+    key = "sk-proj-" + hashlib.sha256(b"k").hexdigest()[:48]
+    planted = {"version": 2, "turns": iter([{"seq": 0, "said": f"the key is {key}"}])}
+    assert packed(planted, rows) is None
