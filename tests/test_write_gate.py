@@ -27,8 +27,8 @@ GATE = {
         "the child's output, when kept (--inspect): the pipe _sealed_log copies with copy_sealed"
     ),
     ("cassettes/why/_branches.py", "Branches._started"): (
-        "a branch's or the baseline's log: written only by copy_sealed (the agent's output, redacted a line at "
-        "a time)"
+        "a branch's or the baseline's log: written only by copy_sealed (the agent's output, "
+        "redacted a line at a time)"
     ),
     ("cassettes/storage/_paths.py", "_staged"): (
         "the file of staged, whose Staged.write takes only Redacted (exports, pages, rewritten "
