@@ -11,7 +11,8 @@ import looptap.cassettes.reading as reading
 
 EXPORTED = [
     "APPLICATION_ID", "CHECKPOINT", "MAX_CONTINUATION", "SCHEMA",
-    "Batch", "ParseStore", "Relation", "Run", "RunReader", "RunTooLargeError", "TurnStore",
+    "Batch", "ParseStore", "Pieces", "Relation", "Run", "RunReader", "RunTooLargeError",
+    "TurnStore",
     "analyser_digest", "branch_line", "branch_origin", "cassette_of", "compressor",
     "decompressor", "detect", "first_turn", "fork_notes", "header_time", "keep", "locate",
     "location", "memory_budget", "open_run", "origin_fields", "origin_in", "origin_of", "packed",
