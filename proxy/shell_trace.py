@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PROCESSES_ONLY", "TRACED", "TRACING", "Tracer", "probe"]
+__all__ = ["HEAD", "PROCESSES_ONLY", "TRACED", "TRACING", "Tracer", "probe", "whole_lines"]
 
 #: The levels of ``looptap run`` that start this tracer (``config.shell_trace``); the default,
 #: ``"tree"``, takes the working tree only (proxy/workspace.py), without ptrace.
@@ -444,6 +444,7 @@ class Tracer:
         out = {k: v for k, v in rec.items() if not k.startswith("_")}
         if "order" in out:  # (a child still running may add to its parents' runs)
             out["order"] = [list(r) for r in out["order"]]
+        whole_lines(out)
         try:
             self.emit(out)
         except Exception:
@@ -470,6 +471,24 @@ class Tracer:
             )
         except Exception:
             pass
+
+
+def whole_lines(out: dict[str, Any]) -> None:
+    """A stream the :data:`HEAD` cap cut keeps its whole lines only: the cap's cut can fall inside
+    a word (``GITHUB_TOKEN=ghp_hE0V``), whose piece no format rule knows as a secret, so the piece
+    never reaches the redactor. The order's runs end where the kept text ends."""
+    for stream, key in ((1, "stdout"), (2, "stderr")):
+        text = out.get(key)
+        if not isinstance(text, str) or len(text) < HEAD:
+            continue
+        if out.get(key + "_bytes", 0) <= len(text.encode("utf-8", "replace")):
+            continue  # (all of it kept)
+        kept = text[: text.rfind("\n") + 1]
+        out[key] = kept
+        for run in out.get("order", ()):
+            if run[0] == stream and run[1] > len(kept):
+                run[1] = len(kept)
+                out["order_cut"] = True
 
 
 def _order(rec: dict[str, Any], stream: int, end: int) -> None:
