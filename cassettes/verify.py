@@ -46,7 +46,8 @@ from .recording import (
     REDACTED,
     b64_text,
     credential_values,
-    cut_credential,
+    cut_texts,
+    default_detector,
     detector,
     header_secret,
     looks_secret,
@@ -390,10 +391,19 @@ def _stream_finds(
 
 def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
     """A credential cut short by the end of a response cut mid-way (a reset, a gzip stream
-    without its end): ``authorization=Bearer sk-p`` holds too little of the key for any format to
-    find, and the redactor masks it for that (:func:`cut_credential`). Read in the body as
+    without its end): ``authorization=Bearer sk-p`` or ``ghp_hE0V`` holds too little of the key
+    for any format to find, and the redactor masks it for that (``Detector.cut_at``). Read in the body as
     stored, and in what a body kept compressed decodes to as far as it goes."""
     rec = rec if isinstance(rec, dict) else {}
+    out: list[Find] = []
+    for key, i, text in cut_texts(rec):  # (a traced process's texts its tracer's bounds cut)
+        at = default_detector().cut_at(text)
+        if at is not None:
+            where = f"{key}[{i}] (cut short)" if i is not None else f"{key} (cut short)"
+            kind = "a credential cut short by a bound"
+            out.append(Find(path, n, where, kind, count(len(text) - at, "char"), "text"))
+    if out:
+        return out
     error, notes, resp = rec.get("transport_error"), rec.get("notes"), rec.get("response")
     notes = [x for x in notes if isinstance(x, str)] if isinstance(notes, list) else []
     if not body_cut(error if isinstance(error, str) else None, notes) or not isinstance(resp, dict):
@@ -404,7 +414,7 @@ def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
         return []
     for form, body in (("text", data), ("compressed", salvage(data))):
         text = body.decode("utf-8", "replace")
-        at = cut_credential(text) if body else None
+        at = default_detector().cut_at(text) if body else None
         if at is not None:
             where = "response.body (cut short)"
             kind = "a credential cut short by the end of a cut body"

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HEAD", "PROCESSES_ONLY", "TRACED", "TRACING", "Tracer", "probe", "whole_lines"]
+__all__ = ["HEAD", "PROCESSES_ONLY", "TRACED", "TRACING", "Tracer", "probe"]
 
 #: The levels of ``looptap run`` that start this tracer (``config.shell_trace``); the default,
 #: ``"tree"``, takes the working tree only (proxy/workspace.py), without ptrace.
@@ -324,12 +324,17 @@ class Tracer:
     def _exec(self, p: _Proc, t: float, args: str) -> None:
         words = _strings(args.split("], ", 1)[0])
         argv: list[str] = []
+        cut_words: list[int] = []  # (the words a cap cut: the writer masks a key's piece there)
         size = 0
-        for w, _cut in words[1 : 1 + WORDS]:
+        for i, (w, cut) in enumerate(words[1 : 1 + WORDS]):
             argv.append(w[: max(0, ARGV_CHARS - size)])
+            if cut or len(argv[-1]) < len(w):
+                cut_words.append(i)
             size += len(w)
         if p.own and p.owner is not None:
             p.owner["then"] = argv  # the program the same process ran next (exec)
+            if cut_words:
+                p.owner["then_cut_words"] = cut_words
             return
         st = self.state
         if st.recorded >= PROCESSES:
@@ -355,6 +360,8 @@ class Tracer:
             "files": [],
             "_up": parent,
         }
+        if cut_words:
+            p.owner["cut_words"] = cut_words
         if not self.full:
             p.owner["output"] = False
         if p.pid == st.root:
@@ -444,7 +451,6 @@ class Tracer:
         out = {k: v for k, v in rec.items() if not k.startswith("_")}
         if "order" in out:  # (a child still running may add to its parents' runs)
             out["order"] = [list(r) for r in out["order"]]
-        whole_lines(out)
         try:
             self.emit(out)
         except Exception:
@@ -471,24 +477,6 @@ class Tracer:
             )
         except Exception:
             pass
-
-
-def whole_lines(out: dict[str, Any]) -> None:
-    """A stream the :data:`HEAD` cap cut keeps its whole lines only: the cap's cut can fall inside
-    a word (``GITHUB_TOKEN=ghp_hE0V``), whose piece no format rule knows as a secret, so the piece
-    never reaches the redactor. The order's runs end where the kept text ends."""
-    for stream, key in ((1, "stdout"), (2, "stderr")):
-        text = out.get(key)
-        if not isinstance(text, str) or len(text) < HEAD:
-            continue
-        if out.get(key + "_bytes", 0) <= len(text.encode("utf-8", "replace")):
-            continue  # (all of it kept)
-        kept = text[: text.rfind("\n") + 1]
-        out[key] = kept
-        for run in out.get("order", ()):
-            if run[0] == stream and run[1] > len(kept):
-                run[1] = len(kept)
-                out["order_cut"] = True
 
 
 def _order(rec: dict[str, Any], stream: int, end: int) -> None:

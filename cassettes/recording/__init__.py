@@ -34,6 +34,7 @@ from ._credentials import (
     path_secrets,
     secret_name,
 )
+from ._cuts import cut_texts
 from ._detector import B64_TOKEN, WINDOW, b64_text, default_detector
 from ._redactor import Redactor
 from ._scrubber import detector
@@ -54,6 +55,7 @@ __all__ = [
     "b64_text",
     "credential_values",
     "cut_credential",
+    "cut_texts",
     "default_detector",
     "detector",
     "header_secret",

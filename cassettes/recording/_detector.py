@@ -28,7 +28,7 @@ from urllib.parse import unquote
 
 from ..patterns import UserPattern
 from ..wire import REDACTED
-from ._credentials import URL_TOKEN, looks_secret, secret_name
+from ._credentials import CUT_TAIL, URL_TOKEN, cut_credential, looks_secret, secret_name
 from ._neighbours import item_after_comma
 
 __all__ = [
@@ -156,6 +156,19 @@ _B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _URL_SEPARATOR = re.compile(r"[\s\"'<>&=?]")
 _SEPARATORS = frozenset(" \t\r\n\"'<>&=?")
+
+
+#: The run of a key's characters a cut ends in (a path's ``/`` and a blank end it).
+_CUT_RUN = re.compile(r"[A-Za-z0-9_+=.~-]+\Z")
+#: A regex's escapes of a character that is not a letter or a digit (``ya29\\.``).
+_UNESCAPE = re.compile(r"\\([^A-Za-z0-9])")
+#: What may stand in a regex before a literal its matches begin with: flags, ``\\b``, group
+#: openers, the other alternatives of its group.
+_OPENERS = re.compile(
+    r"(?:\(\?[a-z]+\))?(?:\\b)?(?:\((?:\?:|\?P<\w+>)?)*(?:[^()|\\]*(?:\\.[^()|\\]*)*\|)*"
+)
+#: A capturing group's opener.
+_CAPTURE = re.compile(r"(?<!\\)\((?!\?)")
 
 
 def b64_tokens(text: str) -> Iterator[tuple[int, int]]:
@@ -517,6 +530,7 @@ class Detector:
         #: Whether a base64 token decodes to a text that holds a secret, by token
         #: (:meth:`encoded_spans`; at most :data:`DECODED`, then started afresh).
         self._decoded: dict[str, bool] = {}
+        self._prefixes: tuple[tuple[str, frozenset[str]], ...] | None = None
 
     def with_patterns(self, extra: Iterable[str]) -> Detector:
         """This detector plus ``extra`` regular expressions (any match is a secret)."""
@@ -563,8 +577,73 @@ class Detector:
         return [(r.id, s, e) for r in self._candidates(text) for s, e in self._kept(r, text)]
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """The (start, end) of every secret in ``text``, unmerged."""
-        return [(s, e) for r in self._candidates(text) for s, e in self._kept(r, text)]
+        """The (start, end) of every secret in ``text``, unmerged (:meth:`find`'s)."""
+        return [(s, e) for _, s, e in self.find(text)]
+
+    def cut_at(self, text: str) -> int | None:
+        """Where a secret the end of ``text`` cuts begins (``text`` was cut by a bound: a body
+        reset mid-way, a process's output past its kept head, an argv word past strace's string
+        cap), or ``None``. The piece of a key a cut leaves is too short for its format and no
+        rule finds it; what proves it one is what stands before it: ``Bearer`` or a credential's
+        name and ``=`` / ``:`` (:func:`~cassettes.recording._credentials.cut_credential`), or the
+        literal a format's secret begins with (:meth:`prefixes`: ``ghp_``, ``sk-``, ``AKIA``,
+        ``eyJ``) starting a word, the piece from it to the cut made of a key's characters (or 8
+        characters or more of a longer literal: ``github_pa``). A
+        literal all of letters counts when written in the format's case with a capital in it
+        (``AKIA``, ``eyJ``) or when a digit or a change of case follows it (``pattern`` at a cut
+        is a word, ``pat4Ab…`` Airtable's)."""
+        tail = text[-CUT_TAIL:]
+        found = [cut_credential(tail)]
+        run = _CUT_RUN.search(tail)
+        if run is not None:
+            word = run.group(0)
+            low = word.lower()
+            for i in range(len(low)):
+                if i and (low[i - 1].isalnum() or low[i - 1] == "_"):
+                    continue  # (a key's literal starts a word)
+                hit = next((p for p in self.prefixes() if low.startswith(p[0], i)), None)
+                if hit is None:
+                    if len(low) - i >= 8 and any(p[0].startswith(low[i:]) for p in self.prefixes()):
+                        found.append(run.start() + i)  # (cut inside a long literal: github_pa)
+                        break
+                    continue
+                k, cased = hit
+                rest = word[i + len(k) :]
+                if k.isalpha() and not (
+                    any(c.isdigit() for c in rest)
+                    or rest.lower() != rest != rest.upper()
+                    or any(word.startswith(c, i) for c in cased if c != c.lower())
+                ):
+                    continue
+                found.append(run.start() + i)
+                break
+        at = min((i for i in found if i is not None), default=None)
+        return None if at is None else len(text) - len(tail) + at
+
+    def prefixes(self) -> tuple[tuple[str, frozenset[str]], ...]:
+        """The keywords (lower-cased, 3 characters or more) a rule's secret begins with, each
+        with how the rules write it: the regex, escapes read, holds the keyword where its secret
+        begins (its first capturing group, or the whole match when it has none), only flags,
+        ``\\b``, group openers and other alternatives before it. Made once per detector, the
+        longest first."""
+        if self._prefixes is None:
+            out: dict[str, set[str]] = {}
+            for r in self.rules:
+                if type(r) is not Rule:
+                    continue
+                src = _UNESCAPE.sub(r"\1", r.source)
+                low = src.lower()
+                grouped = _CAPTURE.search(r.source) is not None
+                for k in r.keywords:
+                    i = low.find(k)
+                    if len(k) < 3 or i < 0 or _OPENERS.fullmatch(src[:i]) is None:
+                        continue
+                    if not grouped or _CAPTURE.search(src[:i]) is not None:
+                        out.setdefault(k, set()).add(src[i : i + len(k)])
+            self._prefixes = tuple(
+                (k, frozenset(v)) for k, v in sorted(out.items(), key=lambda kv: -len(kv[0]))
+            )
+        return self._prefixes
 
     def _kept(self, rule: Rule, text: str) -> Iterator[tuple[int, int]]:
         """``rule``'s finds in ``text`` but a JSON list's or object's neighbour that a rule took

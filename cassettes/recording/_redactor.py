@@ -49,7 +49,6 @@ from ._credentials import (
     CUT_TAIL,
     REDACTED,
     URL_TOKEN,
-    cut_credential,
     header_secret,
     looks_secret,
     path_secrets,
@@ -418,21 +417,29 @@ class Redactor:
             out.set_request_json(parsed)  # unchanged: its parse is kept
         return out
 
-    def _cut_at(self, text: str) -> int | None:
-        """Where a credential cut short by the end of ``text`` (a body cut mid-way) begins: after
-        ``Bearer`` or a credential's name, or the first characters of a value learned."""
-        found = [cut_credential(text), self._secrets.cut_at_end(text)]
+    def cut_at(self, text: str) -> int | None:
+        """Where a secret cut short by the end of ``text`` begins (``text`` was cut by a bound:
+        docs/redaction.md, "Cut by a bound"): after ``Bearer`` or a credential's name, at a known
+        format's literal (:meth:`Detector.cut_at <cassettes.recording._detector.Detector.cut_at>`),
+        or the first characters of a value learned; ``None`` when nothing proves one there."""
+        found = [self._scrubber.detector.cut_at(text), self._secrets.cut_at_end(text)]
         return min((i for i in found if i is not None), default=None)
+
+    def cut_end(self, text: str, token: str = REDACTED) -> str:
+        """``text``, whose end a bound cut, with that end masked from where :meth:`cut_at` says
+        a secret the cut fell in begins (``text`` itself when nothing proves one there)."""
+        at = self.cut_at(text)
+        return text if at is None else text[:at] + token
 
     def _cut_end(self, chunks: Chunks) -> Chunks:
         """A body cut mid-way (a reset, a compressed stream without its end) may end in the first
         characters of a key: no format finds so few, and they are not the value learned. Its end
-        is masked from where :meth:`_cut_at` says one begins (``[REDACTED]`` in the chunk it
+        is masked from where :meth:`cut_at` says one begins (``[REDACTED]`` in the chunk it
         begins in; the chunks after it, holding only the rest of it, dropped)."""
         body = b"".join(c for _, c in chunks)
         tail = body[-4 * CUT_TAIL :]
         text = tail.decode("utf-8", "surrogateescape")
-        start = self._cut_at(text)
+        start = self.cut_at(text)
         if start is None:
             return chunks
         at = len(body) - len(tail) + len(text[:start].encode("utf-8", "surrogateescape"))

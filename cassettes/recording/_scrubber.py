@@ -77,7 +77,7 @@ class Scrubber:
         self._secrets = secrets
         #: Known formats (gitleaks' rules and looptap's) and the configured patterns: the detector
         #: ``looptap verify`` scans with.
-        self._detector = detector
+        self.detector = detector
         self._escaped_cache: dict[str, re.Pattern[str]] = {}
 
     def _escaped(self, secret: str) -> re.Pattern[str]:
@@ -134,4 +134,4 @@ class Scrubber:
                 pieces += [text[pos:s], "\x00" * (e - s)]
                 pos = e
             rest = "".join(pieces) + text[pos:]
-        return merge(found + self._detector.spans(rest) + self._detector.encoded_spans(rest))
+        return merge(found + self.detector.spans(rest) + self.detector.encoded_spans(rest))

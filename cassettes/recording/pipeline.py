@@ -33,6 +33,7 @@ from ..storage import (
     read_records,
 )
 from ..wire import Exchange, decode_exchange
+from ._cuts import cut_ends
 from ._redactor import Redactor
 from ._sealing import scrubbed
 
@@ -129,8 +130,9 @@ class CassetteWriter:
 
     def append_side(self, rec: dict[str, Any]) -> None:
         """Write one record beside the round trips (a traced process: proxy/shell_trace.py), every
-        string in it redacted as bodies are (what the redactor learned included)."""
-        clean = scrubbed(rec, self.redactor)
+        string in it redacted as bodies are (what the redactor learned included), a string a
+        bound cut with its end masked where a secret the cut fell in begins (:func:`cut_ends`)."""
+        clean = scrubbed(cut_ends(rec, self.redactor), self.redactor)
         if not isinstance(clean, dict) or not isinstance(clean.get("type"), str):
             raise ValueError("not a record")
         with self._lock:
@@ -145,3 +147,4 @@ class CassetteWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -13,6 +13,7 @@ own (a CA key, a lock, an export made from a cassette that was sealed when writt
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -56,12 +57,34 @@ def write_sealed(path: str | Path, data: Redacted) -> bool:
 def copy_sealed(src: BinaryIO, dst: BinaryIO, seal: Callable[[bytes], Redacted]) -> None:
     """Copy ``src`` (a process's output) to ``dst`` a line at a time (:data:`LINE` bytes at
     most), each as ``seal`` passes it, until ``src`` ends; a failure to write stops the copy but
-    never the reading, so the process is never blocked on a full pipe."""
+    never the reading, so the process is never blocked on a full pipe. A line longer than that
+    is sealed a piece at a time, each piece cut before the run of a key's characters it ends in
+    (carried to the next piece): a key the cut fell in is sealed whole, never as two pieces no
+    rule knows."""
     writing = True
-    for line in iter(lambda: src.readline(LINE), b""):
-        if writing:
-            try:
-                dst.write(sealed(seal(line)))
-                dst.flush()
-            except OSError:
-                writing = False
+    held = b""
+    for piece in iter(lambda: src.readline(LINE), b""):
+        line, held = held + piece, b""
+        if len(piece) == LINE and not piece.endswith(b"\n"):
+            run = _RUN.search(line, max(0, len(line) - _RUN_MAX))
+            if run is not None and run.start() > max(0, len(line) - _RUN_MAX):
+                line, held = line[: run.start()], line[run.start() :]
+        if writing and line:
+            writing = _write(dst, seal(line))
+    if writing and held:
+        _write(dst, seal(held))
+
+
+#: A run of a key's characters at the end of a piece, and the longest one carried.
+_RUN = re.compile(rb"[A-Za-z0-9_+/=.~-]+\Z")
+_RUN_MAX = 4096
+
+
+def _write(dst: BinaryIO, data: Redacted) -> bool:
+    """``data`` written and flushed; ``False`` when it could not be (the copy writes no more)."""
+    try:
+        dst.write(sealed(data))
+        dst.flush()
+    except OSError:
+        return False
+    return True
