@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from ..jsonpath import PathItem, format_path
+from ..recording import REDACTED, default_detector
 
 __all__ = ["Change", "format_path", "json_diff", "short", "window"]
 
@@ -94,8 +95,15 @@ ECHO = 2000
 
 
 def clip(text: str, n: int = ECHO) -> str:
-    """``text`` cut to ``n`` characters, with a marker saying how long it was."""
-    return text if len(text) <= n else f"{text[:n]}… [cut: {len(text):,} characters]"
+    """``text`` cut to ``n`` characters, with a marker saying how long it was; a key the cut
+    falls in is masked from where it begins (the recorder's rule for a text a bound cut:
+    ``Detector.cut_at``), so its first characters are never printed."""
+    if len(text) <= n:
+        return text
+    head = text[:n]
+    at = default_detector().cut_at(head)
+    head = head if at is None else head[:at] + REDACTED
+    return f"{head}… [cut: {len(text):,} characters]"
 
 
 @dataclass(frozen=True)

@@ -152,3 +152,14 @@ def test_strace_cuts_an_argv_word_in_a_key_and_the_record_holds_no_piece(tmp_pat
     assert _pieces(key, path.read_bytes()) == []
     stored = orjson.loads(path.read_bytes().splitlines()[1])
     assert all(str(w).endswith("GITHUB_TOKEN=[REDACTED]") for w in stored["argv"][3:])
+
+
+def test_a_replay_miss_cuts_a_long_target_without_a_key_piece() -> None:
+    """A replay miss repeats the request's target up to 2,000 characters (``clip``): the cut never
+    leaves a key's first characters on show, whatever scrubs the line after it."""
+    from looptap.cassettes.matching._jsondiff import clip
+
+    _before, key = KEYS["ghp"]
+    for k in range(8, len(key)):
+        shown = clip("/v1/" + "p" * (1996 - k) + "/" + key + "/x")
+        assert not _pieces(key, shown.encode()) and shown.endswith(f"/[REDACTED]… [cut: {2043 - k:,} characters]")
