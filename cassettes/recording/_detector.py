@@ -158,8 +158,9 @@ _URL_SEPARATOR = re.compile(r"[\s\"'<>&=?]")
 _SEPARATORS = frozenset(" \t\r\n\"'<>&=?")
 
 
-#: The run of a key's characters a cut ends in (a path's ``/`` and a blank end it).
-_CUT_RUN = re.compile(r"[A-Za-z0-9_+=.~-]+\Z")
+#: The run of a key's characters a cut ends in (``=``, a path's ``/``, a quote or a blank before
+#: it: where a key may begin).
+_CUT_RUN = re.compile(r"[A-Za-z0-9_+.~-]+\Z")
 #: A regex's escapes of a character that is not a letter or a digit (``ya29\\.``).
 _UNESCAPE = re.compile(r"\\([^A-Za-z0-9])")
 #: What may stand in a regex before a literal its matches begin with: flags, ``\\b``, group
@@ -587,8 +588,8 @@ class Detector:
         rule finds it; what proves it one is what stands before it: ``Bearer`` or a credential's
         name and ``=`` / ``:`` (:func:`~cassettes.recording._credentials.cut_credential`), or the
         literal a format's secret begins with (:meth:`prefixes`: ``ghp_``, ``sk-``, ``AKIA``,
-        ``eyJ``) starting a word, the piece from it to the cut made of a key's characters (or 8
-        characters or more of a longer literal: ``github_pa``). A
+        ``eyJ``) where the run of a key's characters the cut ends in begins (or 8 characters or
+        more of a longer literal, all but its last 4 at most: ``github_pa``). A
         literal all of letters counts when written in the format's case with a capital in it
         (``AKIA``, ``eyJ``) or when a digit or a change of case follows it (``pattern`` at a cut
         is a word, ``pat4Ab…`` Airtable's)."""
@@ -598,25 +599,20 @@ class Detector:
         if run is not None:
             word = run.group(0)
             low = word.lower()
-            for i in range(len(low)):
-                if i and (low[i - 1].isalnum() or low[i - 1] == "_"):
-                    continue  # (a key's literal starts a word)
-                hit = next((p for p in self.prefixes() if low.startswith(p[0], i)), None)
-                if hit is None:
-                    if len(low) - i >= 8 and any(p[0].startswith(low[i:]) for p in self.prefixes()):
-                        found.append(run.start() + i)  # (cut inside a long literal: github_pa)
-                        break
-                    continue
+            hit = next((p for p in self.prefixes() if low.startswith(p[0])), None)
+            if hit is not None:
                 k, cased = hit
-                rest = word[i + len(k) :]
-                if k.isalpha() and not (
+                rest = word[len(k) :]
+                if not k.isalpha() or (
                     any(c.isdigit() for c in rest)
                     or rest.lower() != rest != rest.upper()
-                    or any(word.startswith(c, i) for c in cased if c != c.lower())
+                    or any(word.startswith(c) for c in cased if c != c.lower())
                 ):
-                    continue
-                found.append(run.start() + i)
-                break
+                    found.append(run.start())
+            elif len(low) >= 8 and any(
+                p.startswith(low) and len(low) >= len(p) - 4 for p, _ in self.prefixes()
+            ):
+                found.append(run.start())  # (cut inside a long literal: github_pa)
         at = min((i for i in found if i is not None), default=None)
         return None if at is None else len(text) - len(tail) + at
 
