@@ -392,7 +392,8 @@ def _stream_finds(
 def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
     """A credential cut short by the end of a response cut mid-way (a reset, a gzip stream
     without its end): ``authorization=Bearer sk-p`` or ``ghp_hE0V`` holds too little of the key
-    for any format to find, and the redactor masks it for that (``Detector.cut_at``). Read in the body as
+    for any format to find, and the redactor masks it for that (``Detector.cut_at``); so in a
+    traced process's texts its tracer's bounds cut (``cut_texts``). Read in the body as
     stored, and in what a body kept compressed decodes to as far as it goes."""
     rec = rec if isinstance(rec, dict) else {}
     out: list[Find] = []

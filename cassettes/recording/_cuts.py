@@ -29,7 +29,11 @@ def cut_texts(rec: Any) -> Iterator[tuple[str, int | None, str]]:
                     yield key, i, w
     for stream in ("stdout", "stderr"):
         text, n = rec.get(stream), rec.get(stream + "_bytes")
-        if isinstance(text, str) and isinstance(n, int) and n > len(text.encode("utf-8", "replace")):
+        if (
+            isinstance(text, str)
+            and isinstance(n, int)
+            and n > len(text.encode("utf-8", "replace"))
+        ):
             yield stream, None, text
 
 

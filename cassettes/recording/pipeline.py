@@ -147,4 +147,3 @@ class CassetteWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -162,4 +162,23 @@ def test_a_replay_miss_cuts_a_long_target_without_a_key_piece() -> None:
     _before, key = KEYS["ghp"]
     for k in range(8, len(key)):
         shown = clip("/v1/" + "p" * (1996 - k) + "/" + key + "/x")
-        assert not _pieces(key, shown.encode()) and shown.endswith(f"/[REDACTED]… [cut: {2043 - k:,} characters]")
+        assert not _pieces(key, shown.encode()) and shown.endswith(
+            f"/[REDACTED]… [cut: {2043 - k:,} characters]"
+        )
+
+
+def test_verify_flags_a_key_piece_a_bound_cut_left_unmasked(tmp_path: Path) -> None:
+    """``looptap verify`` reads the same cut ends: a process record written by a looptap before
+    this rule (the piece as the tracer cut it) is flagged, by place and without the piece."""
+    path = tmp_path / "run.jsonl"
+    with CassetteWriter(path):
+        pass
+    rec = {"type": "process", "pid": 7, "argv": ["sh", "-c", "export GITHUB_TOKEN=ghp_hE0VQYX4"],
+           "cut": True, "cut_words": [2], "stdout": "ok\n", "stdout_bytes": 3}  # fmt: skip
+    with path.open("ab") as f:
+        f.write(orjson.dumps(rec) + b"\n")
+    finds = scan_file(path)
+    assert [(f.field, f.kind) for f in finds] == [
+        ("argv[2] (cut short)", "a credential cut short by a bound")
+    ]
+    assert "hE0V" not in str(finds)

@@ -16,8 +16,8 @@ import looptap.cassettes.recording as recording
 EXPORTED = [
     "AGENT_ENV", "B64_TOKEN", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "URL_TOKEN", "WINDOW",
     "Redactor", "Sealing",
-    "agent_name", "b64_text", "credential_values", "cut_credential", "cut_texts", "default_detector",
-    "detector",
+    "agent_name", "b64_text", "credential_values", "cut_credential", "cut_texts",
+    "default_detector", "detector",
     "header_secret", "looks_secret", "path_secrets", "program_at", "run_about", "scrubbed",
     "seal", "sealed_json", "secret_name", "stream_texts", "valid_agent",
 ]  # fmt: skip

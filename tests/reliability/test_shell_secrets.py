@@ -55,4 +55,3 @@ def test_verify_calls_the_run_clean_and_flags_a_planted_cassette(report: dict[st
     assert report["verify_planted"] == {
         "argv": True, "argv words": True, "stdout": True, "stderr": True, "files": True
     }  # fmt: skip
-
