@@ -213,14 +213,13 @@ def test_a_confirm_uses_the_upstream_given_last_and_says_which(
             "the runs use the --upstream/--confdir the earlier run kept in its why.json "
             f"(--upstream openai={moved.url} --confdir {conf})" in err
         ), err
-        kept = orjson.loads((w / "why.json").read_bytes())["passed"]
-        assert kept == ["--upstream", f"openai={moved.url}", "--confdir", str(conf)], kept
-        # the module's fixture keeps the why's own upstream for the tests after this one
-        rc, _out, err = _confirm(
-            tmp, w, "--samples", "1", "--upstream", f"openai={first.url}", "--confdir",
-            str(tmp / "conf"), agent=("--expect", "rain"),
-        )  # fmt: skip
-        assert rc == 0, err[-3000:]
+        doc = orjson.loads((w / "why.json").read_bytes())
+        assert doc["passed"] == ["--upstream", f"openai={moved.url}", "--confdir", str(conf)], doc
+    # the why's own upstream put back for the tests after this one, as the first test puts it
+    # back (a confirm given both flags, this one's third before session 52, is
+    # test_why_upstreams.py's test_a_confirm_keeps_the_upstream_the_why_was_given[both])
+    doc["passed"] = ["--upstream", f"openai={first.url}", "--confdir", str(conf)]
+    (w / "why.json").write_bytes(orjson.dumps(doc))
 
 
 def test_a_resume_uses_the_upstream_given_last_and_says_which(

@@ -44,6 +44,8 @@ class World:
     #: A why of the run whose verdict is determined (K=3), what each --confirm answers.
     decided: Path
     env: dict[str, str] = field(default_factory=dict)
+    #: The whys of :func:`_made`: {state: (status, stderr, requests the fake heard)}.
+    made: dict[str, tuple[int, str, int]] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +91,18 @@ def _now(w: World) -> tuple[int, int]:
     return len(w.fake.log), len(w.sentinel.heard)
 
 
+def _made(w: World, state: str) -> tuple[int, str, int]:
+    """The why of the run given ``state``'s flags (K=1, into ``why-STATE``), made once a module
+    by the first test to ask: test_a_why_goes_where_the_run_went reads it, and every resume test
+    copies the ``both`` one (the command each of them ran on its own before session 52). Its
+    status, its stderr, and the requests the fake heard while it ran (the sentinel none)."""
+    if state not in w.made:
+        before = _now(w)
+        rc, _out, err = _why(w, state, w.tmp / f"why-{state}")
+        w.made[state] = (rc, err, _heard(w, before, f"why {state}", err))
+    return w.made[state]
+
+
 def _results(directory: Path) -> list[dict[str, object]]:
     doc = orjson.loads((directory / "why.json").read_bytes())
     return [r for v in doc["branches"].values() for r in v.values()]
@@ -99,12 +113,10 @@ def _results(directory: Path) -> list[dict[str, object]]:
 def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
     """A why of a run recorded against a fake: its branch reaches the fake, whatever flags
     (``--confdir`` alone and none included: the run's own upstream, never the vendor's)."""
-    before = _now(world)
-    out = world.tmp / f"why-{state}"
-    rc, _out, err = _why(world, state, out)
+    rc, err, heard = _made(world, state)
     assert rc in (0, 1), err[-3000:]
-    assert _heard(world, before, f"why {state}", err) >= 1
-    assert [r["result"] for r in _results(out)] == ["flipped"], err[-3000:]
+    assert heard >= 1
+    assert [r["result"] for r in _results(world.tmp / f"why-{state}")] == ["flipped"], err[-3000:]
     if state in ("confdir", "neither"):
         assert (
             f"looptap why: openai: live requests go to {world.fake.url}, where the recorded run "
@@ -117,12 +129,10 @@ def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
 def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> None:
     """A resume of a why given the fake (its branch lost: run again): ``--confdir`` alone keeps
     the saved upstream (on c86d115d it dropped it and the branch went to the vendor's API)."""
-    first = world.tmp / "first"  # (the same why for every state: made by the first to ask)
-    if not first.exists():
-        rc, _o, err = _why(world, "both", first)
-        assert rc in (0, 1), err[-3000:]
+    rc, err, _ = _made(world, "both")  # (the same why for every state)
+    assert rc in (0, 1), err[-3000:]
     out = world.tmp / f"resume-{state}"
-    shutil.copytree(first, out)
+    shutil.copytree(world.tmp / "why-both", out)
     doc = orjson.loads((out / "why.json").read_bytes())
     doc["branches"] = {}
     doc.pop("verdict", None)
