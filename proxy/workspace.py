@@ -45,17 +45,22 @@ from ..cassettes.shell import (
     BLOB,
     BREADTH,
     BY_BLOB,
+    CTIME_KEPT,
     FILES,
     GIT,
     HASHED,
     KEPT,
+    NAMED,
     GitTree,
     Stat,
     Walk,
     file_hash,
+    filesystem,
     git_blobs,
     git_tree,
+    instant,
     read_bytes,
+    stamped_from,
     tree_line,
     walk,
 )
@@ -69,6 +74,12 @@ Seen = tuple[int, int, int, str | None]
 #: Why a file's start contents were not read (a ``files`` change's ``unread``).
 IGNORED = "ignored by git: its contents at the start were not read"
 CHANGED = "it changed after the agent started, before its start was read"
+#: (A file listed by name at the start whose inode changed since, its mtime older than the start:
+#: a chmod, a new link, or contents written with their time set back; which, no record says.)
+INODE = (
+    "its inode changed after the agent started (its ctime), its mtime did not, before its start"
+    " was read: whether its contents changed is not known"
+)
 ENDED = "the run ended before its start was read"
 PAST = f"past the start's bound on bytes read ({KEPT >> 20} MiB)"
 LARGE = "its contents at the start: too large to hash"
@@ -138,6 +149,10 @@ class Workspace:
         self.kept = 0
         self.cut = False
         self.first = Walk()
+        #: The start's instant on the clock file times are stamped by (:func:`instant`), and
+        #: whether the start listed the files by name only (their ctime trusted: ``start``).
+        self.since = 0
+        self.names = False
         #: Files git held clean at the start, not yet changed: their blob ids.
         self.in_git: dict[str, str] = {}
         #: Files whose start contents were not read, not yet changed: why.
@@ -196,11 +211,23 @@ class Workspace:
         return (*st, sha), self._blob(sha, data)
 
     def start(self) -> str:
-        """The tree at the start, walked (``stat`` only, bounded by :data:`FILES` files): what
-        it left out and whether it was cut, said in one line (returned)."""
+        """The tree at the start, walked (bounded by :data:`FILES` files): on a filesystem that
+        keeps each inode's change time (:data:`CTIME_KEPT`), by the files' names only, each
+        file's start ``stat`` taken later by the first thing that reads it, as the start's only
+        when its ctime is older than the start (:meth:`_first_stat`); elsewhere by ``stat``.
+        What it left out and whether it was cut, said in one line (returned)."""
         with self._lock:
             self.at = time.time()
-            self.first = walk(self.root, self.limit, self.own)
+            fs = filesystem(self.root)
+            self.since = instant()
+            try:
+                device = os.stat(self.root).st_dev if fs in CTIME_KEPT else None
+            except OSError:
+                device = None
+            self.names = device is not None
+            self.first = walk(self.root, self.limit, self.own, names=device)
+            if device is not None:  # (the agent starts once a change of it is stamped after)
+                self.since = stamped_from(self.since)
             self.cut = self.first.cut
             self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
             self._todo = dict(self.first.files)
@@ -211,6 +238,9 @@ class Workspace:
         if self.cut:
             self._cut_said = True
             line += f"; past {self.limit:,} files the walk stops: the rest is not followed"
+        if not self.names:
+            told = "".join(c for c in (fs or "")[:40] if c.isalnum() or c in "._-") or "not told"
+            line += f"; each file's stat taken at the start (filesystem {told}: no ctime trusted)"
         return line
 
     def read(self) -> None:
@@ -230,13 +260,16 @@ class Workspace:
             git = git_tree(self.root)
             with self._lock:
                 self._git = git
-            for rel, st in list(self._todo.items()):  # (in walk order: the digest's)
+            for rel in list(self._todo):  # (in walk order: the digest's)
                 if self._ending.is_set():
                     break
-                if rel not in self._todo:
-                    continue  # (a scan found it changed first)
                 with self._calm:  # (a scan walking: the reply waits for it; this does not)
                     self._calm.wait_for(lambda: not self._walking or self._ending.is_set())
+                st = self._todo.get(rel)  # (None: a scan found it changed first)
+                if st == NAMED:  # (its stat not taken yet: taken now, outside the lock)
+                    st = self._stat_for_read(rel, *self._first_stat(rel))
+                if st is None:
+                    continue
                 got = self._fetch(rel, st, git)  # (read outside the lock: a scan never waits)
                 with self._lock:
                     if self._todo.pop(rel, None) is not None:
@@ -244,6 +277,24 @@ class Workspace:
         finally:
             with self._lock:
                 self._started()
+
+    def _stat_for_read(self, rel: str, found: Stat, why: str | None) -> Stat | None:
+        """A file's start stat as the read took it (:meth:`_first_stat`), unless a scan took it
+        first; ``None`` when its start is not to be read (it changed since: said ``unread``)."""
+        with self._lock:
+            if rel not in self._todo:
+                return None
+            st = self.seen[rel][:3]
+            if st == NAMED:
+                if why is not None:
+                    del self._todo[rel]
+                    self._not_read(rel, why)
+                    self._whole = False
+                    return None
+                st = found
+                self.seen[rel] = st + _UNREAD
+            self._todo[rel] = st
+            return st
 
     def _fetch(
         self, rel: str, st: Stat, git: GitTree | None
@@ -267,7 +318,7 @@ class Workspace:
     ) -> None:
         line = None
         if git is not None and rel in git.clean:
-            if self._now(rel) == st:
+            if self._same(rel, st):
                 self.in_git[rel] = line = git.clean[rel]
             else:
                 self._not_read(rel, CHANGED)
@@ -318,11 +369,40 @@ class Workspace:
         self.unread[rel] = why
         self._unread += 1
 
-    def _now(self, rel: str) -> Stat | None:
+    def _same(self, rel: str, st: Stat) -> bool:
+        """Whether the file is still as its start stat ``st`` says (listed by name at the start:
+        and its inode unchanged since the start, in the start's folder)."""
         try:
-            return _stat3(os.lstat(os.path.join(self.root, rel)))
+            now = os.lstat(os.path.join(self.root, rel))
         except OSError:
-            return None
+            return False
+        if _stat3(now) != st:
+            return False
+        return not self.names or (now.st_ctime_ns < self.since and self._folder_kept(rel))
+
+    def _folder_kept(self, rel: str) -> bool:
+        """Whether the folder holding ``rel`` is the start's (not one moved in since: its files
+        keep their old ctimes)."""
+        parent = rel.rpartition("/")[0]
+        try:
+            return os.lstat(os.path.join(self.root, parent)).st_ino == self.first.folders[parent]
+        except (OSError, KeyError):
+            return False
+
+    def _first_stat(self, rel: str) -> tuple[Stat, str | None]:
+        """The first stat of a file the start listed by name, and why it is not its start stat
+        (``None`` when it is): it is when its inode's change time is older than the start (no
+        user can set a ctime) and its folder is the start's; else it changed since (its start
+        is not known: ``unread``)."""
+        try:
+            found = os.lstat(os.path.join(self.root, rel))
+        except OSError:
+            return NAMED, CHANGED
+        if not stat.S_ISREG(found.st_mode):
+            return NAMED, CHANGED
+        if found.st_ctime_ns >= self.since:
+            return _stat3(found), CHANGED if found.st_mtime_ns >= self.since else INODE
+        return _stat3(found), None if self._folder_kept(rel) else CHANGED
 
     def _take(
         self,
@@ -335,7 +415,7 @@ class Workspace:
         """A file's start contents, read (:meth:`_fetch`): its digest line (its sha256, or its
         git blob id in a git work tree), its bytes held (or kept with ``copy``); ``None`` when it
         changed since the walk (then not the start: ``unread``)."""
-        if self._now(rel) != st:
+        if not self._same(rel, st):
             self._not_read(rel, CHANGED)
             return None
         if data is None:  # too large to hash, or not readable
@@ -400,7 +480,8 @@ class Workspace:
 
     def _scan(self, at: float | None, last: bool) -> None:
         with self._lock:
-            now = walk(self.root, self.limit, self.own, self.first)
+            since = self.since if self.names else None
+            now = walk(self.root, self.limit, self.own, self.first, changed=since)
             files = now.files
             # a file seen before that this walk did not reach (a folder the start did not list
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
@@ -414,6 +495,8 @@ class Workspace:
                     continue
                 if stat.S_ISREG(found.st_mode):
                     files[rel] = _stat3(found)
+                    if since is not None and found.st_ctime_ns >= since:
+                        now.fresh.add(rel)
             changes: list[dict[str, Any]] = []
             gone = [rel for rel in self.seen if rel not in files]
             git = self.in_git
@@ -422,11 +505,24 @@ class Workspace:
                 if moved or gone:
                     self._from_git(moved + gone)
             was_seen = self.seen
+            other = self._other_folders(now) if since is not None else frozenset()
             for rel, st in files.items():
                 was = was_seen.get(rel)
                 if was is not None and was[:3] == st:
                     continue
-                if self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
+                if was is not None and was[:3] == NAMED:  # (its first stat: the start's?)
+                    why = self._since_start(rel, st, now, other)
+                    if why is None:
+                        self.seen[rel] = st + _UNREAD
+                        if rel in self._todo:
+                            self._todo[rel] = st
+                        continue
+                    if self._todo.pop(rel, None) is not None:
+                        self._not_read(rel, why)
+                        self._whole = False
+                    else:
+                        self.unread[rel] = why
+                elif self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
                     self._not_read(rel, CHANGED)
                     self._whole = False
                 seen, why = self._look(rel, st)
@@ -460,6 +556,24 @@ class Workspace:
                     }
                 )
 
+    def _other_folders(self, now: Walk) -> frozenset[str]:
+        """The start's folders this walk found replaced (another inode) or did not list."""
+        first = self.first.folders
+        return frozenset(d for d in first if now.folders.get(d, -1) != first[d])
+
+    def _since_start(self, rel: str, st: Stat, now: Walk, other: frozenset[str]) -> str | None:
+        """Why the first stat ``st`` a scan took of a file the start listed by name is not its
+        start stat (:meth:`_first_stat`'s rule; ``None`` when it is)."""
+        why = self.unread.get(rel)
+        if why is not None and why != ENDED:
+            return why  # (the read found it changed first)
+        parent = rel.rpartition("/")[0] if other else ""
+        if parent in other and (parent in now.folders or not self._folder_kept(rel)):
+            return CHANGED
+        if rel not in now.fresh:
+            return None
+        return CHANGED if st[1] >= self.since else INODE
+
     def _change(self, rel: str, was: Seen | None, after: str | None, size: int) -> dict[str, Any]:
         """A change's record: a file whose start was not read says so (``before`` ``"unread"``);
         a file's start contents held are kept now, at its first change."""
@@ -468,6 +582,8 @@ class Workspace:
             self._held -= len(held)
             self._blob(hashlib.sha256(held).hexdigest(), held)  # (not kept: a fork says so)
         unread = self.unread.pop(rel, None)
+        if unread is None and was is not None and was[:3] == NAMED:
+            unread = CHANGED  # (its start stat never taken)
         if unread is not None:
             return {"path": rel, "before": "unread", "unread": unread, "after": after, "size": size}
         before = None if was is None else was[3]
