@@ -5,14 +5,15 @@ its tools did for the last answer; the answer reaches it once that scan has ende
 one ``files`` record per change seen: each file created, changed or removed, with its size and
 sha256 before and after.
 
-The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
+The agent is not kept waiting: before it starts the tree is only listed (by names, bounded by
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
-out, and said); each file's start contents are read beside the model's latency, from the agent's
-first model request (or :data:`READ_AFTER` seconds after its start), a file at a time on a thread
-of their own (in a fork before it starts): a turn's reply waits for its scan's walk, and for
-the read only until :data:`READ_WAIT` seconds past the first request (a small tree's read ends
-in it); a file that changed before the read reached it is said ``unread``, never taken as the
-start. Nothing is written
+out, and said; each file's start ``stat`` is its first, the start's only when its inode's ctime is
+older than the start: :mod:`looptap.cassettes.shell._ctime`); each file's start contents are
+read beside the model's latency, from the agent's first model request (or :data:`READ_AFTER`
+seconds after its start), a file at a time on a thread of their own (in a fork before it
+starts): a turn's reply waits for its scan's walk, and for the read only until
+:data:`READ_WAIT` seconds past the first request (a small tree's read ends in it); a file that
+changed before the read reached it is said ``unread``, never taken as the start. Nothing is written
 for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
 and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
 sha256) at its first change, with each change's, so that a fork can rebuild the tree as it was
@@ -105,6 +106,8 @@ _KINDS = {
 
 #: A file's :data:`Seen` before its contents were read: its walk's :data:`Stat` and this.
 _UNREAD: tuple[None] = (None,)
+#: A file's :data:`Seen` when the start listed it by name only (one object: told by identity).
+_NAMED_SEEN: Seen = (*NAMED, None)
 
 
 def _stat3(st: os.stat_result) -> Stat:
@@ -119,7 +122,7 @@ def _left(kind: str, rels: list[str]) -> str:
 
 
 class Workspace:
-    """The tree under ``root``: walked at the start (:meth:`start`, ``stat`` only: the agent is
+    """The tree under ``root``: listed at the start (:meth:`start`, names only: the agent is
     not kept waiting), its start contents read on a thread of their own (:meth:`read`; else by
     the first scan) and at each model request what changed (:meth:`scan`, from any thread:
     serialised, after the read); each change is handed to ``emit`` as a ``files`` record. The
@@ -229,7 +232,10 @@ class Workspace:
             if device is not None:  # (the agent starts once a change of it is stamped after)
                 self.since = stamped_from(self.since)
             self.cut = self.first.cut
-            self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
+            if self.names:
+                self.seen = dict.fromkeys(self.first.files, _NAMED_SEEN)
+            else:
+                self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
             self._todo = dict(self.first.files)
         line = f"the working tree: {len(self.seen):,} files followed"
         left = [_left(kind, rels) for kind, rels in self.first.skipped.items()]
@@ -483,6 +489,7 @@ class Workspace:
             since = self.since if self.names else None
             now = walk(self.root, self.limit, self.own, self.first, changed=since)
             files = now.files
+            moved: set[str] = set()  # (files the start listed by name, in a folder replaced)
             # a file seen before that this walk did not reach (a folder the start did not list
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
             for rel in [rel for rel in self.seen if rel not in files]:
@@ -497,6 +504,8 @@ class Workspace:
                     files[rel] = _stat3(found)
                     if since is not None and found.st_ctime_ns >= since:
                         now.fresh.add(rel)
+                    if self.seen[rel] is _NAMED_SEEN and not self._folder_kept(rel):
+                        moved.add(rel)
             changes: list[dict[str, Any]] = []
             gone = [rel for rel in self.seen if rel not in files]
             git = self.in_git
@@ -505,13 +514,18 @@ class Workspace:
                 if moved or gone:
                     self._from_git(moved + gone)
             was_seen = self.seen
-            other = self._other_folders(now) if since is not None else frozenset()
+            first = self.first.folders  # (the folders this walk found replaced: another inode)
+            other = {d for d, ino in now.folders.items() if first.get(d, ino) != ino}
+            if other:
+                moved.update(r for r in files if r.rpartition("/")[0] in other)
+            fresh, unread = now.fresh, self.unread
             for rel, st in files.items():
                 was = was_seen.get(rel)
-                if was is not None and was[:3] == st:
-                    continue
-                if was is not None and was[:3] == NAMED:  # (its first stat: the start's?)
-                    why = self._since_start(rel, st, now, other)
+                if was is _NAMED_SEEN:  # (its first stat: the start's?)
+                    if st == NAMED:
+                        continue  # (its lstat failed: not judged)
+                    suspect = rel in fresh or rel in moved or unread.get(rel, ENDED) is not ENDED
+                    why = self._since_start(rel, st, fresh, moved) if suspect else None
                     if why is None:
                         self.seen[rel] = st + _UNREAD
                         if rel in self._todo:
@@ -522,6 +536,8 @@ class Workspace:
                         self._whole = False
                     else:
                         self.unread[rel] = why
+                elif was is not None and was[:3] == st:
+                    continue
                 elif self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
                     self._not_read(rel, CHANGED)
                     self._whole = False
@@ -556,21 +572,16 @@ class Workspace:
                     }
                 )
 
-    def _other_folders(self, now: Walk) -> frozenset[str]:
-        """The start's folders this walk found replaced (another inode) or did not list."""
-        first = self.first.folders
-        return frozenset(d for d in first if now.folders.get(d, -1) != first[d])
-
-    def _since_start(self, rel: str, st: Stat, now: Walk, other: frozenset[str]) -> str | None:
+    def _since_start(self, rel: str, st: Stat, fresh: set[str], moved: set[str]) -> str | None:
         """Why the first stat ``st`` a scan took of a file the start listed by name is not its
-        start stat (:meth:`_first_stat`'s rule; ``None`` when it is)."""
+        start stat (:meth:`_first_stat`'s rule: ``fresh``, its ctime not older than the start;
+        ``moved``, its folder replaced); ``None`` when it is."""
         why = self.unread.get(rel)
         if why is not None and why != ENDED:
             return why  # (the read found it changed first)
-        parent = rel.rpartition("/")[0] if other else ""
-        if parent in other and (parent in now.folders or not self._folder_kept(rel)):
+        if rel in moved:
             return CHANGED
-        if rel not in now.fresh:
+        if rel not in fresh:
             return None
         return CHANGED if st[1] >= self.since else INODE
 
