@@ -489,7 +489,7 @@ class Workspace:
             since = self.since if self.names else None
             now = walk(self.root, self.limit, self.own, self.first, changed=since)
             files = now.files
-            moved: set[str] = set()  # (files the start listed by name, in a folder replaced)
+            replaced: set[str] = set()  # (files the start listed by name, in a folder replaced)
             # a file seen before that this walk did not reach (a folder the start did not list
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
             for rel in [rel for rel in self.seen if rel not in files]:
@@ -505,7 +505,7 @@ class Workspace:
                     if since is not None and found.st_ctime_ns >= since:
                         now.fresh.add(rel)
                     if self.seen[rel] is _NAMED_SEEN and not self._folder_kept(rel):
-                        moved.add(rel)
+                        replaced.add(rel)
             changes: list[dict[str, Any]] = []
             gone = [rel for rel in self.seen if rel not in files]
             git = self.in_git
@@ -517,15 +517,15 @@ class Workspace:
             first = self.first.folders  # (the folders this walk found replaced: another inode)
             other = {d for d, ino in now.folders.items() if first.get(d, ino) != ino}
             if other:
-                moved.update(r for r in files if r.rpartition("/")[0] in other)
+                replaced.update(r for r in files if r.rpartition("/")[0] in other)
             fresh, unread = now.fresh, self.unread
             for rel, st in files.items():
                 was = was_seen.get(rel)
                 if was is _NAMED_SEEN:  # (its first stat: the start's?)
                     if st == NAMED:
                         continue  # (its lstat failed: not judged)
-                    suspect = rel in fresh or rel in moved or unread.get(rel, ENDED) is not ENDED
-                    why = self._since_start(rel, st, fresh, moved) if suspect else None
+                    suspect = rel in fresh or rel in replaced or unread.get(rel, ENDED) is not ENDED
+                    why = self._since_start(rel, st, fresh, replaced) if suspect else None
                     if why is None:
                         self.seen[rel] = st + _UNREAD
                         if rel in self._todo:
@@ -572,14 +572,14 @@ class Workspace:
                     }
                 )
 
-    def _since_start(self, rel: str, st: Stat, fresh: set[str], moved: set[str]) -> str | None:
+    def _since_start(self, rel: str, st: Stat, fresh: set[str], replaced: set[str]) -> str | None:
         """Why the first stat ``st`` a scan took of a file the start listed by name is not its
         start stat (:meth:`_first_stat`'s rule: ``fresh``, its ctime not older than the start;
-        ``moved``, its folder replaced); ``None`` when it is."""
+        ``replaced``, its folder another since); ``None`` when it is."""
         why = self.unread.get(rel)
         if why is not None and why != ENDED:
             return why  # (the read found it changed first)
-        if rel in moved:
+        if rel in replaced:
             return CHANGED
         if rel not in fresh:
             return None
