@@ -16,6 +16,11 @@ was kept beside the cassette (removed before each run, so no run finds the last 
     .venv/bin/python bench/tree_start.py --n 3 --base f29135f5
     .venv/bin/python bench/tree_start.py --make /tmp/trees     # the trees only (to time them
                                                               # with another tool)
+    .venv/bin/python bench/tree_start.py --trees /tmp/trees --base '' --n 9   # those trees,
+                                                              # this checkout only
+
+Each round runs plain and default back to back (their order alternating), so the ratio is also
+taken pair by pair: its median is printed beside the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -107,8 +112,9 @@ def _kept(out: Path) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=3)
-    ap.add_argument("--base", default="f29135f5", help="the code before (a commit)")
+    ap.add_argument("--base", default="f29135f5", help="the code before (a commit; '': none)")
     ap.add_argument("--make", type=Path, help="only make the trees there, and say where")
+    ap.add_argument("--trees", type=Path, help="the trees --make made there (not made again)")
     args = ap.parse_args()
     if args.make is not None:
         for name, path in make(args.make).items():
@@ -116,8 +122,10 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="tree-start-") as tmp:
         work = Path(tmp)
-        trees = make(work / "trees")
-        codes = {"before": base_code(work / "base", args.base), "after": ROOT / ".looptap-editable"}
+        trees = {t: args.trees / t for t in TREES} if args.trees else make(work / "trees")
+        codes = {"after": ROOT / ".looptap-editable"}
+        if args.base:
+            codes = {"before": base_code(work / "base", args.base), **codes}
         got: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
         kept: dict[tuple[str, str], str] = {}
         for i in range(args.n):
@@ -131,16 +139,22 @@ def main() -> int:
                             kept[(tree, name)] = _kept(out)
                         print(tree, name, mode, i, got[(tree, name, mode)][-1], flush=True)
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
-        print("| tree | code | plain: wall / CPU (s), median | default | default / plain | kept |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| tree | code | plain: wall / CPU (s), median | default | default / plain "
+            "| the same, median of the pairs' | kept |"
+        )
+        print("|---|---|---|---|---|---|---|")
         for tree in trees:
             for name in codes:
                 p, d = got[(tree, name, "plain")], got[(tree, name, "default")]
                 pw, pc = (statistics.median(x) for x in zip(*p, strict=True))
                 dw, dc = (statistics.median(x) for x in zip(*d, strict=True))
+                rw = statistics.median(b[0] / a[0] for a, b in zip(p, d, strict=True))
+                rc = statistics.median(b[1] / a[1] for a, b in zip(p, d, strict=True))
                 print(
                     f"| {tree} | {name} | {pw:.2f} / {pc:.2f} | {dw:.2f} / {dc:.2f} | "
-                    f"{dw / pw:.2f}x / {dc / pc:.2f}x | {kept[(tree, name)]} |"
+                    f"{dw / pw:.2f}x / {dc / pc:.2f}x | {rw:.2f}x / {rc:.2f}x "
+                    f"| {kept[(tree, name)]} |"
                 )
     return 0
 

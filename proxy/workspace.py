@@ -5,14 +5,15 @@ its tools did for the last answer; the answer reaches it once that scan has ende
 one ``files`` record per change seen: each file created, changed or removed, with its size and
 sha256 before and after.
 
-The agent is not kept waiting: before it starts the tree is only walked (``stat``: bounded by
+The agent is not kept waiting: before it starts the tree is only listed (by names, bounded by
 :data:`FILES` files; virtual environments, ``node_modules``, caches and looptap's own outputs left
-out, and said); each file's start contents are read beside the model's latency, from the agent's
-first model request (or :data:`READ_AFTER` seconds after its start), a file at a time on a thread
-of their own (in a fork before it starts): a turn's reply waits for its scan's walk, and for
-the read only until :data:`READ_WAIT` seconds past the first request (a small tree's read ends
-in it); a file that changed before the read reached it is said ``unread``, never taken as the
-start. Nothing is written
+out, and said; each file's start ``stat`` is its first, the start's only when its inode's ctime is
+older than the start: :mod:`looptap.cassettes.shell._ctime`); each file's start contents are
+read beside the model's latency, from the agent's first model request (or :data:`READ_AFTER`
+seconds after its start), a file at a time on a thread of their own (in a fork before it
+starts): a turn's reply waits for its scan's walk, and for the read only until
+:data:`READ_WAIT` seconds past the first request (a small tree's read ends in it); a file that
+changed before the read reached it is said ``unread``, never taken as the start. Nothing is written
 for a file the agent never changes: its start contents are held in memory (:data:`HELD` bytes)
 and kept beside the cassette (``RUN.jsonl.files/``, mode 0700, each blob 0600, named by its
 sha256) at its first change, with each change's, so that a fork can rebuild the tree as it was
@@ -45,17 +46,22 @@ from ..cassettes.shell import (
     BLOB,
     BREADTH,
     BY_BLOB,
+    CTIME_KEPT,
     FILES,
     GIT,
     HASHED,
     KEPT,
+    NAMED,
     GitTree,
     Stat,
     Walk,
     file_hash,
+    filesystem,
     git_blobs,
     git_tree,
+    instant,
     read_bytes,
+    stamped_from,
     tree_line,
     walk,
 )
@@ -69,6 +75,12 @@ Seen = tuple[int, int, int, str | None]
 #: Why a file's start contents were not read (a ``files`` change's ``unread``).
 IGNORED = "ignored by git: its contents at the start were not read"
 CHANGED = "it changed after the agent started, before its start was read"
+#: (A file listed by name at the start whose inode changed since, its mtime older than the start:
+#: a chmod, a new link, or contents written with their time set back; which, no record says.)
+INODE = (
+    "its inode changed after the agent started (its ctime), its mtime did not, before its start"
+    " was read: whether its contents changed is not known"
+)
 ENDED = "the run ended before its start was read"
 PAST = f"past the start's bound on bytes read ({KEPT >> 20} MiB)"
 LARGE = "its contents at the start: too large to hash"
@@ -94,6 +106,8 @@ _KINDS = {
 
 #: A file's :data:`Seen` before its contents were read: its walk's :data:`Stat` and this.
 _UNREAD: tuple[None] = (None,)
+#: A file's :data:`Seen` when the start listed it by name only (one object: told by identity).
+_NAMED_SEEN: Seen = (*NAMED, None)
 
 
 def _stat3(st: os.stat_result) -> Stat:
@@ -108,7 +122,7 @@ def _left(kind: str, rels: list[str]) -> str:
 
 
 class Workspace:
-    """The tree under ``root``: walked at the start (:meth:`start`, ``stat`` only: the agent is
+    """The tree under ``root``: listed at the start (:meth:`start`, names only: the agent is
     not kept waiting), its start contents read on a thread of their own (:meth:`read`; else by
     the first scan) and at each model request what changed (:meth:`scan`, from any thread:
     serialised, after the read); each change is handed to ``emit`` as a ``files`` record. The
@@ -138,6 +152,10 @@ class Workspace:
         self.kept = 0
         self.cut = False
         self.first = Walk()
+        #: The start's instant on the clock file times are stamped by (:func:`instant`), and
+        #: whether the start listed the files by name only (their ctime trusted: ``start``).
+        self.since = 0
+        self.names = False
         #: Files git held clean at the start, not yet changed: their blob ids.
         self.in_git: dict[str, str] = {}
         #: Files whose start contents were not read, not yet changed: why.
@@ -196,13 +214,28 @@ class Workspace:
         return (*st, sha), self._blob(sha, data)
 
     def start(self) -> str:
-        """The tree at the start, walked (``stat`` only, bounded by :data:`FILES` files): what
-        it left out and whether it was cut, said in one line (returned)."""
+        """The tree at the start, walked (bounded by :data:`FILES` files): on a filesystem that
+        keeps each inode's change time (:data:`CTIME_KEPT`), by the files' names only, each
+        file's start ``stat`` taken later by the first thing that reads it, as the start's only
+        when its ctime is older than the start (:meth:`_first_stat`); elsewhere by ``stat``.
+        What it left out and whether it was cut, said in one line (returned)."""
         with self._lock:
             self.at = time.time()
-            self.first = walk(self.root, self.limit, self.own)
+            fs = filesystem(self.root)
+            self.since = instant()
+            try:
+                device = os.stat(self.root).st_dev if fs in CTIME_KEPT else None
+            except OSError:
+                device = None
+            self.names = device is not None
+            self.first = walk(self.root, self.limit, self.own, names=device)
+            if device is not None:  # (the agent starts once a change of it is stamped after)
+                self.since = stamped_from(self.since)
             self.cut = self.first.cut
-            self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
+            if self.names:
+                self.seen = dict.fromkeys(self.first.files, _NAMED_SEEN)
+            else:
+                self.seen = {rel: st + _UNREAD for rel, st in self.first.files.items()}
             self._todo = dict(self.first.files)
         line = f"the working tree: {len(self.seen):,} files followed"
         left = [_left(kind, rels) for kind, rels in self.first.skipped.items()]
@@ -211,6 +244,9 @@ class Workspace:
         if self.cut:
             self._cut_said = True
             line += f"; past {self.limit:,} files the walk stops: the rest is not followed"
+        if not self.names:
+            told = "".join(c for c in (fs or "")[:40] if c.isalnum() or c in "._-") or "not told"
+            line += f"; each file's stat taken at the start (filesystem {told}: no ctime trusted)"
         return line
 
     def read(self) -> None:
@@ -230,13 +266,16 @@ class Workspace:
             git = git_tree(self.root)
             with self._lock:
                 self._git = git
-            for rel, st in list(self._todo.items()):  # (in walk order: the digest's)
+            for rel in list(self._todo):  # (in walk order: the digest's)
                 if self._ending.is_set():
                     break
-                if rel not in self._todo:
-                    continue  # (a scan found it changed first)
                 with self._calm:  # (a scan walking: the reply waits for it; this does not)
                     self._calm.wait_for(lambda: not self._walking or self._ending.is_set())
+                st = self._todo.get(rel)  # (None: a scan found it changed first)
+                if st == NAMED:  # (its stat not taken yet: taken now, outside the lock)
+                    st = self._stat_for_read(rel, *self._first_stat(rel))
+                if st is None:
+                    continue
                 got = self._fetch(rel, st, git)  # (read outside the lock: a scan never waits)
                 with self._lock:
                     if self._todo.pop(rel, None) is not None:
@@ -244,6 +283,24 @@ class Workspace:
         finally:
             with self._lock:
                 self._started()
+
+    def _stat_for_read(self, rel: str, found: Stat, why: str | None) -> Stat | None:
+        """A file's start stat as the read took it (:meth:`_first_stat`), unless a scan took it
+        first; ``None`` when its start is not to be read (it changed since: said ``unread``)."""
+        with self._lock:
+            if rel not in self._todo:
+                return None
+            st = self.seen[rel][:3]
+            if st == NAMED:
+                if why is not None:
+                    del self._todo[rel]
+                    self._not_read(rel, why)
+                    self._whole = False
+                    return None
+                st = found
+                self.seen[rel] = st + _UNREAD
+            self._todo[rel] = st
+            return st
 
     def _fetch(
         self, rel: str, st: Stat, git: GitTree | None
@@ -267,7 +324,7 @@ class Workspace:
     ) -> None:
         line = None
         if git is not None and rel in git.clean:
-            if self._now(rel) == st:
+            if self._same(rel, st):
                 self.in_git[rel] = line = git.clean[rel]
             else:
                 self._not_read(rel, CHANGED)
@@ -318,11 +375,40 @@ class Workspace:
         self.unread[rel] = why
         self._unread += 1
 
-    def _now(self, rel: str) -> Stat | None:
+    def _same(self, rel: str, st: Stat) -> bool:
+        """Whether the file is still as its start stat ``st`` says (listed by name at the start:
+        and its inode unchanged since the start, in the start's folder)."""
         try:
-            return _stat3(os.lstat(os.path.join(self.root, rel)))
+            now = os.lstat(os.path.join(self.root, rel))
         except OSError:
-            return None
+            return False
+        if _stat3(now) != st:
+            return False
+        return not self.names or (now.st_ctime_ns < self.since and self._folder_kept(rel))
+
+    def _folder_kept(self, rel: str) -> bool:
+        """Whether the folder holding ``rel`` is the start's (not one moved in since: its files
+        keep their old ctimes)."""
+        parent = rel.rpartition("/")[0]
+        try:
+            return os.lstat(os.path.join(self.root, parent)).st_ino == self.first.folders[parent]
+        except (OSError, KeyError):
+            return False
+
+    def _first_stat(self, rel: str) -> tuple[Stat, str | None]:
+        """The first stat of a file the start listed by name, and why it is not its start stat
+        (``None`` when it is): it is when its inode's change time is older than the start (no
+        user can set a ctime) and its folder is the start's; else it changed since (its start
+        is not known: ``unread``)."""
+        try:
+            found = os.lstat(os.path.join(self.root, rel))
+        except OSError:
+            return NAMED, CHANGED
+        if not stat.S_ISREG(found.st_mode):
+            return NAMED, CHANGED
+        if found.st_ctime_ns >= self.since:
+            return _stat3(found), CHANGED if found.st_mtime_ns >= self.since else INODE
+        return _stat3(found), None if self._folder_kept(rel) else CHANGED
 
     def _take(
         self,
@@ -335,7 +421,7 @@ class Workspace:
         """A file's start contents, read (:meth:`_fetch`): its digest line (its sha256, or its
         git blob id in a git work tree), its bytes held (or kept with ``copy``); ``None`` when it
         changed since the walk (then not the start: ``unread``)."""
-        if self._now(rel) != st:
+        if not self._same(rel, st):
             self._not_read(rel, CHANGED)
             return None
         if data is None:  # too large to hash, or not readable
@@ -400,8 +486,10 @@ class Workspace:
 
     def _scan(self, at: float | None, last: bool) -> None:
         with self._lock:
-            now = walk(self.root, self.limit, self.own, self.first)
+            since = self.since if self.names else None
+            now = walk(self.root, self.limit, self.own, self.first, changed=since)
             files = now.files
+            replaced: set[str] = set()  # (files the start listed by name, in a folder replaced)
             # a file seen before that this walk did not reach (a folder the start did not list
             # to its end, or past this walk's bound): by its own lstat; gone only when it is
             for rel in [rel for rel in self.seen if rel not in files]:
@@ -414,6 +502,10 @@ class Workspace:
                     continue
                 if stat.S_ISREG(found.st_mode):
                     files[rel] = _stat3(found)
+                    if since is not None and found.st_ctime_ns >= since:
+                        now.fresh.add(rel)
+                    if self.seen[rel] is _NAMED_SEEN and not self._folder_kept(rel):
+                        replaced.add(rel)
             changes: list[dict[str, Any]] = []
             gone = [rel for rel in self.seen if rel not in files]
             git = self.in_git
@@ -422,11 +514,31 @@ class Workspace:
                 if moved or gone:
                     self._from_git(moved + gone)
             was_seen = self.seen
+            first = self.first.folders  # (the folders this walk found replaced: another inode)
+            other = {d for d, ino in now.folders.items() if first.get(d, ino) != ino}
+            if other:
+                replaced.update(r for r in files if r.rpartition("/")[0] in other)
+            fresh, unread = now.fresh, self.unread
             for rel, st in files.items():
                 was = was_seen.get(rel)
-                if was is not None and was[:3] == st:
+                if was is _NAMED_SEEN:  # (its first stat: the start's?)
+                    if st == NAMED:
+                        continue  # (its lstat failed: not judged)
+                    suspect = rel in fresh or rel in replaced or unread.get(rel, ENDED) is not ENDED
+                    why = self._since_start(rel, st, fresh, replaced) if suspect else None
+                    if why is None:
+                        self.seen[rel] = st + _UNREAD
+                        if rel in self._todo:
+                            self._todo[rel] = st
+                        continue
+                    if self._todo.pop(rel, None) is not None:
+                        self._not_read(rel, why)
+                        self._whole = False
+                    else:
+                        self.unread[rel] = why
+                elif was is not None and was[:3] == st:
                     continue
-                if self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
+                elif self._todo.pop(rel, None) is not None:  # (changed before the read reached it)
                     self._not_read(rel, CHANGED)
                     self._whole = False
                 seen, why = self._look(rel, st)
@@ -460,6 +572,19 @@ class Workspace:
                     }
                 )
 
+    def _since_start(self, rel: str, st: Stat, fresh: set[str], replaced: set[str]) -> str | None:
+        """Why the first stat ``st`` a scan took of a file the start listed by name is not its
+        start stat (:meth:`_first_stat`'s rule: ``fresh``, its ctime not older than the start;
+        ``replaced``, its folder another since); ``None`` when it is."""
+        why = self.unread.get(rel)
+        if why is not None and why != ENDED:
+            return why  # (the read found it changed first)
+        if rel in replaced:
+            return CHANGED
+        if rel not in fresh:
+            return None
+        return CHANGED if st[1] >= self.since else INODE
+
     def _change(self, rel: str, was: Seen | None, after: str | None, size: int) -> dict[str, Any]:
         """A change's record: a file whose start was not read says so (``before`` ``"unread"``);
         a file's start contents held are kept now, at its first change."""
@@ -468,6 +593,8 @@ class Workspace:
             self._held -= len(held)
             self._blob(hashlib.sha256(held).hexdigest(), held)  # (not kept: a fork says so)
         unread = self.unread.pop(rel, None)
+        if unread is None and was is not None and was[:3] == NAMED:
+            unread = CHANGED  # (its start stat never taken)
         if unread is not None:
             return {"path": rel, "before": "unread", "unread": unread, "after": after, "size": size}
         before = None if was is None else was[3]

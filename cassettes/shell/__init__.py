@@ -20,6 +20,7 @@ exit status, no signal and none of what the command wrote on stderr.
 
 from __future__ import annotations
 
+from ._ctime import CTIME_KEPT, filesystem, instant, stamped_from
 from ._fork import Scratch, changed_here, outside_writes, scratch_tree
 from ._link import ShellRun, link_run, read_processes, shell_lines
 from ._records import Process, ShellCall
@@ -31,6 +32,7 @@ from ._tree import (
     GIT,
     HASHED,
     KEPT,
+    NAMED,
     GitTree,
     Stat,
     Walk,
@@ -47,10 +49,12 @@ __all__ = [
     "BLOB",
     "BREADTH",
     "BY_BLOB",
+    "CTIME_KEPT",
     "FILES",
     "GIT",
     "HASHED",
     "KEPT",
+    "NAMED",
     "GitTree",
     "Process",
     "Scratch",
@@ -61,14 +65,17 @@ __all__ = [
     "blob_id",
     "changed_here",
     "file_hash",
+    "filesystem",
     "git_blobs",
     "git_tree",
+    "instant",
     "link_run",
     "outside_writes",
     "read_bytes",
     "read_processes",
     "scratch_tree",
     "shell_lines",
+    "stamped_from",
     "tree_line",
     "walk",
 ]

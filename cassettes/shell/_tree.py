@@ -21,6 +21,7 @@ __all__ = [
     "GIT",
     "HASHED",
     "KEPT",
+    "NAMED",
     "SKIPPED",
     "GitTree",
     "Stat",
@@ -78,20 +79,26 @@ def blob_id(data: bytes) -> str:
 
 #: A file as a walk saw it: (size, mtime_ns, inode), from its ``lstat``.
 Stat = tuple[int, int, int]
+#: A file a walk listed by its name only (``names``: no ``lstat``), its :data:`Stat` not taken.
+NAMED: Stat = (-1, -1, -1)
 
 
 @dataclass
 class Walk:
     """A walk of a tree: its regular files by path (relative to the root) and their ``lstat``
-    (:data:`Stat`); whether it stopped at its bound (``cut``); the directories it listed to their
-    end (``whole``, ``""`` the root) and every directory it found (``dirs``); the folders it left
-    out, by why (``skipped``)."""
+    (:data:`Stat`, or :data:`NAMED`); whether it stopped at its bound (``cut``); the directories
+    it listed to their end (``whole``, ``""`` the root), every directory it found (``dirs``) and
+    the inode of each it listed (``folders``: one replaced since, a folder moved in, is another);
+    the folders it left out, by why (``skipped``); the files whose inode changed at or after the
+    walk's ``changed`` instant (``fresh``: their ``st_ctime_ns``)."""
 
     files: dict[str, Stat] = field(default_factory=dict)
     cut: bool = False
     whole: set[str] = field(default_factory=set)
     dirs: set[str] = field(default_factory=set)
+    folders: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    fresh: set[str] = field(default_factory=set)
 
 
 def _not_work(root: str, rel: str, entries: list[os.DirEntry[str]]) -> str | None:
@@ -119,13 +126,21 @@ _LIST_BELOW = _LIST | os.O_NOFOLLOW
 
 
 def walk(
-    root: str, limit: int = FILES, own: frozenset[str] = frozenset(), since: Walk | None = None
+    root: str,
+    limit: int = FILES,
+    own: frozenset[str] = frozenset(),
+    since: Walk | None = None,
+    names: int | None = None,
+    changed: int | None = None,
 ) -> Walk:
     """Every regular file under ``root`` (links not followed; :data:`SKIPPED` folders, a folder
     :func:`_not_work` names and the paths in ``own`` — looptap's outputs, relative to ``root`` —
     left out), up to ``limit`` files, breadth first. With ``since`` (the start's walk) a folder
     the start found but did not list to its end is not entered: a file there is not one the
-    start missed."""
+    start missed. With ``names`` (a device) the files of a folder on that device are listed by
+    name only (:data:`NAMED`: the directory's blocks read, no inode); with ``changed`` (ns, the
+    clock files' times are stamped by) the files whose ``st_ctime_ns`` is not older are
+    ``fresh``."""
     out = Walk()
     queue = deque([""])  # (breadth first: past the bound, the deepest files are the ones cut)
     left = limit
@@ -136,7 +151,10 @@ def walk(
         except OSError:
             continue
         try:
-            left = _listed(root, rel, fd, out, queue, left, own, since)
+            here = os.fstat(fd)
+            out.folders[rel] = here.st_ino
+            by_name = names is not None and here.st_dev == names
+            left = _listed(root, rel, fd, out, queue, left, own, since, by_name, changed)
         finally:
             os.close(fd)
         if left < 0:
@@ -154,6 +172,8 @@ def _listed(
     left: int,
     own: frozenset[str],
     since: Walk | None,
+    by_name: bool = False,
+    changed: int | None = None,
 ) -> int:
     """The folder ``rel`` (open as ``fd``) walked into ``out`` (its folders queued): how many
     files the walk may still take, ``-1`` when it reached one more (the walk is cut)."""
@@ -185,12 +205,20 @@ def _listed(
                 continue
             if not e.is_file(follow_symlinks=False):
                 continue
+            if by_name:  # (the entry's type only: no inode read)
+                if not left:
+                    return -1
+                files[name] = NAMED
+                left -= 1
+                continue
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
         if not left:
             return -1
         files[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if changed is not None and st.st_ctime_ns >= changed:
+            out.fresh.add(name)
         left -= 1
     out.whole.add(rel)
     return left
