@@ -121,7 +121,7 @@ def fork_tree(
         f"the agent sees the scratch tree at the recorded path {root} (a mount namespace of its "
         "own): the absolute paths its recorded tool calls carry reach the copy"
     )
-    return target, mask, _scratch_env(parent, layered)
+    return target, mask, _scratch_env(parent, layered, root)
 
 
 def in_place(fork: Any) -> None:
@@ -193,17 +193,23 @@ def _layerable(root: str, scratch: Path) -> dict[str, str]:
     return out
 
 
-def _scratch_env(folder: Path, layered: dict[str, str]) -> dict[str, str]:
+def _scratch_env(folder: Path, layered: dict[str, str], root: str) -> dict[str, str]:
     """What the forked agent's environment changes, and one line saying its ``HOME`` and temp
     folder: each the user's own path seen through a scratch layer (``layered``: an overlay in its
-    mount namespace; it reads what is there, what it writes goes to ``folder/NAME``), else an
-    empty folder of ``folder`` (``HOME``, ``TMPDIR``, and ``TMP``/``TEMP`` where set)."""
+    mount namespace; it reads what is there, what it writes goes to ``folder/NAME``), or inside
+    ``root`` (the recorded tree, the scratch copy mounted over it: left as it is, the path the
+    recording's requests carry), else an empty folder of ``folder`` (``HOME``, ``TMPDIR``, and
+    ``TMP``/``TEMP`` where set)."""
     env: dict[str, str] = {}
     said = []
+    places = _layers()
     for name, what, keys in (("home", "HOME", ("HOME",)), ("tmp", "temp folder", ("TMPDIR",))):
         if name in layered:
             outer = next((m for m in layered if m != name and _inner(name, m, layered)), name)
             said.append(f"its {what} {layered[name]} through a scratch layer ({folder / outer})")
+            continue
+        if _within(places[name], os.path.realpath(root)):
+            said.append(f"its {what} {places[name]} in the scratch copy of the tree it lies in")
             continue
         (folder / name).mkdir(mode=0o700, exist_ok=True)
         env.update({k: str(folder / name) for k in keys})

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         OTEL_PROVIDER_HOSTS,
         REQUEST_FIELDS,
         Profile,
+        asks_to_think,
         request_field,
         request_places,
     )
@@ -51,6 +52,7 @@ __all__ = [
     "RebuildShape",
     "Rendered",
     "WsTurns",
+    "asks_to_think",
     "by_family",
     "chat_ids",
     "detect",
@@ -89,6 +91,7 @@ _MODULES = {
         "OTEL_PROVIDER_HOSTS",
         "REQUEST_FIELDS",
         "Profile",
+        "asks_to_think",
         "request_field",
         "request_places",
     ),

@@ -57,7 +57,9 @@ __all__ = [
     "FREE_FORM_FIELDS",
     "REQUEST_FIELDS",
     "SETTINGS",
+    "THINKING_FIELDS",
     "Profile",
+    "asks_to_think",
     "request_field",
     "request_places",
     "usage_keys",
@@ -145,6 +147,41 @@ def request_field(body: Any, name: str) -> tuple[str, Any] | None:
     """The first of :func:`request_places`: the field's dotted path and its value."""
     places = request_places(body, name)
     return (".".join((*places[0][1], places[0][2])), places[0][0][places[0][2]]) if places else None
+
+
+#: The request fields that ask the model to think before it answers (docs/WIRE.md's "Thinking"
+#: and "Reasoning control" rows: Anthropic's and Z.ai's ``thinking``, Gemini's ``thinkingConfig``,
+#: OpenAI Responses' ``reasoning``, Chat's ``reasoning_effort``, Ollama's ``think``), looked for at
+#: the top level, in the :data:`SETTINGS` objects and in Bedrock's ``additionalModelRequestFields``;
+#: the values that turn it off; and, of a field's object, the keys that say on or off (an object
+#: with none of them, ``{"summary": "auto"}``, says nothing: not asked).
+THINKING_FIELDS = ("thinking", "thinkingConfig", "thinking_config", "reasoning", "reasoning_effort",
+                   "reasoning_config", "think")  # fmt: skip
+_THINKING_OFF = frozenset({"none", "disabled", "off", "false", "0"})
+_THINKING_SAYS = ("type", "effort", "enabled", "thinkingBudget", "thinking_budget", "budget_tokens",
+                  "thinkingLevel", "thinking_level", "max_tokens")  # fmt: skip
+
+
+def _thinking_on(value: Any) -> bool:
+    if isinstance(value, dict):
+        said = [value[k] for k in _THINKING_SAYS if value.get(k) is not None]
+        return bool(said) and all(_thinking_on(v) for v in said)
+    if isinstance(value, bool) or value is None:
+        return bool(value)
+    if isinstance(value, (int, float)):
+        return value != 0  # a budget: 0 is off, -1 (Gemini's dynamic) on
+    return isinstance(value, str) and value.strip().lower() not in _THINKING_OFF
+
+
+def asks_to_think(params: Any) -> bool:
+    """Whether a request (its body as sent, or its ``params``) asks the model to think before it
+    answers: one of :data:`THINKING_FIELDS` set, and not to off."""
+    if not isinstance(params, dict):
+        return False
+    places = [params, *(params.get(k) for k in (*SETTINGS, "additionalModelRequestFields"))]
+    return any(
+        _thinking_on(o[f]) for o in places if isinstance(o, dict) for f in THINKING_FIELDS if f in o
+    )
 
 
 @dataclass(frozen=True)

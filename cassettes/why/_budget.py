@@ -31,7 +31,7 @@ from ..hints import count
 from ..replay.forking.compare.budget import BudgetError, check_budget, estimate_costs, plan_requests
 from ..replay.forking.cursor import live_router
 from ._intervention import Intervention
-from ._suspects import _SAID_AGAIN
+from ._suspects import _SAID_AGAIN, _SAID_AGAIN_THINKING
 
 __all__ = ["Purse", "check"]
 
@@ -172,8 +172,9 @@ def check(
             f"between {low} and {count(high, 'request')}: {low} if each re-sampled answer that "
             "another conversation hears comes back word for word as recorded (that conversation "
             f"is then served from the recording), {high} if each changes; expected: an answer of "
-            f"n tokens said again with chance {_SAID_AGAIN}^n, as re-sent requests were answered "
-            "in real recordings"
+            f"n tokens said again with chance {_SAID_AGAIN}^n, {_SAID_AGAIN_THINKING}^n where "
+            "the model thought first (its request asked it to, or its answer carries reasoning), "
+            "as re-sent requests were answered in real recordings"
         )
     if len(most) > max(high, len(expected)):
         lines.append(

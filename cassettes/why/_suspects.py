@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import providers
 from ..analysis import codes
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "newest_texts",
     "said_again",
     "serious_findings",
+    "thought",
 ]
 
 #: E re-samples at most this many turns of the conversation that gave the final answer (its last).
@@ -29,11 +31,17 @@ _LAST_TURNS = 6
 #: message searched.
 _HEARD_MIN, _NEWEST_CHARS = 12, 20_000
 #: The chance that a re-sample (same request, same model) says a token of the recorded answer again,
-#: so that an answer of n tokens comes back word for word with chance ``_SAID_AGAIN ** n``: the
-#: maximum-likelihood fit over the 89 requests of the shared corpus that other projects' suites
-#: sent twice or more to the real APIs: 64 of 89 answers came back word for word, 1 of the 7 over
-#: 200 tokens; bootstrap 90% interval 0.988–0.995 (bench/said_again.py; docs/why.md "The budget").
-_SAID_AGAIN = 0.992
+#: so that an answer of n tokens comes back word for word with chance ``p ** n``: the
+#: maximum-likelihood fits over the 80 requests of the shared corpus that other projects' suites
+#: sent twice or more to the real APIs and got two answers to (two response ids; 13 more were
+#: recorded twice with one answer, a cassette copied: no second sample), by whether the model
+#: thought first (its request asked it to, :func:`cassettes.providers.asks_to_think`, or its answer
+#: carries reasoning): without, 40 of 48 came back word for word, p = 0.996 (bootstrap 90%
+#: interval 0.993–0.998); after thinking, 15 of 32, p = 0.967 (0.945–0.982); likelihood ratio 19.3
+#: on 1 degree of freedom. The sampling parameters set cannot be told apart: 72 of the 80 set none.
+#: bench/said_again.py; docs/why.md "The budget".
+_SAID_AGAIN = 0.996
+_SAID_AGAIN_THINKING = 0.967
 
 
 #: The codes of a history the client trimmed, summarised or compacted (C): a suspect whatever its
@@ -164,20 +172,31 @@ def heard(a: Any, seqs: list[int], newest: dict[int, str]) -> list[int]:
 
 def said_again(a: Any, seqs: list[int]) -> float:
     """The chance that re-sampling the turns ``seqs`` gives each of their answers again word for
-    word (:data:`_SAID_AGAIN` per visible output token, as recorded; a turn with no count: its
-    text's characters / 4)."""
-    n = 0
+    word: per visible output token, as recorded (a turn with no count: its text's characters / 4),
+    :data:`_SAID_AGAIN_THINKING` for a turn whose model thought first (its request asked it to, or
+    its answer carries reasoning), else :data:`_SAID_AGAIN`."""
+    chance = 1.0
     for s in seqs:
         t = a.turns.get(s)
         if t is None:
             continue
         out = t.tokens.output
-        n += (
+        n = (
             max(0, out - (t.tokens.reasoning or 0))
             if out is not None
             else len(str(t.e.text or "")) // 4
         )
-    return float(_SAID_AGAIN**n)
+        chance *= (_SAID_AGAIN_THINKING if thought(t) else _SAID_AGAIN) ** n
+    return float(chance)
+
+
+def thought(t: Any) -> bool:
+    """Whether the model of turn ``t`` thought before it answered, as the wire says it: its
+    request asked it to (:func:`cassettes.providers.asks_to_think`), or its answer carries
+    reasoning (text or a count)."""
+    return bool(
+        providers.asks_to_think(t.c.params) or (t.tokens.reasoning or 0) > 0 or t.e.reasoning
+    )
 
 
 def _seqs(a: Any, conversation: str) -> list[int]:

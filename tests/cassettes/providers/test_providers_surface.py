@@ -14,8 +14,9 @@ EXPORTED = [
     "FAMILIES", "GEMINI_CLI_AUTH", "INFERRED", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS",
     "REQUEST_FIELDS", "REVERSE_UPSTREAMS", "WS_TURN",
     "Call", "Chaining", "InferredFields", "Profile", "Provider", "RebuildShape", "Rendered",
-    "WsTurns", "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields",
-    "is_agent_own", "is_llm_host", "is_ws_turn", "kept_block", "link_items", "masked_endpoint",
+    "WsTurns", "asks_to_think", "by_family", "chat_ids", "detect", "exchange", "from_parts",
+    "inferred_fields", "is_agent_own", "is_llm_host", "is_ws_turn", "kept_block", "link_items",
+    "masked_endpoint",
     "reduced", "request_field", "request_places", "reset_at", "shape_of", "start_advice",
     "trace_family", "versioned_path",
 ]  # fmt: skip
