@@ -3,8 +3,10 @@
     python tests/hostile/drive_inspector.py FILE
 
 Reads the whole file, selects every turn (up to 60), visits every tab, opens the findings, a
-search for a hostile string, the help screen and the command palette, replays a turn, and jumps
-between findings. Then walks every widget of every screen it visited and checks that:
+search for a hostile string, the help screen and the command palette, replays a turn, jumps
+between findings, and clicks every widget shown (each once, at a cell it owns; a widget still
+not clicked after the rounds is a problem). Then walks every widget of every screen it visited
+and checks that:
 
 - no rendered line holds a control or invisible format character (ESC, C1, BEL, bidi, zero-width);
 - no markup from the file was interpreted: the app is still running (``[@click=app.quit]`` did not
@@ -22,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from textual.errors import NoWidget
+from textual.screen import Screen
 from textual.widget import Widget
 
 from looptap.cassettes.untrusted import clean_line, has_unsafe
@@ -37,7 +41,37 @@ def rendered_lines(widget: Widget) -> list[str]:
     return ["".join(seg.text for seg in strip) for strip in lines]
 
 
-async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
+#: Rounds of clicks: each clicks the widgets a round before it showed and did not click.
+CLICK_ROUNDS = 4
+
+
+def owned_cells(app: InspectorApp) -> dict[str, tuple[int, int]]:
+    """{widget: the first cell of the screen that is that widget's} of every widget shown, by its
+    path from the screen (its class, id and place among its siblings: stable across a re-mount)."""
+    cells: dict[str, tuple[int, int]] = {}
+    width, height = app.size
+    for y in range(height):
+        for x in range(width):
+            try:
+                widget, _ = app.screen.get_widget_at(x, y)
+            except NoWidget:
+                continue
+            cells.setdefault(widget_path(widget), (x, y))
+    return cells
+
+
+def widget_path(widget: Widget) -> str:
+    parts = []
+    node: Widget | None = widget
+    while isinstance(node, Widget) and not isinstance(node, Screen):
+        siblings = list(node.parent.children) if isinstance(node.parent, Widget) else []
+        place = siblings.index(node) if node in siblings else node.name  # (a scrollbar: its name)
+        parts.append(f"{type(node).__name__}#{node.id or place}")
+        node = node.parent if isinstance(node.parent, Widget) else None
+    return "/".join(reversed(parts))
+
+
+async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool, int]:
     app = InspectorApp(path)
     problems: list[str] = []
     seen_text: list[str] = []
@@ -90,13 +124,20 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
         walk("command palette")
         await pilot.press("escape")
         await pilot.pause(0.1)
-        # Click every place on the screen once: an interpreted @click action would fire.
-        for y in range(1, 45, 4):
-            for x in range(2, 160, 16):
-                if not app.is_running:
-                    break
-                await pilot.click(offset=(x, y))
+        # Click every widget shown, once, at a cell it owns (an interpreted @click action would
+        # fire), until a click shows no widget not clicked yet (a click may show new ones).
+        clicked: set[str] = set()
+        for _ in range(CLICK_ROUNDS):
+            todo = {k: xy for k, xy in owned_cells(app).items() if k not in clicked}
+            if not todo or not app.is_running:
+                break
+            for key, xy in todo.items():
+                clicked.add(key)
+                if app.is_running:
+                    await pilot.click(offset=xy)
         await pilot.pause(0.1)
+        unclicked = sorted(set(owned_cells(app)) - clicked) if app.is_running else []
+        problems += [f"after clicks: {key} shown, never clicked" for key in unclicked]
         walk("after clicks")
         still_running = app.is_running
         told = [clean_line(str(n.message))[:160] for n in app._notifications]  # the toasts shown
@@ -112,18 +153,21 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
         problems.append(
             "hostile text was shown but its [@click=...] markup was not visible (interpreted?)"
         )
-    return problems, told, hostile_shown
+    return problems, told, hostile_shown, len(clicked)
 
 
 def main() -> int:
     path = Path(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
-        problems, told, shown = asyncio.run(drive(path, Path(tmp)))
+        problems, told, shown, clicked = asyncio.run(drive(path, Path(tmp)))
     for line in told:
         print(f"told: {line}")
     for p in problems:
         print(f"PROBLEM: {p}")
-    print(f"inspect {path.name}: {len(problems)} problems; hostile text shown: {shown}")
+    print(
+        f"inspect {path.name}: {len(problems)} problems; hostile text shown: {shown}; "
+        f"widgets clicked: {clicked}"
+    )
     return 1 if problems else 0
 
 

@@ -7,6 +7,7 @@ each is still a process of its own, without paying the interpreter's start and i
 from __future__ import annotations
 
 import queue
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,8 +49,9 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
     with CassetteWriter(clean) as w:
         for ex in hostile_exchanges("")[:6]:
             w.append(ex)
-    # The inspector is driven (every turn, tab, key and a grid of clicks) on the files that reach
-    # its widgets; every other file gets it in bench/hostile.py (the suite stays fast on 2 cores).
+    # The inspector is driven (every turn, tab and key, a click on every widget) on the files that
+    # reach its widgets; every other file gets it in bench/hostile.py (the suite stays fast on 2
+    # cores).
     jobs = [
         (c, f) for f in files.values() for c in COMMANDS
         if (c != "inspect" or f.name in INSPECTED) and (c, f.name) not in KNOWN_OPEN
@@ -107,6 +109,8 @@ def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) ->
             c.verdict,
             c.told,
         )
+        clicked = re.search(r"widgets clicked: (\d+)$", c.verdict[-1])  # (each, at least once)
+        assert clicked and int(clicked.group(1)) >= 10, c.verdict
     (hostile,) = [c for c in inspected if c.file == "hostile_all_families.jsonl"]
     assert "hostile text shown: True" in hostile.verdict[-1], hostile.verdict
 

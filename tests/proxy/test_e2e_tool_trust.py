@@ -18,10 +18,19 @@ server against certifi, and the agent got a 502 ("Certificate verify failed") it
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import functools
+import gzip
 import json
+import random
 import shutil
 import ssl
 import subprocess
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +38,7 @@ import pytest
 
 from looptap.cassettes.reading import open_run
 from looptap.cassettes.storage import read_records
+from looptap.cassettes.wire import Exchange
 from tests.proxy.test_e2e_tool_http import CLIENTS_PYTHON, NODE, ToolServer
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
@@ -65,51 +75,57 @@ def route(req: ScriptedRequest) -> Reply:
 
 
 PY_AGENT = """
-import asyncio, json, os, sys
+import asyncio, hashlib, json, os, sys
 from openai import OpenAI
 
-URL = os.environ["TOOL_URL"] + "/weather?city="
-CLIENT, VERIFY = os.environ["TOOL_CLIENT"], os.environ.get("TOOL_VERIFY")
+VERIFY = os.environ.get("TOOL_VERIFY")
 
-def get_weather(city):
-    if CLIENT == "requests":
+def get_weather(base, client, city):
+    url = base + "/weather?city=" + city
+    if client == "requests":
         import requests
-        r = requests.get(URL + city, **({"verify": VERIFY} if VERIFY else {}))
+        r = requests.get(url, **({"verify": VERIFY} if VERIFY else {}))
         r.raise_for_status()
-        return r.text
-    if CLIENT == "httpx":
+        return r.content
+    if client == "httpx":
         import httpx
-        r = httpx.get(URL + city)
+        r = httpx.get(url)
         r.raise_for_status()
-        return r.text
+        return r.content
     import aiohttp
     async def go():
         async with aiohttp.ClientSession(trust_env=os.environ.get("TRUST_ENV") != "0") as s:
-            async with s.get(URL + city) as r:
+            async with s.get(url) as r:
                 r.raise_for_status()
-                return await r.text()
+                return await r.read()
     return asyncio.run(go())
 
 client = OpenAI()
 tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
-messages = [{"role": "user", "content": "Weather in Paris?"}]
-for _ in range(3):
-    msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
-    if not msg.tool_calls:
-        print("answer:", msg.content)
-        break
-    messages.append(msg.model_dump(exclude_none=True))
-    for tc in msg.tool_calls:
-        messages.append({"role": "tool", "tool_call_id": tc.id,
-                         "content": get_weather(**json.loads(tc.function.arguments))})
+# One conversation per tool server (TOOL_URL and TOOL_CLIENT: space-separated, paired).
+for base, how in zip(os.environ["TOOL_URL"].split(), os.environ["TOOL_CLIENT"].split()):
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    for _ in range(3):
+        msg = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message
+        if not msg.tool_calls:
+            print("answer:", msg.content)
+            break
+        messages.append(msg.model_dump(exclude_none=True))
+        for tc in msg.tool_calls:
+            got = get_weather(base, how, **json.loads(tc.function.arguments))
+            digest = f"{len(got)} {hashlib.sha256(got).hexdigest()}"
+            print("tool", base, digest)  # (what reached the agent, every byte)
+            messages.append({"role": "tool", "tool_call_id": tc.id,
+                             "content": got.decode() if len(got) < 1 << 16 else digest})
 """  # noqa: E501
 
 NODE_AGENT = """
+const crypto = require("crypto");
 const base = process.env.OPENAI_BASE_URL.replace(/\\/$/, "");
 const tools = [{type: "function", function: {name: "get_weather", parameters: {
   type: "object", properties: {city: {type: "string"}}}}}];
-async function main() {
+async function converse(toolUrl) {
   const messages = [{role: "user", content: "Weather in Paris?"}];
   for (let i = 0; i < 3; i++) {
     const r = await fetch(base + "/chat/completions", {method: "POST",
@@ -120,11 +136,17 @@ async function main() {
     messages.push(msg);
     for (const tc of msg.tool_calls) {
       const city = JSON.parse(tc.function.arguments).city;
-      const t = await fetch(process.env.TOOL_URL + "/weather?city=" + city);
+      const t = await fetch(toolUrl + "/weather?city=" + city);
       if (!t.ok) throw new Error("tool " + t.status);
-      messages.push({role: "tool", tool_call_id: tc.id, content: await t.text()});
+      const got = Buffer.from(await t.arrayBuffer());
+      const digest = got.length + " " + crypto.createHash("sha256").update(got).digest("hex");
+      console.log("tool " + toolUrl + " " + digest);  // (what reached the agent, every byte)
+      messages.push({role: "tool", tool_call_id: tc.id, content: got.length < 65536 ? got.toString() : digest});
     }
   }
+}
+async function main() {  // one conversation per tool server (TOOL_URL: space-separated)
+  for (const url of process.env.TOOL_URL.split(" ")) await converse(url);
 }
 main().catch((e) => { console.error(String(e), e.cause ? String(e.cause) : ""); process.exit(1); });
 """  # noqa: E501
@@ -141,7 +163,7 @@ MATRIX = [
 def _agent(tmp: Path, client: str, fake: ScriptedUpstream, tool_url: str, env: dict[str, str],
            looptap: bool, *flags: str,
            ) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
-    node = client == "node"
+    node = client.split()[0] == "node"
     script = tmp / ("agent.cjs" if node else "agent.py")
     script.write_text(NODE_AGENT if node else PY_AGENT)
     command = [NODE or "node" if node else str(CLIENTS_PYTHON), str(script)]
@@ -237,32 +259,42 @@ def test_the_summary_says_tool_calls_ran_with_no_tool_http_seen(tmp_path: Path) 
         assert how in said[0], (name, said)
 
 
+@functools.cache
+def _answer() -> bytes:
+    """The tool's JSON answer: random base64 so that it does not shrink much (2 MB, each
+    encoding's compressed form just over 1 MiB: the smallest that crosses the bound)."""
+    rnd = random.Random(91)
+    items = [{"id": i, "v": base64.b64encode(rnd.randbytes(48)).decode()} for i in range(23_000)]
+    return json.dumps({"city": "Paris", "items": items}).encode()
+
+
+@functools.cache
+def _packed(encoding: str) -> bytes:
+    import brotli
+    import zstandard
+
+    pack = {
+        "gzip": gzip.compress,
+        "deflate": zlib.compress,
+        "br": lambda b: brotli.compress(b, quality=5),  # (a server's dynamic-content level)
+        "zstd": zstandard.ZstdCompressor().compress,
+    }[encoding]
+    packed: bytes = pack(_answer())
+    assert len(packed) > 1 << 20, (encoding, len(packed))
+    return packed
+
+
 class GzipToolServer(ToolServer):
     """``/weather`` answered with a JSON body over 1 MiB once compressed (``Content-Encoding:``
-    ``encoding``, random hex so it does not shrink), framed by ``framing``: a ``content-length``,
-    the connection's close (HTTP/1.0), or HTTP/1.1 ``chunked`` transfer-encoding."""
+    ``encoding``, :func:`_answer`), framed by ``framing``: a ``content-length``, the connection's
+    close (HTTP/1.0), or HTTP/1.1 ``chunked`` transfer-encoding."""
 
-    def __init__(self, length: bool | str, encoding: str = "gzip") -> None:
-        import gzip
-        import random
-        import zlib
+    def __init__(self, framing: str, encoding: str = "gzip") -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        import brotli
-        import zstandard
-
         super().__init__()
-        framing = length if isinstance(length, str) else ("length" if length else "close")
-        rnd = random.Random(91)
-        items = [{"id": i, "v": f"{rnd.getrandbits(128):032x}"} for i in range(60000)]
-        self.body = json.dumps({"city": "Paris", "items": items}).encode()
-        packed = {
-            "gzip": gzip.compress,
-            "deflate": zlib.compress,
-            "br": brotli.compress,
-            "zstd": zstandard.ZstdCompressor().compress,
-        }[encoding](self.body)
-        assert len(packed) > 1 << 20
+        self.body = _answer()
+        packed = _packed(encoding)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -292,29 +324,14 @@ class GzipToolServer(ToolServer):
         self.server.server_close()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        import threading
-
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
 
-@pytest.mark.parametrize("length", [True, False], ids=["content-length", "until-close"])
-def test_a_gzip_tool_answer_over_1_mib_keeps_its_first_mib(tmp_path: Path, length: bool) -> None:
-    """Issue 91, item 5: a tool's gzip answer whose compressed body passes the 1 MiB bound is kept
-    decoded, its start, cut before a quote, with a note; on c86d115d it was kept as 0 bytes."""
-    with ScriptedUpstream(route) as fake, GzipToolServer(length) as tools:
-        proc, run = _agent(tmp_path, "requests", fake, tools.url, {}, True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    (tool,) = [ex for ex in read_records(run).exchanges if ex.tool]
-    got = tool.response_body
-    assert len(got) >= 1 << 20, (len(got), tool.notes)
-    assert tools.body.startswith(got)
-    assert any("went to the client" in n for n in tool.notes), tool.notes
-
-
-#: The other forms of a compressed tool answer over 1 MiB (client, Content-Encoding, framing):
-#: chunked transfer-encoding, brotli, zstd and deflate, and the httpx, aiohttp and Node clients
-#: (each reads and decodes the answer itself; the recorder's tee keeps the first MiB, the
-#: writer decodes it).
+#: Every form of a compressed tool answer over 1 MiB (client, Content-Encoding, framing): gzip
+#: framed by a length or the connection's close (session 46), chunked transfer-encoding, brotli,
+#: zstd and deflate, and the httpx, aiohttp and Node clients (each reads and decodes the answer
+#: itself; the recorder's tee keeps the first MiB, the writer decodes it).
+GZIP = [("requests", "gzip", "length"), ("requests", "gzip", "close")]
 FORMS = [
     ("requests", "gzip", "chunked"), ("requests", "deflate", "chunked"),
     ("requests", "br", "length"), ("requests", "br", "chunked"),
@@ -325,23 +342,78 @@ FORMS = [
 ]  # fmt: skip
 
 
+@dataclass
+class Form:
+    """One form's share of its agent's run: the run's process, the tool exchanges recorded for
+    its server, and the server (its answer, the requests it saw)."""
+
+    proc: subprocess.CompletedProcess[str]
+    tool: list[Exchange]
+    server: GzipToolServer
+
+
+@pytest.fixture(scope="module")
+def compressed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[str, ...]], Form]:
+    """Record once, read per form: one ``looptap run`` of the Python agent carries every Python
+    client's form (one conversation and one tool server each, in turn), one of the Node agent
+    the Node forms; each form's exchange is told apart by its server's port."""
+    runs: dict[bool, dict[tuple[str, ...], Form]] = {}
+
+    def recorded(form: tuple[str, ...]) -> Form:
+        node = form[0] == "node"
+        if node not in runs:
+            forms = [f for f in GZIP + FORMS if (f[0] == "node") == node]
+            tmp = tmp_path_factory.mktemp("forms")
+            with contextlib.ExitStack() as stack:
+                fake = stack.enter_context(ScriptedUpstream(route))
+                servers = [GzipToolServer(f[2], f[1]) for f in forms]
+                for server in servers:
+                    stack.enter_context(server)
+                urls, clients = " ".join(s.url for s in servers), " ".join(f[0] for f in forms)
+                proc, run = _agent(tmp, clients, fake, urls, {}, True)
+            exchanges = [ex for ex in read_records(run).exchanges if ex.tool]
+            runs[node] = {
+                f: Form(proc, [ex for ex in exchanges if ex.url.startswith(s.url + "/")], s)
+                for f, s in zip(forms, servers, strict=True)
+            }
+        return runs[node][form]
+
+    return recorded
+
+
+def _kept_its_first_mib(form: Form) -> None:
+    proc, server = form.proc, form.server
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    # (the agent's call of this server returned; what its client decoded is its own: requests 2.34.2
+    # leaves br as sent without the brotli package, urllib3 2.8.0 decodes 1.2 of zstd's 2 MB)
+    assert any(line.startswith(f"tool {server.url} ") for line in proc.stdout.splitlines())
+    assert len(server.seen) == 1, server.seen
+    (tool,) = form.tool
+    got = tool.response_body
+    assert len(got) >= 1 << 20, (len(got), tool.notes)
+    assert server.body.startswith(got), (got[:80], tool.notes)
+    assert any("went to the client" in n for n in tool.notes), tool.notes
+
+
+@pytest.mark.parametrize("framing", ["length", "close"], ids=["content-length", "until-close"])
+def test_a_gzip_tool_answer_over_1_mib_keeps_its_first_mib(
+    compressed: Callable[[tuple[str, ...]], Form], framing: str
+) -> None:
+    """Issue 91, item 5: a tool's gzip answer whose compressed body passes the 1 MiB bound is kept
+    decoded, its start, cut before a quote, with a note; on c86d115d it was kept as 0 bytes."""
+    _kept_its_first_mib(compressed(("requests", "gzip", framing)))
+
+
 @pytest.mark.parametrize(("client", "encoding", "framing"), FORMS)
 def test_a_compressed_tool_answer_over_1_mib_keeps_its_first_mib_in_every_form(
-    tmp_path: Path, client: str, encoding: str, framing: str
+    compressed: Callable[[tuple[str, ...]], Form], client: str, encoding: str, framing: str
 ) -> None:
     """Issue 91, item 5 (the forms session 46 did not try): whatever the framing, the encoding
     and the client, the tool's answer is kept decoded, its first MiB at least, with the note of
     how many bytes went to the client; never 0 bytes."""
     if client == "node" and NODE is None:
         pytest.skip("no node")
-    with ScriptedUpstream(route) as fake, GzipToolServer(framing, encoding) as tools:
-        proc, run = _agent(tmp_path, client, fake, tools.url, {}, True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    (tool,) = [ex for ex in read_records(run).exchanges if ex.tool]
-    got = tool.response_body
-    assert len(got) >= 1 << 20, (len(got), tool.notes)
-    assert tools.body.startswith(got), (got[:80], tool.notes)
-    assert any("went to the client" in n for n in tool.notes), tool.notes
+    _kept_its_first_mib(compressed((client, encoding, framing)))
 
 
 def test_a_node_options_with_a_newline_is_said(tmp_path: Path) -> None:

@@ -83,6 +83,7 @@ COSTS: dict[str, float] = {
     "tests/proxy/test_e2e_tool_replay.py": 15,
     "tests/proxy/test_e2e_tool_replay_https.py": 15,
     "tests/proxy/test_e2e_tool_http.py": 15,
+    "tests/proxy/test_e2e_tool_trust.py": 8,  # one recorder run each; 14 forms, one group of two
     "tests/test_doc_commands.py": 10,
 }
 
