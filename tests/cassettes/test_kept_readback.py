@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import mmap
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,61 @@ def test_a_kept_analysis_read_back_holds_a_bounded_number_of_objects_per_turn(
         assert counted.added == 0  # the kept analysis was taken
     (small, few, convs), (big, many, more) = sizes
     bound = PER_TURN * (many - few) + PER_CONVERSATION * (more - convs)
+    assert big - small <= bound, (small, few, convs, big, many, more)
+
+
+#: Objects a read-back run reaches from its :class:`~cassettes.reading.Run` (the reader's own
+#: containers and what they hold: its state, arrays, rows, findings, caches) per turn and per
+#: conversation beyond a small run's: a conversation's row and its findings' objects; a turn
+#: nothing but the room it takes in an array. Counted by walking the references, not by the
+#: allocator: a per-turn object kept anywhere the run reaches adds at least one a turn.
+REACHED_PER_TURN, REACHED_PER_CONVERSATION = 5, 9
+#: The walk stops at what the process shares with every run (modules, classes, code).
+_SHARED = (types.ModuleType, type, types.CodeType, types.BuiltinFunctionType)
+
+
+def _reached(root: object) -> int:
+    """Distinct objects reachable from ``root`` by their references (a function by its closure
+    and defaults, not its module's globals), :data:`_SHARED` left out."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, _SHARED):
+            continue
+        seen.add(id(o))
+        if isinstance(o, types.FunctionType):
+            todo += [c.cell_contents for c in o.__closure__ or () if c.cell_contents is not c]
+            todo += [*(o.__defaults__ or ()), *(o.__kwdefaults__ or {}).values()]
+        else:
+            todo += gc.get_referents(o)
+    return len(seen)
+
+
+@pytest.mark.parametrize("shape", ["talk", "questions"])
+def test_a_kept_analysis_read_back_reaches_a_bounded_number_of_objects_per_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """Two runs of one shape, 4x apart, read back from their kept analyses and printed
+    (``show --json``'s objects): the objects the run reaches grow by at most
+    :data:`REACHED_PER_TURN` a turn and :data:`REACHED_PER_CONVERSATION` a conversation."""
+    sizes = []
+    for n in (100, 400):
+        path = tmp_path / f"{shape}-{n}.jsonl"
+        _talk(path, n, 4 if shape == "talk" else 1)
+        open_run(path).close()  # (the first read: analyses, keeps)
+        counted = Analysed(monkeypatch)
+        run = open_run(path)
+        try:
+            for _ in show_objects(run, path):
+                pass
+            _ = run.shell
+            sizes.append((_reached(run), len(run._reader.places), len(run.analysis.conversations)))
+        finally:
+            run.close()
+        assert counted.added == 0  # the kept analysis was taken
+    (small, few, convs), (big, many, more) = sizes
+    bound = REACHED_PER_TURN * (many - few) + REACHED_PER_CONVERSATION * (more - convs)
     assert big - small <= bound, (small, few, convs, big, many, more)
 
 
