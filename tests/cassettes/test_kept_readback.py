@@ -156,17 +156,36 @@ def test_a_kept_analysis_read_back_holds_a_bounded_number_of_objects_per_turn(
 ) -> None:
     """Two runs of one shape, 4x apart: what a reader of the kept analysis holds grows by at most
     :data:`PER_TURN` blocks a turn and :data:`PER_CONVERSATION` a conversation between them."""
+    # (the first _held warms: imports, caches filled once a process)
+    sizes = _read_back(tmp_path, monkeypatch, shape, (40, 160), lambda p: (_held(p), _held(p))[1])
+    _within(sizes, PER_TURN, PER_CONVERSATION)
+
+
+def _read_back(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shape: str,
+    ns: tuple[int, int],
+    count: Any,
+) -> list[tuple[int, int, int]]:
+    """``count`` (what it counts, turns, conversations) of two runs of ``shape`` of ``ns`` turns,
+    each read back from its kept analysis (the first read analyses and keeps)."""
     sizes = []
-    for n in (40, 160):
+    for n in ns:
         path = tmp_path / f"{shape}-{n}.jsonl"
         _talk(path, n, 4 if shape == "talk" else 1)
-        open_run(path).close()  # (the first read: analyses, keeps)
+        open_run(path).close()
         counted = Analysed(monkeypatch)
-        _held(path)  # (warm: imports, caches filled once a process)
-        sizes.append(_held(path))
+        sizes.append(count(path))
         assert counted.added == 0  # the kept analysis was taken
+    return sizes
+
+
+def _within(sizes: list[tuple[int, int, int]], per_turn: int, per_conversation: int) -> None:
+    """The second run's count is the first's plus at most ``per_turn`` a turn and
+    ``per_conversation`` a conversation more."""
     (small, few, convs), (big, many, more) = sizes
-    bound = PER_TURN * (many - few) + PER_CONVERSATION * (more - convs)
+    bound = per_turn * (many - few) + per_conversation * (more - convs)
     assert big - small <= bound, (small, few, convs, big, many, more)
 
 
@@ -207,24 +226,19 @@ def test_a_kept_analysis_read_back_reaches_a_bounded_number_of_objects_per_turn(
     """Two runs of one shape, 4x apart, read back from their kept analyses and printed
     (``show --json``'s objects): the objects the run reaches grow by at most
     :data:`REACHED_PER_TURN` a turn and :data:`REACHED_PER_CONVERSATION` a conversation."""
-    sizes = []
-    for n in (100, 400):
-        path = tmp_path / f"{shape}-{n}.jsonl"
-        _talk(path, n, 4 if shape == "talk" else 1)
-        open_run(path).close()  # (the first read: analyses, keeps)
-        counted = Analysed(monkeypatch)
+
+    def count(path: Path) -> tuple[int, int, int]:
         run = open_run(path)
         try:
             for _ in show_objects(run, path):
                 pass
             _ = run.shell
-            sizes.append((_reached(run), len(run._reader.places), len(run.analysis.conversations)))
+            return _reached(run), len(run._reader.places), len(run.analysis.conversations)
         finally:
             run.close()
-        assert counted.added == 0  # the kept analysis was taken
-    (small, few, convs), (big, many, more) = sizes
-    bound = REACHED_PER_TURN * (many - few) + REACHED_PER_CONVERSATION * (more - convs)
-    assert big - small <= bound, (small, few, convs, big, many, more)
+
+    sizes = _read_back(tmp_path, monkeypatch, shape, (100, 400), count)
+    _within(sizes, REACHED_PER_TURN, REACHED_PER_CONVERSATION)
 
 
 def test_the_kept_rows_are_taken_in_a_bounded_number_of_objects_per_turn(
