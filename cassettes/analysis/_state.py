@@ -56,9 +56,10 @@ class Parked:
 #: Conversations' states held in memory (the live ones, referred to by their latest turn's
 #: context, are held whatever their number): a quiet one's checks' memory and token sums grow
 #: with its length (about 60 KB for 100 turns of a coding agent), so thousands of quiet ones
-#: were most of a long run's memory (4,096 held: 80 MB at 1 GB); past this many, the least
-#: recently used go to the spill file, read back if the conversation goes on.
-QUIET_KEEP = 256
+#: were most of a long run's memory (4,096 held: 80 MB at 1 GB; 256 still most of what a 1 GB
+#: run's first read grew by past a 500 MB one's); past this many, the least recently used go
+#: to the spill file (written once, ~1 ms each), read back if the conversation goes on.
+QUIET_KEEP = 64
 
 #: The classes the analysis' state holds in its tables and its checks' memory, by name: what its
 #: spilled rows and its continued state (:mod:`._continuation`) are read back into.

@@ -417,9 +417,9 @@ Usage = tuple[str, int | None, int | None, str | None]
 
 class Places:
     """Where each turn sits in the store, by seq, and its usage (:data:`Usage`, for the rows of a
-    kept analysis): seven integers and a cost's text per turn in arrays (a dict of tuples costs
-    ten times that), looked up by bisection while seqs come in increasing order (a cassette's
-    do), through a dict once one does not."""
+    kept analysis): seven integers per turn in arrays and a cost's text in one buffer of bytes (a
+    dict of tuples costs ten times that, a ``str`` a turn 40 bytes more), looked up by bisection
+    while seqs come in increasing order (a cassette's do), through a dict once one does not."""
 
     def __init__(self) -> None:
         self._seqs = array("q")
@@ -430,7 +430,10 @@ class Places:
         self._names: list[str] = []
         self._conv = array("q")
         self._tokens = array("q")
-        self._costs: list[str | None] = []
+        # a turn's cost: its text's start and end in ``_text`` (-1: none); a text set again
+        # (a turn moved) is appended, the old bytes left in place
+        self._costs = array("q")
+        self._text = bytearray()
 
     def put(self, seq: int, where: tuple[int, int, int], usage: Usage | None = None) -> None:
         if self._dict is None and self._seqs and seq <= self._seqs[-1]:
@@ -456,7 +459,7 @@ class Places:
         if grow > 0:
             self._conv.extend([0] * grow)
             self._tokens.extend([-1] * 2 * grow)
-            self._costs.extend([None] * grow)
+            self._costs.extend([-1] * 2 * grow)
         conv, tokens_in, tokens_out, cost = usage
         number = self._convs.get(conv)
         if number is None:
@@ -465,7 +468,12 @@ class Places:
         self._conv[i] = number
         for k, n in enumerate((tokens_in, tokens_out)):
             self._tokens[2 * i + k] = n if n is not None and n >= 0 else -1
-        self._costs[i] = cost
+        if cost is None:
+            self._costs[2 * i : 2 * i + 2] = array("q", (-1, -1))
+        else:
+            start = len(self._text)
+            self._text += cost.encode("utf-8", "surrogatepass")
+            self._costs[2 * i : 2 * i + 2] = array("q", (start, len(self._text)))
 
     def add_usage(self, usage: Mapping[int, Usage]) -> None:
         """The usage of turns already placed (a kept analysis' rows)."""
@@ -480,7 +488,9 @@ class Places:
         if i is None or i >= len(self._conv) or not self._conv[i]:
             return None
         tokens_in, tokens_out = (n if n >= 0 else None for n in self._tokens[2 * i : 2 * i + 2])
-        return self._names[self._conv[i] - 1], tokens_in, tokens_out, self._costs[i]
+        start, end = self._costs[2 * i : 2 * i + 2]
+        cost = None if start < 0 else self._text[start:end].decode("utf-8", "surrogatepass")
+        return self._names[self._conv[i] - 1], tokens_in, tokens_out, cost
 
     def _pos(self, seq: int) -> int | None:
         # a round trip read without a seq (a malformed record) has no place

@@ -26,6 +26,7 @@ from scenarios import (
 )
 
 from looptap.cassettes.analysis import RunAnalyser, RunAnalysis, Turn, analyse
+from looptap.cassettes.analysis._state import QUIET_KEEP
 from looptap.cassettes.reading import RunReader
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
@@ -185,11 +186,11 @@ def test_memory_per_turn_does_not_grow_with_the_run(tmp_path: Path) -> None:
     assert large / n_large <= small / n_small, "memory per turn grows with the run"
 
 
-def test_quiet_conversations_states_go_to_disk_past_a_few_hundred(tmp_path: Path) -> None:
+def test_quiet_conversations_states_go_to_disk_past_a_few_dozen(tmp_path: Path) -> None:
     """A quiet (parked) conversation's state — its checks' memory and token sums, tens of KB for a
-    long one — goes to the spill file once more than 256 of them are held, not once 4,096 are
-    (80 MB at 1 GB of 100-turn conversations, issue 73); the findings and the turns' tokens are
-    those of an analysis that keeps everything in memory."""
+    long one — goes to the spill file once more than :data:`QUIET_KEEP` (64) of them are held, not
+    once 4,096 are (80 MB at 1 GB of 100-turn conversations, issue 73; 256 until issue 106); the
+    findings and the turns' tokens are those of an analysis that keeps everything in memory."""
     from support.huge import write_huge
 
     from looptap.cassettes.storage import read_records
@@ -201,7 +202,7 @@ def test_quiet_conversations_states_go_to_disk_past_a_few_hundred(tmp_path: Path
         at_end = reader.step(64 * 1024).at_end
         held = max(held, sum(1 for _ in reader.analyser.state.convs.hot_items()))
     reader.finish()
-    assert held <= 256 + 17 + 17, held  # (the keep, the live ones, and those not yet trimmed)
+    assert held <= QUIET_KEEP + 17 + 17, held  # (the keep, the live ones, those not yet trimmed)
     assert reader.analyser.state.spill.used
     got, want = reader.whole(), _keep_everything(read_records(path).exchanges)
     assert len(want.conversations) == 400
