@@ -69,7 +69,7 @@ def test_patterns_are_the_redactors() -> None:
         return [(r.id, r.source) for r in d.rules]
 
     assert rules(verify.Scanner(["corp-[0-9]{6}"]).detector) == rules(
-        Redactor(["corp-[0-9]{6}"])._scrubber._detector
+        Redactor(["corp-[0-9]{6}"])._scrubber.detector
     )
     assert len(verify.Scanner([]).detector.rules) > 200  # gitleaks' ruleset and looptap's
 
