@@ -406,9 +406,20 @@ class Workspace:
             return NAMED, CHANGED
         if not stat.S_ISREG(found.st_mode):
             return NAMED, CHANGED
-        if found.st_ctime_ns >= self.since:
-            return _stat3(found), CHANGED if found.st_mtime_ns >= self.since else INODE
-        return _stat3(found), None if self._folder_kept(rel) else CHANGED
+        fresh = found.st_ctime_ns >= self.since
+        return _stat3(found), self._not_start(fresh, found.st_mtime_ns, self._folder_kept(rel))
+
+    def _not_start(self, fresh: bool, mtime: int, folder_kept: bool) -> str | None:
+        """The one rule by which a file the start listed by name is not as the start had it, from
+        its first stat (the read's, :meth:`_first_stat`, or a scan's, :meth:`_since_start`): its
+        folder another since (a folder moved in: ``CHANGED``), or its inode's ctime not older
+        than the start (``CHANGED`` when its mtime moved too, else ``INODE``); ``None`` when the
+        first stat is the start's."""
+        if not folder_kept:
+            return CHANGED
+        if fresh:
+            return CHANGED if mtime >= self.since else INODE
+        return None
 
     def _take(
         self,
@@ -579,11 +590,7 @@ class Workspace:
         why = self.unread.get(rel)
         if why is not None and why != ENDED:
             return why  # (the read found it changed first)
-        if rel in replaced:
-            return CHANGED
-        if rel not in fresh:
-            return None
-        return CHANGED if st[1] >= self.since else INODE
+        return self._not_start(rel in fresh, st[1], rel not in replaced)
 
     def _change(self, rel: str, was: Seen | None, after: str | None, size: int) -> dict[str, Any]:
         """A change's record: a file whose start was not read says so (``before`` ``"unread"``);

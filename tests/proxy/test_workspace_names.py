@@ -109,15 +109,19 @@ def test_a_chmod_is_never_made_a_content_change(tmp_path: Path) -> None:
 def test_a_folder_moved_in_is_not_the_starts(tmp_path: Path) -> None:
     """The agent moves a folder made before the start (its files' ctimes older than the start)
     over one the start listed by name: its files are not the start's (their folder is another
-    inode), to the read and to a turn's scan."""
+    inode), to the read and to a turn's scan; the same when its file is chmod'ed there too (its
+    ctime then after the start, its mtime before it: the folder says more than the inode, and
+    the read and the scan say it alike)."""
     root = _tree(tmp_path)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "x.py").write_bytes(b"x = 2\n")  # (same size, made before the start)
-    for reader in ("read", "scan"):
-        ws, recs = _workspace(root, tmp_path / reader)
+    for reader, chmod in [(r, c) for r in ("read", "scan") for c in (False, True)]:
+        ws, recs = _workspace(root, tmp_path / f"{reader}-{chmod}")
         os.rename(root / "src", tmp_path / f"old-{reader}")
         os.rename(outside, root / "src")
+        if chmod:
+            (root / "src" / "x.py").chmod(0o600)
         if reader == "read":
             ws.read()
         ws.scan(last=True)
