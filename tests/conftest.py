@@ -52,6 +52,10 @@ sys.dont_write_bytecode = False
 # here, before any run, it stays the same module for the whole session.
 
 
+#: The skip reason of a ``slow`` test in the default run.
+SLOW_RUN = "LOOPTAP_SLOW=1 (the nightly run, docs/suite.md)"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # Python's own handler (a KeyboardInterrupt), as for a suite started from a terminal: the
@@ -98,8 +102,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each agent recorded once); every other test goes to whichever worker is idle. Without xdist
     this does nothing.
 
+    A test marked ``slow`` (``@pytest.mark.slow(reason=...)``) is skipped unless ``LOOPTAP_SLOW=1``:
+    the nightly run's (docs/suite.md, "The nightly run"), which lists every such module and why.
+
     Under ``LOOPTAP_PHASE`` only the phase's tests run (tests/support/phases.py); the others are
     deselected."""
+    if os.environ.get("LOOPTAP_SLOW", "") in ("", "0"):
+        for item in items:
+            mark = item.get_closest_marker("slow")
+            if mark is not None:
+                why = mark.kwargs.get("reason", "")
+                item.add_marker(pytest.mark.skip(reason=f"{SLOW_RUN}{': ' + why if why else ''}"))
     which = phases.phase()
     if which is not None:
         keep = [i for i in items if phases.in_phase(i.path, which)]
