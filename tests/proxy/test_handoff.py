@@ -412,8 +412,8 @@ def _spawned_writer(out: Path) -> tuple[Any, Any, Any]:
 
 def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None:
     """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.8 s in every
-    0.82 s until it is ready (it imports no mitmproxy: it starts in a few of the 20 ms
-    slices between), so its start takes longer than the 3 s allowed without progress
+    0.8 s until it is ready, continued each time until its CPU time has moved (it imports no
+    mitmproxy: it starts in a few of those slices), so its start takes longer than the 3 s allowed without progress
     (on fec4f2c2 a fixed limit: "the writer process did not start within 3 s"); it moves in every
     3 s window, and it is waited for, then records."""
     import signal
@@ -422,13 +422,25 @@ def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None
     done = threading.Event()
     stops = [0]
 
+    def ticks() -> int | None:  # its CPU time, as the stall's measure reads it (/proc/PID/stat)
+        try:
+            fields = Path(f"/proc/{process.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        return int(fields[11]) + int(fields[12])
+
     def throttle() -> None:
         while not done.is_set():
             os.kill(process.pid, signal.SIGSTOP)
             stops[0] += 1
             done.wait(0.8)
+            before = ticks()
             os.kill(process.pid, signal.SIGCONT)
-            done.wait(0.02)
+            # continued until it has moved, however loaded the machine (a fixed 20 ms slice gave
+            # it no CPU at all at a load of 25, and no progress in 3 s: a failure of the test's
+            # making, not the handoff's); it moves in every window of the stall all the same
+            while before is not None and not done.is_set() and ticks() == before:
+                done.wait(0.002)
 
     slow = threading.Thread(target=throttle, daemon=True)
     slow.start()
