@@ -411,11 +411,11 @@ def _spawned_writer(out: Path) -> tuple[Any, Any, Any]:
 
 
 def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None:
-    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.8 s in every
-    0.8 s until it is ready, continued each time until its CPU time has moved (it imports no
-    mitmproxy: it starts in a few of those slices), so its start takes longer than the 3 s allowed without progress
-    (on fec4f2c2 a fixed limit: "the writer process did not start within 3 s"); it moves in every
-    3 s window, and it is waited for, then records."""
+    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.8 s at a time
+    until it is ready, continued each time until its CPU time has moved (it imports no
+    mitmproxy: it starts in a few of those slices), so its start takes longer than the 3 s
+    allowed without progress (on fec4f2c2 a fixed limit: "the writer process did not start
+    within 3 s"); it moves in every 3 s window, and it is waited for, then records."""
     import signal
 
     process, inbox, outbox = _spawned_writer(tmp_path / "run.jsonl")
