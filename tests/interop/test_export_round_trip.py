@@ -14,8 +14,10 @@ tokens, a stored response's retrieval, files, MCP, non-LLM traffic) the import l
 summary says how many), never rebuilds them as chat turns.
 
 In process (a thousand files' round trips as commands would take most of an hour): about a
-minute on two cores for the whole corpus, which runs by default; ``LOOPTAP_ROUND_TRIP_EVERY=N``
-takes one file in N (a sample, when iterating on the code)."""
+minute on two cores for the whole corpus, the nightly run's (``LOOPTAP_SLOW=1``); the default run
+takes the files that show every difference the whole corpus shows and each wire shape in the
+smallest file that has it (178 files, about a fifth of the time). ``LOOPTAP_ROUND_TRIP_EVERY=N``
+takes one file in N of the whole corpus (a sample, when iterating on the code)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any
 
 import orjson
 import pytest
-from real_corpus import corpus_files, load, rel
+from real_corpus import CORPUS, corpus_cover, corpus_files, load, rel
 
 from looptap.cassettes import providers
 from looptap.cassettes.errors import ImportFormatError
@@ -182,14 +184,65 @@ def round_trip(path: Path, tmp: Path) -> tuple[list[dict[str, Any]], list[dict[s
         imported.close()
 
 
-def test_the_export_round_trip_keeps_every_field_show_json_gives(tmp_path: Path) -> None:
-    files = corpus_files()
+#: The files whose round trips show every difference the whole corpus' show (made by the nightly
+#: case below when they no longer do).
+COVER = Path(__file__).with_name("fixtures") / "round_trip_cover.txt"
+
+
+def _listed() -> set[Path]:
+    return {CORPUS / n for n in COVER.read_text().splitlines() if n and not n.startswith("#")}
+
+
+def _cover() -> list[Path]:
+    """The default run's files: :data:`COVER`'s and the corpus' cover of wire shapes
+    (:func:`corpus_cover`)."""
+    listed = _listed()
+    missing = sorted(rel(p) for p in listed if not p.is_file())
+    assert not missing, f"{COVER.name} names files the corpus has not (nightly: a new list)"
+    return sorted({*listed, *corpus_cover()})
+
+
+def _shown(before: list[dict[str, Any]], fields: set[str]) -> set[str]:
+    """What a file's round trips show: the fields that differ, each round trip's family,
+    operation and stream flag, the finding codes the recording has."""
+    return {
+        *(f"d:{f}" for f in fields),
+        *(f"fo:{v['family']}:{v['operation']}:{v.get('stream')}" for v in before),
+        *(f"c:{code}" for v in before for code in _codes(v)),
+    }
+
+
+def _smallest_cover(shown: dict[Path, set[str]]) -> list[str]:
+    """A few files that show all ``shown`` does (greedy: the most not yet shown a byte)."""
+    left, chosen = set().union(*shown.values()), []
+    while left:
+        best = max(shown, key=lambda p: (len(shown[p] & left) / (p.stat().st_size + 2000), p))
+        chosen.append(rel(best))
+        left -= shown[best]
+    return sorted(chosen)
+
+
+@pytest.mark.parametrize(
+    "which",
+    [
+        "cover",
+        pytest.param("every", marks=pytest.mark.slow(reason="every corpus file: about a minute")),
+    ],
+)
+def test_the_export_round_trip_keeps_every_field_show_json_gives(
+    which: str, tmp_path: Path
+) -> None:
+    """By default the files that show every difference the whole corpus shows (:data:`COVER`)
+    and each wire shape of the corpus in the smallest file that has it (:func:`corpus_cover`):
+    178 of 1,099 files. The nightly run takes every file, and fails when :data:`COVER` no longer
+    shows all the whole corpus does."""
     every = int(os.environ.get("LOOPTAP_ROUND_TRIP_EVERY") or 1)
-    files = files[::every]
+    files = _cover() if which == "cover" else corpus_files()[::every]
     read = compared = 0
     differ: Counter[str] = Counter()
     unlisted: dict[str, str] = {}
     new: Counter[tuple[str, str]] = Counter()
+    shown: dict[Path, set[str]] = {}
     for path in files:
         try:
             before, after = round_trip(path, tmp_path)
@@ -197,6 +250,7 @@ def test_the_export_round_trip_keeps_every_field_show_json_gives(tmp_path: Path)
             continue  # a file the corpus reader refuses (its own tests cover them)
         read += 1
         assert len(after) == len(before), rel(path)
+        fields: set[str] = set()
         for a, b in zip(before, after, strict=True):
             fa, fb = dict(_flat(a)), dict(_flat(b))
             for key in fa.keys() | fb.keys():
@@ -205,6 +259,7 @@ def test_the_export_round_trip_keeps_every_field_show_json_gives(tmp_path: Path)
                     continue
                 field = _field(key)
                 differ[field] += 1
+                fields.add(field)
                 kept = field in KEPT and a["request"] is not None  # (an unparsed request: none)
                 if kept or not any(p.fullmatch(field) for p, _ in _ALLOWED):
                     unlisted.setdefault(field, f"{rel(path)} seq {a['seq']}")
@@ -212,7 +267,16 @@ def test_the_export_round_trip_keeps_every_field_show_json_gives(tmp_path: Path)
                 continue  # (the recording never analysed it: its request unread; no findings)
             for code in _codes(b) - _codes(a):
                 new[path.name, code] += 1
+        shown[path] = _shown(before, fields)
     print(f"{read} files, {compared} fields compared; differences by field: {dict(differ)}")
-    assert read > (1000 // every)
+    assert read > (100 if which == "cover" else 1000 // every)
     assert not unlisted, "\n".join(f"{k}: {v}" for k, v in sorted(unlisted.items()))
     assert not new, new
+    if which == "every" and every == 1:
+        listed = _listed()
+        lost = set().union(*shown.values()) - set().union(*(shown.get(p, ()) for p in listed))
+        assert not lost and listed <= shown.keys(), (
+            f"{COVER.name} no longer shows {sorted(lost)} or names a file not read; a cover of the "
+            "corpus as it is now:\n"
+            + "\n".join(_smallest_cover(shown))
+        )

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from looptap import cassettes
+from looptap.cassettes.cli import main
 from looptap.cassettes.errors import CassetteFormatError
 from looptap.cassettes.reading import Run, cassette_of, open_run, sniff
 from looptap.cassettes.replay.serving.server import ReplayServer
@@ -203,10 +204,24 @@ def test_import_takes_an_odd_name_and_refuses_a_cassette(odd_yaml: Path, tmp_pat
 
 
 @pytest.mark.parametrize("garbage", GARBAGE, ids=["text", "binary", "comment", "array"])
-def test_garbage_gets_one_line_naming_what_was_tried(garbage: bytes, tmp_path: Path) -> None:
+def test_garbage_gets_one_line_naming_what_was_tried(
+    garbage: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each command as a process for the first garbage (the command line's own wiring: what the
+    interpreter would print), the same commands in this process (``main``, as the command runs
+    them) for the others: seven processes a case were a second each."""
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(garbage)
     tried = ("not a looptap cassette", "a vcrpy cassette", "a mitmproxy flow file")
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        if garbage == GARBAGE[0]:
+            return looptap(*args)
+        capsys.readouterr()
+        rc = main(list(args))
+        said = capsys.readouterr()
+        return subprocess.CompletedProcess(args, rc, said.out, said.err)
+
     for args in (
         ["show"],
         ["show", "--json"],
@@ -214,9 +229,9 @@ def test_garbage_gets_one_line_naming_what_was_tried(garbage: bytes, tmp_path: P
         ["diff", str(bad)],
         ["replay"],
     ):
-        one_line_error(looptap(*args, str(bad)), *tried)
-    one_line_error(looptap("import", str(bad), "-o", str(tmp_path / "x.jsonl")), *tried)
-    r = looptap("textconv", str(bad))  # git's diff driver shows a file that is not a run as it is
+        one_line_error(command(*args, str(bad)), *tried)
+    one_line_error(command("import", str(bad), "-o", str(tmp_path / "x.jsonl")), *tried)
+    r = command("textconv", str(bad))  # git's diff driver shows a file that is not a run as it is
     assert r.returncode == 0 and "Traceback" not in r.stderr
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import progress
+from tests.support import progress, shared
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_NULL = Path("/dev/null")
@@ -49,10 +49,16 @@ def vcr_yaml(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cassette(tmp_path: Path, vcr_yaml: Path) -> Path:
-    out = tmp_path / "run.jsonl"
-    proc = _looptap(tmp_path, "import", str(vcr_yaml), "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
-    return out
+    """The bundled recording imported by the command line once a session (tests/support/shared.py:
+    a second's process a test), copied here."""
+
+    def make(where: Path) -> None:
+        where.mkdir(exist_ok=True)
+        proc = _looptap(where, "import", str(vcr_yaml), "-o", str(where / "run.jsonl"))
+        assert proc.returncode == 0, proc.stderr
+
+    shared.copy("output-paths-run", make, tmp_path)
+    return tmp_path / "run.jsonl"
 
 
 def _looptap(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
