@@ -8,8 +8,7 @@ import pytest
 
 from tests.support.recorder import RECORDER
 from tests.support.scripted import ScriptedUpstream
-from tests.why.c_case import CInvestigation, Sentinel, investigate
-from tests.why.test_why import c_route
+from tests.why.c_case import CInvestigation, Meeting, Sentinel, investigate
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +19,8 @@ def c_investigation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CInves
         pytest.skip("no recorder environment")
     sentinel = Sentinel()
     try:
-        with ScriptedUpstream(c_route) as fake:
-            yield investigate(tmp_path_factory.mktemp("why-c-investigation"), fake, sentinel)
+        meeting, tmp = Meeting(), tmp_path_factory.mktemp("why-c-investigation")
+        with ScriptedUpstream(meeting) as fake:
+            yield investigate(tmp, fake, meeting, sentinel)
     finally:
         sentinel.close()

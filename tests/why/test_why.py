@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +32,24 @@ if TYPE_CHECKING:
 
 AGENT = Path(__file__).with_name("why_agent.py")
 #: The must-show claims with K=10 (30 branches a case: minutes on a loaded machine): LOOPTAP_SLOW=1.
-SLOW = pytest.mark.skipif(
-    os.environ.get("LOOPTAP_SLOW") != "1", reason="K=10 per intervention: LOOPTAP_SLOW=1 runs it"
-)
+SLOW = pytest.mark.slow(reason="K=10 per intervention (30 branches a case)")
 WHY = [sys.executable, "-m", "looptap.cassettes.cli", "why"]
 #: The agent's API families (why_agent.py --family): the must-show cases run on each.
 FAMILIES = ["chat", "responses", "anthropic"]
+
+
+#: Why a parameter set runs at night only: a repeat of a default case on another API family or
+#: outcome, whose path through why the default case shows (the edits' and the refusals' shapes of
+#: every family are tests/why/test_why_core.py's and test_why_repair.py's, in process); each one
+#: listed in docs/suite.md.
+VARIANT = "a repeat of a default case on another family or outcome"
+
+
+def families(*default: str, of: Sequence[str] = FAMILIES) -> list[Any]:
+    """``of`` as a test's parameters, those not in ``default`` for the nightly run only."""
+    return [
+        f if f in default else pytest.param(f, marks=pytest.mark.slow(reason=VARIANT)) for f in of
+    ]
 
 
 def why_env() -> dict[str, str]:
@@ -247,7 +259,7 @@ def c_call(run: Path) -> str:
 
 
 @needs_recorder
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("chat", "responses"))
 def test_dry_run_and_the_budget_guard_send_nothing(
     family: str, c_runs: Callable[[str], Path], tmp_path: Path
 ) -> None:
@@ -358,47 +370,13 @@ def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(
 
 
 @needs_recorder
-def test_branches_run_in_parallel_up_to_jobs(c_run: Path, tmp_path: Path) -> None:
+def test_branches_run_in_parallel_up_to_jobs(c_investigation: CInvestigation) -> None:
     """--jobs 2: the first two branches' live requests are at the fake at the same time (each waits
-    for the other), and never more than two at once."""
-    meet = threading.Barrier(2)
-    lock = threading.Lock()
-    now, most, seen = 0, 0, iter(range(1 << 30))
-
-    def route(req: ScriptedRequest) -> Reply:
-        nonlocal now, most
-        with lock:
-            now += 1
-            most = max(most, now)
-            first_two = next(seen) < 2
-        try:
-            if first_two:
-                # broken (an error reply) if the second never comes while the first waits
-                meet.wait(CEILING)
-            return c_route(req)
-        finally:
-            with lock:
-                now -= 1
-
-    with ScriptedUpstream(route) as fake:
-        rc, out, err = _why(
-            tmp_path,
-            c_run,
-            fake,
-            "--layer",
-            "C",
-            "--samples",
-            "3",
-            "--jobs",
-            "2",
-            "--result",
-            f"{c_call(c_run)}=rain",
-            "-o",
-            str(tmp_path / "w"),
-            agent=("--drop-second", "--expect", "rain"),
-        )
-    assert rc == 0 and "flipped 3/3" in out.splitlines()[0], out + err[-3000:]
-    assert len(fake.log) == 3 and most == 2, (most, [x.line() for x in fake.log])
+    for the other), and never more than two at once. The session's investigation
+    (tests/why/c_case.py: ``--jobs 2``, its fake's route a ``Meeting`` while the why ran)."""
+    inv = c_investigation
+    assert inv.rc == 0 and "flipped 3/3" in inv.out.splitlines()[0], inv.out + inv.err[-3000:]
+    assert len(inv.sent) == 3 and inv.most == 2, (inv.most, [x.line() for x in inv.sent])
 
 
 @needs_recorder
@@ -451,7 +429,7 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
 
 
 @needs_recorder
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("chat"))
 def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(
     family: str, tmp_path: Path
 ) -> None:
@@ -838,7 +816,7 @@ def a_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
 
 
 @needs_recorder
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("chat", "responses"))
 def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(
     family: str, a_runs: Callable[[str], Path], tmp_path: Path
 ) -> None:

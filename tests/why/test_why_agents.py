@@ -21,7 +21,7 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 from tests.why.test_why import AGENT as AGENT_PY
-from tests.why.test_why import SLOW, _why, record_run, why_env
+from tests.why.test_why import SLOW, _why, families, record_run, why_env
 
 pytestmark = [needs_recorder]
 
@@ -214,7 +214,7 @@ def test_must_show_the_repair_inside_the_sub_agent_flips_at_least_9_of_10(
 # a handoff, the bug after it
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("chat", of=FAMILIES))
 def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
     family: str, runs: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -258,7 +258,7 @@ def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
 # a request the API refuses
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("chat", of=FAMILIES))
 def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_more_samples(
     family: str, runs: Callable[..., Path], tmp_path: Path
 ) -> None:

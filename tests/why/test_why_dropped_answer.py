@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import _why, record_run
+from tests.why.test_why import VARIANT, _why, record_run
 
 pytestmark = [needs_recorder]
 
@@ -54,7 +54,9 @@ def route(req: ScriptedRequest) -> Reply:
     return Reply.say("Paris: sunny; Lyon: rain." if "rain" in results else "No idea.")
 
 
-@pytest.mark.parametrize("family", ["chat", "anthropic"])
+@pytest.mark.parametrize(
+    "family", ["chat", pytest.param("anthropic", marks=pytest.mark.slow(reason=VARIANT))]
+)
 def test_why_names_the_client_and_puts_the_dropped_answer_back(family: str, tmp_path: Path) -> None:
     (tmp_path / "rec").mkdir()
     run = record_run(tmp_path / "rec", route, *AGENT, "--family", family)

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import _why, record_run
+from tests.why.test_why import VARIANT, _why, record_run
 from tests.why.test_why_agents import dropped
 
 pytestmark = [needs_recorder]
@@ -86,7 +86,12 @@ OUTCOMES = {
 
 @pytest.mark.parametrize(
     ("family", "outcome"),
-    [("chat", "exit"), ("chat", "finding"), ("chat", "answer"), ("anthropic", "answer")],
+    [
+        ("chat", "exit"),
+        ("chat", "finding"),
+        ("chat", "answer"),
+        pytest.param("anthropic", "answer", marks=pytest.mark.slow(reason=VARIANT)),
+    ],
 )
 def test_a_correct_sub_agent_re_sampled_is_no_flip_while_the_parent_drops_its_answer(
     family: str, outcome: str, runs: Callable[..., Path], tmp_path: Path
@@ -118,7 +123,9 @@ def test_a_correct_sub_agent_re_sampled_is_no_flip_while_the_parent_drops_its_an
     assert (v["layer"], v["conversation"], v["turn"], v["flips"]) == ("C", "c1", 1, 1), v
 
 
-@pytest.mark.parametrize("outcome", ["finding", "answer"])
+@pytest.mark.parametrize(
+    "outcome", ["finding", pytest.param("answer", marks=pytest.mark.slow(reason=VARIANT))]
+)
 def test_a_group_chat_whose_second_agent_drops_a_result_is_not_the_models(
     outcome: str, runs: Callable[..., Path], tmp_path: Path
 ) -> None:
