@@ -161,16 +161,23 @@ def claude_run(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]
     }
 
 
+def gemini_router(req: ScriptedRequest) -> Reply | None:
+    """The answer to Gemini CLI's model router (its small model asked for a JSON complexity score),
+    or ``None`` for another call. Answered in words, the router's call fails to parse and Gemini CLI
+    (0.61.0) asks again, backing off: about 70 s of waiting a run."""
+    if "complexity_score" not in json.dumps(req.body.get("generationConfig") or {}):
+        return None
+    said = {"complexity_reasoning": "a simple lookup", "complexity_score": 5}
+    return Reply.say(json.dumps(said), what="router")
+
+
 def _weather_route(req: ScriptedRequest) -> Reply:
     """Gemini CLI and opencode: the main loop calls the MCP weather tool (whatever prefix the agent
     gives its name) for Paris and Tokyo at once, then Berlin, then answers; a call offered no such
     tool (opencode's title generator) is a side call. Gemini CLI's model router asks a small model
     for a JSON complexity score."""
-    if "complexity_score" in json.dumps(req.body.get("generationConfig") or {}):
-        return Reply.say(
-            json.dumps({"complexity_reasoning": "a simple lookup", "complexity_score": 5}),
-            what="router",
-        )
+    if (routed := gemini_router(req)) is not None:
+        return routed
     tool = next((t for t in req.tools if t.endswith("get_weather")), None)
     done = len(req.tool_results())
     if tool is None:
@@ -284,6 +291,10 @@ OPENCODE_OFFLINE = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",
     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    # opencode 1.18 installs @opencode-ai/plugin into its config folder in the background, from
+    # the npm registry (about 70 requests): offline, npm fails at once (ENOTCACHED) and opencode
+    # goes on ("background dependency install failed"); tests never reach the internet
+    "npm_config_offline": "true",
 }
 OPENCODE_MODEL = {"anthropic": "anthropic/claude-sonnet-4-5", "openai_responses": "openai/gpt-4o"}
 
@@ -360,9 +371,8 @@ def test_opencode_clean_run(c: Client, tmp_path: Path, confdir: Path) -> None:
     # each tools/call linked to the model's call it ran (opencode names it weather_get_weather: no
     # id sent, by tool and arguments)
     (main,) = [conv for conv in llm if len(conv.turns) == 3]
-    # (opencode's own fetches of the npm registry are tool HTTP listed beside the MCP calls: now
-    # that the recorder trusts the system store as the agent does, they reach the registry and are
-    # recorded; one made while an MCP-run call awaited is linked to it by time, a known limit)
+    # (opencode's own fetches of the npm registry, were they made, would be tool HTTP listed beside
+    # the MCP calls; npm is offline here: OPENCODE_OFFLINE)
     ran = sorted(
         (link.model_seq or -1, link.linked_by) for link in a.mcp_calls.values() if link.via == "mcp"
     )

@@ -27,6 +27,7 @@ import pytest
 from looptap.cassettes.reading import open_run
 from looptap.cassettes.shell import read_processes
 from looptap.proxy.shell_trace import probe
+from tests.clients.test_agents import OPENCODE_OFFLINE, gemini_router
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -75,7 +76,7 @@ def _route(work: Path, planted: bool) -> Any:
         shell = next((t for t in SHELL_TOOLS if t in req.tools), None)
         write = next((t for t in WRITE_TOOLS if t in req.tools), None)
         if shell is None or (write is None and shell != "exec_command"):
-            return Reply.say("(side call)", what="side")
+            return gemini_router(req) or Reply.say("(side call)", what="side")
         key = "cmd" if shell == "exec_command" else "command"
         steps: list[tuple[str, dict[str, Any]]] = [
             (shell, {key: test, "description": "Run the test"})
@@ -206,8 +207,6 @@ def _gemini(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
 
 
 def _opencode(tmp_path: Path, confdir: Path, planted: bool) -> dict[str, Any]:
-    from tests.clients.test_agents import OPENCODE_OFFLINE
-
     opencode = need("opencode-ai", bin_name="opencode", node=False)
     secret = f"sk-ant-shell-{tmp_path.name}"
     env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, **OPENCODE_OFFLINE)
@@ -303,9 +302,7 @@ def test_shell_calls_linked_with_exit_statuses(agent: str, tmp_path: Path, confd
         "claude-code",
         pytest.param(
             "gemini-cli",
-            marks=pytest.mark.skipif(
-                not os.environ.get("LOOPTAP_SLOW"), reason="LOOPTAP_SLOW=1 (Gemini CLI: ~110 s)"
-            ),
+            marks=pytest.mark.slow(reason="Gemini CLI's planted run: Codex shows the shim's path"),
         ),
         "opencode",
         "codex",

@@ -29,6 +29,7 @@ from tests.proxy.test_e2e_tool_http import AGENT_ENV, AGENTS, NODE, NPM_CLIENTS
 from tests.proxy.test_e2e_tool_replay import PLUGGED  # the user's test of the agent
 from tests.support import progress
 from tests.support.recorder import clean_env, needs_recorder
+from tests.support.tool_http import run_plugged
 
 pytestmark = [
     needs_recorder,
@@ -69,10 +70,7 @@ def test_the_plugin_serves_plain_fetch_tools_offline(
             answer='"answer:" in done.stdout and "umbrella" in done.stdout',
         )
     )
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "-p", "no:xdist",
-        "--looptap-record-mode=none",
-    )  # fmt: skip
+    result = run_plugged(pytester)
     out = result.stdout.str()
     assert result.ret == 0, out[-6000:]
     result.assert_outcomes(passed=1)
