@@ -119,6 +119,7 @@ def test_every_module_with_a_nightly_part_is_listed_with_why() -> None:
 
 
 def test_an_unlisted_nightly_module_is_caught() -> None:
-    table = "x\n" + NIGHTLY + " -->\n| module | a | b |\n|---|---|---|\n| `tests/a/test_x.py` | y | z |\n"
+    head = "x\n" + NIGHTLY + " -->\n| module | a | b |\n|---|---|---|\n"
+    table = head + "| `tests/a/test_x.py` | y | z |\n"
     assert nightly_modules(table) == {"tests/a/test_x.py"}
     assert nightly_modules(table.replace("test_x", "test_y")) != {"tests/a/test_x.py"}

@@ -61,7 +61,6 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
         pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
     out = tmp_path / "live.jsonl"
     status = tmp_path / "status"
-    go = tmp_path / "go"  # (the command runs on until the test has seen the inspector closed)
     agent = REPO / "cassettes/examples/tool_search_agent.py"
     session = f"looptap-{uuid.uuid4().hex[:8]}"
     with ReplayServer(
@@ -119,7 +118,7 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
         pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
     out = tmp_path / "live.jsonl"
     status = tmp_path / "status"
-    go = tmp_path / "go"  # (the command runs on until the test has seen the inspector closed)
+    go = tmp_path / "go"  # (the command runs on until the test saw the inspector closed)
     agent = REPO / "cassettes/examples/tool_search_agent.py"
     session = f"looptap-{uuid.uuid4().hex[:8]}"
     with ReplayServer(
