@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.storage import read_records
@@ -74,10 +77,22 @@ def _run(tmp_path: Path, up: FakeUpstream, out: str, env: dict[str, str]) -> Non
     )
 
 
-def _two_runs(tmp_path: Path, later: dict[str, str]) -> list[tuple[str, int | None]]:
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeUpstream, Path]]:
+    """The upstream both runs of a case send to, and the first run's cassette, recorded once
+    (it is the same for every case); the twin's second run is appended to a copy of it right away
+    (``twin/run.jsonl``: within seconds of the failure, as before), the other case's to its own."""
+    tmp = tmp_path_factory.mktemp("first")
     with FakeUpstream() as up:
-        _run(tmp_path, up, "run.jsonl", {})
-        _run(tmp_path, up, "+run.jsonl", later)
+        _run(tmp, up, "run.jsonl", {})
+        (tmp / "twin").mkdir()
+        (tmp / "twin" / "run.jsonl").write_bytes((tmp / "run.jsonl").read_bytes())
+        _run(tmp / "twin", up, "+run.jsonl", {})
+        yield up, tmp
+
+
+def _judged(tmp_path: Path, later: dict[str, str]) -> list[tuple[str, int | None]]:
+    """The two runs of ``tmp_path/run.jsonl`` (the second ``later``) as the analysis reads them."""
     cas = read_records(tmp_path / "run.jsonl")
     assert not cas.problems and len(cas.exchanges) == 2
     for ex in cas.exchanges:  # the SDK's own counter: a first attempt, both times
@@ -94,13 +109,23 @@ def _two_runs(tmp_path: Path, later: dict[str, str]) -> list[tuple[str, int | No
 
 
 @needs_faketime
-def test_a_run_appended_minutes_later_is_a_new_start_not_a_retry(tmp_path: Path) -> None:
+def test_a_run_appended_minutes_later_is_a_new_start_not_a_retry(
+    tmp_path: Path, first_run: tuple[FakeUpstream, Path]
+) -> None:
     """Was: [("C.retry_of_rejected_request", 1), ("conversations", 1)]."""
     # (Python's time.sleep fails with EINVAL under libfaketime when only the date moves: the
     # monotonic clocks move too here, by the same offset in every process of the run.)
     later = {k: v for k, v in moved("+5m").items() if k != "FAKETIME_DONT_FAKE_MONOTONIC"}
-    assert _two_runs(tmp_path, later) == [("conversations", 2)]
+    up, first = first_run
+    (tmp_path / "run.jsonl").write_bytes((first / "run.jsonl").read_bytes())
+    _run(tmp_path, up, "+run.jsonl", later)
+    assert _judged(tmp_path, later) == [("conversations", 2)]
 
 
-def test_twin_the_same_request_right_after_the_failure_is_still_a_retry(tmp_path: Path) -> None:
-    assert _two_runs(tmp_path, {}) == [("C.retry_of_rejected_request", 1), ("conversations", 1)]
+def test_twin_the_same_request_right_after_the_failure_is_still_a_retry(
+    first_run: tuple[FakeUpstream, Path],
+) -> None:
+    assert _judged(first_run[1] / "twin", {}) == [
+        ("C.retry_of_rejected_request", 1),
+        ("conversations", 1),
+    ]

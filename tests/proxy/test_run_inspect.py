@@ -118,6 +118,7 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
         pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
     out = tmp_path / "live.jsonl"
     status = tmp_path / "status"
+    go = tmp_path / "go"  # (the command runs on until the test saw the inspector closed)
     agent = REPO / "cassettes/examples/tool_search_agent.py"
     session = f"looptap-{uuid.uuid4().hex[:8]}"
     with ReplayServer(
@@ -129,7 +130,7 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
                 str(PROXY_PYTHON), "-m", "looptap.cassettes.cli", "run", "--inspect", "-o", str(out),  # noqa: E501
                 "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
                 "--", "sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))}; "
-                "sleep 12",
+                f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.2; done",
             ]
         )  # fmt: skip
         script = (
@@ -141,11 +142,13 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
             check=True,
         )
         try:
-            # the inspector is up (its key line, in every layout); the command runs 12 s more
+            # the inspector is up (its key line, in every layout); the command runs until told
             _wait_for(session, "q quit")
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             screen = _wait_for(session, "the inspector was closed; the command is still running")
             assert "live.jsonl.log" in screen  # where its output goes
+            assert not status.exists()  # (it was: it still runs)
+            go.touch()
             progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
             err = _wait_for(session, "looptap: details:")
         finally:

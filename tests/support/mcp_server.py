@@ -8,8 +8,8 @@
   independent (its method also in the ``mcp-method`` header, the revision in ``_meta``); no session.
 
 ``tools/call`` replies come as a short SSE stream (``sse=True``) or JSON; other replies as JSON.
-``error_city`` makes ``get_weather`` of that city an ``isError`` result. Every request is logged
-(``log``: method, JSON-RPC method, headers of interest)."""
+``error_cities`` makes ``get_weather`` of those cities an ``isError`` result. Every request is
+logged (``log``: method, JSON-RPC method, headers of interest)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ class McpLogged:
 class McpServer:
     revision: str = "2025-11-25"
     sse: bool = True
-    error_city: str | None = None
+    #: the cities whose ``get_weather`` is an ``isError`` result
+    error_cities: frozenset[str] = frozenset()
     log: list[McpLogged] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -231,7 +232,7 @@ class McpServer:
             name, args = params.get("name"), params.get("arguments") or {}
             city = args.get("city") if isinstance(args, dict) else None
             if name == "get_weather":
-                if city == self.error_city:
+                if city in self.error_cities:
                     return ok(
                         {
                             "content": [{"type": "text", "text": f"City not found: {city}"}],

@@ -13,7 +13,6 @@ Twin: the same client dropping one chunk's part before sending the history back 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -31,23 +30,31 @@ from google import genai
 from google.genai import types
 
 client = genai.Client(api_key=os.environ["GEMINI_API_KEY"])
-contents = [types.Content(role="user", parts=[types.Part(text="Greet me.")])]
-for turn in range(2):
-    parts = []
-    for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents=contents):
-        if chunk.candidates and chunk.candidates[0].content and chunk.candidates[0].content.parts:
-            parts += chunk.candidates[0].content.parts
-    print(len(parts), "".join(p.text or "" for p in parts), flush=True)
-    if sys.argv[1] == "drop":  # the bug: one chunk's part lost on the way back
-        parts = parts[:3] + parts[4:]
-    contents.append(types.Content(role="model", parts=parts))
-    contents.append(types.Content(role="user", parts=[types.Part(text="Again, please.")]))
-"""
+for mode in sys.argv[1:]:  # one conversation a mode
+    contents = [types.Content(role="user", parts=[types.Part(text=f"Greet me ({mode}).")])]
+    for turn in range(2):
+        parts = []
+        for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents=contents):
+            if chunk.candidates and chunk.candidates[0].content and chunk.candidates[0].content.parts:
+                parts += chunk.candidates[0].content.parts
+        print(len(parts), "".join(p.text or "" for p in parts), flush=True)
+        if mode == "drop":  # the bug: one chunk's part lost on the way back
+            parts = parts[:3] + parts[4:]
+        contents.append(types.Content(role="model", parts=parts))
+        contents.append(types.Content(role="user", parts=[types.Part(text="Again, please.")]))
+"""  # noqa: E501
 ANSWER = "Hello there, friend! Hello again, my good friend, how are you today?"
 
 
-def _record(tmp: Path, mode: str) -> list[Finding]:
+MODES = ("as-streamed", "drop")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Finding]]:
+    """One ``looptap run`` of the client, a conversation a mode (recorded once, read by both
+    tests): each mode's findings."""
     pytest.importorskip("google.genai")
+    tmp = tmp_path_factory.mktemp("echo")
     (tmp / "client.py").write_text(CLIENT)
 
     def route(req: ScriptedRequest) -> Reply:
@@ -56,27 +63,34 @@ def _record(tmp: Path, mode: str) -> list[Finding]:
     with ScriptedUpstream(route, pieces=7) as fake:
         proc = progress.run(
             [*RECORDER, "run", "-o", "run.jsonl", "--confdir", str(tmp / "conf"),
-             "--upstream", f"gemini={fake.url}", "--", sys.executable, "client.py", mode],
+             "--upstream", f"gemini={fake.url}", "--", sys.executable, "client.py", *MODES],
             capture_output=True,
             text=True,
             cwd=tmp,
             env=clean_env(GEMINI_API_KEY="test-gemini-key"),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # the answer came back in pieces, cut mid-word: ten parts
-    assert proc.stdout.splitlines()[0] == f"10 {ANSWER}", proc.stdout
+    # the answer came back in pieces, cut mid-word: ten parts (each mode's first answer)
+    lines = proc.stdout.splitlines()
+    assert [lines[0], lines[2]] == [f"10 {ANSWER}"] * 2, proc.stdout
     run = open_run(tmp / "run.jsonl", whole=True, cache=False)
-    assert [list(c.turns) for c in run.analysis.conversations] == [[0, 1]]
-    return list(run.analysis.findings)
+    convs = run.analysis.conversations
+    assert [list(c.turns) for c in convs] == [[0, 1], [2, 3]]
+    # (every finding is one conversation's: none of the run's left out below)
+    assert {f.conversation for f in run.analysis.findings} <= {c.id for c in convs}
+    return {
+        mode: [f for f in run.analysis.findings if f.conversation == c.id]
+        for mode, c in zip(MODES, convs, strict=True)
+    }
 
 
-def test_a_gemini_stream_sent_back_as_streamed_is_echoed(tmp_path: Path) -> None:
+def test_a_gemini_stream_sent_back_as_streamed_is_echoed(recorded) -> None:  # type: ignore[no-untyped-def]
     """Was: C.assistant_not_echoed (warning) on turn 1."""
-    assert [(f.code, f.turn) for f in _record(tmp_path, "as-streamed")] == []
+    assert [(f.code, f.turn) for f in recorded["as-streamed"]] == []
 
 
-def test_twin_a_chunk_dropped_on_the_way_back_is_not_echoed(tmp_path: Path) -> None:
-    found = _record(tmp_path, "drop")
+def test_twin_a_chunk_dropped_on_the_way_back_is_not_echoed(recorded) -> None:  # type: ignore[no-untyped-def]
+    found = recorded["drop"]
     assert [(f.code, f.severity, f.turn) for f in found] == [
         ("C.assistant_not_echoed", "warning", 1)
     ]

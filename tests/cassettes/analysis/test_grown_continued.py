@@ -13,6 +13,7 @@ its retry). Cut at several k each, with the analysis' tables spilled to disk pas
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,15 +160,20 @@ class Read:
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_a_grown_run_is_continued_to_what_a_fresh_analysis_shows(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
     whole = RUNS[name](tmp_path / "whole.jsonl")
     head, *records = whole.read_bytes().splitlines(keepends=True)
     cuts = _cuts(records)
     assert len(cuts) >= 4
+    # Every cut grows to the same bytes at the same path: the fresh analysis of the grown file
+    # is read once (the cache emptied before each cut, so each is kept and continued afresh).
+    path = tmp_path / "run" / "run.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(whole.read_bytes())
+    shown = {c: cli_output(*c, "--no-cache", str(path)) for c in (("show",), ("show", "--json"))}
     for i, k in enumerate(cuts):
-        path = tmp_path / f"cut{k}" / "run.jsonl"
-        path.parent.mkdir()
+        shutil.rmtree(_cache, ignore_errors=True)
         path.write_bytes(head + b"".join(records[:k]))
         assert cli_output("show", "--json", str(path))[0] == 0  # analysed and kept
         with path.open("ab") as f:  # the recording goes on
@@ -181,7 +187,7 @@ def test_a_grown_run_is_continued_to_what_a_fresh_analysis_shows(
         other = ("show", "--json") if i % 2 else ("show",)
         then = cli_output(*other, str(path))  # (the kept analysis of the grown file)
         assert counted.added == len(records) - k
-        fresh = [cli_output(*c, "--no-cache", str(path)) for c in (first, other)]
+        fresh = [shown[first], shown[other]]
         assert grown[0] == 0 and not grown[2], grown[2]
         assert [grown, then] == fresh, k
 
@@ -253,6 +259,14 @@ def _tampered(data: dict[str, Any], pieces: list[bytes], how: str) -> list[bytes
     return [p for _, p in kept.rows()]
 
 
+@pytest.fixture(scope="module")
+def agents_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, tuple[int, bytes, str]]:
+    """The agents' run (its bytes) and what a fresh ``show --json`` of it prints: every test of a
+    kept state it cannot trust grows its file to these bytes (made and read fresh once)."""
+    whole = _agents(tmp_path_factory.mktemp("agents") / "whole.jsonl")
+    return whole.read_bytes(), cli_output("show", "--json", "--no-cache", str(whole))
+
+
 @pytest.mark.parametrize(
     "how",
     ["garbage", "not json", "a piece missing", "no piece", "other version",
@@ -260,10 +274,14 @@ def _tampered(data: dict[str, Any], pieces: list[bytes], how: str) -> list[bytes
      "an index of the wrong type", "oversized"],
 )  # fmt: skip
 def test_a_kept_state_it_cannot_trust_is_read_afresh(
-    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+    how: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    _cache: Path,
+    agents_run: tuple[bytes, tuple[int, bytes, str]],
 ) -> None:
-    whole = _agents(tmp_path / "whole.jsonl")
-    head, *records = whole.read_bytes().splitlines(keepends=True)
+    whole, fresh = agents_run
+    head, *records = whole.splitlines(keepends=True)
     path = tmp_path / "run.jsonl"
     path.write_bytes(head + b"".join(records[:30]))
     assert cli_output("show", "--json", str(path))[0] == 0
@@ -281,7 +299,7 @@ def test_a_kept_state_it_cannot_trust_is_read_afresh(
     grown = cli_output("show", "--json", str(path))
     assert grown[0] == 0 and not grown[2]  # no traceback, not a word
     assert counted.added == len(records)  # read afresh
-    assert grown == cli_output("show", "--json", "--no-cache", str(path))
+    assert grown == fresh
 
 
 def _followed(path: Path, cache: bool) -> list[tuple[int, list[str]]]:
@@ -319,7 +337,14 @@ def test_the_inspector_of_a_grown_run_shows_what_a_fresh_analysis_shows(
     assert any("C.stopped_with_pending_calls" in codes for seq, codes in fresh if seq < 69)
 
 
-def test_the_state_is_kept_in_pieces_as_it_is_written_never_held_whole() -> None:
+@pytest.mark.parametrize(
+    "n",
+    [
+        40_000,  # (~4 MB of JSON lines, ~2 MB compressed: each over the peak's bound)
+        pytest.param(100_000, marks=pytest.mark.slow(reason="10 MB under tracemalloc, ~30 s")),
+    ],
+)
+def test_the_state_is_kept_in_pieces_as_it_is_written_never_held_whole(n: int) -> None:
     """Issues 73 and 106: the state a grown file is continued from is written a line at a time
     into pieces of their own, each checked by the redactor's gate and compressed into a row as it
     fills; memory holds neither its JSON (a 250 MB run's first ``show`` held it whole, 21 MB over
@@ -328,7 +353,7 @@ def test_the_state_is_kept_in_pieces_as_it_is_written_never_held_whole() -> None
     import hashlib
     import tracemalloc
 
-    n = 100_000  # (~10 MB of JSON lines, ~5 MB compressed: digests do not compress much)
+    # n = 100_000: ~10 MB of JSON lines, ~5 MB compressed (digests do not compress much)
     turns = ({"seq": i, "hash": hashlib.sha256(b"%d" % i).hexdigest()} for i in range(n))
     state = {"version": 2, "turns": turns,
              "threads": {"by_response": ([f"resp_{i}", i] for i in range(n))}}  # fmt: skip
@@ -339,10 +364,10 @@ def test_the_state_is_kept_in_pieces_as_it_is_written_never_held_whole() -> None
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert kept is not None and kept.size > 9_000_000
+    assert kept is not None and kept.size > 90 * n  # (9 MB at 100,000)
     assert peak < 1_500_000, peak  # (a piece, 256 KiB of lines, and its compressed bytes)
     pieces = [p for _, p in kept.rows()]
-    assert len(pieces) > 30
+    assert len(pieces) > 3 * n // 10_000  # (30 at 100,000)
     data = sections(b"".join(decompressor().decompressobj().decompress(p) for p in pieces))
     assert data["version"] == 2
     assert [t["seq"] for t in data["turns"]] == list(range(n))

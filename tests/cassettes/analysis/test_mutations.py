@@ -202,6 +202,8 @@ def _candidates() -> list[tuple[str, list[Exchange], int, str, int, int]]:
     out = []
     for path in corpus_files():
         exs = load(path)
+        if len(exs) < 2:  # (one round trip: its only turn is its conversation's first)
+            continue
         for i, ex in enumerate(exs):
             ex.seq = i
         ra = analyse(exs)
