@@ -34,7 +34,7 @@ from looptap.cassettes.storage import RecordFile, read_records
 from looptap.cassettes.wire import Exchange
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
-KILLS = 200 if SLOW else 24
+KILLS = 200 if SLOW else 8
 CHAINS = 10 if SLOW else 2
 CHAIN_LENGTH = 5 if SLOW else 3
 TESTS_DIR = Path(__file__).resolve().parents[1]

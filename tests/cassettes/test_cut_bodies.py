@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from looptap.cassettes.reading import keep
 from looptap.cassettes.recording import Redactor
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import read_records
@@ -152,7 +153,9 @@ def _show(run: Path, cache: Path) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def big_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_huge(tmp_path_factory.mktemp("cache-mode") / "run.jsonl", 2000)  # > 1 MiB: kept
+    path = write_huge(tmp_path_factory.mktemp("cache-mode") / "run.jsonl", 1600)
+    assert path.stat().st_size >= keep.__globals__["MIN_BYTES"]  # (1.05 MiB: its analysis kept)
+    return path
 
 
 def test_a_cache_directory_others_may_enter_is_made_private(big_run: Path, tmp_path: Path) -> None:

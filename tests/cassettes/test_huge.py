@@ -258,7 +258,16 @@ def test_the_analysis_state_of_a_quiet_conversation_is_spilled(
     )
 
 
-@pytest.mark.parametrize("keep", [1, 5, 24])
+@pytest.mark.parametrize(
+    "keep",
+    [
+        1,
+        pytest.param(
+            5, marks=pytest.mark.slow(reason="a third spill threshold between 1 and 24: same code")
+        ),
+        24,
+    ],
+)
 def test_a_spilled_analysis_equals_the_one_held_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int
 ) -> None:

@@ -1,5 +1,7 @@
 """Every command on every hostile file (tests/hostile/corpus.py), each in its own process: zero
 tracebacks, zero raw control bytes on stdout or stderr, zero hangs or crashes, bounded memory.
+The default run takes a covering subset (every file once, every command on three or four files,
+every inspector cell: :func:`covering`); ``LOOPTAP_SLOW=1`` takes the whole product as well.
 ``bench/hostile.py`` prints the same matrix with peak RSS and what the user is told per cell.
 The looptap commands are forked from a process that has imported looptap once (matrix.Zygote):
 each is still a process of its own, without paying the interpreter's start and imports 300 times."""
@@ -8,7 +10,6 @@ from __future__ import annotations
 
 import queue
 import re
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,22 +41,53 @@ SLOW_FILES = {
 RSS_CEILING_MB = 1024
 
 
+#: Files that are not readable cassettes, and the commands whose words about them are checked
+#: (test_every_bad_file_gets_words_not_silence).
+TOLD_FILES = (
+    "binary.jsonl",
+    "empty.jsonl",
+    "newer_version.jsonl",
+    "yaml_alias_bomb.yaml",
+    "yaml_deep_flow.yaml",
+)
+TOLD_COMMANDS = ("show", "verify", "export --otel", "diff self")
+#: Every cell the nightly run takes (LOOPTAP_SLOW=1): every command on every file; the inspector
+#: on the files that reach its widgets (every other file gets it in bench/hostile.py).
+PRODUCT = [
+    (c, f)
+    for f in FILES
+    for c in COMMANDS
+    if (c != "inspect" or f in INSPECTED) and (c, f) not in KNOWN_OPEN
+]
+
+
+def covering() -> list[tuple[str, str]]:
+    """The default run's cells, a covering subset of :data:`PRODUCT` (deterministic): every file
+    once, with the commands taken in turn (the n-th file, in FILES' order, with the n-th command,
+    so every command reads three or four files); every inspector cell; and each file that is not
+    a readable cassette with one of the commands whose words are checked, taken in turn."""
+    plain = [c for c in COMMANDS if c != "inspect"]
+    cells = [(plain[i % len(plain)], f) for i, f in enumerate(FILES)]
+    cells += [(TOLD_COMMANDS[i % len(TOLD_COMMANDS)], f) for i, f in enumerate(TOLD_FILES)]
+    cells += [("inspect", f) for f in FILES if f in INSPECTED]
+    return [cell for cell in PRODUCT if cell in set(cells)]
+
+
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
+def work(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the directory holding every hostile file, the clean run ``diff clean`` compares with)."""
     work = tmp_path_factory.mktemp("hostile")
     shared.copy("hostile-files", build, work / "files")  # (built once a session)
-    files = {name: work / "files" / name for name in FILES}
     clean = work / "clean.jsonl"
     with CassetteWriter(clean) as w:
         for ex in hostile_exchanges("")[:6]:
             w.append(ex)
-    # The inspector is driven (every turn, tab and key, a click on every widget) on the files that
-    # reach its widgets; every other file gets it in bench/hostile.py (the suite stays fast on 2
-    # cores).
-    jobs = [
-        (c, f) for f in files.values() for c in COMMANDS
-        if (c != "inspect" or f.name in INSPECTED) and (c, f.name) not in KNOWN_OPEN
-    ]
+    return work, clean
+
+
+def run_matrix(work: Path, clean: Path, cells: list[tuple[str, str]]) -> list[Cell]:
+    """Each (command, file name) in its own process, two at a time; in ``cells``' order."""
+    jobs = [(c, work / "files" / f) for c, f in cells]
     # The heaviest cells first, so the two threads end together rather than one finishing alone.
     order = {job: i for i, job in enumerate(jobs)}
     jobs.sort(key=lambda job: (job[0] != "inspect", job[1].name not in SLOW_FILES))
@@ -80,17 +112,52 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
             # of a real app (about 50 s of CPU each), the others need a few. CPU seconds do not grow
             # with the machine's load, so a slow cell beside the rest of the suite is never called a
             # hang.
-            cells = list(pool.map(cell, jobs))
+            cells_run = list(pool.map(cell, jobs))
         finally:
             while not zygotes.empty():
                 zygotes.get().close()
-    yield [c for _, c in sorted(zip(jobs, cells, strict=True), key=lambda jc: order[jc[0]])]
+    return [c for _, c in sorted(zip(jobs, cells_run, strict=True), key=lambda jc: order[jc[0]])]
+
+
+@pytest.fixture(scope="module")
+def matrix(work: tuple[Path, Path]) -> list[Cell]:
+    """The covering subset's cells (the whole product: test_every_command_on_every_hostile_file)."""
+    return run_matrix(*work, covering())
+
+
+def crashed(cells: list[Cell]) -> list[str]:
+    return [
+        f"{c.command} {c.file}: {', '.join(c.problems)}; told: {c.told}" for c in cells if not c.ok
+    ]
+
+
+def heavy(cells: list[Cell]) -> list[str]:
+    return [
+        f"{c.command} {c.file}: {c.peak_rss_mb:.0f} MB"
+        for c in cells
+        if c.peak_rss_mb > RSS_CEILING_MB
+    ]
+
+
+def silent(cells: list[Cell]) -> list[tuple[str, str]]:
+    """A file that is not a readable cassette is named in a message (error or labelled warning)."""
+    return [
+        (c.command, c.file)
+        for c in cells
+        if c.file in TOLD_FILES and c.command in TOLD_COMMANDS and not c.told
+    ]
+
+
+def test_the_default_cells_cover_every_command_and_every_file() -> None:
+    cells = covering()
+    assert {c for c, _ in cells} == set(COMMANDS) and {f for _, f in cells} == set(FILES)
+    assert {f for c, f in cells if c in TOLD_COMMANDS} >= set(TOLD_FILES)
+    assert {f for c, f in cells if c == "inspect"} == INSPECTED
+    assert set(cells) < set(PRODUCT) and len(cells) == len(set(cells))
 
 
 def test_no_command_crashes_leaks_controls_or_hangs_on_any_hostile_file(matrix: list[Cell]) -> None:
-    bad = [
-        f"{c.command} {c.file}: {', '.join(c.problems)}; told: {c.told}" for c in matrix if not c.ok
-    ]
+    bad = crashed(matrix)
     assert not bad, "\n".join(bad)
 
 
@@ -116,26 +183,26 @@ def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) ->
 
 
 def test_memory_stays_bounded(matrix: list[Cell]) -> None:
-    heavy = [
-        f"{c.command} {c.file}: {c.peak_rss_mb:.0f} MB"
-        for c in matrix
-        if c.peak_rss_mb > RSS_CEILING_MB
-    ]
-    assert not heavy, heavy
+    assert not heavy(matrix), heavy(matrix)
 
 
 def test_every_bad_file_gets_words_not_silence(matrix: list[Cell]) -> None:
     """A file that is not a readable cassette is named in a message (error or labelled warning)."""
-    for c in matrix:
-        if c.file in (
-            "binary.jsonl",
-            "empty.jsonl",
-            "newer_version.jsonl",
-            "yaml_alias_bomb.yaml",
-            "yaml_deep_flow.yaml",
-        ) and c.command in ("show", "verify", "export --otel", "diff self"):
-            assert c.told, (c.command, c.file)
+    assert {c.file for c in matrix if c.command in TOLD_COMMANDS} >= set(TOLD_FILES)
+    assert not silent(matrix), silent(matrix)
 
 
 def test_no_markup_action_ran(matrix: list[Cell]) -> None:
+    assert not Path(PWNED_DIR).exists()
+
+
+@pytest.mark.slow(reason="the other 270-odd cells of every command on every hostile file")
+def test_every_command_on_every_hostile_file(work: tuple[Path, Path]) -> None:
+    """The whole product (every command on every file), the default run's covering cells taken
+    again with the rest: every check of the tests above on every cell."""
+    cells = run_matrix(*work, PRODUCT)
+    assert len(cells) == len(PRODUCT)
+    assert not crashed(cells), "\n".join(crashed(cells))
+    assert not heavy(cells), heavy(cells)
+    assert not silent(cells), silent(cells)
     assert not Path(PWNED_DIR).exists()

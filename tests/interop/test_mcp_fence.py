@@ -1,7 +1,8 @@
 """``looptap mcp`` keeps every untrusted byte inside the fence: over a root holding every hostile
 file of the project's matrix (tests/hostile/corpus.py), runs named by an attacker, a header whose
 ``writer`` speaks as looptap, and a run whose every recorded field carries a marker and every class
-of invisible or format character, every tool answers; a scan of every answer finds the marker only
+of invisible or format character, every tool answers (on the delta bomb, its summary by default and
+every tool with ``LOOPTAP_SLOW=1``); a scan of every answer finds the marker only
 under ``recorded`` (or a ``recorded_…`` field), no character of those classes anywhere, and no
 answer longer than the ``max_bytes`` asked for. Also: the stdio transport's bounded line reads and
 its JSON-RPC errors, strict ``--http`` values, and the argument checks (layer, severity, seq)."""
@@ -195,7 +196,23 @@ def _call_all(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[tupl
     return asyncio.run(go())
 
 
-def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
+#: The run every tool of which costs seconds of CPU (each of the delta bomb's deltas rebuilds a
+#: history of 200,000 items: tail, turn, growth 2-4 s each): by default it is listed, searched
+#: and summarised; the nightly run asks it every tool, as every other run is asked by default.
+HEAVY = {"delta_bomb.jsonl"}
+
+
+@pytest.mark.parametrize(
+    "heavy",
+    [
+        "summary",
+        pytest.param(
+            "every tool",
+            marks=pytest.mark.slow(reason="every tool on the delta bomb (seconds of CPU each)"),
+        ),
+    ],
+)
+def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path, heavy: str) -> None:
     server = build_server([str(root)])
     # Every page of the listing (a page holds what fits in max_bytes), each answer scanned.
     runs: list[dict[str, Any]] = []
@@ -227,6 +244,9 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
     assert unreadable["newer_writer.jsonl"]["unreadable"] == "looptap cannot read this run"
     calls: list[tuple[str, dict[str, Any]]] = []
     for n in names:
+        if n in HEAVY and heavy == "summary":
+            calls.append(("run_summary", {"run": n}))
+            continue
         calls += [
             ("run_summary", {"run": n}),
             ("findings", {"run": n, "limit": 200}),
