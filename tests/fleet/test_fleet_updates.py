@@ -18,6 +18,7 @@ import pytest
 from real_corpus import CORPUS
 
 from looptap.cassettes.hints import install_command, looptap_checkout
+from tests.fleet.test_fleet import looptap
 from tests.support import progress
 
 duckdb = pytest.importorskip("duckdb")
@@ -27,16 +28,6 @@ C = (
     CORPUS / "pydantic-ai/tests/models/cassettes/test_groq/"
     "test_tool_use_failed_error_streaming_with_text.yaml"
 )
-
-
-def looptap(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **env},
-    )
 
 
 def _index(runs: Path, db: Path, **env: str) -> str:

@@ -21,6 +21,7 @@ import pytest
 
 from tests.replay.test_fork import origin_route  # the recorded model, as test_fork_edits takes it
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -156,12 +157,7 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
     from looptap.cassettes.mcp.query import Runs, fork_diff
     from looptap.cassettes.replay.forking.forkview import fork_view
 
-    diff = progress.run(
-        [*RECORDER, "diff", "--json", str(run), str(branch)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-    )
+    diff = cli_run("diff", "--json", str(run), str(branch))  # (in this process: what it says)
     assert diff.returncode in (0, 1), diff.stdout + diff.stderr
     doc = orjson.loads(diff.stdout)
     cli = sorted(
