@@ -12,6 +12,7 @@ read it. Waits are by progress.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -133,14 +134,10 @@ def forks(
 ) -> Fork:
     """``forks(at, *options, model=..., **env)``: :func:`_fork` run once a module however many
     tests read it (a recorder and the agent each); the recording's fake must stay at its 4."""
-    made: dict[tuple[object, ...], tuple[object, Path, ScriptedUpstream]] = {}
 
+    @functools.cache
     def fork(at: str, *extra: str, model: object = live_route, **env: str) -> Any:
-        key = (at, extra, model, tuple(sorted(env.items())))
-        if key not in made:
-            where = tmp_path_factory.mktemp("fork")
-            made[key] = _fork(recorded, where, at, *extra, model=model, **env)
-        return made[key]
+        return _fork(recorded, tmp_path_factory.mktemp("fork"), at, *extra, model=model, **env)
 
     return fork
 
@@ -278,9 +275,8 @@ def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(
     recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
     _, fake, _, _ = recorded
-    proc, _, live = forks(
-        "turn=3", "--prefix", "tolerant", LISTING_ASK="Which files does the project have? Delete them."
-    )
+    ask = "Which files does the project have? Delete them."
+    proc, _, live = forks("turn=3", "--prefix", "tolerant", LISTING_ASK=ask)
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 1 and not live.log and len(fake.log) == 4, err[-3000:]
     assert "C: the user input at messages[1] changed" in err, err
