@@ -155,7 +155,7 @@ def test_a_run_too_large_for_the_memory_budget_is_skipped_with_a_line(tmp_path: 
     assert len(lines) == 1 and "big.jsonl: analysing this run needs more than the memory" in said
     assert "indexed 2 runs" in said and "1 skipped" in said
     # its row says so, and the next index does not try it again until it changes (as at 1 GiB,
-    # the nightly test below)
+    # below)
     size = (runs / "big.jsonl").stat().st_size
     assert _rows(db, "SELECT size, error IS NOT NULL FROM runs WHERE run LIKE '%big.jsonl'") == [
         (size, True)
@@ -455,10 +455,6 @@ def test_worker_processes_give_the_rows_one_process_gives(
     assert tables("pooled.duckdb", 2) == alone and alone["turns"]
 
 
-@pytest.mark.slow(
-    reason="1 GiB read to its end (about 12 s); the skip, its row and no second try are shown at "
-    "a 1 MB budget by test_a_run_too_large_for_the_memory_budget_is_skipped_with_a_line"
-)
 def test_a_1_gb_run_is_skipped_with_a_line_under_the_memory_budget(tmp_path: Path) -> None:
     """A 1 GiB run that takes no disk: real records, then a hole (a sparse file) the reader sees
     as one unfinished 1 GiB line. Under a 300 MB budget its reader stops with one line; the index
