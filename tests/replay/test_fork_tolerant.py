@@ -135,9 +135,13 @@ def forks(
     """``forks(at, *options, model=..., **env)``: :func:`_fork` run once a module however many
     tests read it (a recorder and the agent each); the recording's fake must stay at its 4."""
 
-    @functools.cache
+    @functools.cache  # (on a key of its own: the cache tells model=live_route from no model)
+    def made(at: str, extra: tuple[str, ...], model: object, env: tuple[tuple[str, str], ...]) -> Any:  # noqa: E501
+        where = tmp_path_factory.mktemp("fork")
+        return _fork(recorded, where, at, *extra, model=model, **dict(env))
+
     def fork(at: str, *extra: str, model: object = live_route, **env: str) -> Any:
-        return _fork(recorded, tmp_path_factory.mktemp("fork"), at, *extra, model=model, **env)
+        return made(at, extra, model, tuple(sorted(env.items())))
 
     return fork
 
