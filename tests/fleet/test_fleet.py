@@ -19,6 +19,7 @@ from real_corpus import CORPUS
 
 from looptap.cassettes.fleet import TABLES, doc_table
 from tests.support import progress
+from tests.support.analysed import cli_run as looptap
 
 duckdb = pytest.importorskip("duckdb")
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +40,12 @@ RUNS = [
 IMPORTED = RUNS[:2]
 
 
-def looptap(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+def looptap_process(
+    *args: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``looptap ARGS`` as a process (``python -m looptap.cassettes.cli``): each command's wiring
+    is shown so once (the index and the export here, a query in test_fleet_query.py, the fleet
+    questions in test_fleet_agent.py)."""
     return progress.run(
         [sys.executable, "-m", "looptap.cassettes.cli", *args],
         capture_output=True,
@@ -67,7 +73,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The runs and their index (made by the command line)."""
     tmp = tmp_path_factory.mktemp("fleet")
     runs = _fleet(tmp)
-    r = looptap("index", str(runs), "-o", str(tmp / "fleet.duckdb"), "--jobs", "2")
+    r = looptap_process("index", str(runs), "-o", str(tmp / "fleet.duckdb"), "--jobs", "2")
     assert r.returncode == 0, r.stderr
     assert f"indexed {len(RUNS)} runs" in r.stderr
     return runs, tmp / "fleet.duckdb"
@@ -158,6 +164,7 @@ def test_parquet_reads_back_as_the_index(indexed: tuple[Path, Path], tmp_path: P
         arrow = data.to_pydict()
         rows = [(*(arrow[n][i] for n in names), str(arrow["day"][i])) for i in range(data.num_rows)]
         assert sorted(rows, key=repr) == want, table
+    index.close()  # (DuckDB opens a file once a process: the query's locked connection next)
     counts = _query(out, "SELECT count(*) AS n FROM findings")
     assert counts == _query(db, "SELECT count(*) AS n FROM findings")
 

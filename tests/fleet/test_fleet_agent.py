@@ -21,7 +21,7 @@ from real_corpus import CORPUS
 
 from looptap.cassettes.fleet import agent_of, program
 from looptap.cassettes.recording import agent_name, run_about
-from tests.fleet.test_fleet import looptap
+from tests.fleet.test_fleet import looptap, looptap_process
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
@@ -126,7 +126,7 @@ def test_each_run_gets_an_agent_and_the_index_says_from_where(tmp_path: Path) ->
     assert rows["ci/command.jsonl"]["command"].startswith("env 'LOOPTAP_TEST_TOKEN=[REDACTED]' ")
     assert "xyz-secret" not in rows["ci/command.jsonl"]["command"]
     # the named question groups by it
-    r = looptap(
+    r = looptap_process(
         "fleet", "cost", "--by", "agent", "--fleet", str(tmp_path / "fleet.duckdb"), "--json"
     )
     assert r.returncode == 0, r.stderr

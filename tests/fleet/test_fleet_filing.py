@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -24,6 +22,7 @@ import pytest
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
 from tests.fleet.test_fleet import looptap
+from tests.support.analysed import cli_output
 
 duckdb = pytest.importorskip("duckdb")
 DAY = 86400.0
@@ -37,13 +36,9 @@ _JSON = [("content-type", "application/json")]
 def _cli(*argv: str) -> bytes:
     """A looptap command run in this process (a process each would take most of the test's
     time); its stdout."""
-    from looptap.cassettes.cli import main
-
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        assert main(list(argv)) == 0
-    out.flush()
-    return out.buffer.getvalue()  # type: ignore[attr-defined, no-any-return]
+    rc, out, err = cli_output(*argv)
+    assert rc == 0, err
+    return out
 
 
 def _exchange(seq: int, started: float, messages: list[dict[str, Any]], status: int) -> Exchange:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from real_corpus import CORPUS
 
-from tests.fleet.test_fleet import looptap
+from tests.fleet.test_fleet import looptap, looptap_process
 
 duckdb = pytest.importorskip("duckdb")
 RUN = CORPUS / "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml"
@@ -27,7 +27,7 @@ def fleets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     runs = tmp / "runs"
     runs.mkdir()
     shutil.copy(RUN, runs / "run.yaml")
-    r = looptap("export", "--parquet", str(tmp / "pq"), str(runs), cwd=tmp)
+    r = looptap_process("export", "--parquet", str(tmp / "pq"), str(runs), cwd=tmp)
     assert r.returncode == 0, r.stderr
     return tmp / ".looptap" / "fleet.duckdb", tmp / "pq"
 
@@ -121,7 +121,7 @@ def test_csv_defuses_formula_cells(fleets: tuple[Path, Path]) -> None:
         "chr(9) || '=1' AS e, chr(13) || '=1' AS f, -5 AS g, -0.5 AS h, 'gpt-4o' AS i, "
         "'a=b' AS j, NULL AS k"
     )
-    r = looptap("query", "--fleet", str(fleets[0]), "--csv", sql)
+    r = looptap_process("query", "--fleet", str(fleets[0]), "--csv", sql)
     assert r.returncode == 0, r.stderr
     header, row = list(csv.reader(io.StringIO(r.stdout)))
     assert header == list("abcdefghijk")

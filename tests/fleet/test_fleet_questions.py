@@ -8,8 +8,6 @@ three weeks by their files' times, and looptap cassettes with timings of several
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import os
 import re
@@ -28,6 +26,7 @@ from real_corpus import CORPUS
 
 from looptap.cassettes.fleet import since_time
 from tests.fleet.test_fleet import RUNS, looptap
+from tests.support.analysed import cli_output
 from tests.support.huge import write_huge
 
 duckdb = pytest.importorskip("duckdb")
@@ -57,13 +56,9 @@ def ask(db: Path, *question: str) -> list[dict[str, Any]]:
 def show_json(path: Path) -> list[dict[str, Any]]:
     """``looptap show --json PATH``'s objects (the command line's own code, run in this process:
     a process each would take most of the test's time)."""
-    from looptap.cassettes.cli import main
-
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        assert main(["show", "--json", str(path)]) == 0
-    out.flush()
-    return [orjson.loads(line) for line in out.buffer.getvalue().splitlines()]  # type: ignore[attr-defined]
+    rc, out, err = cli_output("show", "--json", str(path))
+    assert rc == 0, err
+    return [orjson.loads(line) for line in out.splitlines()]
 
 
 class Fleet:

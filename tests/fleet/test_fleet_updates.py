@@ -18,6 +18,7 @@ import pytest
 from real_corpus import CORPUS
 
 from looptap.cassettes.hints import install_command, looptap_checkout
+from tests.fleet.test_fleet import looptap
 from tests.support import progress
 
 duckdb = pytest.importorskip("duckdb")
@@ -27,16 +28,6 @@ C = (
     CORPUS / "pydantic-ai/tests/models/cassettes/test_groq/"
     "test_tool_use_failed_error_streaming_with_text.yaml"
 )
-
-
-def looptap(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **env},
-    )
 
 
 def _index(runs: Path, db: Path, **env: str) -> str:
@@ -158,10 +149,18 @@ def test_a_run_too_large_for_the_memory_budget_is_skipped_with_a_line(tmp_path: 
     runs.mkdir()
     _cassette(A, runs / "big.jsonl")
     shutil.copy(B, runs / "small.yaml")  # (a vcrpy cassette is read whole: bounded by its loader)
-    said = _index(runs, tmp_path / "fleet.duckdb", LOOPTAP_MEMORY_BUDGET_MB="1")
+    db = tmp_path / "fleet.duckdb"
+    said = _index(runs, db, LOOPTAP_MEMORY_BUDGET_MB="1")
     lines = [line for line in said.splitlines() if line.startswith("looptap: skipped ")]
     assert len(lines) == 1 and "big.jsonl: analysing this run needs more than the memory" in said
-    assert "indexed 2 runs" in said
+    assert "indexed 2 runs" in said and "1 skipped" in said
+    # its row says so, and the next index does not try it again until it changes (as at 1 GiB,
+    # below)
+    size = (runs / "big.jsonl").stat().st_size
+    assert _rows(db, "SELECT size, error IS NOT NULL FROM runs WHERE run LIKE '%big.jsonl'") == [
+        (size, True)
+    ]
+    assert "indexed 0 runs" in _index(runs, db, LOOPTAP_MEMORY_BUDGET_MB="1")
 
 
 def _at(path: Path, day: str) -> None:
@@ -394,7 +393,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
     stop = threading.Event()
 
     def write() -> None:
-        while not stop.is_set() and written[0] < 400:
+        while not stop.is_set() and written[0] < 100:
             writer.append(exchanges[written[0] % len(exchanges)])
             written[0] += 1
 

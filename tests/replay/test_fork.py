@@ -22,6 +22,7 @@ from looptap.cassettes.replay.forking.placement import CursorError, parse_cursor
 from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import fork_agent
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -150,14 +151,10 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
         run.resolve()
     )
     assert o["turn"] == 2 and set(o["turns"].values()) == {2}
-    show = progress.run(
-        [*RECORDER, "show", str(branch), "--json"], capture_output=True, text=True, env=_env()
-    )
+    show = cli_run("show", str(branch), "--json")  # (in this process: what it says)
     assert show.returncode == 0, show.stderr
     assert [orjson.loads(ln)["turn"] for ln in show.stdout.splitlines()] == [2, 2, 2, 2]
-    show = progress.run(
-        [*RECORDER, "show", str(branch), "--turn", "2"], capture_output=True, text=True, env=_env()
-    )
+    show = cli_run("show", str(branch), "--turn", "2")
     assert (
         len(re.findall(r"^#\d+  c\d+/turn 2 ", show.stdout, re.M)) == 4
         and f"branch of {run} at turn=2 (model new-model-1)" in show.stdout
@@ -170,9 +167,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     assert len(recorded) == 4 and all(
         orjson.loads(ex.request_body)["model"] == "new-model-1" for ex in recorded
     )
-    diff = progress.run(
-        [*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env()
-    )
+    diff = cli_run("diff", str(run), str(branch))
     assert diff.returncode == 1, diff.stdout + diff.stderr
     assert "lined up from the cursor" in diff.stdout
     assert (

@@ -21,6 +21,7 @@ import pytest
 
 from tests.replay.test_fork import AGENT, _env, _upstreams, new_model_route, origin_route
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 
@@ -186,9 +187,7 @@ def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_rece
 
 @needs_recorder
 def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
-    text = progress.run(
-        [*RECORDER, "show", str(forked["branch"])], capture_output=True, text=True, env=_env()
-    )
+    text = cli_run("show", str(forked["branch"]))
     assert text.returncode == 0, text.stderr
     heads = [ln for ln in text.stdout.splitlines() if ln.startswith("#")]
     assert len(heads) == 4 and all("EDITED" in ln for ln in heads), text.stdout
@@ -196,12 +195,7 @@ def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
     assert len(edited) == 4 and all(
         "turn=1" in ln and "client sent" in ln and "sunny, 21 C in Paris" in ln for ln in edited
     ), text.stdout
-    js = progress.run(
-        [*RECORDER, "show", "--json", str(forked["branch"])],
-        capture_output=True,
-        text=True,
-        env=_env(),
-    )
+    js = cli_run("show", "--json", str(forked["branch"]))
     views = [orjson.loads(ln) for ln in js.stdout.splitlines() if '"looptap.roundtrip/1"' in ln]
     assert len(views) == 4
     for v in views:
@@ -212,12 +206,7 @@ def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
             and m["before"] == "sunny, 21 C in Paris"
         )
         assert not any("sha256" in k for k in m), m  # no digest of a value is kept
-    plain = progress.run(
-        [*RECORDER, "show", "--json", str(forked["run"])],
-        capture_output=True,
-        text=True,
-        env=_env(),
-    )
+    plain = cli_run("show", "--json", str(forked["run"]))
     # a plain run: no key
     assert all(
         "edits" not in orjson.loads(ln)
@@ -233,12 +222,7 @@ def _label(body: Any) -> str:
 
 @needs_recorder
 def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
-    diff = progress.run(
-        [*RECORDER, "diff", str(forked["run"]), str(forked["branch"])],
-        capture_output=True,
-        text=True,
-        env=_env(),
-    )
+    diff = cli_run("diff", str(forked["run"]), str(forked["branch"]))
     assert diff.returncode == 1, diff.stderr
     marked = [
         ln
@@ -247,12 +231,7 @@ def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
     ]
     # the fork's edit, not the client's C
     assert len(marked) >= 4 and all(" at messages[" in ln for ln in marked), diff.stdout
-    js = progress.run(
-        [*RECORDER, "diff", "--json", str(forked["run"]), str(forked["branch"])],
-        capture_output=True,
-        text=True,
-        env=_env(),
-    )
+    js = cli_run("diff", "--json", str(forked["run"]), str(forked["branch"]))
     divs = orjson.loads(js.stdout)["divergences"]
     every = divs + [f for d in divs for f in d.get("folded", [])]
     assert sum(bool(d["edited_b"]) for d in every) == 4 and all(

@@ -12,15 +12,18 @@ counted at both fakes; waits are by progress, never timed.
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from tests.replay.test_fork import origin_route  # the recorded model, as test_fork_edits takes it
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -107,14 +110,23 @@ def _fork(
     return proc, branch, fake2
 
 
+@pytest.fixture(scope="module")
+def forks(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Any]:
+    """``forks(cursor)``: :func:`_fork` run once a module however many tests read it (a recorder
+    and the agent each)."""
+    return functools.cache(lambda at: _fork(origin, tmp_path_factory.mktemp("fork"), at))
+
+
 @needs_recorder
 @pytest.mark.parametrize("turn", [1, 2])
 def test_a_chained_responses_agent_forks_over_http(
-    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, turn: int
+    origin: tuple[Path, ScriptedUpstream, Path], forks: Callable[[str], Any], turn: int
 ) -> None:
     run, fake1, _ = origin
     before = len(fake1.log)
-    proc, branch, fake2 = _fork(origin, tmp_path, f"turn={turn}")
+    proc, branch, fake2 = forks(f"turn={turn}")
     out, err = proc.stdout, proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0, err[-4000:]  # type: ignore[attr-defined]
     assert len(fake1.log) == before  # the prefix reached no upstream
@@ -136,9 +148,7 @@ def test_a_chained_responses_agent_forks_over_http(
             assert str(x.body.get("previous_response_id", "")).startswith("resp_slive"), x.body
     # one per agent: its turn at the cursor
     assert "3 requests sent self-contained" in err, err[-3000:]
-    diff = progress.run(
-        [*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env()
-    )
+    diff = cli_run("diff", str(run), str(branch))
     assert diff.returncode == 1, diff.stdout + diff.stderr
     first_line = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
     assert (
@@ -156,12 +166,7 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
     from looptap.cassettes.mcp.query import Runs, fork_diff
     from looptap.cassettes.replay.forking.forkview import fork_view
 
-    diff = progress.run(
-        [*RECORDER, "diff", "--json", str(run), str(branch)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-    )
+    diff = cli_run("diff", "--json", str(run), str(branch))  # (in this process: what it says)
     assert diff.returncode in (0, 1), diff.stdout + diff.stderr
     doc = orjson.loads(diff.stdout)
     cli = sorted(
@@ -189,13 +194,13 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
 
 @needs_recorder
 def test_the_fork_tab_and_mcp_fork_diff_see_the_chained_turn_as_looptap_diff_does(
-    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+    origin: tuple[Path, ScriptedUpstream, Path], forks: Callable[[str], Any]
 ) -> None:
     """The turn at the cursor continued a replayed answer, so the fork sent it self-contained:
     ``looptap diff`` compares the origin's turn in that form (no C there), and the inspector's
     Fork tab and MCP's ``fork_diff`` find the same divergences, turn for turn."""
     run, _, _ = origin
-    proc, branch, _ = _fork(origin, tmp_path, "turn=1")
+    proc, branch, _ = forks("turn=1")  # (the fork of the test above)
     assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
-    cli = three_views(run, branch, [run.parent, tmp_path])
+    cli = three_views(run, branch, [run.parent, branch.parent])
     assert cli and not [d for d in cli if str(d[2]).startswith("C: ")], cli

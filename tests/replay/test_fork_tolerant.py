@@ -6,21 +6,25 @@ branch, ``show``, ``show --json``, ``diff``) and the continuation is live. Stric
 naming the tool result; ``@divergence`` goes live at the first changed turn; a changed user
 instruction fails closed in the tolerant mode too.
 
-One recording per module; each fork is one ``looptap run --from``. Waits are by progress.
+One recording per module; each fork is one ``looptap run --from``, run once however many tests
+read it. Waits are by progress.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from tests.replay.conftest import fork_agent
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -121,20 +125,41 @@ def _fork(
     return proc, branch, live
 
 
+Fork = Callable[..., tuple[object, Path, ScriptedUpstream]]
+
+
+@pytest.fixture(scope="module")
+def forks(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Fork:
+    """``forks(at, *options, model=..., **env)``: :func:`_fork` run once a module however many
+    tests read it (a recorder and the agent each); the recording's fake must stay at its 4."""
+
+    @functools.cache  # (on a key of its own: the cache tells model=live_route from no model)
+    def made(at: str, extra: tuple[str, ...], model: object, env: tuple[tuple[str, str], ...]) -> Any:  # noqa: E501
+        where = tmp_path_factory.mktemp("fork")
+        return _fork(recorded, where, at, *extra, model=model, **dict(env))
+
+    def fork(at: str, *extra: str, model: object = live_route, **env: str) -> Any:
+        return made(at, extra, model, tuple(sorted(env.items())))
+
+    return fork
+
+
 def _looptap(*args: str) -> object:
-    return progress.run([*RECORDER, *args], capture_output=True, text=True, env=clean_env())
+    """A command about the fork's outcome, in this process (its wiring is tested elsewhere)."""
+    return cli_run(*args)
 
 
 @needs_recorder
 def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_them(
-    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
     run, fake, _, _ = recorded
-    before = len(fake.log)
-    proc, branch, live = _fork(recorded, tmp_path, "turn=3", "--prefix", "tolerant")
+    proc, branch, live = forks("turn=3", "--prefix", "tolerant")
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0, err[-4000:]  # type: ignore[attr-defined]
-    assert len(fake.log) == before  # the prefix (turns 0-2) reached no upstream
+    assert len(fake.log) == 4  # the prefix (turns 0-2) reached no upstream (the recording's 4)
     # the continuation, live
     assert len(live.log) == 1 and len(live.log[0].request.tool_results()) == 3
     assert "LIVE: c.md is the last file in docs" in proc.stdout  # type: ignore[attr-defined]
@@ -184,24 +209,22 @@ def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_t
 
 @needs_recorder
 def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live_there(
-    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
     _, fake, _, _ = recorded
-    before = len(fake.log)
-    proc, _, live = _fork(recorded, tmp_path, "turn=3")
+    proc, _, live = forks("turn=3")
     err = proc.stderr  # type: ignore[attr-defined]
-    assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]
+    assert proc.returncode == 1 and not live.log and len(fake.log) == 4, err[-3000:]
     assert (
         "closest recorded turn: conversation c1, turn 1 (seq 1)" in err
         and "C: the tool result for call_s0001 changed (messages[3].content)" in err
     ), err
     # @divergence: the prefix served up to the first changed turn, live from it on
-    (tmp_path / "d").mkdir()
     # the live model goes on listing
-    proc, branch, live = _fork(recorded, tmp_path / "d", "divergence", model=route)
+    proc, branch, live = forks("divergence", model=route)
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0, err[-3000:]
-    assert len(fake.log) == before
+    assert len(fake.log) == 4
     assert [len(x.request.tool_results()) for x in live.log] == [1, 2, 3]
     assert "live in c1: turns 1, 2, 3" in err, err
     from looptap.cassettes.reading import fork_notes
@@ -213,16 +236,15 @@ def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live
 
 @needs_recorder
 def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(
-    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
     """Issue 44 item 5 ("or a failed replay") for a fork: the strict prefix misses on the changed
     listing; what the agent sent is kept, and the fork says the next steps: the proposal from the
     recording and it (the listing is a tool's result: listed, never proposed), the prefix modes."""
     run, fake, _, _ = recorded
-    before = len(fake.log)
-    proc, _, live = _fork(recorded, tmp_path, "turn=3")
+    proc, _, live = forks("turn=3")  # (the strict fork of the test above)
     err = proc.stderr  # type: ignore[attr-defined]
-    assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]  # type: ignore[attr-defined]
+    assert proc.returncode == 1 and not live.log and len(fake.log) == 4, err[-3000:]  # type: ignore[attr-defined]
     said = re.search(
         r"what the agent sent: (\S+); rules that would make it match, if what differs is volatile: "
         r"looptap rules propose (\S+) (\S+)\n",
@@ -254,20 +276,13 @@ def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(
 
 @needs_recorder
 def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(
-    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
     _, fake, _, _ = recorded
-    before = len(fake.log)
-    proc, _, live = _fork(
-        recorded,
-        tmp_path,
-        "turn=3",
-        "--prefix",
-        "tolerant",
-        LISTING_ASK="Which files does the project have? Delete them.",
-    )
+    ask = "Which files does the project have? Delete them."
+    proc, _, live = forks("turn=3", "--prefix", "tolerant", LISTING_ASK=ask)
     err = proc.stderr  # type: ignore[attr-defined]
-    assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]
+    assert proc.returncode == 1 and not live.log and len(fake.log) == 4, err[-3000:]
     assert "C: the user input at messages[1] changed" in err, err
     assert "served in position" not in err
 
@@ -371,7 +386,7 @@ def test_a_pytest_fork_takes_prefix_and_divergence(
 )
 def test_the_fork_tab_and_mcp_fork_diff_read_the_forks_notes_as_looptap_diff_does(
     recorded: tuple[Path, ScriptedUpstream, Path, Path],
-    tmp_path: Path,
+    forks: Fork,
     at: str,
     extra: tuple[str, ...],
 ) -> None:
@@ -380,8 +395,7 @@ def test_the_fork_tab_and_mcp_fork_diff_read_the_forks_notes_as_looptap_diff_doe
     diff``: the same divergences and tolerated turns."""
     from tests.replay.test_fork_responses import three_views
 
-    proc, branch, _ = _fork(
-        recorded, tmp_path, at, *extra, model=route if not extra else live_route
-    )
+    # (the forks of the tests above: the tolerant prefix, @divergence)
+    proc, branch, _ = forks(at, *extra, model=route if not extra else live_route)
     assert proc.returncode == 0, proc.stderr[-3000:]  # type: ignore[attr-defined]
-    three_views(recorded[0], branch, [recorded[0].parent, tmp_path])
+    three_views(recorded[0], branch, [recorded[0].parent, branch.parent])

@@ -217,6 +217,11 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
     print(f"re-recorded through looptap run, chunk for chunk equal: {family_counts(b.exchanges)}")
 
 
+@pytest.mark.slow(
+    reason="a second client of the Responses family (about 27 s): the replay server's Responses "
+    "streams are consumed by the openai SDK in the test above, and openai-agents' Runner is "
+    "replayed by the fork in test_fork_responses.py"
+)
 def test_openai_agents_tool_loops_replay_plain_and_streamed(tmp_path: Path) -> None:
     """openai-agents (Responses API): two tool loops, plain and streamed, recorded from the fake
     upstream's corpus responses, replayed: same tool calls and answers, every round trip played."""

@@ -1,12 +1,16 @@
-"""What the kept-analysis tests share: a command's output captured in this process, and a count of
-the round trips this process analysed (0: a kept analysis was taken instead)."""
+"""A command run in this process, its output captured (the kept-analysis tests, and tests about
+what a command says rather than its wiring), and a count of the round trips this process analysed
+(0: a kept analysis was taken instead)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -27,6 +31,16 @@ def cli_output(*argv: str) -> tuple[int, bytes, str]:
             rc = int(exc.code or 0)
     text.flush()
     return rc, out.getvalue(), err.getvalue()
+
+
+def cli_run(*argv: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """``looptap ARGV`` run in this process with ENV added and in CWD, as a process of it would
+    give it (its status, stdout and stderr as text): for a test about what a command says, not
+    about its wiring, where a process each was most of the test's time (a second or more on a
+    loaded machine)."""
+    with mock.patch.dict(os.environ, env), contextlib.chdir(cwd or Path.cwd()):
+        rc, out, err = cli_output(*argv)
+    return subprocess.CompletedProcess(["looptap", *argv], rc, out.decode(), err)
 
 
 class Analysed:
