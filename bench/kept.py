@@ -114,10 +114,17 @@ def _shows(jobs: list[tuple[Path, Path, Path, Path, tuple[str, ...]]]) -> list[d
                 argv, stdout=sink, stderr=errors, env=_env(tree, cache), cwd=tree
             )
         started.append((proc, time.perf_counter()))
+    ended: dict[int, tuple[float, int, Any]] = {}
+    while len(ended) < len(started):  # (each child's wall time its own: whichever ends first)
+        for proc, t0 in started:
+            if proc.pid not in ended:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    ended[pid] = (time.perf_counter() - t0, status, usage)
+        time.sleep(0.1)
     rows: list[dict[str, Any]] = []
-    for (proc, t0), (tree, path, _, out, _) in zip(started, jobs, strict=True):
-        _, status, usage = os.wait4(proc.pid, 0)
-        took = time.perf_counter() - t0
+    for (proc, _), (tree, path, _, out, _) in zip(started, jobs, strict=True):
+        took, status, usage = ended[proc.pid]
         code = os.waitstatus_to_exitcode(status)
         if code not in (0, 1):
             err = out.with_suffix(".err").read_text(errors="replace")
