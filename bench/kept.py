@@ -7,7 +7,10 @@ against an older commit, in one run, outputs compared byte for byte.
 The run is bench/perf.py's ``batch`` run (bench/inspector.py's synthetic agent run of ~``--size``
 MB, stored parses taken; kept in ``--dir``). Each tree runs in its own process with its packages
 first on ``PYTHONPATH`` (``_env``), and a cache directory of its own, empty at the start
-(``LOOPTAP_CACHE_DIR``):
+(``LOOPTAP_CACHE_DIR``). The two trees' first ``show`` are started together, then their second,
+then their inspectors: each ratio is taken under one load (one tree after the other, a load that
+changed between them made the ratio meaningless), CPU seconds and peak RSS by each child's own
+``wait4``:
 
 * this tree: ``looptap show FILE`` (the first: analyses the run and keeps the analysis), again
   (the second: takes the kept analysis), then the inspector's whole-file read
@@ -95,45 +98,74 @@ def _show(
 ) -> dict[str, Any]:
     """``looptap show [OPTIONS] FILE > out``: seconds, CPU seconds, peak RSS (MB, by wait4), the
     output's digest."""
-    load = perf._load()
-    t0 = time.perf_counter()
-    with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", perf.cli(tree), "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
-                                env=_env(tree, cache), cwd=tree)  # fmt: skip
-        _, status, usage = os.wait4(proc.pid, 0)
-    took = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):
-        raise SystemExit(f"looptap show {path} ({tree}) exited {code}: {err[-800:]}")
-    h = hashlib.sha256()
-    with out.open("rb") as f:  # (streamed: a later child's peak RSS starts at this process's)
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    digest = h.hexdigest()[:16]
-    return {
-        "s": took,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_mb": usage.ru_maxrss / 1024,
-        "load": load,
-        "out": digest,
-    }
+    return _shows([(tree, path, cache, out, options)])[0]
 
 
-def _inspector(tree: Path, path: Path, cache: Path) -> dict[str, Any]:
-    """The inspector's first screen and whole-file read (the tree's own bench/inspector.py
-    child)."""
+def _shows(jobs: list[tuple[Path, Path, Path, Path, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    """Each job's ``looptap show [OPTIONS] FILE > out`` (tree, file, cache, out, options), all
+    started together, so that the trees' CPU seconds are taken under one load: each child's
+    seconds, CPU seconds and peak RSS (MB) by its own ``wait4``, the output's digest."""
     load = perf._load()
-    proc = subprocess.run([perf.PY, str(tree / "bench" / "inspector.py"), "--child", "app", str(path)], capture_output=True, text=True,  # noqa: E501
-                          env=_env(tree, cache), cwd=tree)  # fmt: skip
-    if proc.returncode != 0:
-        return {
-            "error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200],
-            "load": load,
-        }
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["load"] = load
-    return result
+    started = []
+    for tree, path, cache, out, options in jobs:
+        argv = [perf.PY, "-m", perf.cli(tree), "show", *options, str(path)]
+        with out.open("wb") as sink, out.with_suffix(".err").open("wb") as errors:
+            proc = subprocess.Popen(
+                argv, stdout=sink, stderr=errors, env=_env(tree, cache), cwd=tree
+            )
+        started.append((proc, time.perf_counter()))
+    ended: dict[int, tuple[float, int, Any]] = {}
+    while len(ended) < len(started):  # (each child's wall time its own: whichever ends first)
+        for proc, t0 in started:
+            if proc.pid not in ended:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    ended[pid] = (time.perf_counter() - t0, status, usage)
+        time.sleep(0.1)
+    rows: list[dict[str, Any]] = []
+    for (proc, _), (tree, path, _, out, _) in zip(started, jobs, strict=True):
+        took, status, usage = ended[proc.pid]
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            err = out.with_suffix(".err").read_text(errors="replace")
+            raise SystemExit(f"looptap show {path} ({tree}) exited {code}: {err[-800:]}")
+        cpu = usage.ru_utime + usage.ru_stime
+        rows.append({"s": took, "cpu_s": cpu, "rss_mb": usage.ru_maxrss / 1024, "load": load})
+    for row, job in zip(rows, jobs, strict=True):
+        h = hashlib.sha256()
+        with job[3].open("rb") as f:  # (streamed: a later child's peak RSS starts at this one's)
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        row["out"] = h.hexdigest()[:16]
+    return rows
+
+
+def _inspectors(jobs: list[tuple[Path, Path, Path]]) -> list[dict[str, Any]]:
+    """The inspector's first screen and whole-file read (each tree's own bench/inspector.py
+    child) of each job (tree, file, cache), all started together."""
+    load = perf._load()
+    procs = [
+        subprocess.Popen(
+            [perf.PY, str(tree / "bench" / "inspector.py"), "--child", "app", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(tree, cache),
+            cwd=tree,
+        )
+        for tree, path, cache in jobs
+    ]
+    out: list[dict[str, Any]] = []
+    for proc in procs:
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            said = stderr.strip().splitlines() or [f"exit {proc.returncode}"]
+            out.append({"error": said[-1][:200], "load": load})
+            continue
+        result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+        result["load"] = load
+        out.append(result)
+    return out
 
 
 def _cell(r: dict[str, Any]) -> str:
@@ -324,23 +356,24 @@ def main() -> int:
             )
             here, there = work / "cache-here", work / "cache-ref"
             rows: dict[str, dict[str, Any]] = {}
-            for name, tree, cache in (
-                ("first show", ROOT, here),
-                ("second show", ROOT, here),
-                ("ref show", ref, there),
-                ("ref second show", ref, there),
-            ):
-                rows[name] = _show(tree, path, cache, work / f"{name.replace(' ', '-')}.out")
-                print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
+            # both trees at once, each its own cache: each ratio is taken under one load
+            for mine, theirs in (("first show", "ref show"), ("second show", "ref second show")):
+                mine_out = work / f"{mine.replace(' ', '-')}.out"
+                theirs_out = work / f"{theirs.replace(' ', '-')}.out"
+                both = _shows(
+                    [(ROOT, path, here, mine_out, ()), (ref, path, there, theirs_out, ())]
+                )
+                for name, row in zip((mine, theirs), both, strict=True):
+                    rows[name] = row
+                    print(f"  {name}: {row}", file=sys.stderr, flush=True)
             same = (work / "ref-show.out").read_bytes()
             differ = [
                 n
                 for n in ("first show", "second show", "ref second show")
                 if (work / f"{n.replace(' ', '-')}.out").read_bytes() != same
             ]
-            insp_here = _inspector(ROOT, path, here)
+            insp_here, insp_ref = _inspectors([(ROOT, path, here), (ref, path, there)])
             print(f"  inspector (kept): {insp_here}", file=sys.stderr, flush=True)
-            insp_ref = _inspector(ref, path, there)
             print(f"  inspector ({rev}): {insp_ref}", file=sys.stderr, flush=True)
             kept_mb = sum(p.stat().st_size for p in here.iterdir()) / 1e6 if here.exists() else 0.0
         finally:

@@ -88,9 +88,9 @@ def _spans(r: Redactor, text: str) -> list[tuple[int, int]]:
     return merge(found)
 
 
-#: An escape of a newline, a tab or a return, at any level of JSON held in JSON (``\\n``,
-#: ``\\\\n``, …).
-_BLANK = re.compile(r"\\+([ntr])")
+#: An escape of a newline, a tab or a return at a deeper level of JSON held in JSON (``\\\\n``,
+#: ``\\\\\\n``, …; one level's, ``\\n``, is read by ``str.replace``).
+_BLANK = re.compile(r"\\\\+[ntr]")
 _BLANKS = {"n": "\n", "t": "\t", "r": "\r"}
 
 
@@ -101,7 +101,9 @@ def _spaced(view: str) -> str:
     ``true``, not ``true\\n``."""
     if "\\" not in view:
         return view
-    return _BLANK.sub(lambda m: " " * (len(m.group(0)) - 1) + _BLANKS[m.group(1)], view)
+    if "\\\\" in view:  # (two or more backslashes before the letter; one, by str.replace)
+        view = _BLANK.sub(lambda m: " " * (len(m.group(0)) - 1) + _BLANKS[m.group(0)[-1]], view)
+    return view.replace("\\n", " \n").replace("\\t", " \t").replace("\\r", " \r")
 
 
 def _unescaped(text: str) -> tuple[str, list[int]]:

@@ -4,8 +4,11 @@ real traffic."""
 from __future__ import annotations
 
 import importlib.util
+import random
 import re
 from pathlib import Path
+
+import pytest
 
 from looptap.cassettes.recording import default_detector
 from looptap.cassettes.storage import load_vcr
@@ -120,3 +123,34 @@ def test_the_markers_of_a_url_password_masked_are_no_secret_in_any_case() -> Non
     for masked in ("[REDACTED]", "[redacted]", "REDACTED", "redacted"):
         assert d.find(f"db is postgres://app:{masked}@db.internal:5432/x") == [], masked
     assert d.find("db is postgres://app:hunter2-Xq9vLr7@db.internal:5432/x") != []
+
+
+def test_the_scans_read_by_c_find_what_the_regexes_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 106 (the gate's cost): a name's words found by Aho-Corasick over the text
+    lower-cased, base64's runs by ``bytes.find`` and one level's escaped blanks by ``str.replace``
+    find exactly what the regexes did: at every window's border, with the four characters
+    ``(?i)`` reads as an ASCII letter and ``str.lower`` does not, lone surrogates, other
+    non-ASCII text."""
+    from looptap.cassettes.recording import _detector, _sealing
+
+    named = next(r for r in default_detector().rules if isinstance(r, _detector.NamedRule))
+    blank = re.compile(r"\\+([ntr])")  # (the one regex _spaced was)
+
+    def spaced(view: str) -> str:
+        return blank.sub(lambda m: " " * (len(m.group(0)) - 1) + "\n\t\r"["ntr".index(m[1])], view)
+
+    rng = random.Random(106)
+    pieces = [*_detector._NAME_WORDS, "PASS", "Token", "ſ", "\u212a", "İ", "ı", "é", "\udcff",
+              "a", "B", "9", "+", "/", "_", "-", "=", " ", "\n", "\\", "\\n", "\\\\t", "r",
+              "b" * 19]  # fmt: skip
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 40))) for _ in range(3000)]
+    real = sorted(CORPUS.glob("pydantic-ai/**/*.yaml"))[:20]
+    texts += [f.read_text("utf-8", "replace")[:30_000] for f in real]
+    for window in (20, 23, 64, _detector.WINDOW):
+        monkeypatch.setattr(_detector, "WINDOW", window)
+        for text in texts:
+            assert list(named.hits(text)) == [m.span() for m in _detector._NAME_HIT.finditer(text)]
+            runs = [m.span() for m in _detector._B64_RUN.finditer(text)]
+            assert list(_detector._b64_runs(text)) == runs, (window, text[:80])
+    for text in texts:
+        assert _sealing._spaced(text) == spaced(text)
