@@ -42,9 +42,12 @@ def _run(tmp_path: Path, *args: str, every: str = "0.2") -> subprocess.Popen[str
     (tmp_path / "test_small.py").write_text(SUITE)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     env.update({"PYTHONPATH": str(ROOT), heartbeat.EVERY: every, heartbeat.STALL: "1"})
+    # (only xdist of the environment's pytest plugins, as loaded in the suite: the others, loaded
+    # in every process of the run, cost about 1.5 s of CPU each and play no part here)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     out = (tmp_path / "out.txt").open("w")
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.support.heartbeat",
+        [sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-p", "tests.support.heartbeat",
          "-p", "no:cacheprovider", "-p", "no:randomly", *args, "test_small.py"],
         cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

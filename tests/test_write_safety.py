@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 import orjson
 import pytest
 
+from looptap.cassettes.cli import main
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -296,12 +298,48 @@ def _named(command: str, kind: str) -> str:
 
 COMMANDS = ("run", "fork", "repeat", "ready-file", "compare", "export", "import")
 NEEDS_RECORDER = ("run", "fork", "repeat", "ready-file")
+#: The core's cells run through ``main`` in the test's process (the same return code, stderr and
+#: files checked), but for the command line's own wiring (the ``input`` cell, a process) and a
+#: FIFO (a process: an open that blocks is a hang, found by lack of progress).
+AS_PROCESS = ("input", "fifo")
+
+
+def _refused(
+    argv: list[str],
+    d: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    in_process: bool,
+) -> Any:
+    """``argv`` run as ``looptap`` in ``d``, in :func:`clean_env`'s environment: a process, or
+    (``in_process``) a core command through ``main`` in this process."""
+    env = clean_env(OPENAI_API_KEY="sk-test-write-safety")
+    if not in_process or argv[: len(CORE)] != CORE:
+        return progress.run(argv, env=env, capture_output=True, text=True, cwd=d)
+    for k in set(os.environ) - set(env):
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(d)
+    capsys.readouterr()
+    try:
+        rc = main(argv[len(CORE) :])
+    except SystemExit as e:  # (argparse's refusals)
+        rc = e.code if isinstance(e.code, int) else 1
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, rc, said.out, said.err)
 
 
 @pytest.mark.parametrize("kind", HAZARDS)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_write_safety_matrix(
-    command: str, kind: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+    command: str,
+    kind: str,
+    tmp_path: Path,
+    kit: dict[str, Path],
+    fake: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """One cell: refused with one line and exit status 2, before any request; nothing that
     existed is changed, nothing new is made (docs/reliability.md, "Paths looptap writes")."""
@@ -311,13 +349,7 @@ def test_write_safety_matrix(
     d.mkdir()
     argv = _cell(command, kind, d, kit, fake.url)
     before, null, sent = _snapshot(d), _dev_null(), len(fake.log)
-    proc = progress.run(
-        argv,
-        env=clean_env(OPENAI_API_KEY="sk-test-write-safety"),
-        capture_output=True,
-        text=True,
-        cwd=d,
-    )
+    proc = _refused(argv, d, monkeypatch, capsys, in_process=kind not in AS_PROCESS)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert len(err) == 1 and err[0].startswith("looptap: error: "), proc.stderr[-2000:]
@@ -558,13 +590,11 @@ def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
         assert stat.S_IMODE(report.stat().st_mode) == 0o600 and key not in report.read_text()
 
 
-
 def test_the_mcp_comparison_tool_serves_the_report_redacted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The MCP ``comparison`` tool served the report's answers as stored: a candidate that echoed
     the user's key put it in what an MCP client reads. It reads the redacted report now."""
-    from looptap.cassettes.cli import main
     from looptap.cassettes.mcp.query import Runs, comparison
 
     # without "Bearer ", which the MCP text cleaner masks on its own
@@ -597,6 +627,7 @@ def test_the_mcp_comparison_tool_serves_the_report_redacted(
     # the candidate's answer is served, the key in it redacted
     assert "your key is [REDACTED]" in served, served[:2000]
     assert key not in served and key[:20] not in served, served[:2000]
+
 
 # -- --repeat ------------------------------------------------------------------------------------
 

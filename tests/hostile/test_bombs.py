@@ -33,8 +33,9 @@ import orjson
 import pytest
 
 from looptap.cassettes.bounds import MAX_DECODED_BYTES
-from tests.hostile.corpus import BOMB_ENCODINGS, FILES, build
-from tests.hostile.matrix import INSPECT_DRIVER, LAUNCH, ROOT
+from looptap.cassettes.recording.pipeline import CassetteWriter
+from tests.hostile.corpus import BOMB_ENCODINGS, FILES, build, hostile_exchanges
+from tests.hostile.matrix import INSPECT_DRIVER, LAUNCH, LOOPTAP, ROOT, Zygote, run_limited
 from tests.support import progress, shared
 
 #: The address-space cap of every child here (a bomb took 2 to 8.4 GB before).
@@ -55,9 +56,19 @@ def _cap() -> None:
     os.setsid()
 
 
-def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, str, float]:
+def run_capped(
+    argv: list[str], cwd: Path, timeout: float = 1800, zygote: Zygote | None = None
+) -> tuple[int, str, float]:
     """(exit, stdout + stderr, peak RSS MB) of ``argv`` under :data:`AS_CAP`. The timeout only
-    keeps a wedged child from holding the suite forever; nothing here asserts on time."""
+    keeps a wedged child from holding the suite forever; nothing here asserts on time. With a
+    ``zygote`` (its children capped at :data:`AS_CAP`), a looptap command is forked from it: a
+    process of its own all the same, without the interpreter's start and imports."""
+    if zygote is not None and argv[: len(LOOPTAP)] == LOOPTAP:
+        code, stdout, stderr, _, rss_mb, hung = run_limited(argv, ZYGOTE_CPU, cwd, zygote=zygote)
+        out = stdout + stderr
+        assert not hung, out.decode("utf-8", "replace")[-3000:]
+        assert not _TRACEBACK.search(out), out.decode("utf-8", "replace")[-3000:]
+        return code or 0, out.decode("utf-8", "replace"), rss_mb
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
     with tempfile.NamedTemporaryFile("r") as rss:
         p = subprocess.Popen(
@@ -83,7 +94,32 @@ def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, 
     )
 
 
-LOOPTAP = [sys.executable, "-m", "looptap.cassettes.cli"]
+#: A forked command's CPU-time budget (a runaway loop; ``verify`` of every bomb takes 13.7 s).
+ZYGOTE_CPU = 600
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """The looptap process server the commands here are forked from (tests/hostile/matrix.py),
+    each child under :data:`AS_CAP`; it learns the modules to import from the reading commands
+    run once on a small clean run."""
+    d = tmp_path_factory.mktemp("zygote")
+    clean = d / "clean.jsonl"
+    with CassetteWriter(clean) as w:
+        for ex in hostile_exchanges("")[:2]:
+            w.append(ex)
+    warm = [
+        ["show", str(clean)],
+        ["show", "--json", str(clean)],
+        ["textconv", str(clean)],
+        ["export", "--har", str(d / "x.har"), str(clean)],
+        ["export", "--otel", str(d / "x.otel"), str(clean)],
+        ["diff", str(clean), str(clean)],
+        ["verify", str(clean)],
+    ]
+    z = Zygote([(d, argv) for argv in warm], as_limit=AS_CAP)
+    yield z
+    z.close()
 
 
 class _Files(dict[str, Path]):
@@ -224,7 +260,7 @@ _ENCODINGS = {
 
 @pytest.mark.parametrize(("name", "command"), _BOMB_READS)
 def test_bomb_files_read_by_every_command_within_the_budget(
-    name: str, command: str, files: dict[str, Path], tmp_path: Path
+    name: str, command: str, files: dict[str, Path], tmp_path: Path, zygote: Zygote
 ) -> None:
     """A cassette holding every bomb (request and response) as the recorder keeps it, and vcrpy
     and mitmproxy files answered by bombs: reading commands stay under the cap, and every bomb
@@ -236,7 +272,7 @@ def test_bomb_files_read_by_every_command_within_the_budget(
         "verify": ["verify"],
         "import": ["import", "-f", "-o", str(imported)],
     }[command]
-    exit_code, out, rss = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path)
+    exit_code, out, rss = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path, zygote=zygote)
     assert exit_code == 0 and rss < RSS_CEILING_MB, f"exit {exit_code}, {rss:.0f} MB: {out[-300:]}"
     if command == "show --json":
         notes = [
@@ -326,7 +362,7 @@ def deep_runs(
 
 @pytest.mark.parametrize("name", _DEEP_FILES)
 def test_a_deep_parameter_is_read_by_every_command_and_labelled(
-    name: str, deep_runs: dict[str, Path], tmp_path: Path
+    name: str, deep_runs: dict[str, Path], tmp_path: Path, zygote: Zygote
 ) -> None:
     f = deep_runs[name]
     for cmd in (
@@ -338,7 +374,7 @@ def test_a_deep_parameter_is_read_by_every_command_and_labelled(
         ["diff", str(f)],
         ["verify"],
     ):
-        exit_code, out, _ = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path)
+        exit_code, out, _ = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path, zygote=zygote)
         assert exit_code == 0, (cmd, out[-2000:])
         if cmd[0] in ("show", "textconv"):
             assert _DEEP in out and "not valid JSON" not in out, (cmd, out[-2000:])
