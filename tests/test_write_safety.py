@@ -4,7 +4,8 @@ The write-safety matrix: every command that writes a path a user names (``run -o
 ``-o``, the outputs of ``--repeat``, ``--ready-file``, ``compare --report``, ``export``,
 ``import``) × every hazard a name may hold (the command's own input, an existing file, a symbolic
 link, a FIFO, a device, a directory, a place no file can be created in). Each cell runs the real
-``looptap`` as a subprocess with a fake upstream it would send to, and checks that the command was
+``looptap`` as a subprocess (the core's commands through ``main`` in the test's process, but for
+their input and FIFO cells) with a fake upstream it would send to, and checks that the command was
 refused as docs/reliability.md ("Paths looptap writes") says (one line, exit status 2), that every
 file that existed before is as it was (kind, inode, mode, content, a link's target, a device's
 number: a snapshot of the cell's directory), that nothing new appeared, and that the fake
@@ -22,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +34,8 @@ import pytest
 from looptap.cassettes.cli import main
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.analysed import cli_run
+from tests.support.recorder import RECORDER, SCRUB, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 #: ``looptap`` of the test environment (the commands that need no recorder).
@@ -304,30 +305,15 @@ NEEDS_RECORDER = ("run", "fork", "repeat", "ready-file")
 AS_PROCESS = ("input", "fifo")
 
 
-def _refused(
-    argv: list[str],
-    d: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    in_process: bool,
-) -> Any:
+def _refused(argv: list[str], d: Path, monkeypatch: pytest.MonkeyPatch, in_process: bool) -> Any:
     """``argv`` run as ``looptap`` in ``d``, in :func:`clean_env`'s environment: a process, or
     (``in_process``) a core command through ``main`` in this process."""
-    env = clean_env(OPENAI_API_KEY="sk-test-write-safety")
     if not in_process or argv[: len(CORE)] != CORE:
+        env = clean_env(OPENAI_API_KEY="sk-test-write-safety")
         return progress.run(argv, env=env, capture_output=True, text=True, cwd=d)
-    for k in set(os.environ) - set(env):
-        monkeypatch.delenv(k)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.chdir(d)
-    capsys.readouterr()
-    try:
-        rc = main(argv[len(CORE) :])
-    except SystemExit as e:  # (argparse's refusals)
-        rc = e.code if isinstance(e.code, int) else 1
-    said = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, rc, said.out, said.err)
+    for k in SCRUB:
+        monkeypatch.delenv(k, raising=False)
+    return cli_run(*argv[len(CORE) :], cwd=d, OPENAI_API_KEY="sk-test-write-safety")
 
 
 @pytest.mark.parametrize("kind", HAZARDS)
@@ -339,7 +325,6 @@ def test_write_safety_matrix(
     kit: dict[str, Path],
     fake: ScriptedUpstream,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """One cell: refused with one line and exit status 2, before any request; nothing that
     existed is changed, nothing new is made (docs/reliability.md, "Paths looptap writes")."""
@@ -349,7 +334,7 @@ def test_write_safety_matrix(
     d.mkdir()
     argv = _cell(command, kind, d, kit, fake.url)
     before, null, sent = _snapshot(d), _dev_null(), len(fake.log)
-    proc = _refused(argv, d, monkeypatch, capsys, in_process=kind not in AS_PROCESS)
+    proc = _refused(argv, d, monkeypatch, in_process=kind not in AS_PROCESS)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert len(err) == 1 and err[0].startswith("looptap: error: "), proc.stderr[-2000:]
