@@ -602,7 +602,19 @@ def test_a_framework_agent_with_a_requests_tool(
     assert [c.candidates for c in http if c.call_id is None] == [2, 2]  # Oslo twice
 
 
-@pytest.mark.parametrize("name", ["openai", "llamaindex", "pydantic-ai", "crewai", "ai-sdk"])
+#: The hidden failure on the openai SDK agent (httpx) and the AI SDK's (Node ``fetch`` through the
+#: shim) by default; on the three Python frameworks whose tools hide it the same way (a failure
+#: becomes ``{}``) in the nightly run: the same finding from the same wire, and each framework's
+#: tool HTTP is recorded and linked by default (test_a_framework_agent_with_a_requests_tool).
+HIDDEN = [
+    name
+    if name in ("openai", "ai-sdk")
+    else pytest.param(name, marks=pytest.mark.slow(reason="the same hidden 503, another framework"))
+    for name in ("openai", "llamaindex", "pydantic-ai", "crewai", "ai-sdk")
+]
+
+
+@pytest.mark.parametrize("name", HIDDEN)
 def test_a_tool_failure_the_client_hides_is_named_at_c(tmp_path: Path, name: str) -> None:
     """Issue 84, item 3: the tool's API answers 503, the tool hands the model ``{}``: the turn
     that sends that result back carries C.tool_http_error_hidden. Then the model asks for two

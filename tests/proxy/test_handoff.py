@@ -411,11 +411,12 @@ def _spawned_writer(out: Path) -> tuple[Any, Any, Any]:
 
 
 def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None:
-    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.8 s at a time
+    """A busy machine, made on purpose: the spawned writer is stopped (SIGSTOP) 0.3 s at a time
     until it is ready, continued each time until its CPU time has moved (it imports no
-    mitmproxy: it starts in a few of those slices), so its start takes longer than the 3 s
-    allowed without progress (on fec4f2c2 a fixed limit: "the writer process did not start
-    within 3 s"); it moves in every 3 s window, and it is waited for, then records."""
+    mitmproxy: it starts in a few dozen of those slices, several seconds), so its start takes
+    longer than the 1.5 s allowed without progress here (on fec4f2c2 a fixed limit: "the writer
+    process did not start within 3 s"); it moves in every 1.5 s window, and it is waited for, then
+    records. (0.8 s slices and a 3 s stall took about 19 s to show the same.)"""
     import signal
 
     process, inbox, outbox = _spawned_writer(tmp_path / "run.jsonl")
@@ -433,7 +434,7 @@ def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None
         while not done.is_set():
             os.kill(process.pid, signal.SIGSTOP)
             stops[0] += 1
-            done.wait(0.8)
+            done.wait(0.3)
             before = ticks()
             os.kill(process.pid, signal.SIGCONT)
             # continued until it has moved, however loaded the machine (a fixed 20 ms slice gave
@@ -446,7 +447,7 @@ def test_a_writer_slowed_far_past_the_stall_still_starts(tmp_path: Path) -> None
     slow.start()
     h = Handoff()
     try:
-        h.connect(process, inbox, outbox, 3.0)  # (the stall; on fec4f2c2 the fixed limit)
+        h.connect(process, inbox, outbox, 1.5)  # (the stall; on fec4f2c2 a fixed limit of 3 s)
     finally:
         done.set()
         slow.join()

@@ -11,6 +11,7 @@ private character device made with ``mknod`` when this user may (root in a conta
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -43,6 +44,30 @@ def _run(tmp_path: Path, *args: str, child: str = "pass") -> subprocess.Complete
         [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), *args, "--", str(PROXY_PYTHON), "-c", child],  # noqa: E501
         capture_output=True, text=True, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Made once for the module's tests by the real ``looptap run``: ``conf`` (the CA, the
+    confdir's files), ``run.jsonl`` (a cassette of a command that sent nothing) and
+    ``one.jsonl`` (a cassette of one round trip, :data:`_ONE_ROUND_TRIP`). A test copies what it
+    starts from (:func:`_start_from`) instead of recording it again."""
+    where = tmp_path_factory.mktemp("made")
+    first = _run(where, "-o", "run.jsonl")
+    assert first.returncode == 0, first.stderr
+    one = _run(where, "-o", "one.jsonl", "--upstream", "openai=http://127.0.0.1:9",
+               child=_ONE_ROUND_TRIP)  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    assert (where / "one.jsonl").read_bytes().count(b"\n") >= 2  # a header and a round trip
+    return where
+
+
+def _start_from(made: Path, tmp_path: Path, *cassettes: tuple[str, Path]) -> None:
+    """The module's confdir (its CA made) copied to ``tmp_path/conf``, and each (name, path) of
+    ``made``'s cassettes copied to that path."""
+    shutil.copytree(made / "conf", tmp_path / "conf")
+    for name, path in cassettes:
+        shutil.copyfile(made / name, path)
 
 
 def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -89,13 +114,13 @@ def test_an_existing_file_is_never_the_ready_file(tmp_path: Path) -> None:
     assert not (tmp_path / "run.jsonl").exists()  # refused before recording started
 
 
-def test_the_cassette_is_never_the_ready_file(tmp_path: Path) -> None:
+def test_the_cassette_is_never_the_ready_file(tmp_path: Path, made: Path) -> None:
     proc = _run(tmp_path, "-o", "same.jsonl", "--ready-file", "same.jsonl")
     _refused(proc, "the ready file same.jsonl is the cassette")  # was: no recording left at all
     assert not (tmp_path / "same.jsonl").exists()
-    # An existing cassette named twice: kept as it was.
-    first = _run(tmp_path, "-o", "same.jsonl")
-    assert first.returncode == 0, first.stderr
+    # An existing cassette (recorded by looptap run: the module's) named twice: kept as it was.
+    shutil.rmtree(tmp_path / "conf", ignore_errors=True)
+    _start_from(made, tmp_path, ("run.jsonl", tmp_path / "same.jsonl"))
     before = (tmp_path / "same.jsonl").read_bytes()
     proc = _run(tmp_path, "-o", "+same.jsonl", "--ready-file", str(tmp_path / "same.jsonl"))
     _refused(proc, "is the cassette")
@@ -134,9 +159,10 @@ def test_a_link_is_never_the_ready_file(tmp_path: Path) -> None:
     assert link.is_symlink() and victim.read_text() == PRECIOUS
 
 
-def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path) -> None:
+def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path, made: Path) -> None:
     """The command replaces the ready file while the recorder runs; at stop the recorder removes
     only the file it wrote (same device and inode), so the replacement stays."""
+    _start_from(made, tmp_path)
     ready = tmp_path / "ready.json"
     child = (
         "import os, pathlib; p = pathlib.Path(os.environ['READY']); assert "
@@ -167,7 +193,10 @@ def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path) ->
 # -- the cassette (-o) --------------------------------------------------------------------------
 
 
-def test_an_existing_file_that_is_not_a_cassette_is_not_replaced(tmp_path: Path) -> None:
+def test_an_existing_file_that_is_not_a_cassette_is_not_replaced(
+    tmp_path: Path, made: Path
+) -> None:
+    _start_from(made, tmp_path)
     notes = tmp_path / "notes.txt"
     notes.write_text(PRECIOUS)
     proc = _run(tmp_path, "-o", str(notes))
@@ -186,11 +215,12 @@ def test_an_existing_file_that_is_not_a_cassette_is_not_replaced(tmp_path: Path)
     assert notes.read_text().startswith('{"type":"header","format":"looptap-cassette"')
 
 
-def test_an_existing_cassette_is_replaced_or_appended_to_as_documented(tmp_path: Path) -> None:
-    """The clean twin: a looptap cassette named again is replaced (said on stderr), or appended
-    to with ``+``; the behaviour documented before, kept."""
-    first = _run(tmp_path, "-o", "run.jsonl")
-    assert first.returncode == 0, first.stderr
+def test_an_existing_cassette_is_replaced_or_appended_to_as_documented(
+    tmp_path: Path, made: Path
+) -> None:
+    """The clean twin: a looptap cassette (the module's, recorded by looptap run) named again is
+    replaced (said on stderr), or appended to with ``+``; the behaviour documented before, kept."""
+    _start_from(made, tmp_path, ("run.jsonl", tmp_path / "run.jsonl"))
     header = (tmp_path / "run.jsonl").read_bytes()
     again = _run(tmp_path, "-o", "run.jsonl")
     assert (
@@ -211,14 +241,14 @@ _ONE_ROUND_TRIP = (
 )
 
 
-def test_a_command_that_records_nothing_never_costs_the_earlier_recording(tmp_path: Path) -> None:
+def test_a_command_that_records_nothing_never_costs_the_earlier_recording(
+    tmp_path: Path, made: Path
+) -> None:
     """Issue 71 item 1: ``looptap run -o run.jsonl -- python my_agent.py`` whose agent fails
     before its first round trip (``No module named 'openai'``) left an empty cassette where a good
     one was. The earlier file is set aside, put back byte for byte when nothing was recorded (said
     on stderr, no summary of an empty run), and replaced once a round trip is."""
-    first = _run(tmp_path, "-o", "run.jsonl", "--upstream", "openai=http://127.0.0.1:9",
-                 child=_ONE_ROUND_TRIP)  # fmt: skip
-    assert first.returncode == 0, first.stderr
+    _start_from(made, tmp_path, ("one.jsonl", tmp_path / "run.jsonl"))  # recorded by looptap run
     good = (tmp_path / "run.jsonl").read_bytes()
     assert good.count(b"\n") >= 2, good  # a header and a round trip
     failed = _run(tmp_path, "-o", "run.jsonl", child="raise SystemExit(\"No module named 'x'\")")
@@ -262,14 +292,14 @@ def test_a_directory_is_never_the_cassette(tmp_path: Path) -> None:
     assert os.listdir(d) == []
 
 
-def test_a_link_is_never_the_cassette(tmp_path: Path) -> None:
+def test_a_link_is_never_the_cassette(tmp_path: Path, made: Path) -> None:
     dangling = tmp_path / "run.jsonl"
     dangling.symlink_to(tmp_path / "elsewhere.jsonl")
     proc = _run(tmp_path, "-o", str(dangling))
     _refused(proc, "is a symbolic link")
     assert not (tmp_path / "elsewhere.jsonl").exists()  # was: created where the link points
     victim = tmp_path / "victim.jsonl"
-    assert _run(tmp_path, "-o", str(victim)).returncode == 0
+    shutil.copyfile(made / "run.jsonl", victim)  # a cassette recorded by looptap run
     before = victim.read_bytes()
     dangling.unlink()
     dangling.symlink_to(victim)
@@ -303,10 +333,12 @@ def test_a_confdir_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "name", ["mitmproxy-ca.pem", "mitmproxy-ca-cert.pem", "mitmproxy-dhparam.pem"]
 )
-def test_a_fifo_planted_in_the_confdir_is_refused_not_waited_on(tmp_path: Path, name: str) -> None:
+def test_a_fifo_planted_in_the_confdir_is_refused_not_waited_on(
+    tmp_path: Path, name: str, made: Path
+) -> None:
     """mitmproxy reads its CA and DH files at start, looptap the CA certificate: a FIFO at one
     of them is refused in one line (was: the start waited for a writer forever)."""
-    assert _run(tmp_path, "-o", "first.jsonl").returncode == 0  # the CA made
+    _start_from(made, tmp_path)  # the CA made by looptap run
     (tmp_path / "conf" / name).unlink()
     os.mkfifo(tmp_path / "conf" / name)
     proc = _run(tmp_path, "-o", "run.jsonl")

@@ -234,16 +234,17 @@ def test_slow_drip_events_reach_the_agent_one_by_one(
 def test_slow_drip_bytes_pass_through_one_at_a_time(
     mode: str, upstream: FakeUpstream, recorder: RecorderProcess
 ) -> None:
-    """The first 48 bytes one byte per write, 40 ms apart and in lockstep with the agent (see
+    """The first 48 bytes one byte per write, 10 ms apart and in lockstep with the agent (see
     above): every byte reaches the agent before the next is written, the body is whole, and the
-    recorded stream parses to the same response."""
+    recorded stream parses to the same response. (The lockstep, not the pause, keeps the writes
+    apart: 40 ms pauses, before session 54, cost about 4 s of waiting a case.)"""
     marker, key = f"dripb-{mode}-{uuid.uuid4().hex}", uuid.uuid4().hex
     direct = Target("direct", upstream).request(
-        CHAT, _h("drip; unit=byte; bytes=48; delay=0.04"), chat_body(f"direct-{uuid.uuid4().hex}")
+        CHAT, _h("drip; unit=byte; bytes=48; delay=0.01"), chat_body(f"direct-{uuid.uuid4().hex}")
     )
     via = Target(mode, upstream, recorder).request(
         CHAT,
-        _h(f"drip; unit=byte; bytes=48; delay=0.04; lockstep={key}"),
+        _h(f"drip; unit=byte; bytes=48; delay=0.01; lockstep={key}"),
         chat_body(marker),
         stop=lambda r: upstream.ack(key, r.size),
     )
