@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -49,8 +50,10 @@ CLIENTS_PYTHON = Path(
 )
 if not CLIENTS_PYTHON.exists():  # a worktree's: the main checkout's shared environment
     CLIENTS_PYTHON = Path("/work/main/.venv-clients/bin/python")
-#: Tool calls per model turn.
-BATCH = 20
+#: Tool calls per model turn: the cases in two turns of tools, then the answer (a fork from turn 1
+#: has turn 0's calls served; ``why`` re-samples the two later turns). 20 a turn made eight turns
+#: and six ``why`` branches (session 54: the set-up 81 s of the matrix's slowest).
+BATCH = 64
 
 AGENT = r"""
 import json, os, sys
@@ -83,6 +86,8 @@ for _ in range(40):
     for tc in msg.tool_calls:  # one after another: the same order on every run
         said = call_api(json.loads(tc.function.arguments)["case"])
         print("agent: the tool said", json.dumps(said), flush=True)  # (secrets on stdout)
+        if os.environ.get("ONE_CALL"):  # (the replay miss: its first call is all it needs)
+            sys.exit(0)
         messages.append({"role": "tool", "tool_call_id": tc.id, "content": said})
 """
 
@@ -151,9 +156,35 @@ def _looptap_lines(stdout: str) -> str:
     return "".join(ln for ln in stdout.splitlines(True) if not ln.startswith(AGENT_SAYS))
 
 
+def _piece_index(size: int) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """The 8-character pieces of every sentinel, each with the sentinels it is of, and the
+    sentinels shorter than 8 (their own piece); made again when :data:`SENT` grew (``size``: it
+    only grows, a sentinel is never changed)."""
+    if _INDEX and _INDEX[0] == size:
+        return _INDEX[1], _INDEX[2]
+    index: dict[str, set[str]] = {}
+    short: dict[str, str] = {}
+    for name, sec in SENT.items():
+        for piece in _pieces(sec):
+            if len(piece) == 8:
+                index.setdefault(piece, set()).add(name)
+            else:
+                short[name] = piece
+    _INDEX[:] = [size, index, short]
+    return index, short
+
+
+_INDEX: list[Any] = []
+
+
 def leaks(text: str) -> list[str]:
-    """The sentinels of which some 8-character piece is in ``text``."""
-    return sorted(name for name, sec in SENT.items() if any(p in text for p in _pieces(sec)))
+    """The sentinels of which some 8-character piece is in ``text``: the text's every 8
+    characters looked up among the pieces (a search per piece took 6 s of CPU over one run's
+    outputs)."""
+    index, short = _piece_index(len(SENT))
+    found = {name for name, piece in short.items() if piece in text}
+    grams = {text[i : i + 8] for i in range(len(text) - 7)}
+    return sorted(found.union(*(index[g] for g in grams & index.keys())))
 
 
 def _looptap(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -304,7 +335,6 @@ def run_bench(work: Path) -> dict[str, Any]:
             )
     for f in sorted(cache.rglob("*.sqlite")) if cache.exists() else []:
         outputs[f"kept analysis {f.name}"] = _sqlite_text(f)
-    verify_clean = _looptap("verify", str(run), env=base, cwd=work).returncode == 0
     # every file looptap wrote, as verify reads them (DuckDB: the tests' environment has it)
     every = [str(p) for p in (run.parent, branch.parent, work / "why", ex, cache) if p.exists()]
     every_verified = subprocess.run(
@@ -332,11 +362,12 @@ def run_bench(work: Path) -> dict[str, Any]:
         (work / "miss_agent.py").write_text(miss_agent)
         subprocess.run(
             [str(CLIENTS_PYTHON), str(work / "miss_agent.py")], capture_output=True, text=True,
-            timeout=900, env={**base, **renv, "TOOL_URL": tools.url}, cwd=work,
+            timeout=900, env={**base, **renv, "TOOL_URL": tools.url, "ONE_CALL": "1"}, cwd=work,
         )  # fmt: skip
     finally:
         miss_err = _stop(replay)
     outputs["replay miss (stderr)"] = miss_err
+    planted = _planted(run, all_cases, work, base)
     saved = work / "outputs"
     saved.mkdir(exist_ok=True)
     for n, (where, text) in enumerate(outputs.items()):
@@ -355,38 +386,39 @@ def run_bench(work: Path) -> dict[str, Any]:
         "apis": sorted({c.api for c in all_cases}),
         "leaks": table,
         "on_disk": sorted({n for v in table.values() for n in v}),
-        "verify_clean": verify_clean,
+        "verify_clean": planted.pop(RUN_CLEAN),
         "verify_every_file_clean": every_verified.returncode == 0,
         "verify_files": every_verified.stderr.count(": clean"),
         "served": served,
         "replayed_agent_ok": again.returncode == 0 and "answer: done" in again.stdout,
         "miss_said": "miss" in miss_err.lower() or "unmatched" in miss_err.lower(),
         "fork_ok": fork.returncode == 0,
-        "verify_planted": _planted(run, all_cases, work, base),
+        "verify_planted": planted,
     }
 
 
 def _served(err: str) -> tuple[int, int] | None:
-    import re
-
     m = re.search(r"served (\d+) of (\d+) tool HTTP calls", err)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+RUN_CLEAN = "(the run itself is clean)"
 
 
 def _planted(run: Path, all_cases: list[Case], work: Path, env: dict[str, str]) -> dict[str, bool]:
     """For each class: the cassette with the first case of that class's sentinels put back where
     the redaction masked them (the case's tool exchange written again from the case, unredacted);
-    whether ``looptap verify`` flags it."""
+    whether ``looptap verify`` flags it. One ``verify`` reads them all, the run too: its verdict
+    per file (``FILE: N secret(s) found`` or ``FILE: clean``), by class, and under
+    :data:`RUN_CLEAN` whether the run is clean."""
     import base64
 
     lines = run.read_bytes().splitlines()
     tool_lines = [i for i, ln in enumerate(lines) if b'"tool":true' in ln or b'"tool": true' in ln]
-    out: dict[str, bool] = {}
-    done: set[str] = set()
+    files: dict[str, str] = {}
     for i, c in enumerate(all_cases):
-        if c.cls in done or i >= len(tool_lines):
+        if c.cls in files.values() or i >= len(tool_lines):
             continue
-        done.add(c.cls)
         rec = json.loads(lines[tool_lines[i]])
         rec["url"] = "http://127.0.0.1:1" + c.path
         hdrs = [[k, v] for k, v in c.headers.items()]
@@ -400,11 +432,16 @@ def _planted(run: Path, all_cases: list[Case], work: Path, env: dict[str, str]) 
         resp["headers"] = [[k, v] for k, v in c.resp_headers.items()]
         resp["body"] = {"text": c.resp_body}
         rec["response"] = resp
-        planted = work / f"planted-{len(done)}.jsonl"
+        planted = work / f"planted-{len(files) + 1}.jsonl"
         planted.write_bytes(lines[0] + b"\n" + json.dumps(rec).encode() + b"\n")
-        p = _looptap("verify", str(planted), env=env, cwd=work)
-        out[c.cls] = p.returncode == 1
-    return out
+        files[planted.name] = c.cls
+    ran = str(run.relative_to(work))
+    p = _looptap("verify", ran, *files, env=env, cwd=work)
+    said = dict(re.findall(r"^looptap: (\S+): (clean|\d+ secrets? found)$", p.stderr, re.M))
+    if p.returncode not in (0, 1) or set(said) != {ran, *files}:
+        raise RuntimeError(f"verify said (exit status {p.returncode}):\n{p.stderr[-4000:]}")
+    out = {cls: said[name] != "clean" for name, cls in files.items()}
+    return out | {RUN_CLEAN: said[ran] == "clean"}
 
 
 def main() -> int:

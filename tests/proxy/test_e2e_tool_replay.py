@@ -350,26 +350,38 @@ def test_agent(looptap):
 """
 
 
-def test_the_plugins_run_holds_the_tool_findings(tmp_path: Path, pytester: pytest.Pytester) -> None:
+def _lyon(req: ScriptedRequest) -> Reply:
+    if not req.tool_results():
+        return Reply.tool("get_weather", {"city": "Lyon"})
+    return Reply.say("It is fine in Lyon.")
+
+
+@pytest.fixture(scope="module")
+def hiding(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The openai SDK agent with httpx tools that hides a 503 from the model (it hands it
+    ``{}``), asked for Lyon's weather (the tool server answers Lyon 503), recorded once for the
+    two tests below; the tool server and the model stopped once it was."""
+    tmp = tmp_path_factory.mktemp("hiding")
+    with ScriptedUpstream(_lyon) as fake, ToolServer() as tools:
+        proc, run = looptap_run(tmp, OPENAI_AGENT, fake, tools)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return {"run": run, "tool_url": tools.url}
+
+
+def test_the_plugins_run_holds_the_tool_findings(
+    hiding: dict[str, Any], pytester: pytest.Pytester
+) -> None:
     """Issue 91, item 4: docs/testing.md's ``run.assert_no_findings(layer="C")`` fails for an
     agent that hides a 503 from the model (the openai SDK agent with httpx tools turns it into
     ``{}``), replayed by the plugin with the tool server and the model stopped: the tool calls it
     served are the run's tool exchanges, linked and judged. On c86d115d they were served as
     plain round trips and the assertion passed."""
-
-    def lyon(req: ScriptedRequest) -> Reply:
-        if not req.tool_results():
-            return Reply.tool("get_weather", {"city": "Lyon"})
-        return Reply.say("It is fine in Lyon.")
-
-    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    run = hiding["run"]
     recorded = [f.code for f in open_run(run, whole=True).analysis.findings]
     assert "C.tool_http_error_hidden" in recorded
     argv, env = _agent("openai", pytester.path)
-    pytester.makepyfile(test_inner=HIDING.format(cassette=str(run), argv=argv,
-                                                 env={**env, "TOOL_URL": tools.url}))  # fmt: skip
+    env["TOOL_URL"] = hiding["tool_url"]
+    pytester.makepyfile(test_inner=HIDING.format(cassette=str(run), argv=argv, env=env))
     result = run_plugged(pytester)
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
@@ -377,28 +389,19 @@ def test_the_plugins_run_holds_the_tool_findings(tmp_path: Path, pytester: pytes
 
 
 def test_a_forks_branch_holds_the_tool_calls_it_served_with_their_findings(
-    tmp_path: Path,
+    hiding: dict[str, Any], tmp_path: Path
 ) -> None:
     """Issue 91, item 4: a fork's branch holds the tool calls the replay server answered from the
     recording once the branch had begun (not only those that went live), each where it started,
     linked to the live turn's call it served and judged: the agent that hides a 503, forked at
     turn 0 with its tool server stopped, has its ``C.tool_http_error_hidden`` in the branch, the
     served call noted with the origin's seq. On c86d115d the branch held no tool exchange."""
-
-    def lyon(req: ScriptedRequest) -> Reply:
-        if not req.tool_results():
-            return Reply.tool("get_weather", {"city": "Lyon"})
-        return Reply.say("It is fine in Lyon.")
-
-    with ScriptedUpstream(lyon) as fake, ToolServer() as tools:
-        proc, run = looptap_run(tmp_path, OPENAI_AGENT, fake, tools)
-        tool_url = tools.url
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    run, tool_url = hiding["run"], hiding["tool_url"]
     (origin_tool,) = [ex for ex in read_records(run).exchanges if ex.tool]
     made = {"name": "openai", "run": run}
     fork = tmp_path / "fork"
     fork.mkdir()
-    with ScriptedUpstream(lyon) as fake:
+    with ScriptedUpstream(_lyon) as fake:
         proc, branch = _fork(made, fake, fork, tool_url, "--tools-offline", turn=0)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "served 1 of 1 tool HTTP call" in proc.stderr, proc.stderr[-3000:]
