@@ -23,6 +23,7 @@ from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -187,9 +188,16 @@ def test_run_refuses_in_one_line_before_anything_is_sent(tmp_path: Path, extra: 
             "--",
             *agent,
         ]
-        proc = progress.run(
-            argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x")
-        )
+        if "--from" in extra:  # read with the run: the recorder's process refuses
+            proc = progress.run(
+                argv,
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                env=clean_env(OPENAI_API_KEY="sk-x"),
+            )
+        else:  # refused from the options alone, before any process: in this one
+            proc = cli_run(*argv[len(RECORDER) :], cwd=tmp_path, OPENAI_API_KEY="sk-x")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("looptap: error: "), proc.stderr

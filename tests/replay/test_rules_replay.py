@@ -25,6 +25,7 @@ from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
 from tests.replay.test_rules_propose import MONDAY, TUESDAY, agent
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedUpstream
 
@@ -204,9 +205,16 @@ def test_run_from_refuses_a_rule_in_one_line_before_anything_is_sent(
             "-c",
             "open('agent-ran', 'w')",
         ]
-        proc = progress.run(
-            argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x")
-        )
+        if fork:  # read with the run: the recorder's process refuses
+            proc = progress.run(
+                argv,
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                env=clean_env(OPENAI_API_KEY="sk-x"),
+            )
+        else:  # refused from the options alone, before any process: in this one
+            proc = cli_run(*argv[len(RECORDER) :], cwd=tmp_path, OPENAI_API_KEY="sk-x")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("looptap: error: ") and said in lines[0], (
