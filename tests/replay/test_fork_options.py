@@ -149,6 +149,16 @@ def test_a_model_of_another_api_family_is_refused_before_anything_is_sent(tmp_pa
     ), proc.stderr
 
 
+def refused_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``looptap ARGS`` (a ``run`` to be refused): with ``--from``, read with the run, in the
+    recorder's process; without, refused from the options alone, before any process, in this
+    one."""
+    if "--from" in args:
+        env = clean_env(OPENAI_API_KEY="sk-x")
+        return progress.run([*RECORDER, *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return cli_run(*args, cwd=cwd, OPENAI_API_KEY="sk-x")
+
+
 @needs_recorder
 @pytest.mark.parametrize(
     "extra",
@@ -188,16 +198,7 @@ def test_run_refuses_in_one_line_before_anything_is_sent(tmp_path: Path, extra: 
             "--",
             *agent,
         ]
-        if "--from" in extra:  # read with the run: the recorder's process refuses
-            proc = progress.run(
-                argv,
-                capture_output=True,
-                text=True,
-                cwd=tmp_path,
-                env=clean_env(OPENAI_API_KEY="sk-x"),
-            )
-        else:  # refused from the options alone, before any process: in this one
-            proc = cli_run(*argv[len(RECORDER) :], cwd=tmp_path, OPENAI_API_KEY="sk-x")
+        proc = refused_run(argv[len(RECORDER) :], tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("looptap: error: "), proc.stderr
