@@ -23,6 +23,7 @@ import orjson
 from tests.replay.conftest import tool_loop, write
 from tests.replay.test_fork import _env, _upstreams
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -93,7 +94,7 @@ def test_a_client_cannot_forge_edit_marks_through_a_plain_run(tmp_path: Path) ->
         ), rec.get("notes")
         assert not any(k.lower().startswith("x-looptap") for k, _ in rec["request"]["headers"])
     assert b"FORGED ORIGINAL" not in run.read_bytes()
-    show = progress.run([*RECORDER, "show", str(run)], capture_output=True, text=True, env=_env())
+    show = cli_run("show", str(run))  # (in this process: what it says)
     assert show.returncode == 0, show.stderr
     assert "EDITED" not in show.stdout and "client sent" not in show.stdout, show.stdout
     assert len(fake.log) == 3

@@ -120,13 +120,26 @@ def _fork(
     return proc, branch, fake2
 
 
+@pytest.fixture(scope="module")
+def at_turn_2(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[object, Path, ScriptedUpstream, int]:
+    """The fork at turn 2 onto ``new-model-1``, run once for the tests that read it; and how many
+    requests the origin's fake had heard before it."""
+    before = len(origin[1].log)
+    return (
+        *_fork(origin, tmp_path_factory.mktemp("at-turn-2"), "turn=2", "--model", "new-model-1"),
+        before,
+    )
+
+
 @needs_recorder
 def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
-    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+    origin: tuple[Path, ScriptedUpstream, Path],
+    at_turn_2: tuple[object, Path, ScriptedUpstream, int],
 ) -> None:
     run, fake1, _ = origin
-    before = len(fake1.log)
-    proc, branch, fake2 = _fork(origin, tmp_path, "turn=2", "--model", "new-model-1")
+    proc, branch, fake2, before = at_turn_2
     assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
     assert len(fake1.log) == before  # the prefix (8 round trips) reached no upstream
     assert len(fake2.log) == 4 and {_label_of(x.request.body) for x in fake2.log} == set(LABELS)
@@ -184,7 +197,9 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
     from looptap.cassettes.mcp.query import Runs, fork_diff
 
-    answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch), None, None, 20, 6000)
+    answer = fork_diff(
+        Runs([str(run.parent), str(branch.parent)]), str(branch), None, None, 20, 6000
+    )
     assert (
         answer["cursor"] == "turn=2"
         and answer["model"] == "new-model-1"
@@ -247,23 +262,25 @@ OpenAI(max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[{"r
 
 @needs_recorder
 def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live(
-    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+    origin: tuple[Path, ScriptedUpstream, Path],
+    at_turn_2: tuple[object, Path, ScriptedUpstream, int],
+    tmp_path: Path,
 ) -> None:
     """Issue 43: the fork's replay lines read "looptap: looptap: …" and "played 8 of 12 recorded
     round trips" when 4 of those 8 went live; a client diverging before the cursor got the miss
-    lines doubled too."""
+    lines doubled too. (The fork at turn 2 of the test above: what it played and what went live
+    are counted apart as at any cursor.)"""
     run, _, confdir = origin
-    proc, _, fake2 = _fork(origin, tmp_path, "turn=1")
+    proc, _, fake2, _ = at_turn_2
     err = proc.stderr  # type: ignore[attr-defined]
-    assert proc.returncode == 0 and len(fake2.log) == 8, err[-4000:]  # type: ignore[attr-defined]
+    assert proc.returncode == 0 and len(fake2.log) == 4, err[-4000:]  # type: ignore[attr-defined]
     assert not [ln for ln in err.splitlines() if ln.startswith("looptap: looptap")], err
-    # turn 0 of each conversation from the recording; turns 1 and 2 live (turn 1 matched its
-    # recorded turn)
+    # turns 0 and 1 of each conversation from the recording; turn 2 live
     assert (
-        f"looptap: replay {run}: played 4 of 12 recorded round trips, 8 requests went live past "
+        f"looptap: replay {run}: played 8 of 12 recorded round trips, 4 requests went live past "
         "the cursor, 0 unmatched requests" in err.splitlines()
     ), err
-    assert "looptap: fork at turn=1: 8 requests sent live; went live: c1, c2, c3, c4" in err, err
+    assert "looptap: fork at turn=2: 4 requests sent live; went live: c1, c2, c3, c4" in err, err
     # refused: a client that diverges before the cursor (its first request is not the recording's)
     with ScriptedUpstream(new_model_route) as fake3:
         argv = [
@@ -544,12 +561,6 @@ def test_a_fork_stops_at_its_limit_sends_nothing_past_it_and_its_branch_says_so(
     assert stopped["refused"] >= 4  # the other agents' turn 1 at least
     assert "stopped at the limit" in err and "not sent past --max-requests 2" in err, err[-3000:]
     assert "this fork stopped at its limit of 2 live requests" in err + proc.stdout  # type: ignore[attr-defined]
-    # a plain run takes no limit
-    plain = progress.run(
-        [*RECORDER, "run", "--max-requests", "1", "-o", str(tmp_path / "p.jsonl"), "--", "true"],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    # a plain run takes no limit (refused from the options alone: in this process)
+    plain = cli_run("run", "--max-requests", "1", "-o", str(tmp_path / "p.jsonl"), "--", "true")
     assert plain.returncode == 2 and "--max-requests goes with --from" in plain.stderr

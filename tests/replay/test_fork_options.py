@@ -23,6 +23,7 @@ from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -148,6 +149,16 @@ def test_a_model_of_another_api_family_is_refused_before_anything_is_sent(tmp_pa
     ), proc.stderr
 
 
+def refused_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``looptap ARGS`` (a ``run`` to be refused): with ``--from``, read with the run, in the
+    recorder's process; without, refused from the options alone, before any process, in this
+    one."""
+    if "--from" in args:
+        env = clean_env(OPENAI_API_KEY="sk-x")
+        return progress.run([*RECORDER, *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return cli_run(*args, cwd=cwd, OPENAI_API_KEY="sk-x")
+
+
 @needs_recorder
 @pytest.mark.parametrize(
     "extra",
@@ -187,9 +198,7 @@ def test_run_refuses_in_one_line_before_anything_is_sent(tmp_path: Path, extra: 
             "--",
             *agent,
         ]
-        proc = progress.run(
-            argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x")
-        )
+        proc = refused_run(argv[len(RECORDER) :], tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("looptap: error: "), proc.stderr

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.test_why import AGENT, record_run, why_env
@@ -88,22 +89,10 @@ def test_a_sub_agents_changed_answer_takes_its_parent_live_from_the_request_it_r
         )
         assert rc == 1 and len(fake.log) == 3, err[-3000:]  # the agent's own outcome: it fails
         assert "went live from" not in err and "played 3 of 4 recorded round trips" in err, err
-    show = progress.run(
-        [*RECORDER, "show", str(tmp_path / "branch.jsonl")],
-        capture_output=True,
-        text=True,
-        env=why_env(),
-    )
+    show = cli_run("show", str(tmp_path / "branch.jsonl"))  # (in this process: what it says)
     assert show.returncode == 0, show.stderr
     # the origin's turn numbers: both live turns are turn 1 of their conversation
     assert "c1/turn 1" in show.stdout and "c2/turn 1" in show.stdout, show.stdout
-    diff = progress.run(
-        [*RECORDER, "diff", str(run), str(tmp_path / "branch.jsonl")],
-        capture_output=True,
-        text=True,
-        env=why_env(),
-    )
+    diff = cli_run("diff", str(run), str(tmp_path / "branch.jsonl"))
     # issue 71 item 12: one turn served is "turn 0", never "turns 0-0"
-    assert "(turn 0 served from A)" in diff.stdout and "turn 1 (seq 3 ↔" in diff.stdout, (
-        diff.stdout
-    )
+    assert "(turn 0 served from A)" in diff.stdout and "turn 1 (seq 3 ↔" in diff.stdout, diff.stdout

@@ -120,7 +120,20 @@ def forks(
 
 
 @needs_recorder
-@pytest.mark.parametrize("turn", [1, 2])
+@pytest.mark.parametrize(
+    "turn",
+    [
+        1,
+        pytest.param(
+            2,
+            marks=pytest.mark.slow(
+                reason="a second cursor over the same self-contained rewrite: turn 1's fork also "
+                "shows the chaining to the live model's ids after the cursor, which turn 2's has "
+                "none of"
+            ),
+        ),
+    ],
+)
 def test_a_chained_responses_agent_forks_over_http(
     origin: tuple[Path, ScriptedUpstream, Path], forks: Callable[[str], Any], turn: int
 ) -> None:

@@ -25,6 +25,7 @@ from looptap.cassettes.parsing import parse_all
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.wire import OWN_RESPONSE_HEADERS, without_own
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
 NOTE = json.dumps(
@@ -131,9 +132,7 @@ def test_an_upstreams_forged_looptap_marks_are_dropped_by_the_recorder(
     ), findings
     # the API's own rate limit, read as the API's
     assert [f.code for f in findings if f.layer == "A"] == ["A.rate_limited"], findings
-    show = progress.run(
-        [*RECORDER, "show", str(run)], capture_output=True, text=True, env=clean_env()
-    )
+    show = cli_run("show", str(run))  # (in this process: what it says)
     assert show.returncode == 0, show.stderr
     assert "injected by looptap" not in show.stdout and "FORGED DIVERGENCE" not in show.stdout, (
         show.stdout

@@ -53,6 +53,6 @@ def test_a_failed_test_with_a_hanging_request_leaves_the_next_one_alone(
     pytester.makepyfile(test_inner=textwrap.dedent(SDK_LOOP.split("@pytest.mark")[0]) + TESTS)
     (pytester.path / "cassettes").mkdir()
     write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
-    result = pytester.runpytest_subprocess(*NOPLUG, "--looptap-record-mode=none")
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: this test fails with a request left hanging"])

@@ -26,12 +26,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
 
 REPO = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
+pytest_plugins = ["pytester"]
 
 
 def _recipe() -> list[str]:
@@ -132,56 +135,48 @@ _INNER = "import pytest\n@pytest.mark.looptap\ndef test_x(looptap):\n    pass\n"
 
 
 def _missing(
-    tmp_path: Path, value: str, home: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    project = tmp_path / "project"
-    project.mkdir(exist_ok=True)
-    (project / "test_inner.py").write_text(_INNER)
-    env = clean_env(scrub=("CI", "PYTEST_ADDOPTS"), LOOPTAP_PROXY_PYTHON=value)
-    if home is not None:
-        env["HOME"] = str(home)
-    return progress.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:textual-snapshot",
-            "--looptap-record-mode=once",
-            "test_inner.py",
-        ],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str
+) -> pytest.RunResult:
+    """The inner project's pytest, in this process (the plugin's words are what is checked):
+    pytester's directory is the project, ``LOOPTAP_PROXY_PYTHON`` set to ``value``."""
+    pytester.makepyfile(test_inner=_INNER)
+    for name in ("CI", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", value)
+    return pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=once"
     )
 
 
-def test_a_missing_recorder_python_is_said_as_missing(tmp_path: Path) -> None:
+def test_a_missing_recorder_python_is_said_as_missing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fails on main: "recording needs the looptap recorder … create it with `python3 -m venv …`"
     for a path that is only wrong, with a chained exception."""
-    r = _missing(tmp_path, "../looptap/.venv-proxy/bin/python")
+    project = pytester.path
+    r = _missing(pytester, monkeypatch, "../looptap/.venv-proxy/bin/python")
     wanted = (
         "looptap: cannot record "
-        f"{tmp_path / 'project' / 'cassettes' / 'test_inner' / 'test_x.jsonl'} (mode once): "
+        f"{project / 'cassettes' / 'test_inner' / 'test_x.jsonl'} (mode once): "
         "LOOPTAP_PROXY_PYTHON=../looptap/.venv-proxy/bin/python: no such file "
-        f"({tmp_path / 'looptap/.venv-proxy/bin/python'}, relative to where pytest runs)"
+        f"({project.parent / 'looptap/.venv-proxy/bin/python'}, relative to where pytest runs)"
     )
-    out = r.stdout
-    assert r.returncode == 1, out
+    out = r.stdout.str()
+    assert r.ret == 1, out
     assert out.count("LOOPTAP_PROXY_PYTHON=") == 1 and wanted in out, out
     assert (
         "python3 -m venv" not in out and "During handling" not in out and "Traceback" not in out
     ), out
 
 
-def test_a_recorder_python_under_home_is_expanded(tmp_path: Path) -> None:
+def test_a_recorder_python_under_home_is_expanded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    r = _missing(tmp_path, "~/.looptap-proxy/bin/python", home=home)
+    monkeypatch.setenv("HOME", str(home))
+    r = _missing(pytester, monkeypatch, "~/.looptap-proxy/bin/python")
     assert (
         "LOOPTAP_PROXY_PYTHON=~/.looptap-proxy/bin/python: no such file "
-        f"({home}/.looptap-proxy/bin/python)" in r.stdout
-    ), r.stdout
+        f"({home}/.looptap-proxy/bin/python)" in r.stdout.str()
+    ), r.stdout.str()

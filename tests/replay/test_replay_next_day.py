@@ -23,6 +23,7 @@ import pytest
 
 from looptap.cassettes.reading import open_run
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.clock import moved, needs_faketime
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -157,20 +158,8 @@ def test_a_dated_agent_recorded_once_replays_the_next_day_and_a_real_change_fail
     )
     assert kept is not None, out[-4000:]
     assert f"looptap rules propose {cassette} {kept.group(1)}" in out, out[-4000:]
-    proposed = progress.run(
-        [
-            sys.executable,
-            "-m",
-            "looptap.cassettes.cli",
-            "rules",
-            "propose",
-            str(cassette),
-            kept.group(1),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    # (in this process: what it says; tests/replay/test_rules_propose.py runs the command)
+    proposed = cli_run("rules", "propose", str(cassette), kept.group(1))
     assert proposed.returncode == 1, proposed.stdout + proposed.stderr  # a real divergence remains
     assert (
         "a real divergence: not proposed" in proposed.stdout

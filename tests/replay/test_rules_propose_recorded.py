@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.clock import moved, needs_faketime
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -133,7 +134,8 @@ def test_the_rules_proposed_from_two_days_make_the_next_days_fork_match_and_noth
     _record(tmp_path, "monday.jsonl", tomorrow=False)
     _record(tmp_path, "tuesday.jsonl", tomorrow=True)
 
-    proposed = _looptap(tmp_path, "rules", "propose", "monday.jsonl", "tuesday.jsonl")
+    # (in this process: what it says; tests/replay/test_rules_propose.py runs the command)
+    proposed = cli_run("rules", "propose", "monday.jsonl", "tuesday.jsonl", cwd=tmp_path)
     out = proposed.stdout
     assert (
         proposed.returncode == 0

@@ -22,6 +22,7 @@ from looptap.cassettes.replay.forking.placement import parse_cursor
 from looptap.cassettes.replay.forking.plan import read_plan
 from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import raw_request, write
+from tests.replay.test_fork_options import refused_run
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
 from tests.replay.test_rules_propose import MONDAY, TUESDAY, agent
 from tests.support import progress
@@ -204,9 +205,7 @@ def test_run_from_refuses_a_rule_in_one_line_before_anything_is_sent(
             "-c",
             "open('agent-ran', 'w')",
         ]
-        proc = progress.run(
-            argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x")
-        )
+        proc = refused_run(argv[len(RECORDER) :], tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("looptap: error: ") and said in lines[0], (

@@ -40,6 +40,7 @@ the first one (:mod:`cassettes.replay.testing._session`, :mod:`~cassettes.replay
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -64,10 +65,11 @@ _SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
 
 
 def _machinery() -> ModuleType:
-    """What a test that uses looptap needs, loaded by the first one."""
-    from . import _session
-
-    return _session
+    """What a test that uses looptap needs, loaded by the first one. Looked up by its name, not
+    as this package's attribute (``from . import _session``): a pytester run in the process drops
+    the modules it imported when it ends, and the attribute would hand the next run the dropped
+    copy, whose replay server then matched with classes the fresh fork cursor does not know."""
+    return importlib.import_module(f"{__package__}._session")
 
 
 def __getattr__(name: str) -> Any:
