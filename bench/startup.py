@@ -318,7 +318,7 @@ def _against(
                 ),
                 n=max(5, runs // 3),
             )
-            fork = ["run", "--from", f"{two}@turn=1", "--force", "--confdir", conf]
+            fork = ["run", "--from", f"{two}@turn=1", "--in-place", "--force", "--confdir", conf]
             row(
                 "`looptap run --from RUN@turn=1 -o X -- true` (recorder env: a `why` branch's "
                 "start-up and stop)",
@@ -334,7 +334,7 @@ def _against(
                 on(ROOT, str(proxy_py), *rec, "-o", str(work / "rec.jsonl"), *agent),
                 env=env, cwd=work, check=True, capture_output=True,
             )  # fmt: skip
-            branch = [*rec, "--from", f"{work / 'rec.jsonl'}@turn=1"]
+            branch = [*rec, "--from", f"{work / 'rec.jsonl'}@turn=1", "--in-place"]
             for name, argv in (
                 (
                     "`looptap run -o X -- python agent.py` (recorder env; the agent sends the 2 "
