@@ -23,7 +23,9 @@ round trips, ``looptap replay`` of those until its export lines (goal for both: 
 bare Python), ``looptap run -- true`` (the recorder's start-up and stop), the same from the SDK's
 environment (the hand-off to the recorder's) and ``looptap run --from`` those two round trips
 ``-- true`` (what each branch of a ``looptap why`` starts and stops: the recorder, its writer, the
-fork's replay server). With ``--write`` that
+fork's replay server), and the two with an agent (``agent.py``: it sends the two round trips'
+requests again, to a loopback upstream on a thread of the bench that answers them as recorded):
+a recorded run and a fork's branch from turn 1 of one. With ``--write`` that
 table goes into docs/startup.md too. Children run without ``PYTHONDONTWRITEBYTECODE``, on bytecode
 compiled first for both trees and the environments.
 """
@@ -146,6 +148,57 @@ def _tree(tree: Path, interp: str) -> list[str]:
     return ["env", f"PYTHONPATH={editable if editable.is_dir() else tree}", interp]
 
 
+#: The agent of the recorded rows: it sends a run's requests again (``requests.json``: URL path,
+#: body), one after the other, to ``$ANTHROPIC_BASE_URL`` (the demo run's API), as a client would.
+AGENT = """import json, os, sys, urllib.request
+base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
+for path, body in json.load(open(sys.argv[1])):
+    req = urllib.request.Request(base + path, data=body.encode(), headers={
+        "content-type": "application/json", "x-api-key": "k", "anthropic-version": "2023-06-01"})
+    with urllib.request.urlopen(req) as resp:
+        resp.read()
+"""
+
+
+def _upstream(run: Path, work: Path) -> tuple[Any, str]:
+    """A loopback upstream that answers each of ``run``'s requests with its recorded answer (the
+    last one for any other), on a thread of this process (its CPU is not the command's), and the
+    agent's ``requests.json``. Returns the server (``shutdown()`` it) and its URL."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import urlsplit
+
+    from looptap.cassettes.reading import open_run
+
+    answers: dict[bytes, tuple[int, bytes]] = {}
+    sent = []
+    for x in open_run(str(run)).exchanges:
+        url = urlsplit(x.url)
+        sent.append((url.path + (f"?{url.query}" if url.query else ""), x.request_body.decode()))
+        answers[x.request_body] = (x.status or 200, x.response_body)
+    (work / "requests.json").write_text(json.dumps(sent))
+    (work / "agent.py").write_text(AGENT)
+    last = answers[x.request_body]
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            status, data = answers.get(body, last)
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 def _against(
     ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], work: Path, demo: Path
 ) -> list[str]:
@@ -265,7 +318,7 @@ def _against(
                 ),
                 n=max(5, runs // 3),
             )
-            fork = ["run", "--from", f"{two}@turn=1", "--force", "--confdir", conf]
+            fork = ["run", "--from", f"{two}@turn=1", "--in-place", "--force", "--confdir", conf]
             row(
                 "`looptap run --from RUN@turn=1 -o X -- true` (recorder env: a `why` branch's "
                 "start-up and stop)",
@@ -273,6 +326,34 @@ def _against(
                 on(old, str(proxy_py), *fork, "-o", str(work / "b.jsonl"), "--", "true"),
                 n=max(5, runs // 3),
             )
+            # the two kinds of process a `why` runs most: a recorded agent, a branch of a fork
+            server, up = _upstream(two, work)
+            agent = ["--", py, "-I", str(work / "agent.py"), str(work / "requests.json")]
+            rec = ["run", "--force", "--confdir", conf, "--upstream", f"anthropic={up}"]
+            subprocess.run(
+                on(ROOT, str(proxy_py), *rec, "-o", str(work / "rec.jsonl"), *agent),
+                env=env, cwd=work, check=True, capture_output=True,
+            )  # fmt: skip
+            branch = [*rec, "--from", f"{work / 'rec.jsonl'}@turn=1", "--in-place"]
+            for name, argv in (
+                (
+                    "`looptap run -o X -- python agent.py` (recorder env; the agent sends the 2 "
+                    "round trips to a loopback upstream)",
+                    rec,
+                ),
+                (
+                    "`looptap run --from REC@turn=1 -o Y -- python agent.py` (recorder env: the "
+                    "first round trip served by the fork, the second sent live to the loopback)",
+                    branch,
+                ),
+            ):
+                row(
+                    name,
+                    on(ROOT, str(proxy_py), *argv, "-o", str(work / "a.jsonl"), *agent),
+                    on(old, str(proxy_py), *argv, "-o", str(work / "b.jsonl"), *agent),
+                    n=runs,
+                )
+            server.shutdown()
             handed = {**env, "LOOPTAP_PROXY_PYTHON": str(proxy_py)}
             row(
                 "`looptap run -o X -- true` from the SDK env (handed to the recorder env)",

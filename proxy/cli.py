@@ -22,7 +22,7 @@ from ..cassettes.errors import CassetteError, CassetteIOError
 from ..cassettes.hints import HANDED_OFF, count, install_command, recorder_install_command
 from ..cassettes.lazy import init_on_first_use
 from ..cassettes.recording import agent_name, run_about
-from ..cassettes.replay.forking.cursor import bases_of
+from ..cassettes.replay.live.upstreams import bases_of
 from ..cassettes.replay.testing.ready import check_ready_path
 from ..cassettes.replay.testing.recorder import hand_to, recorder_python
 from ..cassettes.storage import UnsafePath, check_target, is_cassette, same_path
@@ -38,7 +38,6 @@ from .output import output_of, prepare_output, settle_earlier
 init_on_first_use("mitmproxy.addons")
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
     from .config import RecorderConfig, RecorderError
-    from .faults import live_plan
     from .launcher import BusyPort, check_confdir
     from .session import record_forever, report_lost, run_child
 except ImportError:
@@ -148,8 +147,9 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
 
 
 def _config(args: argparse.Namespace) -> Any:
-    if args.fault:
+    if args.fault:  # (the fault injector imports the matcher: for --fault only, bench/startup.py)
         from ..cassettes.replay.serving.faults import FaultSpecError
+        from .faults import live_plan
 
         try:
             live_plan(list(args.fault), args.fault_seed)
@@ -423,9 +423,11 @@ def _run_one(args: argparse.Namespace, written: list[Path] | None, scratch: list
     try:
         # the fork --from asks for, checked, no file touched yet; its edits' marks are accepted
         # from its own replay server only (the fork's modules are imported for a fork only)
-        from ..cassettes.replay.forking.fork import start_fork
+        fork = None
+        if args.from_run is not None:
+            from ..cassettes.replay.forking.fork import start_fork
 
-        fork = None if args.from_run is None else start_fork(args)
+            fork = start_fork(args)
     except (CassetteError, ValueError, OSError) as exc:
         messages.error(f"error: {exc}")
         return 2

@@ -9,6 +9,7 @@ interpreter, not by time (the figures are bench/startup.py's).
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -483,28 +484,99 @@ UNUSED_ADDONS = (
 )
 
 
-@needs_recorder
-def test_a_recording_loads_none_of_mitmproxys_addons_it_does_not_run(tmp_path: Path) -> None:
-    """``looptap run`` (in process, in the recorder's environment: the listeners up, a command
-    run, the cassette written and summed up) imports the four addons it runs, not the package's
-    31 defaults (proxy/cli.py); the package's own names still load on reading (what a stock
-    ``mitmdump`` reads: ``default_addons``)."""
+#: What only a fork (``--from``) or an injected fault (``--fault``) uses: the fork's modules, its
+#: cursor and replay plan, the live fault injector, and the matcher they all import (with the
+#: recording's indexed reader). A plain ``looptap run`` imported them all at start-up: 34 modules,
+#: about 0.1 s of CPU a run (bench/startup.py, docs/recorder.md).
+FORK_OR_FAULT = (
+    "looptap.cassettes.replay.forking",
+    "looptap.cassettes.replay.serving",
+    "looptap.cassettes.matching",
+    "looptap.proxy.faults",
+)
+
+
+def _recording_modules(tmp_path: Path, *flags: str) -> set[str]:
+    """The modules of a ``looptap run`` (in process, in the recorder's environment: the listeners
+    up, ``true`` run, the cassette written and summed up) with ``flags``; it must succeed."""
     out = tmp_path / "run.jsonl"
     _, printed = _modules_and_output(
         "import sys\n"
         "from looptap.cassettes.cli import main\n"
-        f"rc = main(['run', '-o', {str(out)!r}, '--confdir', {str(tmp_path / 'conf')!r}, "
-        "'--', 'true'])\n"
+        f"rc = main(['run', '-o', {str(out)!r}, '--force', '--confdir', "
+        f"{str(tmp_path / 'conf')!r}, *{list(flags)!r}, '--', 'true'])\n"
         "print(' '.join(sorted(sys.modules)))\n"
         "import mitmproxy.addons\n"
         "print(rc, len(mitmproxy.addons.default_addons()))",
         python=str(PROXY_PYTHON),
     )
     loaded, last = printed.splitlines()
-    mods = set(loaded.split())
     assert last.split() == ["0", "31"] and out.exists(), printed[-2000:]
+    return set(loaded.split())
+
+
+@needs_recorder
+def test_a_recording_loads_none_of_mitmproxys_addons_it_does_not_run(tmp_path: Path) -> None:
+    """``looptap run`` imports the four addons it runs, not the package's 31 defaults
+    (proxy/cli.py); the package's own names still load on reading (what a stock ``mitmdump``
+    reads: ``default_addons``). Nor, without ``--from`` or ``--fault``, the fork's modules, the
+    fault injector or the matcher (its ``--upstream`` is read without the fork's cursor)."""
+    mods = _recording_modules(tmp_path, "--upstream", "openai=http://127.0.0.1:9")
     assert {"mitmproxy.addons.proxyserver", "mitmproxy.addons.tlsconfig"} <= mods
     assert _loaded(mods, UNUSED_ADDONS) == []
+    assert "looptap.proxy.summary" in mods  # it did sum the run up
+    assert _loaded(mods, FORK_OR_FAULT) == [], _loaded(mods, FORK_OR_FAULT)
+
+
+@needs_recorder
+def test_a_recording_with_a_fault_loads_the_fault_injector(tmp_path: Path) -> None:
+    """The twin: ``--fault`` loads the injector (and the matcher it keys requests with); still
+    no fork."""
+    mods = _recording_modules(tmp_path, "--fault", "request=1:overloaded")
+    assert {"looptap.proxy.faults", "looptap.cassettes.matching"} <= mods
+    assert _loaded(mods, ("looptap.cassettes.replay.forking",)) == []
+
+
+#: What the recorder's writer process never uses: the matcher and what it imports (the indexed
+#: reader, the parser), the analysis, the fork. It writes the header's working directory and home
+#: (cassettes/places.py) and stores round trips; importing the matcher for those two paths cost
+#: 126 modules and about 0.11 s of CPU a writer.
+NOT_WRITING = (
+    "looptap.cassettes.matching",
+    "looptap.cassettes.reading",
+    "looptap.cassettes.parsing",
+    "looptap.cassettes.analysis",
+    "looptap.cassettes.replay",
+    "mitmproxy",
+)
+
+
+def test_the_writer_process_loads_no_matcher_nor_reader(tmp_path: Path) -> None:
+    """The writer's own work (:func:`proxy.writer.writer_main` in a fresh interpreter, its pipes
+    plain ones): the header with this process's places, a round trip stored, the end of its pipe.
+    It imports none of :data:`NOT_WRITING` (the provider adapters, and pydantic with their models,
+    do load: a round trip is stored by its API family)."""
+    out = tmp_path / "w.jsonl"
+    chat = _exchange([{"role": "user", "content": "hi"}], {"content": "hello"}, tools=False)
+    mods, printed = _modules_and_output(
+        "import os, pickle\n"
+        "from looptap.proxy.pipe import frame, write_parts\n"
+        "from looptap.proxy.writer import writer_main\n"
+        "class End:\n    def __init__(self, fd): self.fd = fd\n"
+        "    def fileno(self): return self.fd\n"
+        "ir, iw = os.pipe(); ar, aw = os.pipe()\n"
+        f"parts = frame(pickle.loads({pickle.dumps(chat)!r}))\n"
+        "while parts:\n    parts = write_parts(iw, parts)\n"
+        "os.close(iw)\n"
+        f"writer_main({str(out)!r}, False, End(ir), End(aw))\n"
+        "print(os.read(ar, 4096))"
+    )
+    assert b"ready" in printed.encode() and b"ok" in printed.encode(), printed
+    header, *rest = out.read_text().splitlines()
+    assert orjson.loads(header)["meta"]["cwd"] == str(Path(__file__).parents[1]), header
+    assert any(orjson.loads(line)["type"] == "exchange" for line in rest), rest[:2]
+    assert "looptap.cassettes.recording.pipeline" in mods
+    assert _loaded(mods, NOT_WRITING) == [], _loaded(mods, NOT_WRITING)
 
 
 def test_looptap_run_hands_over_to_the_recorder_before_the_fork_and_the_analysis() -> None:

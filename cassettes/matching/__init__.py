@@ -4,7 +4,8 @@ surface, pinned by tests/matching/test_surface.py):
 
 - what is volatile between two runs of one agent (dates, clocks, ids, temp paths, the working
   directory, ports), found by shape (``_volatile``, its patterns ``_detectors``), and where a
-  run was recorded (``_places``);
+  run was recorded (the header's paths, :mod:`cassettes.places`; what they make volatile,
+  ``_places``);
 - the user's rules (``_rules``; the path syntax is :mod:`cassettes.jsonpath`'s), a project's and
   a command line's read together from a table or flags (``_ruletable``); the file they live in,
   and the flags, are
@@ -22,11 +23,12 @@ same way through it. Plain imports: the pytest plugin's start, and ``looptap --h
 
 from __future__ import annotations
 
+from ..places import here, recorded, this_process
 from ._indexed import IndexedRecordings
 from ._jsondiff import Change, clip, json_diff, short, window
 from ._matcher import Matcher, tolerated_notes
 from ._miss import Miss
-from ._places import here, recorded, volatile_for
+from ._places import volatile_for
 from ._recording import Recorded
 from ._requestkey import RequestKey, bare_text, request_key, tool_host
 from ._rules import Rules, parse_ignore, parse_substitution
@@ -45,7 +47,6 @@ from ._volatile import (
     Numbering,
     Tolerated,
     VolatileSpans,
-    this_process,
     tolerated,
 )
 

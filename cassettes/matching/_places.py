@@ -1,64 +1,18 @@
-"""Where a run was recorded: the agent's working directory and home, kept in the cassette header
-(``meta.cwd``, ``meta.home``), so that a replay or a fork in another checkout, on another machine
-or under another user reads the recording's ``/home/alice/proj`` as ``<cwd>`` just as it reads its
-own (:class:`~cassettes.matching.VolatileSpans`).
-
-Only the two paths are written: no environment variable, no user name besides what the paths
-hold. A header is untrusted: a value that is not a string, is empty or longer than
-:data:`MAX_PATH`, is not absolute or holds a control character is ignored (a replay without it
-tolerates this machine's paths only, as before the fields existed).
-
-When the run was recorded is the header's own ``created`` time: an epoch timestamp within a year
-of it in a request is volatile as a date is (:attr:`VolatileSpans.recorded_time`).
+"""When and where a run was recorded, as the matcher tolerates them: the header's working
+directory and home (:mod:`cassettes.places`) and its own ``created`` time. An epoch timestamp
+within a year of that time in a request is volatile as a date is
+(:attr:`VolatileSpans.recorded_time`).
 """
 
 from __future__ import annotations
 
-import unicodedata
-from collections.abc import Mapping
 from typing import Any
 
+from ..places import recorded
 from ..reading import header_time
-from ._volatile import VolatileSpans, this_process
+from ._volatile import VolatileSpans
 
-__all__ = ["MAX_PATH", "here", "recorded", "volatile_for"]
-
-#: The header fields (in ``meta``): the agent's working directory, its home.
-PLACES = ("cwd", "home")
-#: The longest path taken from a header (Linux's PATH_MAX): longer is not a directory.
-MAX_PATH = 4096
-
-
-def path_value(value: Any) -> str | None:
-    """``value`` if it can be a directory's absolute path as a header holds it, else ``None``."""
-    if not isinstance(value, str) or not 1 < len(value) <= MAX_PATH or not value.startswith("/"):
-        return None
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in value):
-        return None  # a newline, an escape, a bidi override, a lone surrogate: not a path to match
-    return value
-
-
-def here(cwd: str | None = None, home: str | None = None) -> dict[str, str]:
-    """The header fields for a run recorded now by an agent in ``cwd`` with ``home`` (this
-    process's by default: ``looptap run``'s child inherits both); a field that cannot be known
-    or fails :func:`path_value` is left out."""
-    cwd, home = this_process(cwd, home)
-    out: dict[str, str] = {}
-    for name, value in zip(PLACES, (cwd, home), strict=True):
-        p = path_value(value)
-        if p is not None:
-            out[name] = p
-    return out
-
-
-def recorded(header: Any) -> tuple[list[str], list[str]]:
-    """The working directories and homes a cassette header says its run was recorded in (each a
-    list of zero or one): what :func:`path_value` accepts, nothing else."""
-    meta = header.get("meta") if isinstance(header, Mapping) else None
-    if not isinstance(meta, Mapping):
-        return [], []
-    cwd, home = (path_value(meta.get(name)) for name in PLACES)
-    return ([cwd] if cwd else []), ([home] if home else [])
+__all__ = ["volatile_for"]
 
 
 def volatile_for(header: Any) -> VolatileSpans:

@@ -21,13 +21,13 @@ recognised by shape.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from ..jsonpath import PathItem
+from ..places import this_process
 from ._detectors import TMP, detectors
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "Span",
     "Tolerated",
     "VolatileSpans",
-    "this_process",
     "tolerated",
 ]
 
@@ -90,17 +89,6 @@ MEMO_FROM = 256
 MEMO = 8 << 20
 #: Nor a text longer than this (one 50 MB message would hold 50 MB after its request is answered).
 MEMO_UPTO = 1 << 20
-
-
-def this_process(cwd: str | None = None, home: str | None = None) -> tuple[str | None, str]:
-    """``cwd`` and ``home``, each this process's where not given (``None`` for a working
-    directory removed under us)."""
-    if cwd is None:
-        try:
-            cwd = os.getcwd()
-        except OSError:  # the directory was removed under us
-            cwd = None
-    return cwd, home if home is not None else os.path.expanduser("~")
 
 
 class VolatileSpans:

@@ -23,11 +23,12 @@ from ..hints import count
 from ..matching import rules_of_args, turn_entries
 from ..storage import write_private
 from ..wire import KEY_ENV
-from .forking.cursor import Cursor, bases_of, live_router
+from .forking.cursor import Cursor, live_router
 from .forking.placement import CursorError, parse_cursor
 from .forking.plan import PlanError, read_plan
 from .forking.served import keep_served
 from .live.edits import EditError, parse_edits
+from .live.upstreams import bases_of
 from .serving.agent_env import export_lines, placeholder_keys
 from .serving.faults import FaultPlan, FaultSpecError, parse_fault
 from .serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace

@@ -59,8 +59,7 @@ def where_sent(run: Any, upstreams: list[str]) -> dict[str, str]:
     than at its vendor goes there unless given, never to the vendor's API; said on stderr.
     Raises :class:`CassetteError` when the run reached one API at two places and none is given,
     ``ValueError`` for an item that is not ``NAME=URL``."""
-    from ..replay.forking.cursor import bases_of
-    from ..replay.live.upstreams import destinations, recorded_origins
+    from ..replay.live.upstreams import bases_of, destinations, recorded_origins
 
     goes = destinations(recorded_origins(run.pairs), bases_of(upstreams, "--upstream"))
     if (refused := goes.refusal()) is not None:

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from looptap.cassettes.matching import VolatileSpans, here, recorded, volatile_for
-from looptap.cassettes.matching._places import MAX_PATH, path_value
+from looptap.cassettes.places import MAX_PATH, path_value
 from looptap.cassettes.replay.forking.fork import branch_meta, parse_from
 from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import (

@@ -1,6 +1,6 @@
 """``--live NAME=URL`` (a fork's replay server), ``--upstream NAME=URL`` (compare, why, record,
 run) and the pytest plugin's ``--looptap-upstream NAME=URL`` are read by one function,
-:func:`cassettes.replay.forking.cursor.bases_of`."""
+:func:`cassettes.replay.live.upstreams.bases_of`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from looptap.cassettes import providers
 from looptap.cassettes.replay.forking.compare.budget import upstream_bases
-from looptap.cassettes.replay.forking.cursor import bases_of
+from looptap.cassettes.replay.live.upstreams import bases_of
 
 
 def test_an_item_names_its_api_and_a_base_url() -> None:

@@ -36,7 +36,7 @@ path's model where the adapter says the path names one: a deployment, or a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ from ..serving.plan import Answer, Forward, Missed, Play, Refused
 from .limit import Limit, refusal
 from .placement import CursorSpec, listed_items, place, selects
 
-__all__ = ["Cursor", "bases_of", "live_router"]
+__all__ = ["Cursor", "live_router"]
 
 #: The most requests :attr:`Cursor.lived` keeps (past them, the lived run is not known: ``None``).
 LIVED_MAX = 100_000
@@ -442,18 +442,6 @@ class Cursor:
                 "answer replayed from the recording, which the live upstream never gave"
             )
         return out + edit_lines(self.edits, self.continued)
-
-
-def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
-    """``NAME=URL`` items (``--live``, ``--upstream``) as the bases :func:`live_router` routes by;
-    raises ``ValueError`` for an item of another form."""
-    bases: dict[str, str] = {}
-    for item in items:
-        name, sep, url = str(item).partition("=")
-        if not sep or not name.strip() or not url.startswith(("http://", "https://")):
-            raise ValueError(f"{flag} wants NAME=http(s)://host[:port], not {item[:80]!r}")
-        bases[name.strip().lower()] = url.strip().rstrip("/")
-    return bases
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:

@@ -38,13 +38,13 @@ from ...wire import KEY_ENV, new_key
 from ..live.edits import Edit, edit_file, parse_edit, parse_edits
 from ..live.upstreams import (
     Destinations,
+    bases_of,
     destinations,
     live_bases,
     named_listeners,
     recorded_origins,
 )
 from ..serving.agent_env import read_export, replay_env
-from .cursor import bases_of
 from .placement import CursorSpec, parse_cursor, place
 from .plan import RULES, ForkPlan
 from .served import merge_served

@@ -18,6 +18,7 @@ from ... import providers
 __all__ = [
     "VENDORS",
     "Destinations",
+    "bases_of",
     "destinations",
     "live_bases",
     "named_listeners",
@@ -132,3 +133,17 @@ def destinations(origins: dict[str, set[str]], given: dict[str, str]) -> Destina
         elif away:
             pinned[name] = away[0]
     return Destinations(dict(given), pinned, mixed)
+
+
+def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
+    """``NAME=URL`` items (``--live``, ``--upstream``) as the bases
+    :func:`~cassettes.replay.forking.cursor.live_router` routes by; raises ``ValueError`` for an
+    item of another form. Here, beside :func:`destinations`, not in the cursor's module: ``looptap
+    run`` reads ``--upstream`` and imports no fork (tests/test_startup_imports.py)."""
+    bases: dict[str, str] = {}
+    for item in items:
+        name, sep, url = str(item).partition("=")
+        if not sep or not name.strip() or not url.startswith(("http://", "https://")):
+            raise ValueError(f"{flag} wants NAME=http(s)://host[:port], not {item[:80]!r}")
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    return bases

@@ -263,7 +263,7 @@ def _check_recordable(path: Path, mode: str) -> None:
 def upstreams(config: pytest.Config) -> dict[str, str]:
     """``--looptap-upstream NAME=URL``, read as ``looptap record --upstream`` reads it (one
     usage error line for an item of another form, before the recorder starts)."""
-    from ..forking.cursor import bases_of  # (only a session that records reads it)
+    from ..live.upstreams import bases_of  # (only a session that records reads it)
 
     try:
         return bases_of(config.getoption("--looptap-upstream") or [], "--looptap-upstream")

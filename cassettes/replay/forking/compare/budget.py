@@ -19,7 +19,7 @@ from ....parsing import parse_exchange
 from ....views import money
 from ....wire import Exchange
 from ...live.model import with_model
-from ..cursor import bases_of
+from ...live.upstreams import bases_of
 from .answer import price_usage
 
 
