@@ -5,11 +5,16 @@ detectors; a difference only in a date, a uuid, a temp path or a loopback port a
 Generated text is ordinary prose around the changed token: words of instructions, names, numbers
 of any size and kind (counts, prices, versions, 10-digit numbers), with a volatile span or two
 beside them so that the detectors are at work on the same strings.
+
+100 examples a property by default (Hypothesis' own default; 300 until session 54), 2,000 under
+``LOOPTAP_SLOW=1`` (the nightly run, docs/suite.md); ``LOOPTAP_VOLATILE_EXAMPLES`` sets another
+count.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 from typing import Any
 
@@ -20,7 +25,13 @@ from hypothesis import strategies as st
 from looptap.cassettes.matching import VolatileSpans, request_key
 
 V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob")
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = int(
+    os.environ.get("LOOPTAP_VOLATILE_EXAMPLES")
+    or (2000 if os.environ.get("LOOPTAP_SLOW", "") not in ("", "0") else 100)
+)
+SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 #: Words of instructions and prose. No timing word (``took``, ``in``, ``after``, ``time`` …): a
 #: number after one of those is a duration by design, and the property is about numbers that are

@@ -37,9 +37,14 @@ def _signature(ra) -> list[tuple]:  # type: ignore[no-untyped-def]
 def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path) -> None:
     incremental_requests = 0
     for i, path in enumerate(corpus_files()):
+        recorded = load(path)
+        if len(recorded) < 2:
+            # (one round trip has no earlier request to be a history delta of: its incremental
+            # parse is its full parse, by construction; 651 of the 1,099 files)
+            continue
         out = tmp_path / f"{i}.jsonl"
         with CassetteWriter(out) as w:
-            for ex in load(path):
+            for ex in recorded:
                 w.append(ex)
         exchanges = read_records(out).exchanges
         parsed: dict[int, RoundTrip] = {}
