@@ -24,12 +24,14 @@ from tests.support import progress
 from tests.support.progress import CEILING
 from tests.support.recorder import RECORDER
 from tests.support.scripted import Logged, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import AGENT, WHY, c_call, c_route, why_env
+from tests.why.test_why import AGENT, HTTP, WHY, c_call, c_route, why_env
 
 __all__ = ["AGENT_ARGS", "CInvestigation", "Meeting", "Sentinel", "investigate"]
 
-#: The agent's flags: it drops the second result and fails unless the answer says "rain".
-AGENT_ARGS = ("--drop-second", "--expect", "rain")
+#: The agent's flags: it drops the second result and fails unless the answer says "rain"; its
+#: client is urllib (test_why.py's ``HTTP``: what the session's readers show is where why sends and
+#: what it keeps, not the SDK).
+AGENT_ARGS = ("--drop-second", "--expect", "rain", HTTP)
 
 
 class Sentinel:

@@ -31,6 +31,19 @@ if TYPE_CHECKING:
     from tests.why.c_case import CInvestigation
 
 AGENT = Path(__file__).with_name("why_agent.py")
+#: The agent's flag for a Chat client on the standard library's ``urllib``, not the openai SDK
+#: (why_agent.py ``--http``: the same bodies, without the SDK's ~0.7 s of CPU a run): for the tests
+#: about what why concludes from its branches, whose client is not what they show. The recording
+#: and every command run against it take it alike (a branch sends what the recording's client sent).
+HTTP = "--http"
+
+
+def via(family: str) -> tuple[str, ...]:
+    """The agent's client flags for ``family`` in the tests that take :data:`HTTP`: Chat's
+    requests by urllib, the other families' by their SDK."""
+    return (HTTP,) if family == "chat" else ()
+
+
 #: The must-show claims with K=10 (30 branches a case: minutes on a loaded machine): LOOPTAP_SLOW=1.
 SLOW = pytest.mark.slow(reason="K=10 per intervention (30 branches a case)")
 WHY = [sys.executable, "-m", "looptap.cassettes.cli", "why"]
@@ -222,7 +235,9 @@ def budget_kept(doc: dict[str, Any], budget: str = "estimate") -> tuple[int, int
 
 @pytest.fixture(scope="module")
 def c_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The C case's failing run of an API family, recorded once for the module."""
+    """The C case's failing run of an API family, recorded once for the module (Chat's requests
+    sent by urllib, :data:`HTTP`: every test that reads it is about why; the openai SDK's Chat
+    requests are the cut answer's and the refusal's, Responses' and Anthropic's their SDKs')."""
     made: dict[str, Path] = {}
 
     def recorded(family: str) -> Path:
@@ -237,6 +252,7 @@ def c_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
                 "rain",
                 "--family",
                 family,
+                *via(family),
             )
         return made[family]
 
@@ -278,7 +294,7 @@ def test_dry_run_and_the_budget_guard_send_nothing(
             f"{call}=@lyon.txt",
             "-o",
             str(tmp_path / "w"),
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", *via(family)),
             family=family,
         )
         assert rc == 0, err
@@ -313,7 +329,7 @@ def test_dry_run_and_the_budget_guard_send_nothing(
             "20",
             "-o",
             str(tmp_path / "w"),
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", *via(family)),
             family=family,
         )
         assert rc == 2 and "over --max-requests 20: nothing sent" in err, err
@@ -327,7 +343,7 @@ def test_dry_run_and_the_budget_guard_send_nothing(
             "0.000001",
             "-o",
             str(tmp_path / "w"),
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", *via(family)),
             family=family,
         )
         assert rc == 2 and "over --max-cost 0.000001: nothing sent" in err, err
@@ -402,7 +418,7 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
             "-o",
             str(tmp_path / "w"),
             "--json",
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", HTTP),
         )
         assert rc == 0, err[-3000:]
         assert len(fake.log) == 1  # the branch's one live request; no baseline
@@ -421,7 +437,7 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
         "A.truncated_length",
         "-o",
         str(tmp_path / "w2"),
-        agent=("--drop-second",),
+        agent=("--drop-second", HTTP),
     )
     assert (
         rc == 2 and "does not fail by the outcome (the run has a finding A.truncated_length)" in err
@@ -503,12 +519,13 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
     )  # fmt: skip
     before = len(inv.fake.log)
     rc, _out, err = _why(
-        inv.tmp, inv.run, inv.fake, *again, agent=("--drop-second", "--expect", "rain")
+        inv.tmp, inv.run, inv.fake, *again, agent=("--drop-second", "--expect", "rain", HTTP)
     )
     assert rc == 2 and "--resume continues it" in err, err
     rc, out2, err = _why(
-        inv.tmp, inv.run, inv.fake, *again, "--resume", agent=("--drop-second", "--expect", "rain")
-    )
+        inv.tmp, inv.run, inv.fake, *again, "--resume",
+        agent=("--drop-second", "--expect", "rain", HTTP),
+    )  # fmt: skip
     assert (
         rc == 0
         and "3 branches kept from the earlier run, 0 to run" in err
@@ -564,7 +581,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
         "-o",
         str(tmp_path / "w"),
     ]
-    agent = ["--", sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
+    agent = ["--", sys.executable, str(AGENT), "--drop-second", "--expect", "rain", HTTP]
     with ScriptedUpstream(route) as fake:
         up = ["--upstream", f"openai={fake.url}"]
         proc = subprocess.Popen(
@@ -603,7 +620,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
             "-o",
             str(tmp_path / "w"),
             "--resume",
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", HTTP),
         )
     assert rc == 0 and "--resume: 1 branch kept from the earlier run, 2 to run" in err, err[-3000:]
     # the budget said is what is left (issue 55), not the full 3 branches' requests
@@ -637,7 +654,7 @@ def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(
             "-o",
             str(tmp_path / "w"),
             "--json",
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", *via(family)),
             family=family,
         )
     assert rc == 0, err[-4000:]
@@ -953,7 +970,7 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(tmp_path)
     call = c_call(c_run)
-    agent = [sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
+    agent = [sys.executable, str(AGENT), "--drop-second", "--expect", "rain", HTTP]
     with ScriptedUpstream(c_route) as fake:
         with pytest.raises(Refused, match="does not fail by the outcome"):
             why(
@@ -1012,7 +1029,7 @@ def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(
             "-o",
             str(tmp_path / "w"),
             "--json",
-            agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt"),
+            agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt", HTTP),
         )
     assert rc == 0, err[-3000:]
     assert len(fake.log) == 1  # the baseline sent nothing; the one branch sent its one live request

@@ -1,7 +1,8 @@
 """``looptap why`` where agents are built today (issue 55): a bug inside a sub-agent, a bug after a
 handoff, a request the API refuses, and branches whose fork failed. Scripted fakes of the
-project's own (tests/support/scripted.py) drive real-SDK agents (tests/why/why_agent.py
-``--shape``, openai Chat and Anthropic Messages) through the real recorder and the real fork.
+project's own (tests/support/scripted.py) drive the agents of tests/why/why_agent.py (``--shape``:
+Anthropic Messages on its SDK; Chat's requests sent by urllib, ``--http``, where the test is about
+why, on the openai SDK for the refused schema) through the real recorder and the real fork.
 
 The default suite runs small K (one intervention layer where that is the claim); the must-show
 figures at K=10 run with LOOPTAP_SLOW=1.
@@ -21,7 +22,7 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 from tests.why.test_why import AGENT as AGENT_PY
-from tests.why.test_why import SLOW, _why, families, record_run, why_env
+from tests.why.test_why import HTTP, SLOW, _why, families, record_run, via, why_env
 
 pytestmark = [needs_recorder]
 
@@ -82,6 +83,10 @@ def route(req: ScriptedRequest) -> Reply:
 
 
 AGENT = ("--drop-second", "--expect", "rain")
+#: The agent whose Chat requests are sent by urllib (test_why.py's ``HTTP``), for the tests about
+#: where why puts a change and what it counts, whose client is not what they show; the refused
+#: schema runs on the SDKs (their errors on the API's 400).
+LINKED = (*AGENT, HTTP)
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +140,7 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
     the branch was scored a failed sample (0/2, "try K=8"). ``--result`` from a file with a
     trailing newline puts back the text without it; no ``-o``: a new directory beside the run.
     K=3: the repair runs alone, against the recorded run only (3 of 3 is shown, 2 of 2 is not)."""
-    run = runs(family, "sub-agent", *AGENT)
+    run = runs(family, "sub-agent", *AGENT, *via(family))
     call, conversation, turn = dropped(run)
     assert (conversation, turn) == ("c2", 1)
     (tmp_path / "lyon.txt").write_text("rain\n")
@@ -151,7 +156,7 @@ def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
             "--result",
             f"{call}=@{tmp_path / 'lyon.txt'}",
             "--json",
-            agent=(*AGENT, "--shape", "sub-agent"),
+            agent=(*AGENT, *via(family), "--shape", "sub-agent"),
             family=family,
         )
     assert rc == 0, err[-4000:]
@@ -218,7 +223,7 @@ def test_must_show_the_repair_inside_the_sub_agent_flips_at_least_9_of_10(
 def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
     family: str, runs: Callable[..., Path], tmp_path: Path
 ) -> None:
-    run = runs(family, "handoff", *AGENT)
+    run = runs(family, "handoff", *AGENT, *via(family))
     call, conversation, turn = dropped(run)
     with ScriptedUpstream(route) as fake:
         rc, out, err = _why(
@@ -232,7 +237,7 @@ def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
             "-o",
             str(tmp_path / "w"),
             "--json",
-            agent=(*AGENT, "--shape", "handoff"),
+            agent=(*AGENT, *via(family), "--shape", "handoff"),
             family=family,
         )
     assert rc == 0, err[-4000:]
@@ -351,7 +356,7 @@ def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_a
     """The agent's second run asks another question (the client diverges before the cursor): its
     fork fails closed, and that branch is listed with the reason, never counted as a failed
     sample; the verdict rests on the two samples left."""
-    run = runs("chat", "plain", *AGENT)
+    run = runs("chat", "plain", *LINKED)
     call, _, _ = dropped(run)
     with ScriptedUpstream(route) as fake:
         rc, out, err = _why(
@@ -368,7 +373,7 @@ def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_a
             f"{call}=rain",
             "-o",
             str(tmp_path / "w"),
-            agent=(*AGENT, "--vary", str(tmp_path / "runs.txt")),
+            agent=(*LINKED, "--vary", str(tmp_path / "runs.txt")),
         )
     assert rc == 0, err[-4000:]
     head = out.splitlines()[0]
@@ -401,7 +406,7 @@ def test_an_edit_note_never_says_the_client_rewrote_a_result_it_never_sent(
             return Reply.tool("get_time", {"city": "Paris"})
         return route(req)
 
-    run = record_run(tmp_path, three_turns, *AGENT)
+    run = record_run(tmp_path, three_turns, *LINKED)
     call, _, turn = dropped(run)
     with ScriptedUpstream(three_turns) as fake:
         rc, _out, err = _why(
@@ -416,7 +421,7 @@ def test_an_edit_note_never_says_the_client_rewrote_a_result_it_never_sent(
             f"{call}=rain",
             "-o",
             str(tmp_path / "w"),
-            agent=AGENT,
+            agent=LINKED,
         )
     assert rc == 0 and turn == 1, err[-4000:]
     assert len([x for x in fake.log if call.encode() in orjson.dumps(x.request.body)]) == 2

@@ -1,7 +1,8 @@
 """``looptap why DIR --confirm -- CMD`` (issue 68, item 5): the user's fixed agent run K times as a
 fork of the recorded run at the verdict's turn, judged by the investigation's own outcome, through
 the investigation's own upstream and confdir (kept in its why.json), with nothing sent before a
-refusal. The agent is tests/why/why_agent.py on the real openai SDK; the upstream a scripted fake.
+refusal. The agent is tests/why/why_agent.py, its Chat requests sent by urllib (``--http``, as the
+session's investigation's, tests/why/c_case.py); the upstream a scripted fake.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tests.support import progress
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.c_case import CInvestigation
-from tests.why.test_why import AGENT, WHY, c_route, why_env
+from tests.why.test_why import AGENT, HTTP, WHY, c_route, why_env
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def _confirm(
     tmp: Path, target: Path | str, *args: str, agent: tuple[str, ...]
 ) -> tuple[int, str, str]:
     proc = progress.run(
-        [*WHY, str(target), "--confirm", *args, "--", sys.executable, str(AGENT), *agent],
+        [*WHY, str(target), "--confirm", *args, "--", sys.executable, str(AGENT), *agent, HTTP],
         env=why_env(),
         capture_output=True,
         text=True,

@@ -1,6 +1,7 @@
 """Issue 68 item 6, the budget of an E re-sample whose answer another conversation hears: the main
-agent asks a weather sub-agent and reports its answer (the real openai SDK, tests/why/why_agent.py
-``--shape sub-agent``, the real recorder and fork, a scripted upstream). In the recording the
+agent asks a weather sub-agent and reports its answer (tests/why/why_agent.py ``--shape
+sub-agent``, its Chat requests sent by urllib, ``--http``: the budget is why's, not the client's;
+the real recorder and fork, a scripted upstream). In the recording the
 sub-agent says Lyon is sunny (the run fails: no "rain"); re-sampling its last turn changes its
 answer when the live model says rain, and the parent's next request, which carries that answer
 as the tool's result, goes live too (2 requests a sample); when the live model says the same
@@ -19,12 +20,12 @@ import orjson
 
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import _why, record_run
+from tests.why.test_why import HTTP, _why, record_run
 from tests.why.test_why_agents import route as weather
 
 pytestmark = [needs_recorder]
 
-AGENT = ("--expect", "rain", "--shape", "sub-agent")
+AGENT = ("--expect", "rain", "--shape", "sub-agent", HTTP)
 WRONG, RIGHT = "Paris: sunny; Lyon: sunny too, I guess.", "Paris: sunny; Lyon: rain."
 
 

@@ -5,8 +5,9 @@ a correct sub-agent (or the first speaker of a group chat) left the parent's fai
 from the recording, outside the branch, so the sub-agent's answer stood for the run's and every such
 branch was scored a flip, though the agent printed the same failure and exited 1.
 
-Scripted fakes (tests/support/scripted.py) drive real-SDK agents (tests/why/why_agent.py, openai
-Chat and Anthropic Messages, the versions in .venv) through the real recorder and the real fork.
+Scripted fakes (tests/support/scripted.py) drive the agents of tests/why/why_agent.py (Chat's
+requests sent by urllib, ``--http``; Anthropic Messages on its SDK, the version in .venv) through
+the real recorder and the real fork.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import VARIANT, _why, record_run
+from tests.why.test_why import HTTP, VARIANT, _why, record_run, via
 from tests.why.test_why_agents import dropped
 
 pytestmark = [needs_recorder]
@@ -65,7 +66,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
             tmp = tmp_path_factory.mktemp(f"lived-{family}-{shape}")
             made[(family, shape)] = record_run(
                 tmp, route, "--drop-second", "--expect", "rain", "--family", family,
-                "--shape", shape,
+                "--shape", shape, *via(family),
             )  # fmt: skip
         return made[(family, shape)]
 
@@ -109,7 +110,8 @@ def test_a_correct_sub_agent_re_sampled_is_no_flip_while_the_parent_drops_its_an
         rc, out, err = _why(
             tmp_path, run, fake, *OUTCOMES[outcome], "--samples", "1", "--jobs", "2",
             "--result", f"{call}=Lyon: rain.", "-o", str(tmp_path / "w"), "--json",
-            agent=("--drop-second", "--expect", "rain", "--shape", "sub-agents"), family=family,
+            agent=("--drop-second", "--expect", "rain", "--shape", "sub-agents", *via(family)),
+            family=family,
         )  # fmt: skip
     assert rc == 0, err[-4000:]
     doc = orjson.loads(out)
@@ -145,7 +147,7 @@ def test_a_group_chat_whose_second_agent_drops_a_result_is_not_the_models(
         rc, out, err = _why(
             tmp_path, run, fake, *judged, "--layer", "E", "--samples", "1", "--jobs", "2",
             "-o", str(tmp_path / "w"), "--json",
-            agent=("--drop-second", "--expect", "rain", "--shape", "group"),
+            agent=("--drop-second", "--expect", "rain", "--shape", "group", HTTP),
         )  # fmt: skip
     assert rc == 0, err[-4000:]
     doc = orjson.loads(out)
@@ -172,7 +174,7 @@ def test_a_repair_in_a_group_chat_counts_the_next_speaker_that_hears_its_answer(
         rc, out, err = _why(
             tmp_path, run, fake, "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
             "-o", str(tmp_path / "w"), "--json",
-            agent=("--drop-second", "--expect", "rain", "--shape", "group"),
+            agent=("--drop-second", "--expect", "rain", "--shape", "group", HTTP),
         )  # fmt: skip
     assert rc == 0, err[-4000:]
     (repair,) = orjson.loads(out)["interventions"]

@@ -3,8 +3,9 @@ length of its prompt. The main agent asks the weather sub-agent "hi" (two charac
 only a prompt of 24 characters or more was looked for, so the sub-agent was a conversation of its
 own and a repair inside it never reached the parent in the budget or the verdict). The sub-agent
 drops its second tool result; the C repair there goes live in the sub-agent and in the parent's
-turn that receives its answer, and the budget counts both. The real openai SDK (tests/why/
-why_agent.py ``--shape sub-agent``), the real recorder and fork, a scripted upstream.
+turn that receives its answer, and the budget counts both. tests/why/why_agent.py ``--shape
+sub-agent``, its Chat requests sent by urllib (``--http``: the link is the call's id on the wire,
+not the client's), the real recorder and fork, a scripted upstream.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import orjson
 
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import _why, record_run
+from tests.why.test_why import HTTP, _why, record_run
 from tests.why.test_why_agents import dropped
 from tests.why.test_why_agents import route as weather
 
 pytestmark = [needs_recorder]
 
-AGENT = ("--drop-second", "--expect", "rain", "--shape", "sub-agent")
+AGENT = ("--drop-second", "--expect", "rain", "--shape", "sub-agent", HTTP)
 
 
 def route(req: ScriptedRequest) -> Reply:

@@ -3,7 +3,8 @@ dropping Lyon's result and a token cap that cuts the answer. Putting the result 
 the answer cut; lifting the cap alone leaves it without Lyon; continuing the cut answer brings
 nothing. No single repair flips the outcome; the pair of the first two does, and the verdict says
 "needed together" with each member's own count (d031e55f: "nothing flipped the outcome …
-try K=20, or the cause is not among these suspects"). The real openai SDK, a scripted fake.
+try K=20, or the cause is not among these suspects"). The agent's Chat requests sent by urllib
+(why_agent.py ``--http``: the combinations are why's, not the client's), a scripted fake.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import orjson
 from looptap.cassettes.why import Intervention, Tally, rounds, together_verdict, verdict
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import CUT, _why, c_call, record_run
+from tests.why.test_why import CUT, HTTP, _why, c_call, record_run
 
 
 def both_needed(req: ScriptedRequest) -> Reply:
@@ -64,7 +65,7 @@ def test_a_combination_that_flips_is_needed_together_and_a_superset_adds_nothing
 
 @needs_recorder
 def test_two_bugs_needed_together_are_found_together(tmp_path: Path) -> None:
-    run = record_run(tmp_path, both_needed, "--drop-second", "--expect", "rain")
+    run = record_run(tmp_path, both_needed, "--drop-second", "--expect", "rain", HTTP)
     (tmp_path / "lyon.txt").write_text("rain\n")
     with ScriptedUpstream(both_needed) as fake:
         rc, out, err = _why(
@@ -82,7 +83,7 @@ def test_two_bugs_needed_together_are_found_together(tmp_path: Path) -> None:
             "-o",
             str(tmp_path / "w"),
             "--json",
-            agent=("--drop-second", "--expect", "rain"),
+            agent=("--drop-second", "--expect", "rain", HTTP),
             # measured 18 expected, 16 sent, 30 at most: a combination whose continued answer
             # needs no continuation sends one request fewer than the one expected
             budget="bound",

@@ -3,7 +3,8 @@ the later turns (the ``…:hold`` cursor: served as recorded while their request
 a flaky final answer with no client bug is put on its own turn, not on the deterministic turn
 before it, and no advice to take more samples is printed that could not converge.
 
-The agent is tests/why/why_agent.py on the real openai SDK; the model a scripted loopback fake.
+The agent is tests/why/why_agent.py, its Chat requests sent by urllib (``--http``: the turns a
+re-sample holds are why's, not the client's); the model a scripted loopback fake.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import AGENT, _why, record_run, why_env
+from tests.why.test_why import AGENT, HTTP, _why, record_run, why_env
 
 pytestmark = [needs_recorder]
 
@@ -49,7 +50,7 @@ class FlakyLast:
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The failing run (the final answer always wrong), recorded once for the module: each test
     only forks it."""
-    return record_run(tmp_path_factory.mktemp("why-turns"), FlakyLast(wrong=True))
+    return record_run(tmp_path_factory.mktemp("why-turns"), FlakyLast(wrong=True), HTTP)
 
 
 def _finals(fake: ScriptedUpstream) -> int:
@@ -78,6 +79,7 @@ def test_a_held_fork_serves_the_later_turns_while_they_match(run: Path, tmp_path
                     "--",
                     sys.executable,
                     str(AGENT),
+                    HTTP,
                 ],
                 env=why_env(),
                 capture_output=True,
@@ -122,6 +124,7 @@ def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(
             "-o",
             str(tmp_path / "w"),
             "--json",
+            agent=(HTTP,),
         )
         assert rc == 0, err[-3000:]
         finals = _finals(fake)
@@ -160,6 +163,7 @@ def test_nested_re_samples_say_the_layer_and_the_earliest_turn_not_a_cause(
             "-o",
             str(tmp_path / "w"),
             "--json",
+            agent=(HTTP,),
         )
     assert rc == 0, err[-3000:]
     doc = orjson.loads(out)

@@ -5,8 +5,10 @@ vendor host a listener falls back to when no ``--upstream`` names it is a *senti
 recorder's own mechanism for a built-in listener's upstream (the base-URL variable the user set,
 ``OPENAI_BASE_URL`` …, followed: proxy/config.py ``_follow``) points every API at a loopback socket
 that records each connection, and every combination of ``--upstream`` / ``--confdir`` / both /
-neither must leave it with nothing heard. The agent is tests/why/why_agent.py on the real openai
-SDK.
+neither must leave it with nothing heard. The agent is tests/why/why_agent.py, its Chat requests
+sent by urllib (``--http``): where they go is the recorder's doing, not the client's.
+By default each command runs given the flags that name no upstream (``--confdir`` alone, neither)
+and, the why and the confirm, both; the rest (:data:`NAMED`) with ``LOOPTAP_SLOW=1``.
 
 Item 2 too: a ``--resume`` runs again the branches that got no sample because the upstream was
 not reached, and says so.
@@ -28,10 +30,23 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.c_case import CInvestigation, Sentinel
-from tests.why.test_why import AGENT, WHY
+from tests.why.test_why import AGENT, HTTP, WHY
 
 #: The flags each command is given: the fake named, the confdir alone, both, neither.
 STATES = ("upstream", "confdir", "both", "neither")
+#: Why a state of a command runs at night only: the fake named (``--upstream``, with or without
+#: ``--confdir``) is where every other test of tests/why sends that command (test_why.py's whys and
+#: resumes, test_why_confirm.py's confirm given an upstream, test_why_turns.py's and
+#: test_why_agents.py's forks given both); what this module shows by default is the flags that
+#: name no upstream (``--confdir`` alone, neither), where the run's own is kept or lost.
+NAMED = "the upstream named on the command line: every other why, resume, confirm and fork test"
+
+
+def states(*default: str) -> list[object]:
+    """:data:`STATES` as a test's parameters, those not in ``default`` for the nightly run only."""
+    return [
+        s if s in default else pytest.param(s, marks=pytest.mark.slow(reason=NAMED)) for s in STATES
+    ]
 
 
 @dataclass
@@ -73,7 +88,7 @@ def _why(
     proc = progress.run(
         [*WHY, str(w.run), *(_flags(w, state) if flags is None else flags), "--layer", "C",
          "--samples", str(samples), "--result", f"{w.call}=rain", "-o", str(out), *extra, "--",
-         sys.executable, str(AGENT), "--drop-second", "--expect", "rain"],
+         sys.executable, str(AGENT), "--drop-second", "--expect", "rain", HTTP],
         env=w.env, capture_output=True, text=True, cwd=w.tmp,
     )  # fmt: skip
     return proc.returncode, proc.stdout, proc.stderr
@@ -109,7 +124,7 @@ def _results(directory: Path) -> list[dict[str, object]]:
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", states("confdir", "both", "neither"))
 def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
     """A why of a run recorded against a fake: its branch reaches the fake, whatever flags
     (``--confdir`` alone and none included: the run's own upstream, never the vendor's)."""
@@ -125,7 +140,7 @@ def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", states("confdir", "neither"))
 def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> None:
     """A resume of a why given the fake (its branch lost: run again): ``--confdir`` alone keeps
     the saved upstream (on c86d115d it dropped it and the branch went to the vendor's API)."""
@@ -153,14 +168,14 @@ def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> N
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", states("confdir", "both", "neither"))
 def test_a_confirm_keeps_the_upstream_the_why_was_given(world: World, state: str) -> None:
     """A confirm of the why: ``--confdir`` alone keeps the why's upstream (on c86d115d it dropped
     it: the runs went to the vendor's API)."""
     before = _now(world)
     proc = progress.run(
         [*WHY, str(world.decided), "--confirm", *_flags(world, state), "--samples", "1", "--",
-         sys.executable, str(AGENT), "--expect", "rain"],
+         sys.executable, str(AGENT), "--expect", "rain", HTTP],
         env=world.env, capture_output=True, text=True, cwd=world.tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
@@ -169,7 +184,7 @@ def test_a_confirm_keeps_the_upstream_the_why_was_given(world: World, state: str
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", states("confdir", "neither"))
 def test_a_fork_goes_where_the_run_went(world: World, state: str) -> None:
     """``looptap run --from`` of the run, the fixed agent live from c1 turn 1: it reaches the
     fake with or without ``--upstream`` (on c86d115d, without it, the vendor's API)."""
@@ -177,7 +192,7 @@ def test_a_fork_goes_where_the_run_went(world: World, state: str) -> None:
     proc = progress.run(
         [*RECORDER, "run", "--from", f"{world.run}@conversation=c1:turn=1", *_flags(world, state),
          "-o", str(world.tmp / f"fork-{state}.jsonl"), "--", sys.executable, str(AGENT),
-         "--expect", "rain"],
+         "--expect", "rain", HTTP],
         env=world.env, capture_output=True, text=True, cwd=world.tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]

@@ -41,6 +41,12 @@ given): a 503 it retries itself, looptap's ``C.retry``.
 
 ``--cap N`` (Chat, Anthropic): the output token cap (60 unless given: the A case's).
 
+``--http`` (Chat): the requests are sent by the standard library (``urllib``, to
+``OPENAI_BASE_URL`` as ``looptap run`` sets it), not by the openai SDK: the same bodies, without
+the SDK's import (about 0.7 s of CPU a run, most of a branch's agent). For the tests about what
+``why`` concludes from its branches, whose client is not what they show; the SDK's own behaviour
+(its retries, its errors, its streams) stays on the SDK.
+
 ``--tool-bug``: a bug in the weather tool's own code (Lyon's weather read from the wrong row:
 "sunny"), which no request shows: the model answers right from what the tool said.
 """
@@ -200,36 +206,71 @@ def agents(opts: argparse.Namespace, loop: Callable[[Agent, str], str]) -> tuple
     return weather, question(opts)
 
 
-def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
-    from openai import OpenAI
+class HTTPStatusError(Exception):
+    """``--http``: the API answered with an error status (``status_code``, as the SDK's errors)."""
 
-    client = OpenAI(max_retries=opts.retries)
+    def __init__(self, status_code: int, body: str) -> None:
+        super().__init__(f"Error code: {status_code} - {body[:2000]}")
+        self.status_code = status_code
+
+
+def chat_create(opts: argparse.Namespace) -> Callable[..., dict[str, Any]]:
+    """A Chat Completions ``create(**body)`` returning the response as a dict: the openai SDK's,
+    or with ``--http`` the standard library's POST of the same body."""
+    if not opts.http:
+        from openai import OpenAI
+
+        client = OpenAI(max_retries=opts.retries)
+        return lambda **body: client.chat.completions.create(**body).model_dump()
+    import os
+    import urllib.error
+    import urllib.request
+
+    base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1").rstrip("/")
+    key = os.environ.get("OPENAI_API_KEY", "")
+
+    def create(**body: Any) -> dict[str, Any]:
+        req = urllib.request.Request(
+            f"{base}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json", "authorization": f"Bearer {key}"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return dict(json.loads(r.read()))
+        except urllib.error.HTTPError as exc:
+            raise HTTPStatusError(exc.code, exc.read().decode("utf-8", "replace")) from None
+
+    return create
+
+
+def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
+    create = chat_create(opts)
     history: list[dict[str, object]] = [{"role": "user", "content": question}]
     for n in range(4):
-        msg = (
-            recovering(
-                opts,
-                lambda a=agent, k=n: client.chat.completions.create(
-                    model="gpt-4o-mini",
-                    messages=[{"role": "system", "content": a.system}, *history],
-                    max_tokens=opts.cap,
-                    **({"tools": t} if (t := offered(opts, a.tools, k)) else {}),
-                ),  # type: ignore[arg-type]
-            )
-            .choices[0]
-            .message
-        )
-        calls = list(msg.tool_calls or [])
+        msg = recovering(
+            opts,
+            lambda a=agent, k=n: create(
+                model="gpt-4o-mini",
+                messages=[{"role": "system", "content": a.system}, *history],
+                max_tokens=opts.cap,
+                **({"tools": t} if (t := offered(opts, a.tools, k)) else {}),
+            ),
+        )["choices"][0]["message"]
+        calls = list(msg.get("tool_calls") or [])
         if not calls:
-            return msg.content or ""
+            return str(msg.get("content") or "")
         answer = {
             "role": "assistant",
-            "content": msg.content,
+            "content": msg.get("content"),
             "tool_calls": [
                 {
-                    "id": c.id,
+                    "id": c["id"],
                     "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    "function": {
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                    },
                 }
                 for c in calls
             ],
@@ -238,15 +279,16 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
             history.append(answer)
         after = None
         for k, c in enumerate(calls):
+            name, args = c["function"]["name"], json.loads(c["function"]["arguments"])
             if agent.drop and k == 1:  # the bug: the tool runs, its result never goes back
-                agent.run(c.function.name, json.loads(c.function.arguments))
+                agent.run(name, args)
                 continue
-            if c.function.name in agent.handoff:
-                after = agent.handoff[c.function.name]
+            if name in agent.handoff:
+                after = agent.handoff[name]
                 out = json.dumps({"assistant": "weather_agent"})  # as openai-agents answers it
             else:
-                out = agent.run(c.function.name, json.loads(c.function.arguments))
-            history.append({"role": "tool", "tool_call_id": c.id, "content": out})
+                out = agent.run(name, args)
+            history.append({"role": "tool", "tool_call_id": c["id"], "content": out})
         agent = after or agent
     return "(no answer after 4 turns)"
 
@@ -373,6 +415,7 @@ def main() -> int:
     ap.add_argument("--bad-from", type=int, default=1, help="the request --bad-schema starts at")
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--tool-bug", action="store_true")
+    ap.add_argument("--http", action="store_true", help="Chat: urllib, not the openai SDK")
     ap.add_argument("--vary", metavar="FILE")
     ap.add_argument(
         "--ask", metavar="TEXT", help="the user's question (a fix that shows at turn 0)"
