@@ -641,7 +641,11 @@ class Detector:
         #: KB).
         self._short = tuple(k for k in keywords if len(k) <= 2)
         self._long = [k for k in keywords if len(k) > 2]
-        self._automaton = ahocorasick_rs.AhoCorasick(self._long)
+        # (a DFA: the same matches, a third faster than the default automaton over a kept
+        # analysis's views, for ~0.4 MB)
+        self._automaton = ahocorasick_rs.AhoCorasick(
+            self._long, implementation=ahocorasick_rs.Implementation.DFA
+        )
         self._overlap = max((len(k) for k in keywords), default=1) - 1
         self._always = tuple(r for r in self.rules if not r.keywords)
         by: dict[str, list[Rule]] = {}
