@@ -164,7 +164,11 @@ def test_a_rule_tried_at_line_starts_finds_what_finditer_does() -> None:
     on one, a real recording's text as it is and held in a JSON string."""
     from looptap.cassettes.recording import _detector
 
-    rule = next(r for r in default_detector().rules if isinstance(r, _detector.LineRule))
+    lines = [r for r in default_detector().rules if isinstance(r, _detector.LineRule)]
+    # (what LineRule reads of a rule: its match begins at a line's start, its pre-check is given)
+    assert [r.id for r in lines] == [".pgpass line"]
+    assert all(r.source.startswith(r"(?:^|\n|\\n)") and r.pre is not None for r in lines)
+    rule = lines[0]
     regex = re.compile(rule.source)
     rng = random.Random(106)
     pieces = ["db.host", "*", ":5432:", ":*:", ":", "5432", "\\n", "\n", "\\", "n", "\\\\n",
