@@ -60,9 +60,12 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
     errors = {p.call_id: (p, content) for p, content in results if is_error_result(p, content)}
     if not errors:
         # a command's non-zero exit the result states: a failure the model was told of (a claim
-        # of success after it is judged; calling it again is not: a test run is run again)
+        # of success after it is judged; calling it again is not: a test run is run again). Read
+        # only for an answer that ends the turn (the results' text is read by a regex)
+        if ctx.turn.e.tool_calls or r.finish_reason is not FinishReason.COMPLETE:
+            return
         exited = {p.call_id: (p, c) for p, c in results if failed_exit(c) is not None}
-        if exited and not ctx.turn.e.tool_calls and r.finish_reason is FinishReason.COMPLETE:
+        if exited:
             p, content = next(iter(exited.values()))
             yield from _claimed(ctx, (p, content), f"exit status {failed_exit(content)}")
         return

@@ -121,6 +121,11 @@ PREFILTERS: dict[str, str] = {
     ".netrc password": r"(?i)password[ \t]",  # (its keywords, machine and default, are common)
 }
 
+#: The rules whose match begins where a line does and whose pre-check's hit follows that start
+#: with no newline or backslash between (:class:`~cassettes.recording._detector.LineRule`: tried
+#: only at that start): a ``.pgpass`` line's host holds neither, then its ``:port:``.
+LINE_RULES = frozenset({".pgpass line"})
+
 #: A separator between a command's words as a command line or a process record's JSON argv
 #: writes it: spaces, or ``", "`` between two items of a JSON list.
 _SEP = r"""(?:[ \t]+|["']?\s*,\s*["']|["'][ \t]+["']?|[ \t]+["'])"""

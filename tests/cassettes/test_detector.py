@@ -154,3 +154,42 @@ def test_the_scans_read_by_c_find_what_the_regexes_do(monkeypatch: pytest.Monkey
             assert list(_detector._b64_runs(text)) == runs, (window, text[:80])
     for text in texts:
         assert _sealing._spaced(text) == spaced(text)
+
+
+def test_a_rule_tried_at_line_starts_finds_what_finditer_does() -> None:
+    """Issue 106 (the gate's cost): the ``.pgpass`` rule's regex, tried only at the line start
+    before each hit of its pre-check (:class:`~cassettes.recording._detector.LineRule`), finds
+    exactly what ``finditer`` does: lines at the text's start, after a newline, after JSON's
+    ``\\n`` and after other escapes, IPv6 hosts whose colons pass the pre-check, several lines
+    on one, a real recording's text as it is and held in a JSON string."""
+    from looptap.cassettes.recording import _detector
+
+    lines = [r for r in default_detector().rules if isinstance(r, _detector.LineRule)]
+    # (what LineRule reads of a rule: its match begins at a line's start, its pre-check is given)
+    assert [r.id for r in lines] == [".pgpass line"]
+    assert all(r.source.startswith(r"(?:^|\n|\\n)") and r.pre is not None for r in lines)
+    rule = lines[0]
+    regex = re.compile(rule.source)
+    rng = random.Random(106)
+    pieces = ["db.host", "*", ":5432:", ":*:", ":", "5432", "\\n", "\n", "\\", "n", "\\\\n",
+              "user", "pw_s3cret", "[::1]", "[a:1:b]", "10.0.0.1", " ", '"', '\\"', "\r", "x",
+              "h:5432:db:user:hunter22", "*:*:*:*:s3cretpw", "04:41:07"]  # fmt: skip
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(20_000)]
+    real = sorted(CORPUS.glob("pydantic-ai/**/*.yaml"))[:20]
+    for f in real:
+        text = f.read_text("utf-8", "replace")[:30_000]
+        texts += [text, orjson_string(text), orjson_string(text).replace("\\n", "\\n*:5:d:u:pw12")]
+    found = 0
+    for text in texts:
+        want = [m.span() for m in regex.finditer(text)]
+        assert [m.span() for m in rule.matches(text)] == want, text[:200]
+        found += bool(want)
+    assert found > 2_000  # (the texts hold lines of every kind the rule reads)
+    assert default_detector().find("note\\nlocalhost:5432:app:admin:Xq9vLr7pw\\n") != []
+
+
+def orjson_string(text: str) -> str:
+    """``text`` as a JSON string (escapes of quotes, backslashes and newlines)."""
+    import orjson
+
+    return orjson.dumps(text).decode()

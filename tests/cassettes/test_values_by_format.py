@@ -146,7 +146,7 @@ def test_a_rule_no_keyword_gates_runs_after_a_pre_check_it_implies() -> None:
     masked, test_a_value_by_format_never_reaches_the_file)."""
     rules = [
         r for r in default_detector().rules
-        if type(r).__name__ == "Rule" and r.id != "configured pattern"
+        if type(r).__name__ in ("Rule", "LineRule") and r.id != "configured pattern"
         and all(len(k) <= 1 for k in r.keywords)
     ]  # fmt: skip
     assert {"discord bot token", ".pgpass line", "asana token"} <= {r.id for r in rules}
