@@ -58,8 +58,11 @@ T = TypeVar("T")
 STALL = float(os.environ.get("LOOPTAP_TEST_STALL", "300"))
 #: The absolute ceiling of a wait that has no progress signal at all (LOOPTAP_TEST_CEILING).
 CEILING = float(os.environ.get("LOOPTAP_TEST_CEILING", "900"))
-#: How often progress is sampled (not a limit).
+#: How often a wait wakes to look (not a limit).
 POLL = 0.25
+#: The least time between two samples of progress: a sample reads /proc/*/stat of every process
+#: on the machine (2-3 ms of CPU with a hundred), and a stall is judged over minutes.
+SAMPLE = 1.0
 #: The least average CPU use (a fraction of one core) that counts as progress by CPU time alone.
 RATE = 0.005
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -135,6 +138,8 @@ class Watch:
         self._other: Any = None
         self._ticks = 0
         self.started = self._changed = time.monotonic()
+        self._every = min(SAMPLE, stall / 4)
+        self._sampled = -self._every
 
     def sample(self) -> tuple[Any, int]:
         """(everything but CPU time, CPU ticks) of the watched trees now."""
@@ -151,6 +156,9 @@ class Watch:
         """Raise :class:`Hung` if nothing moved for ``stall`` seconds, the CPU budget is spent, or
         (only for a wait with no progress signal) the absolute ceiling is passed."""
         now = time.monotonic()
+        if now - self._sampled < self._every:
+            return
+        self._sampled = now
         other, ticks = self.sample()
         cpu = ticks / _TICK
         if other != self._other or ticks - self._ticks >= max(
