@@ -22,7 +22,16 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 from tests.why.test_why import AGENT as AGENT_PY
-from tests.why.test_why import HTTP, SLOW, _why, families, record_run, via, why_env
+from tests.why.test_why import (
+    HTTP,
+    SLOW,
+    _why,
+    families,
+    nightly,
+    record_run,
+    via,
+    why_env,
+)
 
 pytestmark = [needs_recorder]
 
@@ -130,6 +139,11 @@ def _lines(directory: Path, pattern: str) -> list[str]:
 # a bug inside a sub-agent
 
 
+@nightly(
+    "test_why_short_prompt.py::"
+    "test_a_sub_agent_asked_hi_is_linked_by_its_call_and_its_repair_reaches_the_parent "
+    "(the sub-agent's repair reaching its parent)"
+)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
     family: str, runs: Callable[..., Path], tmp_path: Path
@@ -219,6 +233,11 @@ def test_must_show_the_repair_inside_the_sub_agent_flips_at_least_9_of_10(
 # a handoff, the bug after it
 
 
+@nightly(
+    "tests/cassettes/analysis/test_conversations.py (a handoff threaded) and "
+    "test_why_core.py::test_interventions_from_a_runs_findings_and_turns (the repair at the "
+    "finding's turn)"
+)
 @pytest.mark.parametrize("family", families("chat", of=FAMILIES))
 def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
     family: str, runs: Callable[..., Path], tmp_path: Path
@@ -263,6 +282,11 @@ def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
 # a request the API refuses
 
 
+@nightly(
+    "test_why_core.py::test_a_refused_request_decides_when_nothing_that_ran_flipped_it and "
+    "test_why_recovered.py::test_a_refusal_that_decided_the_run_is_still_named (real "
+    "refusals)"
+)
 @pytest.mark.parametrize("family", families("chat", of=FAMILIES))
 def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_more_samples(
     family: str, runs: Callable[..., Path], tmp_path: Path
@@ -350,6 +374,9 @@ def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_mo
 # branches whose fork failed
 
 
+@nightly(
+    "test_why_core.py::test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_left"
+)
 def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_are_left(
     runs: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -391,6 +418,9 @@ def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_a
     assert len(fake.log) == 2  # the diverging branch sent nothing
 
 
+@nightly(
+    "tests/replay/test_fork_options.py::test_an_edit_that_meets_an_item_the_client_rewrote_says_so"
+)
 def test_an_edit_note_never_says_the_client_rewrote_a_result_it_never_sent(
     tmp_path: Path,
 ) -> None:

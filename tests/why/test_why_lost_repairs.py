@@ -228,19 +228,58 @@ def silent_cut(req: Any) -> Any:
     return Reply(text=CUT, usage_out=cap)
 
 
-def test_a_silent_cut_recorded_from_the_anthropic_sdk_is_an_a_suspect(tmp_path: Path) -> None:
-    """The real recorder and the anthropic SDK (tests/why/why_agent.py): 60 output tokens for a cap
-    of 60 with ``stop_reason: end_turn``; the agent fails (no "sunny"). ``why`` tries the cap
-    lifted (the case the issue names: on f29135f5 no A repair, and the agent succeeds with a larger
-    cap: bench/why_cases.py ``cap-silent`` runs the branches and the confirm)."""
+@pytest.fixture(scope="module")
+def silent_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The silent cut recorded once for the module by the real recorder and the anthropic SDK
+    (tests/why/why_agent.py): 60 output tokens for a cap of 60 with ``stop_reason: end_turn``;
+    the agent fails (no "sunny")."""
     from tests.support.recorder import RECORDER
     from tests.why.test_why import record_run
 
     if RECORDER[0] == "None":
         pytest.skip("no recorder environment")
-    run = record_run(tmp_path, silent_cut, "--expect", "sunny", "--family", "anthropic")
-    doc = _why_json(run)
+    tmp = tmp_path_factory.mktemp("why-silent-cut")
+    return record_run(tmp, silent_cut, "--expect", "sunny", "--family", "anthropic")
+
+
+def test_a_silent_cut_recorded_from_the_anthropic_sdk_is_an_a_suspect(silent_run: Path) -> None:
+    """``why`` tries the cap lifted (the case the issue names: on f29135f5 no A repair, and the
+    agent succeeds with a larger cap: bench/why_cases.py ``cap-silent`` runs the branches and the
+    confirm)."""
+    doc = _why_json(silent_run)
     (cap,) = [i for i in doc["interventions"] if i["layer"] == "A"]
     assert (cap["kind"], cap["turn"], cap["finding"], cap["edits"], cap["runnable"]) == (
         "a-cap", 1, "A.stop_at_cap", ["max_tokens=4156"], True
     ), cap  # fmt: skip
+
+
+def test_the_cap_lifted_flips_the_silent_cut_the_apis_layer(
+    silent_run: Path, tmp_path: Path
+) -> None:
+    """The default run's ``why`` whose verdict is the API's (A), end to end on Anthropic: one
+    branch of the cap lifted (``max_tokens=4156``) from c1 turn 1, the whole answer. The outcome is
+    the finding (``--finding A.stop_at_cap``: read from the recording, no baseline run; a branch
+    judged on its own round trips), so the one process run is the branch's (session 55: the K=10
+    A cases of test_why.py, and test_why.py's finding outcome, run at night)."""
+    from tests.support.scripted import ScriptedUpstream
+    from tests.why.test_why import _why
+
+    (tmp_path / "conf").symlink_to(silent_run.parent / "conf")
+    with ScriptedUpstream(silent_cut) as fake:
+        rc, out, err = _why(
+            tmp_path, silent_run, fake, "--finding", "A.stop_at_cap", "--layer", "A",
+            "--samples", "1", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"),
+            family="anthropic",
+        )  # fmt: skip
+    assert rc == 0, err[-3000:]
+    assert err.splitlines()[0] == (
+        "looptap why: the recorded run fails by the outcome (the run has a finding "
+        "A.stop_at_cap): read from the recording"
+    ), err
+    assert [x.request.body.get("max_tokens") for x in fake.log] == [4156], [
+        x.line() for x in fake.log
+    ]
+    v = orjson.loads(out)["verdict"]
+    assert (v["layer"], v["turn"], v["flips"], v["samples"], v["intervention"]) == (
+        "A", 1, 1, 1, "A-c1-t1-a-cap"
+    ), v  # fmt: skip

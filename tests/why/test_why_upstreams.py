@@ -30,7 +30,7 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.c_case import CInvestigation, Sentinel
-from tests.why.test_why import AGENT, HTTP, WHY
+from tests.why.test_why import AGENT, HTTP, WHY, nightly
 
 #: The flags each command is given: the fake named, the confdir alone, both, neither.
 STATES = ("upstream", "confdir", "both", "neither")
@@ -42,10 +42,24 @@ STATES = ("upstream", "confdir", "both", "neither")
 NAMED = "the upstream named on the command line: every other why, resume, confirm and fork test"
 
 
-def states(*default: str) -> list[object]:
-    """:data:`STATES` as a test's parameters, those not in ``default`` for the nightly run only."""
+#: Why ``--confdir`` alone runs at night only (session 55, its CPU): the upstream is decided from
+#: the run and the flags given, and ``--confdir`` names none, as neither does (the decision in
+#: process: test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given; each command
+#: given neither end to end by default).
+CONFDIR = "--confdir alone decides as neither does: each command given neither shows it"
+#: Why the why given neither runs at night only (session 55, its CPU): its branches are forks, and
+#: the fork and the confirm given neither show end to end where they go; the why's decision is
+#: test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given, in process.
+WHY_NEITHER = "the fork and the confirm given neither, and the decision in process, show it"
+
+
+def states(*default: str, neither: str = CONFDIR) -> list[object]:
+    """:data:`STATES` as a test's parameters, those not in ``default`` for the nightly run only
+    (``neither``: the reason when that state is not one of them)."""
+    why_not = {"confdir": CONFDIR, "neither": neither}
     return [
-        s if s in default else pytest.param(s, marks=pytest.mark.slow(reason=NAMED)) for s in STATES
+        s if s in default else pytest.param(s, marks=pytest.mark.slow(reason=why_not.get(s, NAMED)))
+        for s in STATES
     ]
 
 
@@ -124,7 +138,7 @@ def _results(directory: Path) -> list[dict[str, object]]:
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", states("confdir", "both", "neither"))
+@pytest.mark.parametrize("state", states(neither=WHY_NEITHER))
 def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
     """A why of a run recorded against a fake: its branch reaches the fake, whatever flags
     (``--confdir`` alone and none included: the run's own upstream, never the vendor's)."""
@@ -139,8 +153,12 @@ def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
         ), err
 
 
+@nightly(
+    "test_why.py::test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a "
+    "resume) and test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given"
+)
 @needs_recorder
-@pytest.mark.parametrize("state", states("confdir", "neither"))
+@pytest.mark.parametrize("state", states("neither"))
 def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> None:
     """A resume of a why given the fake (its branch lost: run again): ``--confdir`` alone keeps
     the saved upstream (on c86d115d it dropped it and the branch went to the vendor's API)."""
@@ -168,7 +186,7 @@ def test_a_resume_keeps_the_upstream_it_was_given(world: World, state: str) -> N
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", states("confdir", "both", "neither"))
+@pytest.mark.parametrize("state", states("neither"))
 def test_a_confirm_keeps_the_upstream_the_why_was_given(world: World, state: str) -> None:
     """A confirm of the why: ``--confdir`` alone keeps the why's upstream (on c86d115d it dropped
     it: the runs went to the vendor's API)."""
@@ -184,7 +202,7 @@ def test_a_confirm_keeps_the_upstream_the_why_was_given(world: World, state: str
 
 
 @needs_recorder
-@pytest.mark.parametrize("state", states("confdir", "neither"))
+@pytest.mark.parametrize("state", states("neither"))
 def test_a_fork_goes_where_the_run_went(world: World, state: str) -> None:
     """``looptap run --from`` of the run, the fixed agent live from c1 turn 1: it reaches the
     fake with or without ``--upstream`` (on c86d115d, without it, the vendor's API)."""
@@ -199,6 +217,10 @@ def test_a_fork_goes_where_the_run_went(world: World, state: str) -> None:
     assert _heard(world, before, f"run --from {state}", proc.stderr) >= 1
 
 
+@nightly(
+    "test_why.py::test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a "
+    "resume) and test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given"
+)
 @needs_recorder
 def test_a_resume_runs_again_the_branches_the_upstream_never_answered(world: World) -> None:
     """Item 2: a why whose upstream is down gets no sample; a resume with one that is up runs
