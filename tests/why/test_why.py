@@ -58,11 +58,11 @@ FAMILIES = ["chat", "responses", "anthropic"]
 VARIANT = "a repeat of a default case on another family or outcome"
 
 
-def nightly(shown_by: str) -> pytest.MarkDecorator:
-    """The mark of a ``why`` end to end that runs at night only (session 55, its CPU): its logic is
-    shown by default by ``shown_by`` (in process, or another end-to-end test); docs/suite.md
-    lists each."""
-    return pytest.mark.slow(reason=f"its logic is shown by default by {shown_by}")
+def shown(by: str) -> str:
+    """The reason of a ``why`` end to end that runs at night only (session 55, its CPU): its logic
+    is shown by default by ``by`` (in process, or another end-to-end test); docs/suite.md lists
+    each."""
+    return f"its logic is shown by default by {by}"
 
 
 def families(*default: str, of: Sequence[str] = FAMILIES) -> list[Any]:
@@ -402,10 +402,12 @@ def test_branches_run_in_parallel_up_to_jobs(c_investigation: CInvestigation) ->
     assert len(inv.sent) == 3 and inv.most == 2, (inv.most, [x.line() for x in inv.sent])
 
 
-@nightly(
-    "test_why_lost_repairs.py::test_the_cap_lifted_flips_the_silent_cut_the_apis_layer (a "
-    "finding outcome judged on a branch's own round trips) and "
-    "test_why_from_a_pytest_test_on_a_recorded_cassette (a run that does not fail refused)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_lost_repairs.py::test_the_cap_lifted_flips_the_silent_cut_the_apis_layer (a "
+        "finding outcome judged on a branch's own round trips) and "
+        "test_why_from_a_pytest_test_on_a_recorded_cassette (a run that does not fail refused)"
+    )
 )
 @needs_recorder
 def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
@@ -456,9 +458,11 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
     ), err
 
 
-@nightly(
-    "test_why_from_a_pytest_test_on_a_recorded_cassette (the command's code refuses a run that "
-    "does not fail) and test_why_confirm.py::test_a_confirm_is_refused_before_anything_is_sent"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_from_a_pytest_test_on_a_recorded_cassette (the command's code refuses a run that "
+        "does not fail) and test_why_confirm.py::test_a_confirm_is_refused_before_anything_is_sent"
+    )
 )
 @needs_recorder
 @pytest.mark.parametrize("family", families("chat"))
@@ -564,9 +568,11 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
     ), show.stdout
 
 
-@nightly(
-    "test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a resume keeps "
-    "the finished branches)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a resume keeps "
+        "the finished branches)"
+    )
 )
 @needs_recorder
 def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
@@ -852,9 +858,11 @@ def a_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     return recorded
 
 
-@nightly(
-    "test_why_core.py::test_a_cut_answer_is_not_expected_continued_when_its_cap_is_lifted_too"
-    " and test_dry_run_and_the_budget_guard_send_nothing"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_a_cut_answer_is_not_expected_continued_when_its_cap_is_lifted_too"
+        " and test_dry_run_and_the_budget_guard_send_nothing"
+    )
 )
 @needs_recorder
 @pytest.mark.parametrize("family", families("chat", "responses"))
@@ -946,9 +954,11 @@ def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(
         assert fake.log == [] and not (tmp_path / "w").exists()
 
 
-@nightly(
-    "tests/replay/test_fork_continue.py (the fork continues a cut answer) and the C verdict "
-    "of c_investigation"
+@pytest.mark.slow(
+    reason=shown(
+        "tests/replay/test_fork_continue.py (the fork continues a cut answer) and the C verdict "
+        "of c_investigation"
+    )
 )
 @needs_recorder
 def test_the_c_repair_of_a_truncated_turn_continues_the_cut_answer_and_flips_it(
@@ -1034,9 +1044,12 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(
     ) == ("C", 1, 1, 1), result.verdict
 
 
-@nightly(
-    "test_why_lost_repairs.py::test_the_cap_lifted_flips_the_silent_cut_the_apis_layer "
-    "(another outcome judged on each branch) and test_why_core.py::test_outcomes_parse_and_judge"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_lost_repairs.py::test_the_cap_lifted_flips_the_silent_cut_the_apis_layer "
+        "(another outcome judged on each branch) and "
+        "test_why_core.py::test_outcomes_parse_and_judge"
+    )
 )
 @needs_recorder
 def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(

@@ -27,8 +27,8 @@ from tests.why.test_why import (
     SLOW,
     _why,
     families,
-    nightly,
     record_run,
+    shown,
     via,
     why_env,
 )
@@ -139,10 +139,12 @@ def _lines(directory: Path, pattern: str) -> list[str]:
 # a bug inside a sub-agent
 
 
-@nightly(
-    "test_why_short_prompt.py::"
-    "test_a_sub_agent_asked_hi_is_linked_by_its_call_and_its_repair_reaches_the_parent "
-    "(the sub-agent's repair reaching its parent)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_short_prompt.py::"
+        "test_a_sub_agent_asked_hi_is_linked_by_its_call_and_its_repair_reaches_the_parent "
+        "(the sub-agent's repair reaching its parent)"
+    )
 )
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent(
@@ -233,10 +235,12 @@ def test_must_show_the_repair_inside_the_sub_agent_flips_at_least_9_of_10(
 # a handoff, the bug after it
 
 
-@nightly(
-    "tests/cassettes/analysis/test_conversations.py (a handoff threaded) and "
-    "test_why_core.py::test_interventions_from_a_runs_findings_and_turns (the repair at the "
-    "finding's turn)"
+@pytest.mark.slow(
+    reason=shown(
+        "tests/cassettes/analysis/test_conversations.py (a handoff threaded) and "
+        "test_why_core.py::test_interventions_from_a_runs_findings_and_turns (the repair at the "
+        "finding's turn)"
+    )
 )
 @pytest.mark.parametrize("family", families("chat", of=FAMILIES))
 def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
@@ -282,10 +286,12 @@ def test_a_bug_after_a_handoff_is_the_clients_at_the_weather_agents_turn(
 # a request the API refuses
 
 
-@nightly(
-    "test_why_core.py::test_a_refused_request_decides_when_nothing_that_ran_flipped_it and "
-    "test_why_recovered.py::test_a_refusal_that_decided_the_run_is_still_named (real "
-    "refusals)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_a_refused_request_decides_when_nothing_that_ran_flipped_it and "
+        "test_why_recovered.py::test_a_refusal_that_decided_the_run_is_still_named (real "
+        "refusals)"
+    )
 )
 @pytest.mark.parametrize("family", families("chat", of=FAMILIES))
 def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_more_samples(
@@ -374,8 +380,10 @@ def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_mo
 # branches whose fork failed
 
 
-@nightly(
-    "test_why_core.py::test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_left"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_left"
+    )
 )
 def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_are_left(
     runs: Callable[..., Path], tmp_path: Path
@@ -418,8 +426,10 @@ def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_a
     assert len(fake.log) == 2  # the diverging branch sent nothing
 
 
-@nightly(
-    "tests/replay/test_fork_options.py::test_an_edit_that_meets_an_item_the_client_rewrote_says_so"
+@pytest.mark.slow(
+    reason=shown(
+        "tests/replay/test_fork_options.py::test_an_edit_that_meets_an_item_the_client_rewrote_says_so"
+    )
 )
 def test_an_edit_note_never_says_the_client_rewrote_a_result_it_never_sent(
     tmp_path: Path,

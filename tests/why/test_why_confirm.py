@@ -18,7 +18,7 @@ from tests.support import progress
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.c_case import CInvestigation
-from tests.why.test_why import AGENT, HTTP, WHY, c_route, nightly, why_env
+from tests.why.test_why import AGENT, HTTP, WHY, c_route, shown, why_env
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +50,12 @@ def _confirm(
     return proc.returncode, proc.stdout, proc.stderr
 
 
-@nightly(
-    "test_why_upstreams.py::test_a_confirm_keeps_the_upstream_the_why_was_given[neither] (a "
-    "fixed agent confirmed) and "
-    "test_why_untested.py::test_a_confirm_says_its_at_most_first_and_never_passes_it"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_upstreams.py::test_a_confirm_keeps_the_upstream_the_why_was_given[neither] (a "
+        "fixed agent confirmed) and "
+        "test_why_untested.py::test_a_confirm_says_its_at_most_first_and_never_passes_it"
+    )
 )
 @needs_recorder
 def test_the_fixed_agent_is_confirmed_and_the_unfixed_one_is_not(
@@ -156,9 +158,11 @@ def test_an_upstream_with_credentials_is_not_kept() -> None:
     assert kept_flags(["--upstream", "openai=https://u:sk-secret@gw.example/v1"]) is None
 
 
-@nightly(
-    "test_why_upstreams.py::test_a_confirm_keeps_the_upstream_the_why_was_given[neither] (a "
-    "confirm judged end to end)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_upstreams.py::test_a_confirm_keeps_the_upstream_the_why_was_given[neither] (a "
+        "confirm judged end to end)"
+    )
 )
 @needs_recorder
 def test_a_fixed_agent_that_differs_before_the_verdicts_turn_is_judged(
@@ -197,9 +201,11 @@ def test_a_fixed_agent_that_differs_before_the_verdicts_turn_is_judged(
     assert [int(r["sent"]) for r in doc["runs"]] == [2, 2], doc["runs"]
 
 
-@nightly(
-    "test_a_resume_uses_the_upstream_given_last_and_says_which (the same rule for a resume) "
-    "and test_why_upstreams.py's confirm"
+@pytest.mark.slow(
+    reason=shown(
+        "test_a_resume_uses_the_upstream_given_last_and_says_which (the same rule for a resume) "
+        "and test_why_upstreams.py's confirm"
+    )
 )
 @needs_recorder
 def test_a_confirm_uses_the_upstream_given_last_and_says_which(

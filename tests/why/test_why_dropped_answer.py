@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import VARIANT, _why, nightly, record_run
+from tests.why.test_why import VARIANT, _why, record_run, shown
 
 pytestmark = [needs_recorder]
 
@@ -54,9 +54,11 @@ def route(req: ScriptedRequest) -> Reply:
     return Reply.say("Paris: sunny; Lyon: rain." if "rain" in results else "No idea.")
 
 
-@nightly(
-    "test_why_repair.py::test_why_puts_the_dropped_answer_back_as_the_c_repair (in process, "
-    "Chat and Anthropic)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_repair.py::test_why_puts_the_dropped_answer_back_as_the_c_repair (in process, "
+        "Chat and Anthropic)"
+    )
 )
 @pytest.mark.parametrize(
     "family", ["chat", pytest.param("anthropic", marks=pytest.mark.slow(reason=VARIANT))]

@@ -17,10 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import HTTP, _why, nightly, record_run
+from tests.why.test_why import HTTP, _why, record_run, shown
 from tests.why.test_why_agents import route as weather
 
 pytestmark = [needs_recorder]
@@ -41,9 +42,11 @@ def said(answer: str):  # type: ignore[no-untyped-def]
     return route
 
 
-@nightly(
-    "test_why_core.py::test_a_short_heard_answer_is_expected_said_again_a_long_one_changed "
-    "and test_an_answer_after_thinking_is_expected_said_again_less_often"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_a_short_heard_answer_is_expected_said_again_a_long_one_changed "
+        "and test_an_answer_after_thinking_is_expected_said_again_less_often"
+    )
 )
 def test_a_re_sampled_sub_agent_answer_its_parent_hears_is_counted_live(tmp_path: Path) -> None:
     run = record_run(tmp_path, said(WRONG), *AGENT)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import HTTP, VARIANT, _why, nightly, record_run, via
+from tests.why.test_why import HTTP, VARIANT, _why, record_run, shown, via
 from tests.why.test_why_agents import dropped
 
 pytestmark = [needs_recorder]
@@ -85,10 +85,12 @@ OUTCOMES = {
 }
 
 
-@nightly(
-    "test_why_core.py::test_a_short_heard_answer_is_expected_said_again_a_long_one_changed "
-    "(an answer another hears) and test_why_short_prompt.py (a sub-agent's repair reaching "
-    "its parent)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_a_short_heard_answer_is_expected_said_again_a_long_one_changed "
+        "(an answer another hears) and test_why_short_prompt.py (a sub-agent's repair reaching "
+        "its parent)"
+    )
 )
 @pytest.mark.parametrize(
     ("family", "outcome"),
@@ -130,9 +132,11 @@ def test_a_correct_sub_agent_re_sampled_is_no_flip_while_the_parent_drops_its_an
     assert (v["layer"], v["conversation"], v["turn"], v["flips"]) == ("C", "c1", 1, 1), v
 
 
-@nightly(
-    "test_why_repair.py::test_why_puts_the_dropped_answer_back_as_the_c_repair and "
-    "c_investigation's C verdict (a dropped result is the client's)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_repair.py::test_why_puts_the_dropped_answer_back_as_the_c_repair and "
+        "c_investigation's C verdict (a dropped result is the client's)"
+    )
 )
 @pytest.mark.parametrize(
     "outcome", ["finding", pytest.param("answer", marks=pytest.mark.slow(reason=VARIANT))]
@@ -168,9 +172,11 @@ def test_a_group_chat_whose_second_agent_drops_a_result_is_not_the_models(
     assert doc["verdict"]["flips"] == 0, doc["verdict"]
 
 
-@nightly(
-    "test_why_core.py::test_a_short_heard_answer_is_expected_said_again_a_long_one_changed "
-    "(the hearers of an answer counted)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_a_short_heard_answer_is_expected_said_again_a_long_one_changed "
+        "(the hearers of an answer counted)"
+    )
 )
 def test_a_repair_in_a_group_chat_counts_the_next_speaker_that_hears_its_answer(
     runs: Callable[..., Path], tmp_path: Path
@@ -213,8 +219,10 @@ sys.exit(1)
 """
 
 
-@nightly(
-    "test_why_core.py::test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_left"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_left"
+    )
 )
 def test_a_branch_at_a_conversation_the_agent_never_re_runs_is_no_sample(
     runs: Callable[..., Path], tmp_path: Path

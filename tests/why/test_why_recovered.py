@@ -17,15 +17,17 @@ import pytest
 
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import ScriptedUpstream
-from tests.why.test_why import _why, nightly, record_run
+from tests.why.test_why import _why, record_run, shown
 from tests.why.test_why_agents import route
 
 AGENT = ("--bad-schema", "--recover", "--tool-bug", "--expect", "rain")
 
 
-@nightly(
-    "test_why_cases.py::test_a_refusal_the_client_recovered_from_is_not_the_verdict (the "
-    "same recovered refusal, not determined)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_cases.py::test_a_refusal_the_client_recovered_from_is_not_the_verdict (the "
+        "same recovered refusal, not determined)"
+    )
 )
 @needs_recorder
 def test_a_refusal_the_client_recovered_from_is_context_and_the_cause_is_said_off_the_wire(

@@ -20,7 +20,7 @@ import pytest
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
-from tests.why.test_why import AGENT, HTTP, _why, nightly, record_run, why_env
+from tests.why.test_why import AGENT, HTTP, _why, record_run, shown, why_env
 
 pytestmark = [needs_recorder]
 
@@ -57,9 +57,11 @@ def _finals(fake: ScriptedUpstream) -> int:
     return sum(1 for x in fake.log if x.request.tool_results())
 
 
-@nightly(
-    "test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one (its re-sample of "
-    "turn 0 held: 6 requests, turn 1 served)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one (its re-sample of "
+        "turn 0 held: 6 requests, turn 1 served)"
+    )
 )
 def test_a_held_fork_serves_the_later_turns_while_they_match(run: Path, tmp_path: Path) -> None:
     """``looptap run --from RUN@conversation=c1:turn=0:hold``: turn 0 live; its answer is the
@@ -141,9 +143,11 @@ def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(
     assert "try K=" not in v["headline"], v["headline"]
 
 
-@nightly(
-    "test_why_core.py::test_more_samples_are_advised_only_when_they_can_separate_the_suspects "
-    "(E suspects alike: the layer, not the turn)"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why_core.py::test_more_samples_are_advised_only_when_they_can_separate_the_suspects "
+        "(E suspects alike: the layer, not the turn)"
+    )
 )
 def test_nested_re_samples_say_the_layer_and_the_earliest_turn_not_a_cause(
     run: Path, tmp_path: Path

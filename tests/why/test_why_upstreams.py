@@ -30,7 +30,7 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.c_case import CInvestigation, Sentinel
-from tests.why.test_why import AGENT, HTTP, WHY, nightly
+from tests.why.test_why import AGENT, HTTP, WHY, shown
 
 #: The flags each command is given: the fake named, the confdir alone, both, neither.
 STATES = ("upstream", "confdir", "both", "neither")
@@ -153,9 +153,11 @@ def test_a_why_goes_where_the_run_went(world: World, state: str) -> None:
         ), err
 
 
-@nightly(
-    "test_why.py::test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a "
-    "resume) and test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why.py::test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a "
+        "resume) and test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given"
+    )
 )
 @needs_recorder
 @pytest.mark.parametrize("state", states("neither"))
@@ -217,9 +219,11 @@ def test_a_fork_goes_where_the_run_went(world: World, state: str) -> None:
     assert _heard(world, before, f"run --from {state}", proc.stderr) >= 1
 
 
-@nightly(
-    "test_why.py::test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a "
-    "resume) and test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given"
+@pytest.mark.slow(
+    reason=shown(
+        "test_why.py::test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them (a "
+        "resume) and test_where_live_requests_go_is_decided_from_the_run_and_the_flags_given"
+    )
 )
 @needs_recorder
 def test_a_resume_runs_again_the_branches_the_upstream_never_answered(world: World) -> None:
