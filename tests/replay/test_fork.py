@@ -273,13 +273,11 @@ OpenAI(max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[{"r
 def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live(
     origin: tuple[Path, ScriptedUpstream, Path],
     at_turn_2: tuple[object, Path, ScriptedUpstream, int],
-    tmp_path: Path,
 ) -> None:
     """Issue 43: the fork's replay lines read "looptap: looptap: …" and "played 8 of 12 recorded
-    round trips" when 4 of those 8 went live; a client diverging before the cursor got the miss
-    lines doubled too. (The fork at turn 2 of the test above: what it played and what went live
-    are counted apart as at any cursor.)"""
-    run, _, confdir = origin
+    round trips" when 4 of those 8 went live. (The fork at turn 2 of the test above: what it played
+    and what went live are counted apart as at any cursor.)"""
+    run = origin[0]
     proc, _, fake2, _ = at_turn_2
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0 and len(fake2.log) == 4, err[-4000:]  # type: ignore[attr-defined]
@@ -290,7 +288,24 @@ def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live
         "the cursor, 0 unmatched requests" in err.splitlines()
     ), err
     assert "looptap: fork at turn=2: 4 requests sent live; went live: c1, c2, c3, c4" in err, err
-    # refused: a client that diverges before the cursor (its first request is not the recording's)
+
+
+@needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a fork of its own (the recorder and an openai agent, about 2 s of CPU): a request before "
+        "the cursor that matches no recorded one fails closed in the process in "
+        "test_the_cursor_routes_past_it_live_and_fails_closed_before_it, and the fork's lines "
+        "are said once in test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_"
+        "went_live"
+    )
+)
+def test_a_client_diverging_before_the_cursor_is_refused_and_its_lines_said_once(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
+    """Issue 43: a client diverging before the cursor got the miss lines doubled ("looptap:
+    looptap: …"). Its first request is not the recording's: refused, nothing sent live."""
+    run, _, confdir = origin
     with ScriptedUpstream(new_model_route) as fake3:
         argv = [
             *RECORDER,
