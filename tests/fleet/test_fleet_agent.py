@@ -43,6 +43,14 @@ def header(path: Path) -> dict[str, Any]:
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "four recorder runs, one per source of the agent's name (about 9 s of CPU): the "
+        "sources' order runs in the process in "
+        "test_the_sources_in_order_and_an_untrusted_header, and a recording naming its agent "
+        "in test_looptap_record_keeps_the_agent_given"
+    )
+)
 def test_each_run_gets_an_agent_and_the_index_says_from_where(tmp_path: Path) -> None:
     pytest.importorskip("opentelemetry.sdk")
     runs = tmp_path / "runs"

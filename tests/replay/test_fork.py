@@ -212,6 +212,15 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a fork of its own (the recorder and the four agents, about 9 s of CPU): a "
+        "conversation's cursor is routed in the process by "
+        "test_the_cursor_routes_past_it_live_and_fails_closed_before_it, and --repeat's "
+        "agreement by test_repeat_agreement_lines_up_branches_and_says_systematic_or_variance "
+        "on the shared turn-2 fork"
+    )
+)
 def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says_how_branches_agree(
     origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
 ) -> None:
@@ -264,13 +273,11 @@ OpenAI(max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[{"r
 def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live(
     origin: tuple[Path, ScriptedUpstream, Path],
     at_turn_2: tuple[object, Path, ScriptedUpstream, int],
-    tmp_path: Path,
 ) -> None:
     """Issue 43: the fork's replay lines read "looptap: looptap: …" and "played 8 of 12 recorded
-    round trips" when 4 of those 8 went live; a client diverging before the cursor got the miss
-    lines doubled too. (The fork at turn 2 of the test above: what it played and what went live
-    are counted apart as at any cursor.)"""
-    run, _, confdir = origin
+    round trips" when 4 of those 8 went live. (The fork at turn 2 of the test above: what it played
+    and what went live are counted apart as at any cursor.)"""
+    run = origin[0]
     proc, _, fake2, _ = at_turn_2
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0 and len(fake2.log) == 4, err[-4000:]  # type: ignore[attr-defined]
@@ -281,7 +288,24 @@ def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live
         "the cursor, 0 unmatched requests" in err.splitlines()
     ), err
     assert "looptap: fork at turn=2: 4 requests sent live; went live: c1, c2, c3, c4" in err, err
-    # refused: a client that diverges before the cursor (its first request is not the recording's)
+
+
+@needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a fork of its own (the recorder and an openai agent, about 2 s of CPU): a request before "
+        "the cursor that matches no recorded one fails closed in the process in "
+        "test_the_cursor_routes_past_it_live_and_fails_closed_before_it, and the fork's lines "
+        "are said once in test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_"
+        "went_live"
+    )
+)
+def test_a_client_diverging_before_the_cursor_is_refused_and_its_lines_said_once(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
+    """Issue 43: a client diverging before the cursor got the miss lines doubled ("looptap:
+    looptap: …"). Its first request is not the recording's: refused, nothing sent live."""
+    run, _, confdir = origin
     with ScriptedUpstream(new_model_route) as fake3:
         argv = [
             *RECORDER,
@@ -318,6 +342,49 @@ def _chat(messages: list[dict[str, object]], model: str = "gpt-4o") -> bytes:
     from tests.replay.conftest import TOOLS
 
     return orjson.dumps({"model": model, "messages": messages, "tools": TOOLS})
+
+
+@needs_recorder
+def test_repeat_agreement_lines_up_branches_and_says_systematic_or_variance(
+    origin: tuple[Path, ScriptedUpstream, Path],
+    at_turn_2: tuple[object, Path, ScriptedUpstream, int],
+) -> None:
+    """``--repeat``'s agreement (cassettes/replay/forking/repeat.py) in the process, on the shared
+    turn-2 fork read as two branches: each of the four conversations' turn 2, lined up from the
+    cursor as ``looptap diff`` lines it up, is a text answer in the recording and in both branches
+    (as recorded); and the words for an answer every branch shares unlike the recording
+    (systematic) and for branches that differ (the model's variance). The fork with ``--repeat 2``
+    through the recorder runs at night
+    (``test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says_how_branches_agree``).
+    """
+    from looptap.cassettes.replay.forking.repeat import TurnAgreement, agreement, agreement_lines
+
+    run = origin[0]
+    branch = at_turn_2[1]
+    rows = agreement(run, [branch, branch])
+    assert [(r.turn, r.recorded, r.answers) for r in rows] == [(2, "text", ["text", "text"])] * 4
+    assert len({r.conversation for r in rows}) == 4
+    lines = agreement_lines(rows, 2)
+    assert lines[0].startswith("looptap run --repeat: per turn past the cursor, how the 2 branches")
+    for r in rows:
+        assert (
+            f"  conversation {r.conversation}, turn 2: 2 branches, with each other 100% (1 "
+            "distinct answer), with the recording 100%: as recorded in every branch"
+        ) in lines, lines
+    call = '[["get_weather",{"city":"Paris"}]]'
+    made = agreement_lines(
+        [
+            TurnAgreement("c1", 1, call, ["text", "text"]),
+            TurnAgreement("c1", 2, "text", ["text", call, "text"]),
+        ],
+        3,
+    )
+    assert made[1:] == [
+        "  conversation c1, turn 1: 2 branches, with each other 100% (1 distinct answer), with the "
+        "recording 0%: systematic: every branch answers alike, unlike the recording",
+        "  conversation c1, turn 2: 3 branches, with each other 67% (2 distinct answers), with the "
+        "recording 67%: the model's variance: the branches differ",
+    ]
 
 
 def test_the_cursor_routes_past_it_live_and_fails_closed_before_it() -> None:
@@ -542,6 +609,12 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a fork of its own (about 5 s of CPU): the limit's logic runs in the process with "
+        "real SDK clients in test_fork_limit.py"
+    )
+)
 def test_a_fork_stops_at_its_limit_sends_nothing_past_it_and_its_branch_says_so(
     origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
 ) -> None:

@@ -124,6 +124,14 @@ def _client_sent(ex: Any) -> Any:
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "the module's fork through the recorder (about 8 s of CPU): an edit reaching every "
+        "live request runs in the process in test_fork.py's "
+        "test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log, and the marks "
+        "in this module's in-process tests"
+    )
+)
 def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(
     forked: dict[str, Any],
 ) -> None:
@@ -147,6 +155,13 @@ def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "reads the module's fork through the recorder: the client's body given back from the "
+        "marks is shown in the process by "
+        "test_marks_round_trip_through_the_header_and_give_the_client_body_back"
+    )
+)
 def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(
     forked: dict[str, Any],
 ) -> None:
@@ -186,6 +201,12 @@ def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_rece
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "reads the module's fork through the recorder: the marks' storing and reading run in "
+        "the process in test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped"
+    )
+)
 def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
     text = cli_run("show", str(forked["branch"]))
     assert text.returncode == 0, text.stderr
@@ -221,6 +242,12 @@ def _label(body: Any) -> str:
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "reads the module's fork through the recorder: the marks' storing and reading run in "
+        "the process in test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped"
+    )
+)
 def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
     diff = cli_run("diff", str(forked["run"]), str(forked["branch"]))
     assert diff.returncode == 1, diff.stderr
@@ -380,6 +407,12 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a second fork through the recorder (about 5 s of CPU): an edit's marks run in the "
+        "process in this module and test_edit_values.py"
+    )
+)
 def test_a_tool_schema_edit_is_marked_in_the_branch(forked: dict[str, Any], tmp_path: Path) -> None:
     """The recorder keeps the marks of every target ``--edit`` takes: a ``tool_schema[NAME]``
     edit's were refused as unreadable ('edits: the request's edit marks could not be read;

@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -77,6 +79,14 @@ def _run(
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow(
+    reason=(
+        "a recording and a fork (about 6 s of CPU): a fork's prefix tolerates volatile values "
+        "in the process in test_volatile_replay.py's "
+        "test_a_forks_prefix_tolerates_them_as_replay_does, and the epoch detector in "
+        "tests/matching/test_volatile.py"
+    )
+)
 def test_an_epoch_in_the_prompt_is_tolerated_and_a_far_number_is_not(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(AGENT)
     with ScriptedUpstream(route) as fake:

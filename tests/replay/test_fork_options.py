@@ -40,13 +40,9 @@ def new_model(req: ScriptedRequest) -> Reply:
 
 
 def _looptap(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", *argv],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=clean_env(OPENAI_API_KEY="sk-x"),
-    )
+    """``looptap replay`` refused from its options and the run: what it says, in this process
+    (its wiring as a process: test_faults.py's and test_server.py's replay command tests)."""
+    return cli_run(*argv, cwd=cwd, OPENAI_API_KEY="sk-x")
 
 
 # -- --model ---------------------------------------------------------------------------------------

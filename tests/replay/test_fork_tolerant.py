@@ -152,6 +152,13 @@ def _looptap(*args: str) -> object:
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "two forks through the recorder (about 5 s of CPU): the tolerant prefix's logic runs "
+        "in the process in test_tolerance.py, and through the pytest plugin's fork in "
+        "test_a_pytest_fork_takes_prefix_and_divergence"
+    )
+)
 def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_them(
     recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
@@ -208,6 +215,13 @@ def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_t
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "two forks through the recorder (about 5 s of CPU): strict and @divergence run in the "
+        "process in test_tolerance.py, and through the pytest plugin's fork in "
+        "test_a_pytest_fork_takes_prefix_and_divergence"
+    )
+)
 def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live_there(
     recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
@@ -235,6 +249,12 @@ def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "reads the strict fork through the recorder: what a missed prefix keeps for rules "
+        "propose is shown in the process by test_rules_propose.py"
+    )
+)
 def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(
     recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
@@ -275,6 +295,12 @@ def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a fork of its own (about 3 s of CPU): anything but a tool result fails closed in the "
+        "process in test_tolerance.py's test_anything_else_the_model_reads_is_not_tolerated"
+    )
+)
 def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(
     recorded: tuple[Path, ScriptedUpstream, Path, Path], forks: Fork
 ) -> None:
@@ -383,6 +409,12 @@ def test_a_pytest_fork_takes_prefix_and_divergence(
     "at, extra",
     [("turn=3", ("--prefix", "tolerant")), ("divergence", ())],
     ids=["tolerant", "@div"],
+)
+@pytest.mark.slow(
+    reason=(
+        "reads the tolerant and @divergence forks through the recorder; fork_diff reads a "
+        "fork's notes by default in test_fork.py's turn-2 test"
+    )
 )
 def test_the_fork_tab_and_mcp_fork_diff_read_the_forks_notes_as_looptap_diff_does(
     recorded: tuple[Path, ScriptedUpstream, Path, Path],

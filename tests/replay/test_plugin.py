@@ -244,6 +244,16 @@ def test_weather_agent(looptap):
 @pytest.mark.skipif(
     not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON"
 )
+@pytest.mark.slow(
+    reason=(
+        "pydantic-ai recorded through the recorder by the plugin (about 4 s of CPU): the "
+        "plugin records through the recorder in test_record_modes_all_then_new_episodes and "
+        "test_a_session_records_every_test_through_one_recorder, and a changed tool result or "
+        "prompt fails a replay naming its path in "
+        "test_readme_example_replays_and_fails_when_the_tool_changes and "
+        "test_changed_agent_fails_naming_turn_path_and_layer"
+    )
+)
 def test_framework_agent_recorded_once_replayed_offline_then_changed(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -78,6 +78,14 @@ def _bash(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProc
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "the plugin recording through the recorder in a project of its own (about 6 s of "
+        "CPU): the docs' recipe is checked by "
+        "test_docs_recipe_is_the_same_in_testing_and_recorder, and the plugin records and "
+        "replays through the recorder in test_plugin.py"
+    )
+)
 def test_a_project_outside_the_checkout_records_and_replays_as_the_docs_say(tmp_path: Path) -> None:
     """Fails on main: the recipe there (``.venv-proxy/bin/python``) only resolved inside looptap's
     checkout, and a relative path was not taken from where pytest runs."""

@@ -38,6 +38,14 @@ def _kept(path: Path) -> int:
     return after - before
 
 
+@pytest.mark.slow(
+    reason=(
+        "three replay servers over 50, 300 and 1,500 round trips under tracemalloc (2-4 s of "
+        "CPU): the index of offsets a large run is served from runs in the process in "
+        "test_a_small_run_is_held_in_memory_and_a_large_one_indexed and "
+        "test_answers_are_read_from_disk_by_offset"
+    )
+)
 def test_a_replay_server_keeps_a_few_integers_per_recorded_round_trip(tmp_path: Path) -> None:
     _kept(write_huge(tmp_path / "warm.jsonl", 50))
     small = _kept(write_huge(tmp_path / "small.jsonl", 300))

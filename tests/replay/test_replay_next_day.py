@@ -104,6 +104,13 @@ def _pytest(project: Path, *args: str, env: dict[str, str]) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow(
+    reason=(
+        "the pytest plugin recording through the recorder under faketime (about 9 s of CPU): "
+        "the next day's replay runs through the plugin in test_volatile_replay.py's "
+        "test_pytest_replay_of_a_dated_agent_passes_and_a_real_change_fails"
+    )
+)
 def test_a_dated_agent_recorded_once_replays_the_next_day_and_a_real_change_fails(
     tmp_path: Path,
 ) -> None:

@@ -124,6 +124,13 @@ def _fork(tmp: Path) -> tuple[subprocess.CompletedProcess[str], list[int]]:
         return proc, [len(x.request.tool_results()) for x in fake.log]
 
 
+@pytest.mark.slow(
+    reason=(
+        "five recorder runs under faketime (about 13 s of CPU): the proposal making two days "
+        "match runs in the process in test_rules_propose.py, and a fork's prefix with pasted "
+        "rules in test_rules_replay.py"
+    )
+)
 def test_the_rules_proposed_from_two_days_make_the_next_days_fork_match_and_nothing_more(
     tmp_path: Path,
 ) -> None:

@@ -228,6 +228,13 @@ for body in json.load(open(sys.argv[1])):
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "two forks through the recorder (about 3 s of CPU): a fork's prefix applying the "
+        "pasted rules and the flags runs in the process in "
+        "test_a_forks_prefix_applies_the_rules_and_passes_the_flags_to_its_replay_server"
+    )
+)
 def test_a_fork_on_tuesday_of_a_monday_run_serves_its_prefix_with_the_pasted_rules(
     tmp_path: Path,
 ) -> None:

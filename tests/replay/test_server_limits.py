@@ -123,6 +123,12 @@ def quick() -> Iterator[ReplayServer]:
 # -- memory: request bodies are not kept ---------------------------------------------------------
 
 
+@pytest.mark.slow(
+    reason=(
+        "five 50 MB requests (about 7 s of CPU): the replay server's kept bodies are bounded "
+        "in the process by test_served_keeps_recorded_bodies_shared_and_others_within_budget"
+    )
+)
 def test_large_requests_cost_no_memory_once_answered(tmp_path: Path) -> None:
     """Five 50 MB requests (each a miss): each is answered, and the server's memory comes back
     down after each (it kept every body twice: in the served log and in the miss's diff)."""
@@ -427,6 +433,13 @@ def test_an_idle_websocket_is_closed_with_1001(quick: ReplayServer) -> None:
     assert code == 1001 and b"no frame for 0.5 s" in why
 
 
+@pytest.mark.slow(
+    reason=(
+        "a server process flooded with millions of one-byte fragments (about 3 s of CPU): the "
+        "bound counting each frame is shown in the process by "
+        "test_the_message_bound_counts_each_frame"
+    )
+)
 def test_a_fragment_flood_is_refused_within_the_message_bound(tmp_path: Path) -> None:
     """One-byte fragments count their frames against the 64 MiB bound: the server closes with
     1009 after at most 64 MiB / FRAME_COST of them, its memory barely moved (before: 5 M

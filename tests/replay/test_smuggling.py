@@ -411,6 +411,15 @@ print("agent done")
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason=(
+        "a fork through the recorder (about 3 s of CPU): what a fork sends live goes through "
+        "the forwarder, which drops a splitting header in the process in "
+        "test_the_forwarder_drops_a_header_that_would_split_the_request, and its replayed "
+        "prefix is the replay server's, shown in "
+        "test_the_replay_server_never_splits_a_response"
+    )
+)
 def test_a_fork_of_a_hostile_cassette_splits_nothing(tmp_path: Path) -> None:
     run, exchanges = hostile(tmp_path)
     agent = tmp_path / "agent.py"
