@@ -13,8 +13,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support import progress
 from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, needs_recorder
@@ -53,14 +51,6 @@ def _fork(tmp: Path, run: Path, fake: ScriptedUpstream, *args: str) -> tuple[int
     return proc.returncode, proc.stderr
 
 
-@pytest.mark.slow(
-    reason=(
-        "a recording and forks of the sub-agent agent (about 7 s of CPU): a sub-agent's "
-        "changed answer reaching its parent is shown by default by "
-        "tests/why/test_why_agents.py's "
-        "test_a_bug_inside_a_sub_agent_is_found_by_its_repair_reaching_the_parent"
-    )
-)
 def test_a_sub_agents_changed_answer_takes_its_parent_live_from_the_request_it_reaches(
     tmp_path: Path,
 ) -> None:
