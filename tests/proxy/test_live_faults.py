@@ -99,6 +99,12 @@ def test_live_faults_without_retries_and_bad_specs(
         assert bad.returncode != 0 and says in bad.stderr, explain(bad)
 
 
+@pytest.mark.slow(
+    reason=(
+        "live faults answered and recorded: the other two tests here by default; seeded "
+        "draws: tests/replay/test_faults.py"
+    )
+)
 def test_live_chaos_run_with_a_probability_and_a_seed(
     tmp_path, confdir, text_upstream, secret
 ) -> None:  # type: ignore[no-untyped-def]
