@@ -75,6 +75,13 @@ def test_live_faults_are_answered_by_the_proxy_and_recorded_as_injected(
     assert secret.encode() not in out.read_bytes()
 
 
+@pytest.mark.slow(
+    reason=(
+        "the specs a live proxy cannot apply refused in process: test_addon_inprocess.py "
+        "(the recorder's environment); a live fault answered and recorded: the test above "
+        "by default"
+    )
+)
 def test_live_faults_without_retries_and_bad_specs(
     tmp_path, confdir, text_upstream, secret
 ) -> None:  # type: ignore[no-untyped-def]
