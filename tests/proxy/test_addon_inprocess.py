@@ -34,12 +34,14 @@ from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
 import looptap.proxy.addon as addon_module
+from looptap.cassettes.replay.serving.faults import FaultSpecError
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.wire import Exchange
 from looptap.proxy import messages
 from looptap.proxy.addon import LooptapRecorder
 from looptap.proxy.capture import Tee
 from looptap.proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
+from looptap.proxy.faults import live_plan
 from tests.support import progress
 
 CHAT = b"/v1/chat/completions"
@@ -694,3 +696,18 @@ def test_a_reply_reaches_the_agent_once_its_turns_tree_is_taken(tmp_path: Path) 
     ws.scan(last=True)
     turns = [[c["path"] for c in r["changes"]] for r in recs if "changes" in r]
     assert turns == [["a.py"], ["b.py"]]
+
+
+def test_live_faults_a_live_proxy_cannot_apply_are_refused_with_why() -> None:
+    """``looptap run --fault``'s plan (proxy/faults.py ``live_plan``): a fault that only a replay
+    can apply, or a selector known only from the answer, is refused saying so (the end-to-end
+    ``looptap run`` of the same specs: test_live_faults.py, nightly since session 55)."""
+    for spec, says in (
+        ("turn=1:reset", "live, a request is selected by request=N"),
+        ("request=1:stream_cut=2", "stream_cut works in looptap replay only"),
+    ):
+        with pytest.raises(FaultSpecError) as refused:
+            live_plan([spec], seed=0)
+        assert says in str(refused.value) and repr(spec) in str(refused.value), refused.value
+    plan = live_plan(["request=2:context_length", "p=0.2:rate_limit", "*:overloaded=0*2"], seed=1)
+    assert len(plan.faults) == 3

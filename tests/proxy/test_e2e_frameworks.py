@@ -226,8 +226,28 @@ def loop_upstream() -> Iterator[FakeUpstream]:
 @pytest.mark.parametrize(
     ("module", "code", "family"),
     [
-        pytest.param("pydantic_ai", PYDANTIC_AI_CLIENT, "openai_chat", id="pydantic-ai"),
-        pytest.param("agents", OPENAI_AGENTS_CLIENT, "openai_responses", id="openai-agents"),
+        pytest.param(
+            "pydantic_ai",
+            PYDANTIC_AI_CLIENT,
+            "openai_chat",
+            id="pydantic-ai",
+            marks=pytest.mark.slow(
+                reason="a framework's tool loop threaded: pydantic-ai's own recordings read in"
+                " process (tests/cassettes/test_corpus.py), the Chat family's recording in"
+                " test_e2e_sdks.py[openai] by default"
+            ),
+        ),
+        pytest.param(
+            "agents",
+            OPENAI_AGENTS_CLIENT,
+            "openai_responses",
+            id="openai-agents",
+            marks=pytest.mark.slow(
+                reason="openai-agents' Runner through the real recorder by default in"
+                " tests/replay/test_fork_responses.py; the Responses family's recording in"
+                " test_e2e_sdks.py[openai]; tool loops threaded in process (tests/cassettes)"
+            ),
+        ),
     ],
 )
 def test_framework_tool_loops_thread_into_conversations(
@@ -446,6 +466,12 @@ def test_openai_sdk_over_https_forward_proxy(
     assert upstream_cert[0].read_text().strip() not in bundle
 
 
+@pytest.mark.slow(
+    reason=(
+        "the forward proxy's HTTPS through the recorder's bundle: "
+        "test_openai_sdk_over_https_forward_proxy by default"
+    )
+)
 @pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
 def test_curl_over_https_forward_proxy(
     tmp_path: Path, confdir: Path, tls_upstream: FakeUpstream, secret: str

@@ -108,6 +108,12 @@ def _judged(tmp_path: Path, later: dict[str, str]) -> list[tuple[str, int | None
     ]
 
 
+@pytest.mark.slow(
+    reason=(
+        "three looptap runs under libfaketime; the judgement on the same wire in process: "
+        "tests/cassettes/analysis/test_dispatch.py::test_a_retry_needs_evidence"
+    )
+)
 @needs_faketime
 def test_a_run_appended_minutes_later_is_a_new_start_not_a_retry(
     tmp_path: Path, first_run: tuple[FakeUpstream, Path]
@@ -122,6 +128,12 @@ def test_a_run_appended_minutes_later_is_a_new_start_not_a_retry(
     assert _judged(tmp_path, later) == [("conversations", 2)]
 
 
+@pytest.mark.slow(
+    reason=(
+        "its module's shared two runs; the judgement on the same wire in process: "
+        "tests/cassettes/analysis/test_dispatch.py::test_a_retry_needs_evidence"
+    )
+)
 def test_twin_the_same_request_right_after_the_failure_is_still_a_retry(
     first_run: tuple[FakeUpstream, Path],
 ) -> None:

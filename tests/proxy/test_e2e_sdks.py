@@ -373,6 +373,12 @@ out("chat-stream", "".join(ch.choices[0].delta.content or "" for ch in s if ch.c
 """  # noqa: E501
 
 
+@pytest.mark.slow(
+    reason=(
+        "the openai SDK's hang-up at [DONE] through the real recorder, read whole: "
+        "test_mitmproxy_quirks.py's openai SSE cases by default"
+    )
+)
 def test_stream_whole_when_client_hangs_up_after_terminal_event(
     tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
 ) -> None:
@@ -408,6 +414,12 @@ out("cancelled", first.id)
 """  # noqa: E501
 
 
+@pytest.mark.slow(
+    reason=(
+        "C.abandoned_answer on mitmproxy's words in process: "
+        "test_api.py::test_a_stream_the_client_abandoned_is_not_the_apis_failure"
+    )
+)
 def test_a_stream_the_client_cancels_is_the_clients_doing_not_the_apis(
     tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
 ) -> None:
@@ -441,6 +453,13 @@ def curl(*args: str) -> subprocess.CompletedProcess[bytes]:
     return progress.run(["curl", "-sS", "--noproxy", "", *args], capture_output=True, env=env)
 
 
+@pytest.mark.slow(
+    reason=(
+        "the forward proxy's recording: "
+        "test_e2e_frameworks.py::test_openai_sdk_over_https_forward_proxy and "
+        "test_proxy_faults.py's forward cases by default"
+    )
+)
 @pytest.mark.skipif(
     not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
     reason="curl not installed",
@@ -553,6 +572,11 @@ except openai.APIError as e:
 """  # noqa: E501
 
 
+@pytest.mark.slow(
+    reason=(
+        "faults recorded as they happened through both listeners: test_proxy_faults.py by default"
+    )
+)
 def test_faults_are_recorded_as_they_happened(
     tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
 ) -> None:
@@ -615,6 +639,11 @@ out("never", "")
 """  # noqa: E501
 
 
+@pytest.mark.slow(
+    reason=(
+        "a recorder killed mid-run: test_proxy_crash.py's durable and first-second kills by default"
+    )
+)
 def test_sigkill_mid_run_leaves_a_loadable_cassette(
     tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
 ) -> None:

@@ -153,6 +153,11 @@ for run in range(2):
 """  # noqa: E501
 
 
+@pytest.mark.slow(
+    reason="two runs of a real SDK in one looptap run, a family; the same threading on the same"
+    " tokens in process by default (tests/cassettes/analysis/test_threading_tokens.py, every"
+    " family), each family's recording through the real recorder in test_e2e_sdks.py"
+)
 @pytest.mark.parametrize(("family", "code"), [("gemini", GEMINI), ("anthropic", ANTHROPIC)])
 def test_two_runs_alike_are_threaded_by_their_tokens(
     tmp_path: Path, family: str, code: str

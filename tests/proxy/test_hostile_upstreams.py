@@ -283,6 +283,13 @@ def test_a_stale_second_answer_reaches_no_one(tmp_path: Path, confdir: Path) -> 
     h.check()
 
 
+@pytest.mark.slow(
+    reason=(
+        "another hostile upstream met by the same per-connection pairing of answers; by "
+        "default the stale second answer, the CL+TE smuggling and the unparseable head "
+        "(this module)"
+    )
+)
 @pytest.mark.parametrize("spoil", ["short", "204"])
 def test_a_spoiled_answer_spoils_its_own_call_only(
     tmp_path: Path, confdir: Path, spoil: str
@@ -297,6 +304,13 @@ def test_a_spoiled_answer_spoils_its_own_call_only(
     h.check()
 
 
+@pytest.mark.slow(
+    reason=(
+        "another hostile upstream met by the same per-connection pairing of answers; by "
+        "default the stale second answer, the CL+TE smuggling and the unparseable head "
+        "(this module)"
+    )
+)
 def test_a_body_after_a_head_answer_reaches_no_one(tmp_path: Path, confdir: Path) -> None:
     """Each call follows a HEAD on the same HTTP client, answered with a body."""
     with Hostile(tmp_path / "run.jsonl", confdir, quirks=("head_body",)).running() as h:
@@ -304,6 +318,13 @@ def test_a_body_after_a_head_answer_reaches_no_one(tmp_path: Path, confdir: Path
     h.check()
 
 
+@pytest.mark.slow(
+    reason=(
+        "another hostile upstream met by the same per-connection pairing of answers; by "
+        "default the stale second answer, the CL+TE smuggling and the unparseable head "
+        "(this module)"
+    )
+)
 def test_an_idle_408_and_close_fails_no_later_call(tmp_path: Path, confdir: Path) -> None:
     """The upstream answers 408 and closes each connection left idle; the next call comes once it
     has."""
@@ -312,6 +333,13 @@ def test_an_idle_408_and_close_fails_no_later_call(tmp_path: Path, confdir: Path
     h.check()
 
 
+@pytest.mark.slow(
+    reason=(
+        "another hostile upstream met by the same per-connection pairing of answers; by "
+        "default the stale second answer, the CL+TE smuggling and the unparseable head "
+        "(this module)"
+    )
+)
 def test_a_close_at_reuse_fails_no_call(tmp_path: Path, confdir: Path) -> None:
     """One answer in five is followed by an unannounced close (a little later: as a next request
     could come on it)."""
@@ -321,6 +349,13 @@ def test_a_close_at_reuse_fails_no_call(tmp_path: Path, confdir: Path) -> None:
     h.check()
 
 
+@pytest.mark.slow(
+    reason=(
+        "another hostile upstream met by the same per-connection pairing of answers; by "
+        "default the stale second answer, the CL+TE smuggling and the unparseable head "
+        "(this module)"
+    )
+)
 def test_an_answer_before_the_body_is_read_goes_to_its_own_call(
     tmp_path: Path, confdir: Path
 ) -> None:
@@ -405,6 +440,13 @@ def _raw_chat(port: int, call: Call, body: bytes, framing: list[tuple[str, str]]
 # An unparseable answer
 
 
+@pytest.mark.slow(
+    reason=(
+        "an error flow recorded with mitmproxy's words: "
+        "test_addon_inprocess.py::test_error_flows_are_recorded_with_their_transport_error "
+        "(in the recorder's environment) by default"
+    )
+)
 def test_an_unparseable_answer_head_is_mitmproxys_502_and_recorded_so(
     tmp_path: Path, confdir: Path
 ) -> None:

@@ -75,6 +75,13 @@ def test_live_faults_are_answered_by_the_proxy_and_recorded_as_injected(
     assert secret.encode() not in out.read_bytes()
 
 
+@pytest.mark.slow(
+    reason=(
+        "the specs a live proxy cannot apply refused in process: test_addon_inprocess.py "
+        "(the recorder's environment); a live fault answered and recorded: the test above "
+        "by default"
+    )
+)
 def test_live_faults_without_retries_and_bad_specs(
     tmp_path, confdir, text_upstream, secret
 ) -> None:  # type: ignore[no-untyped-def]
@@ -99,6 +106,12 @@ def test_live_faults_without_retries_and_bad_specs(
         assert bad.returncode != 0 and says in bad.stderr, explain(bad)
 
 
+@pytest.mark.slow(
+    reason=(
+        "live faults answered and recorded: the other two tests here by default; seeded "
+        "draws: tests/replay/test_faults.py"
+    )
+)
 def test_live_chaos_run_with_a_probability_and_a_seed(
     tmp_path, confdir, text_upstream, secret
 ) -> None:  # type: ignore[no-untyped-def]

@@ -154,6 +154,13 @@ def recorded(
     return per, a
 
 
+@pytest.mark.slow(
+    reason=(
+        "one anthropic-SDK agent and MCP server recorded by looptap run; each MCP client "
+        "finding and the link by tool and arguments in process by default: "
+        "tests/cassettes/test_mcp_calls.py"
+    )
+)
 @pytest.mark.parametrize("bug", list(EXPECTED))
 def test_each_mcp_client_bug_is_found_on_its_turn_and_its_clean_twin_is_not(
     recorded: tuple[dict[str, tuple[list[str | None], str]], RunAnalysis], bug: str

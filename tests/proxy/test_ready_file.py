@@ -136,6 +136,13 @@ def test_bare_url_keeps_no_secret() -> None:
     assert bare_url("http://[::1]:8000") == "http://[::1]:8000"
 
 
+@pytest.mark.slow(
+    reason=(
+        "a place that takes no file refused before anything starts: "
+        "tests/cassettes/test_paths.py; run's refusals through the CLI: "
+        "test_recorder_paths.py"
+    )
+)
 def test_unwritable_ready_file_stops_the_start(tmp_path: Path) -> None:
     proc = progress.run(
         [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),  # noqa: E501

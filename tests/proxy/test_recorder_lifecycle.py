@@ -166,6 +166,13 @@ CLIENT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow(
+    reason=(
+        "a full disk mid-run, loud, whole records kept: "
+        "test_proxy_storage.py::test_disk_full_mid_run_is_loud_and_keeps_what_was_written "
+        "by default"
+    )
+)
 def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     """The cassette hits a file size limit mid-run (as a full disk would): every request still gets
     its answer, the failure is on stderr, looptap exits non-zero, and the cassette holds whole
@@ -209,6 +216,12 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
         assert ex.request_json()["messages"][0]["content"].startswith(f"request {i} ")
 
 
+@pytest.mark.slow(
+    reason=(
+        "the cassette replaced (said) or appended to: test_recorder_paths.py::"
+        "test_an_existing_cassette_is_replaced_or_appended_to_as_documented by default"
+    )
+)
 def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
     """``-o FILE`` records afresh (saying it replaced the earlier run), ``-o +FILE`` appends (as
     mitmproxy's ``-w +FILE``); either way the summary describes this run, not the file's history."""
@@ -243,6 +256,12 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
     assert len(cas.exchanges) == 3 and not cas.problems
 
 
+@pytest.mark.slow(
+    reason=(
+        "a named port kept and reported: "
+        "test_listener_ports.py::test_a_port_the_user_named_is_never_changed by default"
+    )
+)
 def test_the_named_port_is_the_one_reported_when_a_later_one_is_taken_too(tmp_path: Path) -> None:
     # --port P gives P, P+1, P+2 (the reverse listeners) and P+3 (the forward proxy): with P and
     # P+3 both taken, the start names P, the first in listener order.

@@ -81,6 +81,20 @@ def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
+def _nightly(why: str) -> pytest.MarkDecorator:
+    """The nightly run's (docs/suite.md, session 55): each kind of path is refused in process by
+    tests/cassettes/test_paths.py (the same ``check_target``/``check_ready_path``), and through the
+    real ``looptap run`` here by default once a path (the ready file, the cassette, the confdir)."""
+    return pytest.mark.slow(reason=f"{why} by default; every kind in process: test_paths.py")
+
+
+#: Another device or a FIFO: the same refusal as ``/dev/null``'s.
+_NIGHTLY_DEVICES = [
+    pytest.param(which, marks=_nightly("the same refusal as /dev/null's"))
+    for which in ("private_device", "fifo")
+]
+
+
 def _device(tmp_path: Path, which: str) -> Path:
     if which == "dev_null":
         return DEV_NULL
@@ -114,6 +128,7 @@ def test_an_existing_file_is_never_the_ready_file(tmp_path: Path) -> None:
     assert not (tmp_path / "run.jsonl").exists()  # refused before recording started
 
 
+@_nightly("the ready file named as the cassette refused; run's one-line refusals here")
 def test_the_cassette_is_never_the_ready_file(tmp_path: Path, made: Path) -> None:
     proc = _run(tmp_path, "-o", "same.jsonl", "--ready-file", "same.jsonl")
     _refused(proc, "the ready file same.jsonl is the cassette")  # was: no recording left at all
@@ -127,7 +142,7 @@ def test_the_cassette_is_never_the_ready_file(tmp_path: Path, made: Path) -> Non
     assert (tmp_path / "same.jsonl").read_bytes() == before
 
 
-@pytest.mark.parametrize("which", ["dev_null", "private_device", "fifo"])
+@pytest.mark.parametrize("which", ["dev_null", *_NIGHTLY_DEVICES])
 def test_a_device_or_fifo_is_never_the_ready_file(tmp_path: Path, which: str) -> None:
     path = _device(tmp_path, which)
     before = _ident(path)
@@ -139,6 +154,7 @@ def test_a_device_or_fifo_is_never_the_ready_file(tmp_path: Path, which: str) ->
     assert not (tmp_path / "run.jsonl").exists()
 
 
+@_nightly("a directory refused; the ready file's refusals through run here")
 def test_a_directory_is_never_the_ready_file(tmp_path: Path) -> None:
     d = tmp_path / "state"
     d.mkdir()
@@ -264,7 +280,7 @@ def test_a_command_that_records_nothing_never_costs_the_earlier_recording(
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "conf") == ["run.jsonl"]
 
 
-@pytest.mark.parametrize("which", ["dev_null", "private_device", "fifo"])
+@pytest.mark.parametrize("which", ["dev_null", *_NIGHTLY_DEVICES])
 def test_a_device_or_fifo_is_never_the_cassette(tmp_path: Path, which: str) -> None:
     path = _device(tmp_path, which)
     before = _ident(path)
@@ -284,6 +300,7 @@ def test_a_device_or_fifo_is_never_the_cassette(tmp_path: Path, which: str) -> N
     assert _ident(path) == before  # was: the recording written into the device, lost, exit 0
 
 
+@_nightly("a directory refused; the cassette's refusals through run here")
 def test_a_directory_is_never_the_cassette(tmp_path: Path) -> None:
     d = tmp_path / "runs"
     d.mkdir()
@@ -292,6 +309,7 @@ def test_a_directory_is_never_the_cassette(tmp_path: Path) -> None:
     assert os.listdir(d) == []
 
 
+@_nightly("a link refused; a link as the ready file through run here")
 def test_a_link_is_never_the_cassette(tmp_path: Path, made: Path) -> None:
     dangling = tmp_path / "run.jsonl"
     dangling.symlink_to(tmp_path / "elsewhere.jsonl")
@@ -331,7 +349,14 @@ def test_a_confdir_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["mitmproxy-ca.pem", "mitmproxy-ca-cert.pem", "mitmproxy-dhparam.pem"]
+    "name",
+    [
+        "mitmproxy-ca.pem",
+        *(
+            pytest.param(name, marks=_nightly("the same check of the confdir's files: ca.pem's"))
+            for name in ("mitmproxy-ca-cert.pem", "mitmproxy-dhparam.pem")
+        ),
+    ],
 )
 def test_a_fifo_planted_in_the_confdir_is_refused_not_waited_on(
     tmp_path: Path, name: str, made: Path

@@ -66,7 +66,18 @@ def _chat(port: int, stream: bool) -> bytes:
         return bytes(resp.read())
 
 
-@pytest.mark.parametrize("tool", ["mitmdump", "mitmweb"])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        "mitmdump",
+        pytest.param(
+            "mitmweb",
+            marks=pytest.mark.slow(
+                reason="the same addon file in mitmproxy's other stock tool; mitmdump's by default"
+            ),
+        ),
+    ],
+)
 def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) -> None:
     with FakeUpstream(delay=0.005) as up:
         # a port another test binds between free_port() and the tool's own bind leaves the tool

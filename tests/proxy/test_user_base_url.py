@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
+from looptap.cassettes.net import free_port
 from looptap.cassettes.storage import read_records
+from looptap.proxy.config import Listener, RecorderConfig, RecorderError
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -150,6 +156,13 @@ def test_the_users_base_urls_are_the_upstreams(tmp_path: Path) -> None:
     ), where
 
 
+@pytest.mark.slow(
+    reason=(
+        "the choice in process: test_in_process_upstream_overrides_the_users_base_url; "
+        "the real recorder forwarding to the user's base URLs: "
+        "test_the_users_base_urls_are_the_upstreams"
+    )
+)
 def test_upstream_overrides_the_users_base_url(tmp_path: Path) -> None:
     """``--upstream`` wins over the variable; the variable's API is then not announced."""
     with FakeUpstream(delay=0.001) as up, FakeUpstream(delay=0.001) as other:
@@ -168,6 +181,12 @@ def test_upstream_overrides_the_users_base_url(tmp_path: Path) -> None:
     assert "is the upstream" not in stderr, stderr
 
 
+@pytest.mark.slow(
+    reason=(
+        "the choice in process: "
+        "test_in_process_a_stale_export_and_the_recorder_itself_are_not_followed"
+    )
+)
 def test_a_stale_looptap_export_is_not_followed(tmp_path: Path) -> None:
     """A base URL looptap exported (``LOOPTAP_RECORDER`` names its listeners) whose recorder is gone
     (an ``eval "$(looptap record)"`` since stopped) is not the user's set-up: not followed, said.
@@ -186,6 +205,14 @@ def test_a_stale_looptap_export_is_not_followed(tmp_path: Path) -> None:
     ) in stderr.splitlines(), stderr
 
 
+@pytest.mark.slow(
+    reason=(
+        "the choice in process: "
+        "test_in_process_an_enclosing_recorder_that_listens_is_followed; the real "
+        "recorder forwarding to the user's base URLs: "
+        "test_the_users_base_urls_are_the_upstreams"
+    )
+)
 def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
     """``looptap run`` inside ``looptap run`` (the outer one listening, named in
     ``LOOPTAP_RECORDER``): the inner one forwards to it, so the traffic still goes where the
@@ -245,6 +272,12 @@ def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
     ), rec.log
 
 
+@pytest.mark.slow(
+    reason=(
+        "the choice in process: "
+        "test_in_process_a_stale_export_and_the_recorder_itself_are_not_followed"
+    )
+)
 def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
     """``--port P`` with ``OPENAI_BASE_URL`` at P (the export of an earlier ``looptap record
     --port P``): forwarding there would loop through the recorder forever."""
@@ -266,6 +299,13 @@ def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
     assert f"AGENT http://127.0.0.1:{port}/v1" in stdout.splitlines(), stdout
 
 
+@pytest.mark.slow(
+    reason=(
+        "the refusal in process: "
+        "test_in_process_a_base_url_that_cannot_be_an_upstream_is_refused; run's one-line "
+        "refusals: test_recorder_paths.py"
+    )
+)
 def test_a_base_url_that_cannot_be_an_upstream_is_refused(tmp_path: Path) -> None:
     """A variable with a user or a query cannot be forwarded to as it is: one line, exit 2, nothing
     started (its requests must not go to the vendor instead). The password is not printed."""
@@ -322,3 +362,88 @@ def test_the_recorder_says_it_is_up_and_what_the_command_gets_before_the_command
     ), stderr
     for secret in ("sk-test", "sk-ant-test", "AIza-do-not-print-me"):
         assert secret not in stderr
+
+
+# -- where each listener forwards, in this process (RecorderConfig.listeners, proxy/config.py) ----
+# The same choice the recorder makes at start, on the same environments as the end-to-end tests
+# above (those of them that show only this choice run nightly: docs/suite.md, session 55).
+
+
+def _listeners(environ: dict[str, str], **config: Any) -> dict[str, Listener]:
+    made = RecorderConfig(Path("run.jsonl"), environ=environ, **config).listeners()
+    return {lst.name: lst for lst in made}
+
+
+def test_in_process_the_users_base_url_is_the_upstream_and_its_path_the_clients() -> None:
+    got = _listeners({"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1", "GEMINI_API_BASE": ""})
+    openai = got["openai"]
+    assert (openai.upstream, openai.suffix) == ("http://127.0.0.1:8000", "/v1"), openai
+    assert openai.note == (
+        "openai: your OPENAI_BASE_URL http://127.0.0.1:8000/v1 is the upstream "
+        "(--upstream openai=URL overrides)"
+    )
+    # an empty variable is not set: the vendor's API, nothing said
+    assert (got["gemini"].upstream, got["gemini"].note) == (
+        "https://generativelanguage.googleapis.com",
+        "",
+    )
+    assert got["forward"].upstream is None
+
+
+def test_in_process_upstream_overrides_the_users_base_url() -> None:
+    got = _listeners(
+        {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1", "ANTHROPIC_BASE_URL": "http://h:1"},
+        upstreams={"openai": "http://127.0.0.1:7000/", "anthropic": "http://127.0.0.1:7001"},
+    )
+    assert [(got[n].upstream, got[n].note) for n in ("openai", "anthropic")] == [
+        ("http://127.0.0.1:7000", ""),
+        ("http://127.0.0.1:7001", ""),
+    ]
+
+
+def test_in_process_a_stale_export_and_the_recorder_itself_are_not_followed() -> None:
+    stale = "127.0.0.1:9"  # nothing listens there
+    got = _listeners(
+        {"OPENAI_BASE_URL": f"http://{stale}/v1", "LOOPTAP_RECORDER": f"{stale},127.0.0.1:10"}
+    )
+    assert (got["openai"].upstream, got["openai"].note) == (
+        "https://api.openai.com",
+        f"openai: your OPENAI_BASE_URL http://{stale}/v1 is a looptap recorder that is gone (a "
+        "stale export): not followed; the upstream is https://api.openai.com",
+    )
+    port = free_port(set())
+    itself = _listeners({"OPENAI_BASE_URL": f"http://localhost:{port}/v1"}, base_port=port)
+    assert itself["openai"].port == port
+    assert (itself["openai"].upstream, itself["openai"].note) == (
+        "https://api.openai.com",
+        f"openai: your OPENAI_BASE_URL http://localhost:{port}/v1 is this recorder itself: not "
+        "followed; the upstream is https://api.openai.com",
+    )
+
+
+def test_in_process_an_enclosing_recorder_that_listens_is_followed() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as outer:
+        at = f"127.0.0.1:{outer.getsockname()[1]}"
+        got = _listeners(
+            {"ANTHROPIC_BASE_URL": f"http://{at}", "LOOPTAP_RECORDER": f"{at},127.0.0.1:10"}
+        )
+    assert (got["anthropic"].upstream, got["anthropic"].suffix) == (f"http://{at}", "")
+    assert got["anthropic"].note == (
+        f"anthropic: your ANTHROPIC_BASE_URL http://{at} is the upstream, a looptap recorder that "
+        "is running (an enclosing run): recorded there too (--upstream anthropic=URL overrides)"
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["http://me:hunter2@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?key=hunter2", "ftp://h/", "h:1"],
+)
+def test_in_process_a_base_url_that_cannot_be_an_upstream_is_refused(value: str) -> None:
+    with pytest.raises(RecorderError) as refused:
+        _listeners({"OPENAI_BASE_URL": value})
+    said = str(refused.value)
+    assert said.startswith("your OPENAI_BASE_URL ") and "hunter2" not in said, said
+    assert said.endswith(
+        "cannot be openai's upstream (http(s)://host[:port][/path], without user or query): "
+        "give --upstream openai=URL, or unset OPENAI_BASE_URL"
+    ), said

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from looptap.cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
@@ -217,6 +219,13 @@ def _one_run(
     return outcome
 
 
+@pytest.mark.slow(
+    reason=(
+        "the same random kills, with --durable: "
+        "test_sigkill_with_durable_loses_nothing_completed by default (3 kills), and the "
+        "first second's kill"
+    )
+)
 def test_sigkill_at_random_moments(upstream: FakeUpstream, tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("LOOPTAP_CRASH_SEED", "20261122")))
     seeds = [random.Random(rng.random()) for _ in range(RUNS)]

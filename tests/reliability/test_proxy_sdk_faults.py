@@ -61,6 +61,12 @@ def _run(script: Path, **env: str) -> list[dict[str, object]]:
     return [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
 
 
+@pytest.mark.slow(
+    reason=(
+        "faults passed on as the upstream sent them: test_proxy_faults.py by default (raw "
+        "clients, both listeners); the openai SDK through the recorder: test_e2e_sdks.py"
+    )
+)
 def test_openai_sdk_sees_the_same_faults_through_the_recorder(
     upstream: FakeUpstream, tmp_path: Path
 ) -> None:
