@@ -348,9 +348,11 @@ time.sleep(60)
 def test_round_trips_of_the_first_second_survive_a_kill(
     upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    """The agent's very first round trip completes; 0.3 s later the whole group is killed. Once the
-    writer is running a round trip reaches the disk within milliseconds (measured: 0–15 ms), so
-    only a writer that is not yet running can lose it."""
+    """The agent's very first round trip completes and reaches the cassette (the writer was running
+    before the agent started: `Handoff.open` returns once it can write); then the whole group is
+    killed, and that round trip is still read whole. How soon a round trip reaches the disk (0–15 ms
+    measured) is bench/loss_window.py's figure, not a timed assertion here: at a load of 24 the
+    0.3 s this test used to wait was not always enough (session 55)."""
     (tmp_path / "client.py").write_text(ONE_SHOT)
     out = tmp_path / "run.jsonl"
     argv = [
@@ -379,7 +381,11 @@ def test_round_trips_of_the_first_second_survive_a_kill(
     try:
         line = proc.stdout.readline()
         assert b'"done": 200' in line, line
-        time.sleep(0.3)
+        progress.until(
+            lambda: out.exists() and len(read_records(out).exchanges) >= 1,
+            pids=[proc.pid],
+            what="the first round trip on disk",
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         progress.wait(proc)
