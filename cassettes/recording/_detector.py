@@ -335,10 +335,6 @@ class Rule:
             yield s, e
 
 
-#: Where a line starts, for :class:`LineRule`: a newline, or a backslash (JSON's ``\\n``).
-_LINE_MARK = re.compile(r"[\n\\]")
-
-
 class LineRule(Rule):
     """A rule whose match begins where a line does (the text's start, a newline or JSON's
     ``\\n``: ``(?:^|\n|\\n)``, ``.pgpass``'s) and whose pre-check's hit (:attr:`Rule.pre`)
@@ -356,15 +352,18 @@ class LineRule(Rule):
     def matches(self, text: str) -> Iterator[re.Match[str]]:
         pattern, pre = self.pattern, self.pre
         assert pre is not None and isinstance(pattern, re.Pattern)
-        done = 0  # where the line read last ends (the next newline or backslash)
+        last = -1  # the hit whose line was read last (-1: none yet)
         end = 0  # where the last match ends
         for hit in pre.finditer(text):
             p = hit.start()
-            if p < done:
-                continue  # (its line was read)
-            start = max(text.rfind("\n", done, p), text.rfind("\\", done, p))
-            mark = _LINE_MARK.search(text, p)
-            done = mark.start() if mark is not None else len(text)
+            # its line's start: the last newline or backslash since that hit (each place read
+            # once: a search forward for the line's end read it again, 0.06 s of the 0.08)
+            lo = max(last, 0)
+            start = text.rfind("\n", lo, p)
+            start = max(start, text.rfind("\\", max(lo, start + 1), p))
+            if last >= 0 and start < 0:
+                continue  # (on the line of that hit: read)
+            last = p
             if start < 0:
                 start = 0  # (the text's start: ``^``)
             elif text[start] == "\\" and not text.startswith("n", start + 1):
