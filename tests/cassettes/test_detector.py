@@ -223,22 +223,24 @@ def test_a_levels_keywords_are_the_level_befores_but_those_an_escape_can_make(
     for f in sorted(CORPUS.glob("pydantic-ai/**/*.yaml"))[:10]:
         text = f.read_text("utf-8", "replace")[:20_000]
         texts += [orjson_string(text), orjson_string(orjson_string(text))]
-    levels = 0
+    cases = []  # each text's levels as seal reads them, with what `in` finds in each
+    for text in texts:
+        view, levels = text, [_sealing._spaced(text)]
+        for _ in range(_sealing.LEVELS):
+            if _sealing._ESCAPE.search(view) is None:
+                break
+            view = _sealing._unescaped(view)[0]
+            levels.append(_sealing._spaced(view))
+        cases.append([(spaced, searched(spaced)) for spaced in levels])
+    assert sum(len(c) - 1 for c in cases) > 3_000  # (the texts hold escapes of every level)
     for window in (16, 23, _detector.WINDOW):
         monkeypatch.setattr(_detector, "WINDOW", window)
-        for text in texts:
-            view = text
-            present = d.keywords(_sealing._spaced(view))
-            assert present == searched(_sealing._spaced(view)), (window, text[:80])
-            for _ in range(_sealing.LEVELS):
-                if _sealing._ESCAPE.search(view) is None:
-                    break
-                view = _sealing._unescaped(view)[0]
-                spaced = _sealing._spaced(view)
+        for case in cases:
+            present = d.keywords(case[0][0])
+            assert present == case[0][1], (window, case[0][0][:80])
+            for spaced, want in case[1:]:
                 present = d.unescaped(present, spaced)
-                assert present == searched(spaced), (window, text[:80], view[:80])
-                levels += 1
-    assert levels > 10_000  # (the texts hold escapes of every level)
+                assert present == want, (window, case[0][0][:80], spaced[:80])
     for slash in (b"\\/", b"\\\\/"):  # (JSON's escape of a slash, and it held in JSON)
         planted = b'{"note": "db at postgres:%s%sapp:Xq9vLr7-hunter2@db.internal:5432/x"}' % (
             slash,
