@@ -23,7 +23,7 @@ import math
 import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from urllib.parse import unquote
 
 from ..patterns import UserPattern
@@ -335,10 +335,6 @@ class Rule:
             yield s, e
 
 
-#: Where a line starts, for :class:`LineRule`: a newline, or a backslash (JSON's ``\\n``).
-_LINE_MARK = re.compile(r"[\n\\]")
-
-
 class LineRule(Rule):
     """A rule whose match begins where a line does (the text's start, a newline or JSON's
     ``\\n``: ``(?:^|\n|\\n)``, ``.pgpass``'s) and whose pre-check's hit (:attr:`Rule.pre`)
@@ -356,15 +352,18 @@ class LineRule(Rule):
     def matches(self, text: str) -> Iterator[re.Match[str]]:
         pattern, pre = self.pattern, self.pre
         assert pre is not None and isinstance(pattern, re.Pattern)
-        done = 0  # where the line read last ends (the next newline or backslash)
+        last = -1  # the hit whose line was read last (-1: none yet)
         end = 0  # where the last match ends
         for hit in pre.finditer(text):
             p = hit.start()
-            if p < done:
-                continue  # (its line was read)
-            start = max(text.rfind("\n", done, p), text.rfind("\\", done, p))
-            mark = _LINE_MARK.search(text, p)
-            done = mark.start() if mark is not None else len(text)
+            # its line's start: the last newline or backslash since that hit (each place read
+            # once: a search forward for the line's end read it again, 0.06 s of the 0.08)
+            lo = max(last, 0)
+            start = text.rfind("\n", lo, p)
+            start = max(start, text.rfind("\\", max(lo, start + 1), p))
+            if last >= 0 and start < 0:
+                continue  # (on the line of that hit: read)
+            last = p
             if start < 0:
                 start = 0  # (the text's start: ``^``)
             elif text[start] == "\\" and not text.startswith("n", start + 1):
@@ -636,10 +635,12 @@ class Detector:
             *(Rule.configured(p) for p in extra if p),
         )
         keywords = sorted({k for r in self.rules for k in r.keywords})
-        #: Keywords of two characters occur in most text ("sk" in "task", "ey" in "key"): checked
-        #: with ``in``; the others in one Aho-Corasick pass (244 ``in`` checks cost 200 ms on 244
-        #: KB).
-        self._short = tuple(k for k in keywords if len(k) <= 2)
+        #: Keywords of two characters occur in most text ("sk" in "task", "ey" in "key"): each
+        #: searched alone (in the automaton, a run of ``-`` gave a match a character: 300 MB for
+        #: 16 MB of text), by the regex of its literal (which finds its first character by a C
+        #: loop: where it is absent, 0.6× of ``in``'s time); the others in one Aho-Corasick pass
+        #: (244 ``in`` checks cost 200 ms on 244 KB).
+        self._short = tuple((k, re.compile(re.escape(k))) for k in keywords if len(k) <= 2)
         self._long = [k for k in keywords if len(k) > 2]
         # (a DFA: the same matches, a third faster than the default automaton over a kept
         # analysis's views, for ~0.4 MB)
@@ -647,6 +648,13 @@ class Detector:
             self._long, implementation=ahocorasick_rs.Implementation.DFA
         )
         self._overlap = max((len(k) for k in keywords), default=1) - 1
+        #: The keywords one level of JSON's escapes read can make or unmake (:meth:`unescaped`):
+        #: those holding a quote, a backslash, a slash or a space, or a letter past ASCII.
+        self._escapable = frozenset(
+            k for k in keywords if not k.isascii() or any(c in k for c in '"\\/ ')
+        )
+        self._escapable_long = sorted(k for k in self._escapable if len(k) > 2)
+        self._escapable_automaton = ahocorasick_rs.AhoCorasick(self._escapable_long)
         self._always = tuple(r for r in self.rules if not r.keywords)
         by: dict[str, list[Rule]] = {}
         for r in self.rules:
@@ -663,31 +671,56 @@ class Detector:
         extra = [p for p in extra if p]
         return Detector(self.rules, extra) if extra else self
 
-    def _present(self, text: str) -> set[str]:
-        """The keywords that occur in ``text`` (lower-cased), read a window at a time: the
-        automaton's answer for a whole 100 MB body took eight bytes per character (900 MB of peak
-        RSS in the recorder's writer), a window's is bounded. Windows overlap by the longest
-        keyword less one character, so a keyword across their border is found whole in one."""
+    def _present(self, text: str, escapable: bool = False) -> set[str]:
+        """The keywords (:attr:`_escapable`'s, if ``escapable``) that occur in ``text``
+        (lower-cased), read a window at a time: the automaton's answer for a whole 100 MB body
+        took eight bytes per character (900 MB of peak RSS in the recorder's writer), a window's
+        is bounded. Windows overlap by the longest keyword less one character, so a keyword
+        across their border is found whole in one."""
         present: set[str] = set()
         step = WINDOW
         overlap = self._overlap
+        automaton, words = (
+            (self._automaton, self._long)
+            if not escapable
+            else (self._escapable_automaton, self._escapable_long)
+        )
+        short = [(k, lit) for k, lit in self._short if not escapable or k in self._escapable]
         for start in range(0, max(len(text), 1), step):
             low = text[start : start + step + overlap].lower()
             if not low:
                 break
             try:
-                hits = self._automaton.find_matches_as_indexes(low, overlapping=True)
+                hits = automaton.find_matches_as_indexes(low, overlapping=True)
             except UnicodeEncodeError:
                 # bytes kept as lone surrogates (surrogateescape): only presence matters
-                hits = self._automaton.find_matches_as_indexes(
+                hits = automaton.find_matches_as_indexes(
                     low.encode("utf-8", "replace").decode("utf-8"), overlapping=True
                 )
-            present.update(self._long[i] for i, _, _ in hits)
-            present.update(k for k in self._short if k in low)
+            present.update(words[i] for i, _, _ in hits)
+            present.update(k for k, literal in short if literal.search(low))
         return present
 
-    def _candidates(self, text: str) -> list[Rule]:
-        present = self._present(text)
+    def keywords(self, text: str) -> frozenset[str]:
+        """The keywords that occur in ``text`` (what :meth:`find` reads first; given back to it,
+        the search is not done again)."""
+        return frozenset(self._present(text))
+
+    def unescaped(self, present: frozenset[str], text: str) -> frozenset[str]:
+        """The keywords that occur in ``text``, made of a text whose keywords are ``present`` by
+        taking out characters, each a backslash or a space that a backslash, a space, a quote or
+        a slash follows once those taken out are gone, and changing no other (one level of
+        JSON's escapes read, blanks read as :mod:`cassettes.recording._sealing` reads them): the
+        same as ``present`` but those :attr:`_escapable`, which are searched. A keyword that is
+        ASCII and holds none of those four characters occurs in one where it occurs in the
+        other: none of its characters is taken out, and none taken out stood between two of
+        them (what follows it would be one of the four, in the keyword). ``str.lower`` lowers a
+        character alone, but for a final sigma: never ASCII."""
+        return (present - self._escapable) | self._present(text, escapable=True)
+
+    def _candidates(self, text: str, present: Set[str] | None = None) -> list[Rule]:
+        if present is None:
+            present = self._present(text)
         out: list[Rule] = [r for r in self._always if r.pre is None or r.pre.search(text)]
         seen: set[int] = set()
         for k in present:
@@ -698,13 +731,16 @@ class Detector:
                         out.append(r)
         return out
 
-    def find(self, text: str) -> list[tuple[str, int, int]]:
-        """(rule id, start, end) of every secret in ``text`` (one per rule that matches it)."""
-        return [(r.id, s, e) for r in self._candidates(text) for s, e in self._kept(r, text)]
+    def find(self, text: str, present: Set[str] | None = None) -> list[tuple[str, int, int]]:
+        """(rule id, start, end) of every secret in ``text`` (one per rule that matches it;
+        ``present``: its :meth:`keywords`, when known)."""
+        return [
+            (r.id, s, e) for r in self._candidates(text, present) for s, e in self._kept(r, text)
+        ]
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
+    def spans(self, text: str, present: Set[str] | None = None) -> list[tuple[int, int]]:
         """The (start, end) of every secret in ``text``, unmerged (:meth:`find`'s)."""
-        return [(s, e) for _, s, e in self.find(text)]
+        return [(s, e) for _, s, e in self.find(text, present)]
 
     def cut_at(self, text: str) -> int | None:
         """Where a secret the end of ``text`` cuts begins (``text`` was cut by a bound: a body

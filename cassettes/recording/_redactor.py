@@ -31,7 +31,7 @@ that would break the JSON or SSE it sits in.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from ._credentials import (
     query_secret,
     secret_name,
 )
+from ._detector import Detector
 from ._learner import BodyLearner
 from ._scrubber import Scrubber, Secrets, detector
 from ._streams import stream_texts
@@ -285,9 +286,14 @@ class Redactor:
     def scrub_bytes(self, data: bytes) -> bytes:
         return self._scrubber.scrub_bytes(data)
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where :meth:`scrub` masks ``text`` (merged, in order)."""
-        return self._scrubber.spans(text)
+    def spans(self, text: str, present: Set[str] | None = None) -> list[tuple[int, int]]:
+        """Where :meth:`scrub` masks ``text`` (merged, in order; ``present``: the detector's
+        keywords of ``text``, when known: :meth:`~._detector.Detector.keywords`)."""
+        return self._scrubber.spans(text, present=present)
+
+    @property
+    def detector(self) -> Detector:
+        return self._scrubber.detector
 
     def seal(self, data: bytes) -> Redacted:
         """``data`` with every secret masked (:meth:`scrub_bytes`), as the one type looptap's

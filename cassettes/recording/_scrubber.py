@@ -12,7 +12,7 @@ headers and URLs, and the :class:`~cassettes.recording._redactor.Redactor` compo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from urllib.parse import quote
 
 from ._credentials import REDACTED
@@ -111,10 +111,13 @@ class Scrubber:
         out = self.scrub(text)
         return data if out == text else out.encode("utf-8", "surrogateescape")
 
-    def spans(self, text: str, learned: bool = True) -> list[tuple[int, int]]:
+    def spans(
+        self, text: str, learned: bool = True, present: Set[str] | None = None
+    ) -> list[tuple[int, int]]:
         """Merged (start, end) spans of every secret in ``text``: the values learned (unless not
         ``learned``), then what the detector finds in the rest (a format's match never takes a
-        learned value's neighbours: ``ya29.…`` would take the ``.`` that ends a sentence)."""
+        learned value's neighbours: ``ya29.…`` would take the ``.`` that ends a sentence;
+        ``present``: the detector's keywords of ``text``, when known)."""
         found: list[tuple[int, int]] = []
         escaped = "\\" in text
         for secret in self._secrets if learned else ():
@@ -126,7 +129,8 @@ class Scrubber:
             if escaped:
                 found.extend(m.span() for m in self._escaped(secret).finditer(text))
         rest = text
-        if found:  # blanked for the detector, in place
+        if found:  # blanked for the detector, in place (its keywords then searched again)
+            present = None
             found = merge(found)
             pieces: list[str] = []
             pos = 0
@@ -134,4 +138,5 @@ class Scrubber:
                 pieces += [text[pos:s], "\x00" * (e - s)]
                 pos = e
             rest = "".join(pieces) + text[pos:]
-        return merge(found + self.detector.spans(rest) + self.detector.encoded_spans(rest))
+        found += self.detector.spans(rest, present)
+        return merge(found + self.detector.encoded_spans(rest))

@@ -62,16 +62,24 @@ def _spans(r: Redactor, text: str) -> list[tuple[int, int]]:
     """Where ``r`` masks ``text``, and its views with :data:`LEVELS` levels of JSON's escapes
     read (each found in a view mapped back to the text: an escape's backslash with its
     character, so the mask never leaves half an escape). A value's quotes, and a backslash
-    after it, are never masked: a JSON text stays JSON, at every level."""
+    after it, are never masked: a JSON text stays JSON, at every level. A level's keywords are
+    the level before's, but those a backslash taken out can make or unmake, searched again
+    (:meth:`~._detector.Detector.unescaped`: one search of all of them a text, not a level)."""
     found: list[tuple[int, int]] = []
     view, maps = text, []
+    present: frozenset[str] | None = None
     for level in range(LEVELS + 1):
         if level:
             if _ESCAPE.search(view) is None:
                 break
             view, removed = _unescaped(view)
             maps.append(removed)
-        for s, e in r.spans(_spaced(view)):
+        spaced = _spaced(view)
+        if present is None:
+            present = r.detector.keywords(spaced)
+        else:
+            present = r.detector.unescaped(present, spaced)
+        for s, e in r.spans(spaced, present):
             while s < e and view[s] in "\"'":
                 s += 1
             while e > s and view[e - 1] in "\"'\\":  # (nor an escape's backslash)
@@ -92,6 +100,8 @@ def _spans(r: Redactor, text: str) -> list[tuple[int, int]]:
 #: ``\\\\\\n``, …; one level's, ``\\n``, is read by ``str.replace``).
 _BLANK = re.compile(r"\\\\+[ntr]")
 _BLANKS = {"n": "\n", "t": "\t", "r": "\r"}
+#: What :func:`_spaced` reads besides one level's ``\\n``: a backslash escaped, ``\\t``, ``\\r``.
+_RARE = re.compile(r"\\[\\tr]")
 
 
 def _spaced(view: str) -> str:
@@ -101,6 +111,8 @@ def _spaced(view: str) -> str:
     ``true``, not ``true\\n``."""
     if "\\" not in view:
         return view
+    if _RARE.search(view) is None:  # (one scan, by C, where four read the text: JSON's \n only)
+        return view.replace("\\n", " \n")
     if "\\\\" in view:  # (two or more backslashes before the letter; one, by str.replace)
         view = _BLANK.sub(lambda m: " " * (len(m.group(0)) - 1) + _BLANKS[m.group(0)[-1]], view)
     return view.replace("\\n", " \n").replace("\\t", " \t").replace("\\r", " \r")

@@ -193,3 +193,57 @@ def orjson_string(text: str) -> str:
     import orjson
 
     return orjson.dumps(text).decode()
+
+
+def test_a_levels_keywords_are_the_level_befores_but_those_an_escape_can_make(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 106 (the gate's cost): a level of JSON's escapes read (``seal``'s) takes its
+    keywords from the level before (:meth:`~cassettes.recording._detector.Detector.unescaped`),
+    searching again only those an escape can make or unmake (``://``, ``bearer ``), and each
+    search finds what ``in`` finds (two-character keywords by their literal's regex): at every
+    level of fixed-seed texts of keywords, escapes of every kind, blanks, the letters
+    ``str.lower`` reads apart and lone surrogates, at windows' borders, and real recordings held
+    in one and two JSON strings. A key whose keyword only an escape read makes is masked."""
+    from looptap.cassettes.recording import _detector, _sealing
+
+    d = default_detector()
+
+    def searched(text: str) -> frozenset[str]:  # (what `in` finds, a keyword at a time)
+        low = text.lower().encode("utf-8", "replace").decode("utf-8")
+        return frozenset(k for r in d.rules for k in r.keywords if k in low)
+
+    rng = random.Random(1060)
+    words = sorted({k for r in d.rules for k in r.keywords})
+    pieces = [*rng.sample(words, 40), "://", "bearer ", "<add key=", "sk", "ey", "s.", "--", "q~",
+              ":", "Bearer", "BEARER ", ":\\/\\/", "\\", "\\\\", '\\"', "\\/", '"', "/", " ",
+              "\\n", "\\\\n", "\\\\\\n", "\\t", "\\r", "n", "İ", "Σ", "ſ", "\u212a", "é", "\udcff",
+              "a", "K", "9", "-", "_"]  # fmt: skip
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(4000)]
+    for f in sorted(CORPUS.glob("pydantic-ai/**/*.yaml"))[:10]:
+        text = f.read_text("utf-8", "replace")[:20_000]
+        texts += [orjson_string(text), orjson_string(orjson_string(text))]
+    cases = []  # each text's levels as seal reads them, with what `in` finds in each
+    for text in texts:
+        view, levels = text, [_sealing._spaced(text)]
+        for _ in range(_sealing.LEVELS):
+            if _sealing._ESCAPE.search(view) is None:
+                break
+            view = _sealing._unescaped(view)[0]
+            levels.append(_sealing._spaced(view))
+        cases.append([(spaced, searched(spaced)) for spaced in levels])
+    assert sum(len(c) - 1 for c in cases) > 3_000  # (the texts hold escapes of every level)
+    for window in (16, 23, _detector.WINDOW):
+        monkeypatch.setattr(_detector, "WINDOW", window)
+        for case in cases:
+            present = d.keywords(case[0][0])
+            assert present == case[0][1], (window, case[0][0][:80])
+            for spaced, want in case[1:]:
+                present = d.unescaped(present, spaced)
+                assert present == want, (window, case[0][0][:80], spaced[:80])
+    for slash in (b"\\/", b"\\\\/"):  # (JSON's escape of a slash, and it held in JSON)
+        planted = b'{"note": "db at postgres:%s%sapp:Xq9vLr7-hunter2@db.internal:5432/x"}' % (
+            slash,
+            slash,
+        )
+        assert b"://" not in planted and b"hunter2" not in _sealing.seal(planted)
