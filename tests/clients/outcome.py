@@ -57,4 +57,4 @@ def keep(out: Path, name: str) -> None:
     where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
     if where and out.exists():
         Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / f"{name.replace(' ', '_')}.jsonl")
+        shutil.copy(out, Path(where) / f"{name.replace(' ', '_').replace('/', '')}.jsonl")
