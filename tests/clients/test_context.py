@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 
 from tests.clients.clients import Client
-from tests.clients.outcome import codex_wrapper, findings_said, keep, side_calls, threads
+from tests.clients.outcome import assert_managed_once, codex_wrapper, keep, side_calls
 from tests.clients.test_matrix import PYTHONS, _explain, _final, _findings, _interpreter, _run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
@@ -58,11 +58,6 @@ from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstrea
 pytestmark = [needs_recorder]
 
 CITIES = ("Paris", "Tokyo", "Berlin", "Madrid")
-#: What says a client managed its context (the codes of issue 82): one of them, once, is expected.
-MANAGED = ("C.history_trimmed", "A.context_edited")
-#: What a management causes and may say folded under it (``details.caused_by``): a trim, summary or
-#: compaction changes the prompt's prefix, so the provider's prompt cache starts afresh.
-FOLDED = ("C.cache_prefix_broken",)
 Route = Callable[[ScriptedRequest], Reply]
 
 
@@ -602,35 +597,9 @@ def test_managed_context_is_one_conversation_said_once(
     # what the scripted model took each request for, in arrival order: the client did manage
     # its context where the case says (a side call where it says, the rest its own loop)
     assert side_calls(up) == [s for s, _ in case.side], why
-    said, convs = findings_said(an), threads(an)
-    # one conversation the client kept; its management's side calls under the turn they read
-    assert sorted(convs) == sorted(
-        [("main", None, case.main), *(("side_call", parent, (seq,)) for seq, parent in case.side)]
-    ), (convs, said, why)
-    # the management said once, where it happened, and nothing else said of the run
-    managed = [f for f in an.findings if f.code in MANAGED]
-    assert [(f.code, f.seq) for f in managed] == [(case.code, case.at)], said
-    if case.code == "C.history_trimmed":
-        # what was managed: the request of the conversation's turn before, and the side call
-        # whose answer stands in its place
-        details = managed[0].details
-        assert details.get("kind") == case.kind, details
-        assert details.get("from_seq") == case.main[case.main.index(case.at) - 1], details
-        assert details.get("summary_by_seq") == (case.side[0][0] if case.side else None), details
-    else:
-        assert case.kind in json.dumps(managed[0].details), managed[0].details
-    # a consequence folded under it (the prompt cache starts afresh after a trim) is not said again
-    folded = [
-        f
-        for f in an.findings
-        if f.code in FOLDED and f.seq == case.at and f.details.get("caused_by") == case.code
-    ]
-    others = [
-        s
-        for f, s in zip(an.findings, said, strict=True)
-        if f.code not in MANAGED and f not in folded
-    ]
-    assert not others, (others, case.before)
+    # one conversation the client kept, its management's side calls under the turn they read; the
+    # management said once, where it happened, and nothing else said of the run
+    assert_managed_once(an, case.main, case.side, case.at, case.code, case.kind, why, case.before)
 
 
 @pytest.mark.parametrize("date", ["2026-12-04", "2026-12-11"])

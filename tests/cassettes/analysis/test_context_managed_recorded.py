@@ -13,7 +13,6 @@ nothing else said of the run (but a consequence folded under it)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,10 +21,9 @@ import pytest
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.parsing import parse_all
 from looptap.cassettes.storage import read_records
+from tests.clients.outcome import assert_managed_once
 
 DATA = Path(__file__).parent / "data" / "ctx" / "managed"
-MANAGED = ("C.history_trimmed", "A.context_edited")
-FOLDED = ("C.cache_prefix_broken",)
 
 
 class Case(NamedTuple):
@@ -64,28 +62,4 @@ def test_managed_context_is_one_conversation_said_once(case: Case) -> None:
     assert not cas.problems, [str(p) for p in cas.problems]
     assert all(e.status == 200 for e in cas.exchanges)
     an = analyse(cas.exchanges, parse_all(cas.exchanges))
-    said = [f"{f.code} {f.severity} seq={f.seq} conv={f.conversation}" for f in an.findings]
-    convs = [(c.kind, c.parent_seq, tuple(c.turns)) for c in an.conversations if c.turns]
-    assert sorted(convs) == sorted(
-        [("main", None, case.main), *(("side_call", parent, (seq,)) for seq, parent in case.side)]
-    ), (convs, said)
-    managed = [f for f in an.findings if f.code in MANAGED]
-    assert [(f.code, f.seq) for f in managed] == [(case.code, case.at)], said
-    if case.code == "C.history_trimmed":
-        details = managed[0].details
-        assert details.get("kind") == case.kind, details
-        assert details.get("from_seq") == case.main[case.main.index(case.at) - 1], details
-        assert details.get("summary_by_seq") == (case.side[0][0] if case.side else None), details
-    else:
-        assert case.kind in json.dumps(managed[0].details), managed[0].details
-    folded = [
-        f
-        for f in an.findings
-        if f.code in FOLDED and f.seq == case.at and f.details.get("caused_by") == case.code
-    ]
-    others = [
-        s
-        for f, s in zip(an.findings, said, strict=True)
-        if f.code not in MANAGED and f not in folded
-    ]
-    assert not others, others
+    assert_managed_once(an, case.main, case.side, case.at, case.code, case.kind)
