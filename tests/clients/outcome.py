@@ -6,6 +6,7 @@ it moves no test module to another phase."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -57,4 +58,55 @@ def keep(out: Path, name: str) -> None:
     where = os.environ.get("LOOPTAP_CONTEXT_KEEP")
     if where and out.exists():
         Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, Path(where) / f"{name.replace(' ', '_')}.jsonl")
+        shutil.copy(out, Path(where) / f"{name.replace(' ', '_').replace('/', '')}.jsonl")
+
+
+#: What says a client managed its context.
+MANAGED = ("C.history_trimmed", "A.context_edited")
+#: What a management causes and may say folded under it (``details.caused_by``): a trim, summary or
+#: compaction changes the prompt's prefix, so the provider's prompt cache starts afresh.
+FOLDED = ("C.cache_prefix_broken",)
+
+
+def assert_managed_once(
+    an: Any,
+    main: tuple[int, ...],
+    side: tuple[tuple[int, int], ...],
+    at: int,
+    code: str,
+    kind: str,
+    why: str = "",
+    before: str = "",
+) -> None:
+    """A client's managed context as tests/clients/test_context.py judges it, live or from its
+    recording (tests/cassettes/analysis/test_context_managed_recorded.py): one conversation the
+    client kept (``main``), its management's side calls under the turn they read (``side``: (seq,
+    the parent's seq)); the management said once, at ``at`` with ``code`` and ``kind``; nothing
+    else said of the run but a consequence folded under it."""
+    said, convs = findings_said(an), threads(an)
+    assert sorted(convs) == sorted(
+        [("main", None, main), *(("side_call", parent, (seq,)) for seq, parent in side)]
+    ), (convs, said, why)
+    managed = [f for f in an.findings if f.code in MANAGED]
+    assert [(f.code, f.seq) for f in managed] == [(code, at)], said
+    if code == "C.history_trimmed":
+        # what was managed: the request of the conversation's turn before, and the side call
+        # whose answer stands in its place
+        details = managed[0].details
+        assert details.get("kind") == kind, details
+        assert details.get("from_seq") == main[main.index(at) - 1], details
+        assert details.get("summary_by_seq") == (side[0][0] if side else None), details
+    else:
+        assert kind in json.dumps(managed[0].details), managed[0].details
+    # a consequence folded under it (the prompt cache starts afresh after a trim) is not said again
+    folded = [
+        f
+        for f in an.findings
+        if f.code in FOLDED and f.seq == at and f.details.get("caused_by") == code
+    ]
+    others = [
+        s
+        for f, s in zip(an.findings, said, strict=True)
+        if f.code not in MANAGED and f not in folded
+    ]
+    assert not others, (others, before)

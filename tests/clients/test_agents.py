@@ -55,6 +55,13 @@ from tests.support.scripted import (
 pytestmark = [needs_recorder]
 
 CLAUDE, CODEX, GEMINI_CLI, *OPENCODE = AGENTS
+#: Each agent's bug run: nightly (2-10 s of CPU each); its recording is judged as here on every run
+#: by the core (tests/cassettes/analysis/test_bugs_recorded.py), each agent's clean run stays live
+#: by default, and the injector runs live by default in test_matrix.py (session 55, h105m).
+AGENT_BUG_NIGHTLY = pytest.mark.slow(
+    reason="the agent's second run (its clean run is live by default); the recording of its bug "
+    "run is judged by tests/cassettes/analysis/test_bugs_recorded.py"
+)
 MODEL = "claude-sonnet-4-5"
 MCP_TOOL = "mcp__weather__get_weather"
 TASK = "Count the vowels in the word looptap and report the number."
@@ -275,6 +282,7 @@ def test_gemini_cli_clean_run(gemini_clean: dict[str, Any]) -> None:
     assert turns == expected, ([(c.id, c.turns, c.branch, c.parent_seq) for c in llm], what)
 
 
+@AGENT_BUG_NIGHTLY
 def test_gemini_cli_injected_bug_is_named(gemini_bug: dict[str, Any]) -> None:
     _named(
         GEMINI_CLI,
@@ -384,6 +392,7 @@ def test_opencode_clean_run(c: Client, tmp_path: Path, confdir: Path) -> None:
     ], ran
 
 
+@AGENT_BUG_NIGHTLY
 @pytest.mark.parametrize("c", OPENCODE, ids=[c.id for c in OPENCODE])
 def test_opencode_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path) -> None:
     r = _opencode(c, tmp_path, confdir, c.bug)
@@ -556,6 +565,7 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
     ]
 
 
+@AGENT_BUG_NIGHTLY
 def test_claude_code_injected_bug_is_named(claude_bug: dict[str, Any]) -> None:
     _named(
         CLAUDE,
@@ -603,6 +613,7 @@ def test_codex_clean_run(codex_clean: dict[str, Any]) -> None:
     assert turns == CODEX.turns, llm
 
 
+@AGENT_BUG_NIGHTLY
 def test_codex_injected_bug_is_named(codex_bug: dict[str, Any]) -> None:
     def marked(ex: Any) -> bool:
         body = ex.request_json()

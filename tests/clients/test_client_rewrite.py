@@ -72,6 +72,11 @@ def _route(req: ScriptedRequest) -> Reply:
     return Reply.say("FORECAST: " + ", ".join(CITIES), what="answer")
 
 
+@pytest.mark.slow(
+    reason="openai-agents' filter live (openai-agents runs live by default in test_matrix.py and "
+    "test_context.py); these runs' recordings are judged by default in "
+    "tests/cassettes/analysis/test_clients_recorded.py"
+)
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_a_tool_output_the_client_shortened_is_a_mutation(api: str, tmp_path: Path) -> None:
     c = Client(f"openai-agents filter {api}", "openai-agents", "", "test",

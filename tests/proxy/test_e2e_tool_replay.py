@@ -247,6 +247,25 @@ def _fork(
     return proc, branch
 
 
+#: The fork at turn 2 by default: the openai SDK's agent and the AI SDK's (plain ``fetch`` through
+#: the Node shim). The Python frameworks' forks run nightly: each framework's tool requests are
+#: matched and served by default in its plugin test above (the same replay server and matcher), and
+#: a fork's prefix and live turn by these two (session 55, h105m).
+FORK_NIGHTLY = pytest.mark.slow(
+    reason="a fork of another Python framework's agent (4-7 s of CPU): its tool requests are "
+    "served by default in test_the_plugin_replays_tools_and_model_offline, a fork's by the openai "
+    "SDK's and the AI SDK's agents"
+)
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        n if n in ("openai", "ai-sdk") else pytest.param(n, marks=FORK_NIGHTLY)
+        for n in sorted(AGENTS)
+    ],
+    indirect=True,
+)
 def test_a_fork_at_turn_2_serves_the_tools(recorded: dict[str, Any], tmp_path: Path) -> None:
     """Turns 0 and 1 (and their four weather calls) served from the run; turn 2 live, asking for
     the recorded order: its POST matches the recorded one and is served (the tool server is

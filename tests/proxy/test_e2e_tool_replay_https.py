@@ -86,7 +86,22 @@ class HttpsToolServer(ToolServer):
         self.url = self.url.replace("http://", "https://")
 
 
-@pytest.fixture(scope="module", params=sorted(AGENTS))
+#: The openai SDK's agent (httpx) by default; the LangChain agent's (requests) nightly: requests
+#: verifying the replay's certificate through the exported ``REQUESTS_CA_BUNDLE`` is
+#: tests/replay/test_tool_https.py's (in process), LangChain's tool requests are served over HTTP
+#: by default in test_e2e_tool_replay.py, and requests trusting a CA through its variables under
+#: ``looptap run`` is test_e2e_tool_trust.py's (session 55, h105m).
+_NIGHTLY = pytest.mark.slow(
+    reason="the LangChain agent's HTTPS tools (about 20 s of CPU for its four tests): requests and "
+    "the replay's CA in tests/replay/test_tool_https.py, LangChain's tools served in "
+    "test_e2e_tool_replay.py"
+)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[a if a == "openai" else pytest.param(a, marks=_NIGHTLY) for a in sorted(AGENTS)],
+)
 def recorded(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:

@@ -109,6 +109,11 @@ def _flips(doc: dict[str, Any], kind: str) -> tuple[int, int]:
     return sum(b.get("result") == "flipped" for b in branches), len(branches)
 
 
+@pytest.mark.slow(
+    reason="a recording and two whys (about 70 s of CPU); the tool-answer intervention is chosen "
+    "in process in tests/why/test_why_untested.py, a fork serves the tools in "
+    "tests/proxy/test_e2e_tool_replay.py"
+)
 def test_tools_served_the_branches_vary_with_the_layer_changed_only(tmp_path: Path) -> None:
     flaky = FlakyWeather(seed=5, plant=True)
     try:
