@@ -387,25 +387,25 @@ def _looptap(argv: list[str], cwd: Path) -> Any:
     )
 
 
+def _at_night(value: str, reason: str) -> Any:
+    """``value`` as a parameter of the nightly run (a recorder start each, about 0.7 s of CPU)."""
+    return pytest.param(value, marks=pytest.mark.slow(reason=reason))
+
+
+_SAME_FILE = (
+    "a recorder start refused on another name of the same file; the names compared in process "
+    "(tests/cassettes/test_paths.py, same_path), the refusal by [same] and [append]"
+)
+
+
 @needs_recorder
-def _same_path_at_night(form: str) -> Any:
-    return pytest.param(
-        form,
-        marks=pytest.mark.slow(
-            reason="a recorder start refused on another name of the same file; the names "
-            "compared in process (tests/cassettes/test_paths.py, same_path), the refusal by "
-            "[same] and [append]"
-        ),
-    )
-
-
 @pytest.mark.parametrize(
     "form",
     [
         "same",
         "append",
-        _same_path_at_night("dot-slash-vs-absolute"),
-        _same_path_at_night("hard-link"),
+        _at_night("dot-slash-vs-absolute", _SAME_FILE),
+        _at_night("hard-link", _SAME_FILE),
     ],
 )
 def test_a_fork_never_writes_over_the_run_it_forks(
@@ -508,20 +508,16 @@ def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(
 # -- inputs that are not regular files -----------------------------------------------------------
 
 
+_OTHER_KIND = (
+    "a recorder start refused on another kind of file; every kind refused in process "
+    "(tests/cassettes/test_paths.py, check_input), the refusal by [fifo] and [edit-fifo]"
+)
+
+
 @needs_recorder
-def _kind_at_night(what: str) -> Any:
-    return pytest.param(
-        what,
-        marks=pytest.mark.slow(
-            reason="a recorder start refused on another kind of file; every kind refused in "
-            "process (tests/cassettes/test_paths.py, check_input), the refusal by [fifo] and "
-            "[edit-fifo]"
-        ),
-    )
-
-
 @pytest.mark.parametrize(
-    "what", ["fifo", _kind_at_night("directory"), _kind_at_night("dev-zero"), "edit-fifo"]
+    "what",
+    ["fifo", _at_night("directory", _OTHER_KIND), _at_night("dev-zero", _OTHER_KIND), "edit-fifo"],
 )
 def test_inputs_that_are_not_regular_files_get_one_line(
     what: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
