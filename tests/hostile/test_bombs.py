@@ -363,7 +363,25 @@ def deep_runs(
     yield {n: files[n] for n in _DEEP_FILES}
 
 
-@pytest.mark.parametrize("name", _DEEP_FILES)
+def _deep_at_night(name: str) -> pytest.ParameterSet:
+    return pytest.param(
+        name,
+        marks=pytest.mark.slow(
+            reason="seven commands and a replay server on another depth of the same cut; by "
+            "default on 240 levels (as written) and 10,000 (as recorded)"
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        _deep_at_night("deep_param_200.jsonl"),
+        "deep_param_240.jsonl",
+        _deep_at_night("deep_param_200_recorded.jsonl"),
+        "deep_param_10000_recorded.jsonl",
+    ],
+)
 def test_a_deep_parameter_is_read_by_every_command_and_labelled(
     name: str, deep_runs: dict[str, Path], tmp_path: Path, zygote: Zygote
 ) -> None:
