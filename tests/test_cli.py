@@ -14,6 +14,7 @@ import pytest
 from real_corpus import CORPUS
 
 from tests.support import progress
+from tests.support.analysed import cli_run
 
 REPO = Path(__file__).resolve().parents[1]
 STREAM = (
@@ -49,8 +50,8 @@ def test_import_then_show(tmp_path: Path) -> None:
 
 def test_show_json_schema(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-    assert looptap("import", str(STREAM), "-o", str(out)).returncode == 0
-    r = looptap("show", "--json", str(out))
+    assert cli_run("import", str(STREAM), "-o", str(out)).returncode == 0
+    r = cli_run("show", "--json", str(out))
     rows = [orjson.loads(line) for line in r.stdout.splitlines()]
     assert len(rows) == 2
     first, second = rows
@@ -235,10 +236,10 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
 
 def test_torn_cassette_shows_what_it_has(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-    assert looptap("import", str(STREAM), "-o", str(out)).returncode == 0
+    assert cli_run("import", str(STREAM), "-o", str(out)).returncode == 0
     data = out.read_bytes()
     out.write_bytes(data[: len(data) - 200])
-    r = looptap("show", str(out))
+    r = cli_run("show", str(out))
     assert r.returncode == 0
     assert "torn last record" in r.stderr
     assert "1 round trip, 1 to LLM APIs" in r.stdout
@@ -274,17 +275,17 @@ def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:
     )
     assert r.stdout.count("2 round trips, 2 LLM (openai_chat 2)") == len(layout)
     assert "another input already maps to models/openai/test_x.jsonl" in r.stdout
-    for p in out.rglob("*.jsonl"):
-        assert looptap("show", "--json", str(p)).stdout.count("looptap.roundtrip/1") == 2
+    for p in out.rglob("*.jsonl"):  # (in this process: the process path is the import above)
+        assert cli_run("show", "--json", str(p)).stdout.count("looptap.roundtrip/1") == 2
 
     # Again without -f: every existing file is refused (exit 2), none is replaced.
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.jsonl")}
-    r = looptap("import", str(src), "-o", str(out), "-q")
+    r = cli_run("import", str(src), "-o", str(out), "-q")
     assert r.returncode == 2 and r.stderr.count("exists (use --force to replace it)") == len(layout)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.jsonl")} == before
     # With -f: the files of the earlier run are replaced, each by its own source, still one per
     # input.
-    r = looptap("import", str(src), "-o", str(out), "-f", "-q")
+    r = cli_run("import", str(src), "-o", str(out), "-f", "-q")
     assert r.returncode == 0, r.stderr
     assert len(list(out.rglob("*.jsonl"))) == len(layout)
 

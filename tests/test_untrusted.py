@@ -4,6 +4,7 @@ command run as a subprocess on a cassette whose every shown field is hostile."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import subprocess
@@ -26,6 +27,7 @@ from looptap.cassettes.untrusted import (
     strip_unsafe,
 )
 from tests.support import progress
+from tests.support.analysed import cli_output
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Bytes that must never reach a terminal: ESC, BEL, BS, C1 (UTF-8 encoded and bare), bidi,
@@ -184,6 +186,18 @@ def _looptap(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     )
 
 
+#: The cases run as a process (a terminal's bytes as the interpreter writes them: a printed run,
+#: JSON on stdout, an error line); the others run through ``main`` in this process, the same bytes
+#: checked (every command also runs as a process on hostile files in tests/hostile/test_matrix.py).
+AS_PROCESS = ("show", "export-otel-stdout", "error-line")
+
+
+def _in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    with contextlib.chdir(cwd):
+        rc, out, err = cli_output(*args)
+    return subprocess.CompletedProcess(["looptap", *args], rc, out, err.encode("utf-8", "replace"))
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -212,10 +226,11 @@ def _looptap(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     ],
 )
 def test_no_command_writes_raw_controls_or_a_traceback(
-    hostile: Path, tmp_path: Path, args: list[str]
+    hostile: Path, tmp_path: Path, args: list[str], request: pytest.FixtureRequest
 ) -> None:
     argv = [a.replace("{f}", str(hostile)).replace("{d}", str(tmp_path)) for a in args]
-    proc = _looptap(*argv, cwd=tmp_path)
+    run = _looptap if request.node.callspec.id in AS_PROCESS else _in_process
+    proc = run(*argv, cwd=tmp_path)
     for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
         assert b"Traceback" not in stream, (name, stream[-2000:])
         leaked = [r for r in RAW if r in stream]

@@ -316,8 +316,35 @@ def _refused(argv: list[str], d: Path, monkeypatch: pytest.MonkeyPatch, in_proce
     return cli_run(*argv[len(CORE) :], cwd=d, OPENAI_API_KEY="sk-test-write-safety")
 
 
-@pytest.mark.parametrize("kind", HAZARDS)
-@pytest.mark.parametrize("command", COMMANDS)
+#: The recorder's cells of the default run: each recorder command's own input, and every other
+#: hazard once, the commands taken in turn (a ``looptap run`` start each, about 0.7 s of CPU). The
+#: other 18 run at night; each hazard's refusal is the same check for every output
+#: (``check_target``), shown by default on every hazard by the core's cells and by these.
+RECORDER_BY_DEFAULT = {(c, "input") for c in NEEDS_RECORDER} | {
+    (NEEDS_RECORDER[i % len(NEEDS_RECORDER)], kind) for i, kind in enumerate(HAZARDS[1:])
+}
+
+
+def _matrix_cells() -> list[Any]:
+    return [
+        pytest.param(
+            command,
+            kind,
+            marks=[]
+            if command not in NEEDS_RECORDER or (command, kind) in RECORDER_BY_DEFAULT
+            else [
+                pytest.mark.slow(
+                    reason="a recorder start refused on a hazard another recorder cell and "
+                    "every core cell show by default"
+                )
+            ],
+        )
+        for command in COMMANDS
+        for kind in HAZARDS
+    ]
+
+
+@pytest.mark.parametrize(("command", "kind"), _matrix_cells())
 def test_write_safety_matrix(
     command: str,
     kind: str,
@@ -360,8 +387,27 @@ def _looptap(argv: list[str], cwd: Path) -> Any:
     )
 
 
+def _at_night(value: str, reason: str) -> Any:
+    """``value`` as a parameter of the nightly run (a recorder start each, about 0.7 s of CPU)."""
+    return pytest.param(value, marks=pytest.mark.slow(reason=reason))
+
+
+_SAME_FILE = (
+    "a recorder start refused on another name of the same file; the names compared in process "
+    "(tests/cassettes/test_paths.py, same_path), the refusal by [same] and [append]"
+)
+
+
 @needs_recorder
-@pytest.mark.parametrize("form", ["same", "append", "dot-slash-vs-absolute", "hard-link"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "same",
+        "append",
+        _at_night("dot-slash-vs-absolute", _SAME_FILE),
+        _at_night("hard-link", _SAME_FILE),
+    ],
+)
 def test_a_fork_never_writes_over_the_run_it_forks(
     form: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
 ) -> None:
@@ -462,8 +508,17 @@ def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(
 # -- inputs that are not regular files -----------------------------------------------------------
 
 
+_OTHER_KIND = (
+    "a recorder start refused on another kind of file; every kind refused in process "
+    "(tests/cassettes/test_paths.py, check_input), the refusal by [fifo] and [edit-fifo]"
+)
+
+
 @needs_recorder
-@pytest.mark.parametrize("what", ["fifo", "directory", "dev-zero", "edit-fifo"])
+@pytest.mark.parametrize(
+    "what",
+    ["fifo", _at_night("directory", _OTHER_KIND), _at_night("dev-zero", _OTHER_KIND), "edit-fifo"],
+)
 def test_inputs_that_are_not_regular_files_get_one_line(
     what: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
 ) -> None:

@@ -13,6 +13,9 @@ deep parameter crashed show, textconv, export, diff and inspect with pydantic's 
 ``tests/hostile/test_matrix.py`` runs every command on the same files (tests/hostile/corpus.py).
 The vcrpy and mitmproxy files answered by every bomb, and ``verify`` of the cassette of every
 bomb, are read with ``LOOPTAP_SLOW=1``; by default those readers read a file answered by one bomb.
+The deep parameter in the inspector and in an MCP process are nightly too: by default the matrix
+drives the inspector on deep tool arguments, and the MCP fence (tests/interop/test_mcp_fence.py)
+lists, searches and asks every tool of the deep runs in process.
 """
 
 from __future__ import annotations
@@ -360,7 +363,25 @@ def deep_runs(
     yield {n: files[n] for n in _DEEP_FILES}
 
 
-@pytest.mark.parametrize("name", _DEEP_FILES)
+def _deep_at_night(name: str) -> pytest.ParameterSet:
+    return pytest.param(
+        name,
+        marks=pytest.mark.slow(
+            reason="seven commands and a replay server on another depth of the same cut; by "
+            "default on 240 levels (as written) and 10,000 (as recorded)"
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        _deep_at_night("deep_param_200.jsonl"),
+        "deep_param_240.jsonl",
+        _deep_at_night("deep_param_200_recorded.jsonl"),
+        "deep_param_10000_recorded.jsonl",
+    ],
+)
 def test_a_deep_parameter_is_read_by_every_command_and_labelled(
     name: str, deep_runs: dict[str, Path], tmp_path: Path, zygote: Zygote
 ) -> None:
@@ -386,6 +407,10 @@ def test_a_deep_parameter_is_read_by_every_command_and_labelled(
     assert re.search(r"^answer \d+", out, re.M), out[-2000:]
 
 
+@pytest.mark.slow(
+    reason="the inspector on a deep request (about 5 s of CPU); by default on deep tool "
+    "arguments in tests/hostile/test_matrix.py"
+)
 def test_a_deep_parameter_in_the_inspector(deep_runs: dict[str, Path], tmp_path: Path) -> None:
     exit_code, out, _ = run_capped(
         [sys.executable, str(INSPECT_DRIVER), str(deep_runs["deep_param_200.jsonl"])], tmp_path
@@ -393,6 +418,10 @@ def test_a_deep_parameter_in_the_inspector(deep_runs: dict[str, Path], tmp_path:
     assert exit_code == 0, out[-3000:]
 
 
+@pytest.mark.slow(
+    reason="an MCP process over the deep runs; by default listed, searched and asked every tool "
+    "in process in tests/interop/test_mcp_fence.py"
+)
 def test_mcp_lists_and_searches_a_root_of_deep_runs(
     deep_runs: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -1,7 +1,7 @@
 """Every command on every hostile file (tests/hostile/corpus.py), each in its own process: zero
 tracebacks, zero raw control bytes on stdout or stderr, zero hangs or crashes, bounded memory.
-The default run takes a covering subset (every file once, every command on three or four files,
-every inspector cell: :func:`covering`); ``LOOPTAP_SLOW=1`` takes the whole product as well.
+The default run takes a covering subset (every file once, every command on two to four files,
+two inspector cells: :func:`covering`); ``LOOPTAP_SLOW=1`` takes the whole product as well.
 ``bench/hostile.py`` prints the same matrix with peak RSS and what the user is told per cell.
 The looptap commands are forked from a process that has imported looptap once (matrix.Zygote):
 each is still a process of its own, without paying the interpreter's start and imports 300 times."""
@@ -26,6 +26,15 @@ INSPECTED = {
     "bad_records.jsonl",
     "truncated.jsonl",
 }
+#: The inspector cells of the default run (each about 4-10 s of CPU: the driver visits every
+#: screen): the file of every hostile family and a deep one. The bad records' and the truncated
+#: file's cells run at night; the inspector's own suite opens a truncated file in process
+#: (tests/inspector/test_app.py::test_truncated_file_shows_what_it_has_with_a_notice).
+INSPECTED_BY_DEFAULT = {"hostile_all_families.jsonl", "deep_args_1000.jsonl"}
+#: Files read by another command than their turn's in the default run: ``diff self`` holds two
+#: reads of the delta bomb (13.9 s of CPU and about 1 GB, measured; at night), ``textconv`` one
+#: whole read and its printing pass (2.6 s, about 460 MB).
+DEFAULT_COMMAND = {"delta_bomb.jsonl": "textconv"}
 #: Known open (issue 13 notes): on the 3,000-delta bomb, `replay` does not start within the timeout
 #: and the inspector's reader peaks near 2 GB. bench/hostile.py still runs and reports them.
 KNOWN_OPEN: set[tuple[str, str]] = set()
@@ -69,12 +78,13 @@ PRODUCT = [
 def covering() -> list[tuple[str, str]]:
     """The default run's cells, a covering subset of :data:`PRODUCT` (deterministic): every file
     once, with the commands taken in turn (the n-th file, in FILES' order, with the n-th command,
-    so every command reads three or four files); every inspector cell; and each file that is not
-    a readable cassette with one of the commands whose words are checked, taken in turn."""
+    so every command reads two to four files; :data:`DEFAULT_COMMAND` where it names another);
+    the inspector cells of :data:`INSPECTED_BY_DEFAULT`; and each file that is not a readable
+    cassette with one of the commands whose words are checked, taken in turn."""
     plain = [c for c in COMMANDS if c != "inspect"]
-    cells = [(plain[i % len(plain)], f) for i, f in enumerate(FILES)]
+    cells = [(DEFAULT_COMMAND.get(f, plain[i % len(plain)]), f) for i, f in enumerate(FILES)]
     cells += [(TOLD_COMMANDS[i % len(TOLD_COMMANDS)], f) for i, f in enumerate(TOLD_FILES)]
-    cells += [("inspect", f) for f in FILES if f in INSPECTED]
+    cells += [("inspect", f) for f in FILES if f in INSPECTED_BY_DEFAULT]
     return [cell for cell in PRODUCT if cell in set(cells)]
 
 
@@ -157,7 +167,7 @@ def test_the_default_cells_cover_every_command_and_every_file() -> None:
     cells = covering()
     assert {c for c, _ in cells} == set(COMMANDS) and {f for _, f in cells} == set(FILES)
     assert {f for c, f in cells if c in TOLD_COMMANDS} >= set(TOLD_FILES)
-    assert {f for c, f in cells if c == "inspect"} == INSPECTED
+    assert {f for c, f in cells if c == "inspect"} == INSPECTED_BY_DEFAULT < INSPECTED
     assert set(cells) < set(PRODUCT) and len(cells) == len(set(cells))
 
 
@@ -166,15 +176,14 @@ def test_no_command_crashes_leaks_controls_or_hangs_on_any_hostile_file(matrix: 
     assert not bad, "\n".join(bad)
 
 
-def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) -> None:
+def unsafe_screens(cells: list[Cell], inspected: set[str]) -> None:
     """The inspector cells' own verdict (tests/hostile/drive_inspector.py walks every widget of
     every screen it visited: no raw control rendered, no markup interpreted, no screenshot written):
     no problem on any file it drives, and on the file of every hostile family the hostile strings
-    did reach the screen (else the walk would prove nothing). This is the check the inspector's own
-    suite made in process on the same file (tests/inspector/test_hostile.py), made once here."""
-    inspected = [c for c in matrix if c.command == "inspect"]
-    assert {c.file for c in inspected} == INSPECTED
-    for c in inspected:
+    did reach the screen (else the walk would prove nothing)."""
+    cells = [c for c in cells if c.command == "inspect"]
+    assert {c.file for c in cells} == inspected
+    for c in cells:
         assert c.exit == 0 and f"inspect {c.file}: 0 problems;" in "\n".join(c.verdict), (
             c.file,
             c.exit,
@@ -183,8 +192,15 @@ def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) ->
         )
         clicked = re.search(r"widgets clicked: (\d+)$", c.verdict[-1])  # (each, at least once)
         assert clicked and int(clicked.group(1)) >= 10, c.verdict
-    (hostile,) = [c for c in inspected if c.file == "hostile_all_families.jsonl"]
+    (hostile,) = [c for c in cells if c.file == "hostile_all_families.jsonl"]
     assert "hostile text shown: True" in hostile.verdict[-1], hostile.verdict
+
+
+def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) -> None:
+    """:func:`unsafe_screens` on the default run's inspector cells (every one at night, in
+    test_every_command_on_every_hostile_file). This is the check the inspector's own suite made
+    in process on the same file (tests/inspector/test_hostile.py), made once here."""
+    unsafe_screens(matrix, INSPECTED_BY_DEFAULT)
 
 
 def test_memory_stays_bounded(matrix: list[Cell]) -> None:
@@ -210,4 +226,5 @@ def test_every_command_on_every_hostile_file(work: tuple[Path, Path]) -> None:
     assert not crashed(cells), "\n".join(crashed(cells))
     assert not heavy(cells), heavy(cells)
     assert not silent(cells), silent(cells)
+    unsafe_screens(cells, INSPECTED)
     assert not Path(PWNED_DIR).exists()

@@ -1,10 +1,10 @@
 """``looptap mcp`` keeps every untrusted byte inside the fence: over a root holding every hostile
 file of the project's matrix (tests/hostile/corpus.py), runs named by an attacker, a header whose
 ``writer`` speaks as looptap, and a run whose every recorded field carries a marker and every class
-of invisible or format character, every tool answers (on the delta bomb, its summary by default and
-every tool with ``LOOPTAP_SLOW=1``); a scan of every answer finds the marker only
-under ``recorded`` (or a ``recorded_…`` field), no character of those classes anywhere, and no
-answer longer than the ``max_bytes`` asked for. Also: the stdio transport's bounded line reads and
+of invisible or format character, every tool answers (the delta bomb only with
+``LOOPTAP_SLOW=1``); a scan of every answer finds the marker only under ``recorded`` (or a
+``recorded_…`` field), no character of those classes anywhere, and no answer longer than the
+``max_bytes`` asked for. Also: the stdio transport's bounded line reads and
 its JSON-RPC errors, strict ``--http`` values, and the argument checks (layer, severity, seq)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -197,22 +198,35 @@ def _call_all(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[tupl
 
 
 #: The run every tool of which costs seconds of CPU (each of the delta bomb's deltas rebuilds a
-#: history of 200,000 items: tail, turn, growth 2-4 s each): by default it is listed, searched
-#: and summarised; the nightly run asks it every tool, as every other run is asked by default.
+#: history of 200,000 items: its first read by ``list_runs`` 6.7 s, its summary 1.7, tail, turn,
+#: growth 2-4 s each, measured): the default run's root holds every other hostile file, each asked
+#: every tool; the nightly run's holds it too, asked every tool (the default run reads it in
+#: tests/hostile/test_matrix.py, ``textconv``).
 HEAVY = {"delta_bomb.jsonl"}
+
+
+@pytest.fixture(scope="module")
+def light_root(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`root` without the files of :data:`HEAVY`."""
+    d = tmp_path_factory.mktemp("fence-light") / "runs"
+    shutil.copytree(root, d, ignore=lambda _, names: [n for n in names if n in HEAVY])
+    return d
 
 
 @pytest.mark.parametrize(
     "heavy",
     [
-        "summary",
+        "without the delta bomb",
         pytest.param(
             "every tool",
             marks=pytest.mark.slow(reason="every tool on the delta bomb (seconds of CPU each)"),
         ),
     ],
 )
-def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path, heavy: str) -> None:
+def test_every_answer_keeps_untrusted_text_inside_the_fence(
+    root: Path, light_root: Path, heavy: str
+) -> None:
+    root = root if heavy == "every tool" else light_root
     server = build_server([str(root)])
     # Every page of the listing (a page holds what fits in max_bytes), each answer scanned.
     runs: list[dict[str, Any]] = []
@@ -243,10 +257,13 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path, heavy: s
     )
     assert unreadable["newer_writer.jsonl"]["unreadable"] == "looptap cannot read this run"
     calls: list[tuple[str, dict[str, Any]]] = []
+    assert HEAVY <= set(names) if heavy == "every tool" else not HEAVY & set(names)
+    # A request parameter nested past the walk's depth is listed as read, its one round trip
+    # counted (tests/hostile/test_bombs.py's MCP case, at night).
+    deep = [r for r in runs if r["recorded_run"].startswith("deep_param_")]
+    assert len(deep) == 4, names
+    assert all("unreadable" not in r and r["round_trips"] == 1 for r in deep), deep
     for n in names:
-        if n in HEAVY and heavy == "summary":
-            calls.append(("run_summary", {"run": n}))
-            continue
         calls += [
             ("run_summary", {"run": n}),
             ("findings", {"run": n, "limit": 200}),

@@ -22,6 +22,7 @@ from looptap.cassettes.replay.serving.server import ReplayServer
 from looptap.cassettes.storage import load_flows, read_records
 from tests.interop.cassette_files import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress
+from tests.support.analysed import cli_run
 
 FLOWS = FIXTURES / "flows_mitmproxy11.mitm"
 GARBAGE = [b"not json at all\n", bytes(range(256)) * 10, b"# only a comment\n", b"[1, 2, 3]\n"]
@@ -273,7 +274,7 @@ def test_keys_in_other_tools_files_never_reach_an_output(tmp_path: Path) -> None
         assert r.returncode == 0, r.stderr
         outputs = [har.read_text(), otel.read_text(), r.stdout, r.stderr]
         for args in (("show", str(src)), ("show", "--json", str(src)), ("textconv", str(src))):
-            r = looptap(*args)
+            r = cli_run(*args)  # (in this process: the export above is the process path)
             assert r.returncode in (0, 1), r.stderr
             outputs += [r.stdout, r.stderr]
         assert not [o[:200] for o in outputs if secret in o]

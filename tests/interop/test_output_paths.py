@@ -10,6 +10,7 @@ with ``mknod`` when this user may."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import stat
@@ -285,7 +286,11 @@ def test_textconv_install_extends_an_existing_gitattributes(tmp_path: Path) -> N
 # -- demo -o -------------------------------------------------------------------------------------
 
 
-def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
+def test_demo_replaces_only_an_earlier_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from looptap.cassettes.cli.demo import cmd_demo
+
     notes = tmp_path / "notes.txt"
     notes.write_text(PRECIOUS)
     # the bundled recording, no recorder
@@ -309,7 +314,12 @@ def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
     )
     assert notes.read_text() == PRECIOUS  # was deleted and replaced by the demo's cassette
     out = tmp_path / "demo.jsonl"
-    for _ in range(2):  # the clean twin: an earlier demo is replaced
-        proc = demo(out)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the clean twin, in this process (the refusal above is the process path): an earlier demo
+    # is replaced
+    monkeypatch.setattr("looptap.cassettes.cli.demo.found_recorder", lambda: None)
+    monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
+    for _ in range(2):
+        said: list[str] = []
+        rc = cmd_demo(argparse.Namespace(output=str(out)), said.append)
+        assert rc == 0, said
     assert out.read_text().count('"type":"header"') == 1
