@@ -26,15 +26,7 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream, claude_code_side_call
 
-pytestmark = [
-    needs_recorder,
-    pytest.mark.slow(
-        reason="Claude Code's why (about 40 s of CPU): the sub-agent's re-sampled answer heard by "
-        "its parent is tests/why/test_why_heard.py, the failed forks' branches "
-        "tests/why/test_why_agents.py, Claude Code's background sub-agent recorded and threaded "
-        "tests/clients/test_agents.py::test_claude_code_clean_run"
-    ),
-]
+pytestmark = [needs_recorder]
 
 TASK = "Count the vowels in the word looptap and report the number."
 #: The outcome: the final answer must say 3 vowels.
