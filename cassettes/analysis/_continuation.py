@@ -92,10 +92,16 @@ def capture(analyser: RunAnalyser) -> dict[str, Any]:
         "contexts": [[tid, _context(ctx)] for tid, ctx in st.contexts.items()],
         "histories": list(st.histories), "convs": convs(), "parked": parked(),
         "flagged": flagged(), "lasts": lasts, "mcp_calls": dump(st.result.mcp_calls, _CLASSES),
-        **{name: {k: dump(v, _CLASSES) for k, v in vars(getattr(st, name)).items()}
+        **{name: {k: dump(v, _CLASSES) for k, v in _kept(getattr(st, name)).items()}
            for name in _OWN},
         "threads": threads_state(st.threader),
     }  # fmt: skip
+
+
+def _kept(table: object) -> dict[str, Any]:
+    """What is kept of one of :data:`_OWN`'s tables: its attributes but its indexes (named
+    ``_…``: made again from the rest)."""
+    return {k: v for k, v in vars(table).items() if not k.startswith("_")}
 
 
 def _context(ctx: TurnContext) -> dict[str, Any]:
@@ -152,13 +158,15 @@ def _restore(
     _summarisers(st, data["summarisers"])
     for name, cls in _OWN.items():
         table, values = cls(), data[name]
-        if set(values) != set(vars(table)):
+        if set(values) != set(_kept(table)):
             raise _bad(name)
         for k, v in values.items():
             got = load(v, _CLASSES)
             if type(got) is not type(getattr(table, k)):
                 raise _bad(name)
             setattr(table, k, got)
+        if isinstance(table, ToolHttpLinker):
+            table.reindex()
         setattr(st, name, table)
     st.mcp.early.update(  # (an early call is the run's MCP call, changed in place when linked)
         (s, (st.result.mcp_calls.get(s, c), side, a)) for s, (c, side, a) in st.mcp.early.items()

@@ -117,11 +117,17 @@ def contained(
     except MemoryError:
         raise
     except Exception as exc:
-        if os.environ.get(RAISE_ENV, "0") not in ("", "0"):
-            raise
-        said = f"{step} failed on {where}: {type(exc).__name__}: {str(exc)[:_ERROR_CHARS]}"
-        errors.append(said)
-        return fallback, said
+        return fallback, _failed(step, where, exc, errors)
+
+
+def _failed(step: str, where: str, exc: Exception, errors: list[str]) -> str:
+    """The line said of ``step``'s failure ``exc`` (added to ``errors``); ``exc`` raised again
+    under :data:`RAISE_ENV` (:func:`contained`)."""
+    if os.environ.get(RAISE_ENV, "0") not in ("", "0"):
+        raise exc
+    said = f"{step} failed on {where}: {type(exc).__name__}: {str(exc)[:_ERROR_CHARS]}"
+    errors.append(said)
+    return said
 
 
 def run_check(
@@ -164,10 +170,17 @@ def judge(
     turn.e = step("E", "the E layer", lambda: emission.build(ctx), Emission())
     turn.a = step("A", "the A layer", lambda: api.build(ctx), ApiReport())
     turn.tokens = step("A", "the token count", lambda: tokens.build(ctx), TokenCount())
-    skipped, none = bool(notes), list[Finding]()
+    skipped = bool(notes)
     for check in checks if not skipped else ():
-        name, layer = f"check {getattr(check, '__name__', check)}", _LAYER_OF.get(check, "E")
-        turn.findings.extend(step(layer, name, _bound(check, ctx), none))
+        try:  # (contained as each step is, without a closure per check: 48 a turn)
+            got = list(check(ctx))
+        except MemoryError:
+            raise
+        except Exception as exc:
+            name = f"check {getattr(check, '__name__', check)}"
+            notes.append((_LAYER_OF.get(check, "E"), _failed(name, where, exc, errors)))
+            continue
+        turn.findings.extend(got)
     found = list(turn.findings)
     fold = lambda: dispatch.fold_root_causes(ctx, found)  # noqa: E731
     turn.findings[:] = step("C", "the root-cause fold", fold, found)
@@ -189,10 +202,6 @@ def judge(
     turn.findings.extend(_not_judged(ctx, layer, said, skipped) for layer, said in notes)
     # root causes first, each followed by what it caused: the one order every view shows
     turn.findings[:] = dispatch.ordered_findings(turn.findings)
-
-
-def _bound(check: Check, ctx: TurnContext) -> Callable[[], list[Finding]]:
-    return lambda: list(check(ctx))
 
 
 def _not_judged(ctx: TurnContext, layer: str, said: str, skipped: bool) -> Finding:

@@ -24,7 +24,7 @@ import orjson
 
 from ..models import NormalisedResponse
 from ..wire import Exchange
-from ._mcp import put
+from ._mcp import _LIMIT, put
 from ._model import McpCall, ToolHttp, Turn
 
 __all__ = ["Awaiting", "Served", "ToolHttpLinker", "tool_http"]
@@ -225,9 +225,35 @@ class ToolHttpLinker:
         #: ends only if it did by then (:meth:`_runs_over_http`), else unlinked (an MCP call over
         #: stdio awaiting while the agent fetched something of its own: opencode's npm check).
         self.tentative: OrderedDict[str, list[McpCall]] = OrderedDict()
+        #: :attr:`awaiting`'s keys by conversation, each in its order: an index, not kept with a
+        #: continued analysis (:meth:`reindex` makes it again), so that a turn finds its
+        #: conversation's calls without reading every call awaiting (up to 10,000).
+        self._waiting: dict[str, dict[str, None]] = {}
+
+    def reindex(self) -> None:
+        """Make :attr:`_waiting` again from :attr:`awaiting` (restored as it was kept)."""
+        self._waiting = {}
+        for k, a in self.awaiting.items():
+            self._waiting.setdefault(a.conversation, {})[k] = None
+
+    def _await(self, k: str, made: Awaiting) -> None:
+        """``awaiting[k] = made``, the newest; the oldest dropped past 10,000 calls."""
+        awaiting, waiting = self.awaiting, self._waiting
+        of = waiting.setdefault(made.conversation, {})
+        of.pop(k, None)
+        of[k] = None
+        awaiting[k] = made
+        awaiting.move_to_end(k)
+        while len(awaiting) > _LIMIT:
+            old, gone = awaiting.popitem(last=False)
+            of = waiting[gone.conversation]
+            del of[old]
+            if not of:
+                del waiting[gone.conversation]
 
     def clear(self) -> None:
         self.awaiting.clear()
+        self._waiting.clear()
         self.ended.clear()
         self.served.clear()
         self.touched.clear()
@@ -246,7 +272,7 @@ class ToolHttpLinker:
         no longer awaited (their results were sent back, or the client went on without them); its
         answer's are. Returns the calls whose wait ended, each with its key."""
         ended: list[tuple[str, Awaiting]] = []
-        for cid in [c for c, a in self.awaiting.items() if a.conversation == turn.conversation]:
+        for cid in self._waiting.pop(turn.conversation, ()):
             made = self.awaiting.pop(cid)
             ended.append((cid, made))
             for call in self.tentative.pop(cid, []):
@@ -271,7 +297,7 @@ class ToolHttpLinker:
                     turn.seq, turn.conversation, turn.index, tc.name, _values(tc.arguments), at,
                     tc.id,
                 )  # fmt: skip
-                put(self.awaiting, key(turn.conversation, tc.id), made)
+                self._await(key(turn.conversation, tc.id), made)
         return ended
 
     def _awaiting_at(self, started: float | None) -> dict[str, Awaiting]:

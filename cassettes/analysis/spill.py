@@ -272,6 +272,17 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         cold = ((k, load(orjson.loads(v), classes)) for k, v in self._spill.rows(self._table))
         return heapq.merge(hot, cold, key=lambda e: e[0])
 
+    def dumped(self) -> Iterator[tuple[K, Any]]:
+        """Every entry in the order of its keys as :func:`dump` gives it, for writing as JSON:
+        those on disk as they were written (their JSON, an ``orjson.Fragment``: never read into
+        objects to be written again)."""
+        classes = self._spill.classes
+        hot = ((k, dump(v, classes)) for k, v in sorted(self._hot.items(), key=lambda e: e[0]))
+        if not self._cold:
+            return hot
+        cold = ((k, orjson.Fragment(v)) for k, v in self._spill.rows(self._table))
+        return heapq.merge(hot, cold, key=lambda e: e[0])
+
     def trim(self) -> None:
         """Write the least recently used entries beyond ``keep`` to disk (those ``evictable``
         allows). Call only when no caller holds an entry it may still change."""

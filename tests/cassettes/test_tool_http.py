@@ -374,3 +374,33 @@ def test_the_agents_own_fetch_while_an_mcp_call_awaits_is_not_linked_to_it() -> 
     assert [(c.call_id, c.linked_by) for c in seen.mcp_calls.values()] == [
         ("call_A", "arguments"), ("call_B", "awaiting"),
     ]  # fmt: skip
+
+
+def test_a_turn_ends_the_calls_of_its_conversation_in_their_order_past_the_limit() -> None:
+    """The calls a turn stops awaiting are found by its conversation (an index beside the table
+    of calls awaiting): the same calls, in the same order, as reading every call awaiting, once
+    the oldest were dropped past 10,000 calls too, and after the index is made again from the
+    table (a continued analysis keeps the table only)."""
+    import random
+    from types import SimpleNamespace as Ns
+
+    from looptap.cassettes.analysis._tool_http import ToolHttpLinker
+
+    linker, rng = ToolHttpLinker(), random.Random(55)
+
+    def turn(conv: str, seq: int, ids: list[str]) -> list[str]:
+        calls = [Ns(id=i, name="get_weather", kind="function", arguments={"city": i}) for i in ids]
+        ended = linker.model_turn(Ns(seq=seq, conversation=conv, index=0), Ns(tool_calls=calls))  # type: ignore[arg-type]
+        return [k for k, _ in ended]
+
+    for seq in range(2_100):  # 10,500 calls made, none answered: the oldest 500 dropped
+        turn(f"c{seq}", seq, [f"call_{seq}_{k}" for k in range(5)])
+    assert len(linker.awaiting) == 10_000
+    for seq in range(2_100, 2_400):
+        conv = f"c{rng.randrange(2_100)}"
+        if seq == 2_250:
+            linker.reindex()
+        awaited = [k for k, a in linker.awaiting.items() if a.conversation == conv]
+        made = [f"call_{seq}_{k}" for k in range(rng.randrange(4))] + ["call_0_1"]
+        assert turn(conv, seq, made) == awaited
+    assert sum(map(len, linker._waiting.values())) == len(linker.awaiting)

@@ -228,6 +228,10 @@ class TurnInfos:
         """Every turn, in order (copies of those on disk: for reading)."""
         return (info for _, info in self._map.entries())
 
+    def dumped(self) -> Iterator[Any]:
+        """Every turn, in order, as JSON-able data (:meth:`~..spill.SpillMap.dumped`)."""
+        return (data for _, data in self._map.dumped())
+
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
 #: to this many), plus the newest. A million identical single-turn requests stay bounded.

@@ -28,7 +28,7 @@ from ._data import (
     TurnInfos,
     read_request,
 )
-from ._evidence import carried, goes_on, moved_out, register
+from ._evidence import Remembered, carried, goes_on, moved_out, register
 from ._history import by_history, describe, discarded, merged_first, summary_used, use_strict
 from ._opening import by_opening, head_key, managed, sibling, start_link
 from ._words import (
@@ -58,6 +58,8 @@ class Threader:
         self._spill = Spill(CLASSES)
         #: What threading knows (:class:`~._data.Threads`): the turns and their indexes.
         self.threads = Threads(self._spill, keep)
+        #: The tokens of the messages of the request threaded last (:func:`~._evidence.carried`).
+        self._tokens: Remembered = {}
 
     @property
     def turns(self) -> TurnInfos:
@@ -101,7 +103,7 @@ class Threader:
             r.answer_calls = response is not None and any(
                 p.tool_call is not None for p in response.parts
             )
-            r.token_turn = carried(s, messages, continuity)
+            r.token_turn = carried(s, messages, continuity, self._tokens)
             link = link_of(s, r, label, previous_response_id)
             if link.summary_of is None and link.how == "extends" and link.previous is not None:
                 _summary_beside_history(s, r, link)

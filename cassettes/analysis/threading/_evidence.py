@@ -11,7 +11,7 @@ numbers its ids per run) names no turn and is set aside for good."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from ...models import Message, Part
 from .._message_keys import _ROLE, stable
@@ -28,22 +28,22 @@ SCAN_PARTS = 64
 TWICE = -1
 
 
-def _tokens(parts: Iterable[Part], keys: frozenset[str], results: bool) -> Iterator[int]:
+def _tokens(parts: list[Part], keys: frozenset[str], results: bool) -> Iterator[int]:
     """The tokens among ``parts``, as stable hashes: the values of the family's continuity keys,
     tool calls' ids, and (``results``) the ids tool results answer."""
-    for k, p in enumerate(parts):
-        if k >= SCAN_PARTS:
-            return
-        found: list[object] = []
+    for p in parts[:SCAN_PARTS]:
         details = p.provider_details
         if details and keys:
-            found += [details.get(key) for key in keys]
-        if p.tool_call is not None:
-            found.append(p.tool_call.id)
-        if results and p.tool_result is not None:
-            found.append(p.tool_result.call_id)
-        for v in found:
-            if isinstance(v, str) and len(v) >= MIN_TOKEN:
+            for key in keys:
+                v = details.get(key)
+                if isinstance(v, str) and len(v) >= MIN_TOKEN:
+                    yield stable(v.encode("utf-8", "surrogatepass"))
+        call = p.tool_call
+        if call is not None and isinstance(v := call.id, str) and len(v) >= MIN_TOKEN:
+            yield stable(v.encode("utf-8", "surrogatepass"))
+        if results:
+            res = p.tool_result
+            if res is not None and isinstance(v := res.call_id, str) and len(v) >= MIN_TOKEN:
                 yield stable(v.encode("utf-8", "surrogatepass"))
 
 
@@ -54,17 +54,35 @@ def register(s: Threads, parts: list[Part], keys: frozenset[str], tid: int) -> N
         s.by_token[h] = tid if s.by_token.get(h) is None else TWICE
 
 
-def carried(s: Threads, messages: list[Message], keys: frozenset[str]) -> int | None:
+#: Each message of the request threaded last, by its ``id``: the message (held, so that its
+#: ``id`` names no other), the continuity keys it was read with, its tokens (:func:`carried`).
+Remembered = dict[int, tuple[Message, frozenset[str], tuple[int, ...]]]
+
+
+def carried(
+    s: Threads, messages: list[Message], keys: frozenset[str], memo: Remembered
+) -> int | None:
     """The latest turn whose answer produced a token this request carries back (``None``:
-    none): the model's messages of its history, and the results it sends."""
-    best: int | None = None
+    none): the model's messages of its history, and the results it sends. The tokens of a
+    message the request before carried too (the same object: a request parsed against the one it
+    extends shares its messages) are taken from ``memo``, which then holds this request's."""
+    best = -1
+    by_token, none, now = s.by_token, frozenset[str](), Remembered()
     for m in messages[-SCAN_MESSAGES:]:
-        model = _ROLE.get(m.role, m.role) == "assistant"
-        for h in _tokens(m.parts, keys if model else frozenset(), results=not model):
-            tid = s.by_token.get(h)
-            if tid is not None and tid != TWICE and (best is None or tid > best):
+        got = memo.get(id(m))
+        if got is not None and got[0] is m and got[1] == keys:
+            hashes = got[2]
+        else:
+            model = m.role == "assistant" or _ROLE.get(m.role) == "assistant"
+            hashes = tuple(_tokens(m.parts, keys if model else none, results=not model))
+        now[id(m)] = (m, keys, hashes)
+        for h in hashes:
+            tid = by_token.get(h)
+            if tid is not None and tid > best:  # (TWICE, -1, is never the best)
                 best = tid
-    return best
+    memo.clear()
+    memo.update(now)
+    return best if best >= 0 else None
 
 
 def goes_on(s: Threads, r: Request, link: Link) -> Link:

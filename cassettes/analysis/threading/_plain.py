@@ -24,7 +24,7 @@ def threads_state(threader: Threader) -> dict[str, Any]:
     (:func:`~cassettes.analysis._plain_values.lines`)."""
     s = threader.threads
     out: dict[str, Any] = {
-        "turns": (dump(info, _CLASSES) for info in s.turns.entries()),
+        "turns": s.turns.dumped(),
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
         "quotes": list(s.quotes.items()), "summaries": list(s.summaries.items()),
         "count": s.count, "families": dict(s.families), "overflows": list(s.overflows),
@@ -34,7 +34,7 @@ def threads_state(threader: Threader) -> dict[str, Any]:
     }  # fmt: skip
     for name in TABLES:
         table: SpillMap[Any, Any] = getattr(s, name)
-        out[name] = ([k, dump(v, _CLASSES)] for k, v in table.entries())
+        out[name] = ([k, data] for k, data in table.dumped())
     return out
 
 
