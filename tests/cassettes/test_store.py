@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
-from real_corpus import corpus_files, findings_cover, load, rel
+from real_corpus import cover_or_every, load, rel, walked
 
 from looptap.cassettes.errors import CassetteFormatError, NewerFormatError
 from looptap.cassettes.recording import Redactor
@@ -39,20 +39,12 @@ def _same(a: Exchange, b: Exchange) -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize(
-    "files",
-    [
-        "cover",
-        pytest.param(
-            "every", marks=pytest.mark.slow(reason="every corpus file, not its cover: ~9 s of CPU")
-        ),
-    ],
-)
+@cover_or_every("~9 s of CPU")
 def test_every_corpus_cassette_survives_write_and_read(tmp_path: Path, files: str) -> None:
     """By default the corpus' cover of wire shapes and finding codes (``findings_cover()``, 178
     files); the nightly run every file (over 1,000, over 1,800 round trips)."""
     every = files == "every"
-    files_read = corpus_files() if every else findings_cover()
+    files_read = walked(files)
     assert len(files_read) > (1000 if every else 150)
     total = 0
     for i, path in enumerate(files_read):

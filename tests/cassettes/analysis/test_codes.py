@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from real_corpus import corpus_files, findings_cover, load, rel
+from real_corpus import cover_or_every, load, rel, walked
 from scenarios import LENGTH, WEATHER, Call, Script
 
 from looptap.cassettes.analysis import Rule, Severity, analyse, codes, parse_rules, using
@@ -154,15 +154,7 @@ def test_every_finding_of_the_scenarios_is_its_rows() -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize(
-    "files",
-    [
-        "cover",
-        pytest.param(
-            "every", marks=pytest.mark.slow(reason="every corpus file, not its cover: ~6 s of CPU")
-        ),
-    ],
-)
+@cover_or_every("~6 s of CPU")
 def test_every_finding_of_the_corpus_is_its_rows(files: str) -> None:
     """The shared corpus (1,099 recordings of real SDKs and frameworks): no check fails, every
     finding's layer is its row's and its severity one the row allows, or it is a consequence
@@ -170,7 +162,7 @@ def test_every_finding_of_the_corpus_is_its_rows(files: str) -> None:
     cover of wire shapes and finding codes (``findings_cover()``: every finding code the whole
     corpus gives file by file); the nightly run every file."""
     codes_seen: set[str] = set()
-    for path in findings_cover() if files == "cover" else corpus_files():
+    for path in walked(files):
         exchanges = load(path)
         for i, ex in enumerate(exchanges):
             ex.seq = i

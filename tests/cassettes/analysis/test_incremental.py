@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from real_corpus import corpus_files, findings_cover, load, rel
+from real_corpus import cover_or_every, load, rel, walked
 
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.parsing import RoundTrip, parse_exchange
@@ -37,20 +37,12 @@ def _signature(ra) -> list[tuple]:  # type: ignore[no-untyped-def]
     ]
 
 
-@pytest.mark.parametrize(
-    "files",
-    [
-        "cover",
-        pytest.param(
-            "every", marks=pytest.mark.slow(reason="every corpus file, not its cover: ~10 s of CPU")
-        ),
-    ],
-)
+@cover_or_every("~10 s of CPU")
 def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path, files: str) -> None:
     """By default the corpus' cover of wire shapes and finding codes (``findings_cover()``); the
     nightly run every file and its count of incremental requests (over 300)."""
     incremental_requests = 0
-    for i, path in enumerate(findings_cover() if files == "cover" else corpus_files()):
+    for i, path in enumerate(walked(files)):
         recorded = load(path)
         if len(recorded) < 2:
             # (one round trip has no earlier request to be a history delta of: its incremental

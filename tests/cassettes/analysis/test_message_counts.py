@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from real_corpus import CORPUS, corpus_files, findings_cover, load, rel
+from real_corpus import CORPUS, cover_or_every, load, rel, walked
 
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.analysis.dispatch._managed import MAX_COMPARED
@@ -32,15 +32,7 @@ COMPACTED = (
 )
 
 
-@pytest.mark.parametrize(
-    "files",
-    [
-        "cover",
-        pytest.param(
-            "every", marks=pytest.mark.slow(reason="every corpus file, not its cover: ~3 s of CPU")
-        ),
-    ],
-)
+@cover_or_every("~3 s of CPU")
 def test_the_parts_sum_to_the_whole_on_every_request_of_the_corpus(files: str) -> None:
     """Every turn of every corpus recording: as before + changed + new = the messages the
     request sent; none negative; the as-before part holds at least the kept prefix; what is
@@ -48,7 +40,7 @@ def test_the_parts_sum_to_the_whole_on_every_request_of_the_corpus(files: str) -
     shapes and finding codes (``findings_cover()``); the nightly run every file (over 1,000
     turns)."""
     turns = managed = 0
-    for path in findings_cover() if files == "cover" else corpus_files():
+    for path in walked(files):
         try:
             exchanges = load(path)
         except Exception:  # (a file the loader refuses is another test's subject)
