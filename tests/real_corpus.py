@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 from looptap.cassettes.storage import load_vcr
 from looptap.cassettes.wire import Exchange
 
@@ -89,6 +91,19 @@ def findings_cover() -> tuple[Path, ...]:
     missing = sorted(str(p.relative_to(CORPUS)) for p in listed if not p.is_file())
     assert not missing, f"{FINDINGS_COVER.name} names files the corpus has not: {missing[:3]}"
     return tuple(sorted({*listed, *corpus_cover()}))
+
+
+def cover_or_every(cost: str) -> pytest.MarkDecorator:
+    """A corpus walk's ``files`` parameter (read by :func:`walked`): ``"cover"``
+    (:func:`findings_cover`) by default, ``"every"`` corpus file in the nightly run (issue 105);
+    ``cost``: what the whole corpus costs, said in the skip reason."""
+    every = pytest.mark.slow(reason=f"every corpus file, not its cover: {cost}")
+    return pytest.mark.parametrize("files", ["cover", pytest.param("every", marks=every)])
+
+
+def walked(files: str) -> tuple[Path, ...] | list[Path]:
+    """The files a walk parametrized by :func:`cover_or_every` reads."""
+    return findings_cover() if files == "cover" else corpus_files()
 
 
 @cache

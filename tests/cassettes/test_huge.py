@@ -238,6 +238,11 @@ def _peak_kept(path: Path) -> int:
     return after - before
 
 
+@pytest.mark.slow(
+    reason="three runs under tracemalloc, ~8 s of CPU; the state going to the spill file past "
+    "its keep is the default run's (test_memory's test_quiet_conversations_states_go_to_disk_"
+    "past_a_few_dozen, test_a_spilled_analysis_equals_the_one_held_in_memory)"
+)
 def test_the_analysis_state_of_a_quiet_conversation_is_spilled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -288,8 +288,10 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     from."""
     from support.huge import write_huge
 
-    turns = 300
-    path = write_huge(tmp_path / "long.jsonl", 2 * turns, "long", turns=turns)
+    # two conversations: one past a whole list's spacing (256 turns: 2 whole), then one short
+    # (1 whole); two of 300 each until session 55, twice the CPU (the check is per conversation)
+    turns, short = 300, 20
+    path = write_huge(tmp_path / "long.jsonl", turns + short, "long", turns=turns)
     wholes: list[int] = []
     real_put = ParseStore.put
 
@@ -304,7 +306,7 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     reader = run._reader
     assert reader is not None
     step = CHECKPOINT**2
-    assert len(wholes) == 2 * -(-turns // step), wholes  # (38 before)
+    assert len(wholes) == -(-turns // step) + -(-short // step), wholes  # (38 before)
     reads = Counter[int]()
     real_get = ParseStore.get
 

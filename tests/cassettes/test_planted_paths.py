@@ -54,7 +54,26 @@ def shown(run: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     return out
 
 
-@pytest.mark.parametrize("planted", ["kept", "kept-wal", "link"])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "kept",
+        pytest.param(
+            "kept-wal",
+            marks=pytest.mark.slow(
+                reason="a FIFO beside the kept database: the same check before opening ([kept] by "
+                "default), two more shows, ~4 s of CPU"
+            ),
+        ),
+        pytest.param(
+            "link",
+            marks=pytest.mark.slow(
+                reason="a link in the database's place: the same lstat before opening ([kept] by "
+                "default), ~7 s of CPU"
+            ),
+        ),
+    ],
+)
 def test_show_ends_and_prints_the_run_past_a_fifo(
     planted: str, run: Path, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -111,6 +111,10 @@ def test_columns_index_like_lists(tmp_path: Path) -> None:
         run.exchanges[4]
 
 
+@pytest.mark.slow(
+    reason="30,000 records under tracemalloc, ~20 s of CPU; a stream's step bound is the default "
+    "run's (test_a_stream_holds_the_records_of_one_small_step_at_a_time)"
+)
 def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
     """The whole-file reader held about 4 KB per record (the exchange, its parse and its view); the
     stream keeps the index (24 bytes a record) and holds one round trip at a time, plus the records

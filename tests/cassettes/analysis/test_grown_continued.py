@@ -158,7 +158,22 @@ class Read:
         monkeypatch.setattr(RecordIndex, "_line_done", counted)
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.slow(
+                reason="four corpus files imported and cut eight times, ~4 s of CPU; the same "
+                "continuation over real tool calls and several conversations is [agents]'s and "
+                "[tool_http]'s by default"
+            ),
+        )
+        if n == "corpus"
+        else n
+        for n in RUNS
+    ],
+)
 def test_a_grown_run_is_continued_to_what_a_fresh_analysis_shows(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:

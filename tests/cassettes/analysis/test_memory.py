@@ -240,6 +240,11 @@ def _retained(path: Path) -> tuple[int, int]:
     return retained, turns
 
 
+@pytest.mark.slow(
+    reason="two tool-loop runs under tracemalloc, ~8 s of CPU; a run's memory per conversation "
+    "and per turn kept is the default run's (test_huge's quiet-conversation record, "
+    "test_kept_readback's bounded objects per turn)"
+)
 def test_memory_per_turn_does_not_grow_with_the_run(tmp_path: Path) -> None:
     # Imports and caches (prices, schemas) warmed up, so they are not counted as the run's.
     _retained(_write_run(tmp_path / "warm.jsonl", 2, 3))

@@ -143,6 +143,11 @@ def _cases() -> list[Case]:
     return cases
 
 
+@pytest.mark.slow(
+    reason="every model, time and context of genai-prices' snapshot, over 20,000 cases, ~6 s of "
+    "CPU; the same comparison by name, on unusual usage and on prices that change with time is "
+    "the default run's (this module's other tests)"
+)
 def test_same_as_genai_prices_for_every_model() -> None:
     cases = _cases()
     assert len(cases) > 20_000
