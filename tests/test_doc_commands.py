@@ -274,7 +274,13 @@ def _serve(line: str, root: Path, env: dict[str, str], out: Path) -> tuple[bool,
         # or the port it names accepts (a server that logs nothing)
         def up() -> bool:
             said = out.read_text(errors="replace")
-            return any(m in said for m in _READY) or (bool(_ports(line)) and _port_open(line))
+            if any(m in said for m in _READY):
+                return True
+            # The recorder says when it is up ("recording to … (Ctrl-C to stop)"), as a user sees
+            # it: its port accepts a moment before, and a Ctrl-C in that window hung its shutdown
+            # once in session 55's fresh clones (docs/suite.md, found and not mended).
+            said_when_up = line.startswith(("looptap record", "looptap run"))
+            return not said_when_up and bool(_ports(line)) and _port_open(line)
 
         progress.until(lambda: proc.poll() is not None or up(), pids=[proc.pid], what=line)
         if proc.poll() is not None:
