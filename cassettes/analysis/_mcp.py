@@ -56,12 +56,14 @@ def _digest(arguments: Any) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def put(table: OrderedDict[Any, Any], key: Any, value: Any, limit: int = _LIMIT) -> None:
-    """``table[key] = value``, the newest: the oldest dropped past ``limit`` entries."""
+def put(
+    table: OrderedDict[Any, Any], key: Any, value: Any, limit: int = _LIMIT
+) -> list[tuple[Any, Any]]:
+    """``table[key] = value``, the newest: the oldest dropped past ``limit`` entries (returned,
+    oldest first, for a caller that indexes the table)."""
     table[key] = value
     table.move_to_end(key)
-    while len(table) > limit:
-        table.popitem(last=False)
+    return [table.popitem(last=False) for _ in range(len(table) - limit)]
 
 
 class McpLinker:

@@ -24,7 +24,7 @@ import orjson
 
 from ..models import NormalisedResponse
 from ..wire import Exchange
-from ._mcp import _LIMIT, put
+from ._mcp import put
 from ._model import McpCall, ToolHttp, Turn
 
 __all__ = ["Awaiting", "Served", "ToolHttpLinker", "tool_http"]
@@ -238,14 +238,11 @@ class ToolHttpLinker:
 
     def _await(self, k: str, made: Awaiting) -> None:
         """``awaiting[k] = made``, the newest; the oldest dropped past 10,000 calls."""
-        awaiting, waiting = self.awaiting, self._waiting
+        waiting = self._waiting
         of = waiting.setdefault(made.conversation, {})
         of.pop(k, None)
         of[k] = None
-        awaiting[k] = made
-        awaiting.move_to_end(k)
-        while len(awaiting) > _LIMIT:
-            old, gone = awaiting.popitem(last=False)
+        for old, gone in put(self.awaiting, k, made):
             of = waiting[gone.conversation]
             del of[old]
             if not of:
