@@ -5,7 +5,8 @@ printed with ``cat``), in file paths and in file contents, through the real ``lo
 call with ``/bin/bash -c``; the model a scripted server). Then every file looptap writes of that
 run — the cassette, the contents kept beside it (``RUN.jsonl.files/``), ``export --html``,
 ``--otel``, ``--har``, ``show``, ``show --json``, ``textconv``, the fleet index (``looptap index``,
-every table read back) and ``fleet page`` — is searched for every 8-character piece of every
+every table read back) and ``fleet page`` — is searched for every telling piece
+(8 characters; 12 of hex, 15 of digits) of every
 sentinel (bench/tool_secrets.py's search, shared): **0 expected**. ``looptap verify`` must flag a
 cassette with a sentinel put back in each place a process record holds one (argv, stdout,
 stderr, a file's path).

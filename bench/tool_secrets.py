@@ -5,7 +5,8 @@ the real ``looptap run`` (an openai SDK agent whose tools call a loopback tool s
 cassette, ``export --har``, ``--otel``, ``--html``, ``show``, ``show --json``, ``textconv``, the
 kept analysis (its SQLite file, zstd blocks decompressed), the fleet index (``looptap index``, every
 table read back) and ``fleet page``, a fork's branch and folder (``looptap run --from``, tools
-served), ``looptap replay``'s stderr with a miss — is searched for every 8-character piece of every
+served), ``looptap replay``'s stderr with a miss — is searched for every telling piece
+(8 characters; 12 of hex, 15 of digits) of every
 sentinel: **0 expected**. The agent prints every tool answer on its stdout (``agent: …`` lines):
 passed to the terminal as its own under ``run`` and a fork (those lines are not looptap's, left
 out of the terminal's text searched), kept by ``why`` in its branches' logs (searched, with every
@@ -43,6 +44,7 @@ from tool_secret_cases import SENT, Case, cases  # noqa: E402
 
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env  # noqa: E402
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
+from tests.support.secret_streams import telling  # noqa: E402
 from tests.support.tool_http import LoopbackServer, start_replay, stop_replay  # noqa: E402
 
 CLIENTS_PYTHON = Path(
@@ -140,10 +142,10 @@ def route(n: int) -> Any:
 
 
 def _pieces(secret: str) -> set[str]:
-    """The 8-character pieces of ``secret`` that are of its random part (a digit or a capital in
-    them: ``_secret_`` of Stripe's ``pi_…_secret_…`` is in every AWS credentials file)."""
-    pieces = {secret[i : i + 8] for i in range(max(1, len(secret) - 7))}
-    return {p for p in pieces if any(c.isdigit() or c.isupper() for c in p)}
+    """The telling pieces of ``secret`` (:func:`tests.support.secret_streams.telling`) that are of
+    its random part (a digit or a capital in them: ``_secret_`` of Stripe's ``pi_…_secret_…`` is
+    in every AWS credentials file)."""
+    return {p for p in telling(secret) if any(c.isdigit() or c.isupper() for c in p)}
 
 
 #: What the agent prints of its tools' answers (every sentinel, on its stdout): its own output,
@@ -157,16 +159,16 @@ def _looptap_lines(stdout: str) -> str:
 
 
 def _piece_index(size: int) -> tuple[dict[str, set[str]], dict[str, str]]:
-    """The 8-character pieces of every sentinel, each with the sentinels it is of, and the
-    sentinels shorter than 8 (their own piece); made again when :data:`SENT` grew (``size``: it
-    only grows, a sentinel is never changed)."""
+    """The pieces of every sentinel (8, 12 or 15 characters), each with the sentinels it is of,
+    and the sentinels shorter than 8 (their own piece); made again when :data:`SENT` grew
+    (``size``: it only grows, a sentinel is never changed)."""
     if _INDEX and _INDEX[0] == size:
         return _INDEX[1], _INDEX[2]
     index: dict[str, set[str]] = {}
     short: dict[str, str] = {}
     for name, sec in SENT.items():
         for piece in _pieces(sec):
-            if len(piece) == 8:
+            if len(piece) >= 8:
                 index.setdefault(piece, set()).add(name)
             else:
                 short[name] = piece
@@ -178,13 +180,15 @@ _INDEX: list[Any] = []
 
 
 def leaks(text: str) -> list[str]:
-    """The sentinels of which some 8-character piece is in ``text``: the text's every 8
-    characters looked up among the pieces (a search per piece took 6 s of CPU over one run's
+    """The sentinels of which some piece is in ``text``: the text's every run of each piece's
+    length looked up among the pieces (a search per piece took 6 s of CPU over one run's
     outputs)."""
     index, short = _piece_index(len(SENT))
     found = {name for name, piece in short.items() if piece in text}
-    grams = {text[i : i + 8] for i in range(len(text) - 7)}
-    return sorted(found.union(*(index[g] for g in grams & index.keys())))
+    for n in {len(p) for p in index}:
+        grams = {text[i : i + n] for i in range(len(text) - n + 1)}
+        found.update(*(index[g] for g in grams & index.keys()))
+    return sorted(found)
 
 
 def _looptap(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,9 @@ that owes nothing to looptap's detector.
 * renderers of one streamed reply per wire framing: OpenAI chat SSE, Ollama NDJSON, Bedrock
   ConverseStream and InvokeModelWithResponseStream event-stream frames, Responses events (one
   WebSocket message each).
-* :func:`leaks` — every sentinel, or any piece of 8+ characters of one, found in a file's raw bytes,
+* :func:`telling` — the pieces of a sentinel that chance does not make: 8 characters, 12 where
+  they are all hex, 15 where all digits (about 47 bits each).
+* :func:`leaks` — every sentinel, or any telling piece of one, found in a file's raw bytes,
   in its JSON strings decoded (``\\u`` escapes included, at two levels: a stored stream's events
   are JSON inside JSON strings) and in its base64 bodies. It searches literals only: nothing of
   ``cassettes`` is imported.
@@ -33,6 +35,7 @@ __all__ = [
     "pieces",
     "responses_events",
     "spoken",
+    "telling",
     "vendor_keys",
 ]
 
@@ -348,8 +351,27 @@ def _decoded(m: re.Match[str]) -> str:
     return base64.b64decode(m.group(1)).decode("utf-8", "replace")
 
 
-def leaks(path: Path, sentinels: dict[str, str], fragment: int = 8) -> list[str]:
-    """Where a sentinel, or any ``fragment``-character piece of one, is in ``path``: one line per
+#: Hex of either case: a piece of it is 12 characters long.
+_HEXISH = frozenset("0123456789abcdefABCDEF")
+
+
+def telling(secret: str) -> set[str]:
+    """The pieces of ``secret`` that betray it: each 8 characters of it, or 12 where those are all
+    hex, or 15 where all digits (the whole secret where it is shorter): about 47 bits each, so that
+    a hash or id of looptap's own (hex: 32 bits in 8 characters; a count; a timestamp) does not
+    match one by chance. With 8 characters of hex it did: a kept analysis' hashes matched a
+    Sourcegraph token's piece in CI (the odds were about 1 run in 100)."""
+    out: set[str] = set()
+    for i in range(max(1, len(secret) - 7)):
+        head = secret[i : i + 8]
+        n = 15 if head.isdigit() else 12 if _HEXISH.issuperset(head) else 8
+        if i + n <= len(secret) or i == 0:
+            out.add(secret[i : i + n])
+    return out
+
+
+def leaks(path: Path, sentinels: dict[str, str]) -> list[str]:
+    """Where a sentinel, or any :func:`telling` piece of one, is in ``path``: one line per
     (name, what was found)."""
     hay = "\n\x00\n".join(_haystacks(path.read_bytes()))
     found: list[str] = []
@@ -357,7 +379,7 @@ def leaks(path: Path, sentinels: dict[str, str], fragment: int = 8) -> list[str]
         if value in hay:
             found.append(f"{name}: whole")
             continue
-        bits = {value[i : i + fragment] for i in range(len(value) - fragment + 1)}
+        bits = telling(value)
         hit = next((b for b in sorted(bits) if b in hay), None)
         if hit is not None:
             found.append(f"{name}: a piece ({hit[:3]}…)")
