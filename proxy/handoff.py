@@ -25,6 +25,7 @@ What it promises (docs/recorder.md, tests/proxy/test_handoff.py):
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
 import select
@@ -200,6 +201,11 @@ class Handoff:
             self._process, self._inbox, self._outbox, self._answers = process, inbox, outbox, reader
             self._answers_eof = self._writer_gone = False
             self._path, self._base, self._stored_here = path, base, 0
+        # Ended at the latest when the interpreter exits, before multiprocessing waits there for
+        # its children (registered later, so run earlier): the writer ignores the SIGTERM
+        # multiprocessing sends a daemon child, and a recorder stopped before mitmproxy's done
+        # hook (a Ctrl-C between the port opening and the ready line) hung at exit for good.
+        atexit.register(self.close)
         self.attach()
 
     @property
@@ -265,6 +271,7 @@ class Handoff:
         with self._io:
             outbox.close()
             self._process = self._inbox = self._outbox = None
+        atexit.unregister(self.close)
         self._give_up()
 
     # -- handing over ----------------------------------------------------------------------------

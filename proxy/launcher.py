@@ -312,23 +312,13 @@ class Recorder:
         self.addon.edit_key = cfg.edit_key
         self.master = m
         self._task = asyncio.create_task(m.run())
-        done, _ = await asyncio.wait(
-            {self._task, asyncio.create_task(ready.event.wait())},
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        if self._task in done:
-            self._task.result()  # raises what stopped the master
-        ps = m.addons.get("proxyserver")
-        if len(ps.servers) < len(self.listeners):
-            # mitmproxy refused the modes (logged, not raised): nothing listens at all.
+        try:
+            await self._listening(m, self._task, ready, opts)
+        except BaseException:
+            # a refusal, or a Ctrl-C (``asyncio.run`` cancels this task) before the ready line:
+            # nothing of this recorder is left running, its writer included
             await self.stop()
-            raise RecorderError(f"mitmproxy cannot listen as asked: {_refused(self.listeners)}")
-        failed = await self._listen_elsewhere(opts, ps)
-        if failed:
-            await self.stop()
-            spec, cause = failed[0]
-            why = "address already in use" if _in_use(cause) else str(cause)
-            raise BusyPort(f"cannot listen on {cfg.host}:{_port_of(spec)}: {why}")
+            raise
         self.env = self._environment()
         user_proxy.own_ports = frozenset(lst.port for lst in self.listeners)
         for lst in self.listeners:
@@ -343,6 +333,28 @@ class Recorder:
 
         gc.collect()
         gc.freeze()
+
+    async def _listening(
+        self, m: master.Master, task: asyncio.Task[None], ready: _Ready, opts: options.Options
+    ) -> None:
+        """Wait until mitmproxy runs and every listener listens; raises what stopped it, or
+        :class:`RecorderError` (:class:`BusyPort`) saying which listener could not listen."""
+        cfg = self.config
+        done, _ = await asyncio.wait(
+            {task, asyncio.create_task(ready.event.wait())},
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if task in done:
+            task.result()  # raises what stopped the master
+        ps = m.addons.get("proxyserver")
+        if len(ps.servers) < len(self.listeners):
+            # mitmproxy refused the modes (logged, not raised): nothing listens at all.
+            raise RecorderError(f"mitmproxy cannot listen as asked: {_refused(self.listeners)}")
+        failed = await self._listen_elsewhere(opts, ps)
+        if failed:
+            spec, cause = failed[0]
+            why = "address already in use" if _in_use(cause) else str(cause)
+            raise BusyPort(f"cannot listen on {cfg.host}:{_port_of(spec)}: {why}")
 
     def _note(self, record: dict[str, Any]) -> None:
         """A record beside the round trips (a host passed through: :mod:`proxy.trust`)."""
@@ -533,4 +545,6 @@ class Recorder:
                 await self._task
             except BaseException:
                 pass
+        # (mitmproxy's done hook closes it, unless stopped before its servers were up)
+        self.addon.handoff.close()
         self.master = None

@@ -148,3 +148,46 @@ sys.exit(0)
         [str(PROXY_PYTHON), "-c", script], env=clean_env(), capture_output=True, text=True
     )
     assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+
+
+#: ``looptap record`` with a Ctrl-C while mitmproxy brings its servers up (after the first port
+#: accepts, before the ready line): what ``asyncio.run`` does with a real SIGINT there.
+MID_START = """
+import asyncio, os, signal, sys
+from mitmproxy.addons import proxyserver
+from looptap.cassettes import cli
+
+setup = proxyserver.Proxyserver.setup_servers
+
+async def interrupted(self):
+    os.kill(os.getpid(), signal.SIGINT)  # asyncio.run cancels its main task: the recorder's start
+    await asyncio.sleep(0)
+    return await setup(self)
+
+proxyserver.Proxyserver.setup_servers = interrupted
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_ctrl_c_while_the_listeners_come_up_ends_the_recorder_and_its_writer(
+    tmp_path: Path,
+) -> None:
+    # Found in CI (test_doc_commands, 1 in 4 locally): the start, cancelled there, left mitmproxy's
+    # task short of its done hook, so nothing ended the writer process, which ignores SIGTERM;
+    # at exit multiprocessing waited for it for good. Without the fix progress.wait says Hung.
+    argv = [str(PROXY_PYTHON), "-c", MID_START, *_commands(tmp_path)["record"]]
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=clean_env(HOME=str(tmp_path)), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        rc = progress.wait(proc, what="looptap record after a Ctrl-C mid-start")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.stdout is not None
+    said = proc.stdout.read().decode(errors="replace")
+    proc.stdout.close()
+    assert rc in (0, 130), (rc, said)
+    assert "Traceback" not in said and "recording to" not in said, said
