@@ -11,8 +11,9 @@ under a 1 GiB address-space cap, its peak RSS measured (wait4 through the matrix
 Before this, under the same cap: each bomb ended in MemoryError (or gigabytes without it), and the
 deep parameter crashed show, textconv, export, diff and inspect with pydantic's recursion limit.
 ``tests/hostile/test_matrix.py`` runs every command on the same files (tests/hostile/corpus.py).
-The vcrpy and mitmproxy files answered by every bomb, and ``verify`` of the cassette of every
-bomb, are read with ``LOOPTAP_SLOW=1``; by default those readers read a file answered by one bomb.
+The vcrpy and mitmproxy files answered by every bomb, and the cassette of every bomb (``show
+--json``, ``verify``), are read with ``LOOPTAP_SLOW=1``; by default those readers read a file of one
+bomb (the cassette's the stacked one, ``gzip, br``, on both sides).
 The deep parameter in the inspector and in an MCP process are nightly too: by default the matrix
 drives the inspector on deep tool arguments, and the MCP fence (tests/interop/test_mcp_fence.py)
 lists, searches and asks every tool of the deep runs in process.
@@ -231,16 +232,23 @@ def _nightly(*values: str) -> pytest.ParameterSet:
     return pytest.param(
         *values,
         marks=pytest.mark.slow(
-            reason="the same bound in the same reader, every bomb in one file (seconds each)"
+            reason="the same bound in the same reader, every bomb in one file (seconds each); by "
+            "default each reader on a file of one bomb (test_bomb_files_read_by_every_command_"
+            "within_the_budget[bomb_stacked.jsonl-show --json], [bomb_br.yaml-…], "
+            "[bomb_zstd.mitm-…]), each encoding's decoder in test_each_bomb_stops_at_the_budget_"
+            "in_the_decoder_and_the_salvage"
         ),
     )
 
 
-#: (file, command): the cassette holding every bomb on both sides as the recorder keeps it; a
-#: vcrpy file and a mitmproxy flow file answered by one bomb (their readers' bound), and by every
-#: bomb at night (each encoding's decoder is the same code as the cassette's, above).
+#: (file, command): a cassette holding a bomb on both sides as the recorder keeps it (the stacked
+#: one, ``gzip, br``: both decoders in turn), a vcrpy file and a mitmproxy flow file answered by
+#: one bomb (their readers' bound); every bomb in each at night (each encoding's decoder is the
+#: same code as the cassette's, above; session 56 put the cassette of every bomb, 9 s of CPU, at
+#: night).
 _BOMB_READS = [
-    ("bombs.jsonl", "show --json"),
+    ("bomb_stacked.jsonl", "show --json"),
+    _nightly("bombs.jsonl", "show --json"),
     ("bomb_br.yaml", "show --json"),
     ("bomb_br.yaml", "import"),
     ("bomb_zstd.mitm", "show --json"),
@@ -256,6 +264,7 @@ _ENCODINGS = {
     "bombs.jsonl": BOMB_ENCODINGS * 2,
     "bombs.yaml": BOMB_ENCODINGS,
     "bombs.mitm": BOMB_ENCODINGS,
+    "bomb_stacked.jsonl": ("gzip, br",) * 2,
     "bomb_br.yaml": ("br",),
     "bomb_zstd.mitm": ("zstd",),
 }
