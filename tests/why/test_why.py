@@ -202,14 +202,21 @@ def _why(
         family,
     ]
     if here:
-        with mock.patch.dict(os.environ, why_env(), clear=True), contextlib.chdir(tmp):
-            rc, raw, text = cli_output("why", *argv)
-        proc = subprocess.CompletedProcess(argv, rc, raw.decode(), text)
+        proc = why_here(tmp, *argv)
     else:
         proc = progress.run([*WHY, *argv], env=why_env(), capture_output=True, text=True, cwd=tmp)
     if "--json" in args and proc.returncode in (0, 1) and proc.stdout.startswith("{"):
         budget_kept(orjson.loads(proc.stdout), budget)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def why_here(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``looptap why ARGV`` by its ``main`` in this process, in ``tmp`` with :func:`why_env` as its
+    whole environment (as its process would have them): for a dry run or a refusal, which start
+    no branch."""
+    with mock.patch.dict(os.environ, why_env(), clear=True), contextlib.chdir(tmp):
+        rc, out, err = cli_output("why", *argv)
+    return subprocess.CompletedProcess(["why", *argv], rc, out.decode(), err)
 
 
 def budget_kept(doc: dict[str, Any], budget: str = "estimate") -> tuple[int, int, int]:
