@@ -38,7 +38,7 @@ import pytest
 
 from looptap.cassettes.bounds import MAX_DECODED_BYTES
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from tests.hostile.corpus import BOMB_ENCODINGS, FILES, build, hostile_exchanges
+from tests.hostile.corpus import BOMB_ENCODINGS, FILES, bomb, build, hostile_exchanges
 from tests.hostile.matrix import INSPECT_DRIVER, LAUNCH, LOOPTAP, ROOT, Zygote, run_limited
 from tests.support import progress, shared
 
@@ -149,17 +149,31 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return _Files(tmp_path_factory.mktemp("bombs"))
 
 
+def _write_bombs(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for enc in BOMB_ENCODINGS:
+        (directory / enc.replace(", ", "+")).write_bytes(bomb(enc))
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{encoding: its bomb's file}: each bomb built once a session (tests/support/shared.py; the
+    brotli one is about 1 s of CPU) and read here and by the children."""
+    d = shared.copy("bomb-bodies", _write_bombs, tmp_path_factory.mktemp("bomb-bodies"))
+    return {enc: d / enc.replace(", ", "+") for enc in BOMB_ENCODINGS}
+
+
 # -- decompression -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("encoding", BOMB_ENCODINGS)
 def test_each_bomb_stops_at_the_budget_in_the_decoder_and_the_salvage(
-    encoding: str, tmp_path: Path
+    encoding: str, bombs: dict[str, Path], tmp_path: Path
 ) -> None:
     code = textwrap.dedent(f"""
+        from pathlib import Path
         from looptap.cassettes.wire import decode_chunks, salvage
-        from tests.hostile.corpus import bomb
-        raw = bomb({encoding!r})
+        raw = Path({str(bombs[encoding])!r}).read_bytes()
         res = decode_chunks([(0.0, raw[:len(raw) // 2]), (0.5, raw[len(raw) // 2:])], {encoding!r})
         print("kept", res.decoded_from is None and b"".join(c for _, c in res.chunks) == raw)
         print("notes", res.notes)
@@ -202,14 +216,13 @@ def test_a_body_under_the_budget_decodes_whole_in_every_encoding() -> None:
 
 
 def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(
-    monkeypatch: pytest.MonkeyPatch,
+    bombs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The recorder's environment pins brotli 1.1 (mitmproxy 11), whose ``process`` has no output
     limit: the fallback stops there too, and decodes a normal body whole."""
     import brotli
 
     from looptap.cassettes.wire import Decoder, OverBudget, decode_chunks
-    from tests.hostile.corpus import bomb
 
     real = brotli.Decompressor
 
@@ -224,7 +237,7 @@ def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(
     assert b"".join(c for _, c in res.chunks) == plain
     dec = Decoder("br", 1 << 20)
     with pytest.raises(OverBudget):
-        dec.feed(bomb("br"))
+        dec.feed(bombs["br"].read_bytes())
     assert dec.total <= (1 << 20) + (16 << 20)  # at most one meta-block past the limit
 
 
@@ -343,11 +356,9 @@ def _replay(cassette: Path, requests: list[tuple[str, bytes]], cwd: Path) -> tup
 
 
 def test_replay_server_answers_every_bomb_request_within_the_budget(
-    files: dict[str, Path], tmp_path: Path
+    files: dict[str, Path], bombs: dict[str, Path], tmp_path: Path
 ) -> None:
-    from tests.hostile.corpus import bomb
-
-    requests = [(enc, bomb(enc)) for enc in BOMB_ENCODINGS]
+    requests = [(enc, bombs[enc].read_bytes()) for enc in BOMB_ENCODINGS]
     _, out, rss = _replay(files["hostile_all_families.jsonl"], requests, tmp_path)
     answers = re.findall(r"^answer (\d+)", out, re.M)
     assert len(answers) == len(BOMB_ENCODINGS), out[-2000:]
