@@ -11,8 +11,9 @@ under a 1 GiB address-space cap, its peak RSS measured (wait4 through the matrix
 Before this, under the same cap: each bomb ended in MemoryError (or gigabytes without it), and the
 deep parameter crashed show, textconv, export, diff and inspect with pydantic's recursion limit.
 ``tests/hostile/test_matrix.py`` runs every command on the same files (tests/hostile/corpus.py).
-The vcrpy and mitmproxy files answered by every bomb, and ``verify`` of the cassette of every
-bomb, are read with ``LOOPTAP_SLOW=1``; by default those readers read a file answered by one bomb.
+The vcrpy and mitmproxy files answered by every bomb, and the cassette of every bomb (``show
+--json``, ``verify``), are read with ``LOOPTAP_SLOW=1``; by default those readers read a file of one
+bomb (the cassette's the stacked one, ``gzip, br``, on both sides).
 The deep parameter in the inspector and in an MCP process are nightly too: by default the matrix
 drives the inspector on deep tool arguments, and the MCP fence (tests/interop/test_mcp_fence.py)
 lists, searches and asks every tool of the deep runs in process.
@@ -37,7 +38,7 @@ import pytest
 
 from looptap.cassettes.bounds import MAX_DECODED_BYTES
 from looptap.cassettes.recording.pipeline import CassetteWriter
-from tests.hostile.corpus import BOMB_ENCODINGS, FILES, build, hostile_exchanges
+from tests.hostile.corpus import BOMB_ENCODINGS, FILES, bomb, build, hostile_exchanges
 from tests.hostile.matrix import INSPECT_DRIVER, LAUNCH, LOOPTAP, ROOT, Zygote, run_limited
 from tests.support import progress, shared
 
@@ -148,17 +149,31 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return _Files(tmp_path_factory.mktemp("bombs"))
 
 
+def _write_bombs(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for enc in BOMB_ENCODINGS:
+        (directory / enc.replace(", ", "+")).write_bytes(bomb(enc))
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{encoding: its bomb's file}: each bomb built once a session (tests/support/shared.py; the
+    brotli one is about 1 s of CPU) and read here and by the children."""
+    d = shared.copy("bomb-bodies", _write_bombs, tmp_path_factory.mktemp("bomb-bodies"))
+    return {enc: d / enc.replace(", ", "+") for enc in BOMB_ENCODINGS}
+
+
 # -- decompression -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("encoding", BOMB_ENCODINGS)
 def test_each_bomb_stops_at_the_budget_in_the_decoder_and_the_salvage(
-    encoding: str, tmp_path: Path
+    encoding: str, bombs: dict[str, Path], tmp_path: Path
 ) -> None:
     code = textwrap.dedent(f"""
+        from pathlib import Path
         from looptap.cassettes.wire import decode_chunks, salvage
-        from tests.hostile.corpus import bomb
-        raw = bomb({encoding!r})
+        raw = Path({str(bombs[encoding])!r}).read_bytes()
         res = decode_chunks([(0.0, raw[:len(raw) // 2]), (0.5, raw[len(raw) // 2:])], {encoding!r})
         print("kept", res.decoded_from is None and b"".join(c for _, c in res.chunks) == raw)
         print("notes", res.notes)
@@ -201,14 +216,13 @@ def test_a_body_under_the_budget_decodes_whole_in_every_encoding() -> None:
 
 
 def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(
-    monkeypatch: pytest.MonkeyPatch,
+    bombs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The recorder's environment pins brotli 1.1 (mitmproxy 11), whose ``process`` has no output
     limit: the fallback stops there too, and decodes a normal body whole."""
     import brotli
 
     from looptap.cassettes.wire import Decoder, OverBudget, decode_chunks
-    from tests.hostile.corpus import bomb
 
     real = brotli.Decompressor
 
@@ -223,7 +237,7 @@ def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(
     assert b"".join(c for _, c in res.chunks) == plain
     dec = Decoder("br", 1 << 20)
     with pytest.raises(OverBudget):
-        dec.feed(bomb("br"))
+        dec.feed(bombs["br"].read_bytes())
     assert dec.total <= (1 << 20) + (16 << 20)  # at most one meta-block past the limit
 
 
@@ -231,16 +245,23 @@ def _nightly(*values: str) -> pytest.ParameterSet:
     return pytest.param(
         *values,
         marks=pytest.mark.slow(
-            reason="the same bound in the same reader, every bomb in one file (seconds each)"
+            reason="the same bound in the same reader, every bomb in one file (seconds each); by "
+            "default each reader on a file of one bomb (test_bomb_files_read_by_every_command_"
+            "within_the_budget[bomb_stacked.jsonl-show --json], [bomb_br.yaml-…], "
+            "[bomb_zstd.mitm-…]), each encoding's decoder in test_each_bomb_stops_at_the_budget_"
+            "in_the_decoder_and_the_salvage"
         ),
     )
 
 
-#: (file, command): the cassette holding every bomb on both sides as the recorder keeps it; a
-#: vcrpy file and a mitmproxy flow file answered by one bomb (their readers' bound), and by every
-#: bomb at night (each encoding's decoder is the same code as the cassette's, above).
+#: (file, command): a cassette holding a bomb on both sides as the recorder keeps it (the stacked
+#: one, ``gzip, br``: both decoders in turn), a vcrpy file and a mitmproxy flow file answered by
+#: one bomb (their readers' bound); every bomb in each at night (each encoding's decoder is the
+#: same code as the cassette's, above; session 56 put the cassette of every bomb, 9 s of CPU, at
+#: night).
 _BOMB_READS = [
-    ("bombs.jsonl", "show --json"),
+    ("bomb_stacked.jsonl", "show --json"),
+    _nightly("bombs.jsonl", "show --json"),
     ("bomb_br.yaml", "show --json"),
     ("bomb_br.yaml", "import"),
     ("bomb_zstd.mitm", "show --json"),
@@ -256,6 +277,7 @@ _ENCODINGS = {
     "bombs.jsonl": BOMB_ENCODINGS * 2,
     "bombs.yaml": BOMB_ENCODINGS,
     "bombs.mitm": BOMB_ENCODINGS,
+    "bomb_stacked.jsonl": ("gzip, br",) * 2,
     "bomb_br.yaml": ("br",),
     "bomb_zstd.mitm": ("zstd",),
 }
@@ -334,11 +356,9 @@ def _replay(cassette: Path, requests: list[tuple[str, bytes]], cwd: Path) -> tup
 
 
 def test_replay_server_answers_every_bomb_request_within_the_budget(
-    files: dict[str, Path], tmp_path: Path
+    files: dict[str, Path], bombs: dict[str, Path], tmp_path: Path
 ) -> None:
-    from tests.hostile.corpus import bomb
-
-    requests = [(enc, bomb(enc)) for enc in BOMB_ENCODINGS]
+    requests = [(enc, bombs[enc].read_bytes()) for enc in BOMB_ENCODINGS]
     _, out, rss = _replay(files["hostile_all_families.jsonl"], requests, tmp_path)
     answers = re.findall(r"^answer (\d+)", out, re.M)
     assert len(answers) == len(BOMB_ENCODINGS), out[-2000:]

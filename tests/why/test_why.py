@@ -8,6 +8,7 @@ baseline (the command against the whole recording) sends none either. Waits are 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -18,11 +19,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import orjson
 import pytest
 
 from tests.support import progress
+from tests.support.analysed import cli_output
 from tests.support.progress import CEILING
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
@@ -173,37 +176,47 @@ def _why(
     agent: tuple[str, ...] = (),
     family: str = "chat",
     budget: str = "estimate",
+    here: bool = False,
 ) -> tuple[int, str, str]:
     """``looptap why RUN ARGS -- why_agent.py AGENT`` against ``fake``; with ``--json``, the
-    requests its branches sent are checked against the budget (:func:`budget_kept`)."""
+    requests its branches sent are checked against the budget (:func:`budget_kept`). ``here``:
+    the command's ``main`` in this process (its environment and directory the process's would
+    be), for a dry run or a refusal, which start no branch: what the command says, not its
+    wiring (the same command's process: the dry run ``[responses]`` and every why that runs)."""
     up = (
         ["--upstream", f"{'anthropic' if family == 'anthropic' else 'openai'}={fake.url}"]
         if fake is not None
         else []
     )
-    proc = progress.run(
-        [
-            *WHY,
-            str(run),
-            *up,
-            "--confdir",
-            str(tmp / "conf"),
-            *args,
-            "--",
-            sys.executable,
-            str(AGENT),
-            *agent,
-            "--family",
-            family,
-        ],
-        env=why_env(),
-        capture_output=True,
-        text=True,
-        cwd=tmp,
-    )
+    argv = [
+        str(run),
+        *up,
+        "--confdir",
+        str(tmp / "conf"),
+        *args,
+        "--",
+        sys.executable,
+        str(AGENT),
+        *agent,
+        "--family",
+        family,
+    ]
+    if here:
+        proc = why_here(tmp, *argv)
+    else:
+        proc = progress.run([*WHY, *argv], env=why_env(), capture_output=True, text=True, cwd=tmp)
     if "--json" in args and proc.returncode in (0, 1) and proc.stdout.startswith("{"):
         budget_kept(orjson.loads(proc.stdout), budget)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def why_here(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``looptap why ARGV`` by its ``main`` in this process, in ``tmp`` with :func:`why_env` as its
+    whole environment (as its process would have them): for a dry run or a refusal, which start
+    no branch."""
+    with mock.patch.dict(os.environ, why_env(), clear=True), contextlib.chdir(tmp):
+        rc, out, err = cli_output("why", *argv)
+    return subprocess.CompletedProcess(["why", *argv], rc, out.decode(), err)
 
 
 def budget_kept(doc: dict[str, Any], budget: str = "estimate") -> tuple[int, int, int]:
@@ -320,8 +333,9 @@ def test_dry_run_and_the_budget_guard_send_nothing(
             for ln in lines
         ), out
         assert not (tmp_path / "w").exists()
+        # (the command's process above; what it says to the rest, in this process)
         rc, out, err = _why(
-            tmp_path, c_run, fake, "--dry-run", "--json", "--samples", "3", family=family
+            tmp_path, c_run, fake, "--dry-run", "--json", "--samples", "3", family=family, here=True
         )
         doc = orjson.loads(out)
         c = next(i for i in doc["interventions"] if i["layer"] == "C")
@@ -338,6 +352,7 @@ def test_dry_run_and_the_budget_guard_send_nothing(
             str(tmp_path / "w"),
             agent=("--drop-second", "--expect", "rain", *via(family)),
             family=family,
+            here=True,
         )
         assert rc == 2 and "over --max-requests 20: nothing sent" in err, err
         rc, out, err = _why(
@@ -352,6 +367,7 @@ def test_dry_run_and_the_budget_guard_send_nothing(
             str(tmp_path / "w"),
             agent=("--drop-second", "--expect", "rain", *via(family)),
             family=family,
+            here=True,
         )
         assert rc == 2 and "over --max-cost 0.000001: nothing sent" in err, err
         assert fake.log == [] and not (tmp_path / "w").exists()
@@ -366,7 +382,7 @@ def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(
     under refuses the 30 more on gpt-4o, before anything is sent."""
     with ScriptedUpstream(c_route) as fake:
         args = ("--samples", "10", "--result", f"{c_call(c_run)}=rain", "--max-cost", "0.01")
-        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", *args)
+        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", *args, here=True)
         assert (
             rc == 0
             and "30 requests expected (3 a sample of 3 interventions × 10 samples)" in out
@@ -374,14 +390,25 @@ def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(
             # the held re-sample of turn 0 may take turn 1 live too: the limits count that
             and "at most 40 requests if re-sampled answers differ" in out
         ), out + err
-        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--model", "gpt-4o", *args)
+        rc, out, err = _why(
+            tmp_path, c_run, fake, "--dry-run", "--model", "gpt-4o", *args, here=True
+        )
         assert (
             rc == 2
             and "over --max-cost 0.01: nothing sent" in err
             and re.search(r"openai/gpt-4o(?!-mini)", err)
         ), err
         rc, out, err = _why(
-            tmp_path, c_run, fake, "--dry-run", "--json", "--model", "gpt-4o", "--samples", "10"
+            tmp_path,
+            c_run,
+            fake,
+            "--dry-run",
+            "--json",
+            "--model",
+            "gpt-4o",
+            "--samples",
+            "10",
+            here=True,
         )
         models = sorted(
             (i["turn"], i["model"] or "")

@@ -18,7 +18,7 @@ from tests.support import progress
 from tests.support.recorder import needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.c_case import CInvestigation
-from tests.why.test_why import AGENT, HTTP, WHY, c_route, shown, why_env
+from tests.why.test_why import AGENT, HTTP, WHY, c_route, shown, why_env, why_here
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +38,15 @@ def c_why(
 
 
 def _confirm(
-    tmp: Path, target: Path | str, *args: str, agent: tuple[str, ...]
+    tmp: Path, target: Path | str, *args: str, agent: tuple[str, ...], here: bool = False
 ) -> tuple[int, str, str]:
-    proc = progress.run(
-        [*WHY, str(target), "--confirm", *args, "--", sys.executable, str(AGENT), *agent, HTTP],
-        env=why_env(),
-        capture_output=True,
-        text=True,
-        cwd=tmp,
+    """``looptap why TARGET --confirm ARGS -- why_agent.py AGENT``; ``here``: its ``main`` in this
+    process, for a refusal (it starts no run: what it says, not its wiring)."""
+    argv = [str(target), "--confirm", *args, "--", sys.executable, str(AGENT), *agent, HTTP]
+    proc = (
+        why_here(tmp, *argv)
+        if here
+        else progress.run([*WHY, *argv], env=why_env(), capture_output=True, text=True, cwd=tmp)
     )
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -138,13 +139,18 @@ def test_a_confirm_is_refused_before_anything_is_sent(
     older = tmp_path / "older"
     older.mkdir()
     (older / "why.json").write_bytes(orjson.dumps({k: v for k, v in doc.items() if k != "passed"}))
-    for target, args, said in (
-        (not_a_why, (), "is not the directory of an earlier looptap why"),
-        (undecided, (), "the why's verdict names no cause ('not determined …')"),
-        (older, (), "the why did not keep the --upstream/--confdir"),
-        (w, ("--max-requests", "2"), "over --max-requests 2: nothing sent"),
+    # the first refusal by the command's process, the others by its main in this one (session 56)
+    for n, (target, args, said) in enumerate(
+        (
+            (not_a_why, (), "is not the directory of an earlier looptap why"),
+            (undecided, (), "the why's verdict names no cause ('not determined …')"),
+            (older, (), "the why did not keep the --upstream/--confdir"),
+            (w, ("--max-requests", "2"), "over --max-requests 2: nothing sent"),
+        )
     ):
-        rc, _out, err = _confirm(tmp, target, "--samples", "3", *args, agent=("--expect", "rain"))
+        rc, _out, err = _confirm(
+            tmp, target, "--samples", "3", *args, agent=("--expect", "rain"), here=n > 0
+        )
         assert rc == 2 and said in err and err.rstrip().endswith("nothing sent"), (said, err)
     assert len(fake.log) == before
     assert not (undecided / "confirm").exists() and not (older / "confirm").exists()

@@ -13,8 +13,6 @@ Each fails on f29135f5 (its why read none of these)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from looptap.cassettes.why import interventions
 from looptap.cassettes.why._outcome import Outcome
 from tests.cassettes.analysis.scenarios import AgentScript, Call, Script, Tokens
 from tests.replay.conftest import write
+from tests.why.test_why import why_here
 
 CALLS = (("Paris", "sunny"), ("Lyon", "rain"))
 
@@ -112,11 +111,11 @@ def test_a_recorded_text_that_starts_with_an_at_sign_goes_by_a_file(tmp_path: Pa
 
 
 def _why_json(run: Path, *flags: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "why", str(run), "--dry-run", "--json",
-         "--samples", "2", *flags, "--", "true"],
-        capture_output=True, text=True, cwd=run.parent,
-    )  # fmt: skip
+    """``looptap why RUN --dry-run --json`` by its main in this process (a dry run starts nothing;
+    the command's process: test_why.py's dry run)."""
+    proc = why_here(
+        run.parent, str(run), "--dry-run", "--json", "--samples", "2", *flags, "--", "true"
+    )
     assert proc.returncode == 0, proc.stderr
     doc: dict[str, Any] = orjson.loads(proc.stdout)
     return doc

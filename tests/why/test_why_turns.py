@@ -25,6 +25,8 @@ from tests.why.test_why import AGENT, HTTP, _why, record_run, shown, why_env
 pytestmark = [needs_recorder]
 
 RIGHT, WRONG = "It is sunny in Paris.", "Cloudy in Paris, I think."
+#: The E case's samples a suspect (test_a_flaky_final_answer_is_put_on_its_own_turn_…).
+K_FLAKY = 4
 
 
 class FlakyLast:
@@ -60,7 +62,7 @@ def _finals(fake: ScriptedUpstream) -> int:
 @pytest.mark.slow(
     reason=shown(
         "test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one (its re-sample of "
-        "turn 0 held: 6 requests, turn 1 served)"
+        "turn 0 held: 4 requests, turn 1 served)"
     )
 )
 def test_a_held_fork_serves_the_later_turns_while_they_match(run: Path, tmp_path: Path) -> None:
@@ -111,13 +113,14 @@ def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(
     run: Path, tmp_path: Path
 ) -> None:
     """No client bug, the variance only in the last turn. Held, the re-sample of turn 0 (answered
-    as recorded) leaves turn 1 served, failing: 0/6; turn 1 re-sampled flips about half: the
+    as recorded) leaves turn 1 served, failing: 0/4; turn 1 re-sampled flips about half: the
     verdict names c1 turn 1, determined, and advises no more samples. (On d031e55f turn 0's
     re-sample re-sampled turn 1 too: both flipped alike, "not determined … try K=20", which
-    more samples never settle.) K=6: seed 3 draws 3 right of the first 6 (2 of the first 5), and
-    against 0 of the same K a verdict wants 3 of 5 or 6 (docs/why.md: 2 of 5 against 0 of 5 is
-    −0.12–0.77, not shown)."""
-    flaky = FlakyLast()
+    more samples never settle.) K=4, the smallest K a flaky answer shows itself at: seed 7 draws
+    3 right of the first 4 (one wrong: still flaky), and against 0 of the same K a verdict wants
+    3 of 4 (0.09–0.95; 2 of 4 is −0.10–0.85, not shown; docs/why.md). Session 56: K=6 before
+    (seed 3, 3 of 6), the same assertions on two branches fewer a turn."""
+    flaky = FlakyLast(seed=7)
     with ScriptedUpstream(flaky) as fake:
         rc, out, err = _why(
             tmp_path,
@@ -126,7 +129,7 @@ def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(
             "--layer",
             "E",
             "--samples",
-            "6",
+            str(K_FLAKY),
             "-o",
             str(tmp_path / "w"),
             "--json",
@@ -134,11 +137,11 @@ def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(
         )
         assert rc == 0, err[-3000:]
         finals = _finals(fake)
-        assert len(fake.log) - finals == 6 and finals == 6, [x.line() for x in fake.log]
+        assert len(fake.log) - finals == K_FLAKY and finals == K_FLAKY, [x.line() for x in fake.log]
     doc = orjson.loads(out)
     v = doc["verdict"]
     flips = {i["turn"]: (i["flips"], i["samples"]) for i in doc["interventions"]}
-    assert flips[0] == (0, 6) and flips[1][0] >= 1, flips
+    assert flips[0] == (0, K_FLAKY) and flips[1][0] >= 1, flips
     assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("E", "c1", 1, True), v
     assert "try K=" not in v["headline"], v["headline"]
 
