@@ -13,17 +13,21 @@ import orjson
 import pytest
 
 from looptap.cassettes.cli import main
+from looptap.cassettes.replay.forking.fork import ForkReplay, parse_from
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.interop.cassette_files import CORPUS, REPO, write_cassette
+from tests.replay.conftest import RECORDED, why_agent_in_process
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route, origin_route
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, SCRUB, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.test_why import AGENT as WHY_AGENT
 from tests.why.test_why import c_route, why_env
 from tests.why.test_why_agents import route
 
 TRACED = Path(__file__).with_name("traced_agent.py")
+pytest_plugins = ["pytester"]
 
 CHAT_TOOLS = CORPUS / "test_openai" / "test_openai_tool_output.yaml"
 RESPONSES_TOOLS = (
@@ -357,11 +361,16 @@ def test_a_fork_of_an_imported_trace_serves_the_prefix_and_goes_live_at_turn_2(
     assert proc.stdout.count("NEW MODEL") == 4, proc.stdout
 
 
-def test_the_pytest_plugin_replays_an_imported_trajectory_offline(tmp_path: Path) -> None:
+def test_the_pytest_plugin_replays_an_imported_trajectory_offline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """docs/testing.md's example test, its cassette imported from a trajectory (no recording
-    ever made): the plugin serves it offline (``CI=1``: nothing may be recorded) and it passes."""
+    ever made): the plugin serves it offline (``CI=1``: nothing may be recorded) and it passes.
+    The inner pytest runs in this process (the plugin from its entry point all the same; a pytest
+    process loading it so: tests/replay/test_plugin_unrewritten.py)."""
     page = (REPO / "docs" / "testing.md").read_text()
     start = page.index("```python\n") + len("```python\n")
+    tmp_path = pytester.path
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_weather_agent.py").write_text(page[start : page.index("```", start)])
@@ -388,12 +397,16 @@ def test_the_pytest_plugin_replays_an_imported_trajectory_offline(tmp_path: Path
     )  # fmt: skip
     cassette = project / "tests" / "cassettes" / "test_weather_agent" / "test_weather.jsonl"
     assert main(["import", "-q", str(traj), "-o", str(cassette)]) == 0
-    proc = progress.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        env=clean_env(CI="1", OPENAI_API_KEY="sk-test-imported"),
-        capture_output=True, text=True, cwd=project,
-    )  # fmt: skip
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
+    for var in SCRUB:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-imported")
+    monkeypatch.chdir(project)
+    result = pytester.runpytest_inprocess(
+        "-q", "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "tests"
+    )
+    out = "\n".join(result.outlines)
+    assert result.ret == 0 and "1 passed" in out, out[-4000:]
 
 
 def _moved(otel: Path, tmp_path: Path, how: str) -> Path:
@@ -468,6 +481,11 @@ def test_messages_on_the_details_event_or_as_per_message_events(
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason="a recording and a fork through the real recorder (about 4 s of CPU): the same fork "
+    "of the same agent's recording in the process by "
+    "test_a_fork_of_an_imported_responses_trace_in_process"
+)
 def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
     """The why tests' agent on OpenAI Responses (two parallel calls, then the answer): the imported
     trace's items carry the ids the rebuilt answers were rendered with, so ``--from
@@ -488,6 +506,23 @@ def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
         proc = looptap_run(fake2.url, "--from", f"{back}@turn=1", "-o", str(tmp_path / "b.jsonl"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(fake2.log) == 1 and fake2.log[0].request.tool_results() == ["sunny", "rain"]
+
+
+def test_a_fork_of_an_imported_responses_trace_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above in this process: the run the real recorder made of the same agent
+    (tests/replay/recorded/responses_two_calls.run.jsonl), exported and imported, forked at turn 1
+    with the fork's own plan, replay server and cursor, the agent's ``main`` on the real openai
+    SDK: turn 0 served from the imported trace, turn 1 sent live with both results (fails
+    without link_items: the SDK echoes the function_call items with their ids)."""
+    back = round_trip(RECORDED / "responses_two_calls.run.jsonl", tmp_path)
+    with ScriptedUpstream(c_route) as fake:
+        cursor = ForkReplay(parse_from(f"{back}@turn=1")).plan({"openai": fake.url}).router(None)
+        with ReplayServer(back, cursor=cursor) as srv:
+            rc = why_agent_in_process(monkeypatch, srv.url, "--family", "responses")
+    assert rc == 0, srv.report_lines() + cursor.report_lines()
+    assert len(fake.log) == 1 and fake.log[0].request.tool_results() == ["sunny", "rain"]
 
 
 def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(
