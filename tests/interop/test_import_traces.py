@@ -275,8 +275,54 @@ def test_a_gigabyte_file_is_refused_without_being_read_whole(
     assert os.path.getsize(big) == 1 << 30
 
 
+INSTRUMENTATIONS = ["openai-v2", "openinference"]
+
+
+def _imports_as_recorded(
+    instrumentation: str, run: Path, trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace (OTLP/JSON at ``trace``, the same spans in protobuf beside it as ``.pb``) of the
+    run recorded at ``run``, imported, has the recording's conversations, kinds, parents, turns,
+    tool calls and usage."""
+    recorded = [essentials(v) for v in show_json(run, capsys)]
+    assert [r["kind"] for r in recorded] == ["main", "agent_tool", "agent_tool", "main"]
+    # the recording itself, through export --otel and back: all of it, kinds and findings too
+    assert [essentials(v) for v in show_json(round_trip(run, tmp_path), capsys)] == recorded
+    for src in (trace, trace.with_suffix(".pb")):  # OTLP/JSON, and the same spans in protobuf
+        back = tmp_path / f"{src.suffix[1:]}.jsonl"
+        assert main(["import", "-q", str(src), "-o", str(back)]) == 0
+        views = show_json(back, capsys)
+        got = [essentials(v) for v in views]
+        if instrumentation == "openai-v2":
+            # it records no tool definitions: that the sub-agent was a tool of the main agent
+            # cannot be told, only that it is a sub-agent of #0
+            assert [g["kind"] for g in got] == ["main", "sub_agent", "sub_agent", "main"]
+            got = [{**g, "kind": r["kind"]} for g, r in zip(got, recorded, strict=True)]
+        assert [{**g, "findings": []} for g in got] == [{**r, "findings": []} for r in recorded]
+        # a tool the model called that the trace does not list is no evidence of a bug
+        for f in (f for v in views for f in v["findings"]):
+            assert f["details"].get("inferred") == "tools", f
+
+
+@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
+def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run_as_kept(
+    instrumentation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test below on what it made once (tests/interop/traces/sub-agent-KIND.*: the
+    instrumentation's trace, OTLP/JSON and protobuf, and looptap's recording of the same run;
+    the traces' README says which versions)."""
+    kept = Path(__file__).with_name("traces") / f"sub-agent-{instrumentation}.otlp.json"
+    run = kept.with_name(f"sub-agent-{instrumentation}.run.jsonl")
+    _imports_as_recorded(instrumentation, run, kept, tmp_path, capsys)  # (and .otlp.pb beside it)
+
+
 @needs_recorder
-@pytest.mark.parametrize("instrumentation", ["openai-v2", "openinference"])
+@pytest.mark.slow(
+    reason="a looptap run of an agent traced by each instrumentation (about 2.5 s of CPU each): "
+    "the same checks on what they made once, by default: "
+    "test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run_as_kept"
+)
+@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
 def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
     instrumentation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -300,26 +346,7 @@ def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
             env=env, capture_output=True, text=True, cwd=tmp_path,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recorded = [essentials(v) for v in show_json(tmp_path / "run.jsonl", capsys)]
-    assert [r["kind"] for r in recorded] == ["main", "agent_tool", "agent_tool", "main"]
-    # the recording itself, through export --otel and back: all of it, kinds and findings too
-    assert [
-        essentials(v) for v in show_json(round_trip(tmp_path / "run.jsonl", tmp_path), capsys)
-    ] == recorded
-    for src in (trace, trace.with_suffix(".pb")):  # OTLP/JSON, and the same spans in protobuf
-        back = tmp_path / f"{src.suffix[1:]}.jsonl"
-        assert main(["import", "-q", str(src), "-o", str(back)]) == 0
-        views = show_json(back, capsys)
-        got = [essentials(v) for v in views]
-        if instrumentation == "openai-v2":
-            # it records no tool definitions: that the sub-agent was a tool of the main agent
-            # cannot be told, only that it is a sub-agent of #0
-            assert [g["kind"] for g in got] == ["main", "sub_agent", "sub_agent", "main"]
-            got = [{**g, "kind": r["kind"]} for g, r in zip(got, recorded, strict=True)]
-        assert [{**g, "findings": []} for g in got] == [{**r, "findings": []} for r in recorded]
-        # a tool the model called that the trace does not list is no evidence of a bug
-        for f in (f for v in views for f in v["findings"]):
-            assert f["details"].get("inferred") == "tools", f
+    _imports_as_recorded(instrumentation, tmp_path / "run.jsonl", trace, tmp_path, capsys)
 
 
 @needs_recorder
