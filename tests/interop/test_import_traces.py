@@ -352,7 +352,7 @@ def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
 @needs_recorder
 @pytest.mark.slow(
     reason="four agents recorded and forked (about 8 s of CPU); a fork of an imported trace "
-    "by default: test_a_fork_of_an_imported_responses_trace"
+    "by default: test_a_fork_of_an_imported_responses_trace_in_process"
 )
 def test_a_fork_of_an_imported_trace_serves_the_prefix_and_goes_live_at_turn_2(
     tmp_path: Path,
