@@ -22,6 +22,7 @@ import pytest
 from looptap.cassettes.reading import open_run
 from looptap.cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
+from tests.support.analysed import cli_run
 
 jinja2 = pytest.importorskip("jinja2")
 
@@ -146,8 +147,10 @@ def _looptap(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 
 
 def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
+    """The command's words and files in this process (``cli_run``); the page written to stdout by
+    a process of it, byte for byte."""
     out = tmp_path / "run.html"
-    done = _looptap("export", "--html", str(demo_cassette), "-o", str(out))
+    done = cli_run("export", "--html", str(demo_cassette), "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert "11 turns as a web page" in done.stderr and out.stat().st_size > 0
     assert page_data(out.read_text())["totals"]["turns"] == 11
@@ -155,7 +158,7 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
     again = _refused("export", "--html", str(demo_cassette), "-o", str(out))
     assert "exists" in again and "--force" in again
     assert (
-        _looptap("export", "--html", str(demo_cassette), "-o", str(out), "--force").returncode == 0
+        cli_run("export", "--html", str(demo_cassette), "-o", str(out), "--force").returncode == 0
     )
     assert out.read_bytes() == first, "the same run gives the same page"
     to_stdout = subprocess.run(
@@ -178,11 +181,11 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
     # cassette), never replaced unasked; was: refused, "--html writes to the file -o names"
     here = tmp_path / "here"
     here.mkdir()
-    done = _looptap("export", "--html", str(demo_cassette), cwd=here)
+    done = cli_run("export", "--html", str(demo_cassette), cwd=here)
     page = here / demo_cassette.with_suffix(".html").name
     assert done.returncode == 0 and f"→ {page.name}" in done.stderr, done.stderr
     assert page.read_bytes() == first and not demo_cassette.with_suffix(".html").exists()
-    again = _looptap("export", "--html", str(demo_cassette), cwd=here)
+    again = cli_run("export", "--html", str(demo_cassette), cwd=here)
     assert again.returncode == 2, again.stderr
     assert "exists (-o names another; --force replaces it)" in again.stderr
     assert page.read_bytes() == first

@@ -13,17 +13,21 @@ import orjson
 import pytest
 
 from looptap.cassettes.cli import main
+from looptap.cassettes.replay.forking.fork import ForkReplay, parse_from
+from looptap.cassettes.replay.serving.server import ReplayServer
 from tests.interop.cassette_files import CORPUS, REPO, write_cassette
+from tests.replay.conftest import RECORDED, why_agent_in_process
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route, origin_route
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, SCRUB, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.test_why import AGENT as WHY_AGENT
 from tests.why.test_why import c_route, why_env
 from tests.why.test_why_agents import route
 
 TRACED = Path(__file__).with_name("traced_agent.py")
+pytest_plugins = ["pytester"]
 
 CHAT_TOOLS = CORPUS / "test_openai" / "test_openai_tool_output.yaml"
 RESPONSES_TOOLS = (
@@ -271,8 +275,54 @@ def test_a_gigabyte_file_is_refused_without_being_read_whole(
     assert os.path.getsize(big) == 1 << 30
 
 
+INSTRUMENTATIONS = ["openai-v2", "openinference"]
+
+
+def _imports_as_recorded(
+    instrumentation: str, run: Path, trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace (OTLP/JSON at ``trace``, the same spans in protobuf beside it as ``.pb``) of the
+    run recorded at ``run``, imported, has the recording's conversations, kinds, parents, turns,
+    tool calls and usage."""
+    recorded = [essentials(v) for v in show_json(run, capsys)]
+    assert [r["kind"] for r in recorded] == ["main", "agent_tool", "agent_tool", "main"]
+    # the recording itself, through export --otel and back: all of it, kinds and findings too
+    assert [essentials(v) for v in show_json(round_trip(run, tmp_path), capsys)] == recorded
+    for src in (trace, trace.with_suffix(".pb")):  # OTLP/JSON, and the same spans in protobuf
+        back = tmp_path / f"{src.suffix[1:]}.jsonl"
+        assert main(["import", "-q", str(src), "-o", str(back)]) == 0
+        views = show_json(back, capsys)
+        got = [essentials(v) for v in views]
+        if instrumentation == "openai-v2":
+            # it records no tool definitions: that the sub-agent was a tool of the main agent
+            # cannot be told, only that it is a sub-agent of #0
+            assert [g["kind"] for g in got] == ["main", "sub_agent", "sub_agent", "main"]
+            got = [{**g, "kind": r["kind"]} for g, r in zip(got, recorded, strict=True)]
+        assert [{**g, "findings": []} for g in got] == [{**r, "findings": []} for r in recorded]
+        # a tool the model called that the trace does not list is no evidence of a bug
+        for f in (f for v in views for f in v["findings"]):
+            assert f["details"].get("inferred") == "tools", f
+
+
+@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
+def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run_as_kept(
+    instrumentation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test below on what it made once (tests/interop/traces/sub-agent-KIND.*: the
+    instrumentation's trace, OTLP/JSON and protobuf, and looptap's recording of the same run;
+    the traces' README says which versions)."""
+    kept = Path(__file__).with_name("traces") / f"sub-agent-{instrumentation}.otlp.json"
+    run = kept.with_name(f"sub-agent-{instrumentation}.run.jsonl")
+    _imports_as_recorded(instrumentation, run, kept, tmp_path, capsys)  # (and .otlp.pb beside it)
+
+
 @needs_recorder
-@pytest.mark.parametrize("instrumentation", ["openai-v2", "openinference"])
+@pytest.mark.slow(
+    reason="a looptap run of an agent traced by each instrumentation (about 2.5 s of CPU each): "
+    "the same checks on what they made once, by default: "
+    "test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run_as_kept"
+)
+@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
 def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
     instrumentation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -296,32 +346,13 @@ def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
             env=env, capture_output=True, text=True, cwd=tmp_path,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recorded = [essentials(v) for v in show_json(tmp_path / "run.jsonl", capsys)]
-    assert [r["kind"] for r in recorded] == ["main", "agent_tool", "agent_tool", "main"]
-    # the recording itself, through export --otel and back: all of it, kinds and findings too
-    assert [
-        essentials(v) for v in show_json(round_trip(tmp_path / "run.jsonl", tmp_path), capsys)
-    ] == recorded
-    for src in (trace, trace.with_suffix(".pb")):  # OTLP/JSON, and the same spans in protobuf
-        back = tmp_path / f"{src.suffix[1:]}.jsonl"
-        assert main(["import", "-q", str(src), "-o", str(back)]) == 0
-        views = show_json(back, capsys)
-        got = [essentials(v) for v in views]
-        if instrumentation == "openai-v2":
-            # it records no tool definitions: that the sub-agent was a tool of the main agent
-            # cannot be told, only that it is a sub-agent of #0
-            assert [g["kind"] for g in got] == ["main", "sub_agent", "sub_agent", "main"]
-            got = [{**g, "kind": r["kind"]} for g, r in zip(got, recorded, strict=True)]
-        assert [{**g, "findings": []} for g in got] == [{**r, "findings": []} for r in recorded]
-        # a tool the model called that the trace does not list is no evidence of a bug
-        for f in (f for v in views for f in v["findings"]):
-            assert f["details"].get("inferred") == "tools", f
+    _imports_as_recorded(instrumentation, tmp_path / "run.jsonl", trace, tmp_path, capsys)
 
 
 @needs_recorder
 @pytest.mark.slow(
     reason="four agents recorded and forked (about 8 s of CPU); a fork of an imported trace "
-    "by default: test_a_fork_of_an_imported_responses_trace"
+    "by default: test_a_fork_of_an_imported_responses_trace_in_process"
 )
 def test_a_fork_of_an_imported_trace_serves_the_prefix_and_goes_live_at_turn_2(
     tmp_path: Path,
@@ -357,11 +388,16 @@ def test_a_fork_of_an_imported_trace_serves_the_prefix_and_goes_live_at_turn_2(
     assert proc.stdout.count("NEW MODEL") == 4, proc.stdout
 
 
-def test_the_pytest_plugin_replays_an_imported_trajectory_offline(tmp_path: Path) -> None:
+def test_the_pytest_plugin_replays_an_imported_trajectory_offline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """docs/testing.md's example test, its cassette imported from a trajectory (no recording
-    ever made): the plugin serves it offline (``CI=1``: nothing may be recorded) and it passes."""
+    ever made): the plugin serves it offline (``CI=1``: nothing may be recorded) and it passes.
+    The inner pytest runs in this process (the plugin from its entry point all the same; a pytest
+    process loading it so: tests/replay/test_plugin_unrewritten.py)."""
     page = (REPO / "docs" / "testing.md").read_text()
     start = page.index("```python\n") + len("```python\n")
+    tmp_path = pytester.path
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_weather_agent.py").write_text(page[start : page.index("```", start)])
@@ -388,12 +424,16 @@ def test_the_pytest_plugin_replays_an_imported_trajectory_offline(tmp_path: Path
     )  # fmt: skip
     cassette = project / "tests" / "cassettes" / "test_weather_agent" / "test_weather.jsonl"
     assert main(["import", "-q", str(traj), "-o", str(cassette)]) == 0
-    proc = progress.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        env=clean_env(CI="1", OPENAI_API_KEY="sk-test-imported"),
-        capture_output=True, text=True, cwd=project,
-    )  # fmt: skip
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
+    for var in SCRUB:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-imported")
+    monkeypatch.chdir(project)
+    result = pytester.runpytest_inprocess(
+        "-q", "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "tests"
+    )
+    out = "\n".join(result.outlines)
+    assert result.ret == 0 and "1 passed" in out, out[-4000:]
 
 
 def _moved(otel: Path, tmp_path: Path, how: str) -> Path:
@@ -468,6 +508,11 @@ def test_messages_on_the_details_event_or_as_per_message_events(
 
 
 @needs_recorder
+@pytest.mark.slow(
+    reason="a recording and a fork through the real recorder (about 4 s of CPU): the same fork "
+    "of the same agent's recording in the process by "
+    "test_a_fork_of_an_imported_responses_trace_in_process"
+)
 def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
     """The why tests' agent on OpenAI Responses (two parallel calls, then the answer): the imported
     trace's items carry the ids the rebuilt answers were rendered with, so ``--from
@@ -488,6 +533,23 @@ def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
         proc = looptap_run(fake2.url, "--from", f"{back}@turn=1", "-o", str(tmp_path / "b.jsonl"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(fake2.log) == 1 and fake2.log[0].request.tool_results() == ["sunny", "rain"]
+
+
+def test_a_fork_of_an_imported_responses_trace_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above in this process: the run the real recorder made of the same agent
+    (tests/replay/recorded/responses_two_calls.run.jsonl), exported and imported, forked at turn 1
+    with the fork's own plan, replay server and cursor, the agent's ``main`` on the real openai
+    SDK: turn 0 served from the imported trace, turn 1 sent live with both results (fails
+    without link_items: the SDK echoes the function_call items with their ids)."""
+    back = round_trip(RECORDED / "responses_two_calls.run.jsonl", tmp_path)
+    with ScriptedUpstream(c_route) as fake:
+        cursor = ForkReplay(parse_from(f"{back}@turn=1")).plan({"openai": fake.url}).router(None)
+        with ReplayServer(back, cursor=cursor) as srv:
+            rc = why_agent_in_process(monkeypatch, srv.url, "--family", "responses")
+    assert rc == 0, srv.report_lines() + cursor.report_lines()
+    assert len(fake.log) == 1 and fake.log[0].request.tool_results() == ["sunny", "rain"]
 
 
 def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(

@@ -16,6 +16,7 @@ from looptap.cassettes.interop import render
 from looptap.cassettes.reading import Run, open_run
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from tests.support import progress
+from tests.support.analysed import cli_run
 
 
 def test_rendering_is_line_per_item_and_free_of_churn(
@@ -188,10 +189,6 @@ def test_a_rerecording_with_new_ids_shows_no_diff(demo_cassette: Path, tmp_path:
     shutil.copy(renamed, run_file)
     assert _git_diff(repo) == "", "the same run with other ids must not diff"
     assert "toolu_RERECORDED" in _git_diff(repo, "--no-textconv")  # the bytes did change
-    raw = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "textconv", "--raw-ids", str(run_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "id=toolu_RERECORDED0000xyz" in raw
+    raw = cli_run("textconv", "--raw-ids", str(run_file))  # (the driver's processes: above)
+    assert raw.returncode == 0, raw.stderr
+    assert "id=toolu_RERECORDED0000xyz" in raw.stdout

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
@@ -253,3 +254,24 @@ def served_miss_run(path: Path) -> Path:
             except urllib.error.HTTPError as exc:
                 assert exc.code == 400 and exc.headers["x-looptap-replay"] == "miss"
         return write(path, list(srv.served))
+
+
+RECORDED = Path(__file__).with_name("recorded")
+
+
+def why_agent_in_process(monkeypatch: pytest.MonkeyPatch, base_url: str, *argv: str) -> int:
+    """tests/why/why_agent.py run in this process (its ``main``, the real openai SDK) against
+    ``base_url`` (a replay server's), as ``looptap run`` runs it against its listener: its exit
+    status. What a fork does with the agent's requests is the replay server's and its cursor's;
+    the agent's own process, its interpreter and the SDK's import are not (about 1 s of CPU)."""
+    import sys
+
+    from tests.why import why_agent
+
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-why")
+    monkeypatch.setattr(sys, "argv", ["why_agent.py", *argv])
+    monkeypatch.setattr(why_agent, "TOOL_BUG", [False])
+    return why_agent.main()
