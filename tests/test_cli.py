@@ -159,7 +159,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
     assert b"x-looptap-conversation" in data.lower()
-    shown = looptap("show", str(out))
+    shown = cli_run("show", str(out))  # (show's process path: test_import_then_show)
     assert "POST 127.0.0.1:" in shown.stdout  # recorded live, not imported
     assert "E.arguments_schema" in shown.stdout and "C.tool_result_error" in shown.stdout
     # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
