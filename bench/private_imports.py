@@ -70,6 +70,10 @@ class _Tree:
             name, pkg = _module_name(f)
             self.modules[name] = pkg
         self.tops = {m.split(".")[0] for m in self.modules}
+        #: every dotted name under which a module lies (``tests.support`` for ``tests.support.x``)
+        self.holders = {
+            m.rsplit(".", i)[0] for m in self.modules for i in range(1, m.count(".") + 1)
+        }
         config = tomllib.loads((ROOT / "pyproject.toml").read_text())
         on_path = config["tool"]["pytest"]["ini_options"].get("pythonpath", [])
         self.path = [p.strip("/").replace("/", ".") for p in on_path if p.strip("./")]
@@ -80,7 +84,7 @@ class _Tree:
             return dotted
         for d in self.path:
             found = f"{d}.{dotted}"
-            if found in self.modules or any(m.startswith(found + ".") for m in self.modules):
+            if found in self.modules or found in self.holders:
                 return found
         return dotted
 
@@ -171,7 +175,8 @@ def _named_in_a_call(
             yield n.lineno, f"{dotted}.{attr}", dotted
 
 
-def _count(scope: str) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
+def crossings(scope: str) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
+    """(file, line, name) of each private name used across modules, and across packages."""
     listed = subprocess.run(
         ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
     )
@@ -201,7 +206,7 @@ def main() -> None:
     ap.add_argument("--list", action="store_true", help="print each crossing")
     ap.add_argument("--scope", choices=("code", "all"), default="code")
     args = ap.parse_args()
-    modules, packages = _count(args.scope)
+    modules, packages = crossings(args.scope)
     if args.list:
         for title, rows in (("across modules", modules), ("across packages", packages)):
             print(f"# {title}")

@@ -44,7 +44,7 @@ def _mine(name: str, value: str | None = None) -> str:
     return sent(name, value)
 
 
-from tool_secrets import _duckdb_text, _looptap, exported, leaks  # noqa: E402
+from tool_secrets import RUN_CLEAN, _duckdb_text, _looptap, exported, leaks, verdicts  # noqa: E402
 
 from tests.support import bash_agent  # noqa: E402
 from tests.support.recorder import PROXY_PYTHON, clean_env  # noqa: E402
@@ -138,11 +138,12 @@ def commands(env: dict[str, str]) -> list[str]:
 
 def _planted(run: Path, work: Path, env: dict[str, str]) -> dict[str, bool]:
     """The cassette with a sentinel put back in each place of a process record; whether
-    ``looptap verify`` flags each."""
+    ``looptap verify`` flags each, and under :data:`RUN_CLEAN` whether it calls the run clean
+    (one ``verify`` reads them all: :func:`tool_secrets.verdicts`)."""
     lines = run.read_bytes().splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith(b'{"type":"process"'))
     key = _mine("env/github")
-    out: dict[str, bool] = {}
+    files: dict[str, str] = {}
     for where in ("argv", "argv words", "stdout", "stderr", "files"):
         rec = json.loads(lines[i])
         if where == "argv":
@@ -153,12 +154,14 @@ def _planted(run: Path, work: Path, env: dict[str, str]) -> dict[str, bool]:
             rec["files"] = [["write", f"/w/{key}.pem"]]
         else:
             rec[where] = f"GITHUB_TOKEN={key}\n"
-        planted = work / f"planted-{where}.jsonl"
+        planted = work / f"planted-{where.replace(' ', '-')}.jsonl"
         planted.write_bytes(
             b"\n".join([*lines[:i], json.dumps(rec).encode(), *lines[i + 1 :]]) + b"\n"
         )
-        out[where] = _looptap("verify", str(planted), env=env, cwd=work).returncode == 1
-    return out
+        files[planted.name] = where
+    ran = str(run.relative_to(work))
+    flagged = verdicts([ran, *files], env, work)
+    return {where: flagged[name] for name, where in files.items()} | {RUN_CLEAN: not flagged[ran]}
 
 
 def run_bench(work: Path) -> dict[str, Any]:
@@ -214,7 +217,7 @@ def run_bench(work: Path) -> dict[str, Any]:
             outputs[f"file {f.relative_to(ex)}"] = (
                 _duckdb_text(f) if f.suffix == ".duckdb" else f.read_text("utf-8", "replace")
             )
-    verify_clean = _looptap("verify", str(run), env=base, cwd=work).returncode == 0
+    planted = _planted(run, work, base)
     table = {where: leaks(text) for where, text in outputs.items()}
     processes = raw.count('{"type":"process"')
     # the sentinels reached the traced records (else the bench proves nothing): the commands
@@ -228,8 +231,8 @@ def run_bench(work: Path) -> dict[str, Any]:
         "redacted": raw.count("[REDACTED]"),
         "leaks": table,
         "on_disk": sorted({n for v in table.values() for n in v}),
-        "verify_clean": verify_clean,
-        "verify_planted": _planted(run, work, base),
+        "verify_clean": planted.pop(RUN_CLEAN),
+        "verify_planted": planted,
     }
 
 

@@ -38,7 +38,8 @@ CC = 15
 _DOTTED_PRIVATE = re.compile(r"^[a-z]\w*(\.\w+)*\._[a-z]\w*(\.\w+)*$")
 
 
-def _files() -> list[Path]:
+def files() -> list[Path]:
+    """The shipped packages' tracked ``.py`` files."""
     out = subprocess.run(
         ["git", "ls-files", "--", *(f"{p}/*.py" for p in PACKAGES)],
         cwd=ROOT, capture_output=True, text=True, check=True,
@@ -273,7 +274,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", action="store_true", help="print what is behind each figure")
     args = ap.parse_args()
-    s = Surface(_files())
+    s = Surface(files())
     per = {p: sum(n for f, n in s.lines.items() if f.relative_to(ROOT).parts[0] == p)
            for p in PACKAGES}  # fmt: skip
     long_files = sorted((n, str(f.relative_to(ROOT))) for f, n in s.lines.items() if n > LONG_FILE)

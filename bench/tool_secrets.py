@@ -440,12 +440,19 @@ def _planted(run: Path, all_cases: list[Case], work: Path, env: dict[str, str]) 
         planted.write_bytes(lines[0] + b"\n" + json.dumps(rec).encode() + b"\n")
         files[planted.name] = c.cls
     ran = str(run.relative_to(work))
-    p = _looptap("verify", ran, *files, env=env, cwd=work)
+    flagged = verdicts([ran, *files], env, work)
+    return {cls: flagged[name] for name, cls in files.items()} | {RUN_CLEAN: not flagged[ran]}
+
+
+def verdicts(files: list[str], env: dict[str, str], cwd: Path) -> dict[str, bool]:
+    """Whether ``looptap verify`` flags each of ``files`` (names relative to ``cwd``, without
+    spaces), all read by one ``verify``: its verdict per file (``FILE: N secret(s) found`` or
+    ``FILE: clean``)."""
+    p = _looptap("verify", *files, env=env, cwd=cwd)
     said = dict(re.findall(r"^looptap: (\S+): (clean|\d+ secrets? found)$", p.stderr, re.M))
-    if p.returncode not in (0, 1) or set(said) != {ran, *files}:
+    if p.returncode not in (0, 1) or set(said) != set(files):
         raise RuntimeError(f"verify said (exit status {p.returncode}):\n{p.stderr[-4000:]}")
-    out = {cls: said[name] != "clean" for name, cls in files.items()}
-    return out | {RUN_CLEAN: said[ran] == "clean"}
+    return {name: said[name] != "clean" for name in files}
 
 
 def main() -> int:

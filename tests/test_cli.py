@@ -93,8 +93,10 @@ def test_show_reads_vcr_yaml_directly() -> None:
 
 
 def test_import_directory(tmp_path: Path) -> None:
+    """In this process (a directory imported by a process:
+    test_import_directory_mirrors_the_tree)."""
     src = CORPUS / "llm-anthropic/tests/cassettes/test_anthropic"
-    r = looptap("import", str(src), "-o", str(tmp_path / "out"), "-q")
+    r = cli_run("import", str(src), "-o", str(tmp_path / "out"), "-q")
     assert r.returncode == 0, r.stderr
     assert len(list((tmp_path / "out").glob("*.jsonl"))) == len(list(src.glob("*.yaml")))
 
@@ -157,7 +159,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
     assert b"x-looptap-conversation" in data.lower()
-    shown = looptap("show", str(out))
+    shown = cli_run("show", str(out))  # (show's process path: test_import_then_show)
     assert "POST 127.0.0.1:" in shown.stdout  # recorded live, not imported
     assert "E.arguments_schema" in shown.stdout and "C.tool_result_error" in shown.stdout
     # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
@@ -217,20 +219,23 @@ def test_the_demos_cassette_is_ignored_by_git() -> None:
     ],
 )
 def test_bad_files_give_one_line_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    """The empty file through a process (the error line's path to stderr), the others through
+    ``main`` in this process (the same status and stderr)."""
     p = tmp_path / "bad.jsonl"
     p.write_bytes(content)
-    r = looptap("show", str(p))
+    r = looptap("show", str(p)) if not content else cli_run("show", str(p))
     assert r.returncode == 2
     assert message in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
-    r = looptap("show", str(tmp_path / "nope.jsonl"))
+    """In this process (an error line through a process: test_bad_files_give_one_line_errors)."""
+    r = cli_run("show", str(tmp_path / "nope.jsonl"))
     assert r.returncode == 2 and "cannot open" in r.stderr and "Traceback" not in r.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("interactions: [unclosed")
-    r = looptap("import", str(bad), "-o", str(tmp_path / "x.jsonl"))
+    r = cli_run("import", str(bad), "-o", str(tmp_path / "x.jsonl"))
     assert r.returncode == 2 and "not valid YAML" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -5,12 +5,8 @@ it is judged and listed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-from tests.support import progress
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench import surface
+from tests.support.source import collector_paused
 
 ALLOWED = {
     # a library's package registered with its __init__ deferred to its first own name read:
@@ -37,16 +33,11 @@ ALLOWED = {
 
 
 def test_only_the_listed_library_internals_are_used() -> None:
-    out = progress.run(
-        [sys.executable, str(ROOT / "bench" / "surface.py"), "--list"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    section = out.split("# library-private names\n", 1)[1].split("\n\n", 1)[0]
+    """``bench/surface.py``'s list of them, made in this process with the collector paused while
+    the packages are parsed and walked (tests/support/source.py)."""
+    with collector_paused():
+        listed = surface.Surface(surface.files()).library_private()
     found = {
-        (where.split(":")[0], what)
-        for where, _, what in (line.partition("  ") for line in section.splitlines() if line)
+        (where.split(":")[0], what) for where, _, what in (line.partition("  ") for line in listed)
     }
     assert found == ALLOWED

@@ -332,8 +332,8 @@ def test_every_unsafe_character_is_found_in_ascii_and_other_text() -> None:
     for lo, hi in RANGES:
         unsafe[lo : hi + 1] = b"\x01" * (hi + 1 - lo)
     unsafe[ord("\n")] = unsafe[ord("\t")] = 0
-    for wrap in ("ab{}cd", "é{}…"):
-        got = bytes(has_unsafe(wrap.format(chr(c))) for c in range(0x110000))
-        assert got == bytes(unsafe), wrap
+    for before, after in (("ab", "cd"), ("é", "…")):
+        texts = (before + chr(c) + after for c in range(0x110000))
+        assert bytes(map(has_unsafe, texts)) == bytes(unsafe), before + after
     assert clean("plain … text\n") == "plain … text\n"
     assert clean("a\x1b[31m …") == "a␛[31m …"

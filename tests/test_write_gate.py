@@ -11,7 +11,13 @@ the code's. And ``Redacted(…)`` is made only in ``cassettes/recording/`` (the 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+from tests.support.source import collector_paused
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cassettes", "proxy", "inspector")
@@ -141,35 +147,81 @@ def _kind(call: ast.Call) -> str | None:
     return None
 
 
-def write_sites() -> dict[tuple[str, str], list[str]]:
-    """(file, enclosing function) → what it opens to write, over the product's source."""
-    sites: dict[tuple[str, str], list[str]] = {}
+def _trees() -> Iterator[tuple[str, ast.Module]]:
+    """(path, syntax tree) of every module of the product's source."""
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = str(path.relative_to(ROOT))
-            stack: list[str] = []
+            yield str(path.relative_to(ROOT)), ast.parse(path.read_text(), str(path))
 
-            def visit(node: ast.AST, rel: str = rel, stack: list[str] = stack) -> None:
-                named = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                if named:
-                    stack.append(node.name)  # type: ignore[union-attr]
-                if isinstance(node, ast.Call) and (kind := _kind(node)) is not None:
-                    sites.setdefault((rel, ".".join(stack) or "<module>"), []).append(kind)
-                for child in ast.iter_child_nodes(node):
-                    visit(child)
-                if named:
-                    stack.pop()
 
-            visit(ast.parse(path.read_text()))
-    return sites
+def _write_sites(rel: str, tree: ast.Module, sites: dict[tuple[str, str], list[str]]) -> None:
+    """(file, enclosing function) → what it opens to write, added to ``sites``."""
+    stack: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        named = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        if named:
+            stack.append(node.name)  # type: ignore[union-attr]
+        if isinstance(node, ast.Call) and (kind := _kind(node)) is not None:
+            sites.setdefault((rel, ".".join(stack) or "<module>"), []).append(kind)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+        if named:
+            stack.pop()
+
+    visit(tree)
+
+
+def _callers(rel: str, tree: ast.Module, names: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(file, enclosing function) of every call of a function named one of ``names``."""
+    out: set[tuple[str, str]] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            f = node.func if isinstance(node, ast.Call) else None
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in names:
+                out.add((rel, fn.name))
+    return out
+
+
+def _redacted_made(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "Redacted"
+        for node in ast.walk(tree)
+    )
+
+
+@dataclass
+class Walked:
+    """What the walk of the product's source found, each file parsed once for the three tests."""
+
+    sites: dict[tuple[str, str], list[str]]  #: (file, function) → what it opens to write
+    plain_callers: set[tuple[str, str]]  #: the callers of the raw writers
+    redacted_makers: list[str]  #: the files that make ``Redacted(…)``
+
+
+@pytest.fixture(scope="module")
+def walked() -> Walked:
+    found = Walked({}, set(), [])
+    with collector_paused():  # (each tree freed after its walks: only the findings are kept)
+        for rel, tree in _trees():
+            _write_sites(rel, tree, found.sites)
+            found.plain_callers |= _callers(rel, tree, ("write_plain", "_staged"))
+            if _redacted_made(tree):
+                found.redacted_makers.append(rel)
+    return found
 
 
 def _listed(site: tuple[str, str]) -> bool:
     return site in GATE or site in NOT_RECORDINGS
 
 
-def test_every_writer_is_the_gate_or_says_why_it_writes_no_recording() -> None:
-    sites = write_sites()
+def test_every_writer_is_the_gate_or_says_why_it_writes_no_recording(walked: Walked) -> None:
+    sites = walked.sites
     unlisted = {
         f"{f}: {fn}: {', '.join(k)}" for (f, fn), k in sites.items() if not _listed((f, fn))
     }
@@ -182,44 +234,17 @@ def test_every_writer_is_the_gate_or_says_why_it_writes_no_recording() -> None:
     assert not gone, f"listed but no longer writing (drop them): {gone}"
 
 
-def _callers(names: tuple[str, ...]) -> set[tuple[str, str]]:
-    """(file, enclosing function) of every call of a function named one of ``names``."""
-    out: set[tuple[str, str]] = set()
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = str(path.relative_to(ROOT))
-            for fn in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-                    continue
-                for node in ast.walk(fn):
-                    f = node.func if isinstance(node, ast.Call) else None
-                    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-                    if name in names:
-                        out.add((rel, fn.name))
-    return out
-
-
-def test_only_what_holds_nothing_seen_is_written_plain() -> None:
+def test_only_what_holds_nothing_seen_is_written_plain(walked: Walked) -> None:
     """``staged`` (exports, pages, rewritten branches, every file made from a cassette) takes only
     ``Redacted``; the raw writers under it are called only where nothing looptap saw is written
     (a CA bundle, .gitattributes): a new caller fails until it seals, or is listed with why."""
-    callers = _callers(("write_plain", "_staged"))
+    callers = walked.plain_callers
     assert callers - set(PLAIN) == set(), sorted(callers - set(PLAIN))
     assert set(PLAIN) - callers == set(), sorted(set(PLAIN) - callers)
 
 
-def test_only_the_redactor_makes_redacted_bytes() -> None:
-    makers = []
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = str(path.relative_to(ROOT))
-            for node in ast.walk(ast.parse(path.read_text())):
-                if (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Name)
-                    and node.func.id == "Redacted"
-                ):
-                    makers.append(rel)
+def test_only_the_redactor_makes_redacted_bytes(walked: Walked) -> None:
+    makers = walked.redacted_makers
     assert makers and all(m.startswith("cassettes/recording/") for m in makers), makers
 
 

@@ -305,7 +305,7 @@ NEEDS_RECORDER = ("run", "fork", "repeat", "ready-file")
 AS_PROCESS = ("input", "fifo")
 
 
-def _refused(argv: list[str], d: Path, monkeypatch: pytest.MonkeyPatch, in_process: bool) -> Any:
+def _command(argv: list[str], d: Path, monkeypatch: pytest.MonkeyPatch, in_process: bool) -> Any:
     """``argv`` run as ``looptap`` in ``d``, in :func:`clean_env`'s environment: a process, or
     (``in_process``) a core command through ``main`` in this process."""
     if not in_process or argv[: len(CORE)] != CORE:
@@ -316,29 +316,46 @@ def _refused(argv: list[str], d: Path, monkeypatch: pytest.MonkeyPatch, in_proce
     return cli_run(*argv[len(CORE) :], cwd=d, OPENAI_API_KEY="sk-test-write-safety")
 
 
-#: The recorder's cells of the default run: each recorder command's own input, and every other
-#: hazard once, the commands taken in turn (a ``looptap run`` start each, about 0.7 s of CPU). The
-#: other 18 run at night; each hazard's refusal is the same check for every output
-#: (``check_target``), shown by default on every hazard by the core's cells and by these.
+#: The recorder's cells of the default run: each recorder command's own input, and the FIFO, the
+#: device and the directory once, the commands taken in turn (a ``looptap run`` start each, about
+#: 0.7 s of CPU). The other 21 run at night; each hazard's refusal is the same check for every
+#: output (``check_target``), shown by default on every hazard by the core's cells, by these, and
+#: through ``looptap run`` (:data:`RECORDER_ELSEWHERE`).
 RECORDER_BY_DEFAULT = {(c, "input") for c in NEEDS_RECORDER} | {
-    (NEEDS_RECORDER[i % len(NEEDS_RECORDER)], kind) for i, kind in enumerate(HAZARDS[1:])
+    ("repeat", "fifo"),
+    ("ready-file", "device"),
+    ("run", "directory"),
+}
+
+#: The recorder's cells whose hazard a default test of the recorder refuses through its own
+#: command line (session 56: by default until then).
+RECORDER_ELSEWHERE = {
+    ("run", "existing"): "tests/proxy/test_recorder_paths.py::"
+    "test_an_existing_file_that_is_not_a_cassette_is_not_replaced (run's -o)",
+    ("fork", "symlink"): "tests/proxy/test_recorder_paths.py::"
+    "test_a_link_is_never_the_ready_file (a link refused through run)",
+    ("fork", "unwritable"): "tests/reliability/test_proxy_storage.py::"
+    "test_unwritable_output_is_one_clear_line (record's -o)",
 }
 
 
 def _matrix_cells() -> list[Any]:
+    def marks(command: str, kind: str) -> list[Any]:
+        if command not in NEEDS_RECORDER or (command, kind) in RECORDER_BY_DEFAULT:
+            return []
+        elsewhere = RECORDER_ELSEWHERE.get((command, kind))
+        return [
+            pytest.mark.slow(
+                reason=f"a recorder start refused on a hazard {elsewhere} and the core cell of the "
+                "same hazard show by default"
+                if elsewhere
+                else "a recorder start refused on a hazard another recorder cell and every core "
+                "cell show by default"
+            )
+        ]
+
     return [
-        pytest.param(
-            command,
-            kind,
-            marks=[]
-            if command not in NEEDS_RECORDER or (command, kind) in RECORDER_BY_DEFAULT
-            else [
-                pytest.mark.slow(
-                    reason="a recorder start refused on a hazard another recorder cell and "
-                    "every core cell show by default"
-                )
-            ],
-        )
+        pytest.param(command, kind, marks=marks(command, kind))
         for command in COMMANDS
         for kind in HAZARDS
     ]
@@ -361,7 +378,7 @@ def test_write_safety_matrix(
     d.mkdir()
     argv = _cell(command, kind, d, kit, fake.url)
     before, null, sent = _snapshot(d), _dev_null(), len(fake.log)
-    proc = _refused(argv, d, monkeypatch, in_process=kind not in AS_PROCESS)
+    proc = _command(argv, d, monkeypatch, in_process=kind not in AS_PROCESS)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert len(err) == 1 and err[0].startswith("looptap: error: "), proc.stderr[-2000:]
@@ -564,10 +581,11 @@ def _echo_key(req: ScriptedRequest) -> Reply:
 
 
 def test_compare_report_checked_before_anything_is_sent(
-    tmp_path: Path, fake: ScriptedUpstream
+    tmp_path: Path, fake: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``compare --report`` overwrote the run itself, wrote through a planted link, and with an
-    unwritable path sent (and paid for) every request, then exited 2 with nothing printed."""
+    unwritable path sent (and paid for) every request, then exited 2 with nothing printed. Each
+    through ``main`` in this process (compare's command line as a process: the matrix's cells)."""
     run = _origin(tmp_path)
     (tmp_path / "victim.txt").write_bytes(b"precious\n")
     (tmp_path / "planted.json").symlink_to("victim.txt")
@@ -580,9 +598,11 @@ def test_compare_report_checked_before_anything_is_sent(
         "file.txt/report.json",
     ):
         before, sent = _snapshot(tmp_path), len(fake.log)
-        proc = _looptap(
+        proc = _command(
             [*CORE, "compare", str(run), "--upstream", f"openai={fake.url}", "--report", report],
             tmp_path,
+            monkeypatch,
+            in_process=True,
         )
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stdout == "", (
             report,
@@ -594,10 +614,11 @@ def test_compare_report_checked_before_anything_is_sent(
 
 
 def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The report kept the candidate's answer unredacted (an echoed key) and was written 0644;
-    a later comparison replaces an earlier one (said), nothing else."""
+    a later comparison replaces an earlier one (said), nothing else. Through ``main`` in this
+    process (compare's command line as a process: the matrix's cells)."""
     run = _origin(tmp_path)
     # A gateway's token of no known format: only what --header sent teaches the redactor it.
     key = "gw7Hq2LmX9pR4tZ8vK1nB6wsafety"
@@ -613,7 +634,7 @@ def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
             f"authorization: Bearer {key}",
             "--report",
         ]
-        first = _looptap(argv, tmp_path)
+        first = _command(argv, tmp_path, monkeypatch, in_process=True)
         assert first.returncode == 0, first.stderr
         assert len(candidate.log) == 2 and key in candidate.log[0].request.headers.get(
             "authorization", ""
@@ -623,7 +644,7 @@ def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
         assert b"you sent me Bearer" in data  # the answer is there, the key in it redacted
         assert stat.S_IMODE(report.stat().st_mode) == 0o600
         assert orjson.loads(data)["looptap"] == "compare"
-        second = _looptap(argv, tmp_path)
+        second = _command(argv, tmp_path, monkeypatch, in_process=True)
         assert second.returncode == 0 and "earlier comparison there replaced" in second.stderr, (
             second.stderr
         )
@@ -739,23 +760,28 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
 # -- import: every output checked before any is written ------------------------------------------
 
 
-def test_import_writes_nothing_when_one_output_is_refused(tmp_path: Path) -> None:
+def test_import_writes_nothing_when_one_output_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``import a.yaml b.yaml -o out/`` wrote out/a.jsonl, then refused out/b.jsonl: a refusal
     that had already touched the directory. Now every output is checked first; and an output
-    that is one of the inputs is refused even with ``--force``."""
+    that is one of the inputs is refused even with ``--force``. Through ``main`` in this process
+    (import's command line as a process: the matrix's cells)."""
     for name in ("a.yaml", "b.yaml"):
         (tmp_path / name).write_text(VCR)
     out = tmp_path / "out"
     out.mkdir()
     (out / "b.jsonl").write_bytes(b"my notes\n")
     before = _snapshot(tmp_path)
-    proc = _looptap([*CORE, "import", "a.yaml", "b.yaml", "-o", "out"], tmp_path)
+    proc = _command([*CORE, "import", "a.yaml", "b.yaml", "-o", "out"], tmp_path, monkeypatch, True)
     assert (
         proc.returncode == 2
         and proc.stderr.count("\n") == 1
         and "out/b.jsonl exists" in proc.stderr
     ), proc.stderr
     assert _snapshot(tmp_path) == before  # out/a.jsonl not written
-    proc = _looptap([*CORE, "import", "a.yaml", "-o", "a.yaml", "--force"], tmp_path)
+    proc = _command(
+        [*CORE, "import", "a.yaml", "-o", "a.yaml", "--force"], tmp_path, monkeypatch, True
+    )
     assert proc.returncode == 2 and "is a file it imports" in proc.stderr, proc.stderr
     assert _snapshot(tmp_path) == before

@@ -30,9 +30,13 @@ def test_the_addon_in_process_in_the_recorders_environment() -> None:
             f"the recorder's environment ({PROXY_PYTHON}) has no pytest: install it there ('uv pip "
             "install pytest'; .ci/run does)"
         )
+    # the suite's conftest without the recorder environment's other plugins (0.4 s of CPU fewer)
     proc = progress.run(
         [str(PROXY_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", TESTS],
-        cwd=REPO, capture_output=True, text=True, env=clean_env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=clean_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]

@@ -106,7 +106,7 @@ def upstream() -> Iterator[str]:
     server.shutdown()
 
 
-AGENT = r'''
+AGENT = r"""
 import hashlib, json, os, sys, urllib.request
 base = os.environ["OPENAI_BASE_URL"].rstrip("/")
 key = sys.argv[1]
@@ -122,7 +122,7 @@ for depth in (300, 2000, 100000):
         data = urllib.request.urlopen(req, timeout=60).read()
         digests[f"/v1{path}".split("&key=")[0]] = hashlib.sha256(data).hexdigest()
 print(json.dumps(digests))
-'''  # noqa: E501
+"""  # noqa: E501
 
 
 def test_deep_bodies_are_recorded_through_the_real_recorder_and_no_key_is_printed(
@@ -184,7 +184,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(
         "import os, urllib.request\n"
         "base = os.environ['OPENAI_BASE_URL'].rstrip('/')\n"
         "for i in range(4):\n"
-        f'    req = urllib.request.Request(base + f\'/chat/completions?depth=3&n={{i}}&key={key}\','
+        f"    req = urllib.request.Request(base + f'/chat/completions?depth=3&n={{i}}&key={key}',"
         ' data=b\'{"model":"m","messages":[]}\',\n'
         "        headers={'content-type': 'application/json'})\n"
         "    urllib.request.urlopen(req, timeout=60).read()\n"
@@ -231,6 +231,13 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(
         )
 
 
+@pytest.mark.slow(
+    reason="a capture failure counted, named, its header key masked and its escape shown in "
+    "process by test_addon_inprocess.py::test_a_capture_failure_is_counted_and_said_in_mitmproxys_"
+    "event_log_redacted (run by default through test_addon_in_recorder_env.py); looptap run's exit "
+    "3 and summary for a round trip not stored by "
+    "test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero"
+)
 def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_masked(
     upstream: str, tmp_path: Path
 ) -> None:
@@ -244,7 +251,7 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
         "import os, urllib.request\n"
         "base = os.environ['OPENAI_BASE_URL'].rstrip('/')\n"
         "for i in range(3):\n"
-        '    req = urllib.request.Request(base + f\'/chat/completions?depth=3&n={i}\', '
+        "    req = urllib.request.Request(base + f'/chat/completions?depth=3&n={i}', "
         'data=b\'{"model":"m","messages":[]}\',\n'
         f"        headers={{'content-type': 'application/json', 'x-goog-api-key': '{key}'}})\n"
         "    urllib.request.urlopen(req, timeout=60).read()\n"
