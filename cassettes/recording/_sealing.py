@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -26,6 +27,8 @@ from ._streams import merge
 #: JSON's escapes of a quote, a backslash and a slash: a JSON text held in a JSON string (a body
 #: in a HAR, a tool call's arguments in an export) writes its keys' quotes so.
 _ESCAPE = re.compile(r'\\[\\"/]')
+#: The same, its character a group (what ``split`` keeps).
+_ESCAPED = re.compile(r'\\([\\"/])')
 #: JSON held in JSON held in JSON, at most: the levels of escapes read.
 LEVELS = 3
 
@@ -121,15 +124,10 @@ def _spaced(view: str) -> str:
 def _unescaped(text: str) -> tuple[str, list[int]]:
     """``text`` with one level of JSON's escapes of a quote, a backslash and a slash read; where
     each escape's character stands in the result (ascending: what maps a place back)."""
-    out: list[str] = []
-    removed: list[int] = []
-    at = 0
-    for n, m in enumerate(_ESCAPE.finditer(text)):
-        out += [text[at : m.start()], text[m.start() + 1]]
-        removed.append(m.start() - n)
-        at = m.end()
-    out.append(text[at:])
-    return "".join(out), removed
+    parts = _ESCAPED.split(text)  # (the text between escapes, each escape's character between)
+    # (each escape's character stands after the text before it and the characters before it)
+    removed = [at + n for n, at in enumerate(accumulate(map(len, parts[:-1:2])))]
+    return "".join(parts), removed
 
 
 def sealed_json(value: Any) -> Redacted:
