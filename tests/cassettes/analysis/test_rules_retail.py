@@ -18,6 +18,7 @@ import pytest
 from retail_policy import AGENT, FAILING, PASSING, PLANTED, question, route
 
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 
@@ -46,13 +47,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
-def looptap(*args: str, cwd: Path, code: int = 0) -> str:
-    done = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=clean_env(),
+def looptap(*args: str, cwd: Path, code: int = 0, process: bool = False) -> str:
+    """``looptap ARGS`` in CWD: in this process (what the command says: its wiring is the
+    ``process=True`` call's, ``learn``'s, and the runaway pattern's ``show`` and ``check``), or as
+    a process of its own."""
+    done = (
+        progress.run(
+            [sys.executable, "-m", "looptap.cassettes.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=clean_env(),
+        )
+        if process
+        else cli_run(*args, cwd=cwd)
     )
     assert done.returncode == code, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
@@ -61,7 +69,7 @@ def looptap(*args: str, cwd: Path, code: int = 0) -> str:
 
 @pytest.fixture(scope="module")
 def learnt(runs: Path) -> dict[str, dict[str, object]]:
-    out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs)
+    out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs, process=True)
     assert "rules.toml: " in out and "proposed from 20 traces" in out, out
     rules = tomllib.loads((runs / "rules.toml").read_text())["rule"]
     return {r["name"]: r for r in rules}
@@ -145,11 +153,7 @@ def test_check_prints_each_broken_rule_per_run_and_turn(runs: Path, learnt) -> N
 
 
 def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt) -> None:
-    done = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "rules", "learn", "passing.jsonl", "-o",
-         "rules.toml"],
-        capture_output=True, text=True, cwd=runs, env=clean_env(),
-    )  # fmt: skip
+    done = cli_run("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "looptap: error: the rules file rules.toml exists (--force replaces it)"
     ]
@@ -298,10 +302,7 @@ def test_a_run_that_cannot_be_read_is_named_and_never_learnt_without(
     bad.write_text("interactions:\n- response: {}\n")  # a vcrpy cassette of no request
 
     def looptap_2(*args: str) -> tuple[str, list[str]]:
-        done = progress.run(
-            [sys.executable, "-m", "looptap.cassettes.cli", *args],
-            capture_output=True, text=True, cwd=runs, env=clean_env(),
-        )  # fmt: skip
+        done = cli_run(*args, cwd=runs)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         return str(done.stdout), done.stderr.strip().splitlines()
 
