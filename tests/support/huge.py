@@ -115,7 +115,9 @@ def write_huge(
                 body: dict[str, object] = {
                     "json": {
                         "model": model,
-                        "messages": [{"role": "user", "content": f"Question {conv} of the sweep?{prose}"}],
+                        "messages": [
+                            {"role": "user", "content": f"Question {conv} of the sweep?{prose}"}
+                        ],
                     }
                 }
             else:
