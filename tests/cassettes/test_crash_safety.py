@@ -251,8 +251,7 @@ def _delay(rng: random.Random, moment: int) -> tuple[float, int]:
 def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     rng = random.Random(20250101)
     jobs = [
-        (tmp_path / f"kill{i}.jsonl", rng.randrange(1 << 30), *_delay(rng, i))
-        for i in range(KILLS)
+        (tmp_path / f"kill{i}.jsonl", rng.randrange(1 << 30), *_delay(rng, i)) for i in range(KILLS)
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         kills = list(pool.map(lambda j: run_and_kill(j[0], j[1], j[2], after=j[3]), jobs))

@@ -177,9 +177,7 @@ def test_the_counts_of_every_recording_add_up_in_show_and_its_json(path: Path) -
     "over the same counts on a rewrite of each client and each kind by default "
     "(test_the_counts_of_every_recording_add_up_in_show_and_its_json)"
 )
-@pytest.mark.parametrize(
-    "path", [p for p in RECORDINGS if p not in SHOWN], ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("path", [p for p in RECORDINGS if p not in SHOWN], ids=lambda p: p.stem)
 def test_show_says_the_counts_of_every_other_rewrite(path: Path) -> None:
     _show_says(path, _said_by_its_json(path))
 
