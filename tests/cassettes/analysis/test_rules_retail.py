@@ -22,14 +22,37 @@ from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 
-pytestmark = needs_recorder
+#: The two runs as this module's live fixture recorded them (data/retail/README.md): read by
+#: default, recorded again at night.
+RECORDED = Path(__file__).parent / "data" / "retail"
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """passing.jsonl (20 conversations) and failing.jsonl (10), each one ``looptap run``."""
-    pytest.importorskip("openai")
+@pytest.fixture(
+    scope="module",
+    params=[
+        "recorded",
+        pytest.param(
+            "live",
+            marks=[
+                pytest.mark.slow(
+                    reason="the two runs recorded again through looptap run (the real openai "
+                    "SDK), about 5 s of CPU: every test reads the runs as recorded by default "
+                    "([recorded])"
+                ),
+                needs_recorder,
+            ],
+        ),
+    ],
+)
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """passing.jsonl (20 conversations) and failing.jsonl (10), each one ``looptap run``: as
+    recorded (data/retail), or recorded again (``live``)."""
     tmp = tmp_path_factory.mktemp("retail")
+    if request.param == "recorded":
+        for name in ("passing.jsonl", "failing.jsonl"):
+            (tmp / name).write_bytes((RECORDED / name).read_bytes())
+        return tmp
+    pytest.importorskip("openai")
     (tmp / "agent.py").write_text(AGENT)
     with ScriptedUpstream(route, validate=True) as fake:
         for name, scripts in (("passing", PASSING), ("failing", FAILING)):
