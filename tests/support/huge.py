@@ -95,8 +95,9 @@ def write_huge(
     after; ``model``
     asked for (served as ``gpt-4o-mini-2024-07-18`` when it is the default, else as asked);
     ``meta``: the header's; ``timing``: seq → (ttfb, duration) seconds (default 0.4, 0.5);
-    ``words``: that many words of prose after each one-turn question (a file of a given size in
-    fewer round trips: a reader's work grows with the round trips, far less with their bytes)."""
+    ``words``: that many words of prose after each conversation's first question (a file of a
+    given size in fewer round trips: a reader's work grows with the round trips, far less with
+    their bytes)."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
     served = "gpt-4o-mini-2024-07-18" if model == "gpt-4o-mini" else model
