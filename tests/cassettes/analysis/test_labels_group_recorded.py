@@ -23,7 +23,7 @@ import pytest
 from looptap.cassettes.analysis import Finding
 from looptap.cassettes.reading import open_run
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, recorded_or_live
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 #: The group chat as the live fixture recorded it (data/labels/README.md): read by default,
@@ -148,20 +148,7 @@ def route(req: ScriptedRequest) -> Reply:
 
 @pytest.fixture(
     scope="module",
-    params=[
-        "recorded",
-        pytest.param(
-            "live",
-            marks=[
-                pytest.mark.slow(
-                    reason="the group chat recorded again through looptap run (the real openai "
-                    "SDK), about 2 s of CPU: every test reads it as recorded by default "
-                    "([recorded])"
-                ),
-                needs_recorder,
-            ],
-        ),
-    ],
+    params=recorded_or_live("the group chat of the openai SDK (about 2 s of CPU)"),
 )
 def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The group chat's run: as recorded (data/labels), or recorded again (``live``)."""

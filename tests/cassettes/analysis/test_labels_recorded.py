@@ -21,7 +21,7 @@ from looptap.cassettes.analysis import Finding
 from looptap.cassettes.reading import open_run
 from tests.cassettes.analysis.retail_policy import agent
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, recorded_or_live
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 #: The agent's run as the live fixture recorded it (data/labels/README.md): read by default,
@@ -191,20 +191,7 @@ def route(req: ScriptedRequest) -> Reply:
 
 @pytest.fixture(
     scope="module",
-    params=[
-        "recorded",
-        pytest.param(
-            "live",
-            marks=[
-                pytest.mark.slow(
-                    reason="the agent recorded again through looptap run (the real openai SDK), "
-                    "about 2 s of CPU: every test reads its run as recorded by default "
-                    "([recorded])"
-                ),
-                needs_recorder,
-            ],
-        ),
-    ],
+    params=recorded_or_live("the openai SDK's agent (about 2 s of CPU)"),
 )
 def recorded(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

@@ -19,7 +19,7 @@ from retail_policy import AGENT, FAILING, PASSING, PLANTED, question, route
 
 from tests.support import progress
 from tests.support.analysed import cli_run
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, recorded_or_live
 from tests.support.scripted import ScriptedUpstream
 
 #: The two runs as this module's live fixture recorded them (data/retail/README.md): read by
@@ -29,20 +29,7 @@ RECORDED = Path(__file__).parent / "data" / "retail"
 
 @pytest.fixture(
     scope="module",
-    params=[
-        "recorded",
-        pytest.param(
-            "live",
-            marks=[
-                pytest.mark.slow(
-                    reason="the two runs recorded again through looptap run (the real openai "
-                    "SDK), about 5 s of CPU: every test reads the runs as recorded by default "
-                    "([recorded])"
-                ),
-                needs_recorder,
-            ],
-        ),
-    ],
+    params=recorded_or_live("the two runs of the openai SDK's agent (about 5 s of CPU)"),
 )
 def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """passing.jsonl (20 conversations) and failing.jsonl (10), each one ``looptap run``: as
