@@ -100,12 +100,14 @@ def nightly_modules(suite_md: str) -> set[str]:
 
 
 def slow_modules() -> set[str]:
-    """The test modules that keep something for ``LOOPTAP_SLOW=1``: a ``slow`` mark, the flag, or
-    a corpus walk whose every file is the nightly run's (``real_corpus.cover_or_every``)."""
+    """The test modules that keep something for ``LOOPTAP_SLOW=1``: a ``slow`` mark, the flag, a
+    corpus walk whose every file is the nightly run's (``real_corpus.cover_or_every``), or a run
+    recorded live only at night (``recorder.recorded_or_live``)."""
     found = set()
     for path in (ROOT / "tests").rglob("test_*.py"):
         text = path.read_text(encoding="utf-8")
-        if "mark.slow" in text or "LOOPTAP_SLOW" in text or "@cover_or_every(" in text:
+        marks = ("mark.slow", "LOOPTAP_SLOW", "@cover_or_every(", "recorded_or_live(")
+        if any(m in text for m in marks):
             found.add(path.relative_to(ROOT).as_posix())
     return found
 

@@ -5,7 +5,6 @@ tools/call shown with the model's call it ran (the tool-use id the client sends 
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import orjson
@@ -13,7 +12,7 @@ import orjson
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.wire import Exchange
-from tests.support import progress
+from tests.support.analysed import cli_run
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_URL = "https://mcp.example.com/mcp"
@@ -226,27 +225,17 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
     with CassetteWriter(path) as w:
         for ex in run_exchanges():
             w.append(ex)
-    out = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    out = cli_run("show", str(path), cwd=REPO)  # (what show says: in process)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "6 round trips, 2 to LLM APIs (anthropic 2), 4 to MCP tool servers" in text, text
     assert "#2  mcp tools/list  200" in text and "tools: get_weather" in text
-    assert '#4  mcp tools/call  200' in text and 'tool: get_weather({"city":"Paris"})' in text
+    assert "#4  mcp tools/call  200" in text and 'tool: get_weather({"city":"Paris"})' in text
     assert (
         "runs the model's call id=toolu_01P from #3 c1/turn 0" in text
         and "result: sunny, 21 C" in text
     )
-    js = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    js = cli_run("show", "--json", str(path), cwd=REPO)  # (what show says: in process)
     views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
     mcp = [v["mcp"] for v in views if v["family"] == "mcp"]
     assert [m["method"] for m in mcp] == [
@@ -417,12 +406,7 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
     with CassetteWriter(path) as w:
         for ex in run_exchanges(meta=False):
             w.append(ex)
-    out = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    out = cli_run("show", str(path), cwd=REPO)  # (what show says: in process)
     assert (
         "runs the model's call id=toolu_01P from #3 c1/turn 0 (by tool and arguments)" in out.stdout
     ), out.stdout
@@ -430,12 +414,7 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
         '    tool call: mcp__weather__get_weather({"city":"Paris"}) id=toolu_01P\n      ran by an '
         "MCP tool server at #4 (get_weather)" in out.stdout
     )
-    js = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "show", "--json", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    js = cli_run("show", "--json", str(path), cwd=REPO)  # (what show says: in process)
     views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
     linked = [
         v["mcp"].get("linked")

@@ -191,8 +191,10 @@ def test_a_stream_holds_the_records_of_one_small_step_at_a_time(
 ) -> None:
     """The records a step reads are held parsed until the step is analysed, so the step's size is
     the peak's: a stream reads its file a megabyte at a time (``STEP_BYTES``; 4 MB raised a 100 MB
-    run's first ``show`` from 92 to 104 MB). No step of a 3 MB run holds more than about that."""
-    path = write_huge(tmp_path / "run.jsonl", 4_000, "long", turns=100)
+    run's first ``show`` from 92 to 104 MB). No step of a 3 MB run holds more than about that.
+    (40 conversations of 10 turns, each begun with 14,000 words: 400 round trips of 3.4 MB, a
+    reader's work a sixth of the 4,000 short ones' of 3.1 MB before session 56.)"""
+    path = write_huge(tmp_path / "run.jsonl", 400, "long", turns=10, words=14_000)
     assert path.stat().st_size > 3 * 2**20
     held: list[int] = []
     poll = RecordIndex.poll
@@ -204,5 +206,5 @@ def test_a_stream_holds_the_records_of_one_small_step_at_a_time(
 
     monkeypatch.setattr(RecordIndex, "poll", counted)
     run = open_run(path, cache=False)
-    assert len(run) == 4_000 and len(held) >= 3
+    assert len(run) == 400 and len(held) >= 3
     assert max(held) <= 1.1 * 2**20, f"{max(held) / 2**20:.1f} MB of records held by one step"

@@ -16,6 +16,7 @@ from looptap.cassettes.reading import open_run
 from looptap.cassettes.recording.pipeline import CassetteWriter
 from looptap.cassettes.storage import read_records
 from looptap.cassettes.wire import RECORDER_MADE, Exchange
+from tests.support.analysed import cli_run
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 TOOLS = [
@@ -285,14 +286,10 @@ def test_show_counts_the_tools_calls_apart_from_the_agents_own(tmp_path: Path) -
     """``show``'s first line counts the model round trips, the tools' HTTP calls (and how many
     are linked), and apart from them the calls made while no tool call awaited its result (the
     agent's own: telemetry after the results went back), said so under the call too."""
-    import subprocess
-    import sys
-
     path = _written(tmp_path, weather_run())
-    out = subprocess.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "show", str(path)],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    shown = cli_run("show", str(path))  # (what show says: in process)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
     assert (
         "5 round trips, 2 to LLM APIs (openai_chat 2), 2 tool HTTP calls (2 linked), "
         "1 HTTP call of the agent's own (no tool call awaiting)\n"

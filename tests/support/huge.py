@@ -30,6 +30,8 @@ _HEADER = (
     b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap '
     b'0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
 )
+#: The prose ``words`` draws from (no secret's shape: the recorder's gate reads it as text).
+_WORDS = ("the", "report", "on", "quarterly", "sales", "figures", "for", "each", "region", "and")
 _URL = "https://api.openai.com/v1/chat/completions"
 _HEADERS = [["content-type", "application/json"]]
 
@@ -86,16 +88,21 @@ def write_huge(
     model: str = "gpt-4o-mini",
     meta: dict[str, object] | None = None,
     timing: Callable[[int], tuple[float, float]] | None = None,
+    words: int = 0,
 ) -> Path:
     """Write a cassette of ``n`` round trips of ``shape`` (see the module docstring) at ``path``;
     its header made and its first round trip started at ``start`` (epoch seconds), one a second
     after; ``model``
     asked for (served as ``gpt-4o-mini-2024-07-18`` when it is the default, else as asked);
-    ``meta``: the header's; ``timing``: seq → (ttfb, duration) seconds (default 0.4, 0.5)."""
+    ``meta``: the header's; ``timing``: seq → (ttfb, duration) seconds (default 0.4, 0.5);
+    ``words``: that many words of prose after each conversation's first question (a file of a
+    given size in fewer round trips: a reader's work grows with the round trips, far less with
+    their bytes)."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
     served = "gpt-4o-mini-2024-07-18" if model == "gpt-4o-mini" else model
     run = _Run(start, model, served, timing)
+    prose = "".join(f" {_WORDS[i % len(_WORDS)]}" for i in range(words))
     created = datetime.fromtimestamp(start, UTC).isoformat(timespec="milliseconds")
     header = _HEADER.replace(b"2026-01-01T00:00:00.000Z", created.replace("+00:00", "Z").encode())
     if meta is not None:
@@ -109,7 +116,9 @@ def write_huge(
                 body: dict[str, object] = {
                     "json": {
                         "model": model,
-                        "messages": [{"role": "user", "content": f"Question {conv} of the sweep?"}],
+                        "messages": [
+                            {"role": "user", "content": f"Question {conv} of the sweep?{prose}"}
+                        ],
                     }
                 }
             else:

@@ -34,6 +34,7 @@ __all__ = [
     "needs_recorder",
     "proc_stats",
     "proxy_python",
+    "recorded_or_live",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +78,17 @@ needs_recorder = pytest.mark.skipif(
     "LOOPTAP_PROXY_PYTHON or create .venv-proxy (python3 -m venv .venv-proxy && "
     ".venv-proxy/bin/pip install -e '.[proxy]'); POSIX only",
 )
+
+
+def recorded_or_live(what: str) -> list[object]:
+    """A module fixture's ``params`` (issue 105): ``"recorded"``, its run as the fixture recorded it
+    live once (committed beside the module), by default; ``"live"``, recorded again through the
+    real recorder, in the nightly run. ``what``: what is recorded, and its cost."""
+    live = pytest.mark.slow(
+        reason=f"{what} recorded again through looptap run: every test reads it as recorded by "
+        "default ([recorded])"
+    )
+    return ["recorded", pytest.param("live", marks=[live, needs_recorder])]
 
 
 def clean_env(*, scrub: tuple[str, ...] = (), **extra: str) -> dict[str, str]:

@@ -23,10 +23,12 @@ import pytest
 from looptap.cassettes.analysis import Finding
 from looptap.cassettes.reading import open_run
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, recorded_or_live
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
-pytestmark = needs_recorder
+#: The group chat as the live fixture recorded it (data/labels/README.md): read by default,
+#: recorded again at night.
+RECORDED = Path(__file__).parent / "data" / "labels" / "chat.jsonl"
 
 CHAT = r"""
 import sys
@@ -144,10 +146,17 @@ def route(req: ScriptedRequest) -> Reply:
     return Reply.say(script[answers])
 
 
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("openai")
+@pytest.fixture(
+    scope="module",
+    params=recorded_or_live("the group chat of the openai SDK (about 2 s of CPU)"),
+)
+def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The group chat's run: as recorded (data/labels), or recorded again (``live``)."""
     tmp = tmp_path_factory.mktemp("groupchat")
+    if request.param == "recorded":
+        (tmp / "chat.jsonl").write_bytes(RECORDED.read_bytes())
+        return tmp / "chat.jsonl"
+    pytest.importorskip("openai")
     (tmp / "chat.py").write_text(CHAT)
     with ScriptedUpstream(route, validate=True) as fake:
         proc = progress.run(

@@ -13,6 +13,7 @@ scenario is one conversation of the one recording, and each failing one has a cl
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,12 @@ from looptap.cassettes.analysis import Finding
 from looptap.cassettes.reading import open_run
 from tests.cassettes.analysis.retail_policy import agent
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, recorded_or_live
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
-pytestmark = needs_recorder
+#: The agent's run as the live fixture recorded it (data/labels/README.md): read by default,
+#: recorded again at night.
+RECORDED = Path(__file__).parent / "data" / "labels" / "retail.jsonl"
 
 AGENT = agent(
     r"""
@@ -186,11 +189,20 @@ def route(req: ScriptedRequest) -> Reply:
     return SCRIPTS[req.user_texts()[0]][len(req.tool_results())]
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Finding]]:
-    """The agent recorded once, answering every question: findings by question."""
-    pytest.importorskip("openai")
+@pytest.fixture(
+    scope="module",
+    params=recorded_or_live("the openai SDK's agent (about 2 s of CPU)"),
+)
+def recorded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[Finding]]:
+    """The agent recorded once, answering every question (as recorded, data/labels, or recorded
+    again, ``live``): findings by question."""
     tmp = tmp_path_factory.mktemp("retail")
+    if request.param == "recorded":
+        (tmp / "retail.jsonl").write_bytes(RECORDED.read_bytes())
+        return _by_question(tmp / "retail.jsonl")
+    pytest.importorskip("openai")
     (tmp / "agent.py").write_text(AGENT)
     with ScriptedUpstream(route, validate=True) as fake:
         proc = progress.run(
@@ -203,7 +215,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Finding
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("refused: 400") == 4, proc.stdout
-    run = open_run(tmp / "retail.jsonl", whole=True, cache=False)
+    return _by_question(tmp / "retail.jsonl")
+
+
+def _by_question(path: Path) -> dict[str, list[Finding]]:
+    """The findings of the run at ``path``, by question."""
+    run = open_run(path, whole=True, cache=False)
     convs = run.analysis.conversations
     assert len(convs) == len(SCRIPTS), [c.title for c in convs]
     by_conv: dict[str | None, list[Finding]] = {c.id: [] for c in convs}

@@ -6,8 +6,6 @@ and ``show``, ``show --json`` and the inspector say those counts in the same wor
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -16,6 +14,7 @@ from real_corpus import CORPUS, cover_or_every, load, rel, walked
 
 from looptap.cassettes.analysis import analyse
 from looptap.cassettes.analysis.dispatch._managed import MAX_COMPARED
+from tests.support.analysed import cli_run
 
 pytestmark = pytest.mark.corpus
 
@@ -76,13 +75,15 @@ def test_show_its_json_and_the_inspector_say_the_same_counts(tmp_path: Path) -> 
 
     run = tmp_path / "run.jsonl"
     assert main(["import", "-q", str(COMPACTED), "-o", str(run)]) == 0
-    cmd = [sys.executable, "-m", "looptap.cassettes.cli", "show"]
-    text = subprocess.run([*cmd, str(run)], capture_output=True, text=True, check=True).stdout
+    shown = cli_run("show", str(run))  # (what show says: in process)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
     lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("request:")]
     said = "request: 2 messages (0 as before, 1 changed, 1 new; 3 of #1's dropped), 0 tools offered"
     assert said in lines, lines
-    out = subprocess.run([*cmd, "--json", str(run)], capture_output=True, check=True).stdout
-    objs = [orjson.loads(ln) for ln in out.splitlines() if ln.strip()]
+    js = cli_run("show", "--json", str(run))
+    assert js.returncode == 0, js.stderr
+    objs = [orjson.loads(ln) for ln in js.stdout.splitlines() if ln.strip()]
     counts = [o["layers"]["C"]["counts"] for o in objs if o.get("layers")]
     assert {"sent": 2, "as_before": 0, "changed": 1, "new": 1, "dropped": 3} in counts, counts
 

@@ -22,6 +22,7 @@ from looptap.cassettes.analysis import Finding, RulesError, load
 from looptap.cassettes.reading import open_run
 from looptap.cassettes.why import Outcome, judged_from
 from tests.support import progress
+from tests.support.analysed import cli_run
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 
@@ -214,7 +215,9 @@ def test_the_fleet_index_lists_the_broken_rules_once_rules_are_in_force(
     def index_and_count(rules: str) -> int:
         _looptap("index", "runs", cwd=tmp_path, rules=rules)
         db = str(tmp_path / ".looptap" / "fleet.duckdb")
-        return len(_looptap("query", "--fleet", db, "--json", sql, cwd=tmp_path).splitlines())
+        done = cli_run("query", "--fleet", db, "--json", sql)  # (in process: the index's figures)
+        assert done.returncode == 0, done.stderr
+        return len(done.stdout.splitlines())
 
     assert index_and_count("") == 0
     assert index_and_count(rules) == 5

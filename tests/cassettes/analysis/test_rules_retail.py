@@ -18,17 +18,28 @@ import pytest
 from retail_policy import AGENT, FAILING, PASSING, PLANTED, question, route
 
 from tests.support import progress
-from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.analysed import cli_run
+from tests.support.recorder import RECORDER, clean_env, recorded_or_live
 from tests.support.scripted import ScriptedUpstream
 
-pytestmark = needs_recorder
+#: The two runs as this module's live fixture recorded them (data/retail/README.md): read by
+#: default, recorded again at night.
+RECORDED = Path(__file__).parent / "data" / "retail"
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """passing.jsonl (20 conversations) and failing.jsonl (10), each one ``looptap run``."""
-    pytest.importorskip("openai")
+@pytest.fixture(
+    scope="module",
+    params=recorded_or_live("the two runs of the openai SDK's agent (about 5 s of CPU)"),
+)
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """passing.jsonl (20 conversations) and failing.jsonl (10), each one ``looptap run``: as
+    recorded (data/retail), or recorded again (``live``)."""
     tmp = tmp_path_factory.mktemp("retail")
+    if request.param == "recorded":
+        for name in ("passing.jsonl", "failing.jsonl"):
+            (tmp / name).write_bytes((RECORDED / name).read_bytes())
+        return tmp
+    pytest.importorskip("openai")
     (tmp / "agent.py").write_text(AGENT)
     with ScriptedUpstream(route, validate=True) as fake:
         for name, scripts in (("passing", PASSING), ("failing", FAILING)):
@@ -46,13 +57,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
-def looptap(*args: str, cwd: Path, code: int = 0) -> str:
-    done = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=clean_env(),
+def looptap(*args: str, cwd: Path, code: int = 0, process: bool = False) -> str:
+    """``looptap ARGS`` in CWD: in this process (what the command says: its wiring is the
+    ``process=True`` call's, ``learn``'s, and the runaway pattern's ``show`` and ``check``), or as
+    a process of its own."""
+    done = (
+        progress.run(
+            [sys.executable, "-m", "looptap.cassettes.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=clean_env(),
+        )
+        if process
+        else cli_run(*args, cwd=cwd)
     )
     assert done.returncode == code, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
@@ -61,7 +79,7 @@ def looptap(*args: str, cwd: Path, code: int = 0) -> str:
 
 @pytest.fixture(scope="module")
 def learnt(runs: Path) -> dict[str, dict[str, object]]:
-    out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs)
+    out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs, process=True)
     assert "rules.toml: " in out and "proposed from 20 traces" in out, out
     rules = tomllib.loads((runs / "rules.toml").read_text())["rule"]
     return {r["name"]: r for r in rules}
@@ -145,11 +163,7 @@ def test_check_prints_each_broken_rule_per_run_and_turn(runs: Path, learnt) -> N
 
 
 def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt) -> None:
-    done = progress.run(
-        [sys.executable, "-m", "looptap.cassettes.cli", "rules", "learn", "passing.jsonl", "-o",
-         "rules.toml"],
-        capture_output=True, text=True, cwd=runs, env=clean_env(),
-    )  # fmt: skip
+    done = cli_run("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "looptap: error: the rules file rules.toml exists (--force replaces it)"
     ]
@@ -298,10 +312,7 @@ def test_a_run_that_cannot_be_read_is_named_and_never_learnt_without(
     bad.write_text("interactions:\n- response: {}\n")  # a vcrpy cassette of no request
 
     def looptap_2(*args: str) -> tuple[str, list[str]]:
-        done = progress.run(
-            [sys.executable, "-m", "looptap.cassettes.cli", *args],
-            capture_output=True, text=True, cwd=runs, env=clean_env(),
-        )  # fmt: skip
+        done = cli_run(*args, cwd=runs)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         return str(done.stdout), done.stderr.strip().splitlines()
 

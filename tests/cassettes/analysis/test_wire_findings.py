@@ -4,8 +4,6 @@ model's tool-call syntax, and output tokens at the cap under a natural stop."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -15,6 +13,7 @@ from scenarios import FAMILIES, STREAM_FAMILIES, WEATHER, Script, Tokens
 from looptap.cassettes.analysis import RunAnalysis, analyse
 from looptap.cassettes.analysis._text_calls import SYNTAXES, text_call
 from looptap.cassettes.wire import Exchange
+from tests.support.analysed import cli_run
 
 JSON = [("content-type", "application/json")]
 
@@ -127,12 +126,12 @@ def test_show_says_the_side_calls_error_on_its_round_trip(tmp_path: Path) -> Non
             }
         ).decode()
     )
-    cli = [sys.executable, "-m", "looptap.cassettes.cli", "show"]
-    text = subprocess.run([*cli, str(path)], capture_output=True, text=True, check=True).stdout
-    assert "A A.http_error (#1): The API answered HTTP 404" in text
-    lines = subprocess.run(
-        [*cli, "--json", str(path)], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+    shown = cli_run("show", str(path))  # (what show says: in process)
+    assert shown.returncode == 0, shown.stderr
+    assert "A A.http_error (#1): The API answered HTTP 404" in shown.stdout
+    js = cli_run("show", "--json", str(path))
+    assert js.returncode == 0, js.stderr
+    lines = js.stdout.splitlines()
     side = [orjson.loads(x) for x in lines if orjson.loads(x).get("seq") == 1]
     assert [f["code"] for f in side[0]["findings"]] == ["A.http_error"]
 
