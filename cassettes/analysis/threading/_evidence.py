@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ...models import Message, Part
 from .._message_keys import _ROLE, stable
+from ..spill import SpillMap
 from ._data import Link, Request, Threads
 from ._history import describe
 
@@ -47,41 +48,65 @@ def _tokens(parts: list[Part], keys: frozenset[str], results: bool) -> Iterator[
                 yield stable(v.encode("utf-8", "surrogatepass"))
 
 
-def register(s: Threads, parts: list[Part], keys: frozenset[str], tid: int) -> None:
+class Remembered:
+    """What :func:`carried` read of the request threaded last: each of its messages by ``id``
+    (the message, held so that its ``id`` names no other; the continuity keys it was read with;
+    its tokens; the latest turn among theirs, :data:`TWICE` for none), and the tokens
+    :func:`register` set since (``touched``: a message's latest turn is read again only where
+    one of its tokens is among them, the only entries of ``by_token`` that changed)."""
+
+    __slots__ = ("seen", "touched")
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[Message, frozenset[str], tuple[int, ...], int]] = {}
+        self.touched: set[int] = set()
+
+
+def register(
+    s: Threads, parts: list[Part], keys: frozenset[str], tid: int, memo: Remembered
+) -> None:
     """Turn ``tid``'s answer produced these tokens (a token another answer produced too is
-    set aside)."""
+    set aside); each is ``touched`` in ``memo``."""
     for h in set(_tokens(parts, keys, results=False)):
         s.by_token[h] = tid if s.by_token.get(h) is None else TWICE
+        memo.touched.add(h)
 
 
-#: Each message of the request threaded last, by its ``id``: the message (held, so that its
-#: ``id`` names no other), the continuity keys it was read with, its tokens (:func:`carried`).
-Remembered = dict[int, tuple[Message, frozenset[str], tuple[int, ...]]]
+def _latest(by_token: SpillMap[int, int], hashes: tuple[int, ...]) -> int:
+    """The latest turn that produced one of ``hashes`` (:data:`TWICE`, -1: none)."""
+    best = TWICE
+    for h in hashes:
+        tid = by_token.get(h)
+        if tid is not None and tid > best:  # (TWICE, -1, is never the best)
+            best = tid
+    return best
 
 
 def carried(
     s: Threads, messages: list[Message], keys: frozenset[str], memo: Remembered
 ) -> int | None:
     """The latest turn whose answer produced a token this request carries back (``None``:
-    none): the model's messages of its history, and the results it sends. The tokens of a
-    message the request before carried too (the same object: a request parsed against the one it
-    extends shares its messages) are taken from ``memo``, which then holds this request's."""
-    best = -1
-    by_token, none, now = s.by_token, frozenset[str](), Remembered()
+    none): the model's messages of its history, and the results it sends. A message the
+    request before carried too (the same object: a request parsed against the one it extends
+    shares its messages) is taken from ``memo`` with its tokens and their latest turn, read
+    again only where :func:`register` touched one of its tokens since; ``memo`` then holds
+    this request's."""
+    best = TWICE
+    by_token, none, now = s.by_token, frozenset[str](), {}
+    seen, touched = memo.seen, memo.touched
     for m in messages[-SCAN_MESSAGES:]:
-        got = memo.get(id(m))
-        if got is not None and got[0] is m and got[1] == keys:
-            hashes = got[2]
-        else:
+        got = seen.get(id(m))
+        if got is None or got[0] is not m or got[1] != keys:
             model = m.role == "assistant" or _ROLE.get(m.role) == "assistant"
             hashes = tuple(_tokens(m.parts, keys if model else none, results=not model))
-        now[id(m)] = (m, keys, hashes)
-        for h in hashes:
-            tid = by_token.get(h)
-            if tid is not None and tid > best:  # (TWICE, -1, is never the best)
-                best = tid
-    memo.clear()
-    memo.update(now)
+            got = (m, keys, hashes, _latest(by_token, hashes))
+        elif touched and got[2] and not touched.isdisjoint(got[2]):
+            got = (m, keys, got[2], _latest(by_token, got[2]))
+        now[id(m)] = got
+        if got[3] > best:
+            best = got[3]
+    memo.seen = now
+    touched.clear()
     return best if best >= 0 else None
 
 
