@@ -11,6 +11,8 @@ numbers its ids per run) names no turn and is set aside for good."""
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterator
 
 from ...models import Message, Part
@@ -49,16 +51,21 @@ def _tokens(parts: list[Part], keys: frozenset[str], results: bool) -> Iterator[
 
 
 class Remembered:
-    """What :func:`carried` read of the request threaded last: each of its messages by ``id``
-    (the message, held so that its ``id`` names no other; the continuity keys it was read with;
-    its tokens; the latest turn among theirs, :data:`TWICE` for none), and the tokens
-    :func:`register` set since (``touched``: a message's latest turn is read again only where
-    one of its tokens is among them, the only entries of ``by_token`` that changed)."""
+    """What :func:`carried` read of the request threaded last: its last messages (``window``,
+    held, so that an ``id`` names no other), how many came before them, the continuity keys they
+    were read with, each one's tokens and the latest turn among theirs (:data:`TWICE`: none); and
+    the tokens :func:`register` set since (``touched``, the only entries of ``by_token`` that
+    changed: a remembered message's latest turn is read again only where one of its tokens is
+    among them)."""
 
-    __slots__ = ("seen", "touched")
+    __slots__ = ("before", "hashes", "keys", "latest", "touched", "window")
 
     def __init__(self) -> None:
-        self.seen: dict[int, tuple[Message, frozenset[str], tuple[int, ...], int]] = {}
+        self.window: list[Message] = []
+        self.before = 0
+        self.keys = frozenset[str]()
+        self.hashes: list[tuple[int, ...]] = []
+        self.latest: list[int] = []
         self.touched: set[int] = set()
 
 
@@ -91,22 +98,39 @@ def carried(
     shares its messages) is taken from ``memo`` with its tokens and their latest turn, read
     again only where :func:`register` touched one of its tokens since; ``memo`` then holds
     this request's."""
-    best = TWICE
-    by_token, none, now = s.by_token, frozenset[str](), {}
-    seen, touched = memo.seen, memo.touched
-    for m in messages[-SCAN_MESSAGES:]:
-        got = seen.get(id(m))
-        if got is None or got[0] is not m or got[1] != keys:
-            model = m.role == "assistant" or _ROLE.get(m.role) == "assistant"
-            hashes = tuple(_tokens(m.parts, keys if model else none, results=not model))
-            got = (m, keys, hashes, _latest(by_token, hashes))
-        elif touched and got[2] and not touched.isdisjoint(got[2]):
-            got = (m, keys, got[2], _latest(by_token, got[2]))
-        now[id(m)] = got
-        if got[3] > best:
-            best = got[3]
-    memo.seen = now
-    touched.clear()
+    window = messages[-SCAN_MESSAGES:]
+    w, before = len(window), len(messages) - len(window)
+    hashes: list[tuple[int, ...] | None] = [None] * w
+    latest = [TWICE] * w
+    old = memo.window
+    if old and keys == memo.keys:
+        # Where the request extends the one before, window[j] is old[j + off].
+        off = before - memo.before
+        j0, j1 = max(0, -off), min(w, len(old) - off)
+        if j0 < j1 and all(map(operator.is_, window[j0:j1], old[j0 + off : j1 + off])):
+            hashes[j0:j1] = memo.hashes[j0 + off : j1 + off]
+            latest[j0:j1] = memo.latest[j0 + off : j1 + off]
+        else:  # (another request's messages, some shared: each looked up)
+            at = {id(m): i for i, m in enumerate(old)}
+            for j, m in enumerate(window):
+                i = at.get(id(m))
+                if i is not None:
+                    hashes[j], latest[j] = memo.hashes[i], memo.latest[i]
+        touched = memo.touched
+        if touched and not touched.isdisjoint(itertools.chain.from_iterable(filter(None, hashes))):
+            for j, got in enumerate(hashes):
+                if got and not touched.isdisjoint(got):
+                    latest[j] = _latest(s.by_token, got)
+    none = frozenset[str]()
+    for j in itertools.compress(range(w), map(operator.is_, hashes, itertools.repeat(None))):
+        m = window[j]
+        model = m.role == "assistant" or _ROLE.get(m.role) == "assistant"
+        got = hashes[j] = tuple(_tokens(m.parts, keys if model else none, results=not model))
+        latest[j] = _latest(s.by_token, got)
+    memo.window, memo.before, memo.keys = window, before, keys
+    memo.hashes, memo.latest = hashes, latest  # type: ignore[assignment]  # (each filled above)
+    memo.touched.clear()
+    best = max(latest, default=TWICE)
     return best if best >= 0 else None
 
 

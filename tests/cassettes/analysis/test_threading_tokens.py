@@ -184,24 +184,33 @@ def _result(i: str) -> Message:
 def test_a_remembered_message_is_read_again_once_its_token_changed() -> None:
     """``carried`` takes a message the request before carried from its memo, with its tokens'
     latest turn: an answer that produces one of its tokens again (set aside, ``TWICE``) or for
-    the first time (a result recorded before its call's answer) makes it read again. Every answer
-    is the one an empty memo gives (issue 106: the memo saves time, never changes a link)."""
+    the first time (a result recorded before its call's answer) makes it read again; a history
+    managed in the middle (a message dropped) or sent again shorter is looked up message by
+    message. Every answer is the one an empty memo gives (issue 106: the memo saves time, never
+    changes a link)."""
     s, memo = Threads(Spill(), 64), Remembered()
-    x, y = "toolu_0123456789", "toolu_9876543210"
-    history = [Message(role="user", parts=[Part(kind="text", text="go")])]
-    steps = [  # (messages added to the history, the answer's token)
-        ([], x),
-        ([_call(x), _result(x)], x),  # its answer gives x again: x names no turn now
-        ([Message(role="user", parts=[Part(kind="text", text="on")])], None),
-        ([_result(y)], y),  # a result before its call's answer
-        ([Message(role="user", parts=[Part(kind="text", text="on")])], None),
-    ]
+    x, y, z = "toolu_0123456789", "toolu_9876543210", "toolu_5555555555"
     said = []
-    for tid, (added, token) in enumerate(steps):
-        history = [*history, *added]  # the same message objects, as a parse against the last
+
+    def text(t: str) -> Message:
+        return Message(role="user", parts=[Part(kind="text", text=t)])
+
+    steps = [  # (the history from the one before: the same message objects; the answer's token)
+        (lambda h: [text("go")], x),
+        (lambda h: [*h, _call(x), _result(x)], x),  # its answer gives x again: x names no turn
+        (lambda h: [*h, text("on")], None),
+        (lambda h: [*h, _result(y)], y),  # a result before its call's answer
+        (lambda h: [*h, text("on")], None),
+        (lambda h: [*h, _call(z), _result(z)], None),
+        (lambda h: [h[0], *h[3:]], None),  # managed: x's pair dropped
+        (lambda h: h[:2], None),  # shorter: an earlier request again
+        (lambda h: [*h[:1], *(text(str(i)) for i in range(70)), *h[1:]], None),  # past the scan
+    ]
+    history: list[Message] = []
+    for tid, (then, token) in enumerate(steps):
+        history = then(history)
         fresh = carried(s, history, frozenset(), Remembered())
         said.append(carried(s, history, frozenset(), memo))
         assert said[-1] == fresh
-        answer = _call(token).parts if token else []
-        register(s, answer, frozenset(), tid, memo)
-    assert said == [None, 0, None, None, 3]
+        register(s, _call(token).parts if token else [], frozenset(), tid, memo)
+    assert said == [None, 0, None, None, 3, 3, 3, None, None]
