@@ -160,16 +160,19 @@ def judge(
     where = f"round trip #{ctx.seq}"
     notes: list[tuple[str, str]] = []  # (layer, what failed) of the steps that raised
 
-    def step(layer: str, name: str, run: Callable[[], _T], fallback: _T) -> _T:
-        out, said = contained(name, where, run, fallback, errors)
-        if said is not None:
-            notes.append((layer, said))
-        return out
+    def step(layer: str, name: str, run: Callable[[], _T], fallback: Callable[[], _T]) -> _T:
+        try:  # (:func:`contained`, its fallback made only when it is taken)
+            return run()
+        except MemoryError:
+            raise
+        except Exception as exc:
+            notes.append((layer, _failed(name, where, exc, errors)))
+            return fallback()
 
-    turn.c = step("C", "the C layer", lambda: dispatch.build(ctx, link), Dispatch())
-    turn.e = step("E", "the E layer", lambda: emission.build(ctx), Emission())
-    turn.a = step("A", "the A layer", lambda: api.build(ctx), ApiReport())
-    turn.tokens = step("A", "the token count", lambda: tokens.build(ctx), TokenCount())
+    turn.c = step("C", "the C layer", lambda: dispatch.build(ctx, link), Dispatch)
+    turn.e = step("E", "the E layer", lambda: emission.build(ctx), Emission)
+    turn.a = step("A", "the A layer", lambda: api.build(ctx), ApiReport)
+    turn.tokens = step("A", "the token count", lambda: tokens.build(ctx), TokenCount)
     skipped = bool(notes)
     for check in checks if not skipped else ():
         try:  # (contained as each step is, without a closure per check: 48 a turn)
@@ -183,10 +186,10 @@ def judge(
         turn.findings.extend(got)
     found = list(turn.findings)
     fold = lambda: dispatch.fold_root_causes(ctx, found)  # noqa: E731
-    turn.findings[:] = step("C", "the root-cause fold", fold, found)
+    turn.findings[:] = step("C", "the root-cause fold", fold, lambda: found)
     codes.demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
     withhold_unread(ctx, turn.findings)
-    step("C", "the MCP link", lambda: mcp.model_turn(turn, ctx.rt.response), None)
+    step("C", "the MCP link", lambda: mcp.model_turn(turn, ctx.rt.response), lambda: None)
     if link.ambiguous > 1:
         turn.findings.append(
             ctx.finding(

@@ -98,6 +98,8 @@ def as_obj(v: Any) -> dict[str, Any]:
 
 
 def as_int(v: Any) -> int | None:
+    if type(v) is int:  # (the common case in one step: a bool is not this type)
+        return v
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -169,8 +171,8 @@ def merged_usage(before: Usage | None, now: Usage | None) -> Usage | None:
 
 
 def as_str(v: Any) -> str | None:
-    if v is None:
-        return None
+    if v is None or type(v) is str:
+        return v  # type: ignore[no-any-return]
     return v if isinstance(v, str) else str(v)
 
 

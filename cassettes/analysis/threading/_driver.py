@@ -59,7 +59,7 @@ class Threader:
         #: What threading knows (:class:`~._data.Threads`): the turns and their indexes.
         self.threads = Threads(self._spill, keep)
         #: The tokens of the messages of the request threaded last (:func:`~._evidence.carried`).
-        self._tokens: Remembered = {}
+        self._tokens = Remembered()
 
     @property
     def turns(self) -> TurnInfos:
@@ -112,7 +112,7 @@ class Threader:
                 link.summary_side = s.turns[link.summary_of].conversation != link.conversation
             record(s, r, link, response, failed, label)
             if response is not None:
-                register(s, response.parts, continuity, len(s.turns) - 1)
+                register(s, response.parts, continuity, len(s.turns) - 1, self._tokens)
             return link
         finally:
             s.trim()

@@ -11,10 +11,13 @@ numbers its ids per run) names no turn and is set aside for good."""
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterator
 
 from ...models import Message, Part
 from .._message_keys import _ROLE, stable
+from ..spill import SpillMap
 from ._data import Link, Request, Threads
 from ._history import describe
 
@@ -47,41 +50,87 @@ def _tokens(parts: list[Part], keys: frozenset[str], results: bool) -> Iterator[
                 yield stable(v.encode("utf-8", "surrogatepass"))
 
 
-def register(s: Threads, parts: list[Part], keys: frozenset[str], tid: int) -> None:
+class Remembered:
+    """What :func:`carried` read of the request threaded last: its last messages (``window``,
+    held, so that an ``id`` names no other), how many came before them, the continuity keys they
+    were read with, each one's tokens and the latest turn among theirs (:data:`TWICE`: none); and
+    the tokens :func:`register` set since (``touched``, the only entries of ``by_token`` that
+    changed: a remembered message's latest turn is read again only where one of its tokens is
+    among them)."""
+
+    __slots__ = ("before", "hashes", "keys", "latest", "touched", "window")
+
+    def __init__(self) -> None:
+        self.window: list[Message] = []
+        self.before = 0
+        self.keys = frozenset[str]()
+        self.hashes: list[tuple[int, ...]] = []
+        self.latest: list[int] = []
+        self.touched: set[int] = set()
+
+
+def register(
+    s: Threads, parts: list[Part], keys: frozenset[str], tid: int, memo: Remembered
+) -> None:
     """Turn ``tid``'s answer produced these tokens (a token another answer produced too is
-    set aside)."""
+    set aside); each is ``touched`` in ``memo``."""
     for h in set(_tokens(parts, keys, results=False)):
         s.by_token[h] = tid if s.by_token.get(h) is None else TWICE
+        memo.touched.add(h)
 
 
-#: Each message of the request threaded last, by its ``id``: the message (held, so that its
-#: ``id`` names no other), the continuity keys it was read with, its tokens (:func:`carried`).
-Remembered = dict[int, tuple[Message, frozenset[str], tuple[int, ...]]]
+def _latest(by_token: SpillMap[int, int], hashes: tuple[int, ...]) -> int:
+    """The latest turn that produced one of ``hashes`` (:data:`TWICE`, -1: none)."""
+    best = TWICE
+    for h in hashes:
+        tid = by_token.get(h)
+        if tid is not None and tid > best:  # (TWICE, -1, is never the best)
+            best = tid
+    return best
 
 
 def carried(
     s: Threads, messages: list[Message], keys: frozenset[str], memo: Remembered
 ) -> int | None:
     """The latest turn whose answer produced a token this request carries back (``None``:
-    none): the model's messages of its history, and the results it sends. The tokens of a
-    message the request before carried too (the same object: a request parsed against the one it
-    extends shares its messages) are taken from ``memo``, which then holds this request's."""
-    best = -1
-    by_token, none, now = s.by_token, frozenset[str](), Remembered()
-    for m in messages[-SCAN_MESSAGES:]:
-        got = memo.get(id(m))
-        if got is not None and got[0] is m and got[1] == keys:
-            hashes = got[2]
-        else:
-            model = m.role == "assistant" or _ROLE.get(m.role) == "assistant"
-            hashes = tuple(_tokens(m.parts, keys if model else none, results=not model))
-        now[id(m)] = (m, keys, hashes)
-        for h in hashes:
-            tid = by_token.get(h)
-            if tid is not None and tid > best:  # (TWICE, -1, is never the best)
-                best = tid
-    memo.clear()
-    memo.update(now)
+    none): the model's messages of its history, and the results it sends. A message the
+    request before carried too (the same object: a request parsed against the one it extends
+    shares its messages) is taken from ``memo`` with its tokens and their latest turn, read
+    again only where :func:`register` touched one of its tokens since; ``memo`` then holds
+    this request's."""
+    window = messages[-SCAN_MESSAGES:]
+    w, before = len(window), len(messages) - len(window)
+    hashes: list[tuple[int, ...] | None] = [None] * w
+    latest = [TWICE] * w
+    old = memo.window
+    if old and keys == memo.keys:
+        # Where the request extends the one before, window[j] is old[j + off].
+        off = before - memo.before
+        j0, j1 = max(0, -off), min(w, len(old) - off)
+        if j0 < j1 and all(map(operator.is_, window[j0:j1], old[j0 + off : j1 + off])):
+            hashes[j0:j1] = memo.hashes[j0 + off : j1 + off]
+            latest[j0:j1] = memo.latest[j0 + off : j1 + off]
+        else:  # (another request's messages, some shared: each looked up)
+            at = {id(m): i for i, m in enumerate(old)}
+            for j, m in enumerate(window):
+                i = at.get(id(m))
+                if i is not None:
+                    hashes[j], latest[j] = memo.hashes[i], memo.latest[i]
+        touched = memo.touched
+        if touched and not touched.isdisjoint(itertools.chain.from_iterable(filter(None, hashes))):
+            for j, got in enumerate(hashes):
+                if got and not touched.isdisjoint(got):
+                    latest[j] = _latest(s.by_token, got)
+    none = frozenset[str]()
+    for j in itertools.compress(range(w), map(operator.is_, hashes, itertools.repeat(None))):
+        m = window[j]
+        model = m.role == "assistant" or _ROLE.get(m.role) == "assistant"
+        got = hashes[j] = tuple(_tokens(m.parts, keys if model else none, results=not model))
+        latest[j] = _latest(s.by_token, got)
+    memo.window, memo.before, memo.keys = window, before, keys
+    memo.hashes, memo.latest = hashes, latest  # type: ignore[assignment]  # (each filled above)
+    memo.touched.clear()
+    best = max(latest, default=TWICE)
     return best if best >= 0 else None
 
 

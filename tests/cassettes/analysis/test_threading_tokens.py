@@ -17,6 +17,10 @@ import orjson
 import pytest
 from scenarios import _exchange, run_of, serious, threads
 
+from looptap.cassettes.analysis.spill import Spill
+from looptap.cassettes.analysis.threading._data import Threads
+from looptap.cassettes.analysis.threading._evidence import Remembered, carried, register
+from looptap.cassettes.models import Message, Part, ToolCall, ToolResult
 from looptap.cassettes.wire import Exchange
 
 Json = dict[str, Any]
@@ -167,3 +171,46 @@ def test_a_token_two_answers_gave_is_no_evidence() -> None:
     _, two = RUNS["gemini"]("SIGNATURE-THE-SAME-EACH-RUN")
     run = run_of([*one, *two])
     assert threads(run) == [[0, 1, 3], [2]]
+
+
+def _call(i: str) -> Message:
+    return Message(role="assistant", parts=[Part(kind="tool_call", tool_call=ToolCall(id=i))])
+
+
+def _result(i: str) -> Message:
+    return Message(role="user", parts=[Part(kind="tool_result", tool_result=ToolResult(call_id=i))])
+
+
+def test_a_remembered_message_is_read_again_once_its_token_changed() -> None:
+    """``carried`` takes a message the request before carried from its memo, with its tokens'
+    latest turn: an answer that produces one of its tokens again (set aside, ``TWICE``) or for
+    the first time (a result recorded before its call's answer) makes it read again; a history
+    managed in the middle (a message dropped) or sent again shorter is looked up message by
+    message. Every answer is the one an empty memo gives (issue 106: the memo saves time, never
+    changes a link)."""
+    s, memo = Threads(Spill(), 64), Remembered()
+    x, y, z = "toolu_0123456789", "toolu_9876543210", "toolu_5555555555"
+    said = []
+
+    def text(t: str) -> Message:
+        return Message(role="user", parts=[Part(kind="text", text=t)])
+
+    steps = [  # (the history from the one before: the same message objects; the answer's token)
+        (lambda h: [text("go")], x),
+        (lambda h: [*h, _call(x), _result(x)], x),  # its answer gives x again: x names no turn
+        (lambda h: [*h, text("on")], None),
+        (lambda h: [*h, _result(y)], y),  # a result before its call's answer
+        (lambda h: [*h, text("on")], None),
+        (lambda h: [*h, _call(z), _result(z)], None),
+        (lambda h: [h[0], *h[3:]], None),  # managed: x's pair dropped
+        (lambda h: h[:2], None),  # shorter: an earlier request again
+        (lambda h: [*h[:1], *(text(str(i)) for i in range(70)), *h[1:]], None),  # past the scan
+    ]
+    history: list[Message] = []
+    for tid, (then, token) in enumerate(steps):
+        history = then(history)
+        fresh = carried(s, history, frozenset(), Remembered())
+        said.append(carried(s, history, frozenset(), memo))
+        assert said[-1] == fresh
+        register(s, _call(token).parts if token else [], frozenset(), tid, memo)
+    assert said == [None, 0, None, None, 3, 3, 3, None, None]
