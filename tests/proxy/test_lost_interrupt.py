@@ -66,6 +66,26 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
     }
 
 
+def _stopped(script: str, tmp: Path, command: str, after: str) -> tuple[int, str]:
+    """``looptap COMMAND`` run by ``script`` in the recorder's environment, waited for while it
+    makes progress: (its exit status, what it said)."""
+    argv = [str(PROXY_PYTHON), "-c", script, *_commands(tmp)[command]]
+    proc = subprocess.Popen(
+        argv, cwd=tmp, env=clean_env(HOME=str(tmp)), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        rc = progress.wait(proc, what=f"looptap {command} after {after}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.stdout is not None
+    said = proc.stdout.read().decode(errors="replace")
+    proc.stdout.close()
+    return rc, said
+
+
 @pytest.mark.parametrize("command", ["record", "run", "replay", "mcp --http"])
 def test_a_swallowed_ctrl_c_during_start_up_still_stops_the_command(
     tmp_path: Path, command: str
@@ -74,27 +94,8 @@ def test_a_swallowed_ctrl_c_during_start_up_still_stops_the_command(
         probe = subprocess.run([str(PROXY_PYTHON), "-c", "import mcp"], capture_output=True)
         if probe.returncode != 0:
             pytest.skip("the recorder's environment has no mcp SDK (looptap[mcp])")
-    argv = [str(PROXY_PYTHON), "-c", SWALLOWED, *_commands(tmp_path)[command]]
-    env = clean_env(HOME=str(tmp_path))
-    proc = subprocess.Popen(
-        argv,
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        # Without the fix the command serves on, idle: no progress, and progress.wait says Hung.
-        rc = progress.wait(proc, what=f"looptap {command} after a swallowed Ctrl-C")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.stdout is not None
-    said = proc.stdout.read().decode(errors="replace")
-    proc.stdout.close()
+    # Without the fix the command serves on, idle: no progress, and progress.wait says Hung.
+    rc, said = _stopped(SWALLOWED, tmp_path, command, "a swallowed Ctrl-C")
     assert rc in (0, 130), (rc, said)
     assert "Exception ignored" not in said and "Traceback" not in said, said
     assert not (tmp_path / "started").exists(), "run started its command after the Ctrl-C"
@@ -175,19 +176,6 @@ def test_a_ctrl_c_while_the_listeners_come_up_ends_the_recorder_and_its_writer(
     # Found in CI (test_doc_commands, 1 in 4 locally): the start, cancelled there, left mitmproxy's
     # task short of its done hook, so nothing ended the writer process, which ignores SIGTERM;
     # at exit multiprocessing waited for it for good. Without the fix progress.wait says Hung.
-    argv = [str(PROXY_PYTHON), "-c", MID_START, *_commands(tmp_path)["record"]]
-    proc = subprocess.Popen(
-        argv, cwd=tmp_path, env=clean_env(HOME=str(tmp_path)), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        rc = progress.wait(proc, what="looptap record after a Ctrl-C mid-start")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.stdout is not None
-    said = proc.stdout.read().decode(errors="replace")
-    proc.stdout.close()
+    rc, said = _stopped(MID_START, tmp_path, "record", "a Ctrl-C mid-start")
     assert rc in (0, 130), (rc, said)
     assert "Traceback" not in said and "recording to" not in said, said
