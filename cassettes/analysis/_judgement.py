@@ -161,13 +161,11 @@ def judge(
     notes: list[tuple[str, str]] = []  # (layer, what failed) of the steps that raised
 
     def step(layer: str, name: str, run: Callable[[], _T], fallback: Callable[[], _T]) -> _T:
-        try:  # (:func:`contained`, its fallback made only when it is taken)
-            return run()
-        except MemoryError:
-            raise
-        except Exception as exc:
-            notes.append((layer, _failed(name, where, exc, errors)))
-            return fallback()
+        out, said = contained(name, where, run, None, errors)  # (the fallback made when taken)
+        if said is None:
+            return out  # type: ignore[return-value]  # (run's: None only where run gave it)
+        notes.append((layer, said))
+        return fallback()
 
     turn.c = step("C", "the C layer", lambda: dispatch.build(ctx, link), Dispatch)
     turn.e = step("E", "the E layer", lambda: emission.build(ctx), Emission)

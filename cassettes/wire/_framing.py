@@ -113,19 +113,8 @@ class _SSEParser:
         line = self._line
         if "\r" not in buf:  # LF only (nearly every stream): its lines are split at C speed
             *lines, self._buf = buf.split("\n")
-            # The three lines nearly every event is made of read here, as _line reads them.
             for one in lines:
-                if one[:6] == "data: ":
-                    self._data.append(one[6:])
-                    self._has_field = True
-                elif not one:
-                    if self._has_field:
-                        self._dispatch(offset)
-                elif one[:7] == "event: ":
-                    self._event = one[7:]
-                    self._has_field = True
-                else:
-                    line(one, offset)
+                line(one, offset)
             return
         start = 0
         n = len(buf)
