@@ -39,7 +39,8 @@ __all__ = [
 ]
 
 #: The rows' layout (``PRAGMA user_version``): another one is not read, and is replaced.
-SCHEMA = 4
+#: 5: a model call's kept view without its turn's layers and tokens (``_snapshot.bare``).
+SCHEMA = 5
 #: ``PRAGMA application_id`` of a looptap database (a foreign one is replaced).
 APPLICATION_ID = 0x4C54_4B41  # "LTKA"
 

@@ -234,12 +234,19 @@ class RunReader:
         st = self.analyser.state
         flagged, calls = st.flagged, self.analysis.mcp_calls
         return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
-                                  self.index.seqs, each, st.relabelled)  # fmt: skip
+                                  self.index.seqs, each, self._kept_turn,
+                                  st.relabelled)  # fmt: skip
 
     def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
         """Each round trip's printed view, or ``kind`` (:func:`._snapshot.printed`: those kept
         with the run's kept analysis when they check out, else ``make()``'s)."""
-        return _snapshot.printed(self.index.path, self.kept_as, make, kind)
+        return _snapshot.printed(self.index.path, self.kept_as, make, kind, self._kept_turn)
+
+    def _kept_turn(self, seq: int) -> Turn:
+        """A turn as its store holds it (what a printing pass made its view of; a kept analysis'
+        blocks, for a reader that took one), not remembered: a pass reads the store's blocks in
+        order, a few decompressed at a time."""
+        return self.turn_store.get(*self.places.get(seq))
 
     def settle(self) -> None:
         """The run is read to its end and finished: hold its analysis with every turn mapped from

@@ -24,10 +24,12 @@ from ..analysis import (
     McpCall,
     RunAnalyser,
     RunAnalysis,
+    Turn,
     capture,
     spill,
 )
 from ..storage import SHELL_PLACES, RecordIndex
+from ..views import turn_layers_json
 from . import _analysis_cache, _database
 from ._reread import Reread
 from ._stores import Pieces, Places, TurnStore
@@ -152,16 +154,19 @@ def each_view(
     again: Callable[[], Reread],
     seqs: Sequence[int],
     each: Callable[[Any, Any], Any],
+    turn_of: Callable[[int], Turn],
     relabelled: Iterable[int] = (),
 ) -> Iterator[Any]:
     """A printing pass (``each``: a round trip's printed view and growth row) of a continued
     reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
-    the round trips its file held before (``views``) are taken again, but where the continued
+    the round trips its file held before (``views``, their turns' layers taken again from
+    ``turn_of``: :func:`filled`) are taken again, but where the continued
     analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
     ones among them, or an MCP link: by seq; ``relabelled``: the turns whose conversation's kind
     it read again); the others are ``each``'s."""
     changed = _changed(flagged, calls, before) | set(relabelled)
-    return _reusing(again, seqs, each, _analysis_cache.views_in(views), changed, before.positions)
+    kept = _analysis_cache.views_in(views)
+    return _reusing(again, seqs, each, kept, changed, before.positions, turn_of)
 
 
 def _changed(
@@ -191,13 +196,14 @@ def _reusing(
     views: Iterator[Any],
     changed: set[int],
     positions: int,
+    turn_of: Callable[[int], Turn],
 ) -> Iterator[Any]:
     again = reread()
     try:
         for pos in again.positions():
             view = next(views, None) if pos < positions else None
             if view is not None and seqs[pos] not in changed and view[0].get("seq") == seqs[pos]:
-                yield view
+                yield filled(view, turn_of)
             else:
                 yield each(*again.pair_at(pos))
     finally:
@@ -236,19 +242,55 @@ def keep(
 
 
 def printed(
-    path: Path, generation: bytes | None, make: Callable[[], Iterator[Any]], kind: str = "views"
+    path: Path,
+    generation: bytes | None,
+    make: Callable[[], Iterator[Any]],
+    kind: str = "views",
+    turn_of: Callable[[int], Turn] | None = None,
 ) -> Iterator[Any]:
     """Each round trip's printed view (``kind``: or the lines of text printed,
     :data:`~._database.KINDS`): those kept with the kept analysis (``generation``) of the file
     at ``path`` when they check out, else ``make()``'s, kept for the next reader as they pass
-    (docs/kept-analysis.md)."""
+    (docs/kept-analysis.md). A view is kept without its turn's layers (:func:`bare`) and taken
+    with them again from its turn as the kept analysis holds it (``turn_of``: a seq's turn,
+    from the kept blocks of full turns; :func:`filled`)."""
     if generation is None:
         made: Iterator[Any] = make()
         return made
     taken = None if _analysis_cache.disabled() else _database.views(path, generation, kind)
+    if taken is not None and kind == "views":
+        assert turn_of is not None, "kept views are filled from their turns"
+        return (filled(view, turn_of) for view in taken)
     if taken is not None:
         return taken
     return _keeping(make(), path, generation, kind)
+
+
+#: What a kept view (``[view, growth row]``) of a model call leaves out: its turn's layers and
+#: tokens (:func:`~cassettes.views.turn_layers_json`: about 80 % of a view's bytes), which the
+#: kept analysis holds already (its turn, in the blocks of full turns): kept as ``null``, so the
+#: view's keys keep their order.
+LEFT_OUT: dict[str, None] = {"layers": None, "tokens": None}
+
+
+def bare(item: list[Any]) -> list[Any]:
+    """A printed view and its growth row as they are kept: a model call's (``turn`` set: the
+    view was made with :func:`~cassettes.views.turn_json` of its turn) without :data:`LEFT_OUT`;
+    any other as it is. The view handed in is not changed (it is printed)."""
+    v, row = item
+    if v.get("turn") is None or v.get("layers") is None:
+        return item
+    return [{**v, **LEFT_OUT}, row]
+
+
+def filled(item: list[Any], turn_of: Callable[[int], Turn]) -> list[Any]:
+    """A kept view (:func:`bare`) as it was made: a model call's layers and tokens made again
+    from its turn (``turn_of``, by the view's seq: the kept turn the printing pass made it of,
+    the same JSON read back, so the same values)."""
+    v = item[0]
+    if v.get("turn") is not None and v.get("layers") is None:
+        v.update(turn_layers_json(turn_of(v["seq"])))
+    return item
 
 
 def _parsed(
@@ -277,7 +319,8 @@ def _keeping(views: Iterator[Any], path: Path, generation: bytes, kind: str) -> 
         for v in views:
             if store is not None:
                 try:
-                    store.put_data(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
+                    kept = bare(v) if kind == "views" else v
+                    store.put_data(orjson.dumps(kept, option=orjson.OPT_APPEND_NEWLINE))
                 except (OSError, TypeError, sqlite3.Error):  # (orjson's errors are TypeErrors)
                     store.close()
                     store = None

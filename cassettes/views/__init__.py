@@ -61,6 +61,7 @@ from ._turn_object import (
     tool_call_http_json,
     tool_http_link_json,
     turn_json,
+    turn_layers_json,
 )
 
 __all__ = [
@@ -106,4 +107,5 @@ __all__ = [
     "tool_call_http_json",
     "tool_http_link_json",
     "turn_json",
+    "turn_layers_json",
 ]

@@ -17,6 +17,7 @@ __all__ = [
     "tool_call_http_json",
     "tool_http_link_json",
     "turn_json",
+    "turn_layers_json",
 ]
 
 
@@ -86,13 +87,13 @@ def conversation_json(conv: Conversation | None) -> dict[str, Any]:
     return {"conversation_kind": conv.kind, "conversation_parent_seq": conv.parent_seq}
 
 
-def turn_json(turn: Turn) -> dict[str, Any]:
-    """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
+def turn_layers_json(turn: Turn) -> dict[str, Any]:
+    """A turn's layers and token accounting in its round trip's JSON object (``layers``,
+    ``tokens``: most of its bytes), of the turn alone. A kept analysis' printed views leave them
+    out (its blocks of full turns hold the turn) and take them from the kept turn again
+    (docs/kept-analysis.md)."""
     c = turn.c
     return {
-        "conversation": turn.conversation,
-        "turn": turn.index,
-        "previous_seq": turn.previous_seq,
         "layers": {
             "E": turn.e.model_dump(mode="json"),
             "A": turn.a.model_dump(mode="json", exclude={"usage"})
@@ -109,5 +110,15 @@ def turn_json(turn: Turn) -> dict[str, Any]:
             | {"appended": [_message_json(m) for m in c.appended]},
         },
         "tokens": _tokens_json(turn),
+    }
+
+
+def turn_json(turn: Turn) -> dict[str, Any]:
+    """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
+    return {
+        "conversation": turn.conversation,
+        "turn": turn.index,
+        "previous_seq": turn.previous_seq,
+        **turn_layers_json(turn),
         "findings": [f.model_dump(mode="json") for f in turn.findings],
     }

@@ -21,7 +21,7 @@ EXPORTED = [
     "root_cause_lines", "roundtrip_json", "shell_answered", "shell_by_call", "shell_call_json",
     "shell_call_lines", "split_json",
     "status_text", "summarise", "summary_lines", "tool_call_http_json", "tool_http_link_json",
-    "turn_json",
+    "turn_json", "turn_layers_json",
 ]  # fmt: skip
 PUBLIC_MODULES = ["htmlpage", "report", "schema", "search", "timeline"]
 
