@@ -543,3 +543,61 @@ def test_a_second_show_prints_the_kept_text_without_rendering_a_view(
     monkeypatch.setattr(show, "summary_lines", counted)
     assert cli_output("show", path) == fresh
     assert calls == [1]
+
+
+def _kept_views(cache: Path) -> list[Any]:
+    """The printed views kept (each ``[view, growth row]``), as their rows hold them."""
+    import zstandard
+
+    db = sqlite3.connect(_db(cache))
+    try:
+        blocks = [b for (b,) in db.execute("SELECT data FROM views ORDER BY ord")]
+    finally:
+        db.close()
+    unpack = zstandard.ZstdDecompressor().decompress
+    return [orjson.loads(line) for b in blocks for line in unpack(b).splitlines()]
+
+
+def _with_a_call_that_is_no_model_call(path: Path) -> Path:
+    with CassetteWriter(path) as w:
+        for i, status in enumerate([200, 500, 200]):
+            w.append(_exchange(i, status))
+        w.append(Exchange("GET", "https://example.com/health", [], b"", status=200,
+                          response_headers=[("content-type", "text/plain")],
+                          response_chunks=[(0.01, b"ok")], ttfb=0.01))  # fmt: skip
+        w.append(_exchange(3))
+    return path
+
+
+def test_a_kept_view_leaves_out_its_turns_layers_which_its_kept_turn_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """A model call's kept view is its printed view without its turn's ``layers`` and ``tokens``
+    (``null``, in their place: most of a view's bytes, and the kept turn holds them); a round trip
+    that is no model call is kept as printed. What the first ``show --json`` prints is the view
+    made, not the one kept."""
+    path = str(_with_a_call_that_is_no_model_call(tmp_path / "run.jsonl"))
+    fresh = cli_output("show", "--json", "--no-cache", path)
+    assert cli_output("show", "--json", path) == fresh  # (made, and kept)
+    made = [orjson.loads(line) for line in fresh[1].splitlines()]
+    assert [v["turn"] is None for v in made] == [False, False, False, True, False]
+    assert all(v["layers"]["C"]["appended"] for v in made if v["turn"] is not None)
+    bare = [v | {"layers": None, "tokens": None} if v["turn"] is not None else v for v in made]
+    assert [v for v, _row in _kept_views(_cache)] == bare
+
+
+def test_a_view_read_back_is_the_view_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """The kept views, their turns' layers and tokens made again from the kept turns: every later
+    ``show --json``, ``show`` rendered from them (no text kept: a ``--json`` kept the views) and
+    a filtered ``show`` print what a fresh analysis prints, and nothing is analysed again."""
+    path = str(_with_a_call_that_is_no_model_call(tmp_path / "run.jsonl"))
+    argvs = [["--json"], ["--json"], [], ["--layer", "A"], ["--json"]]
+    fresh = [cli_output("show", "--no-cache", *argv, path) for argv in argvs]
+    assert b'"layers":{"E"' in fresh[0][1] and b"A.http_error" in fresh[2][1]
+    assert cli_output("show", *argvs[0], path) == fresh[0]  # (made, and kept)
+    counted = Analysed(monkeypatch)
+    assert [cli_output("show", *argv, path) for argv in argvs[1:]] == fresh[1:]
+    assert counted.added == 0
+    assert any(v["turn"] is not None and v["layers"] is None for v, _ in _kept_views(_cache))
