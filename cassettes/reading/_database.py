@@ -67,8 +67,9 @@ CREATE TABLE continuation (piece INTEGER PRIMARY KEY, data BLOB NOT NULL);
 TABLES = ("run", "conversations", "turns", "turn_blocks", "findings", "views", "texts",
           "continuation")  # fmt: skip
 #: What a printing pass keeps beside the rows (a JSON value a round trip, in order): ``show``'s
-#: views of the round trips (``views``) and the text it printed of them (``texts``: its lines after
-#: the title, when nothing was filtered); the table of each and its ``run`` flag.
+#: views of the round trips (``views``: a model call's without its turn's layers and tokens, which
+#: the ``turn_blocks`` hold, ``_snapshot.bare``) and the text it printed of them (``texts``: its
+#: lines after the title, when nothing was filtered); the table of each and its ``run`` flag.
 KINDS = {"views": ("views", "views_done"), "texts": ("texts", "texts_done")}
 
 
