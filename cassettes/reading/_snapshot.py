@@ -151,10 +151,11 @@ def each_view(
     calls: Mapping[int, McpCall],
     again: Callable[[], Reread],
     seqs: Sequence[int],
-    each: Callable[[Any, Any], Any],
+    each: Callable[[Reread, int], Any],
     relabelled: Iterable[int] = (),
 ) -> Iterator[Any]:
-    """A printing pass (``each``: a round trip's printed view and growth row) of a continued
+    """A printing pass (``each``: a round trip's printed view and growth row, by its position in
+    a pass) of a continued
     reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
     the round trips its file held before (``views``) are taken again, but where the continued
     analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
@@ -187,7 +188,7 @@ def _changed(
 def _reusing(
     reread: Callable[[], Reread],
     seqs: Sequence[int],
-    each: Callable[[Any, Any], Any],
+    each: Callable[[Reread, int], Any],
     views: Iterator[Any],
     changed: set[int],
     positions: int,
@@ -199,7 +200,7 @@ def _reusing(
             if view is not None and seqs[pos] not in changed and view[0].get("seq") == seqs[pos]:
                 yield view
             else:
-                yield each(*again.pair_at(pos))
+                yield each(again, pos)
     finally:
         again.close()
 
