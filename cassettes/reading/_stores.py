@@ -1,6 +1,7 @@
 """The stores behind a :class:`~cassettes.reading._incremental.RunReader`: :class:`TurnStore`
-(each turn's full JSON) and :class:`ParseStore` (each round trip's parse as the analysis made it,
-a chain of requests kept as what each appended), each a table of compressed blocks in the
+(each turn's full JSON), :class:`ParseStore` (each round trip's parse as the analysis made it,
+a chain of requests kept as what each appended) and :class:`OwnViews` (each round trip's own
+part of its printed view, for a run to be printed), each a table of compressed blocks in the
 reader's temporary SQLite file (:class:`~cassettes.analysis.spill.Spill`: gone when closed),
 and :class:`Places` (where each turn sits in the first, by seq)."""
 
