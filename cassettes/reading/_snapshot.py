@@ -155,12 +155,11 @@ def each_view(
     relabelled: Iterable[int] = (),
 ) -> Iterator[Any]:
     """A printing pass (``each``: a round trip's printed view and growth row, by its position in
-    a pass) of a continued
-    reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
-    the round trips its file held before (``views``) are taken again, but where the continued
-    analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
-    ones among them, or an MCP link: by seq; ``relabelled``: the turns whose conversation's kind
-    it read again); the others are ``each``'s."""
+    a pass) of a continued reader, settled (``again``: a pass over its round trips, at
+    ``seqs``): the views kept of the round trips its file held before (``views``) are taken
+    again, but where the continued analysis (``flagged``, ``calls``) changed what they show (a
+    finding, the end-of-run pass's ones among them, or an MCP link: by seq; ``relabelled``: the
+    turns whose conversation's kind it read again); the others are ``each``'s."""
     changed = _changed(flagged, calls, before) | set(relabelled)
     return _reusing(again, seqs, each, _analysis_cache.views_in(views), changed, before.positions)
 
