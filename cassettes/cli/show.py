@@ -38,7 +38,8 @@ providers.FAMILIES  # noqa: B018 - the adapters, which the first round trip woul
 def cmd_show(args: argparse.Namespace) -> int:
     path = Path(args.file)
     with reading_line(path.name) as progress:
-        run = open_run(path, progress=progress, cache=not getattr(args, "no_cache", False))
+        cache = not getattr(args, "no_cache", False)
+        run = open_run(path, progress=progress, cache=cache, views=True)  # (show_pairs' parts)
     for p in problem_lines(run.problems):
         err(f"warning: {path}: {p}")
     keep = show_filter(args, run.analysis)

@@ -124,7 +124,7 @@ def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> 
 def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
     from ..reading import origin_in, show_objects  # (as open_run, below)
 
-    run = open_run(p)
+    run = open_run(p, views=True)  # (show_objects' parts: made as the analysis parses)
     try:
         # filed under when its first round trip started: an imported trace's header was made
         # when it was imported, its round trips keep when they ran

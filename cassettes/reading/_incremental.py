@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..analysis import RunAnalyser, RunAnalysis, Turn, restore, sections, spill
 from ..parsing import RoundTrip, parse_exchange
 from ..storage import BLOCK, BODY_CACHE, Problem, RecordSource
@@ -41,7 +43,8 @@ from ..wire import Exchange
 from . import _analysis_cache, _snapshot
 from ._branch import branch_origin, first_turn
 from ._reread import Column, Reread
-from ._stores import CACHE, ParseStore, Pieces, Places, TurnStore
+from ._show_objects import own_view_json
+from ._stores import CACHE, OwnViews, ParseStore, Pieces, Places, TurnStore
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []
@@ -89,8 +92,9 @@ class RunReader:
         *,
         summaries: bool = True,
         cache: bool = False,
+        views: bool = False,
     ) -> None:
-        self._made = (path, body_cache, turn_cache, summaries)  # (:meth:`restart`)
+        self._made = (path, body_cache, turn_cache, summaries, views)  # (:meth:`restart`)
         #: The cassette's records (index and request bodies), read ahead by :meth:`step`.
         self.source = RecordSource(path, body_cache)
         self.index = self.source.index
@@ -105,7 +109,11 @@ class RunReader:
         # The reader's temporary SQLite file: its stores' rows (parses and full turns).
         self._rows = spill.Spill(cache=CACHE)
         self.parses = ParseStore(self._rows)
+        #: With ``views`` (a run to be printed: ``show``, ``index``): each round trip's own part
+        #: of its printed view, made as the analysis parses it (:meth:`each_view` takes it).
+        self.own_views = OwnViews(self._rows) if views else None
         self._at = 0  # position in the index of the record being analysed
+        self._ex: Exchange | None = None  # and its exchange (while the analyser parses it)
         self.analyser.on_parse = self._keep_parse
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
         #: empty with ``summaries=False`` (a command going through the run once: the turns are
@@ -152,8 +160,8 @@ class RunReader:
         self._viewer.close()
         self.analyser.state.threader.close()
         self.analyser.state.spill.close()
-        path, body_cache, turn_cache, summaries = self._made
-        self.__init__(path, body_cache, turn_cache, summaries=summaries)  # type: ignore[misc]
+        path, body_cache, turn_cache, summaries, views = self._made
+        self.__init__(path, body_cache, turn_cache, summaries=summaries, views=views)  # type: ignore[misc]
 
     @property
     def analysis(self) -> RunAnalysis:
@@ -224,18 +232,44 @@ class RunReader:
             raise KeyError(seq)
         return found[0]
 
-    def each_view(self, each: Callable[[Exchange, RoundTrip], Any]) -> Iterator[Any]:
+    def each_view(
+        self,
+        each: Callable[[Exchange, RoundTrip], Any],
+        rest: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> Iterator[Any]:
         """A printing pass (:func:`._snapshot.each_view`: a continued run takes again the views of
-        what it held before, where its analysis did not change them)."""
+        what it held before, where its analysis did not change them): ``each(exchange, round
+        trip)`` of every round trip, or, given ``rest``, ``rest(own part)`` of one whose own part
+        of its view (:attr:`own_views`) was made as the analysis parsed it (its record is not
+        read again, nor its parse restored)."""
+        at = self._view_at(each, rest)
         before = self.before
         if before is None or before.views is None or not self.settled:
-            return (each(ex, rt) for ex, rt in self.pairs)
+            again = self._pass()
+            return (at(again, pos) for pos in again.positions())
         self.before = None  # (once: the views are read from their file as they pass)
         st = self.analyser.state
         flagged, calls = st.flagged, self.analysis.mcp_calls
         return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
-                                  self.index.seqs, each, self._kept_turn,
+                                  self.index.seqs, at, self._kept_turn,
                                   st.relabelled)  # fmt: skip
+
+    def _view_at(
+        self,
+        each: Callable[[Exchange, RoundTrip], Any],
+        rest: Callable[[dict[str, Any]], Any] | None,
+    ) -> Callable[[Reread, int], Any]:
+        """A round trip's printed view by its position, in a pass: from its own part kept as
+        the analysis parsed it, else ``each`` of the pair read again."""
+        own = self.own_views if rest is not None else None
+
+        def at(again: Reread, pos: int) -> Any:
+            data = own.get(pos) if own is not None else None
+            if data is None or rest is None:
+                return each(*again.pair_at(pos))
+            return rest(orjson.loads(data))
+
+        return at
 
     def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
         """Each round trip's printed view, or ``kind`` (:func:`._snapshot.printed`: those kept
@@ -289,8 +323,9 @@ class RunReader:
             self.records += 1
             if ex.started is not None and self.first_started is None:
                 self.first_started = ex.started
-            self._at = pos
+            self._at, self._ex = pos, ex
             turn = self.analyser.add(ex)
+            self._ex = None
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
@@ -347,6 +382,9 @@ class RunReader:
         self.parses.put(
             self._at, rt, self.index.position(reused[0]) if reused is not None else None
         )
+        if self.own_views is not None and self._ex is not None:
+            # (what the pass would make of that parse restored, and of the record read again)
+            self.own_views.put(self._at, own_view_json(self._ex, rt))
 
     def parse_at(self, pos: int) -> RoundTrip | None:
         """The analysis' parse of the round trip at ``pos`` (a position in the index), restored,
@@ -369,6 +407,8 @@ class RunReader:
             self.analyser.finish()
             self.turn_store.flush()
             self.parses.flush()
+            if self.own_views is not None:
+                self.own_views.flush()
             keep(self)  # when the file was hashed as it was read (take)
             self.continuation = None  # (kept, or not to be: its rows stay in the spill)
         return self.index.header or {}, self.first_started, dict(self.families)
@@ -452,6 +492,8 @@ class RunReader:
         """Delete the store of full turns and parses (the summaries stay readable)."""
         self.turn_store.close()
         self.parses.close()
+        if self.own_views is not None:
+            self.own_views.close()
         if self.before is not None and self.before.views is not None:
             self.before.views.close()
 

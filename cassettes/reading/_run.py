@@ -218,13 +218,20 @@ class Run:
         next reader as they pass (docs/kept-analysis.md)."""
         return self._reader.printed(make, kind)
 
-    def each_view(self, each: Callable[[Exchange, RoundTrip], T2]) -> Iterator[T2]:
+    def each_view(
+        self,
+        each: Callable[[Exchange, RoundTrip], T2],
+        rest: Callable[[dict[str, Any]], T2] | None = None,
+    ) -> Iterator[T2]:
         """``each(exchange, round trip)`` of every round trip, in recording order, for a printing
         pass (``each`` makes a round trip's printed view): a run continued from a kept analysis
         takes the views kept of what its file held before, where its analysis did not change them
-        (docs/kept-analysis.md, "A file that grew")."""
+        (docs/kept-analysis.md, "A file that grew"); given ``rest`` (``each`` but of a round
+        trip's own part of its view, :func:`~._show_objects.own_view`), a run read with ``views``
+        (:func:`open_run`) makes the view of one whose own part the analysis made as it parsed it
+        by ``rest``, without reading the round trip again."""
         again = getattr(self._reader, "each_view", None)
-        return again(each) if again is not None else (each(ex, rt) for ex, rt in self.pairs)
+        return again(each, rest) if again is not None else (each(ex, rt) for ex, rt in self.pairs)
 
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns)."""
@@ -422,6 +429,7 @@ def open_run(
     formats: Collection[str] = FORMATS,
     progress: Progress | None = None,
     cache: bool | None = None,
+    views: bool = False,
 ) -> Run:
     """The run in the file at ``path``, in whichever of :data:`FORMATS` it is (told from its first
     bytes). A looptap cassette is read as a stream unless ``whole``; ``formats`` narrows what is
@@ -441,7 +449,11 @@ def open_run(
     ``cache``: a looptap cassette read as a stream takes the analysis a previous read of the same
     bytes kept, and keeps its own (docs/kept-analysis.md); ``False`` (or ``LOOPTAP_NO_CACHE=1``)
     analyses it afresh and keeps nothing. A followed one does so only with ``cache=True`` (a file
-    that is not being written: the inspector of a finished run)."""
+    that is not being written: the inspector of a finished run).
+
+    ``views``: a looptap cassette read as a stream is to be printed (``show``, ``index``): its
+    analysis keeps each round trip's own part of its printed view as it parses the round trip, so
+    that the printing pass (:meth:`Run.each_view`) need not read every record again."""
     p = Path(path)
     if follow:
         return _follow(p, summaries=True, cache=bool(cache))
@@ -449,14 +461,19 @@ def open_run(
     kind = detect(p)
     if kind not in formats:
         raise refused(p, kind, formats)
-    return _read(p, kind, whole, progress, cache)
+    return _read(p, kind, whole, progress, cache, views)
 
 
 def _read(
-    p: Path, kind: str, whole: bool, progress: Progress | None = None, cache: bool = True
+    p: Path,
+    kind: str,
+    whole: bool,
+    progress: Progress | None = None,
+    cache: bool = True,
+    views: bool = False,
 ) -> Run:
     if kind == "looptap":
-        return _read_whole(p) if whole else _stream(p, progress, cache)
+        return _read_whole(p) if whole else _stream(p, progress, cache, views)
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
@@ -492,7 +509,9 @@ def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
     return Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
 
 
-def _stream(path: str | Path, progress: Progress | None = None, cache: bool = True) -> Run:
+def _stream(
+    path: str | Path, progress: Progress | None = None, cache: bool = True, views: bool = False
+) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`~cassettes.reading._budget.RunTooLargeError` when the analysis outgrows
@@ -500,7 +519,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     from ._incremental import RunReader, take
 
     p = Path(path)
-    reader = RunReader(p, summaries=False)
+    reader = RunReader(p, summaries=False, views=views)
     run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
     # the analysis a reader of these same bytes kept (docs/kept-analysis.md)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..views import (
     conversation_json,
     edits_json,
@@ -70,14 +72,9 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
     prefix = prefix_tolerated(path, run)
     firsts: set[str] = set()
 
-    def view(ex: Exchange, rt: RoundTrip) -> list[Any]:
-        """One round trip's printed view and growth row: of that round trip and the analysis
-        only."""
-        v = roundtrip_json(rt, ex)
-        if ex.edits:
-            v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
-        if ex.reconstructed:
-            v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
+    def rest(v: dict[str, Any]) -> list[Any]:
+        """One round trip's printed view and growth row, from its own part (:func:`own_view`,
+        made here or as the analysis parsed it): the rest is of the analysis only."""
         turn = turns.get(v["seq"])
         v.update(turn_json(turn) if turn is not None else EMPTY_TURN)
         if turn is None and v["seq"] in side_found:
@@ -114,7 +111,12 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
                 tc["http"] = [tool_call_http_json(c) for c in http]
         return [v, growth_row(turn) if turn is not None else None]
 
-    for made in run.each_view(view):  # in order (made here, or kept)
+    def view(ex: Exchange, rt: RoundTrip) -> list[Any]:
+        """One round trip's printed view and growth row: of that round trip and the analysis
+        only."""
+        return rest(own_view(ex, rt))
+
+    for made in run.each_view(view, rest):  # in order (made here, taken, or kept)
         v = made[0]
         conv = str(v.get("conversation"))
         # a branch's first turn: what its prefix tolerated
@@ -122,6 +124,31 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
             firsts.add(conv)
             v["tolerated"] = prefix[conv]
         yield made
+
+
+def own_view(ex: Exchange, rt: RoundTrip) -> dict[str, Any]:
+    """A round trip's own part of its printed view: what its exchange and parse alone make of it
+    (the rest is the analysis', :func:`show_pairs`)."""
+    v = roundtrip_json(rt, ex)
+    if ex.edits:
+        v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
+    if ex.reconstructed:
+        v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
+    return v
+
+
+def own_view_json(ex: Exchange, rt: RoundTrip) -> bytes | None:
+    """:func:`own_view` as JSON, kept as the analysis parses the round trip (a reader's
+    :class:`~._stores.OwnViews`), when that JSON reads back as the very same values (no tuple,
+    no non-finite float, no key that is not a string, no integer past 64 bits); else ``None``
+    (the printing pass makes it again). One that raises raises there, as it did: here it is
+    ``None`` and leaves the analysis as it was."""
+    try:
+        v = own_view(ex, rt)
+        data = orjson.dumps(v)
+    except Exception:  # (the pass that makes it again raises it there, as it did)
+        return None
+    return data if orjson.loads(data) == v else None
 
 
 def prefix_tolerated(path: Path, run: Any) -> dict[str, list[dict[str, Any]]]:

@@ -153,17 +153,17 @@ def each_view(
     calls: Mapping[int, McpCall],
     again: Callable[[], Reread],
     seqs: Sequence[int],
-    each: Callable[[Any, Any], Any],
+    each: Callable[[Reread, int], Any],
     turn_of: Callable[[int], Turn],
     relabelled: Iterable[int] = (),
 ) -> Iterator[Any]:
-    """A printing pass (``each``: a round trip's printed view and growth row) of a continued
-    reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
-    the round trips its file held before (``views``, their turns' layers taken again from
-    ``turn_of``: :func:`filled`) are taken again, but where the continued
-    analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
-    ones among them, or an MCP link: by seq; ``relabelled``: the turns whose conversation's kind
-    it read again); the others are ``each``'s."""
+    """A printing pass (``each``: a round trip's printed view and growth row, by its position in
+    a pass) of a continued reader, settled (``again``: a pass over its round trips, at
+    ``seqs``): the views kept of the round trips its file held before (``views``, their turns'
+    layers taken again from ``turn_of``: :func:`filled`) are taken again, but where the
+    continued analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run
+    pass's ones among them, or an MCP link: by seq; ``relabelled``: the turns whose
+    conversation's kind it read again); the others are ``each``'s."""
     changed = _changed(flagged, calls, before) | set(relabelled)
     kept = _analysis_cache.views_in(views)
     return _reusing(again, seqs, each, kept, changed, before.positions, turn_of)
@@ -192,7 +192,7 @@ def _changed(
 def _reusing(
     reread: Callable[[], Reread],
     seqs: Sequence[int],
-    each: Callable[[Any, Any], Any],
+    each: Callable[[Reread, int], Any],
     views: Iterator[Any],
     changed: set[int],
     positions: int,
@@ -205,7 +205,7 @@ def _reusing(
             if view is not None and seqs[pos] not in changed and view[0].get("seq") == seqs[pos]:
                 yield filled(view, turn_of)
             else:
-                yield each(*again.pair_at(pos))
+                yield each(again, pos)
     finally:
         again.close()
 

@@ -1,6 +1,7 @@
 """The stores behind a :class:`~cassettes.reading._incremental.RunReader`: :class:`TurnStore`
-(each turn's full JSON) and :class:`ParseStore` (each round trip's parse as the analysis made it,
-a chain of requests kept as what each appended), each a table of compressed blocks in the
+(each turn's full JSON), :class:`ParseStore` (each round trip's parse as the analysis made it,
+a chain of requests kept as what each appended) and :class:`OwnViews` (each round trip's own
+part of its printed view, for a run to be printed), each a table of compressed blocks in the
 reader's temporary SQLite file (:class:`~cassettes.analysis.spill.Spill`: gone when closed),
 and :class:`Places` (where each turn sits in the first, by seq)."""
 
@@ -402,6 +403,40 @@ class ParseStore:
                     self._shown.popitem(last=False)
             base = rt
         return base
+
+    def flush(self) -> None:
+        self._store.flush()
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class OwnViews:
+    """Each round trip's own part of its printed view (``show --json``'s object as its exchange
+    and parse alone make it: :func:`~._show_objects.own_view`), as the analysis parsed it, by
+    position in the index: JSON, kept in a store like the turns' (compressed blocks in the
+    reader's temporary SQLite file), so that a printing pass takes it from there instead of
+    reading the record again and restoring its parse. A position without one (``None``: none
+    was made, or it has no exact JSON form) is made again by the pass."""
+
+    def __init__(self, rows: spill.Spill | None = None) -> None:
+        self._store = TurnStore(rows)
+        self._where = array("q")  # block, offset, length per position (-1: none kept)
+
+    def put(self, pos: int, data: bytes | None) -> None:
+        """Keep ``data`` for the round trip at ``pos`` (``None``: none)."""
+        if pos * 3 < len(self._where):
+            raise ValueError(f"a view part is kept once per position ({pos})")
+        while len(self._where) < 3 * pos:  # (records the analysis skipped, or parsed none of)
+            self._where.extend((-1, 0, 0))
+        self._where.extend(self._store.put_data(data) if data is not None else (-1, 0, 0))
+
+    def get(self, pos: int) -> bytes | None:
+        """The JSON kept for the round trip at ``pos`` (``None``: none)."""
+        w = self._where
+        if not 0 <= 3 * pos < len(w) or w[3 * pos] < 0:
+            return None
+        return self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2])
 
     def flush(self) -> None:
         self._store.flush()
