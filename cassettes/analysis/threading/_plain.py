@@ -13,6 +13,7 @@ from ..spill import SpillMap
 from ._data import CLASSES as _CLASSES
 from ._data import TABLES, Link, Registered, Threads, TurnInfo
 from ._driver import Threader
+from ._evidence import TWICE
 from ._words import RECENT, RENDERED_MESSAGES, RENDERED_TEXT, SCAN_PROMPTS, Rendered, rendered_texts
 
 __all__ = ["restore_threads", "threads_state"]
@@ -154,6 +155,8 @@ def _fits(name: str, value: Any, n: int) -> bool:
         return isinstance(value, list) and all(type(t) is int and 0 <= t < n for t in value)
     if name == "moved":  # (a turn moved out → the conversation it went to)
         return type(value) is str
+    if name == "by_token":  # (or TWICE, -1: a token two turns produced names none)
+        return type(value) is int and TWICE <= value < n
     return type(value) is int and 0 <= value < n
 
 

@@ -23,6 +23,7 @@ import pytest
 from scenarios import WEATHER, Call, error, openai_chat_assistant, openai_chat_results
 from scenarios import openai_chat_turn as turn
 from test_agents import _group_chat, adk_handoff, agent_as_tool
+from test_threading_tokens import RUNS as TOKEN_RUNS
 
 from looptap.cassettes.analysis import sections, spill
 from looptap.cassettes.reading import (
@@ -205,6 +206,30 @@ def test_a_grown_run_is_continued_to_what_a_fresh_analysis_shows(
         fresh = [shown[first], shown[other]]
         assert grown[0] == 0 and not grown[2], grown[2]
         assert [grown, then] == fresh, k
+
+
+def test_a_token_two_answers_gave_is_continued_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two answers gave the same token (the threader's ``by_token`` holds ``TWICE``, -1, for it:
+    test_threading_tokens.py): a grown file is continued from the kept state, not analysed
+    afresh (until session 57 the restore took -1 for a turn it does not hold and refused every
+    such state: the bench's synthetic runs, whose conversations each start at toolu_000000)."""
+    one, _ = TOKEN_RUNS["gemini"]("SIGNATURE-THE-SAME-EACH-RUN")
+    _, two = TOKEN_RUNS["gemini"]("SIGNATURE-THE-SAME-EACH-RUN")
+    exchanges = [*one, *two]
+    for i, ex in enumerate(exchanges):
+        ex.seq = i
+    path = _write(tmp_path / "run.jsonl", exchanges)
+    head, *records = path.read_bytes().splitlines(keepends=True)
+    fresh = cli_output("show", "--json", "--no-cache", str(path))
+    path.write_bytes(head + b"".join(records[:3]))  # both answers read: the token is TWICE's
+    assert cli_output("show", "--json", str(path))[0] == 0
+    with path.open("ab") as f:
+        f.write(b"".join(records[3:]))
+    counted = Analysed(monkeypatch)
+    assert cli_output("show", "--json", str(path)) == fresh
+    assert counted.added == len(records) - 3  # continued: only what was appended read
 
 
 def test_a_run_edited_before_its_end_is_read_afresh(
