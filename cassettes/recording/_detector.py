@@ -499,8 +499,18 @@ class NamedRule(Rule):
                 resume = max(stop, at + e)
             at = resume
 
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+    def spans(
+        self, text: str, checked: dict[Rule, bool] | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """The values given after a credential's name in ``text``; ``checked`` (a level's
+        :attr:`Keywords.checked`) told at the end whether a name was read for its value: when
+        none was, none is at the next level (:meth:`Detector.unescaped`'s levels: a level takes
+        out a backslash or a space, never a letter nor a name's character, and never one before
+        a name's character, so its words and the runs of a name's characters around them are
+        the level before's, in the same order, each the same name), and it finds nothing
+        there."""
         skip = 0
+        valued = False
         for start, end in self.hits(text):
             if start < skip:
                 continue
@@ -509,10 +519,13 @@ class NamedRule(Rule):
             skip = b
             if _nameless(text[a:b].strip(".-")):
                 continue  # (no place makes it a credential's: _value finds nothing after it)
+            valued = True
             found = self._value(text, a, b)
             if found is not None:
                 skip = found[1]
                 yield found
+        if checked is not None:
+            checked[self] = valued
 
     def _value(self, text: str, a: int, b: int) -> tuple[int, int] | None:
         """The value the name at ``text[a:b]`` is given, when the name is a credential's in the
@@ -662,10 +675,13 @@ class UserinfoRule(Rule):
 
 class Keywords(frozenset[str]):
     """The keywords that occur in a text (:meth:`Detector.keywords`), and what every level of
-    JSON's escapes read from it shares (:meth:`Detector.unescaped`): :attr:`checked`, the
-    answers of the pre-checks of :data:`~._formats.LEVEL_FREE`'s rules, by rule, each found
-    the first time a level is read and kept for the next (a pre-check's scan of the whole text
-    where it holds no match: 0.2 s of a level over a 51 MB run's kept analysis)."""
+    JSON's escapes read from it shares (:meth:`Detector.unescaped`): :attr:`checked`, by rule,
+    whether it may find something (``False``: it finds nothing at this level nor the next),
+    told the first time a level is read and kept for the next: the answers of the pre-checks
+    of :data:`~._formats.LEVEL_FREE`'s rules (a pre-check's scan of the whole text where it
+    holds no match: 0.2 s of a level over a 51 MB run's kept analysis), and whether
+    :class:`NamedRule` read a name for its value (``input_tokens`` is no credential's name at
+    any level: 0.13 s)."""
 
     __slots__ = ("checked",)
 
@@ -805,9 +821,12 @@ class Detector:
         return out
 
     def _passes(self, rule: Rule, text: str, checked: dict[Rule, bool] | None) -> bool:
-        """Whether ``rule``'s pre-check finds something in ``text`` (a rule without one: yes);
-        for a rule of :data:`~._formats.LEVEL_FREE`, the answer ``checked`` holds (a level of
-        the text before's), else found and kept there."""
+        """Whether ``rule`` is read in ``text``: not when ``checked`` (its levels') says it
+        finds nothing in it (:attr:`Keywords.checked`), else when its pre-check finds something
+        (a rule without one: yes); for a rule of :data:`~._formats.LEVEL_FREE`, the answer
+        ``checked`` holds (a level of the text before's), else found and kept there."""
+        if checked is not None and checked.get(rule) is False:
+            return False
         pre = rule.pre
         if pre is None:
             return True
@@ -821,8 +840,11 @@ class Detector:
     def find(self, text: str, present: Set[str] | None = None) -> list[tuple[str, int, int]]:
         """(rule id, start, end) of every secret in ``text`` (one per rule that matches it;
         ``present``: its :meth:`keywords`, when known)."""
+        checked = present.checked if isinstance(present, Keywords) else None
         return [
-            (r.id, s, e) for r in self._candidates(text, present) for s, e in self._kept(r, text)
+            (r.id, s, e)
+            for r in self._candidates(text, present)
+            for s, e in self._kept(r, text, checked)
         ]
 
     def spans(self, text: str, present: Set[str] | None = None) -> list[tuple[int, int]]:
@@ -889,13 +911,17 @@ class Detector:
             )
         return self._prefixes
 
-    def _kept(self, rule: Rule, text: str) -> Iterator[tuple[int, int]]:
+    def _kept(
+        self, rule: Rule, text: str, checked: dict[Rule, bool] | None = None
+    ) -> Iterator[tuple[int, int]]:
         """``rule``'s finds in ``text`` but a JSON list's or object's neighbour that a rule took
         for a value after a ``,`` (:func:`~cassettes.recording._neighbours.item_after_comma`):
         one is kept when the rules find it in its string alone, or read with the string
-        before it as a command line's two words (``["--password", "s3cr3t"]``)."""
+        before it as a command line's two words (``["--password", "s3cr3t"]``). ``checked``:
+        the text's :attr:`Keywords.checked`, which :class:`NamedRule` tells."""
         memo: dict[int, bool] = {}
-        for s, e in rule.spans(text):
+        found = rule.spans(text, checked) if isinstance(rule, NamedRule) else rule.spans(text)
+        for s, e in found:
             item = item_after_comma(text, s, e, memo)
             if item is not None:
                 before, inside, at = item

@@ -171,6 +171,18 @@ def _levels(text: str) -> list[tuple[str, list[int]]]:
     return levels
 
 
+def _names(named: _detector.NamedRule, text: str) -> Iterator[str]:
+    """The names ``named`` reads in ``text`` until one is read for its value, each once."""
+    skip = 0
+    for start, end in named.hits(text):
+        if start >= skip:
+            a = start - _detector._NAME_RUN.match(text[max(0, start - 64) : start][::-1]).end()  # type: ignore[union-attr]
+            skip = _detector._NAME_RUN.match(text, end).end()  # type: ignore[union-attr]
+            yield text[a:skip]
+            if not _detector._nameless(text[a:skip].strip(".-")):
+                return
+
+
 def _level_free(source: str) -> bool:
     """Whether every match of the regex ``source`` holds no backslash nor space, and no quote nor
     slash but as its first character (a literal), and the regex asserts nothing of what stands
@@ -212,18 +224,21 @@ def _level_free(source: str) -> bool:
     return ok(first, "\\ ") and ok(parsed[len(first) :], '\\ "/')
 
 
-def test_a_pre_check_every_level_shares_is_searched_once_and_answers_as_at_each_level(
+def test_what_a_level_tells_the_next_is_what_the_next_finds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 106 (session 57): the pre-checks of ``LEVEL_FREE``'s rules (``.pgpass``'s port,
-    Discord's dots, Asana's id) are searched once for all of a text's levels (``Keywords``
-    carries their answers to the next level). In fixed-seed texts of ports, dots, ids, escapes
-    of every kind and blanks: a level is the level before with characters taken out, each a
-    backslash or a space that a backslash, a space, a quote or a slash follows (what
-    ``Detector.unescaped`` and ``LEVEL_FREE`` rest on), each of those pre-checks answers alike
-    at every level (a regex whose match holds a slash past its first character does not: the
-    twin), and ``seal``'s spans are those found with each level searched anew (a ``.pgpass``
-    line, Discord and Asana tokens held in one and two JSON strings, each masked, among them)."""
+    """Issue 106 (session 57): what a text's level tells the next (``Keywords.checked``) is
+    what the next finds: the pre-checks of ``LEVEL_FREE``'s rules (``.pgpass``'s port,
+    Discord's dots, Asana's id) are searched once for all of a text's levels, and a level
+    whose names ``NamedRule`` read none of for its value (``input_tokens``) is not read by it
+    again. In fixed-seed texts of ports, dots, ids, names, values, escapes of every kind and
+    blanks: a level is the level before with characters taken out, each a backslash or a
+    space that a backslash, a space, a quote or a slash follows (what ``Detector.unescaped``,
+    ``LEVEL_FREE`` and ``NamedRule`` rest on), each of those pre-checks answers alike at every
+    level (a regex whose match holds a slash past its first character does not: the twin),
+    ``NamedRule`` reads a name for its value at each level or at none, and ``seal``'s spans
+    are those found with each level searched anew (a ``.pgpass`` line, Discord and Asana
+    tokens and passwords held in one and two JSON strings, each masked, among them)."""
     import orjson
 
     from looptap.cassettes.recording._formats import LEVEL_FREE
@@ -239,16 +254,18 @@ def test_a_pre_check_every_level_shares_is_searched_once_and_answers_as_at_each_
     digits = "0123456789"
     asana = f"2/{_r(rng, 16, digits)}/{_r(rng, 16, digits)}:{_r(rng, 32, digits + 'abcdef')}"
     pgpass = "localhost:5432:app:admin:Xq9vLr7pw"
-    pieces = [":5432:", ":*:", ":", "5432", "12", ".", "abc_ef", "/1234567890", "/", "\\/", "\\\\",
-              '\\"', '"', "\\", "\\n", "\\\\n", "\\\\\\t", " ", "n", "t", "x", "\n", "é",
-              "\udcff", discord, asana, pgpass]  # fmt: skip
+    pieces = [":5432:", ":*:", ":", "5432", "12", ".", "abc_ef", "/1234567890", "/", "\\/", "3\\/4",
+              "\\\\", '\\"', '"', "\\", "\\n", "\\\\n", "\\\\\\t", " ", "n", "t", "x", "\n", "é",
+              "\udcff", discord, asana, pgpass, "password", "input_tokens", "api_key", "Token",
+              "keys", "echo_key", '":"', '\\":\\"', "=", "hunter2-Xq9vLr7pw", "null"]  # fmt: skip
     texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(4000)]
     texts.append(f"db\n{pgpass}\n")
-    for planted in (f"bot {discord} ok", f"asana: {asana} sync"):
+    for planted in (f"bot {discord} ok", f"asana: {asana} sync", {"password": "hunter2-Xq9vLr7"}):
         once = orjson.dumps({"content": planted}).decode()
         texts += [once, orjson.dumps({"arguments": once}).decode()]
+    named = next(r for r in d.rules if isinstance(r, _detector.NamedRule))
     twin = re.compile(r"\d/\d")
-    deeper = differs = 0
+    deeper = differs = read = 0
     for text in texts:
         levels = _levels(text)
         for (before, _), (after, out) in itertools.pairwise(levels):
@@ -261,9 +278,21 @@ def test_a_pre_check_every_level_shares_is_searched_once_and_answers_as_at_each_
         for pre in pres:
             assert len({pre.search(s) is None for s, _ in levels}) == 1, (pre.pattern, text[:80])
         differs += len({twin.search(s) is None for s, _ in levels}) > 1
-    assert deeper > 3000 and differs > 10, (deeper, differs)
+        told: dict[Rule, bool] = {}
+        valued, names = set(), set()
+        for s, _ in levels:
+            list(named.spans(s, told))
+            valued.add(told[named])
+            names.add(tuple(_names(named, s)))
+        assert len(valued) == len(names) == 1, text[:80]
+        read += valued == {True}
+    assert deeper > 3000 and differs > 10 and 500 < read < 3500, (deeper, differs, read)
     r = _sealing.derived()
     sealed = [_sealing._spans(r, text) for text in texts]
-    monkeypatch.setattr(r.detector, "_level_free", frozenset())  # (each level searched anew)
+    # (each level searched anew: the keywords as they were, no answers told)
+    monkeypatch.setattr(Detector, "keywords", lambda self, text: frozenset(self._present(text)))
+    unescaped = Detector.unescaped
+    monkeypatch.setattr(Detector, "unescaped", lambda *a: frozenset(unescaped(*a)))
     assert [_sealing._spans(r, text) for text in texts] == sealed
-    assert all(sealed[-5:]), sealed[-5:]
+    assert all(sealed[-7:]), sealed[-7:]
+    assert sum(map(bool, sealed)) > 1000
