@@ -460,6 +460,10 @@ class NamedRule(Rule):
         self._words = ahocorasick_rs.AhoCorasick(
             _NAME_WORDS, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
         )
+        #: The same over bytes: an ASCII window's (its places its characters').
+        self._ascii_words = ahocorasick_rs.BytesAhoCorasick(
+            [w.encode() for w in _NAME_WORDS], matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+        )
 
     def hits(self, text: str) -> Iterator[tuple[int, int]]:
         """Where :data:`_NAME_HIT` matches ``text``, as ``finditer`` finds them (leftmost first,
@@ -467,7 +471,9 @@ class NamedRule(Rule):
         :data:`WINDOW` characters at a time (Python's regex tries each of the 16 words, in either
         case, at every place: 3.4 s for the 26 MB a 17 MB run's kept analysis is, 0.04 s so).
         ``str.lower`` keeps every place and reads a letter as ``(?i)`` does but for
-        :data:`_FOLDS`: a text holding one of them is searched by the regex."""
+        :data:`_FOLDS`: a text holding one of them is searched by the regex. A window of ASCII
+        is read as its bytes, a byte a character (the binding maps a ``str``'s bytes to
+        characters first: 0.11 s over a 51 MB run's kept analysis, 0.03 s so)."""
         if not text.isascii() and _FOLDS.search(text) is not None:
             yield from (m.span() for m in _NAME_HIT.finditer(text))
             return
@@ -476,7 +482,11 @@ class NamedRule(Rule):
             stop = at + WINDOW
             low = text[at : stop + longest - 1].lower()
             try:
-                found = self._words.find_matches_as_indexes(low)
+                found = (
+                    self._ascii_words.find_matches_as_indexes(low.encode("ascii"))
+                    if low.isascii()
+                    else self._words.find_matches_as_indexes(low)
+                )
             except UnicodeEncodeError:  # (lone surrogates: one "?" each, the places kept)
                 found = self._words.find_matches_as_indexes(
                     low.encode("utf-8", "replace").decode("utf-8")
@@ -489,8 +499,18 @@ class NamedRule(Rule):
                 resume = max(stop, at + e)
             at = resume
 
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+    def spans(
+        self, text: str, checked: dict[Rule, bool] | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """The values given after a credential's name in ``text``; ``checked`` (a level's
+        :attr:`Keywords.checked`) told at the end whether a name was read for its value: when
+        none was, none is at the next level (:meth:`Detector.unescaped`'s levels: a level takes
+        out a backslash or a space, never a letter nor a name's character, and never one before
+        a name's character, so its words and the runs of a name's characters around them are
+        the level before's, in the same order, each the same name), and it finds nothing
+        there."""
         skip = 0
+        valued = False
         for start, end in self.hits(text):
             if start < skip:
                 continue
@@ -499,10 +519,13 @@ class NamedRule(Rule):
             skip = b
             if _nameless(text[a:b].strip(".-")):
                 continue  # (no place makes it a credential's: _value finds nothing after it)
+            valued = True
             found = self._value(text, a, b)
             if found is not None:
                 skip = found[1]
                 yield found
+        if checked is not None:
+            checked[self] = valued
 
     def _value(self, text: str, a: int, b: int) -> tuple[int, int] | None:
         """The value the name at ``text[a:b]`` is given, when the name is a credential's in the
@@ -650,6 +673,28 @@ class UserinfoRule(Rule):
             i = text.find("://", max(stop, i + 3))
 
 
+class Keywords(frozenset[str]):
+    """The keywords that occur in a text (:meth:`Detector.keywords`), and what every level of
+    JSON's escapes read from it shares (:meth:`Detector.unescaped`): :attr:`checked`, by rule,
+    whether it may find something (``False``: it finds nothing at this level nor the next),
+    told the first time a level is read and kept for the next: the answers of the pre-checks
+    of :data:`~._formats.LEVEL_FREE`'s rules (a pre-check's scan of the whole text where it
+    holds no match: 0.2 s of a level over a 51 MB run's kept analysis), and whether
+    :class:`NamedRule` read a name for its value (``input_tokens`` is no credential's name at
+    any level: 0.13 s)."""
+
+    __slots__ = ("checked",)
+
+    def __new__(
+        cls, words: Iterable[str] = (), checked: dict[Rule, bool] | None = None
+    ) -> Keywords:
+        made = super().__new__(cls, words)
+        made.checked = {} if checked is None else checked
+        return made
+
+    checked: dict[Rule, bool]
+
+
 class Detector:
     """Finds credentials in text: :meth:`find` for reports, :meth:`spans` for masking."""
 
@@ -664,14 +709,15 @@ class Detector:
         #: Keywords of two characters occur in most text ("sk" in "task", "ey" in "key"): each
         #: searched alone (in the automaton, a run of ``-`` gave a match a character: 300 MB for
         #: 16 MB of text), by the regex of its literal (which finds its first character by a C
-        #: loop: where it is absent, 0.6× of ``in``'s time); the others in one Aho-Corasick pass
-        #: (244 ``in`` checks cost 200 ms on 244 KB).
+        #: loop: where it is absent, 0.6× of ``in``'s time) where its last character occurs
+        #: (``in``, by ``memchr``: where absent, a quarter of the regex's time; ``~`` of ``q~``);
+        #: the others in one Aho-Corasick pass (244 ``in`` checks cost 200 ms on 244 KB).
         self._short = tuple((k, re.compile(re.escape(k))) for k in keywords if len(k) <= 2)
         self._long = [k for k in keywords if len(k) > 2]
         # (a DFA: the same matches, a third faster than the default automaton over a kept
-        # analysis's views, for ~0.4 MB)
-        self._automaton = ahocorasick_rs.AhoCorasick(
-            self._long, implementation=ahocorasick_rs.Implementation.DFA
+        # analysis's views, for ~0.4 MB; over bytes, :meth:`_present`)
+        self._automaton = ahocorasick_rs.BytesAhoCorasick(
+            [k.encode() for k in self._long], implementation=ahocorasick_rs.Implementation.DFA
         )
         self._overlap = max((len(k) for k in keywords), default=1) - 1
         #: The keywords one level of JSON's escapes read can make or unmake (:meth:`unescaped`):
@@ -680,8 +726,17 @@ class Detector:
             k for k in keywords if not k.isascii() or any(c in k for c in '"\\/ ')
         )
         self._escapable_long = sorted(k for k in self._escapable if len(k) > 2)
-        self._escapable_automaton = ahocorasick_rs.AhoCorasick(self._escapable_long)
+        self._escapable_automaton = ahocorasick_rs.BytesAhoCorasick(
+            [k.encode() for k in self._escapable_long]
+        )
         self._always = tuple(r for r in self.rules if not r.keywords)
+        from ._formats import LEVEL_FREE, PREFILTERS
+
+        #: The rules whose pre-check answers alike at every level of a text
+        #: (:data:`~._formats.LEVEL_FREE`, that pre-check theirs).
+        self._level_free = frozenset(
+            r for r in self.rules if r.id in LEVEL_FREE and r.pre_src == PREFILTERS.get(r.id)
+        )
         by: dict[str, list[Rule]] = {}
         for r in self.rules:
             for k in r.keywords:
@@ -702,7 +757,12 @@ class Detector:
         (lower-cased), read a window at a time: the automaton's answer for a whole 100 MB body
         took eight bytes per character (900 MB of peak RSS in the recorder's writer), a window's
         is bounded. Windows overlap by the longest keyword less one character, so a keyword
-        across their border is found whole in one."""
+        across their border is found whole in one. The automaton reads a window's UTF-8 bytes
+        (read as a ``str``, its binding first mapped each byte to its character's place: 0.36 s
+        over a 51 MB run's kept analysis, 0.21 s so): a keyword occurs in a text where its bytes
+        occur in the text's (UTF-8 is self-synchronising: a character's bytes never begin inside
+        another's), a lone surrogate (bytes kept by ``surrogateescape``) read as one ``?``, as
+        the text's search read it."""
         present: set[str] = set()
         step = WINDOW
         overlap = self._overlap
@@ -716,23 +776,21 @@ class Detector:
             low = text[start : start + step + overlap].lower()
             if not low:
                 break
-            try:
-                hits = automaton.find_matches_as_indexes(low, overlapping=True)
-            except UnicodeEncodeError:
-                # bytes kept as lone surrogates (surrogateescape): only presence matters
-                hits = automaton.find_matches_as_indexes(
-                    low.encode("utf-8", "replace").decode("utf-8"), overlapping=True
-                )
+            hits = automaton.find_matches_as_indexes(
+                low.encode("utf-8", "replace"), overlapping=True
+            )
             present.update(words[i] for i, _, _ in hits)
-            present.update(k for k, literal in short if literal.search(low))
+            present.update(
+                k for k, literal in short if k[-1] in low and literal.search(low) is not None
+            )
         return present
 
-    def keywords(self, text: str) -> frozenset[str]:
+    def keywords(self, text: str) -> Keywords:
         """The keywords that occur in ``text`` (what :meth:`find` reads first; given back to it,
         the search is not done again)."""
-        return frozenset(self._present(text))
+        return Keywords(self._present(text))
 
-    def unescaped(self, present: frozenset[str], text: str) -> frozenset[str]:
+    def unescaped(self, present: frozenset[str], text: str) -> Keywords:
         """The keywords that occur in ``text``, made of a text whose keywords are ``present`` by
         taking out characters, each a backslash or a space that a backslash, a space, a quote or
         a slash follows once those taken out are gone, and changing no other (one level of
@@ -741,27 +799,52 @@ class Detector:
         ASCII and holds none of those four characters occurs in one where it occurs in the
         other: none of its characters is taken out, and none taken out stood between two of
         them (what follows it would be one of the four, in the keyword). ``str.lower`` lowers a
-        character alone, but for a final sigma: never ASCII."""
-        return (present - self._escapable) | self._present(text, escapable=True)
+        character alone, but for a final sigma: never ASCII. The answers of the pre-checks
+        that every level shares (:attr:`Keywords.checked`) are kept."""
+        return Keywords(
+            (present - self._escapable) | self._present(text, escapable=True),
+            present.checked if isinstance(present, Keywords) else None,
+        )
 
     def _candidates(self, text: str, present: Set[str] | None = None) -> list[Rule]:
         if present is None:
             present = self._present(text)
-        out: list[Rule] = [r for r in self._always if r.pre is None or r.pre.search(text)]
+        checked = present.checked if isinstance(present, Keywords) else None
+        out: list[Rule] = [r for r in self._always if self._passes(r, text, checked)]
         seen: set[int] = set()
         for k in present:
             for r in self._by_keyword[k]:
                 if id(r) not in seen:
                     seen.add(id(r))
-                    if r.pre is None or r.pre.search(text):  # (its pre-check: PREFILTERS)
+                    if self._passes(r, text, checked):  # (its pre-check: PREFILTERS)
                         out.append(r)
         return out
+
+    def _passes(self, rule: Rule, text: str, checked: dict[Rule, bool] | None) -> bool:
+        """Whether ``rule`` is read in ``text``: not when ``checked`` (its levels') says it
+        finds nothing in it (:attr:`Keywords.checked`), else when its pre-check finds something
+        (a rule without one: yes); for a rule of :data:`~._formats.LEVEL_FREE`, the answer
+        ``checked`` holds (a level of the text before's), else found and kept there."""
+        if checked is not None and checked.get(rule) is False:
+            return False
+        pre = rule.pre
+        if pre is None:
+            return True
+        if checked is None or rule not in self._level_free:
+            return pre.search(text) is not None
+        hit = checked.get(rule)
+        if hit is None:
+            hit = checked[rule] = pre.search(text) is not None
+        return hit
 
     def find(self, text: str, present: Set[str] | None = None) -> list[tuple[str, int, int]]:
         """(rule id, start, end) of every secret in ``text`` (one per rule that matches it;
         ``present``: its :meth:`keywords`, when known)."""
+        checked = present.checked if isinstance(present, Keywords) else None
         return [
-            (r.id, s, e) for r in self._candidates(text, present) for s, e in self._kept(r, text)
+            (r.id, s, e)
+            for r in self._candidates(text, present)
+            for s, e in self._kept(r, text, checked)
         ]
 
     def spans(self, text: str, present: Set[str] | None = None) -> list[tuple[int, int]]:
@@ -828,13 +911,17 @@ class Detector:
             )
         return self._prefixes
 
-    def _kept(self, rule: Rule, text: str) -> Iterator[tuple[int, int]]:
+    def _kept(
+        self, rule: Rule, text: str, checked: dict[Rule, bool] | None = None
+    ) -> Iterator[tuple[int, int]]:
         """``rule``'s finds in ``text`` but a JSON list's or object's neighbour that a rule took
         for a value after a ``,`` (:func:`~cassettes.recording._neighbours.item_after_comma`):
         one is kept when the rules find it in its string alone, or read with the string
-        before it as a command line's two words (``["--password", "s3cr3t"]``)."""
+        before it as a command line's two words (``["--password", "s3cr3t"]``). ``checked``:
+        the text's :attr:`Keywords.checked`, which :class:`NamedRule` tells."""
         memo: dict[int, bool] = {}
-        for s, e in rule.spans(text):
+        found = rule.spans(text, checked) if isinstance(rule, NamedRule) else rule.spans(text)
+        for s, e in found:
             item = item_after_comma(text, s, e, memo)
             if item is not None:
                 before, inside, at = item

@@ -121,6 +121,17 @@ PREFILTERS: dict[str, str] = {
     ".netrc password": r"(?i)password[ \t]",  # (its keywords, machine and default, are common)
 }
 
+#: The rules whose pre-check (:data:`PREFILTERS`) finds a match in a text where it finds one in
+#: the text with one level of JSON's escapes read (``seal``'s levels: characters taken out, each
+#: a backslash or a space that a backslash, a space, a quote or a slash follows, none other
+#: changed: :meth:`~cassettes.recording._detector.Detector.unescaped`): each asserts nothing of
+#: what stands around its match, and its matches hold no backslash nor space, and no quote nor
+#: slash but as their first character, so none taken out stands in one (it stood before one
+#: of those four) and a match in either is one in the other. Its answer for a text is its answer
+#: for every level (:class:`~cassettes.recording._detector.Keywords`): ``.netrc``'s holds a
+#: space.
+LEVEL_FREE = frozenset({"discord bot token", "asana token", ".pgpass line"})
+
 #: The rules whose match begins where a line does and whose pre-check's hit follows that start
 #: with no newline or backslash between (:class:`~cassettes.recording._detector.LineRule`: tried
 #: only at that start): a ``.pgpass`` line's host holds neither, then its ``:port:``.

@@ -7,10 +7,14 @@ recordings and planted keys."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from looptap.cassettes.recording import _detector, _sealing, default_detector
 from looptap.cassettes.recording._detector import Detector, Rule, implied_pre
@@ -152,3 +156,143 @@ def test_one_level_of_escapes_read_by_split_is_what_the_loop_read() -> None:
     for text in texts:
         assert _sealing._unescaped(text) == _old_unescaped(text)
     assert re.search(r"\\", "".join(texts[-2:]))
+
+
+def _levels(text: str) -> list[tuple[str, list[int]]]:
+    """``text``'s levels as ``seal`` reads them: each spaced, with the places (in the level
+    before) of the characters the level took out."""
+    view = text
+    levels: list[tuple[str, list[int]]] = [(_sealing._spaced(text), [])]
+    for _ in range(_sealing.LEVELS):
+        if _sealing._ESCAPE.search(view) is None:
+            break
+        view, removed = _sealing._unescaped(view)
+        levels.append((_sealing._spaced(view), [at + n for n, at in enumerate(removed)]))
+    return levels
+
+
+def _names(named: _detector.NamedRule, text: str) -> Iterator[str]:
+    """The names ``named`` reads in ``text`` until one is read for its value, each once."""
+    skip = 0
+    for start, end in named.hits(text):
+        if start >= skip:
+            a = start - _detector._NAME_RUN.match(text[max(0, start - 64) : start][::-1]).end()  # type: ignore[union-attr]
+            skip = _detector._NAME_RUN.match(text, end).end()  # type: ignore[union-attr]
+            yield text[a:skip]
+            if not _detector._nameless(text[a:skip].strip(".-")):
+                return
+
+
+def _level_free(source: str) -> bool:
+    """Whether every match of the regex ``source`` holds no backslash nor space, and no quote nor
+    slash but as its first character (a literal), and the regex asserts nothing of what stands
+    around it: read from its parse (literals, classes of them, ranges, digits, word characters,
+    repeats, groups, alternatives; anything else is not)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    def ok(items: Any, banned: str) -> bool:
+        for op, av in items:
+            name = str(op)
+            if name == "LITERAL":
+                if chr(av) in banned:
+                    return False
+            elif name == "IN":
+                for o, a in av:
+                    kind = str(o)
+                    if kind == "LITERAL" and chr(a) not in banned:
+                        continue
+                    if kind == "RANGE" and not any(a[0] <= ord(c) <= a[1] for c in banned):
+                        continue
+                    if kind == "CATEGORY" and str(a) in ("CATEGORY_DIGIT", "CATEGORY_WORD"):
+                        continue
+                    return False
+            elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+                if not ok(av[2], banned):
+                    return False
+            elif name == "SUBPATTERN":
+                if not ok(av[3], banned):
+                    return False
+            elif name == "BRANCH":
+                if not all(ok(b, banned) for b in av[1]):
+                    return False
+            else:
+                return False
+        return True
+
+    parsed = list(_parser.parse(source))
+    first = parsed[:1] if parsed and str(parsed[0][0]) == "LITERAL" else []
+    return ok(first, "\\ ") and ok(parsed[len(first) :], '\\ "/')
+
+
+def test_what_a_level_tells_the_next_is_what_the_next_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 106 (session 57): what a text's level tells the next (``Keywords.checked``) is
+    what the next finds: the pre-checks of ``LEVEL_FREE``'s rules (``.pgpass``'s port,
+    Discord's dots, Asana's id) are searched once for all of a text's levels, and a level
+    whose names ``NamedRule`` read none of for its value (``input_tokens``) is not read by it
+    again. In fixed-seed texts of ports, dots, ids, names, values, escapes of every kind and
+    blanks: a level is the level before with characters taken out, each a backslash or a
+    space that a backslash, a space, a quote or a slash follows (what ``Detector.unescaped``,
+    ``LEVEL_FREE`` and ``NamedRule`` rest on), each of those pre-checks answers alike at every
+    level (a regex whose match holds a slash past its first character does not: the twin),
+    ``NamedRule`` reads a name for its value at each level or at none, and ``seal``'s spans
+    are those found with each level searched anew (a ``.pgpass`` line, Discord and Asana
+    tokens and passwords held in one and two JSON strings, each masked, among them)."""
+    import orjson
+
+    from looptap.cassettes.recording._formats import LEVEL_FREE
+
+    d = default_detector()
+    shared = {r for r in d.rules if r.id in LEVEL_FREE}
+    pres = [r.pre for r in shared if r.pre is not None]
+    assert len(shared) == len(pres) == 3
+    assert all(_level_free(pre.pattern) for pre in pres)
+    assert not any(map(_level_free, [r"(?i)password[ \t]", r"\d/\d", r"\ba", r"[^x]", r"\s"]))
+    rng = random.Random(57)
+    discord = f"MT{_r(rng, 24)}.{_r(rng, 6)}.{_r(rng, 38)}"
+    digits = "0123456789"
+    asana = f"2/{_r(rng, 16, digits)}/{_r(rng, 16, digits)}:{_r(rng, 32, digits + 'abcdef')}"
+    pgpass = "localhost:5432:app:admin:Xq9vLr7pw"
+    pieces = [":5432:", ":*:", ":", "5432", "12", ".", "abc_ef", "/1234567890", "/", "\\/", "3\\/4",
+              "\\\\", '\\"', '"', "\\", "\\n", "\\\\n", "\\\\\\t", " ", "n", "t", "x", "\n", "é",
+              "\udcff", discord, asana, pgpass, "password", "input_tokens", "api_key", "Token",
+              "keys", "echo_key", '":"', '\\":\\"', "=", "hunter2-Xq9vLr7pw", "null"]  # fmt: skip
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(4000)]
+    texts.append(f"db\n{pgpass}\n")
+    for planted in (f"bot {discord} ok", f"asana: {asana} sync", {"password": "hunter2-Xq9vLr7"}):
+        once = orjson.dumps({"content": planted}).decode()
+        texts += [once, orjson.dumps({"arguments": once}).decode()]
+    named = next(r for r in d.rules if isinstance(r, _detector.NamedRule))
+    twin = re.compile(r"\d/\d")
+    deeper = differs = read = 0
+    for text in texts:
+        levels = _levels(text)
+        for (before, _), (after, out) in itertools.pairwise(levels):
+            deeper += 1
+            gone = set(out)
+            kept = [c for i, c in enumerate(before) if i not in gone]
+            assert "".join(kept) == after, text[:80]
+            for n, i in enumerate(out):  # (a backslash or a space, one of the four after it)
+                assert before[i] in "\\ " and after[i - n : i - n + 1] in ("\\", " ", '"', "/")
+        for pre in pres:
+            assert len({pre.search(s) is None for s, _ in levels}) == 1, (pre.pattern, text[:80])
+        differs += len({twin.search(s) is None for s, _ in levels}) > 1
+        told: dict[Rule, bool] = {}
+        valued, names = set(), set()
+        for s, _ in levels:
+            list(named.spans(s, told))
+            valued.add(told[named])
+            names.add(tuple(_names(named, s)))
+        assert len(valued) == len(names) == 1, text[:80]
+        read += valued == {True}
+    assert deeper > 3000 and differs > 10 and 500 < read < 3500, (deeper, differs, read)
+    r = _sealing.derived()
+    sealed = [_sealing._spans(r, text) for text in texts]
+    # (each level searched anew: the keywords as they were, no answers told)
+    monkeypatch.setattr(Detector, "keywords", lambda self, text: frozenset(self._present(text)))
+    unescaped = Detector.unescaped
+    monkeypatch.setattr(Detector, "unescaped", lambda *a: frozenset(unescaped(*a)))
+    assert [_sealing._spans(r, text) for text in texts] == sealed
+    assert all(sealed[-7:]), sealed[-7:]
+    assert sum(map(bool, sealed)) > 1000
