@@ -171,7 +171,9 @@ PLACE_RULES: tuple[tuple[str, str, tuple[str, ...], float, int], ...] = (
         # host (a name, an IP, *) : port : database : user : password, a line of its own
         r"(?:^|\n|\\n)(?:\*|[A-Za-z][\w.-]{0,253}|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\])"
         r":(?:\d{1,5}|\*):(?:\*|[A-Za-z_][^\s:\\\"]{0,63}):(?:\*|[A-Za-z_][^\s:\\\"]{0,63}):"
-        r"([^\s\\\"]{4,512})(?=$|\r|\n|\\[nr])",
+        # (its end: a line's, or JSON's escape of one, which the gate's ``_spaced`` reads as a
+        # space and the blank: ``…:pw\\n"`` in a JSON string is ``…:pw \n"`` there)
+        r"([^\s\\\"]{4,512})(?=[ ]?(?:$|\r|\n)|\\[nr])",
         (),
         0.0,
         1,
