@@ -248,7 +248,16 @@ def loads(data: bytes | str) -> Any:
     """``orjson.loads`` for untrusted text, bounded: the result nests at most :data:`WALK_DEPTH`
     levels (deeper subtrees are cut and marked, however deep: see :func:`parse`). Raises
     ``orjson.JSONDecodeError`` as orjson does for text that is not JSON."""
-    if len(data) <= MAX_LIST and _few_brackets(data, WALK_DEPTH):
+    n = len(data)
+    if n <= WALK_DEPTH or (
+        n <= MAX_LIST
+        and (
+            data.count("[") + data.count("{")
+            if isinstance(data, str)
+            else data.count(b"[") + data.count(b"{")
+        )
+        <= WALK_DEPTH
+    ):
         # (a stream's event, a tool call's arguments) too few brackets to nest past the bound,
         # too short to hold a list past MAX_LIST: what parse() would return, orjson's value as
         # it is, without its three calls

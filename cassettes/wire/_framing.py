@@ -16,6 +16,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from encodings import utf_8
 from typing import Any, Literal
 
 import orjson
@@ -79,7 +80,7 @@ class _SSEParser:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._decoder = utf_8.IncrementalDecoder("replace")
         self._buf = ""
         #: Text read after ``_buf`` that holds no line end yet.
         self._pending: list[str] = []
@@ -89,9 +90,13 @@ class _SSEParser:
         self.replaced = False
 
     def feed(self, data: bytes, offset: float | None) -> None:
-        text = self._decoder.decode(data)
-        if "\ufffd" in text:
-            self.replaced = True
+        if data.isascii() and not self._decoder.buffer:
+            # (nearly every chunk) what the decoder would return, with nothing to replace
+            text = data.decode("ascii")
+        else:
+            text = self._decoder.decode(data)
+            if "\ufffd" in text:
+                self.replaced = True
         if not self._has_field and not self._buf and not self._pending and "\r" not in text:
             # A chunk read at a line start, no event begun, no CR: the whole events of the usual
             # shape at its start are read by one match each (the lines, the fields, the dispatch
@@ -116,7 +121,8 @@ class _SSEParser:
         events = self.events
         while m is not None:
             end = m.end()
-            events.append(Event(data=m[2], event=m[1], offset=offset))
+            name, data = m.groups()
+            events.append(Event(data, name, offset))  # (positional: a third of the cost)
             m = match(text, end)
         return text[end:]
 

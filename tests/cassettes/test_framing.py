@@ -236,7 +236,9 @@ _SSE_MIX = [
 ]
 
 
-@pytest.mark.parametrize("tail", [b"", b"data: cut", b'data: {"x":1}\n', b"event: e\n", b"\xe2\x98"])
+@pytest.mark.parametrize(
+    "tail", [b"", b"data: cut", b'data: {"x":1}\n', b"event: e\n", b"\xe2\x98"]
+)
 def test_sse_whole_events_read_as_their_lines_are(tail: bytes) -> None:
     """A stream whose chunks are whole events (read by one match each) gives the events, offsets,
     tail and notes the same bytes give fed one byte at a time (every line read by the line
@@ -272,8 +274,9 @@ def test_sse_crlf_stream_split_at_every_byte() -> None:
 
 
 def test_sse_usual_events_are_not_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of whole ``event:``/``data:`` events never reach the line reader (the per-line Python
-    work the match saves); a comment between them does, and the events after it are matched again."""
+    """Chunks of whole ``event:``/``data:`` events never reach the line reader (the per-line
+    Python work the match saves); a comment between them does, and the events after it are matched
+    again."""
     from looptap.cassettes.wire import _framing
 
     lines: list[str] = []
