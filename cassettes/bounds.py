@@ -130,9 +130,13 @@ def _few_brackets(raw: bytes | str | None, limit: int) -> bool:
         return False
     if len(raw) <= limit:  # (no more brackets than characters)
         return True
+    # braces first: a record of stream events holds more than the limit of them, and then the
+    # brackets need no pass of their own
     if isinstance(raw, str):
-        return raw.count("[") + raw.count("{") <= limit
-    return raw.count(b"[") + raw.count(b"{") <= limit
+        n = raw.count("{")
+        return n <= limit and n + raw.count("[") <= limit
+    n = raw.count(b"{")
+    return n <= limit and n + raw.count(b"[") <= limit
 
 
 #: Longest list kept whole for analysis (no real request holds 100,000 messages; a 4 MB body can

@@ -540,6 +540,10 @@ def test_bounds_loads_reads_as_parse_on_each_side_of_its_shortcut(
     assert not parsed
     bounds.loads(nested(129, 10))
     assert len(parsed) == 1
+    for braces, brackets in ((130, 0), (131, 0), (132, 0), (100, 31), (100, 32), (0, 132)):
+        text = "{" * braces + "[" * brackets + "x" * 200
+        for raw in (text, text.encode()):
+            assert bounds._few_brackets(raw, 131) == (braces + brackets <= 131), (braces, brackets)
 
 
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
