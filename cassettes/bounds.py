@@ -130,9 +130,13 @@ def _few_brackets(raw: bytes | str | None, limit: int) -> bool:
         return False
     if len(raw) <= limit:  # (no more brackets than characters)
         return True
+    # braces first: a record of stream events holds more than the limit of them, and then the
+    # brackets need no pass of their own
     if isinstance(raw, str):
-        return raw.count("[") + raw.count("{") <= limit
-    return raw.count(b"[") + raw.count(b"{") <= limit
+        n = raw.count("{")
+        return n <= limit and n + raw.count("[") <= limit
+    n = raw.count(b"{")
+    return n <= limit and n + raw.count(b"[") <= limit
 
 
 #: Longest list kept whole for analysis (no real request holds 100,000 messages; a 4 MB body can
@@ -248,6 +252,20 @@ def loads(data: bytes | str) -> Any:
     """``orjson.loads`` for untrusted text, bounded: the result nests at most :data:`WALK_DEPTH`
     levels (deeper subtrees are cut and marked, however deep: see :func:`parse`). Raises
     ``orjson.JSONDecodeError`` as orjson does for text that is not JSON."""
+    n = len(data)
+    if n <= WALK_DEPTH or (
+        n <= MAX_LIST
+        and (
+            data.count("[") + data.count("{")
+            if isinstance(data, str)
+            else data.count(b"[") + data.count(b"{")
+        )
+        <= WALK_DEPTH
+    ):
+        # (a stream's event, a tool call's arguments) too few brackets to nest past the bound,
+        # too short to hold a list past MAX_LIST: what parse() would return, orjson's value as
+        # it is, without its three calls
+        return orjson.loads(data)
     return parse(data)[0]
 
 

@@ -210,3 +210,83 @@ def test_an_lf_stream_and_its_crlf_twin_frame_alike() -> None:
             assert [(e.data, e.event) for e in twin.events] == [
                 (e.data, e.event) for e in lf.events
             ]
+
+
+#: Events and lines of every kind the reader knows, each a whole event or a piece of one: the usual
+#: ``event:``/``data:`` events (read by one match each) between comments, ids, ``error:`` lines,
+#: multi-line data, non-SSE lines, fields without a space or a colon, invalid UTF-8 and a cut end.
+_SSE_MIX = [
+    b'event: message_start\ndata: {"type":"message_start"}\n\n',
+    b'data: {"a":1}\n\n',
+    b"event:x\ndata:y\n\n",
+    b"event: \ndata: \n\n",
+    b"data:  two spaces\n\n",
+    b"data\n\n",
+    b": keep-alive\n",
+    b"id: 7\n",
+    b"retry: 10\n",
+    b"\n",
+    b'error: {"message":"boom"}\n\n',
+    b"event: e\ndata: d\ndata: e\n\n",
+    b'{"error":"not sse"}\n\n',
+    b"event: lonely\n\n",
+    b"data: caf\xc3\xa9 \xe2\x98\x83\n\n",
+    b"data: bad \xff byte\n\n",
+    b"data: [DONE]\n\n",
+]
+
+
+@pytest.mark.parametrize(
+    "tail", [b"", b"data: cut", b'data: {"x":1}\n', b"event: e\n", b"\xe2\x98"]
+)
+def test_sse_whole_events_read_as_their_lines_are(tail: bytes) -> None:
+    """A stream whose chunks are whole events (read by one match each) gives the events, offsets,
+    tail and notes the same bytes give fed one byte at a time (every line read by the line
+    reader), each byte carrying its chunk's offset."""
+    chunks: list[tuple[float | None, bytes]] = []
+    for k in range(3 * len(_SSE_MIX)):
+        piece = b"".join(_SSE_MIX[(k * j) % len(_SSE_MIX)] for j in range(1 + k % 3))
+        chunks.append((None if k % 7 == 3 else k / 10, piece))
+    chunks.append((9.0, tail))
+    whole = parse_sse(chunks)
+    by_byte = parse_sse([(t, c[i : i + 1]) for t, c in chunks for i in range(len(c))])
+    assert [(e.data, e.event, e.offset) for e in whole.events] == [
+        (e.data, e.event, e.offset) for e in by_byte.events
+    ]
+    assert (whole.tail, whole.notes) == (by_byte.tail, by_byte.notes)
+    assert len(whole.events) > 3 * len(_SSE_MIX)
+
+
+def test_sse_crlf_stream_split_at_every_byte() -> None:
+    """A CRLF (and a CR) stream, cut in two at every byte, reads as it does whole: the fast path
+    reads LF-only text, and a CR at a chunk's end may be the first half of a CRLF."""
+    lf = b"".join(_SSE_MIX)
+    for eol in (b"\r\n", b"\r"):
+        body = lf.replace(b"\n", eol)
+        whole = parse_sse([(0.5, body)])
+        assert whole.events and not whole.tail
+        for i in range(len(body) + 1):
+            split = parse_sse([(0.5, body[:i]), (0.5, body[i:])])
+            assert [(e.data, e.event) for e in split.events] == [
+                (e.data, e.event) for e in whole.events
+            ], (eol, i)
+            assert split.tail == whole.tail
+
+
+def test_sse_usual_events_are_not_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of whole ``event:``/``data:`` events never reach the line reader (the per-line
+    Python work the match saves); a comment between them does, and the events after it are matched
+    again."""
+    from looptap.cassettes.wire import _framing
+
+    lines: list[str] = []
+    line = _framing._SSEParser._line
+    monkeypatch.setattr(
+        _framing._SSEParser, "_line", lambda self, s, t: (lines.append(s), line(self, s, t))
+    )
+    chunks = [(k / 10, f'event: delta\ndata: {{"n":{k}}}\n\n'.encode()) for k in range(50)]
+    chunks.insert(25, (2.45, b": ping\n"))
+    f = parse_sse(chunks)
+    assert [e.data for e in f.events] == [f'{{"n":{k}}}' for k in range(50)]
+    assert [e.offset for e in f.events] == [k / 10 for k in range(50)]
+    assert lines == [": ping"]

@@ -499,6 +499,53 @@ def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
         parse(b"[1,," + b"[" * 2000 + b"1" + b"]" * 2001)  # not JSON (above the cut) stays not JSON
 
 
+def test_bounds_loads_reads_as_parse_on_each_side_of_its_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``loads`` hands text with no more brackets than the depth bound and no more characters than
+    the list bound straight to orjson: the same value (or error) ``parse`` gives, either side of
+    both bounds, in str and bytes; and ``parse`` is not run for such text."""
+    from looptap.cassettes import bounds
+
+    def nested(depth: int, pad: int = 0) -> str:
+        return '{"p":"' + " " * pad + '","a":' + "[" * depth + "1" + "]" * depth + "}"
+
+    texts = [nested(d, pad) for d in (0, 1, 126, 127, 128, 129, 200) for pad in (0, 300)]
+    texts += [
+        '"[[[[' + "{" * 200 + '"',  # brackets inside a string count, and are not nesting
+        "[" + ",".join(["0"] * 50_000) + "]",  # under MAX_LIST characters
+        "[" + ",".join(["0"] * (bounds.MAX_LIST + 1)) + "]",  # a list cut at MAX_LIST
+        "[" * 127 + "]" * 127,
+        "[" * 129 + "]" * 129,
+        "[1,,2]",
+        "[" * 120 + "}",
+        "",
+        "1",
+    ]
+    for text in texts:
+        for data in (text, text.encode()):
+            try:
+                want: object = bounds.parse(data)[0]
+            except orjson.JSONDecodeError as exc:
+                want = ("error", str(exc))
+            try:
+                got: object = bounds.loads(data)
+            except orjson.JSONDecodeError as exc:
+                got = ("error", str(exc))
+            assert got == want, text[:60]
+    parsed: list[object] = []
+    monkeypatch.setattr(bounds, "parse", lambda d: parsed.append(d) or (None, None))
+    event = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"%s"}}'
+    assert bounds.loads(event % ("x" * 500))["delta"]["text"] == "x" * 500
+    assert not parsed
+    bounds.loads(nested(129, 10))
+    assert len(parsed) == 1
+    for braces, brackets in ((130, 0), (131, 0), (132, 0), (100, 31), (100, 32), (0, 132)):
+        text = "{" * braces + "[" * brackets + "x" * 200
+        for raw in (text, text.encode()):
+            assert bounds._few_brackets(raw, 131) == (braces + brackets <= 131), (braces, brackets)
+
+
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
     """Recorded live, the deep request keeps its exact bytes, and every reader says why it is
     cut."""
