@@ -40,13 +40,19 @@ def _short_page(content: str) -> str | None:
     """The text stripped, or ``None`` when it is too long to be a block page. Taking out the
     markup and squashing the whitespace never lengthens a text: one of at most
     :data:`_BLOCK_PAGE_LEN` characters is short as it is; a text without markup is not run through
-    the markup pattern."""
+    the markup pattern. A head of a text squashed is no longer than the text squashed (its words
+    are the text's first ones, the last maybe cut): a long head too long says the text is."""
     text = content.strip()
     if len(text) <= _BLOCK_PAGE_LEN:
         return text
     if len(text) > 20 * _BLOCK_PAGE_LEN:
         return None
     plain = text if "<" not in text else _MARKUP.sub(" ", text)
+    if (
+        len(plain) > 2 * _BLOCK_PAGE_LEN
+        and len(squashed(plain[: 2 * _BLOCK_PAGE_LEN])) > _BLOCK_PAGE_LEN
+    ):
+        return None
     return text if len(squashed(plain)) <= _BLOCK_PAGE_LEN else None
 
 
