@@ -126,6 +126,9 @@ def _keyed(m: Message) -> Keyed:
     return key, key, strict, parts
 
 
+#: The kinds of part whose key is made of its text alone, or that have none.
+_TEXTS_ONLY = frozenset(("text", "refusal", "reasoning", "other"))
+
 #: What any system message counts as in a lookup key.
 _SYSTEM_KEY = stable(b"looptap:system")
 
@@ -159,9 +162,23 @@ def response_message(resp: NormalisedResponse | None) -> Message | None:
     parts = [
         p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")
     ]
-    if not _part_keys(parts):
+    if not any(map(_keyed_part, parts)):
         return None
     return Message(role="assistant", parts=parts)
+
+
+def _keyed_part(p: Part) -> bool:
+    """``_part_key(p) is not None``, without making the key: a text with a character that is not
+    whitespace (``str.split`` and ``str.isspace`` read whitespace alike), a call, a result, a
+    media part."""
+    if p.kind in ("text", "refusal"):
+        t = p.text
+        return bool(t and not t.isspace())
+    if p.kind == "tool_call":
+        return p.tool_call is not None
+    if p.kind == "tool_result":
+        return p.tool_result is not None
+    return p.kind == "media"
 
 
 class MessageKeys:
@@ -178,13 +195,15 @@ class MessageKeys:
     (:meth:`~._items.ItemReferences.resolve`), and forgets each message it changed
     (:meth:`forget`) before anything keys it again."""
 
-    __slots__ = ("_answers", "_answers_before", "_before", "_now")
+    __slots__ = ("_answers", "_answers_before", "_before", "_now", "_system")
 
     def __init__(self) -> None:
         self._now: dict[int, tuple[Message, Keyed]] = {}
         self._before: dict[int, tuple[Message, Keyed]] = {}
         self._answers: dict[int, tuple[NormalisedResponse, Message | None]] = {}
         self._answers_before: dict[int, tuple[NormalisedResponse, Message | None]] = {}
+        #: The last system prompt keyed (:meth:`system`): its texts, and its key.
+        self._system: tuple[tuple[str | None, ...], int] | None = None
 
     def __len__(self) -> int:
         """Messages and responses held."""
@@ -222,6 +241,21 @@ class MessageKeys:
     def parts(self, m: Message) -> list[Any]:
         """``_part_keys(m.parts)`` (shared: not to be changed)."""
         return self.keyed(m)[3]
+
+    def system(self, parts: list[Part]) -> int:
+        """The key of a system prompt's parts: ``stable`` of their part keys as JSON. A prompt
+        of texts alone (and parts no key reads: reasoning, provider items) is keyed by its texts
+        (a text part's key is its text's, whether ``text`` or ``refusal``; the others have
+        none): the same texts as the prompt keyed last, the same key."""
+        texts: tuple[str | None, ...] | None = None
+        if all(p.kind in _TEXTS_ONLY for p in parts):
+            texts = tuple(p.text if p.kind in ("text", "refusal") else None for p in parts)
+            if self._system is not None and self._system[0] == texts:
+                return self._system[1]
+        key = stable(orjson.dumps(_part_keys(parts), option=orjson.OPT_NON_STR_KEYS))
+        if texts is not None:
+            self._system = (texts, key)
+        return key
 
     def answer(self, resp: NormalisedResponse | None) -> Message | None:
         """:func:`response_message` of ``resp``, the same message object each time asked."""

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ...models import Message, Part
-from .._message_keys import MessageKeys, _call_ids, _part_keys, stable
+from .._message_keys import MessageKeys, _call_ids, stable
 from .._trajectory import Fields, Step
 from ..spill import KEEP, Spill, SpillMap
 from ._words import SYSTEM_TEXT, Rendered, trajectory
@@ -475,7 +475,7 @@ def read_request(
         fam=threads.family(family),
         messages=messages,
         keys=keys,
-        system=stable(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS)),
+        system=memo.system(system or []),
         tools=stable(orjson.dumps(sorted(tools or ()))),
         system_text=" ".join(
             p.text[:SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text
