@@ -33,8 +33,17 @@ def squashed(text: str | None) -> str:
 def _unspaced(text: str | None) -> str:
     """``text`` with no whitespace at all: a text's key. Adjacent text parts are one text, however
     a client splits or joins them — a stream's chunks sent back as streamed (Gemini's parts, one per
-    chunk, cut mid-word), blocks joined with a newline or a space."""
-    return "".join(text.split()) if text else ""
+    chunk, cut mid-word), blocks joined with a newline or a space. An ASCII text's whitespace
+    (what ``str.split`` reads as such of ASCII, :data:`_ASCII_SPACE`) is deleted as bytes."""
+    if not text:
+        return ""
+    if text.isascii():
+        return text.encode("ascii").translate(None, _ASCII_SPACE).decode("ascii")
+    return "".join(text.split())
+
+
+#: The ASCII characters ``str.split`` reads as whitespace.
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 
 def _canon(value: Any, squash: bool = False) -> Any:

@@ -4,6 +4,7 @@ since (the analysis resolves referenced items in place), and no more held than t
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,14 @@ def test_the_analyser_never_keeps_a_key_across_a_change(tmp_path: Path) -> None:
         mp.setattr(mk.MessageKeys, "answer", lambda self, r: mk.response_message(r))
         afresh = orjson.dumps(analyse(read_records(run).exchanges).model_dump(mode="json"))
     assert remembered == afresh
+
+
+def test_a_text_unspaced_as_split_reads_it() -> None:
+    """An ASCII text's whitespace deleted as bytes is what ``str.split`` leaves of it; every
+    ASCII character, each alone and among words, and texts that are not ASCII."""
+    rnd = random.Random(57)
+    alphabet = [chr(c) for c in range(128)] + ["\u00a0", "\u2003", "\u3000", "\u0085", "é", "字"]
+    texts = [c for c in alphabet] + [f"a{c}b {c}{c}c" for c in alphabet]
+    texts += ["".join(rnd.choices(alphabet, k=rnd.randint(0, 40))) for _ in range(500)]
+    for t in texts:
+        assert mk._unspaced(t) == "".join(t.split()), repr(t)
