@@ -223,7 +223,7 @@ class RunAnalyser:
             return None
         if owned:
             st.owned.add(seq)
-        st.items.resolve(rt.request.messages)
+        st.threader.keys.forget(st.items.resolve(rt.request.messages))
         st.items.remember(rt.response)
         label = ex.request_header(_HEADER)
         link = self._thread(rt, label, _attempt(ex))
@@ -272,6 +272,7 @@ class RunAnalyser:
             mcp=st.mcp,
             tool_http=st.tools,
             repeats=st.repeats,
+            keys=st.threader.keys,
         )
         judge(ctx, link, st.mcp, st.result.errors, self._checks)
         ended = st.tools.model_turn(turn, rt.response, ex.started)  # (their tools' HTTP read)

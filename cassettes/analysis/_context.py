@@ -23,6 +23,7 @@ from ..models import FinishReason, Message, NormalisedRequest, NormalisedRespons
 from ..parsing import RoundTrip
 from ..wire import Exchange, MissNote, read_miss
 from ._mcp import McpLinker
+from ._message_keys import MessageKeys
 from ._model import CallCheck, Finding, Turn
 from ._tool_http import ToolHttpLinker
 from .codes import ROWS, severity_of
@@ -96,6 +97,9 @@ class TurnContext:
     tool_http: ToolHttpLinker | None = None
     #: The run's first repeated call (:class:`RunRepeats`), shared by every turn of the run.
     repeats: RunRepeats = field(default_factory=RunRepeats)
+    #: The messages' keys and the answers' messages, each made once (the threader's memo:
+    #: :class:`~._message_keys.MessageKeys`).
+    keys: MessageKeys = field(default_factory=MessageKeys)
     #: For each call of the previous answer (by position), the id the client echoed it under in
     #: this request (the C layer's, :func:`cassettes.analysis.dispatch.build`).
     echo_ids: dict[int, str] = field(default_factory=dict)

@@ -51,10 +51,12 @@ class ItemReferences:
         while len(self._parts) > self._limit:
             self._parts.popitem(last=False)
 
-    def resolve(self, messages: list[Message]) -> None:
-        """Replace, in place, each referenced item this analyser has seen by its parts."""
+    def resolve(self, messages: list[Message]) -> list[Message]:
+        """Replace, in place, each referenced item this analyser has seen by its parts; returns
+        the messages changed."""
+        changed: list[Message] = []
         if not self._parts:
-            return
+            return changed
         for m in messages:
             if not any(
                 p.kind == "other" and (p.provider_details or {}).get("item_reference")
@@ -82,6 +84,8 @@ class ItemReferences:
                     for q in known
                 )
             m.parts[:] = out
+            changed.append(m)
+        return changed
 
 
 #: How many answers' call ids are remembered to tell a poll that repeats one.

@@ -6,13 +6,14 @@ a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.threadi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from ..models import Message, NormalisedResponse, Part
 
-__all__ = ["message_key", "response_message", "squashed", "stable"]
+__all__ = ["MessageKeys", "message_key", "response_message", "squashed", "stable"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
 
@@ -32,8 +33,17 @@ def squashed(text: str | None) -> str:
 def _unspaced(text: str | None) -> str:
     """``text`` with no whitespace at all: a text's key. Adjacent text parts are one text, however
     a client splits or joins them — a stream's chunks sent back as streamed (Gemini's parts, one per
-    chunk, cut mid-word), blocks joined with a newline or a space."""
-    return "".join(text.split()) if text else ""
+    chunk, cut mid-word), blocks joined with a newline or a space. An ASCII text's whitespace
+    (what ``str.split`` reads as such of ASCII, :data:`_ASCII_SPACE`) is deleted as bytes."""
+    if not text:
+        return ""
+    if text.isascii():
+        return text.encode("ascii").translate(None, _ASCII_SPACE).decode("ascii")
+    return "".join(text.split())
+
+
+#: The ASCII characters ``str.split`` reads as whitespace.
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 
 def _canon(value: Any, squash: bool = False) -> Any:
@@ -94,6 +104,17 @@ def message_key(m: Message) -> int:
 
 def _message_keys(m: Message) -> tuple[int, int, int]:
     """The message's key (for comparing histories), and its loose and strict lookup keys."""
+    key, loose, strict, _ = _keyed(m)
+    return key, loose, strict
+
+
+#: A message's key, loose and strict lookup keys, and its parts' keys without the ids
+#: (``_part_keys(m.parts)``).
+Keyed = tuple[int, int, int, list[Any]]
+
+
+def _keyed(m: Message) -> Keyed:
+    """:func:`_message_keys` and the parts' keys they were made of (without the ids)."""
     role = _ROLE.get(m.role, m.role)
     with_ids = _part_keys(m.parts, ids=True)
     parts = [k[:-1] if k[0] in "cr" else k for k in with_ids]  # the same keys without the ids
@@ -102,7 +123,7 @@ def _message_keys(m: Message) -> tuple[int, int, int]:
         role = "tool"
     key = stable(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
     if role == "system":
-        return key, _SYSTEM_KEY, _SYSTEM_KEY
+        return key, _SYSTEM_KEY, _SYSTEM_KEY, parts
     has_ids = any(
         (p.tool_call is not None and p.tool_call.id)
         or (p.tool_result is not None and p.tool_result.call_id)
@@ -111,8 +132,11 @@ def _message_keys(m: Message) -> tuple[int, int, int]:
     strict = (
         stable(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
     )
-    return key, key, strict
+    return key, key, strict, parts
 
+
+#: The kinds of part whose key is made of its text alone, or that have none.
+_TEXTS_ONLY = frozenset(("text", "refusal", "reasoning", "other"))
 
 #: What any system message counts as in a lookup key.
 _SYSTEM_KEY = stable(b"looptap:system")
@@ -147,6 +171,109 @@ def response_message(resp: NormalisedResponse | None) -> Message | None:
     parts = [
         p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")
     ]
-    if not _part_keys(parts):
+    if not any(map(_keyed_part, parts)):
         return None
     return Message(role="assistant", parts=parts)
+
+
+def _keyed_part(p: Part) -> bool:
+    """``_part_key(p) is not None``, without making the key: a text with a character that is not
+    whitespace (``str.split`` and ``str.isspace`` read whitespace alike), a call, a result, a
+    media part."""
+    if p.kind in ("text", "refusal"):
+        t = p.text
+        return bool(t and not t.isspace())
+    if p.kind == "tool_call":
+        return p.tool_call is not None
+    if p.kind == "tool_result":
+        return p.tool_result is not None
+    return p.kind == "media"
+
+
+class MessageKeys:
+    """Each message's keys (:func:`_keyed`) computed once per message object, and each
+    response's :func:`response_message` built once, shared by every reader of a turn (the
+    threader, the C layer, the checks) and of the next one (a request parsed against the one it
+    extends shares its messages: cassettes.parsing). Held by object identity, the object held
+    with its entry (an id names no other while it is here), for the request threaded last and
+    the one before (:meth:`next_request` moves on): memory stays two requests' messages, not the
+    run's.
+
+    Exact only while a message keyed is not changed: the analysis changes messages in one
+    place, where it resolves referenced items in place
+    (:meth:`~._items.ItemReferences.resolve`), and forgets each message it changed
+    (:meth:`forget`) before anything keys it again."""
+
+    __slots__ = ("_answers", "_answers_before", "_before", "_now", "_system")
+
+    def __init__(self) -> None:
+        self._now: dict[int, tuple[Message, Keyed]] = {}
+        self._before: dict[int, tuple[Message, Keyed]] = {}
+        self._answers: dict[int, tuple[NormalisedResponse, Message | None]] = {}
+        self._answers_before: dict[int, tuple[NormalisedResponse, Message | None]] = {}
+        #: The last system prompt keyed (:meth:`system`): its texts, and its key.
+        self._system: tuple[tuple[str | None, ...], int] | None = None
+
+    def __len__(self) -> int:
+        """Messages and responses held."""
+        return len(self._now) + len(self._before) + len(self._answers) + len(self._answers_before)
+
+    def next_request(self) -> None:
+        """A new request is read: what the one before last read is let go."""
+        self._before, self._now = self._now, {}
+        self._answers_before, self._answers = self._answers, {}
+
+    def forget(self, messages: Iterable[Message]) -> None:
+        """``messages`` were changed in place: their keys are made again when next asked."""
+        for m in messages:
+            self._now.pop(id(m), None)
+            self._before.pop(id(m), None)
+
+    def keyed(self, m: Message) -> Keyed:
+        got = self._now.get(id(m))
+        if got is None or got[0] is not m:
+            got = self._before.get(id(m))
+            if got is None or got[0] is not m:
+                got = (m, _keyed(m))
+            self._now[id(m)] = got
+        return got[1]
+
+    def keys(self, m: Message) -> tuple[int, int, int]:
+        """:func:`_message_keys` of ``m``."""
+        key, loose, strict, _ = self.keyed(m)
+        return key, loose, strict
+
+    def key(self, m: Message) -> int:
+        """:func:`message_key` of ``m``."""
+        return self.keyed(m)[0]
+
+    def parts(self, m: Message) -> list[Any]:
+        """``_part_keys(m.parts)`` (shared: not to be changed)."""
+        return self.keyed(m)[3]
+
+    def system(self, parts: list[Part]) -> int:
+        """The key of a system prompt's parts: ``stable`` of their part keys as JSON. A prompt
+        of texts alone (and parts no key reads: reasoning, provider items) is keyed by its texts
+        (a text part's key is its text's, whether ``text`` or ``refusal``; the others have
+        none): the same texts as the prompt keyed last, the same key."""
+        texts: tuple[str | None, ...] | None = None
+        if all(p.kind in _TEXTS_ONLY for p in parts):
+            texts = tuple(p.text if p.kind in ("text", "refusal") else None for p in parts)
+            if self._system is not None and self._system[0] == texts:
+                return self._system[1]
+        key = stable(orjson.dumps(_part_keys(parts), option=orjson.OPT_NON_STR_KEYS))
+        if texts is not None:
+            self._system = (texts, key)
+        return key
+
+    def answer(self, resp: NormalisedResponse | None) -> Message | None:
+        """:func:`response_message` of ``resp``, the same message object each time asked."""
+        if resp is None:
+            return None
+        got = self._answers.get(id(resp))
+        if got is None or got[0] is not resp:
+            got = self._answers_before.get(id(resp))
+            if got is None or got[0] is not resp:
+                got = (resp, response_message(resp))
+            self._answers[id(resp)] = got
+        return got[1]

@@ -40,11 +40,16 @@ def _record_results(ctx: TurnContext) -> tuple[dict[str, int], dict[str, set[int
     by_id: dict[str, int] = ctx.conv.state.setdefault("E.results_by_id", {})
     by_name: dict[str, set[int]] = ctx.conv.state.setdefault("E.results_by_name", {})
     for m in ctx.turn.c.appended:
-        for p in m.parts:
-            tr = p.tool_result if p.kind == "tool_result" else None
-            if tr is None:
-                continue
-            content = stable(squashed(tr.content).encode("utf-8", "surrogatepass"))
+        results = [
+            tr for p in m.parts if p.kind == "tool_result" and (tr := p.tool_result) is not None
+        ]
+        if not results:
+            continue
+        # each result's content squashed, as its key has it (a result part's key is
+        # ``("r", squashed content, name)``, one per result part, in order: _message_keys)
+        squash = [k[1] for k in ctx.keys.parts(m) if k[0] == "r"]
+        for tr, text in zip(results, squash, strict=True):
+            content = stable(text.encode("utf-8", "surrogatepass"))
             if tr.call_id:
                 by_id[tr.call_id] = content
             if tr.name:

@@ -16,7 +16,6 @@ from ..hints import count
 from ..models import Message
 from . import codes as codes
 from ._context import CLIENT_KINDS, Check, TurnContext
-from ._message_keys import response_message
 from ._model import CallCheck, Finding, Turn
 from ._rules import Rule, Rules
 from .dispatch import is_error_result
@@ -311,7 +310,7 @@ class _Turns:
         grows = prev is not None and seq == prev.seq
         if prev is not None and c.link == "previous_response_id":
             # the API holds the history: the answer it stored comes before the items sent
-            answer = response_message(prev.rt.response)
+            answer = ctx.keys.answer(prev.rt.response)
             new = [answer, *new] if answer is not None else new
         elif prev is None or not c.kept == c.appended_from == prev.n_messages:
             grows = False

@@ -49,15 +49,20 @@ _ADAPTERS = (
 #: The adapters, made on first use: the host tables below (read by ``looptap --help`` and the
 #: recorder's start-up) cost nothing, the adapters and pydantic are loaded when a body is parsed.
 _PROVIDERS: list[Provider] = []
+#: The first adapter of each family, in recognition order (made with them).
+_BY_FAMILY: dict[str, Provider] = {}
 
 
 def adapters() -> list[Provider]:
     """Every adapter, in recognition order (made on the first call)."""
     if not _PROVIDERS:
-        _PROVIDERS.extend(
+        made = [
             getattr(importlib.import_module(f"looptap.cassettes.providers.{m}"), c)()
             for m, c in _ADAPTERS
-        )
+        ]
+        for p in made:
+            _BY_FAMILY.setdefault(p.family, p)
+        _PROVIDERS.extend(made)
     return _PROVIDERS
 
 
@@ -99,4 +104,6 @@ def _recogniser_failed(p: Provider, exc: Exception, errors: list[str] | None) ->
 
 
 def by_family(family: str) -> Provider | None:
-    return next((p for p in _PROVIDERS or adapters() if p.family == family), None)
+    if not _PROVIDERS:
+        adapters()
+    return _BY_FAMILY.get(family)

@@ -40,14 +40,31 @@ def _short_page(content: str) -> str | None:
     """The text stripped, or ``None`` when it is too long to be a block page. Taking out the
     markup and squashing the whitespace never lengthens a text: one of at most
     :data:`_BLOCK_PAGE_LEN` characters is short as it is; a text without markup is not run through
-    the markup pattern."""
+    the markup pattern; one surely too long squashed (:func:`_surely_long`) is not squashed."""
     text = content.strip()
     if len(text) <= _BLOCK_PAGE_LEN:
         return text
     if len(text) > 20 * _BLOCK_PAGE_LEN:
         return None
     plain = text if "<" not in text else _MARKUP.sub(" ", text)
+    if _surely_long(plain):
+        return None
     return text if len(squashed(plain)) <= _BLOCK_PAGE_LEN else None
+
+
+#: The ASCII characters ``str.split`` (and :func:`squashed`) read as whitespace.
+_ASCII_SPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
+def _surely_long(plain: str) -> bool:
+    """``plain`` squashed is longer than :data:`_BLOCK_PAGE_LEN`, known without squashing it: a
+    text squashed keeps every character that is not whitespace (an ASCII text's whitespace is
+    :data:`_ASCII_SPACE`: counted), and its head squashed is no longer than it (the head's words
+    are its first ones, the last maybe cut)."""
+    if plain.isascii():
+        return len(plain) - sum(map(plain.count, _ASCII_SPACE)) > _BLOCK_PAGE_LEN
+    head = plain[: 2 * _BLOCK_PAGE_LEN]
+    return len(plain) > len(head) and len(squashed(head)) > _BLOCK_PAGE_LEN
 
 
 def blocked_page(content: str) -> str | None:

@@ -15,7 +15,7 @@ from ...lazy import pattern
 from ...models import FinishReason, Message
 from .. import codes as codes
 from .._context import TurnContext, cut_call
-from .._message_keys import message_key, response_message, stable
+from .._message_keys import message_key, stable
 from .._model import ContextChange, Finding
 from .._trajectory import fields_of, follows, step_of
 from ._managed import is_compaction
@@ -169,10 +169,10 @@ def _line(ctx: TurnContext) -> list[int] | None:
     prev = ctx.prev
     if prev is None or not prev.messages or len(prev.messages) != prev.n_messages:
         return None
-    echo = response_message(prev.rt.response)
+    echo = ctx.keys.answer(prev.rt.response)
     if echo is None:
         return None
-    return [*(message_key(m) for m in prev.messages), message_key(echo)]
+    return [*(ctx.keys.key(m) for m in prev.messages), ctx.keys.key(echo)]
 
 
 def _remember_line(ctx: TurnContext, trim: bool = False) -> None:
@@ -200,20 +200,20 @@ def _restores(ctx: TurnContext) -> tuple[int, bool] | None:
     index, seq, line = found[:3]
     if index != ctx.index - 1 or not isinstance(line, list) or not prev.messages:
         return None
-    keys = [message_key(m) for m in ctx.messages]
-    echo = response_message(prev.rt.response)
+    keys = [ctx.keys.key(m) for m in ctx.messages]
+    echo = ctx.keys.answer(prev.rt.response)
     n = len(line)
     if echo is None or keys[:n] != line or len(prev.messages) != prev.n_messages:
         return None
     # what the mutated request appended after its (changed) copy of the line, then its answer
-    answer = message_key(echo)
+    answer = ctx.keys.key(echo)
     at = next((i for i in range(n, len(keys)) if keys[i] == answer), None)
     if at is None:
         return None
     appended = keys[n:at]
     if len(appended) > len(prev.messages):
         return None
-    before = [message_key(m) for m in prev.messages[len(prev.messages) - len(appended) :]]
+    before = [ctx.keys.key(m) for m in prev.messages[len(prev.messages) - len(appended) :]]
     trim = len(found) == 4 and found[3] is True
     return (int(seq), trim) if before == appended or not appended else None
 
@@ -327,7 +327,7 @@ def _rewritten_steps(ctx: TurnContext) -> list[str]:
     before, now = fields_of(text(prev.rt.request.messages[-1])), fields_of(text(ctx.messages[-1]))
     if before is None or now is None:
         return []
-    answer = response_message(prev.rt.response)
+    answer = ctx.keys.answer(prev.rt.response)
     found = follows(before, now, step_of(text(answer)) if answer is not None else None)
     return found[1] if found is not None else []
 
@@ -345,8 +345,8 @@ def _dropped_before_answer(ctx: TurnContext) -> tuple[int, bool] | None:
         or c.kept >= len(ctx.messages)
     ):
         return None
-    answer = response_message(prev.rt.response)
-    if answer is None or message_key(ctx.messages[c.kept]) != message_key(answer):
+    answer = ctx.keys.answer(prev.rt.response)
+    if answer is None or ctx.keys.key(ctx.messages[c.kept]) != ctx.keys.key(answer):
         return None
     before = (
         prev.rt.request.messages[c.kept : prev.n_messages] if prev.rt.request is not None else []

@@ -10,7 +10,6 @@ import orjson
 from ...lazy import pattern
 from ...models import Message, ToolCall, ToolResult
 from .._context import TurnContext, cut_call
-from .._message_keys import response_message
 from .._model import Dispatch, Pairing
 from ..threading import Link
 from ._counts import message_counts
@@ -384,7 +383,7 @@ def _echoed(ctx: TurnContext, link: Link, at: int) -> bool | None:
     the history extends; then the message at ``at`` (past inserted user messages) compared."""
     if link.echoed is not False or ctx.prev is None or at >= len(ctx.messages):
         return link.echoed
-    answer = response_message(ctx.prev.rt.response)
+    answer = ctx.keys.answer(ctx.prev.rt.response)
     return _loosely_echoed(answer, ctx.messages[_after_inserted_user(ctx, at)])
 
 
@@ -418,7 +417,7 @@ def _rewritten_in_place(ctx: TurnContext, link: Link, kept: int) -> int:
         return kept
     at = prev.n_messages
     if at >= len(ctx.messages) or not _loosely_echoed(
-        response_message(prev.rt.response), ctx.messages[at]
+        ctx.keys.answer(prev.rt.response), ctx.messages[at]
     ):
         return kept
     return at

@@ -13,11 +13,13 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from ...lazy import pattern
 from ...models import Message, Part
 from .. import codes as codes
 from .._context import TurnContext, overflowed
-from .._message_keys import _ROLE, message_key, response_message, stable
+from .._message_keys import _ROLE, MessageKeys, stable
 from .._model import ContextChange, Finding
 from ..threading import Link
 
@@ -110,7 +112,19 @@ def _k(v: int) -> bytes:
     return _Q.pack(v & _MASK)
 
 
-def _packed(m: Message) -> tuple[bytes, str, Any]:
+def _blanked_key(parts: list[Any]) -> int:
+    """The key of a message (role ``x``) whose part keys are ``parts`` (``_part_keys``), with
+    its results' content blanked and its reasoning left out: the key of
+    ``Message(role="x", parts=[its parts, reasoning left out, each result's content ""])``, made
+    of the message's part keys. Reasoning has no part key (leaving it out changes none); a
+    result's key without its id is ``("r", squashed content, name)``, and ``""`` squashed is
+    ``""``; the role is ``tool`` where every part key is a result's (:func:`_keyed`)."""
+    blank = [("r", "", k[2]) if k[0] == "r" else k for k in parts]
+    role = "tool" if blank and all(k[0] == "r" for k in blank) else "x"
+    return stable(orjson.dumps([role, blank], option=orjson.OPT_NON_STR_KEYS))
+
+
+def _packed(m: Message, memo: MessageKeys) -> tuple[bytes, str, Any]:
     """``m`` as the state keeps it: its key (8 bytes), its role (one character), and what only
     some messages need (plain values; ``None`` for most): a plain user message's text, a call's
     tool names (one per line), else the results' and reasoning's blob (:func:`_shape`)."""
@@ -122,17 +136,9 @@ def _packed(m: Message) -> tuple[bytes, str, Any]:
     )
     char = "t" if results else _ROLE_CHAR.get(role, "o")
     extra: Any = None
+    key, _, _, parts = memo.keyed(m)
     if results or reasoning:
-        blanked = [
-            p
-            if p.tool_result is None
-            else p.model_copy(
-                update={"tool_result": p.tool_result.model_copy(update={"content": ""})}
-            )
-            for p in m.parts
-            if p.kind != "reasoning"
-        ]
-        blob = _k(message_key(Message(role="x", parts=blanked))) + b"".join(
+        blob = _k(_blanked_key(parts)) + b"".join(
             _k(len(r.content)) + _k(stable(r.content.encode("utf-8", "surrogatepass")))
             for r in results[:64]
         )
@@ -141,7 +147,7 @@ def _packed(m: Message) -> tuple[bytes, str, Any]:
         extra = _text(m)[:KEEP_TEXT]
     elif names:
         extra = names
-    return _k(message_key(m)), char, extra
+    return _k(key), char, extra
 
 
 def _shape(keys: bytes, roles: str, extras: list[Any], i: int) -> Shape:
@@ -188,7 +194,7 @@ def shapes(ctx: TurnContext, kept: int) -> Packed | None:
     roles = [before[2][:n]] if before is not None else []
     extras = list(before[3][:n]) if before is not None else []
     for m in ctx.messages[n:MAX_COMPARED]:
-        k, r, e = _packed(m)
+        k, r, e = _packed(m, ctx.keys)
         keys.append(k)
         roles.append(r)
         extras.append(e)
@@ -412,8 +418,8 @@ def context_change(
     if prev is None or link.rewritten <= 0 or link.how != "rewritten" or not packed:
         return None
     before, now = _unpacked(packed), _unpacked(ctx.conv.state[SHAPES])
-    answer = response_message(prev.rt.response) if prev.rt.response is not None else None
-    key = message_key(answer) & _MASK if answer is not None else None
+    answer = ctx.keys.answer(prev.rt.response)
+    key = ctx.keys.key(answer) & _MASK if answer is not None else None
     d = _Diff(before, now, key, new_from if link.echo_at is not None else None)
     if not d.gone:
         return None

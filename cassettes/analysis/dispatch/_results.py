@@ -11,7 +11,6 @@ from ...lazy import pattern
 from ...models import FinishReason, ToolCall, ToolResult
 from .. import codes as codes
 from .._context import ConversationState, TurnContext, cut_call, short
-from .._message_keys import response_message
 from .._model import Finding, Pairing
 from ._layer import call_as_output, calls_as_text, previous_calls
 from ._shared import (
@@ -34,7 +33,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
         return
     appended = ctx.turn.c.appended
-    answer = response_message(prev.rt.response)
+    answer = ctx.keys.answer(prev.rt.response)
     if answer is not None and appended and call_as_output(answer, appended[0]):
         yield _output_call_as_text(ctx, prev.index, prev.rt.response.tool_calls)
         return

@@ -5,7 +5,6 @@ message that differs is then the rewritten one, not an unchanged one the trim mo
 from __future__ import annotations
 
 from .._context import TurnContext
-from .._message_keys import message_key, response_message
 from ._managed import _MASK, SHAPES, Packed, _contiguous, _Diff, _unpacked
 
 
@@ -23,8 +22,8 @@ def trimmed_and_changed(
     if prev is None or not packed:
         return None
     before, now = _unpacked(packed), _unpacked(ctx.conv.state[SHAPES])[:new_from]
-    echo = response_message(prev.rt.response) if prev.rt.response is not None else None
-    d = _Diff(before, now, message_key(echo) & _MASK if echo is not None else None, None)
+    echo = ctx.keys.answer(prev.rt.response)
+    d = _Diff(before, now, ctx.keys.key(echo) & _MASK if echo is not None else None, None)
     if not d.unmatched or len(d.gone) <= len(d.unmatched) or not d.in_order():
         return None  # nothing changed, or as many came as went, or moved (a reorder)
     replaced: set[int] = set()

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ...models import Message, Part
-from .._message_keys import _call_ids, _message_keys, _part_keys, stable
+from .._message_keys import MessageKeys, _call_ids, stable
 from .._trajectory import Fields, Step
 from ..spill import KEEP, Spill, SpillMap
 from ._words import SYSTEM_TEXT, Rendered, trajectory
@@ -118,11 +118,11 @@ class Keys:
     loose: list[int] = field(default_factory=list)
     strict: list[int] = field(default_factory=list)
 
-    def extend(self, messages: list[Message]) -> None:
+    def extend(self, messages: list[Message], memo: MessageKeys) -> None:
         lh = self.loose[-1] if self.loose else 0
         sh = self.strict[-1] if self.strict else 0
         for m in messages:
-            k, lk, sk = _message_keys(m)
+            k, lk, sk = memo.keys(m)
             lh, sh = hash((lh, lk)), hash((sh, sk))
             self.key.append(k)
             self.loose.append(lh)
@@ -434,7 +434,9 @@ class Request:
     extended: Registered | None = None
 
 
-def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:
+def _keys(
+    threads: Threads, messages: list[Message], reuse: tuple[int, int] | None, memo: MessageKeys
+) -> Keys:
     if reuse is not None and 0 <= reuse[0] < len(threads.turns):
         base = threads.turns[reuse[0]]
         keep = reuse[1]
@@ -444,10 +446,10 @@ def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | No
                 keys = base.keys
             else:
                 keys = base.keys.head(keep)
-            keys.extend(messages[keep:])
+            keys.extend(messages[keep:], memo)
             return keys
     keys = Keys()
-    keys.extend(messages)
+    keys.extend(messages, memo)
     return keys
 
 
@@ -459,10 +461,12 @@ def read_request(
     system: list[Part] | None,
     tools: list[str] | None,
     attempt: Attempt,
+    memo: MessageKeys,
 ) -> Request:
     """The request as the rules read it. ``reuse=(turn id, keep)``: its first ``keep`` messages
-    are that earlier turn's, whose keys are taken over, not recomputed."""
-    keys = _keys(threads, messages, reuse)
+    are that earlier turn's, whose keys are taken over, not recomputed; the others' are asked
+    of ``memo``."""
+    keys = _keys(threads, messages, reuse, memo)
     ids: set[str] = set()
     for m in messages[-8:]:  # what the request answers sits at its end
         ids |= _call_ids(m.parts)
@@ -471,7 +475,7 @@ def read_request(
         fam=threads.family(family),
         messages=messages,
         keys=keys,
-        system=stable(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS)),
+        system=memo.system(system or []),
         tools=stable(orjson.dumps(sorted(tools or ()))),
         system_text=" ".join(
             p.text[:SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text

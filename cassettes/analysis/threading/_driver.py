@@ -6,14 +6,7 @@ from __future__ import annotations
 import itertools
 
 from ...models import Message, NormalisedResponse, Part
-from .._message_keys import (
-    _NO_NAMES,
-    _call_ids,
-    _call_names,
-    _message_keys,
-    _part_keys,
-    response_message,
-)
+from .._message_keys import _NO_NAMES, MessageKeys, _call_ids, _call_names
 from .._trajectory import step_of
 from ..spill import KEEP, Spill
 from ._agents import handed_from
@@ -60,6 +53,9 @@ class Threader:
         self.threads = Threads(self._spill, keep)
         #: The tokens of the messages of the request threaded last (:func:`~._evidence.carried`).
         self._tokens = Remembered()
+        #: The keys of the messages of the request threaded last and the one before, and their
+        #: answers (read by the analysis of the same turns too: :attr:`.TurnContext.keys`).
+        self.keys = MessageKeys()
 
     @property
     def turns(self) -> TurnInfos:
@@ -95,8 +91,11 @@ class Threader:
         ``cut``: the answer's tool call was cut by the token cap (finish ``length``);
         ``continuity``: the family's continuity-token keys (:mod:`._evidence`)."""
         s = self.threads
+        self.keys.next_request()
         try:
-            r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
+            r = read_request(
+                s, family, messages, reuse, system, tools, attempt or Attempt(), self.keys
+            )
             r.compacts = compacts
             r.overflow = overflow
             r.cut = cut
@@ -110,7 +109,7 @@ class Threader:
             if link.summary_of is not None:
                 link.summary_seen = s.seen.get(link.summary_of)
                 link.summary_side = s.turns[link.summary_of].conversation != link.conversation
-            record(s, r, link, response, failed, label)
+            record(s, r, link, response, failed, label, self.keys)
             if response is not None:
                 register(s, response.parts, continuity, len(s.turns) - 1, self._tokens)
             return link
@@ -171,13 +170,14 @@ def record(
     response: NormalisedResponse | None,
     failed: bool,
     label: str | None,
+    memo: MessageKeys,
 ) -> None:
     """Record the threaded turn: its info, and the indexes later requests look it up in (its
     label, response id, histories with and without its answer, trajectory, sibling group)."""
     tid = len(s.turns)
-    echo = response_message(response)
-    echo_keys = _message_keys(echo) if echo is not None else None
-    info = _turn_info(s, r, link, response, failed, echo, echo_keys)
+    echo = memo.answer(response)
+    echo_keys = memo.keys(echo) if echo is not None else None
+    info = _turn_info(s, r, link, response, failed, echo, echo_keys, memo)
     info.handed_from, info.hand_start = handed_from(s, r, link)
     if link.rehome is not None and link.rehomed_to is None:
         # the handed loop's turns are a conversation of their own (the analyser moves them)
@@ -228,6 +228,7 @@ def _turn_info(
     failed: bool,
     echo: Message | None,
     echo_keys: tuple[int, int, int] | None,
+    memo: MessageKeys,
 ) -> TurnInfo:
     """What is kept of a threaded turn: its request's keys and shape, and its answer (``echo``)
     as the next request should send it back."""
@@ -238,8 +239,8 @@ def _turn_info(
         system=r.system,
         tools=r.tools,
         length=len(messages),
-        last_parts=_part_keys(messages[-1].parts) if messages else [],
-        echo_parts=_part_keys(echo.parts) if echo is not None else [],
+        last_parts=memo.parts(messages[-1]) if messages else [],
+        echo_parts=memo.parts(echo) if echo is not None else [],
         echo_key=echo_keys[0] if echo_keys is not None else None,
         echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
         echo_names=_call_names(echo)

@@ -81,6 +81,10 @@ def test_a_long_result_is_a_block_page_as_before() -> None:
         page,  # short once its tags are out
         page.replace("<p>ray id</p>", "<p>" + "x" * 20 + "</p>"),  # long without its tags too
         "<script>" + "x" * 5000 + "</script> verify you are human",
+        # long, with whitespace str.split reads as such (ASCII separators, a no-break space)
+        "word\x1c\x1f\x0b " * 250 + "are you a robot?",
+        "word\u00a0\u2003 " * 250 + "are you a robot?",
+        "wörd " * 400 + "are you a robot?",  # too long (not ASCII: its head read)
     ]
     got = [blocked_page(t) for t in texts]
     assert got == [
@@ -92,4 +96,7 @@ def test_a_long_result_is_a_block_page_as_before() -> None:
         "Sorry, you have been blocked",
         None,
         "verify you are human",
+        "are you a robot",
+        "are you a robot",
+        None,
     ]
