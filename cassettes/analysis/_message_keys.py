@@ -6,8 +6,8 @@ a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.threadi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import orjson
 
@@ -230,13 +230,7 @@ class MessageKeys:
             self._before.pop(id(m), None)
 
     def keyed(self, m: Message) -> Keyed:
-        got = self._now.get(id(m))
-        if got is None or got[0] is not m:
-            got = self._before.get(id(m))
-            if got is None or got[0] is not m:
-                got = (m, _keyed(m))
-            self._now[id(m)] = got
-        return got[1]
+        return _held(self._now, self._before, m, _keyed)
 
     def keys(self, m: Message) -> tuple[int, int, int]:
         """:func:`_message_keys` of ``m``."""
@@ -270,10 +264,26 @@ class MessageKeys:
         """:func:`response_message` of ``resp``, the same message object each time asked."""
         if resp is None:
             return None
-        got = self._answers.get(id(resp))
-        if got is None or got[0] is not resp:
-            got = self._answers_before.get(id(resp))
-            if got is None or got[0] is not resp:
-                got = (resp, response_message(resp))
-            self._answers[id(resp)] = got
-        return got[1]
+        return _held(self._answers, self._answers_before, resp, response_message)
+
+
+_O = TypeVar("_O")
+_V = TypeVar("_V")
+
+
+def _held(
+    now: dict[int, tuple[_O, _V]],
+    before: dict[int, tuple[_O, _V]],
+    obj: _O,
+    make: Callable[[_O], _V],
+) -> _V:
+    """``make(obj)``, held in ``now`` by ``obj``'s identity with ``obj`` itself (an id names no
+    other object while its entry holds it), taken from ``before`` (the request before) when
+    there."""
+    got = now.get(id(obj))
+    if got is None or got[0] is not obj:
+        got = before.get(id(obj))
+        if got is None or got[0] is not obj:
+            got = (obj, make(obj))
+        now[id(obj)] = got
+    return got[1]
